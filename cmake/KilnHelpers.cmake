@@ -1,0 +1,27 @@
+# kiln_add_library(NAME <short> SOURCES ... DEPS ...): builds kiln_<short>, aliased
+# kiln::<short>, with its public headers in include/ next to this CMakeLists.
+function(kiln_add_library short)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target kiln_${short})
+  add_library(${target} STATIC ${ARG_SOURCES})
+  add_library(kiln::${short} ALIAS ${target})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  set_property(GLOBAL APPEND PROPERTY KILN_LIBRARIES ${target})
+  set_property(GLOBAL APPEND PROPERTY KILN_INCLUDE_DIRS ${CMAKE_CURRENT_SOURCE_DIR}/include)
+endfunction()
+
+# kiln_add_test(<name> SOURCES ... DEPS ...): a Boost.Test executable registered with CTest.
+function(kiln_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} Boost::unit_test_framework)
+  target_compile_definitions(${name} PRIVATE BOOST_TEST_DYN_LINK)
+  add_test(NAME ${name} COMMAND ${name} --log_level=test_suite --report_level=short)
+  if(ARG_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+endfunction()

@@ -1,0 +1,60 @@
+// Graph: the unit of capture, caching and display. SSA nodes over the op table, each
+// with one output TensorMeta; inputs are `input` nodes, in argument order; outputs are a
+// list of node ids. A graph owns the ShapeEnv its symbolic sizes refer to.
+//
+// Graph::add checks arity and attribute kinds and runs the op's shape rule, so a graph
+// that was built is always well-formed; errors name the node and the op.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/ops.h"
+
+namespace kiln {
+
+struct Node {
+  OpId op = OpId::input;
+  std::vector<NodeId> inputs;
+  Attrs attrs;
+  TensorMeta meta;
+  std::string name;  // argument name for inputs; optional elsewhere
+};
+
+class Graph {
+ public:
+  // Appends an input (argument index = number of inputs so far).
+  NodeId add_input(TensorMeta meta, std::string name = {});
+  // Appends a node, validating arity and attributes and inferring its meta.
+  NodeId add(OpId op, std::vector<NodeId> inputs, Attrs attrs = {});
+  void set_outputs(std::vector<NodeId> outputs);
+
+  const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<NodeId>& inputs() const { return inputs_; }
+  const std::vector<NodeId>& outputs() const { return outputs_; }
+  size_t size() const { return nodes_.size(); }
+  ShapeEnv& shapes() { return shapes_; }
+  const ShapeEnv& shapes() const { return shapes_; }
+
+  // Readable listing: one line per node, "%3 = add(%1, %2) : f32[s0, 4096]".
+  std::string str() const;
+  // Number of nodes that are not inputs (what explain() calls op_count).
+  size_t op_count() const;
+
+  // The same graph with names stripped and dead nodes removed, nodes in topological
+  // order (they always are: ids grow along edges). Cache keys hash this form.
+  Graph canonical() const;
+  // Hash of canonical(): ops, attrs, edges, metas, symbols and facts.
+  uint64_t structural_hash() const;
+  bool operator==(const Graph& o) const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<NodeId> inputs_;
+  std::vector<NodeId> outputs_;
+  ShapeEnv shapes_;
+};
+
+}  // namespace kiln

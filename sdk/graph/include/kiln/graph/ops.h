@@ -1,0 +1,158 @@
+// The op table: every op Kiln knows is declared once here (its id) and once in
+// src/op_table.cpp (name, arity, attributes, dtype and shape rule, decomposition when it
+// is a composite). Nothing else in the pipeline lists ops by hand, except the reference
+// kernels (targets/reference) and the codegen expression printers of later targets.
+//
+// Conventions for every op:
+// - A node has exactly one output tensor.
+// - Attributes are positional, in the order of OpDef::attrs; dims stored in attributes are
+//   already normalised to 0 <= d < rank by the caller (the frontend or the graph parser
+//   via normalize_attrs).
+// - Pointwise ops broadcast numpy-style and promote types like torch (see result_type).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kiln/graph/meta.h"
+#include "kiln/graph/shape_env.h"
+
+namespace kiln {
+
+// clang-format off
+enum class OpId : uint16_t {
+  // Sources (no tensor inputs).
+  input,        // attrs: index:int                         a graph argument (tensor or 0-d scalar)
+  constant,     // attrs: value:tensor                      a tensor captured by value
+  full,         // attrs: shape:symints, value:float, dtype:dtype
+  arange,       // attrs: start:float, end:float, step:float, dtype:dtype   size ceil((end-start)/step)
+  randn,        // attrs: shape:symints, seed:int, dtype:dtype  normal(0,1), Philox4x32-10 keyed by seed,
+                //        counter = flat element index (see targets/reference/random.h); same on every target
+  // Unary pointwise (1 input). Float-only ops (exp, log, sqrt, rsqrt, reciprocal, sin, cos,
+  // tanh, sigmoid, gelu, silu, erf) promote integer/bool inputs to f32.
+  neg, abs, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu,
+  gelu,         // attrs: approximate:string ("none" | "tanh")
+  silu, erf, floor, ceil, round /* half to even */, sign,
+  logical_not,  // -> bool
+  isnan,        // -> bool
+  cast,         // attrs: dtype:dtype
+  // Binary pointwise (2 inputs). Comparisons and logical ops give bool; div of integers gives f32
+  // (true division); pow follows promotion.
+  add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or,
+  // Ternary: where(cond:bool, a, b) -> promote(a, b).
+  where,
+  // Reductions (1 input). attrs: dims:ints (sorted, unique; empty = all dims), keepdim:bool.
+  // mean/var/logsumexp of integers give f32; sum/prod of bool/i32 give i64; argmax/argmin give i64
+  // and take at most one dim (empty = over the flattened tensor). var has one more attr,
+  // correction:int (1 = unbiased).
+  sum, mean, max, min, prod, argmax, argmin, var, logsumexp,
+  // Layout (views of their input in eager mode; index arithmetic in graphs).
+  reshape,      // attrs: shape:symints (fully resolved, no -1)
+  permute,      // attrs: dims:ints (a permutation)
+  transpose,    // attrs: dim0:int, dim1:int              composite -> permute
+  expand,       // attrs: shape:symints (fully resolved; new leading dims allowed)
+  squeeze,      // attrs: dims:ints (each of size 1)
+  unsqueeze,    // attrs: dim:int (0 <= dim <= rank)
+  slice,        // attrs: dim:int, start:int, end:int, step:int (python semantics: negatives
+                //        count from the end, out of range clamps; step >= 1)
+  cat,          // attrs: dim:int; 1 or more inputs, same rank, promoted dtype
+  pad,          // attrs: pads:ints (pairs, last dim first, as torch.nn.functional.pad; may be
+                //        negative to crop), value:float (constant mode)
+  index_select, // attrs: dim:int; inputs (x, index: 1-D i32/i64)
+  flatten,      // attrs: start_dim:int, end_dim:int       composite -> reshape
+  // Composites, each with a decomposition into the primitives above.
+  softmax,      // attrs: dim:int
+  log_softmax,  // attrs: dim:int
+  layer_norm,   // attrs: normalized_ndim:int, eps:float; inputs (x[, weight[, bias]]) over the last
+                //        normalized_ndim dims; weight/bias have those dims' shape
+  rms_norm,     // attrs: normalized_ndim:int, eps:float; inputs (x[, weight])
+  linear,       // inputs (x[..., in], w[out, in][, b[out]]) -> x @ w^T + b
+  // Linear algebra.
+  matmul,       // numpy matmul: 1-D operands promoted and squeezed, batch dims broadcast
+};
+// clang-format on
+inline constexpr int kNumOps = static_cast<int>(OpId::matmul) + 1;
+
+enum class OpCategory : uint8_t { source, unary, binary, ternary, reduction, layout, composite, matmul };
+
+// A tensor value stored in a `constant` node.
+struct ConstantData {
+  DType dtype = DType::f32;
+  std::vector<int64_t> sizes;
+  std::vector<std::byte> bytes;  // contiguous, little-endian
+  bool operator==(const ConstantData&) const = default;
+};
+
+enum class AttrKind : uint8_t { int_, float_, bool_, ints, symints, dtype, string, tensor };
+using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, std::vector<SymInt>, DType,
+                               std::string, std::shared_ptr<const ConstantData>>;
+std::string_view attr_kind_name(AttrKind k);
+AttrKind attr_kind_of(const AttrValue& v);
+
+// Attribute values in the order of the op's AttrSpecs; typed accessors throw on misuse.
+struct Attrs {
+  std::vector<AttrValue> values;
+
+  Attrs() = default;
+  Attrs(std::initializer_list<AttrValue> v) : values(v) {}
+  size_t size() const { return values.size(); }
+  int64_t i(size_t k) const;
+  double f(size_t k) const;
+  bool b(size_t k) const;
+  const std::vector<int64_t>& ints(size_t k) const;
+  const std::vector<SymInt>& symints(size_t k) const;
+  DType dtype(size_t k) const;
+  const std::string& s(size_t k) const;
+  const ConstantData& tensor(size_t k) const;
+  bool operator==(const Attrs& o) const;
+};
+
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+};
+
+class Graph;
+using NodeId = int32_t;
+
+// What a shape rule sees.
+struct InferContext {
+  OpId op;
+  std::span<const TensorMeta* const> inputs;
+  const Attrs& attrs;
+  ShapeEnv& shapes;
+};
+using InferFn = TensorMeta (*)(const InferContext&);
+// Appends primitives computing the composite to `g`; returns the node holding the result.
+using DecomposeFn = NodeId (*)(Graph& g, std::span<const NodeId> inputs, const Attrs& attrs);
+
+struct OpDef {
+  OpId id;
+  std::string_view name;
+  OpCategory category;
+  int min_inputs;
+  int max_inputs;  // -1: any number (cat)
+  std::vector<AttrSpec> attrs;
+  InferFn infer;
+  DecomposeFn decompose = nullptr;  // set for composites
+};
+
+const OpDef& op_def(OpId op);
+std::string_view op_name(OpId op);
+std::optional<OpId> find_op(std::string_view name);
+std::span<const OpDef> all_ops();
+
+// The dtype pointwise ops compute in, torch-style: dimensioned operands dominate 0-d ones
+// unless a 0-d operand is of a higher category.
+DType result_type(std::span<const TensorMeta* const> operands);
+// Numpy broadcasting of two shapes; symbolic sizes are compared through `shapes`.
+SymShape broadcast_shapes(std::span<const SymInt> a, std::span<const SymInt> b, ShapeEnv& shapes,
+                          std::string_view op);
+
+}  // namespace kiln

@@ -1,0 +1,67 @@
+// ShapeEnv: the size symbols of one graph and the facts about them that the graph's
+// shapes rely on. Shape rules never branch on a symbolic size directly: they ask the
+// ShapeEnv, which answers from the example values and records the answer as a fact.
+// The capture stage turns symbols (with their ranges) and facts into guards.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/graph/symint.h"
+
+namespace kiln {
+
+struct SymbolInfo {
+  SymbolId id = 0;
+  int64_t example = 0;  // the size seen while tracing
+  int64_t min = 2;      // sizes 0 and 1 are always specialised, so symbols start at 2
+  int64_t max = std::numeric_limits<int64_t>::max();
+  std::string source;        // where it came from: "input 0 (x) dim 1"
+  bool user_dynamic = false;  // from mark_dynamic: specialising it is an error
+  bool operator==(const SymbolInfo&) const = default;
+};
+
+// lhs == rhs (or lhs != rhs when equal is false), decided while tracing.
+struct ShapeFact {
+  SymExpr lhs;
+  SymExpr rhs;
+  bool equal = true;
+  std::string reason;  // the op that needed it
+  bool operator==(const ShapeFact&) const = default;
+};
+
+class ShapeEnv {
+ public:
+  // A new symbol s<N> with the given example value and range.
+  SymInt create_symbol(int64_t example, int64_t min, int64_t max, std::string source,
+                       bool user_dynamic);
+  // Adds an existing symbol description (the graph parser uses this); ids must be dense.
+  void add_symbol(SymbolInfo info);
+  void add_fact(ShapeFact fact);
+
+  const std::vector<SymbolInfo>& symbols() const { return symbols_; }
+  const std::vector<ShapeFact>& facts() const { return facts_; }
+  const SymbolInfo& symbol(SymbolId id) const;
+  bool empty() const { return symbols_.empty(); }
+
+  // Answers a == b from the example values. When the answer depends on symbols it is
+  // recorded as a fact (unless the symbols' ranges already imply it). An answer of
+  // "equal" that pins a user-marked dynamic symbol to a constant throws naming `op`.
+  bool decide_equal(const SymInt& a, const SymInt& b, std::string_view op);
+  // Forces a size to its example value and records that; throws naming `op` when the
+  // size involves a symbol the user marked dynamic.
+  int64_t specialize(const SymInt& a, std::string_view op);
+
+  // Example values of all symbols, indexed by id (for evaluating hints).
+  std::vector<int64_t> examples() const;
+
+ private:
+  std::vector<SymbolInfo> symbols_;
+  std::vector<ShapeFact> facts_;
+  void record(SymExpr lhs, SymExpr rhs, bool equal, std::string_view op);
+};
+
+}  // namespace kiln

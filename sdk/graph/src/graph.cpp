@@ -1,0 +1,229 @@
+#include "kiln/graph/graph.h"
+
+#include <bit>
+#include <sstream>
+
+#include "kiln/graph/error.h"
+
+namespace kiln {
+
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2)); }
+
+uint64_t hash_attr(const AttrValue& v) {
+  uint64_t h = v.index();
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
+          h = mix(h, static_cast<uint64_t>(x));
+        } else if constexpr (std::is_same_v<T, double>) {
+          h = mix(h, std::bit_cast<uint64_t>(x));
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          for (int64_t i : x) h = mix(h, static_cast<uint64_t>(i));
+        } else if constexpr (std::is_same_v<T, std::vector<SymInt>>) {
+          for (const SymInt& i : x) h = mix(h, i.hash());
+        } else if constexpr (std::is_same_v<T, DType>) {
+          h = mix(h, static_cast<uint64_t>(x));
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          h = mix(h, std::hash<std::string>{}(x));
+        } else {  // constant tensor
+          h = mix(h, static_cast<uint64_t>(x->dtype));
+          for (int64_t s : x->sizes) h = mix(h, static_cast<uint64_t>(s));
+          h = mix(h, std::hash<std::string_view>{}(
+                         std::string_view(reinterpret_cast<const char*>(x->bytes.data()), x->bytes.size())));
+        }
+      },
+      v);
+  return h;
+}
+
+uint64_t hash_meta(const TensorMeta& m) {
+  uint64_t h = mix(static_cast<uint64_t>(m.dtype), static_cast<uint64_t>(m.device.type) * 64 + m.device.index);
+  for (const auto& s : m.sizes) h = mix(h, s.hash());
+  h = mix(h, 0xABC);
+  for (const auto& s : m.strides) h = mix(h, s.hash());
+  return h;
+}
+
+std::string attr_str(const AttrValue& v) {
+  std::ostringstream out;
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          out << (x ? "true" : "false");
+        } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+          out << x;
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          out << '[';
+          for (size_t i = 0; i < x.size(); ++i) out << (i ? ", " : "") << x[i];
+          out << ']';
+        } else if constexpr (std::is_same_v<T, std::vector<SymInt>>) {
+          out << shape_str(x);
+        } else if constexpr (std::is_same_v<T, DType>) {
+          out << dtype_name(x);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          out << '"' << x << '"';
+        } else {
+          out << "tensor " << dtype_name(x->dtype) << shape_str(static_shape(x->sizes));
+        }
+      },
+      v);
+  return out.str();
+}
+
+}  // namespace
+
+NodeId Graph::add_input(TensorMeta meta, std::string name) {
+  Node n;
+  n.op = OpId::input;
+  n.attrs.values.push_back(static_cast<int64_t>(inputs_.size()));
+  n.meta = std::move(meta);
+  n.name = std::move(name);
+  const auto id = static_cast<NodeId>(nodes_.size());
+  nodes_.push_back(std::move(n));
+  inputs_.push_back(id);
+  return id;
+}
+
+NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
+  const OpDef& def = op_def(op);
+  const auto id = static_cast<NodeId>(nodes_.size());
+  KILN_CHECK(op != OpId::input, "node ", id, ": inputs are added with add_input");
+  const int n = static_cast<int>(inputs.size());
+  KILN_CHECK(n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs), def.name, ": expected ",
+             def.min_inputs == def.max_inputs ? std::to_string(def.min_inputs)
+             : def.max_inputs < 0             ? std::to_string(def.min_inputs) + " or more"
+                                  : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs),
+             " inputs, got ", n);
+  KILN_CHECK(attrs.size() == def.attrs.size(), def.name, ": expected ", def.attrs.size(), " attributes, got ",
+             attrs.size());
+  for (size_t k = 0; k < def.attrs.size(); ++k)
+    KILN_CHECK(attr_kind_of(attrs.values[k]) == def.attrs[k].kind, def.name, ": attribute '", def.attrs[k].name,
+               "' must be ", attr_kind_name(def.attrs[k].kind), ", got ",
+               attr_kind_name(attr_kind_of(attrs.values[k])));
+  const TensorMeta* metas[8];
+  std::vector<const TensorMeta*> many;
+  std::span<const TensorMeta* const> in;
+  if (n <= 8) {
+    for (int i = 0; i < n; ++i) {
+      KILN_CHECK(inputs[i] >= 0 && inputs[i] < id, def.name, ": input ", i, " refers to node ", inputs[i],
+                 ", which is not an earlier node");
+      metas[i] = &nodes_[static_cast<size_t>(inputs[i])].meta;
+    }
+    in = std::span<const TensorMeta* const>(metas, static_cast<size_t>(n));
+  } else {
+    for (int i = 0; i < n; ++i) {
+      KILN_CHECK(inputs[i] >= 0 && inputs[i] < id, def.name, ": input ", i, " refers to node ", inputs[i],
+                 ", which is not an earlier node");
+      many.push_back(&nodes_[static_cast<size_t>(inputs[i])].meta);
+    }
+    in = many;
+  }
+  TensorMeta meta = def.infer(InferContext{op, in, attrs, shapes_});
+  nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), std::move(meta), {}});
+  return id;
+}
+
+void Graph::set_outputs(std::vector<NodeId> outputs) {
+  for (NodeId o : outputs)
+    KILN_CHECK(o >= 0 && static_cast<size_t>(o) < nodes_.size(), "graph output refers to node ", o,
+               ", but the graph has ", nodes_.size(), " nodes");
+  outputs_ = std::move(outputs);
+}
+
+size_t Graph::op_count() const { return nodes_.size() - inputs_.size(); }
+
+std::string Graph::str() const {
+  std::ostringstream out;
+  for (const auto& s : shapes_.symbols()) {
+    out << "symbol s" << s.id << " in [" << s.min << ", " << s.max << "]";
+    if (!s.source.empty()) out << " from " << s.source;
+    out << (s.user_dynamic ? " (marked dynamic)" : "") << "\n";
+  }
+  for (const auto& f : shapes_.facts())
+    out << "fact " << f.lhs.str() << (f.equal ? " == " : " != ") << f.rhs.str()
+        << (f.reason.empty() ? "" : "  (" + f.reason + ")") << "\n";
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    const OpDef& def = op_def(n.op);
+    out << '%' << i << " = " << def.name;
+    if (n.op == OpId::input) {
+      out << ' ' << n.attrs.i(0);
+      if (!n.name.empty()) out << " (" << n.name << ")";
+    } else {
+      out << '(';
+      for (size_t k = 0; k < n.inputs.size(); ++k) out << (k ? ", %" : "%") << n.inputs[k];
+      for (size_t k = 0; k < n.attrs.size(); ++k)
+        out << ((k || !n.inputs.empty()) ? ", " : "") << def.attrs[k].name << '=' << attr_str(n.attrs.values[k]);
+      out << ')';
+    }
+    out << " : " << n.meta.str() << "\n";
+  }
+  out << "return ";
+  for (size_t k = 0; k < outputs_.size(); ++k) out << (k ? ", %" : "%") << outputs_[k];
+  out << "\n";
+  return out.str();
+}
+
+Graph Graph::canonical() const {
+  // Live nodes: inputs (the signature) and everything the outputs reach.
+  std::vector<char> live(nodes_.size(), 0);
+  for (NodeId i : inputs_) live[static_cast<size_t>(i)] = 1;
+  for (NodeId o : outputs_) live[static_cast<size_t>(o)] = 1;
+  for (size_t i = nodes_.size(); i-- > 0;)
+    if (live[i])
+      for (NodeId in : nodes_[i].inputs) live[static_cast<size_t>(in)] = 1;
+  Graph g;
+  for (const auto& s : shapes_.symbols()) {
+    SymbolInfo info = s;
+    info.source.clear();
+    info.example = 0;
+    g.shapes_.add_symbol(std::move(info));
+  }
+  for (const auto& f : shapes_.facts()) g.shapes_.add_fact({f.lhs, f.rhs, f.equal, {}});
+  std::vector<NodeId> remap(nodes_.size(), -1);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!live[i]) continue;
+    Node n = nodes_[i];
+    n.name.clear();
+    for (NodeId& in : n.inputs) in = remap[static_cast<size_t>(in)];
+    remap[i] = static_cast<NodeId>(g.nodes_.size());
+    if (n.op == OpId::input) g.inputs_.push_back(remap[i]);
+    g.nodes_.push_back(std::move(n));
+  }
+  for (NodeId o : outputs_) g.outputs_.push_back(remap[static_cast<size_t>(o)]);
+  return g;
+}
+
+uint64_t Graph::structural_hash() const {
+  const Graph c = canonical();
+  uint64_t h = 0x4B494C4E;  // "KILN"
+  for (const auto& s : c.shapes_.symbols()) h = mix(mix(mix(h, s.id), static_cast<uint64_t>(s.min)), static_cast<uint64_t>(s.max));
+  for (const auto& f : c.shapes_.facts()) h = mix(mix(mix(h, f.lhs.hash()), f.rhs.hash()), f.equal);
+  for (const auto& n : c.nodes_) {
+    h = mix(h, static_cast<uint64_t>(n.op));
+    for (NodeId in : n.inputs) h = mix(h, static_cast<uint64_t>(in));
+    for (const auto& a : n.attrs.values) h = mix(h, hash_attr(a));
+    h = mix(h, hash_meta(n.meta));
+  }
+  for (NodeId o : c.outputs_) h = mix(h, static_cast<uint64_t>(o) + 0x100000);
+  return h;
+}
+
+bool Graph::operator==(const Graph& o) const {
+  if (nodes_.size() != o.nodes_.size() || inputs_ != o.inputs_ || outputs_ != o.outputs_ ||
+      shapes_.symbols() != o.shapes_.symbols() || shapes_.facts() != o.shapes_.facts())
+    return false;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& a = nodes_[i];
+    const Node& b = o.nodes_[i];
+    if (a.op != b.op || a.inputs != b.inputs || !(a.attrs == b.attrs) || !(a.meta == b.meta) || a.name != b.name)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace kiln

@@ -9,7 +9,7 @@ function(kiln_add_library short)
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
-  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
   set_property(GLOBAL APPEND PROPERTY KILN_LIBRARIES ${target})
   set_property(GLOBAL APPEND PROPERTY KILN_INCLUDE_DIRS ${CMAKE_CURRENT_SOURCE_DIR}/include)
 endfunction()

@@ -1,0 +1,193 @@
+// kiln::compile: wraps a function over Tensors so that its first call traces it into a
+// Graph, compiles it with a backend and caches it behind guards; later calls whose
+// arguments pass the guards run the compiled entry without running the function.
+// Arguments: Tensors and scalars (int64_t, double, bool; guarded by value). Results: a
+// Tensor, a std::tuple / std::pair of Tensors, or a std::vector<Tensor>.
+// Graph breaks (item(), to_vector(), bool(tensor), graph_break()) split the function into
+// segments; with fullgraph = true they are errors naming the op and the caller's line.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <limits>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kiln/capture/capture.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+namespace detail {
+
+using Outputs = std::vector<Tensor>;
+
+// A non-owning reference to a callable, so the hot path allocates nothing.
+template <class Sig>
+class FunctionRef;
+template <class R, class... A>
+class FunctionRef<R(A...)> {
+ public:
+  template <class F>
+  FunctionRef(F& f) : obj_(&f), call_([](void* o, A... a) -> R { return (*static_cast<F*>(o))(a...); }) {}  // NOLINT
+  R operator()(A... a) const { return call_(obj_, a...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, A...);
+};
+
+template <class T>
+struct is_tensor_tuple : std::false_type {};
+template <class... T>
+struct is_tensor_tuple<std::tuple<T...>> : std::bool_constant<(std::is_same_v<T, Tensor> && ...)> {};
+template <class A, class B>
+struct is_tensor_tuple<std::pair<A, B>> : std::bool_constant<std::is_same_v<A, Tensor> && std::is_same_v<B, Tensor>> {};
+
+template <class R>
+Outputs flatten(R&& r) {
+  using T = std::decay_t<R>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    return {std::forward<R>(r)};
+  } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+    return Outputs(r.begin(), r.end());
+  } else if constexpr (is_tensor_tuple<T>::value) {
+    return std::apply([](auto&&... t) { return Outputs{t...}; }, r);
+  } else {
+    static_assert(sizeof(T) == 0, "a compiled function must return a Tensor, a tuple or pair of Tensors, or a std::vector<Tensor>");
+  }
+}
+
+template <class R>
+R unflatten(Outputs&& out) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    return std::move(out.at(0));
+  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+    return std::move(out);
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) { return R{std::move(out.at(I))...}; }(
+        std::make_index_sequence<std::tuple_size_v<R>>{});
+  }
+}
+
+template <class A>
+ArgView arg_view(const A& a) {
+  if constexpr (std::is_same_v<A, Tensor>) {
+    ArgView v;
+    v.kind = ArgView::Kind::tensor;
+    v.tensor = a.is_traced() ? nullptr : &a.data();
+    return v;
+  } else if constexpr (std::is_same_v<A, bool>) {
+    return ArgView{.kind = ArgView::Kind::bool_, .b = a};
+  } else if constexpr (std::is_integral_v<A>) {
+    return ArgView{.kind = ArgView::Kind::int_, .i = static_cast<int64_t>(a)};
+  } else if constexpr (std::is_floating_point_v<A>) {
+    return ArgView{.kind = ArgView::Kind::double_, .d = static_cast<double>(a)};
+  } else {
+    static_assert(sizeof(A) == 0, "compiled functions take Tensors and scalars (int64_t, double, bool)");
+  }
+}
+
+template <class A>
+const std::vector<DimMark>* arg_marks(const A& a) {
+  if constexpr (std::is_same_v<A, Tensor>) return a.defined() ? &a.impl()->marks : nullptr;
+  else return nullptr;
+}
+
+template <class A>
+const A& pick(const A& a, const Outputs& traced, size_t index) {
+  if constexpr (std::is_same_v<A, Tensor>) return traced[index];
+  else return a;
+}
+
+// The non-template core of a compiled call: the fast path, misses, tracing, segments.
+Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
+                      std::span<const std::vector<DimMark>* const> marks, FunctionRef<Outputs()> run_eager,
+                      FunctionRef<Outputs(const Outputs&)> run_traced);
+std::string function_label(const std::source_location& loc);
+bool any_traced_arg(std::span<const ArgView> args);
+
+}  // namespace detail
+
+template <class F>
+class CompiledFunction {
+ public:
+  CompiledFunction(F fn, CompileOptions options, std::string name)
+      : fn_(std::move(fn)), cache_(std::make_shared<FunctionCache>(std::move(options), std::move(name))) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+    std::array<ArgView, sizeof...(Args)> views{detail::arg_view(args)...};
+    std::array<const std::vector<DimMark>*, sizeof...(Args)> marks{detail::arg_marks(args)...};
+    auto eager = [&]() -> detail::Outputs { return detail::flatten(fn_(args...)); };
+    auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
+      return [&]<size_t... I>(std::index_sequence<I...>) {
+        return detail::flatten(fn_(detail::pick(args, t, I)...));
+      }(std::index_sequence_for<Args...>{});
+    };
+    return detail::unflatten<R>(detail::call_compiled(*cache_, views, marks, eager, traced));
+  }
+
+  CompileStats stats() const { return cache_->stats(); }
+  const CompileOptions& options() const { return cache_->options(); }
+  // Forgets this function's compiled entries.
+  void reset() const { cache_->clear(); }
+
+ private:
+  F fn_;
+  std::shared_ptr<FunctionCache> cache_;
+};
+
+template <class F>
+CompiledFunction<std::decay_t<F>> compile(F&& fn, CompileOptions options = {},
+                                          std::source_location loc = std::source_location::current()) {
+  return CompiledFunction<std::decay_t<F>>(std::forward<F>(fn), std::move(options), detail::function_label(loc));
+}
+
+// What tracing `fn` on these arguments finds, without caching anything.
+struct ExplainOutput {
+  int64_t graph_count = 0;
+  int64_t graph_break_count = 0;
+  int64_t op_count = 0;
+  std::vector<std::string> break_reasons;
+  std::vector<std::string> graphs;  // readable form of each graph
+  std::string str() const;
+};
+std::ostream& operator<<(std::ostream& out, const ExplainOutput& e);
+
+namespace detail {
+ExplainOutput explain_impl(std::span<const ArgView> args, FunctionRef<Outputs(const Outputs&)> run_traced);
+}
+
+template <class F, class... Args>
+ExplainOutput explain(F&& fn, const Args&... args) {
+  std::array<ArgView, sizeof...(Args)> views{detail::arg_view(args)...};
+  auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
+    return [&]<size_t... I>(std::index_sequence<I...>) { return detail::flatten(fn(detail::pick(args, t, I)...)); }(
+        std::index_sequence_for<Args...>{});
+  };
+  return detail::explain_impl(views, traced);
+}
+
+// Forgets every compiled function's entries and the process-wide recompile count.
+void reset();
+std::vector<std::string> list_backends();
+void register_backend(const std::string& name, Backend backend);
+// True while a function is being traced on this thread.
+bool is_compiling();
+// Ends the current graph here (an error under fullgraph); a no-op outside tracing.
+void graph_break(std::source_location loc = std::source_location::current());
+// Makes dim `dim` of `x` symbolic in the next compile, with the size range [min, max].
+void mark_dynamic(const Tensor& x, int64_t dim, int64_t min = 2,
+                  int64_t max = std::numeric_limits<int64_t>::max());
+// Keeps dim `dim` of `x` static even when automatic dynamic shapes would not.
+void mark_static(const Tensor& x, int64_t dim);
+
+}  // namespace kiln

@@ -1,0 +1,10 @@
+// The umbrella header of the Kiln SDK: tensors and ops, kiln::compile, configuration.
+#pragma once
+
+#include "kiln/capture/capture.h"
+#include "kiln/compile.h"
+#include "kiln/config/config.h"
+#include "kiln/config/log.h"
+#include "kiln/graph/error.h"
+#include "kiln/ops.h"
+#include "kiln/tensor.h"

@@ -1,0 +1,143 @@
+// The op API over kiln::Tensor: one function per op of the op table (sdk/graph/ops.h),
+// plus C++ operators. Each call runs eagerly on concrete tensors or records a node while
+// tracing; both paths share the op table's dtype and shape rules. Dims may be negative.
+#pragma once
+
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// Unary.
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) or "tanh"
+Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+Tensor isnan(const Tensor& x);
+Tensor cast(const Tensor& x, DType dtype);
+
+// A C++ number next to a tensor: it takes the tensor's dtype unless it is of a higher
+// category (int tensor * 0.5 is f32; f16 tensor + 1 stays f16), as in torch.
+class Scalar {
+ public:
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  Scalar(T v)  // NOLINT: implicit so that x + 1 and x * 0.5 read naturally
+      : kind_(std::is_same_v<T, bool> ? ScalarKind::boolean
+              : std::is_integral_v<T> ? ScalarKind::integer
+                                      : ScalarKind::floating),
+        value_(static_cast<double>(v)) {}
+  ScalarKind kind() const { return kind_; }
+  double value() const { return value_; }
+
+ private:
+  ScalarKind kind_;
+  double value_;
+};
+
+// Binary and ternary.
+#define KILN_BINARY(name)                            \
+  Tensor name(const Tensor& a, const Tensor& b);     \
+  Tensor name(const Tensor& a, Scalar b);            \
+  Tensor name(Scalar a, const Tensor& b);
+KILN_BINARY(add)
+KILN_BINARY(sub)
+KILN_BINARY(mul)
+KILN_BINARY(div)
+KILN_BINARY(pow)
+KILN_BINARY(maximum)
+KILN_BINARY(minimum)
+KILN_BINARY(eq)
+KILN_BINARY(ne)
+KILN_BINARY(lt)
+KILN_BINARY(le)
+KILN_BINARY(gt)
+KILN_BINARY(ge)
+KILN_BINARY(logical_and)
+KILN_BINARY(logical_or)
+#undef KILN_BINARY
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+
+// Reductions over a set of dims (empty = all dims).
+Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const Dims& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+// Index of the first extreme along `dim`, or over the flattened tensor when dim is nullopt.
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+
+// Layout. These are views (no copy) in eager mode when the layout allows.
+Tensor reshape(const Tensor& x, const Shape& shape);  // one size may be -1
+Tensor permute(const Tensor& x, const Dims& dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor expand(const Tensor& x, const Shape& shape);   // -1 keeps a size
+Tensor squeeze(const Tensor& x);                      // every size-1 dim
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end = std::numeric_limits<int64_t>::max(),
+             int64_t step = 1);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor pad(const Tensor& x, const Dims& pads, double value = 0.0);  // pairs, last dim first
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+
+// Composites (decomposed by the compiler; one kernel each after fusion).
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, double eps = 1e-6);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// Linear algebra.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Operators.
+Tensor operator-(const Tensor& x);
+Tensor operator!(const Tensor& x);
+#define KILN_OPERATOR(op, fn)                                                      \
+  inline Tensor operator op(const Tensor& a, const Tensor& b) { return fn(a, b); } \
+  inline Tensor operator op(const Tensor& a, Scalar b) { return fn(a, b); }        \
+  inline Tensor operator op(Scalar a, const Tensor& b) { return fn(a, b); }
+KILN_OPERATOR(+, add)
+KILN_OPERATOR(-, sub)
+KILN_OPERATOR(*, mul)
+KILN_OPERATOR(/, div)
+KILN_OPERATOR(<, lt)
+KILN_OPERATOR(<=, le)
+KILN_OPERATOR(>, gt)
+KILN_OPERATOR(>=, ge)
+KILN_OPERATOR(==, eq)
+KILN_OPERATOR(!=, ne)
+KILN_OPERATOR(&, logical_and)
+KILN_OPERATOR(|, logical_or)
+#undef KILN_OPERATOR
+
+}  // namespace kiln

@@ -1,0 +1,147 @@
+// kiln::Tensor: the C++ tensor the user programs against. Outside kiln::compile a Tensor
+// holds data and every op runs at once on the reference target (views share storage).
+// While a compiled function is being traced, the same calls record graph nodes instead:
+// a traced Tensor knows only its TensorMeta until a graph break or the end of the trace.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/capture/capture.h"
+#include "kiln/graph/graph.h"
+#include "kiln/graph/tensor_data.h"
+
+namespace kiln {
+
+using Shape = SymShape;
+using Dims = std::vector<int64_t>;
+
+namespace detail {
+struct TensorImpl {
+  TensorMeta meta;                 // sizes may be symbolic while traced
+  std::optional<TensorData> data;  // set when concrete
+  uint64_t trace_id = 0;           // the trace this value belongs to; 0 when concrete
+  NodeId node = -1;
+  bool from_break = false;         // materialised at a graph break: a segment input, not a constant
+  std::vector<DimMark> marks;      // mark_dynamic / mark_static
+};
+}  // namespace detail
+
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<T, bool>) return DType::bool_;
+  else static_assert(sizeof(T) == 0, "supported element types: float, double, int32_t, int64_t, bool");
+}
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: most uses throw
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  static Tensor from_data(TensorData data);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  // Size of one dim as a plain integer; while tracing a dynamic dim this specialises it.
+  int64_t size(int64_t dim) const;
+  int64_t rank() const;
+  SymInt numel() const;
+  DType dtype() const;
+  Device device() const;
+  const TensorMeta& meta() const;
+
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor contiguous() const;
+
+  // Concrete values. While tracing these are graph breaks (errors under fullgraph).
+  template <class T>
+  std::vector<T> to_vector(std::source_location loc = std::source_location::current()) const;
+  template <class T>
+  T item(std::source_location loc = std::source_location::current()) const;
+  explicit operator bool() const;
+
+  // The concrete data (graph break while tracing).
+  const TensorData& data(std::string_view why = "data()",
+                         std::source_location loc = std::source_location::current()) const;
+  bool is_traced() const;
+  std::string str() const;  // meta, and values when concrete and small
+
+  const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<detail::TensorImpl> impl_;
+  std::vector<double> values_as_double(std::string_view why, std::source_location loc) const;
+  std::vector<int64_t> values_as_int(std::string_view why, std::source_location loc) const;
+};
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t);
+
+// Creation. Shapes are lists of sizes; dtype f32 and the CPU unless said otherwise.
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
+Tensor arange(double end, DType dtype = DType::i64, Device device = Device::cpu());
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::i64, Device device = Device::cpu());
+// Normal(0, 1) from a counter-based generator: element i depends only on (seed, i).
+Tensor randn(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu(), uint64_t seed = 0);
+Tensor scalar_tensor(double value, DType dtype = DType::f32);
+
+// Copies `values` into a new tensor of `shape` (default: 1-D of values.size()).
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape = {}, Device device = Device::cpu()) {
+  std::vector<int64_t> sizes;
+  if (shape.empty() && !values.empty())
+    sizes = {static_cast<int64_t>(values.size())};
+  else
+    for (const SymInt& s : shape) {
+      KILN_CHECK(s.is_static(), "from_vector: shape must be static");
+      sizes.push_back(s.hint());
+    }
+  TensorData d = TensorData::empty_host(dtype_of<T>(), sizes);
+  KILN_CHECK(d.numel() == static_cast<int64_t>(values.size()), "from_vector: ", values.size(),
+             " values do not fill shape ", shape_str(static_shape(sizes)), " (", d.numel(), " elements)");
+  T* out = d.data_as<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return Tensor::from_data(std::move(d)).to(device);
+}
+
+}  // namespace kiln
+
+namespace kiln {
+template <class T>
+std::vector<T> Tensor::to_vector(std::source_location loc) const {
+  if constexpr (std::is_floating_point_v<T>) {
+    const auto v = values_as_double("to_vector()", loc);
+    return std::vector<T>(v.begin(), v.end());
+  } else {
+    const auto v = values_as_int("to_vector()", loc);
+    std::vector<T> out;
+    out.reserve(v.size());
+    for (int64_t x : v) out.push_back(static_cast<T>(x));
+    return out;
+  }
+}
+
+template <class T>
+T Tensor::item(std::source_location loc) const {
+  if constexpr (std::is_floating_point_v<T>) {
+    const auto v = values_as_double("item()", loc);
+    KILN_CHECK(v.size() == 1, "item(): the tensor has ", v.size(), " elements, not 1");
+    return static_cast<T>(v[0]);
+  } else {
+    const auto v = values_as_int("item()", loc);
+    KILN_CHECK(v.size() == 1, "item(): the tensor has ", v.size(), " elements, not 1");
+    return static_cast<T>(v[0]);
+  }
+}
+}  // namespace kiln

@@ -1,0 +1,249 @@
+// The non-template core of kiln::compile: the cached fast path, misses (stances, limits,
+// automatic dynamic), tracing a call into a graph, and graph-break segments.
+#include "kiln/compile.h"
+
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "kiln/config/log.h"
+#include "kiln/format/graph_json.h"
+#include "kiln/graph/error.h"
+#include "kiln/reference/reference.h"
+#include "trace.h"
+
+namespace kiln {
+
+namespace {
+
+Executable reference_executable(const Graph& graph) {
+  auto g = std::make_shared<const Graph>(graph);
+  return [g](std::span<const TensorData* const> inputs) {
+    std::vector<TensorData> values;
+    values.reserve(inputs.size());
+    for (const TensorData* t : inputs) values.push_back(*t);
+    return reference::run_graph(*g, values);
+  };
+}
+
+void register_builtin_backends() {
+  static const bool done = [] {
+    // "eager" interprets the captured graph op by op: it checks capture alone.
+    BackendRegistry::add("eager", [](const Graph& g, std::span<const TensorMeta>) { return reference_executable(g); });
+    // "kiln" is the fusing compiler; until its scheduler and native targets land it runs
+    // the captured graph on the reference target.
+    BackendRegistry::add("kiln", [](const Graph& g, std::span<const TensorMeta>) { return reference_executable(g); });
+    BackendRegistry::add("cudagraphs", [](const Graph&, std::span<const TensorMeta>) -> Executable {
+      fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime "
+           "(KILN_WITH_CUDA=OFF)");
+    });
+    return true;
+  }();
+  (void)done;
+}
+
+detail::Outputs wrap_all(std::vector<TensorData>&& results) {
+  detail::Outputs out;
+  out.reserve(results.size());
+  for (TensorData& d : results) out.push_back(Tensor::from_data(std::move(d)));
+  return out;
+}
+
+detail::Outputs run_entry(const CompiledEntry& e, std::span<const ArgView> args) {
+  constexpr size_t kSmall = 16;
+  const size_t n = e.tensor_arg_of_input.size();
+  const TensorData* small[kSmall];
+  std::vector<const TensorData*> many;
+  const TensorData** in = small;
+  if (n > kSmall) {
+    many.resize(n);
+    in = many.data();
+  }
+  for (size_t k = 0; k < n; ++k) in[k] = args[static_cast<size_t>(e.tensor_arg_of_input[k])].tensor;
+  return wrap_all(e.executable(std::span<const TensorData* const>(in, n)));
+}
+
+std::string sanitize(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+// debug_dir: per compiled graph, the readable graph, its JSON and its guards.
+void dump_debug(const FunctionCache& cache, const CompiledEntry& e) {
+  const std::string dir = config::get<std::string>("debug_dir");
+  if (dir.empty()) return;
+  static std::atomic<int> counter{0};
+  const std::filesystem::path path =
+      std::filesystem::path(dir) / (sanitize(cache.name()) + "_" + std::to_string(counter++));
+  std::filesystem::create_directories(path);
+  std::ofstream(path / "graph.txt") << e.graph->str();
+  std::ofstream(path / "graph.json") << format::to_json(*e.graph);
+  std::ofstream(path / "guards.txt") << e.guards.str();
+}
+
+// Inputs of a new trace: one graph input per tensor argument, symbolic where planned.
+std::vector<Tensor> begin_trace(detail::Trace& t, std::span<const ArgView> args,
+                                const std::vector<std::vector<DimPlan>>& plan, const CompileOptions& options) {
+  std::vector<Tensor> traced(args.size());
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (args[a].kind != ArgView::Kind::tensor) continue;
+    const TensorData& data = *args[a].tensor;
+    const std::string name = a < options.arg_names.size() ? options.arg_names[a] : "";
+    TensorMeta meta = data.meta();
+    for (size_t d = 0; d < meta.sizes.size(); ++d) {
+      if (plan.empty() || !plan[a][d].dynamic) continue;
+      const DimPlan& p = plan[a][d];
+      const std::string source =
+          "input " + std::to_string(a) + (name.empty() ? "" : " (" + name + ")") + " dim " + std::to_string(d);
+      meta.sizes[d] = t.graph.shapes().create_symbol(data.sizes[d], p.min, p.max, source, p.user_dynamic);
+    }
+    if (!meta.strides.empty()) {
+      KILN_CHECK(shape_is_static(meta.sizes), "input ", a, " is not contiguous and has dynamic dims; call ",
+                 "contiguous() on it or mark its dims static");
+    }
+    const NodeId id = t.graph.add_input(std::move(meta), name);
+    t.input_values.push_back(data);
+    t.input_arg.push_back(static_cast<int32_t>(a));
+    traced[a] = detail::wrap_node(t, id);
+  }
+  return traced;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string function_label(const std::source_location& loc) {
+  return std::string(loc.function_name()) + " at " + std::filesystem::path(loc.file_name()).filename().string() + ":" +
+         std::to_string(loc.line());
+}
+
+bool any_traced_arg(std::span<const ArgView> args) {
+  for (const ArgView& a : args)
+    if (a.kind == ArgView::Kind::tensor && a.tensor == nullptr) return true;
+  return false;
+}
+
+Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
+                      std::span<const std::vector<DimMark>* const> marks, FunctionRef<Outputs()> run_eager,
+                      FunctionRef<Outputs(const Outputs&)> run_traced) {
+  // Inside another trace the function is inlined into that trace.
+  if (cache.options().disable || current_trace() || any_traced_arg(args)) return run_eager();
+  if (stance() == Stance::force_eager) {
+    cache.count_eager_call();
+    return run_eager();
+  }
+  register_builtin_backends();
+  if (!cache.segmented()) {
+    thread_local std::vector<int64_t> symbols;
+    if (auto entry = cache.lookup(args, symbols)) return run_entry(*entry, args);
+    if (cache.on_miss(args) == MissAction::run_eager) return run_eager();
+  }
+
+  Trace t;
+  t.id = next_trace_id();
+  t.cache = &cache;
+  t.label = cache.name();
+  t.fullgraph = cache.options().fullgraph;
+  // Segments are traced static: they are found by their whole graph.
+  const auto plan = cache.segmented() ? std::vector<std::vector<DimPlan>>{} : cache.plan_dims(args, marks);
+  Outputs result;
+  {
+    TraceScope scope(t);
+    const Outputs traced = begin_trace(t, args, plan, cache.options());
+    result = run_traced(traced);
+  }
+  if (t.breaks == 0 && !cache.segmented()) {
+    std::vector<NodeId> outputs;
+    for (const Tensor& r : result) outputs.push_back(node_of(t, r, "return"));
+    t.graph.set_outputs(outputs);
+    auto graph = std::make_shared<Graph>(std::move(t.graph));
+    auto entry = cache.add(graph, args, t.input_arg);
+    dump_debug(cache, *entry);
+    return run_entry(*entry, args);
+  }
+  // The function broke its graph: run the last segment and hand back concrete results.
+  {
+    TraceScope scope(t);
+    for (const Tensor& r : result) node_of(t, r, "return");  // returned constants join the last segment
+    materialize(t);
+  }
+  if (t.compiled_segment) cache.count_graph_breaks(t.breaks);
+  return result;
+}
+
+ExplainOutput explain_impl(std::span<const ArgView> args, FunctionRef<Outputs(const Outputs&)> run_traced) {
+  KILN_CHECK(!any_traced_arg(args), "explain: arguments must be concrete tensors");
+  register_builtin_backends();
+  Trace t;
+  t.id = next_trace_id();
+  t.label = "explain";
+  Outputs result;
+  {
+    TraceScope scope(t);
+    const Outputs traced = begin_trace(t, args, {}, CompileOptions{});
+    result = run_traced(traced);
+    for (const Tensor& r : result) node_of(t, r, "return");
+    materialize(t);
+  }
+  ExplainOutput e;
+  e.graph_count = t.graph_count;
+  e.graph_break_count = t.breaks;
+  e.op_count = t.op_count;
+  e.break_reasons = t.break_reasons;
+  e.graphs = t.graphs;
+  return e;
+}
+
+}  // namespace detail
+
+std::string ExplainOutput::str() const {
+  std::ostringstream out;
+  out << "graphs: " << graph_count << "\ngraph breaks: " << graph_break_count << "\nops: " << op_count << "\n";
+  if (!break_reasons.empty()) {
+    out << "break reasons:\n";
+    for (size_t i = 0; i < break_reasons.size(); ++i) out << "  " << i + 1 << ". " << break_reasons[i] << "\n";
+  }
+  for (size_t i = 0; i < graphs.size(); ++i) out << "graph " << i << ":\n" << graphs[i];
+  return out.str();
+}
+std::ostream& operator<<(std::ostream& out, const ExplainOutput& e) { return out << e.str(); }
+
+void reset() { reset_all_function_caches(); }
+
+std::vector<std::string> list_backends() {
+  register_builtin_backends();
+  return BackendRegistry::names();
+}
+
+void register_backend(const std::string& name, Backend backend) {
+  register_builtin_backends();
+  BackendRegistry::add(name, std::move(backend));
+}
+
+bool is_compiling() { return detail::current_trace() != nullptr; }
+
+void graph_break(std::source_location loc) {
+  if (detail::Trace* t = detail::current_trace()) detail::break_graph(*t, "graph_break()", loc);
+}
+
+void mark_dynamic(const Tensor& x, int64_t dim, int64_t min, int64_t max) {
+  KILN_CHECK(x.defined(), "mark_dynamic: the tensor is undefined");
+  const int64_t d = normalize_dim(dim, x.rank(), "mark_dynamic");
+  KILN_CHECK(min >= 0 && min <= max, "mark_dynamic: empty or negative range [", min, ", ", max, "]");
+  auto& marks = x.impl()->marks;
+  std::erase_if(marks, [&](const DimMark& m) { return m.dim == d; });
+  marks.push_back({d, true, min, max});
+}
+
+void mark_static(const Tensor& x, int64_t dim) {
+  KILN_CHECK(x.defined(), "mark_static: the tensor is undefined");
+  const int64_t d = normalize_dim(dim, x.rank(), "mark_static");
+  auto& marks = x.impl()->marks;
+  std::erase_if(marks, [&](const DimMark& m) { return m.dim == d; });
+  marks.push_back({d, false, 2, std::numeric_limits<int64_t>::max()});
+}
+
+}  // namespace kiln

@@ -1,0 +1,108 @@
+// One entry point for every op: record a node while tracing, or run it now. Eager layout
+// ops become views of their input when the strides allow, as the API promises.
+#include <algorithm>
+
+#include "kiln/graph/error.h"
+#include "kiln/reference/reference.h"
+#include "trace.h"
+
+namespace kiln::detail {
+
+namespace {
+
+// The output meta of an op on concrete inputs, from the op table's shape rule.
+TensorMeta infer_static(OpId op, std::span<const TensorData> inputs, const Attrs& attrs) {
+  std::vector<TensorMeta> metas;
+  std::vector<const TensorMeta*> ptrs;
+  metas.reserve(inputs.size());
+  for (const TensorData& d : inputs) metas.push_back(d.meta());
+  for (const TensorMeta& m : metas) ptrs.push_back(&m);
+  ShapeEnv env;
+  return op_def(op).infer(InferContext{op, ptrs, attrs, env});
+}
+
+// Strides of a view of `in` for a layout op, or nullopt when the op needs a copy.
+std::optional<TensorData> try_view(OpId op, const TensorData& in, const Attrs& attrs, const TensorMeta& out) {
+  TensorData v = in;
+  v.sizes = shape_hints(out.sizes);
+  switch (op) {
+    case OpId::reshape:
+    case OpId::flatten:
+      if (!in.is_contiguous()) return std::nullopt;
+      v.strides = contiguous_strides(std::span<const int64_t>(v.sizes));
+      return v;
+    case OpId::permute: {
+      const auto& dims = attrs.ints(0);
+      for (size_t i = 0; i < dims.size(); ++i) v.strides[i] = in.strides[static_cast<size_t>(dims[i])];
+      return v;
+    }
+    case OpId::transpose:
+      std::swap(v.strides[static_cast<size_t>(attrs.i(0))], v.strides[static_cast<size_t>(attrs.i(1))]);
+      return v;
+    case OpId::expand: {
+      const size_t lead = v.sizes.size() - in.sizes.size();
+      v.strides.assign(v.sizes.size(), 0);
+      for (size_t i = 0; i < in.sizes.size(); ++i)
+        v.strides[lead + i] = in.sizes[i] == v.sizes[lead + i] ? in.strides[i] : 0;
+      return v;
+    }
+    case OpId::squeeze: {
+      v.strides.clear();
+      const auto& dims = attrs.ints(0);
+      for (size_t i = 0; i < in.sizes.size(); ++i)
+        if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(i)) == dims.end())
+          v.strides.push_back(in.strides[i]);
+      return v;
+    }
+    case OpId::unsqueeze: {
+      const auto d = static_cast<size_t>(attrs.i(0));
+      const int64_t stride = d < in.sizes.size() ? in.strides[d] * in.sizes[d] : 1;
+      v.strides.insert(v.strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
+      return v;
+    }
+    case OpId::slice: {
+      const auto d = static_cast<size_t>(attrs.i(0));
+      const int64_t size = in.sizes[d];
+      int64_t start = attrs.i(1);
+      if (start < 0) start += size;
+      start = std::clamp<int64_t>(start, 0, size);
+      if (v.sizes[d] > 0) v.offset += start * in.strides[d];
+      v.strides[d] = in.strides[d] * attrs.i(3);
+      return v;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+Tensor run_eager(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
+  std::vector<TensorData> in;
+  in.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    KILN_CHECK(t->defined(), op_name(op), ": an input tensor is undefined (default-constructed)");
+    KILN_CHECK(!t->is_traced(), op_name(op), ": this tensor belongs to a trace that has ended; a traced tensor ",
+               "escaped its compiled function (return it instead of storing it)");
+    const TensorData& d = *t->impl()->data;
+    KILN_CHECK(d.device().type == DeviceType::cpu, op_name(op), ": eager kernels run on the CPU, but an input is on ",
+               d.device().str());
+    in.push_back(d);
+  }
+  if (op_def(op).category == OpCategory::layout || op == OpId::flatten || op == OpId::transpose) {
+    const TensorMeta out = infer_static(op, in, attrs);
+    if (auto view = try_view(op, in[0], attrs, out)) return Tensor::from_data(std::move(*view));
+  }
+  return Tensor::from_data(reference::eval_op(op, in, attrs));
+}
+
+}  // namespace
+
+Tensor dispatch(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
+  Trace* t = current_trace();
+  if (!t) return run_eager(op, inputs, std::move(attrs));
+  std::vector<NodeId> ids;
+  ids.reserve(inputs.size());
+  for (const Tensor* x : inputs) ids.push_back(node_of(*t, *x, op_name(op)));
+  return wrap_node(*t, t->graph.add(op, std::move(ids), std::move(attrs)));
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,271 @@
+// The op API: argument normalisation (negative dims, -1 sizes, scalars) and one dispatch
+// per op. Shape and dtype rules live in the op table, not here.
+#include "kiln/ops.h"
+
+#include <algorithm>
+
+#include "kiln/graph/error.h"
+#include "trace.h"
+
+namespace kiln {
+
+using detail::dispatch;
+
+namespace {
+
+Tensor scalar_like(Scalar s, const Tensor& other) {
+  KILN_CHECK(other.defined(), "an op got a scalar next to an undefined tensor");
+  const DType dtype = weak_scalar_dtype(s.kind(), other.dtype());
+  return dispatch(OpId::full, {}, Attrs{std::vector<SymInt>{}, s.value(), dtype});
+}
+
+Dims normalize_dims(const Tensor& x, const Dims& dims, std::string_view op) {
+  Dims out;
+  for (int64_t d : dims) out.push_back(normalize_dim(d, x.rank(), op));
+  std::sort(out.begin(), out.end());
+  KILN_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op, ": a dim is listed twice");
+  return out;
+}
+
+Tensor reduce(OpId op, const Tensor& x, const Dims& dims, bool keepdim) {
+  return dispatch(op, {&x}, Attrs{normalize_dims(x, dims, op_name(op)), keepdim});
+}
+
+// a / b where b is a single term (c * symbols): exact polynomial division, or nullopt.
+std::optional<SymInt> divide_size(const SymInt& a, const SymInt& b) {
+  if (b.is_static()) return b.hint() == 0 ? std::nullopt : a.exact_div(b.hint());
+  const SymExpr be = b.expr();
+  if (be.terms().size() != 1) return std::nullopt;
+  const SymTerm& div = be.terms()[0];
+  SymExpr q = SymExpr::constant(0);
+  for (const SymTerm& t : a.expr().terms()) {
+    if (t.coeff % div.coeff != 0) return std::nullopt;
+    std::vector<SymbolId> rest = t.symbols;
+    for (SymbolId s : div.symbols) {
+      auto it = std::find(rest.begin(), rest.end(), s);
+      if (it == rest.end()) return std::nullopt;
+      rest.erase(it);
+    }
+    SymExpr term = SymExpr::constant(t.coeff / div.coeff);
+    for (SymbolId s : rest) term = term * SymExpr::symbol(s);
+    q = q + term;
+  }
+  return SymInt(std::move(q), b.hint() == 0 ? 0 : a.hint() / b.hint());
+}
+
+}  // namespace
+
+#define KILN_UNARY(name) \
+  Tensor name(const Tensor& x) { return dispatch(OpId::name, {&x}); }
+KILN_UNARY(neg)
+KILN_UNARY(abs)
+KILN_UNARY(exp)
+KILN_UNARY(log)
+KILN_UNARY(sqrt)
+KILN_UNARY(rsqrt)
+KILN_UNARY(reciprocal)
+KILN_UNARY(sin)
+KILN_UNARY(cos)
+KILN_UNARY(tanh)
+KILN_UNARY(sigmoid)
+KILN_UNARY(relu)
+KILN_UNARY(silu)
+KILN_UNARY(erf)
+KILN_UNARY(floor)
+KILN_UNARY(ceil)
+KILN_UNARY(round)
+KILN_UNARY(sign)
+KILN_UNARY(logical_not)
+KILN_UNARY(isnan)
+#undef KILN_UNARY
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  return dispatch(OpId::gelu, {&x}, Attrs{approximate});
+}
+Tensor cast(const Tensor& x, DType dtype) { return dispatch(OpId::cast, {&x}, Attrs{dtype}); }
+
+#define KILN_BINARY(name)                                                   \
+  Tensor name(const Tensor& a, const Tensor& b) { return dispatch(OpId::name, {&a, &b}); } \
+  Tensor name(const Tensor& a, Scalar b) {                                  \
+    const Tensor s = scalar_like(b, a);                                     \
+    return dispatch(OpId::name, {&a, &s});                                  \
+  }                                                                         \
+  Tensor name(Scalar a, const Tensor& b) {                                  \
+    const Tensor s = scalar_like(a, b);                                     \
+    return dispatch(OpId::name, {&s, &b});                                  \
+  }
+KILN_BINARY(add)
+KILN_BINARY(sub)
+KILN_BINARY(mul)
+KILN_BINARY(div)
+KILN_BINARY(pow)
+KILN_BINARY(maximum)
+KILN_BINARY(minimum)
+KILN_BINARY(eq)
+KILN_BINARY(ne)
+KILN_BINARY(lt)
+KILN_BINARY(le)
+KILN_BINARY(gt)
+KILN_BINARY(ge)
+KILN_BINARY(logical_and)
+KILN_BINARY(logical_or)
+#undef KILN_BINARY
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return dispatch(OpId::where, {&cond, &a, &b}); }
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
+  const Tensor s = scalar_like(b, a);
+  return dispatch(OpId::where, {&cond, &a, &s});
+}
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
+  const Tensor s = scalar_like(a, b);
+  return dispatch(OpId::where, {&cond, &s, &b});
+}
+
+Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::sum, x, dims, keepdim); }
+Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::mean, x, dims, keepdim); }
+Tensor max(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::max, x, dims, keepdim); }
+Tensor min(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::min, x, dims, keepdim); }
+Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::prod, x, dims, keepdim); }
+Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce(OpId::logsumexp, x, dims, keepdim);
+}
+Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
+  return dispatch(OpId::var, {&x}, Attrs{normalize_dims(x, dims, "var"), keepdim, correction});
+}
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return reduce(OpId::argmax, x, dim ? Dims{*dim} : Dims{}, keepdim);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return reduce(OpId::argmin, x, dim ? Dims{*dim} : Dims{}, keepdim);
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Shape resolved = shape;
+  int64_t infer_at = -1;
+  SymInt known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      KILN_CHECK(infer_at < 0, "reshape: only one size may be -1, got ", shape_str(shape));
+      infer_at = static_cast<int64_t>(i);
+    } else {
+      KILN_CHECK(shape[i].is_symbolic() || shape[i].hint() >= 0, "reshape: negative size in ", shape_str(shape));
+      known = known * shape[i];
+    }
+  }
+  if (infer_at >= 0) {
+    auto q = divide_size(x.numel(), known);
+    KILN_CHECK(q.has_value(), "reshape: cannot infer the -1 in ", shape_str(shape), " for a tensor of shape ",
+               shape_str(x.shape()));
+    resolved[static_cast<size_t>(infer_at)] = *q;
+  }
+  return dispatch(OpId::reshape, {&x}, Attrs{resolved});
+}
+
+Tensor permute(const Tensor& x, const Dims& dims) {
+  Dims d;
+  for (int64_t i : dims) d.push_back(normalize_dim(i, x.rank(), "permute"));
+  return dispatch(OpId::permute, {&x}, Attrs{d});
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  return dispatch(OpId::transpose, {&x},
+                  Attrs{normalize_dim(dim0, x.rank(), "transpose"), normalize_dim(dim1, x.rank(), "transpose")});
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  Shape resolved = shape;
+  const int64_t lead = static_cast<int64_t>(shape.size()) - x.rank();
+  KILN_CHECK(lead >= 0, "expand: target ", shape_str(shape), " has fewer dims than the input ", shape_str(x.shape()));
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == -1) {
+      KILN_CHECK(static_cast<int64_t>(i) >= lead, "expand: -1 is not allowed for a new leading dim");
+      resolved[i] = x.shape()[i - static_cast<size_t>(lead)];
+    }
+  return dispatch(OpId::expand, {&x}, Attrs{resolved});
+}
+
+Tensor squeeze(const Tensor& x) {
+  Dims dims;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (x.shape()[static_cast<size_t>(i)] == 1) dims.push_back(i);
+  return dispatch(OpId::squeeze, {&x}, Attrs{dims});
+}
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  return dispatch(OpId::squeeze, {&x}, Attrs{Dims{normalize_dim(dim, x.rank(), "squeeze")}});
+}
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  return dispatch(OpId::unsqueeze, {&x}, Attrs{normalize_dim(dim, x.rank() + 1, "unsqueeze")});
+}
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return dispatch(OpId::slice, {&x}, Attrs{normalize_dim(dim, x.rank(), "slice"), start, end, step});
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  KILN_CHECK(!xs.empty(), "cat: needs at least one tensor");
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : xs) ptrs.push_back(&t);
+  return dispatch(OpId::cat, ptrs, Attrs{normalize_dim(dim, xs[0].rank(), "cat")});
+}
+
+Tensor pad(const Tensor& x, const Dims& pads, double value) { return dispatch(OpId::pad, {&x}, Attrs{pads, value}); }
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  return dispatch(OpId::index_select, {&x, &index}, Attrs{normalize_dim(dim, x.rank(), "index_select")});
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  if (x.rank() == 0) return reshape(x, {1});
+  return dispatch(OpId::flatten, {&x},
+                  Attrs{normalize_dim(start_dim, x.rank(), "flatten"), normalize_dim(end_dim, x.rank(), "flatten")});
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return dispatch(OpId::softmax, {&x}, Attrs{normalize_dim(dim, x.rank(), "softmax")});
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return dispatch(OpId::log_softmax, {&x}, Attrs{normalize_dim(dim, x.rank(), "log_softmax")});
+}
+
+namespace {
+int64_t check_normalized_shape(const Tensor& x, const Shape& normalized_shape, std::string_view op) {
+  const auto n = static_cast<int64_t>(normalized_shape.size());
+  KILN_CHECK(n >= 1 && n <= x.rank(), op, ": normalized_shape ", shape_str(normalized_shape),
+             " must name 1 to ", x.rank(), " trailing dims of the input ", shape_str(x.shape()));
+  for (int64_t i = 0; i < n; ++i) {
+    const SymInt& have = x.shape()[static_cast<size_t>(x.rank() - n + i)];
+    const SymInt& want = normalized_shape[static_cast<size_t>(i)];
+    KILN_CHECK(have == want || have.hint() == want.hint(), op, ": normalized_shape ", shape_str(normalized_shape),
+               " does not match the trailing dims of the input ", shape_str(x.shape()));
+  }
+  return n;
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+  const int64_t n = check_normalized_shape(x, normalized_shape, "layer_norm");
+  const Attrs attrs{n, eps};
+  if (bias.defined()) {
+    const Tensor w = weight.defined() ? weight : ones(normalized_shape, bias.dtype());
+    return dispatch(OpId::layer_norm, {&x, &w, &bias}, attrs);
+  }
+  if (weight.defined()) return dispatch(OpId::layer_norm, {&x, &weight}, attrs);
+  return dispatch(OpId::layer_norm, {&x}, attrs);
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+  const Attrs attrs{check_normalized_shape(x, normalized_shape, "rms_norm"), eps};
+  if (weight.defined()) return dispatch(OpId::rms_norm, {&x, &weight}, attrs);
+  return dispatch(OpId::rms_norm, {&x}, attrs);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (bias.defined()) return dispatch(OpId::linear, {&x, &weight, &bias});
+  return dispatch(OpId::linear, {&x, &weight});
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return dispatch(OpId::matmul, {&a, &b}); }
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator!(const Tensor& x) { return logical_not(x); }
+
+}  // namespace kiln

@@ -1,0 +1,133 @@
+#include "kiln/tensor.h"
+
+#include <ostream>
+#include <sstream>
+
+#include "kiln/graph/error.h"
+#include "kiln/ops.h"
+#include "kiln/reference/reference.h"
+#include "trace.h"
+
+namespace kiln {
+
+namespace {
+const detail::TensorImpl& checked(const std::shared_ptr<detail::TensorImpl>& impl, std::string_view what) {
+  KILN_CHECK(impl != nullptr, what, ": the tensor is undefined (default-constructed)");
+  return *impl;
+}
+}  // namespace
+
+Tensor Tensor::from_data(TensorData data) {
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->meta = data.meta();
+  impl->data = std::move(data);
+  return Tensor(std::move(impl));
+}
+
+const Shape& Tensor::shape() const { return checked(impl_, "shape()").meta.sizes; }
+int64_t Tensor::rank() const { return checked(impl_, "rank()").meta.rank(); }
+SymInt Tensor::numel() const { return checked(impl_, "numel()").meta.numel(); }
+DType Tensor::dtype() const { return checked(impl_, "dtype()").meta.dtype; }
+Device Tensor::device() const { return checked(impl_, "device()").meta.device; }
+const TensorMeta& Tensor::meta() const { return checked(impl_, "meta()").meta; }
+bool Tensor::is_traced() const { return impl_ && impl_->trace_id != 0; }
+
+int64_t Tensor::size(int64_t dim) const {
+  const SymInt& s = shape()[static_cast<size_t>(normalize_dim(dim, rank(), "size()"))];
+  if (s.is_static()) return s.hint();
+  detail::Trace* t = detail::current_trace();
+  KILN_CHECK(t && impl_->trace_id == t->id, "size(): this tensor belongs to a trace that has ended");
+  return t->graph.shapes().specialize(s, "size()");
+}
+
+Tensor Tensor::to(Device device) const {
+  checked(impl_, "to()");
+  if (device == this->device()) return *this;
+  switch (device.type) {
+    case DeviceType::cuda:
+      fail("to(", device.str(), "): no CUDA device: this build of Kiln has no CUDA runtime (KILN_WITH_CUDA=OFF)");
+    case DeviceType::vulkan:
+      fail("to(", device.str(), "): no Vulkan device: this build of Kiln has no Vulkan runtime (KILN_WITH_VULKAN=OFF)");
+    case DeviceType::cpu:
+      break;
+  }
+  fail("to(", device.str(), "): cannot move a tensor from ", this->device().str());
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  return cast(*this, dtype);
+}
+
+Tensor Tensor::contiguous() const {
+  checked(impl_, "contiguous()");
+  if (is_traced() || impl_->data->is_contiguous()) return *this;
+  return from_data(reference::contiguous(*impl_->data));
+}
+
+const TensorData& Tensor::data(std::string_view why, std::source_location loc) const {
+  const auto& impl = checked(impl_, why);
+  if (impl.trace_id != 0) {
+    detail::Trace* t = detail::current_trace();
+    KILN_CHECK(t && t->id == impl.trace_id, why, ": this tensor belongs to a trace that has ended; a traced ",
+               "tensor escaped its compiled function");
+    detail::break_graph(*t, why, loc);
+  }
+  return *impl_->data;
+}
+
+std::vector<double> Tensor::values_as_double(std::string_view why, std::source_location loc) const {
+  const TensorData c = reference::convert(reference::contiguous(data(why, loc)), DType::f64);
+  const double* p = c.data_as<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+std::vector<int64_t> Tensor::values_as_int(std::string_view why, std::source_location loc) const {
+  const TensorData c = reference::convert(reference::contiguous(data(why, loc)), DType::i64);
+  const int64_t* p = c.data_as<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+Tensor::operator bool() const {
+  const auto v = values_as_double("converting a tensor to bool", std::source_location::current());
+  KILN_CHECK(v.size() == 1, "converting a tensor of ", v.size(), " elements to bool is ambiguous");
+  return v[0] != 0.0;
+}
+
+std::string Tensor::str() const {
+  if (!impl_) return "Tensor(undefined)";
+  std::ostringstream out;
+  out << "Tensor(" << impl_->meta.str();
+  if (!is_traced() && impl_->data->numel() <= 16) {
+    const TensorData c = reference::convert(reference::contiguous(*impl_->data), DType::f64);
+    out << ", [";
+    for (int64_t i = 0; i < c.numel(); ++i) out << (i ? ", " : "") << c.data_as<double>()[i];
+    out << "]";
+  } else if (is_traced()) {
+    out << ", traced";
+  }
+  out << ")";
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.str(); }
+
+namespace {
+Tensor on_device(Tensor t, Device device) { return device.type == DeviceType::cpu ? t : t.to(device); }
+}  // namespace
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return on_device(detail::dispatch(OpId::full, {}, Attrs{shape, value, dtype}), device);
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor arange(double end, DType dtype, Device device) { return arange(0, end, 1, dtype, device); }
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+  return on_device(detail::dispatch(OpId::arange, {}, Attrs{start, end, step, dtype}), device);
+}
+Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed) {
+  return on_device(detail::dispatch(OpId::randn, {}, Attrs{shape, static_cast<int64_t>(seed), dtype}), device);
+}
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+}  // namespace kiln

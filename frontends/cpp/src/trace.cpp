@@ -1,0 +1,123 @@
+#include "trace.h"
+
+#include <atomic>
+
+#include "kiln/capture/backend.h"
+#include "kiln/config/log.h"
+#include "kiln/graph/error.h"
+#include "kiln/reference/reference.h"
+
+namespace kiln::detail {
+
+namespace {
+thread_local Trace* t_current = nullptr;
+std::atomic<uint64_t> g_trace_ids{0};
+}  // namespace
+
+Trace* current_trace() { return t_current; }
+TraceScope::TraceScope(Trace& t) : previous_(t_current) { t_current = &t; }
+TraceScope::~TraceScope() { t_current = previous_; }
+uint64_t next_trace_id() { return ++g_trace_ids; }
+
+Tensor wrap_node(Trace& t, NodeId id) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->meta = t.graph.node(id).meta;
+  impl->trace_id = t.id;
+  impl->node = id;
+  if (t.values.size() <= static_cast<size_t>(id)) t.values.resize(static_cast<size_t>(id) + 1);
+  t.values[static_cast<size_t>(id)] = impl;
+  return Tensor(std::move(impl));
+}
+
+NodeId node_of(Trace& t, const Tensor& x, std::string_view op) {
+  const auto& impl = x.impl();
+  KILN_CHECK(impl != nullptr, op, ": an input tensor is undefined (default-constructed)");
+  if (impl->trace_id == t.id) return impl->node;
+  KILN_CHECK(impl->trace_id == 0, op, ": this tensor belongs to a trace that has ended; a traced tensor ",
+             "escaped its compiled function (return it instead of storing it)");
+  for (size_t i = 0; i < t.lifted.size(); ++i)
+    if (t.lifted[i] == impl) return t.lifted_node[i];
+  NodeId id;
+  const TensorData& data = *impl->data;
+  if (impl->from_break) {
+    // A value computed by an earlier segment of this call: an input of this segment.
+    id = t.graph.add_input(data.meta());
+    t.input_values.push_back(data);
+    t.input_arg.push_back(-1);
+  } else {
+    // A tensor from outside the function's arguments: captured by value, like a lambda
+    // capture. Pass it as an argument instead if it changes between calls.
+    const TensorData c = reference::contiguous(data);
+    auto constant = std::make_shared<ConstantData>();
+    constant->dtype = c.dtype;
+    constant->sizes = c.sizes;
+    const auto* bytes = static_cast<const std::byte*>(c.data());
+    constant->bytes.assign(bytes, bytes + c.numel() * dtype_size(c.dtype));
+    id = t.graph.add(OpId::constant, {}, Attrs{std::shared_ptr<const ConstantData>(std::move(constant))});
+  }
+  t.lifted.push_back(impl);
+  t.lifted_node.push_back(id);
+  return id;
+}
+
+void materialize(Trace& t) {
+  std::vector<std::shared_ptr<TensorImpl>> live;
+  std::vector<NodeId> outputs;
+  for (size_t id = 0; id < t.values.size(); ++id) {
+    auto impl = t.values[id].lock();
+    if (!impl || impl->trace_id != t.id) continue;
+    live.push_back(impl);
+    if (t.graph.node(static_cast<NodeId>(id)).op != OpId::input) outputs.push_back(static_cast<NodeId>(id));
+  }
+  std::vector<TensorData> results;
+  if (!outputs.empty()) {
+    t.graph.set_outputs(outputs);
+    std::vector<TensorMeta> metas;
+    for (NodeId i : t.graph.inputs()) metas.push_back(t.graph.node(i).meta);
+    Executable exe;
+    if (t.cache) {
+      bool compiled = false;
+      exe = t.cache->segment(t.graph, metas, compiled);
+      t.compiled_segment |= compiled;
+    } else {
+      exe = BackendRegistry::get("eager")(t.graph, metas);
+    }
+    std::vector<const TensorData*> in;
+    for (const TensorData& v : t.input_values) in.push_back(&v);
+    results = exe(in);
+    ++t.graph_count;
+    t.op_count += static_cast<int64_t>(t.graph.op_count());
+    t.graphs.push_back(t.graph.str());
+  }
+  size_t next_result = 0;
+  for (const auto& impl : live) {
+    const Node& n = t.graph.node(impl->node);
+    impl->data = n.op == OpId::input ? t.input_values[static_cast<size_t>(n.attrs.i(0))]
+                                     : std::move(results.at(next_result++));
+    impl->meta = impl->data->meta();
+    impl->trace_id = 0;
+    impl->node = -1;
+    impl->from_break = true;
+  }
+  t.graph = Graph{};
+  t.input_values.clear();
+  t.input_arg.clear();
+  t.values.clear();
+  t.lifted.clear();
+  t.lifted_node.clear();
+}
+
+void break_graph(Trace& t, std::string_view what, const std::source_location& loc) {
+  const std::string where = std::string(loc.file_name()) + ":" + std::to_string(loc.line());
+  KILN_CHECK(!t.fullgraph, "graph break in ", t.label, ": ", what, " at ", where,
+             " needs a concrete value while tracing, and fullgraph=true forbids graph breaks; compute it ",
+             "outside the compiled function or compile with fullgraph=false");
+  const std::string reason = std::string(what) + " at " + where;
+  KILN_LOG(graph_breaks, "graph break in ", t.label, ": ", reason);
+  ++t.breaks;
+  t.break_reasons.push_back(reason);
+  if (t.cache && !t.cache->segmented()) t.cache->set_segmented();
+  materialize(t);
+}
+
+}  // namespace kiln::detail

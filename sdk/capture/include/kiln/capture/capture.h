@@ -1,0 +1,136 @@
+// The capture stage's policy and bookkeeping for compiled functions, independent of the
+// C++ Tensor type (the frontend traces; this stage decides and remembers):
+// - CompileOptions and CompileStats of kiln::compile;
+// - the per-function cache of compiled entries behind guards, the recompile limits, the
+//   stances, and the reasons each recompile happened;
+// - automatic dynamic shapes: which dims of the next trace are symbolic;
+// - the segment cache used once a function has graph breaks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/capture/backend.h"
+#include "kiln/capture/guards.h"
+#include "kiln/config/config.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  bool fullgraph = false;
+  std::optional<bool> dynamic;      // nullopt: automatic dynamic shapes
+  std::string backend = "kiln";     // "kiln", "eager", "cudagraphs", or a registered name
+  std::string mode = "default";     // "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+  std::map<std::string, ConfigValue> options;  // per-compile config overrides, validated
+  bool disable = false;
+  std::vector<std::string> arg_names;  // optional names used in guard messages: "input 0 (x)"
+};
+
+struct CompileStats {
+  int64_t compiles = 0;        // graphs compiled (first compiles, recompiles and segments)
+  int64_t recompiles = 0;      // compiles caused by a guard failure
+  int64_t cache_hits = 0;      // calls (or segments) served by a compiled entry
+  int64_t guard_failures = 0;  // calls whose arguments failed every entry's guards
+  int64_t graph_breaks = 0;    // graph breaks met while compiling
+  int64_t eager_calls = 0;     // calls run eagerly (limits, stances)
+  std::vector<std::string> recompile_reasons;
+};
+
+enum class Stance { default_, force_eager, eager_on_recompile, fail_on_recompile };
+void set_stance(Stance s);
+Stance stance();
+std::string_view stance_name(Stance s);
+// Sets a stance for the current scope (this thread), restoring the previous one after.
+class ScopedStance {
+ public:
+  explicit ScopedStance(Stance s);
+  ~ScopedStance();
+  ScopedStance(const ScopedStance&) = delete;
+  ScopedStance& operator=(const ScopedStance&) = delete;
+
+ private:
+  std::optional<Stance> previous_;
+};
+
+// A per-dimension request from mark_dynamic / mark_static.
+struct DimMark {
+  int64_t dim = 0;
+  bool dynamic = true;
+  int64_t min = 2;
+  int64_t max = std::numeric_limits<int64_t>::max();
+};
+
+// How the next trace treats one dim of one tensor argument.
+struct DimPlan {
+  bool dynamic = false;
+  bool user_dynamic = false;
+  int64_t min = 2;
+  int64_t max = std::numeric_limits<int64_t>::max();
+};
+
+struct CompiledEntry {
+  GuardSet guards;
+  Executable executable;
+  std::shared_ptr<const Graph> graph;
+  std::vector<int32_t> tensor_arg_of_input;  // graph input k <- call argument index
+};
+
+// What to do with a call that no entry accepts.
+enum class MissAction { compile, run_eager };
+
+class FunctionCache {
+ public:
+  FunctionCache(CompileOptions options, std::string name);
+  ~FunctionCache();
+
+  const CompileOptions& options() const { return options_; }
+  const std::string& name() const { return name_; }
+
+  // The entry whose guards accept `args` (symbol values written to `symbols`), or null.
+  // Counts hits and guard failures.
+  std::shared_ptr<const CompiledEntry> lookup(std::span<const ArgView> args, std::vector<int64_t>& symbols);
+  // Applies stances and recompile limits to a miss and records why it happened.
+  MissAction on_miss(std::span<const ArgView> args);
+  // Symbolic-or-static decision for every dim of every tensor argument of the next trace.
+  std::vector<std::vector<DimPlan>> plan_dims(std::span<const ArgView> args,
+                                              std::span<const std::vector<DimMark>* const> marks);
+  // Compiles a traced graph with the function's backend and adds it behind its guards.
+  std::shared_ptr<const CompiledEntry> add(std::shared_ptr<const Graph> graph, std::span<const ArgView> args,
+                                           std::vector<int32_t> tensor_arg_of_input);
+
+  // Graph-break mode: the function runs in segments, each found by its canonical graph.
+  bool segmented() const { return segmented_; }
+  void set_segmented();
+  Executable segment(const Graph& graph, std::span<const TensorMeta> inputs, bool& compiled);
+  void count_graph_breaks(int64_t n);
+  void count_eager_call();
+
+  CompileStats stats() const;
+  void clear();  // forget every entry and statistic
+
+ private:
+  CompileOptions options_;
+  std::string name_;
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<const CompiledEntry>> entries_;
+  CompileStats stats_;
+  bool segmented_ = false;
+  bool limit_warned_ = false;
+  // Automatic dynamic: the sizes seen so far per tensor argument; -1 marks a dim that changed.
+  std::vector<std::vector<int64_t>> seen_sizes_;
+  std::map<uint64_t, std::vector<std::pair<Graph, Executable>>> segments_;
+
+  Executable compile_graph(const Graph& graph, std::span<const TensorMeta> inputs);
+};
+
+// Forgets every compiled function's entries and the process-wide recompile count.
+void reset_all_function_caches();
+int64_t accumulated_compiles();
+
+}  // namespace kiln

@@ -1,0 +1,241 @@
+#include <algorithm>
+
+#include "kiln/capture/capture.h"
+#include "kiln/config/log.h"
+#include "kiln/graph/error.h"
+
+namespace kiln {
+
+namespace {
+
+std::atomic<Stance> g_stance{Stance::default_};
+thread_local std::optional<Stance> t_scoped_stance;
+std::atomic<int64_t> g_accumulated{0};
+
+struct LiveCaches {
+  std::mutex mutex;
+  std::vector<FunctionCache*> caches;
+};
+LiveCaches& live_caches() {
+  static LiveCaches* l = new LiveCaches;  // never destroyed: caches may outlive static teardown
+  return *l;
+}
+
+}  // namespace
+
+void set_stance(Stance s) { g_stance.store(s, std::memory_order_relaxed); }
+Stance stance() { return t_scoped_stance ? *t_scoped_stance : g_stance.load(std::memory_order_relaxed); }
+std::string_view stance_name(Stance s) {
+  switch (s) {
+    case Stance::default_: return "default";
+    case Stance::force_eager: return "force_eager";
+    case Stance::eager_on_recompile: return "eager_on_recompile";
+    case Stance::fail_on_recompile: return "fail_on_recompile";
+  }
+  return "?";
+}
+ScopedStance::ScopedStance(Stance s) : previous_(t_scoped_stance) { t_scoped_stance = s; }
+ScopedStance::~ScopedStance() { t_scoped_stance = previous_; }
+
+int64_t accumulated_compiles() { return g_accumulated.load(); }
+
+void reset_all_function_caches() {
+  auto& l = live_caches();
+  std::lock_guard lock(l.mutex);
+  for (FunctionCache* c : l.caches) c->clear();
+  g_accumulated = 0;
+}
+
+FunctionCache::FunctionCache(CompileOptions options, std::string name)
+    : options_(std::move(options)), name_(std::move(name)) {
+  // Validate mode and options once, at compile() time, so mistakes surface early.
+  config::CompileScope check(options_.mode, options_.options);
+  auto& l = live_caches();
+  std::lock_guard lock(l.mutex);
+  l.caches.push_back(this);
+}
+
+FunctionCache::~FunctionCache() {
+  auto& l = live_caches();
+  std::lock_guard lock(l.mutex);
+  std::erase(l.caches, this);
+}
+
+void FunctionCache::clear() {
+  std::lock_guard lock(mutex_);
+  entries_.clear();
+  segments_.clear();
+  segmented_ = false;
+  limit_warned_ = false;
+  seen_sizes_.clear();
+  stats_ = {};
+}
+
+std::shared_ptr<const CompiledEntry> FunctionCache::lookup(std::span<const ArgView> args,
+                                                           std::vector<int64_t>& symbols) {
+  std::lock_guard lock(mutex_);
+  for (const auto& e : entries_) {
+    if (symbols.size() < e->guards.num_symbols()) symbols.resize(e->guards.num_symbols());
+    if (e->guards.check(args, symbols.data())) {
+      ++stats_.cache_hits;
+      return e;
+    }
+  }
+  if (!entries_.empty()) ++stats_.guard_failures;
+  return nullptr;
+}
+
+MissAction FunctionCache::on_miss(std::span<const ArgView> args) {
+  std::lock_guard lock(mutex_);
+  if (entries_.empty()) return MissAction::compile;
+  // Why the newest entry refused these arguments: the reason users care about.
+  std::string reason = entries_.front()->guards.failure(args).value_or("no guard failed (entry was cleared)");
+  KILN_LOG(recompiles, "recompiling ", name_, ": ", reason);
+  switch (stance()) {
+    case Stance::fail_on_recompile:
+      fail("recompilation of ", name_, " refused by stance fail_on_recompile: ", reason);
+    case Stance::eager_on_recompile:
+      ++stats_.eager_calls;
+      return MissAction::run_eager;
+    default:
+      break;
+  }
+  const int64_t limit = config::get<int64_t>("recompile_limit");
+  const int64_t total_limit = config::get<int64_t>("accumulated_recompile_limit");
+  const bool over = static_cast<int64_t>(entries_.size()) >= limit || g_accumulated.load() >= total_limit;
+  if (over) {
+    const std::string what = static_cast<int64_t>(entries_.size()) >= limit
+                                 ? "recompile_limit (" + std::to_string(limit) + ")"
+                                 : "accumulated_recompile_limit (" + std::to_string(total_limit) + ")";
+    KILN_CHECK(!config::get<bool>("fail_on_recompile_limit_hit"), name_, " hit ", what, "; last reason: ", reason);
+    if (!limit_warned_) {
+      logs::warn(name_ + " hit " + what + "; running it eagerly from now on. Last recompile reason: " + reason);
+      limit_warned_ = true;
+    }
+    ++stats_.eager_calls;
+    return MissAction::run_eager;
+  }
+  stats_.recompile_reasons.push_back(reason);
+  return MissAction::compile;
+}
+
+std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgView> args,
+                                                           std::span<const std::vector<DimMark>* const> marks) {
+  std::lock_guard lock(mutex_);
+  const bool automatic = config::get<bool>("automatic_dynamic_shapes");
+  const bool all_dynamic =
+      options_.dynamic.value_or(false) || (!options_.dynamic && !config::get<bool>("assume_static_by_default"));
+  if (seen_sizes_.size() != args.size()) seen_sizes_.assign(args.size(), {});
+  std::vector<std::vector<DimPlan>> plan(args.size());
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (args[a].kind != ArgView::Kind::tensor) continue;
+    const TensorData& t = *args[a].tensor;
+    // Automatic dynamic: remember sizes; a dim whose size changed becomes dynamic.
+    auto& seen = seen_sizes_[a];
+    if (seen.size() != t.sizes.size()) {
+      seen = t.sizes;  // first sight, or the rank changed: start over for this argument
+    } else {
+      for (size_t d = 0; d < seen.size(); ++d)
+        if (seen[d] != t.sizes[d]) seen[d] = -1;
+    }
+    auto& p = plan[a];
+    p.resize(t.sizes.size());
+    for (size_t d = 0; d < t.sizes.size(); ++d) {
+      const int64_t size = t.sizes[d];
+      const bool changed = seen[d] == -1;
+      p[d].dynamic = options_.dynamic != false && size >= 2 &&
+                     (all_dynamic || (automatic && !options_.dynamic.has_value() && changed));
+    }
+    if (marks[a] && options_.dynamic != false) {
+      for (const DimMark& m : *marks[a]) {
+        KILN_CHECK(m.dim >= 0 && m.dim < t.rank(), "mark_dynamic/mark_static on ", "input ", a, ": dim ", m.dim,
+                   " out of range for rank ", t.rank());
+        DimPlan& dp = p[static_cast<size_t>(m.dim)];
+        dp.dynamic = m.dynamic;
+        dp.user_dynamic = m.dynamic;
+        dp.min = m.min;
+        dp.max = m.max;
+      }
+    }
+  }
+  return plan;
+}
+
+Executable FunctionCache::compile_graph(const Graph& graph, std::span<const TensorMeta> inputs) {
+  config::CompileScope scope(options_.mode, options_.options);
+  KILN_LOG(graph, "graph of ", name_, ":\n", graph.str());
+  try {
+    return BackendRegistry::get(options_.backend)(graph, inputs);
+  } catch (const Error& e) {
+    if (!config::get<bool>("suppress_errors")) throw;
+    logs::warn("backend '" + options_.backend + "' failed on " + name_ + " (" + e.what() +
+              "); running the graph with the eager backend because suppress_errors is set");
+    return BackendRegistry::get("eager")(graph, inputs);
+  }
+}
+
+std::shared_ptr<const CompiledEntry> FunctionCache::add(std::shared_ptr<const Graph> graph,
+                                                        std::span<const ArgView> args,
+                                                        std::vector<int32_t> tensor_arg_of_input) {
+  // Per-compile options are fixed for this function, so the guard hashes only the global layers.
+  const uint64_t config_hash = config::codegen_hash();
+  auto entry = std::make_shared<CompiledEntry>();
+  entry->guards = GuardSet::build(*graph, args, tensor_arg_of_input, options_.arg_names, config_hash);
+  KILN_LOG(guards, "guards of ", name_, ":\n", entry->guards.str());
+  std::vector<TensorMeta> metas;
+  for (NodeId i : graph->inputs()) metas.push_back(graph->node(i).meta);
+  entry->executable = compile_graph(*graph, metas);
+  entry->graph = std::move(graph);
+  entry->tensor_arg_of_input = std::move(tensor_arg_of_input);
+  std::lock_guard lock(mutex_);
+  if (!entries_.empty()) ++stats_.recompiles;
+  ++stats_.compiles;
+  ++g_accumulated;
+  // Newest first: after a recompile the new shapes are the likely ones.
+  entries_.insert(entries_.begin(), entry);
+  return entry;
+}
+
+void FunctionCache::set_segmented() {
+  std::lock_guard lock(mutex_);
+  segmented_ = true;
+  entries_.clear();
+}
+
+Executable FunctionCache::segment(const Graph& graph, std::span<const TensorMeta> inputs, bool& compiled) {
+  Graph key = graph.canonical();
+  const uint64_t h = key.structural_hash();
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [g, exe] : segments_[h])
+      if (g == key) {
+        ++stats_.cache_hits;
+        compiled = false;
+        return exe;
+      }
+  }
+  Executable exe = compile_graph(graph, inputs);
+  std::lock_guard lock(mutex_);
+  segments_[h].emplace_back(std::move(key), exe);
+  ++stats_.compiles;
+  ++g_accumulated;
+  compiled = true;
+  return exe;
+}
+
+void FunctionCache::count_graph_breaks(int64_t n) {
+  std::lock_guard lock(mutex_);
+  stats_.graph_breaks += n;
+}
+
+void FunctionCache::count_eager_call() {
+  std::lock_guard lock(mutex_);
+  ++stats_.eager_calls;
+}
+
+CompileStats FunctionCache::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace kiln

@@ -1,0 +1,740 @@
+// The op table: one OpDef per OpId, in enum order. Shape rules are shared by kind
+// (unary, binary, reduction, ...) so the table itself reads as a list; composites carry
+// decompositions that emit primitives only, so one decomposition pass leaves no composite.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "kiln/graph/error.h"
+#include "kiln/graph/graph.h"
+#include "kiln/graph/ops.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+std::string_view opn(const InferContext& c) { return op_name(c.op); }
+const TensorMeta& arg(const InferContext& c, size_t i) { return *c.inputs[i]; }
+DType float_of(DType t) { return is_floating(t) ? t : DType::f32; }
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// As in torch, 0-d CPU tensors may join tensors on any device: decompositions make their
+// scalar constants with `full`, which lives on the CPU.
+Device common_device(const InferContext& c) {
+  const TensorMeta* first = nullptr;
+  for (const TensorMeta* m : c.inputs) {
+    if (m->device == Device::cpu() && m->rank() == 0) continue;
+    if (!first) {
+      first = m;
+    } else {
+      KILN_CHECK(m->device == first->device, opn(c), ": inputs are on different devices (",
+                 first->device.str(), " and ", m->device.str(), ")");
+    }
+  }
+  return first ? first->device : Device::cpu();
+}
+
+// Every node output is contiguous, so strides stay empty.
+TensorMeta result(const InferContext& c, DType t, SymShape sizes) {
+  return TensorMeta{t, common_device(c), std::move(sizes), {}};
+}
+
+int64_t check_dim(const InferContext& c, int64_t d, int64_t rank, std::string_view what = "dim") {
+  KILN_CHECK(d >= 0 && d < rank, opn(c), ": ", what, " ", d, " out of range for rank ", rank);
+  return d;
+}
+
+void check_sizes(const InferContext& c, const SymShape& s) {
+  for (const SymInt& v : s)
+    KILN_CHECK(v.is_symbolic() || v.hint() >= 0, opn(c), ": negative size in shape ", shape_str(s));
+}
+
+// ---- sources -------------------------------------------------------------------------
+
+TensorMeta infer_input(const InferContext&) {
+  fail("input: input nodes are created with add_input");
+}
+
+TensorMeta infer_constant(const InferContext& c) {
+  const ConstantData& v = c.attrs.tensor(0);
+  int64_t n = 1;
+  for (int64_t s : v.sizes) {
+    KILN_CHECK(s >= 0, "constant: negative size in shape ", ints_str(v.sizes));
+    n *= s;
+  }
+  const int64_t want = n * dtype_size(v.dtype);
+  KILN_CHECK(static_cast<int64_t>(v.bytes.size()) == want, "constant: value holds ", v.bytes.size(),
+             " bytes, expected ", want, " for ", dtype_name(v.dtype), ints_str(v.sizes));
+  return result(c, v.dtype, static_shape(v.sizes));
+}
+
+TensorMeta infer_full(const InferContext& c) {
+  check_sizes(c, c.attrs.symints(0));
+  return result(c, c.attrs.dtype(2), c.attrs.symints(0));
+}
+
+TensorMeta infer_randn(const InferContext& c) {
+  const DType t = c.attrs.dtype(2);
+  KILN_CHECK(is_floating(t), "randn: dtype must be floating, got ", dtype_name(t));
+  check_sizes(c, c.attrs.symints(0));
+  return result(c, t, c.attrs.symints(0));
+}
+
+TensorMeta infer_arange(const InferContext& c) {
+  const double start = c.attrs.f(0), end = c.attrs.f(1), step = c.attrs.f(2);
+  const DType t = c.attrs.dtype(3);
+  KILN_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+             "arange: start, end and step must be finite");
+  KILN_CHECK(step != 0, "arange: step must be nonzero");
+  KILN_CHECK(t != DType::bool_, "arange: dtype bool is not supported");
+  const double n = std::ceil((end - start) / step);
+  KILN_CHECK(n >= 0, "arange: end ", end, " cannot be reached from start ", start, " with step ", step);
+  KILN_CHECK(n < 9.0e18, "arange: too many elements (", n, ")");
+  return result(c, t, {static_cast<int64_t>(n)});
+}
+
+// ---- pointwise -----------------------------------------------------------------------
+
+TensorMeta infer_unary_float(const InferContext& c) {
+  return result(c, float_of(arg(c, 0).dtype), arg(c, 0).sizes);
+}
+
+TensorMeta infer_unary_same(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  KILN_CHECK(!(c.op == OpId::neg && x.dtype == DType::bool_),
+             "neg: negating a bool tensor is not supported; use logical_not");
+  return result(c, x.dtype, x.sizes);
+}
+
+TensorMeta infer_unary_bool(const InferContext& c) { return result(c, DType::bool_, arg(c, 0).sizes); }
+
+TensorMeta infer_gelu(const InferContext& c) {
+  const std::string& a = c.attrs.s(0);
+  KILN_CHECK(a == "none" || a == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"", a, "\"");
+  return infer_unary_float(c);
+}
+
+TensorMeta infer_cast(const InferContext& c) { return result(c, c.attrs.dtype(0), arg(c, 0).sizes); }
+
+SymShape broadcast_inputs(const InferContext& c) {
+  SymShape s = arg(c, 0).sizes;
+  for (size_t i = 1; i < c.inputs.size(); ++i) s = broadcast_shapes(s, arg(c, i).sizes, c.shapes, opn(c));
+  return s;
+}
+
+// add, sub, mul, pow, maximum, minimum: the promoted type.
+TensorMeta infer_binary(const InferContext& c) {
+  const DType t = result_type(c.inputs);
+  KILN_CHECK(!(c.op == OpId::sub && t == DType::bool_),
+             "sub: subtracting bool tensors is not supported; use logical_xor or logical_not");
+  return result(c, t, broadcast_inputs(c));
+}
+
+// True division, as in torch: integers divide to f32.
+TensorMeta infer_div(const InferContext& c) {
+  return result(c, float_of(result_type(c.inputs)), broadcast_inputs(c));
+}
+
+// Comparisons and logical ops.
+TensorMeta infer_binary_bool(const InferContext& c) { return result(c, DType::bool_, broadcast_inputs(c)); }
+
+TensorMeta infer_where(const InferContext& c) {
+  KILN_CHECK(arg(c, 0).dtype == DType::bool_, "where: condition must be bool, got ",
+             dtype_name(arg(c, 0).dtype));
+  return result(c, result_type(c.inputs.subspan(1)), broadcast_inputs(c));
+}
+
+// ---- reductions ----------------------------------------------------------------------
+
+// Reducing a static empty dim has no identity for max/min/argmax/argmin.
+bool needs_elements(OpId op) {
+  return op == OpId::max || op == OpId::min || op == OpId::argmax || op == OpId::argmin;
+}
+
+bool reduces_empty(const TensorMeta& x, const std::vector<int64_t>& dims) {
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if ((dims.empty() || std::binary_search(dims.begin(), dims.end(), d)) && x.sizes[d] == 0) return true;
+  return false;
+}
+
+SymShape reduced_shape(const InferContext& c, const TensorMeta& x, const std::vector<int64_t>& dims,
+                       bool keepdim) {
+  for (size_t k = 0; k < dims.size(); ++k) {
+    check_dim(c, dims[k], x.rank());
+    KILN_CHECK(k == 0 || dims[k] > dims[k - 1], opn(c), ": dims must be sorted and unique, got ",
+               ints_str(dims));
+  }
+  KILN_CHECK(!needs_elements(c.op) || !reduces_empty(x, dims), opn(c),
+             ": cannot reduce over an empty dimension (", shape_str(x.sizes), " over dims ",
+             ints_str(dims), ")");
+  SymShape out;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (!dims.empty() && !std::binary_search(dims.begin(), dims.end(), d)) {
+      out.push_back(x.sizes[d]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+DType reduction_dtype(OpId op, DType t) {
+  switch (op) {
+    case OpId::sum:
+    case OpId::prod: return is_floating(t) ? t : DType::i64;
+    case OpId::mean:
+    case OpId::var:
+    case OpId::logsumexp: return float_of(t);
+    case OpId::argmax:
+    case OpId::argmin: return DType::i64;
+    default: return t;  // max, min
+  }
+}
+
+TensorMeta infer_reduction(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const std::vector<int64_t>& dims = c.attrs.ints(0);
+  KILN_CHECK(!(c.op == OpId::argmax || c.op == OpId::argmin) || dims.size() <= 1, opn(c),
+             ": takes at most one dim, got ", ints_str(dims));
+  KILN_CHECK(c.op != OpId::var || c.attrs.i(2) >= 0, "var: correction must be >= 0, got ", c.attrs.i(2));
+  return result(c, reduction_dtype(c.op, x.dtype), reduced_shape(c, x, dims, c.attrs.b(1)));
+}
+
+// ---- layout --------------------------------------------------------------------------
+
+TensorMeta infer_reshape(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const SymShape& shape = c.attrs.symints(0);
+  check_sizes(c, shape);
+  const SymInt n = shape_numel(shape);
+  KILN_CHECK(c.shapes.decide_equal(n, x.numel(), "reshape"), "reshape: cannot reshape ", shape_str(x.sizes),
+             " (", x.numel().str(), " elements) into ", shape_str(shape), " (", n.str(), " elements)");
+  return result(c, x.dtype, shape);
+}
+
+TensorMeta infer_permute(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const std::vector<int64_t>& dims = c.attrs.ints(0);
+  std::vector<bool> seen(static_cast<size_t>(x.rank()));
+  bool ok = static_cast<int64_t>(dims.size()) == x.rank();
+  SymShape out;
+  for (size_t k = 0; ok && k < dims.size(); ++k) {
+    ok = dims[k] >= 0 && dims[k] < x.rank() && !seen[dims[k]];
+    if (ok) {
+      seen[dims[k]] = true;
+      out.push_back(x.sizes[dims[k]]);
+    }
+  }
+  KILN_CHECK(ok, "permute: dims ", ints_str(dims), " are not a permutation of the dims of ", shape_str(x.sizes));
+  return result(c, x.dtype, out);
+}
+
+TensorMeta infer_transpose(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  SymShape out = x.sizes;
+  std::swap(out[check_dim(c, c.attrs.i(0), x.rank(), "dim0")], out[check_dim(c, c.attrs.i(1), x.rank(), "dim1")]);
+  return result(c, x.dtype, out);
+}
+
+TensorMeta infer_expand(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const SymShape& to = c.attrs.symints(0);
+  check_sizes(c, to);
+  KILN_CHECK(to.size() >= x.sizes.size(), "expand: cannot expand ", shape_str(x.sizes), " to fewer dims ",
+             shape_str(to));
+  const size_t lead = to.size() - x.sizes.size();
+  for (size_t j = 0; j < x.sizes.size(); ++j) {
+    const SymInt& from = x.sizes[j];
+    KILN_CHECK(from == 1 || c.shapes.decide_equal(from, to[lead + j], "expand"), "expand: cannot expand ",
+               shape_str(x.sizes), " to ", shape_str(to), ": dim ", j, " has size ", from.str(),
+               ", expected ", to[lead + j].str(), " or 1");
+  }
+  return result(c, x.dtype, to);
+}
+
+TensorMeta infer_squeeze(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const std::vector<int64_t>& dims = c.attrs.ints(0);
+  std::vector<bool> drop(static_cast<size_t>(x.rank()));
+  for (int64_t d : dims) {
+    check_dim(c, d, x.rank());
+    KILN_CHECK(!drop[d], "squeeze: dim ", d, " listed twice in ", ints_str(dims));
+    KILN_CHECK(x.sizes[d] == 1, "squeeze: dim ", d, " of ", shape_str(x.sizes), " has size ", x.sizes[d].str(),
+               ", not 1");
+    drop[d] = true;
+  }
+  SymShape out;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (!drop[d]) out.push_back(x.sizes[d]);
+  return result(c, x.dtype, out);
+}
+
+TensorMeta infer_unsqueeze(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const int64_t d = c.attrs.i(0);
+  KILN_CHECK(d >= 0 && d <= x.rank(), "unsqueeze: dim ", d, " out of range for rank ", x.rank(),
+             " (must be in [0, ", x.rank(), "])");
+  SymShape out = x.sizes;
+  out.insert(out.begin() + d, SymInt(1));
+  return result(c, x.dtype, out);
+}
+
+TensorMeta infer_slice(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const int64_t d = check_dim(c, c.attrs.i(0), x.rank());
+  const int64_t start = c.attrs.i(1), end = c.attrs.i(2), step = c.attrs.i(3);
+  KILN_CHECK(step >= 1, "slice: step must be >= 1, got ", step);
+  SymShape out = x.sizes;
+  const SymInt& size = x.sizes[d];
+  // The whole of a symbolic dim stays symbolic; any other slice of it needs its value.
+  if (size.is_symbolic() && start == 0 && end >= kInt64Max / 2 && step == 1) return result(c, x.dtype, out);
+  const int64_t n = size.is_symbolic() ? c.shapes.specialize(size, "slice") : size.hint();
+  auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+  const int64_t s = clamp(start), e = clamp(end);
+  out[d] = e > s ? (e - s - 1) / step + 1 : 0;
+  return result(c, x.dtype, out);
+}
+
+TensorMeta infer_cat(const InferContext& c) {
+  const TensorMeta& x0 = arg(c, 0);
+  const int64_t d = check_dim(c, c.attrs.i(0), x0.rank());
+  SymShape out = x0.sizes;
+  for (size_t i = 1; i < c.inputs.size(); ++i) {
+    const TensorMeta& xi = arg(c, i);
+    bool ok = xi.rank() == x0.rank();
+    for (int64_t j = 0; ok && j < x0.rank(); ++j)
+      ok = j == d || c.shapes.decide_equal(x0.sizes[j], xi.sizes[j], "cat");
+    KILN_CHECK(ok, "cat: input ", i, " has shape ", shape_str(xi.sizes), " but input 0 has shape ",
+               shape_str(x0.sizes), "; shapes must match except in dim ", d);
+    out[d] = out[d] + xi.sizes[d];
+  }
+  return result(c, result_type(c.inputs), out);
+}
+
+TensorMeta infer_pad(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const std::vector<int64_t>& pads = c.attrs.ints(0);
+  KILN_CHECK(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * x.rank(), "pad: pads ",
+             ints_str(pads), " must be pairs for at most the ", x.rank(), " dims of ", shape_str(x.sizes));
+  SymShape out = x.sizes;
+  for (size_t k = 0; k < pads.size() / 2; ++k) {
+    const size_t d = x.sizes.size() - 1 - k;  // pairs start at the last dim
+    out[d] = out[d] + SymInt(pads[2 * k] + pads[2 * k + 1]);
+    KILN_CHECK(out[d].hint() >= 0, "pad: pads ", ints_str(pads), " crop dim ", d, " of ", shape_str(x.sizes),
+               " below size 0");
+  }
+  return result(c, x.dtype, out);
+}
+
+TensorMeta infer_index_select(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const TensorMeta& index = arg(c, 1);
+  const int64_t d = check_dim(c, c.attrs.i(0), x.rank());
+  KILN_CHECK(index.rank() == 1, "index_select: index must be 1-D, got shape ", shape_str(index.sizes));
+  KILN_CHECK(index.dtype == DType::i32 || index.dtype == DType::i64, "index_select: index must be i32 or i64, got ",
+             dtype_name(index.dtype));
+  SymShape out = x.sizes;
+  out[d] = index.sizes[0];
+  return result(c, x.dtype, out);
+}
+
+// Rank 0 flattens to [1], as in torch.
+TensorMeta infer_flatten(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const int64_t s = c.attrs.i(0), e = c.attrs.i(1);
+  if (x.rank() == 0) {
+    KILN_CHECK(s == 0 && e == 0, "flatten: start_dim ", s, " and end_dim ", e, " out of range for rank 0");
+    return result(c, x.dtype, {1});
+  }
+  check_dim(c, s, x.rank(), "start_dim");
+  check_dim(c, e, x.rank(), "end_dim");
+  KILN_CHECK(s <= e, "flatten: start_dim ", s, " is after end_dim ", e);
+  SymShape out(x.sizes.begin(), x.sizes.begin() + s);
+  SymInt n = 1;
+  for (int64_t d = s; d <= e; ++d) n = n * x.sizes[d];
+  out.push_back(n);
+  out.insert(out.end(), x.sizes.begin() + e + 1, x.sizes.end());
+  return result(c, x.dtype, out);
+}
+
+// ---- composites and matmul -----------------------------------------------------------
+
+TensorMeta infer_softmax(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  check_dim(c, c.attrs.i(0), x.rank());
+  return result(c, float_of(x.dtype), x.sizes);
+}
+
+// The decomposition casts every input to this type, so its nodes agree with it.
+DType norm_dtype(std::span<const TensorMeta* const> in) { return float_of(result_type(in)); }
+
+// layer_norm and rms_norm: (x[, weight[, bias]]) over the last normalized_ndim dims.
+TensorMeta infer_norm(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const int64_t n = c.attrs.i(0);
+  const double eps = c.attrs.f(1);
+  KILN_CHECK(n >= 1 && n <= x.rank(), opn(c), ": normalized_ndim ", n, " out of range for rank ", x.rank(),
+             " (must be in [1, rank])");
+  KILN_CHECK(eps > 0, opn(c), ": eps must be positive, got ", eps);
+  const std::span<const SymInt> dims(x.sizes.end() - n, x.sizes.end());
+  for (size_t k = 1; k < c.inputs.size(); ++k) {
+    const TensorMeta& p = arg(c, k);
+    bool ok = p.rank() == n;
+    for (int64_t j = 0; ok && j < n; ++j) ok = c.shapes.decide_equal(p.sizes[j], dims[j], opn(c));
+    KILN_CHECK(ok, opn(c), ": ", k == 1 ? "weight" : "bias", " shape ", shape_str(p.sizes),
+               " does not match the normalized dims ", shape_str(dims), " of ", shape_str(x.sizes));
+  }
+  return result(c, norm_dtype(c.inputs), x.sizes);
+}
+
+TensorMeta infer_linear(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const TensorMeta& w = arg(c, 1);
+  KILN_CHECK(x.rank() >= 1 && w.rank() == 2, "linear: expected x[..., in] and weight[out, in], got ",
+             shape_str(x.sizes), " and ", shape_str(w.sizes));
+  KILN_CHECK(c.shapes.decide_equal(x.sizes.back(), w.sizes[1], "linear"), "linear: x ", shape_str(x.sizes),
+             " has ", x.sizes.back().str(), " features but weight ", shape_str(w.sizes), " takes ", w.sizes[1].str());
+  if (c.inputs.size() > 2) {
+    const TensorMeta& b = arg(c, 2);
+    KILN_CHECK(b.rank() == 1 && c.shapes.decide_equal(b.sizes[0], w.sizes[0], "linear"), "linear: bias ",
+               shape_str(b.sizes), " does not match weight ", shape_str(w.sizes));
+  }
+  const DType t = result_type(c.inputs);
+  KILN_CHECK(t != DType::bool_, "linear: bool operands are not supported");
+  SymShape out = x.sizes;
+  out.back() = w.sizes[0];
+  return result(c, t, out);
+}
+
+// numpy matmul: a 1-D left operand is a row, a 1-D right operand a column, and the added
+// dim is dropped again; leading dims broadcast.
+TensorMeta infer_matmul(const InferContext& c) {
+  const TensorMeta& a = arg(c, 0);
+  const TensorMeta& b = arg(c, 1);
+  KILN_CHECK(a.rank() >= 1 && b.rank() >= 1, "matmul: operands must have at least 1 dim, got ", shape_str(a.sizes),
+             " @ ", shape_str(b.sizes));
+  const DType t = result_type(c.inputs);
+  KILN_CHECK(t != DType::bool_, "matmul: bool operands are not supported");
+  const SymInt& ka = a.sizes.back();
+  const SymInt& kb = b.rank() == 1 ? b.sizes[0] : b.sizes[b.sizes.size() - 2];
+  KILN_CHECK(c.shapes.decide_equal(ka, kb, "matmul"), "matmul: inner dimensions differ: ", shape_str(a.sizes),
+             " @ ", shape_str(b.sizes));
+  const std::span<const SymInt> as(a.sizes), bs(b.sizes);
+  SymShape out = broadcast_shapes(as.first(a.sizes.size() - std::min<size_t>(2, a.sizes.size())),
+                                  bs.first(b.sizes.size() - std::min<size_t>(2, b.sizes.size())), c.shapes, "matmul");
+  if (a.rank() >= 2) out.push_back(a.sizes[a.sizes.size() - 2]);
+  if (b.rank() >= 2) out.push_back(b.sizes.back());
+  return result(c, t, out);
+}
+
+// ---- decompositions ------------------------------------------------------------------
+
+// Appends nodes; metas are copied because adding a node may move the node list.
+struct Builder {
+  Graph& g;
+
+  TensorMeta meta(NodeId x) const { return g.node(x).meta; }
+  NodeId add(OpId op, std::vector<NodeId> in, Attrs attrs = {}) { return g.add(op, std::move(in), std::move(attrs)); }
+  NodeId scalar(double v, DType t) { return add(OpId::full, {}, {SymShape{}, v, t}); }
+  NodeId cast(NodeId x, DType t) { return meta(x).dtype == t ? x : add(OpId::cast, {x}, {t}); }
+  NodeId reduce(OpId op, NodeId x, std::vector<int64_t> dims, bool keepdim) {
+    return add(op, {x}, {std::move(dims), keepdim});
+  }
+  // x - max(x): keeps exp in range. An empty reduction has no max and nothing to shift.
+  NodeId shift_by_max(NodeId x, const std::vector<int64_t>& dims) {
+    if (reduces_empty(meta(x), dims)) return x;
+    return add(OpId::sub, {x, reduce(OpId::max, x, dims, true)});
+  }
+};
+
+std::vector<int64_t> iota(int64_t from, int64_t to) {
+  std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(0, to - from)));
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+NodeId decompose_transpose(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  std::vector<int64_t> perm = iota(0, b.meta(in[0]).rank());
+  std::swap(perm[a.i(0)], perm[a.i(1)]);
+  return b.add(OpId::permute, {in[0]}, {perm});
+}
+
+NodeId decompose_flatten(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const TensorMeta x = b.meta(in[0]);
+  if (x.rank() == 0) return b.add(OpId::reshape, {in[0]}, {SymShape{1}});
+  const int64_t s = a.i(0), e = a.i(1);
+  SymShape out(x.sizes.begin(), x.sizes.begin() + s);
+  SymInt n = 1;
+  for (int64_t d = s; d <= e; ++d) n = n * x.sizes[d];
+  out.push_back(n);
+  out.insert(out.end(), x.sizes.begin() + e + 1, x.sizes.end());
+  return b.add(OpId::reshape, {in[0]}, {out});
+}
+
+NodeId decompose_softmax(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const std::vector<int64_t> d{a.i(0)};
+  const NodeId x = b.cast(in[0], float_of(b.meta(in[0]).dtype));
+  const NodeId e = b.add(OpId::exp, {b.shift_by_max(x, d)});
+  return b.add(OpId::div, {e, b.reduce(OpId::sum, e, d, true)});
+}
+
+NodeId decompose_log_softmax(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const std::vector<int64_t> d{a.i(0)};
+  const NodeId x = b.cast(in[0], float_of(b.meta(in[0]).dtype));
+  const NodeId z = b.shift_by_max(x, d);
+  const NodeId s = b.reduce(OpId::sum, b.add(OpId::exp, {z}), d, true);
+  return b.add(OpId::sub, {z, b.add(OpId::log, {s})});
+}
+
+NodeId decompose_logsumexp(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const DType t = float_of(b.meta(in[0]).dtype);
+  const NodeId x = b.cast(in[0], t);
+  const std::vector<int64_t>& dims = a.ints(0);
+  const int64_t rank = b.meta(x).rank();
+  NodeId r;
+  if (reduces_empty(b.meta(x), dims)) {
+    r = b.add(OpId::log, {b.reduce(OpId::sum, b.add(OpId::exp, {x}), dims, true)});  // log(0) = -inf
+  } else {
+    NodeId m = b.reduce(OpId::max, x, dims, true);
+    // An infinite max would make x - m nan; shifting by 0 instead gives the right +-inf.
+    const NodeId inf = b.add(OpId::eq, {b.add(OpId::abs, {m}), b.scalar(std::numeric_limits<double>::infinity(), t)});
+    m = b.add(OpId::where, {inf, b.scalar(0.0, t), m});
+    const NodeId s = b.reduce(OpId::sum, b.add(OpId::exp, {b.add(OpId::sub, {x, m})}), dims, true);
+    r = b.add(OpId::add, {b.add(OpId::log, {s}), m});
+  }
+  if (a.b(1)) return r;
+  return b.add(OpId::squeeze, {r}, {dims.empty() ? iota(0, rank) : dims});
+}
+
+NodeId decompose_layer_norm(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  std::vector<TensorMeta> metas;
+  for (NodeId i : in) metas.push_back(b.meta(i));
+  std::vector<const TensorMeta*> ptrs;
+  for (const TensorMeta& m : metas) ptrs.push_back(&m);
+  const DType t = norm_dtype(ptrs);
+  const int64_t rank = metas[0].rank();
+  const std::vector<int64_t> dims = iota(rank - a.i(0), rank);
+  const NodeId x = b.cast(in[0], t);
+  const NodeId mean = b.reduce(OpId::mean, x, dims, true);
+  const NodeId var = b.add(OpId::var, {x}, {dims, true, int64_t{0}});
+  const NodeId inv = b.add(OpId::rsqrt, {b.add(OpId::add, {var, b.scalar(a.f(1), t)})});
+  NodeId y = b.add(OpId::mul, {b.add(OpId::sub, {x, mean}), inv});
+  if (in.size() > 1) y = b.add(OpId::mul, {y, b.cast(in[1], t)});
+  if (in.size() > 2) y = b.add(OpId::add, {y, b.cast(in[2], t)});
+  return y;
+}
+
+NodeId decompose_rms_norm(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  std::vector<TensorMeta> metas;
+  for (NodeId i : in) metas.push_back(b.meta(i));
+  std::vector<const TensorMeta*> ptrs;
+  for (const TensorMeta& m : metas) ptrs.push_back(&m);
+  const DType t = norm_dtype(ptrs);
+  const int64_t rank = metas[0].rank();
+  const NodeId x = b.cast(in[0], t);
+  const NodeId ms = b.reduce(OpId::mean, b.add(OpId::mul, {x, x}), iota(rank - a.i(0), rank), true);
+  NodeId y = b.add(OpId::mul, {x, b.add(OpId::rsqrt, {b.add(OpId::add, {ms, b.scalar(a.f(1), t)})})});
+  if (in.size() > 1) y = b.add(OpId::mul, {y, b.cast(in[1], t)});
+  return y;
+}
+
+NodeId decompose_linear(Graph& g, std::span<const NodeId> in, const Attrs&) {
+  Builder b{g};
+  const NodeId wt = b.add(OpId::permute, {in[1]}, {std::vector<int64_t>{1, 0}});
+  const NodeId y = b.add(OpId::matmul, {in[0], wt});
+  return in.size() > 2 ? b.add(OpId::add, {y, in[2]}) : y;
+}
+
+// ---- the table -----------------------------------------------------------------------
+
+std::vector<OpDef> build_table() {
+  using O = OpId;
+  using C = OpCategory;
+  using K = AttrKind;
+  const std::vector<AttrSpec> reduce = {{"dims", K::ints}, {"keepdim", K::bool_}};
+  const std::vector<AttrSpec> norm = {{"normalized_ndim", K::int_}, {"eps", K::float_}};
+  const std::vector<AttrSpec> dim = {{"dim", K::int_}};
+  auto unary = [](O id, std::string_view name, InferFn f, std::vector<AttrSpec> attrs = {}) {
+    return OpDef{id, name, C::unary, 1, 1, std::move(attrs), f};
+  };
+  auto binary = [](O id, std::string_view name, InferFn f) { return OpDef{id, name, C::binary, 2, 2, {}, f}; };
+  auto reduction = [](O id, std::string_view name, std::vector<AttrSpec> attrs, DecomposeFn d = nullptr) {
+    return OpDef{id, name, C::reduction, 1, 1, std::move(attrs), infer_reduction, d};
+  };
+  auto layout = [](O id, std::string_view name, std::vector<AttrSpec> attrs, InferFn f, DecomposeFn d = nullptr) {
+    return OpDef{id, name, C::layout, 1, 1, std::move(attrs), f, d};
+  };
+
+  std::vector<OpDef> t = {
+      {O::input, "input", C::source, 0, 0, {{"index", K::int_}}, infer_input},
+      {O::constant, "constant", C::source, 0, 0, {{"value", K::tensor}}, infer_constant},
+      {O::full, "full", C::source, 0, 0, {{"shape", K::symints}, {"value", K::float_}, {"dtype", K::dtype}}, infer_full},
+      {O::arange, "arange", C::source, 0, 0,
+       {{"start", K::float_}, {"end", K::float_}, {"step", K::float_}, {"dtype", K::dtype}}, infer_arange},
+      {O::randn, "randn", C::source, 0, 0, {{"shape", K::symints}, {"seed", K::int_}, {"dtype", K::dtype}}, infer_randn},
+
+      unary(O::neg, "neg", infer_unary_same),
+      unary(O::abs, "abs", infer_unary_same),
+      unary(O::exp, "exp", infer_unary_float),
+      unary(O::log, "log", infer_unary_float),
+      unary(O::sqrt, "sqrt", infer_unary_float),
+      unary(O::rsqrt, "rsqrt", infer_unary_float),
+      unary(O::reciprocal, "reciprocal", infer_unary_float),
+      unary(O::sin, "sin", infer_unary_float),
+      unary(O::cos, "cos", infer_unary_float),
+      unary(O::tanh, "tanh", infer_unary_float),
+      unary(O::sigmoid, "sigmoid", infer_unary_float),
+      unary(O::relu, "relu", infer_unary_same),
+      unary(O::gelu, "gelu", infer_gelu, {{"approximate", K::string}}),
+      unary(O::silu, "silu", infer_unary_float),
+      unary(O::erf, "erf", infer_unary_float),
+      unary(O::floor, "floor", infer_unary_same),
+      unary(O::ceil, "ceil", infer_unary_same),
+      unary(O::round, "round", infer_unary_same),
+      unary(O::sign, "sign", infer_unary_same),
+      unary(O::logical_not, "logical_not", infer_unary_bool),
+      unary(O::isnan, "isnan", infer_unary_bool),
+      unary(O::cast, "cast", infer_cast, {{"dtype", K::dtype}}),
+
+      binary(O::add, "add", infer_binary),
+      binary(O::sub, "sub", infer_binary),
+      binary(O::mul, "mul", infer_binary),
+      binary(O::div, "div", infer_div),
+      binary(O::pow, "pow", infer_binary),
+      binary(O::maximum, "maximum", infer_binary),
+      binary(O::minimum, "minimum", infer_binary),
+      binary(O::eq, "eq", infer_binary_bool),
+      binary(O::ne, "ne", infer_binary_bool),
+      binary(O::lt, "lt", infer_binary_bool),
+      binary(O::le, "le", infer_binary_bool),
+      binary(O::gt, "gt", infer_binary_bool),
+      binary(O::ge, "ge", infer_binary_bool),
+      binary(O::logical_and, "logical_and", infer_binary_bool),
+      binary(O::logical_or, "logical_or", infer_binary_bool),
+
+      {O::where, "where", C::ternary, 3, 3, {}, infer_where},
+
+      reduction(O::sum, "sum", reduce),
+      reduction(O::mean, "mean", reduce),
+      reduction(O::max, "max", reduce),
+      reduction(O::min, "min", reduce),
+      reduction(O::prod, "prod", reduce),
+      reduction(O::argmax, "argmax", reduce),
+      reduction(O::argmin, "argmin", reduce),
+      reduction(O::var, "var", {{"dims", K::ints}, {"keepdim", K::bool_}, {"correction", K::int_}}),
+      reduction(O::logsumexp, "logsumexp", reduce, decompose_logsumexp),
+
+      layout(O::reshape, "reshape", {{"shape", K::symints}}, infer_reshape),
+      layout(O::permute, "permute", {{"dims", K::ints}}, infer_permute),
+      layout(O::transpose, "transpose", {{"dim0", K::int_}, {"dim1", K::int_}}, infer_transpose, decompose_transpose),
+      layout(O::expand, "expand", {{"shape", K::symints}}, infer_expand),
+      layout(O::squeeze, "squeeze", {{"dims", K::ints}}, infer_squeeze),
+      layout(O::unsqueeze, "unsqueeze", dim, infer_unsqueeze),
+      layout(O::slice, "slice", {{"dim", K::int_}, {"start", K::int_}, {"end", K::int_}, {"step", K::int_}},
+             infer_slice),
+      {O::cat, "cat", C::layout, 1, -1, dim, infer_cat},
+      layout(O::pad, "pad", {{"pads", K::ints}, {"value", K::float_}}, infer_pad),
+      {O::index_select, "index_select", C::layout, 2, 2, dim, infer_index_select},
+      layout(O::flatten, "flatten", {{"start_dim", K::int_}, {"end_dim", K::int_}}, infer_flatten, decompose_flatten),
+
+      {O::softmax, "softmax", C::composite, 1, 1, dim, infer_softmax, decompose_softmax},
+      {O::log_softmax, "log_softmax", C::composite, 1, 1, dim, infer_softmax, decompose_log_softmax},
+      {O::layer_norm, "layer_norm", C::composite, 1, 3, norm, infer_norm, decompose_layer_norm},
+      {O::rms_norm, "rms_norm", C::composite, 1, 2, norm, infer_norm, decompose_rms_norm},
+      {O::linear, "linear", C::composite, 2, 3, {}, infer_linear, decompose_linear},
+
+      {O::matmul, "matmul", C::matmul, 2, 2, {}, infer_matmul},
+  };
+  if (t.size() != static_cast<size_t>(kNumOps)) throw std::logic_error("kiln op table: wrong number of entries");
+  for (size_t i = 0; i < t.size(); ++i)
+    if (static_cast<size_t>(t[i].id) != i)
+      throw std::logic_error("kiln op table: entry " + std::string(t[i].name) + " is out of enum order");
+  return t;
+}
+
+const std::vector<OpDef>& table() {
+  static const std::vector<OpDef> t = build_table();
+  return t;
+}
+
+}  // namespace
+
+const OpDef& op_def(OpId op) {
+  const auto i = static_cast<size_t>(op);
+  KILN_CHECK(i < table().size(), "unknown op id ", i);
+  return table()[i];
+}
+
+std::string_view op_name(OpId op) { return op_def(op).name; }
+
+std::optional<OpId> find_op(std::string_view name) {
+  static const std::unordered_map<std::string_view, OpId> by_name = [] {
+    std::unordered_map<std::string_view, OpId> m;
+    for (const OpDef& d : table()) m.emplace(d.name, d.id);
+    return m;
+  }();
+  const auto it = by_name.find(name);
+  if (it == by_name.end()) return std::nullopt;
+  return it->second;
+}
+
+std::span<const OpDef> all_ops() { return table(); }
+
+// torch: operands with dims decide the type, unless the 0-d ones are of a higher category
+// (i32[3] + f64 0-d -> f64; f32[3] + f64 0-d -> f32).
+DType result_type(std::span<const TensorMeta* const> operands) {
+  KILN_CHECK(!operands.empty(), "result_type: no operands");
+  std::optional<DType> dim, zero;
+  for (const TensorMeta* m : operands) {
+    std::optional<DType>& slot = m->rank() > 0 ? dim : zero;
+    slot = slot ? promote_types(*slot, m->dtype) : m->dtype;
+  }
+  if (!dim) return *zero;
+  if (zero && dtype_category(*zero) > dtype_category(*dim)) return *zero;
+  return *dim;
+}
+
+SymShape broadcast_shapes(std::span<const SymInt> a, std::span<const SymInt> b, ShapeEnv& shapes,
+                          std::string_view op) {
+  const size_t n = std::max(a.size(), b.size());
+  SymShape out(n);
+  for (size_t k = 0; k < n; ++k) {  // k counts from the right
+    const SymInt x = k < a.size() ? a[a.size() - 1 - k] : SymInt(1);
+    const SymInt y = k < b.size() ? b[b.size() - 1 - k] : SymInt(1);
+    SymInt& r = out[n - 1 - k];
+    // A static 1 broadcasts against anything without asking about symbols.
+    if (x == 1) {
+      r = y;
+    } else if (y == 1 || (x.is_static() && y.is_static() && x == y)) {
+      r = x;
+    } else if (!(x.is_static() && y.is_static()) && shapes.decide_equal(x, y, op)) {
+      r = x.is_symbolic() ? x : y;
+    } else if (x.is_symbolic() && x.hint() == 1 && shapes.decide_equal(x, 1, op)) {
+      r = y;  // a symbolic size that is 1 while tracing broadcasts like 1, pinned there
+    } else if (y.is_symbolic() && y.hint() == 1 && shapes.decide_equal(y, 1, op)) {
+      r = x;
+    } else {
+      fail(op, ": shapes ", shape_str(a), " and ", shape_str(b), " do not broadcast at dim ", n - 1 - k,
+           " (sizes ", x.str(), " and ", y.str(), ")");
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln

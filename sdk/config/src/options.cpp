@@ -1,0 +1,183 @@
+// The declarations of every Kiln option and compile mode. Adding an option is one entry here
+// plus a row in docs/config.md; nothing else enumerates options.
+#include "registry.h"
+
+#include <cctype>
+
+namespace kiln::config::internal {
+namespace {
+
+std::string at_least_1(const ConfigValue& v) {
+  return v.as<int64_t>() >= 1 ? "" : "must be at least 1";
+}
+std::string at_least_0(const ConfigValue& v) {
+  return v.as<int64_t>() >= 0 ? "" : "must be 0 or more";
+}
+std::string zero_or_power_of_two(const ConfigValue& v) {
+  int64_t n = v.as<int64_t>();
+  return n == 0 || (n > 0 && (n & (n - 1)) == 0) ? "" : "must be 0 or a power of two";
+}
+std::string tcp_port(const ConfigValue& v) {
+  int64_t n = v.as<int64_t>();
+  return n >= 1 && n <= 65535 ? "" : "must be between 1 and 65535";
+}
+std::string not_empty(const ConfigValue& v) {
+  return v.as<std::string>().empty() ? "must not be empty" : "";
+}
+
+struct Decl {
+  const char* name;
+  OptionType type;
+  ConfigValue default_value;
+  bool affects_codegen;
+  bool used;
+  const char* doc;
+  Validator check = nullptr;
+};
+
+constexpr bool kCodegen = true, kNoCodegen = false;
+constexpr bool kUsed = true, kLater = false;
+using T = OptionType;
+
+std::vector<OptionDef> build_options() {
+  // clang-format off
+  const Decl decls[] = {
+    // --- read by sdk/capture now ---
+    {"recompile_limit", T::Int, 8, kNoCodegen, kUsed,
+     "Most compiled variants kept for one compiled function; past it the function runs eagerly "
+     "(or fails, see fail_on_recompile_limit_hit).", at_least_1},
+    {"accumulated_recompile_limit", T::Int, 256, kNoCodegen, kUsed,
+     "Most compilations of one compiled function over the life of the process, all variants "
+     "together; past it the function runs eagerly.", at_least_1},
+    {"fail_on_recompile_limit_hit", T::Bool, false, kNoCodegen, kUsed,
+     "Throw kiln::Error instead of falling back to eager when a recompile limit is hit."},
+    {"automatic_dynamic_shapes", T::Bool, true, kNoCodegen, kUsed,
+     "When a size change causes a recompile, recompile with that dimension as a symbol instead "
+     "of another static specialization."},
+    {"assume_static_by_default", T::Bool, true, kNoCodegen, kUsed,
+     "Compile the first call with every size static; false: sizes start out symbolic."},
+    {"specialize_scalars", T::Bool, true, kNoCodegen, kUsed,
+     "Scalar arguments are guarded by value; false: int and double scalars become graph inputs."},
+    {"force_disable_caches", T::Bool, false, kNoCodegen, kUsed,
+     "Never read or write the on-disk, remote or autotune caches: always compile."},
+    {"cache_dir", T::String, "", kNoCodegen, kUsed,
+     "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln."},
+    {"job_id", T::String, "", kNoCodegen, kUsed,
+     "Names a workload across runs: profile state (which sizes turned out dynamic) is reused "
+     "only between runs with the same non-empty job_id."},
+    {"debug_dir", T::String, "", kNoCodegen, kUsed,
+     "Directory for debug dumps (captured graphs, explain reports); empty = no dumps."},
+    {"verbose", T::Bool, false, kNoCodegen, kUsed,
+     "More detail in errors and graph-break reports (every failed guard, full break reasons)."},
+    {"suppress_errors", T::Bool, false, kNoCodegen, kUsed,
+     "When a backend compile fails, warn and run the function eagerly instead of throwing."},
+    {"capture_scalar_outputs", T::Bool, false, kNoCodegen, kLater,
+     "Trace item() as a symbolic scalar instead of breaking the graph. Not yet used "
+     "(a later sdk/capture milestone will read it)."},
+
+    // --- declared for later stages ---
+    {"fusion.max_fusion_size", T::Int, 64, kCodegen, kLater,
+     "Most nodes fused into one kernel. Not yet used (sdk/schedule will read it).", at_least_1},
+    {"fusion.epilogue_fusion", T::Bool, true, kCodegen, kLater,
+     "Fuse pointwise consumers into matmul and convolution kernels. Not yet used "
+     "(sdk/schedule will read it)."},
+    {"fusion.aggressive_fusion", T::Bool, false, kCodegen, kLater,
+     "Fuse kernels even when they share no reads. Not yet used (sdk/schedule will read it)."},
+    {"fusion.horizontal", T::Bool, true, kCodegen, kLater,
+     "Fuse independent kernels over the same iteration domain into one. Not yet used "
+     "(sdk/schedule will read it)."},
+    {"max_autotune", T::Bool, false, kCodegen, kLater,
+     "Benchmark candidate kernel configurations and keep the fastest. Not yet used "
+     "(targets/<t>/codegen will read it)."},
+    {"max_autotune_pointwise", T::Bool, false, kCodegen, kLater,
+     "Autotune pointwise and reduction kernels. Not yet used (targets/<t>/codegen will read it)."},
+    {"max_autotune_gemm", T::Bool, false, kCodegen, kLater,
+     "Autotune matmul and convolution kernels. Not yet used (targets/<t>/codegen will read it)."},
+    {"autotune.cache", T::Bool, true, kNoCodegen, kLater,
+     "Keep autotuning results in the local cache. Not yet used (sdk/cache will read it)."},
+    {"autotune.remote_cache", T::Bool, false, kNoCodegen, kLater,
+     "Share autotuning results through the remote cache. Not yet used (sdk/cache will read it)."},
+    {"autotune.num_trials", T::Int, 30, kNoCodegen, kLater,
+     "Timed runs per candidate when autotuning. Not yet used (targets/<t>/runtime will read it).",
+     at_least_1},
+    {"cudagraphs", T::Bool, false, kCodegen, kLater,
+     "Record kernel launches as CUDA graphs and replay them to cut launch overhead. Not yet used "
+     "(targets/cuda will read it)."},
+    {"cudagraph_trees", T::Bool, true, kCodegen, kLater,
+     "Share one memory pool across the CUDA graphs of related compiled functions. Not yet used "
+     "(targets/cuda will read it)."},
+    {"cuda.allow_tf32", T::Bool, false, kCodegen, kLater,
+     "Let float32 matmuls use TF32 tensor cores (faster, ~10 mantissa bits). Not yet used "
+     "(targets/cuda will read it)."},
+    {"cpu.threads", T::Int, 0, kCodegen, kLater,
+     "Threads for CPU kernels; 0 = all cores. Not yet used (targets/cpu will read it).",
+     at_least_0},
+    {"cpu.vector_width", T::Int, 0, kCodegen, kLater,
+     "SIMD width in bits for CPU kernels; 0 = from the host's features. Not yet used "
+     "(targets/cpu will read it).", zero_or_power_of_two},
+    {"cache.plan_cache", T::Bool, true, kNoCodegen, kLater,
+     "Keep kernel plans in the on-disk cache. Not yet used (sdk/cache will read it)."},
+    {"cache.remote", T::Bool, false, kNoCodegen, kLater,
+     "Also read and write the Redis remote cache. Not yet used (native/ will read it)."},
+    {"cache.redis_host", T::String, "localhost", kNoCodegen, kLater,
+     "Host of the Redis remote cache. Not yet used (native/ will read it).", not_empty},
+    {"cache.redis_port", T::Int, 6379, kNoCodegen, kLater,
+     "Port of the Redis remote cache. Not yet used (native/ will read it).", tcp_port},
+    {"cache.size_limit_mb", T::Int, 1024, kNoCodegen, kLater,
+     "Size cap of the on-disk cache in MiB; the least recently used entries go first. Not yet "
+     "used (native/ will read it).", at_least_1},
+    {"cache_key_tag", T::String, "", kCodegen, kLater,
+     "Free text mixed into every cache key, to keep otherwise-identical configurations apart. "
+     "Not yet used (sdk/cache will read it)."},
+    {"emulate_precision_casts", T::Bool, false, kCodegen, kLater,
+     "Round intermediates to their low-precision dtype the way the reference interpreter does. "
+     "Not yet used (sdk/schedule will read it)."},
+    {"fallback_random", T::Bool, false, kCodegen, kLater,
+     "Generate random numbers with the reference interpreter's generator so results match it "
+     "(slower). Not yet used (targets/<t>/codegen will read it)."},
+  };
+  // clang-format on
+  std::vector<OptionDef> defs;
+  for (const Decl& d : decls) {
+    defs.push_back(OptionDef{
+        OptionInfo{d.name, d.type, d.default_value, d.doc, env_var_name(d.name),
+                   d.affects_codegen, d.used},
+        d.check});
+  }
+  return defs;
+}
+
+std::vector<ModeDef> build_modes() {
+  return {
+      {"default", {}},
+      {"reduce-overhead", {{"cudagraphs", true}}},
+      {"max-autotune",
+       {{"max_autotune", true},
+        {"max_autotune_pointwise", true},
+        {"max_autotune_gemm", true},
+        {"cudagraphs", true}}},
+      {"max-autotune-no-cudagraphs",
+       {{"max_autotune", true}, {"max_autotune_pointwise", true}, {"max_autotune_gemm", true}}},
+  };
+}
+
+}  // namespace
+
+std::string env_var_name(std::string_view option_name) {
+  std::string out = "KILN_";
+  for (char c : option_name)
+    out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+const std::vector<OptionDef>& option_defs() {
+  static const std::vector<OptionDef> defs = build_options();
+  return defs;
+}
+
+const std::vector<ModeDef>& mode_defs() {
+  static const std::vector<ModeDef> modes = build_modes();
+  return modes;
+}
+
+}  // namespace kiln::config::internal

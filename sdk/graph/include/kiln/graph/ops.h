@@ -32,8 +32,9 @@ enum class OpId : uint16_t {
   constant,     // attrs: value:tensor                      a tensor captured by value
   full,         // attrs: shape:symints, value:float, dtype:dtype
   arange,       // attrs: start:float, end:float, step:float, dtype:dtype   size ceil((end-start)/step)
-  randn,        // attrs: shape:symints, seed:int, dtype:dtype  normal(0,1), Philox4x32-10 keyed by seed,
-                //        counter = flat element index (see targets/reference/random.h); same on every target
+  randn,        // attrs: shape:symints, seed:int, dtype:dtype  normal(0,1): element i depends only on
+                //        (seed, i): Philox4x32-10 keyed by seed, counter i/2, Box-Muller pair
+                //        (targets/reference/random.h has the exact scheme every target reproduces)
   // Unary pointwise (1 input). Float-only ops (exp, log, sqrt, rsqrt, reciprocal, sin, cos,
   // tanh, sigmoid, gelu, silu, erf) promote integer/bool inputs to f32.
   neg, abs, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu,

@@ -1,0 +1,45 @@
+// Internal to the reference target: the kernel signature and the kernel families. The
+// interpreter (interpreter.cpp) maps each OpId to one of these.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kiln/graph/ops.h"
+#include "kiln/graph/tensor_data.h"
+
+namespace kiln::reference::detail {
+
+// What a kernel gets: the op (a family kernel serves several), its checked host inputs and
+// attributes, and the output, already allocated (contiguous, of the requested dtype and sizes).
+struct KernelArgs {
+  OpId op;
+  std::span<const TensorData> inputs;
+  const Attrs& attrs;
+  const TensorData& out;
+};
+using Kernel = void (*)(const KernelArgs&);
+
+// pointwise.cpp
+void unary_kernel(const KernelArgs& a);    // neg ... isnan, cast
+void binary_kernel(const KernelArgs& a);   // add ... logical_or
+void where_kernel(const KernelArgs& a);
+// reduce.cpp
+void reduce_kernel(const KernelArgs& a);   // sum, mean, max, min, prod, argmax, argmin, var, logsumexp
+// layout.cpp
+void reshape_kernel(const KernelArgs& a);  // reshape, squeeze, unsqueeze (row-major order is kept)
+void permute_kernel(const KernelArgs& a);
+void expand_kernel(const KernelArgs& a);
+void slice_kernel(const KernelArgs& a);
+void cat_kernel(const KernelArgs& a);
+void pad_kernel(const KernelArgs& a);
+void index_select_kernel(const KernelArgs& a);
+// matmul.cpp
+void matmul_kernel(const KernelArgs& a);
+// sources.cpp
+void constant_kernel(const KernelArgs& a);
+void full_kernel(const KernelArgs& a);
+void arange_kernel(const KernelArgs& a);
+void randn_kernel(const KernelArgs& a);
+
+}  // namespace kiln::reference::detail

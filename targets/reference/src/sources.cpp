@@ -1,0 +1,50 @@
+// Source kernels: ops with no tensor inputs. Their output sizes come from the caller (the
+// shape rule's result, with symbolic sizes already evaluated), never from the attributes.
+#include <cstring>
+
+#include "kernels.h"
+#include "kiln/graph/error.h"
+#include "kiln/reference/random.h"
+#include "values.h"
+
+namespace kiln::reference::detail {
+
+// The captured bytes, converted to the output dtype if it differs.
+void constant_kernel(const KernelArgs& a) {
+  const ConstantData& c = a.attrs.tensor(attr_slot(a.op, "value"));
+  const int64_t n = product(c.sizes);
+  KILN_CHECK(static_cast<int64_t>(c.bytes.size()) == n * dtype_size(c.dtype), "constant: ", c.bytes.size(),
+             " bytes do not hold ", dtype_name(c.dtype), sizes_str(c.sizes));
+  KILN_CHECK(n == a.out.numel(), "constant: the value ", dtype_name(c.dtype), sizes_str(c.sizes),
+             " does not fill the output ", sizes_str(a.out.sizes));
+  const int64_t itemsize = dtype_size(c.dtype);
+  const Elements out(a.out);
+  for (int64_t k = 0; k < n; ++k)
+    cast_element(c.bytes.data() + k * itemsize, c.dtype, out.at(k), out.dtype);
+}
+
+// `value` cast to the dtype (truncated toward zero for integers, != 0 for bool).
+void full_kernel(const KernelArgs& a) {
+  const double value = a.attrs.f(attr_slot(a.op, "value"));
+  const Elements out(a.out);
+  for (int64_t k = 0; k < a.out.numel(); ++k) store_float(out.at(k), out.dtype, value);
+}
+
+// Element i is start + i * step, computed in double and cast to the dtype.
+void arange_kernel(const KernelArgs& a) {
+  const double start = a.attrs.f(attr_slot(a.op, "start"));
+  const double step = a.attrs.f(attr_slot(a.op, "step"));
+  const Elements out(a.out);
+  for (int64_t k = 0; k < a.out.numel(); ++k)
+    store_float(out.at(k), out.dtype, start + static_cast<double>(k) * step);
+}
+
+// Element i (flat, row-major) is randn_at(seed, i) (random.h), a float, cast to the dtype.
+void randn_kernel(const KernelArgs& a) {
+  const uint64_t seed = static_cast<uint64_t>(a.attrs.i(attr_slot(a.op, "seed")));
+  const Elements out(a.out);
+  for (int64_t k = 0; k < a.out.numel(); ++k)
+    store_float(out.at(k), out.dtype, randn_at(seed, static_cast<uint64_t>(k)));
+}
+
+}  // namespace kiln::reference::detail

@@ -5,6 +5,7 @@ function(kiln_add_library short)
   set(target kiln_${short})
   add_library(${target} STATIC ${ARG_SOURCES})
   add_library(kiln::${short} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${short})
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)

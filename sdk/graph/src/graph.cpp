@@ -134,6 +134,11 @@ void Graph::set_outputs(std::vector<NodeId> outputs) {
   outputs_ = std::move(outputs);
 }
 
+void Graph::set_name(NodeId id, std::string name) {
+  KILN_CHECK(id >= 0 && static_cast<size_t>(id) < nodes_.size(), "set_name: node ", id, " does not exist");
+  nodes_[static_cast<size_t>(id)].name = std::move(name);
+}
+
 size_t Graph::op_count() const { return nodes_.size() - inputs_.size(); }
 
 std::string Graph::str() const {

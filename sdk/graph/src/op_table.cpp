@@ -1,6 +1,7 @@
 // The op table: one OpDef per OpId, in enum order. Shape rules are shared by kind
 // (unary, binary, reduction, ...) so the table itself reads as a list; composites carry
 // decompositions that emit primitives only, so one decomposition pass leaves no composite.
+#include <cstdlib>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -328,6 +329,9 @@ TensorMeta infer_pad(const InferContext& c) {
   SymShape out = x.sizes;
   for (size_t k = 0; k < pads.size() / 2; ++k) {
     const size_t d = x.sizes.size() - 1 - k;  // pairs start at the last dim
+    constexpr int64_t kMaxPad = int64_t{1} << 48;  // keeps the sums far from overflow
+    KILN_CHECK(std::llabs(pads[2 * k]) <= kMaxPad && std::llabs(pads[2 * k + 1]) <= kMaxPad, "pad: pad amounts ",
+               ints_str(pads), " are out of range (at most 2^48)");
     out[d] = out[d] + SymInt(pads[2 * k] + pads[2 * k + 1]);
     KILN_CHECK(out[d].hint() >= 0, "pad: pads ", ints_str(pads), " crop dim ", d, " of ", shape_str(x.sizes),
                " below size 0");

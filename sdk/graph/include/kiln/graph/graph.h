@@ -29,6 +29,8 @@ class Graph {
   // Appends a node, validating arity and attributes and inferring its meta.
   NodeId add(OpId op, std::vector<NodeId> inputs, Attrs attrs = {});
   void set_outputs(std::vector<NodeId> outputs);
+  // Names a node (shown by str(); stripped by canonical()).
+  void set_name(NodeId id, std::string name);
 
   const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
   const std::vector<Node>& nodes() const { return nodes_; }

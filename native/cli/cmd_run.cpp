@@ -1,0 +1,202 @@
+// kiln run GRAPH.json: load a graph, make or load its inputs, run it on a target, show and
+// optionally save the outputs.
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "input_checks.h"
+#include "kiln/format/graph_json.h"
+#include "kiln/graph/error.h"
+#include "kiln/npy/npy.h"
+#include "kiln/reference/random.h"
+#include "kiln/reference/reference.h"
+
+namespace kiln::cli {
+
+namespace {
+
+// The targets `kiln run` can use in this build.
+const std::vector<std::string>& available_targets() {
+  static const std::vector<std::string> targets = {"reference"};
+  return targets;
+}
+
+constexpr int64_t kShowValues = 8;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Element `flat` (row-major) of any strided host tensor, as a double.
+double element(const TensorData& t, int64_t flat) {
+  int64_t offset = 0;
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    const int64_t size = t.sizes[d];
+    offset += (flat % size) * t.strides[d];
+    flat /= size;
+  }
+  const char* p = static_cast<const char*>(t.data()) + offset * dtype_size(t.dtype);
+  switch (t.dtype) {
+    case DType::bool_: return *reinterpret_cast<const uint8_t*>(p) != 0;
+    case DType::i32: return *reinterpret_cast<const int32_t*>(p);
+    case DType::i64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case DType::f16: return half_bits_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DType::bf16: return bf16_bits_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DType::f32: return *reinterpret_cast<const float*>(p);
+    case DType::f64: return *reinterpret_cast<const double*>(p);
+  }
+  return 0;
+}
+
+std::string format_value(DType dtype, double v) {
+  if (dtype == DType::bool_) return v != 0 ? "true" : "false";
+  std::ostringstream out;
+  if (is_integral(dtype)) out << static_cast<int64_t>(v);
+  else out << v;
+  return out.str();
+}
+
+// A host tensor of the given dtype and sizes filled with seeded random values: standard
+// normal for floating types (the randn of every Kiln target), 0..3 for integers, 0/1 for bool.
+TensorData random_tensor(DType dtype, const std::vector<int64_t>& sizes, uint64_t seed) {
+  TensorData t = TensorData::empty_host(dtype, sizes);
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
+    switch (dtype) {
+      case DType::bool_: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(bits & 1); break;
+      case DType::i32: t.data_as<int32_t>()[i] = static_cast<int32_t>(bits % 4); break;
+      case DType::i64: t.data_as<int64_t>()[i] = static_cast<int64_t>(bits % 4); break;
+      case DType::f16: t.data_as<uint16_t>()[i] = float_to_half_bits(reference::randn_at(seed, static_cast<uint64_t>(i))); break;
+      case DType::bf16: t.data_as<uint16_t>()[i] = float_to_bf16_bits(reference::randn_at(seed, static_cast<uint64_t>(i))); break;
+      case DType::f32: t.data_as<float>()[i] = reference::randn_at(seed, static_cast<uint64_t>(i)); break;
+      case DType::f64: t.data_as<double>()[i] = reference::randn_at(seed, static_cast<uint64_t>(i)); break;
+    }
+  }
+  return t;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+const CommandSpec& run_spec() {
+  static const CommandSpec spec{
+      "run",
+      "GRAPH.json",
+      "Runs a graph file on a target and prints each output's type and first values.",
+      "Inputs come from .npy files, one per graph input in order (their count, dtypes and sizes are\n"
+      "checked against the graph: a symbolic size takes the file's size, within the symbol's range),\n"
+      "or are made up with --random at the symbols' example sizes: standard normal values for\n"
+      "floating types, 0..3 for integers, 0/1 for bool. A bf16 input accepts a '<f4' file (numpy has\n"
+      "no bfloat16), rounded to bf16. With --out DIR each output k is written to DIR/out<k>.npy\n"
+      "(bf16 outputs as '<f4').\n",
+      {{"--target", "NAME", "where to run it (default: reference)"},
+       {"--inputs", "A.npy,B.npy", "the inputs, comma separated, in the graph's input order"},
+       {"--random", "", "make random inputs instead"},
+       {"--seed", "N", "seed for --random (default 0)"},
+       {"--out", "DIR", "write the outputs to DIR/out0.npy, DIR/out1.npy, ..."}}};
+  return spec;
+}
+
+int cmd_run(std::span<char* const> args) {
+  const CommandSpec& spec = run_spec();
+  ParsedArgs a = parse_args(spec, args);
+  if (a.help) {
+    std::cout << command_help(spec);
+    return 0;
+  }
+  const std::string target = a.has("--target") ? a.get("--target") : "reference";
+  if (a.has("--inputs") && a.has("--random")) throw UsageError("kiln run: give either --inputs or --random, not both");
+  if (a.has("--seed") && !a.has("--random")) throw UsageError("kiln run: --seed needs --random");
+  uint64_t seed = 0;
+  if (a.has("--seed")) {
+    const std::string& s = a.get("--seed");
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), seed);
+    if (ec != std::errc() || ptr != s.data() + s.size())
+      throw UsageError("kiln run: --seed takes a non-negative integer, got '" + s + "'");
+  }
+
+  bool known = false;
+  std::string list;
+  for (const std::string& t : available_targets()) {
+    known = known || t == target;
+    list += (list.empty() ? "" : ", ") + t;
+  }
+  KILN_CHECK(known, "unknown target '", target, "' (available: ", list, ")");
+
+  const Graph g = format::load_graph(a.positional[0]);
+  const size_t n_inputs = g.inputs().size();
+
+  std::vector<TensorData> inputs;
+  std::vector<std::string> origins;
+  if (a.has("--inputs")) {
+    const std::vector<std::string> files = split_commas(a.get("--inputs"));
+    KILN_CHECK(files.size() == n_inputs, "the graph takes ", n_inputs, " input", n_inputs == 1 ? "" : "s", ", --inputs names ",
+               files.size(), " file", files.size() == 1 ? "" : "s");
+    for (size_t k = 0; k < files.size(); ++k) {
+      TensorData t = npy::load_npy(files[k]);
+      const DType want = g.node(g.inputs()[k]).meta.dtype;
+      if (want == DType::bf16 && t.dtype == DType::f32) t = reference::convert(t, DType::bf16);
+      inputs.push_back(std::move(t));
+      origins.push_back(files[k]);
+    }
+  } else if (a.has("--random")) {
+    for (size_t k = 0; k < n_inputs; ++k) {
+      const TensorMeta& m = g.node(g.inputs()[k]).meta;
+      inputs.push_back(random_tensor(m.dtype, shape_hints(m.sizes), splitmix64(seed + k)));
+      origins.push_back("--random");
+    }
+  } else if (n_inputs > 0) {
+    throw UsageError("kiln run: the graph takes " + std::to_string(n_inputs) + " input" + (n_inputs == 1 ? "" : "s") +
+                     ": give --inputs A.npy,... or --random");
+  }
+  check_inputs(g, inputs, origins);
+
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    std::cout << input_label(g, k) << ": " << dtype_name(inputs[k].dtype) << shape_str(static_shape(inputs[k].sizes))
+              << " (" << origins[k] << ")\n";
+  }
+  const std::vector<TensorData> outputs = reference::run_graph(g, inputs);
+
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const TensorData& t = outputs[k];
+    const int64_t n = t.numel();
+    std::cout << "output " << k << " (node " << g.outputs()[k] << "): " << dtype_name(t.dtype)
+              << shape_str(static_shape(t.sizes)) << "\n  [";
+    for (int64_t i = 0; i < std::min(n, kShowValues); ++i) std::cout << (i ? ", " : "") << format_value(t.dtype, element(t, i));
+    std::cout << (n > kShowValues ? ", ...]" : "]");
+    if (n > kShowValues) std::cout << " (first " << kShowValues << " of " << n << ")";
+    std::cout << "\n";
+  }
+  if (a.has("--out")) {
+    const std::string dir = a.get("--out");
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    KILN_CHECK(!ec, "cannot create output directory '", dir, "': ", ec.message());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const std::string path = (std::filesystem::path(dir) / ("out" + std::to_string(k) + ".npy")).string();
+      npy::save_npy(outputs[k], path);
+      std::cout << "wrote " << path << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

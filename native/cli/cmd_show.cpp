@@ -1,0 +1,49 @@
+// kiln show GRAPH.json: the graph as text, its symbols and the checks its inputs must pass.
+#include <iostream>
+
+#include "commands.h"
+#include "input_checks.h"
+#include "kiln/format/graph_json.h"
+
+namespace kiln::cli {
+
+const CommandSpec& show_spec() {
+  static const CommandSpec spec{
+      "show",
+      "GRAPH.json",
+      "Prints a graph file: its nodes, its size symbols with their ranges, and its guards (the\n"
+      "checks an input must pass: dtype, device, rank, each size exact or within a symbol's\n"
+      "range, and the shape facts the graph relies on).",
+      "",
+      {}};
+  return spec;
+}
+
+int cmd_show(std::span<char* const> args) {
+  const CommandSpec& spec = show_spec();
+  ParsedArgs a = parse_args(spec, args);
+  if (a.help) {
+    std::cout << command_help(spec);
+    return 0;
+  }
+  const Graph g = format::load_graph(a.positional[0]);
+  std::cout << "graph " << a.positional[0] << ": " << g.size() << " nodes (" << g.op_count() << " ops), "
+            << g.inputs().size() << " input" << (g.inputs().size() == 1 ? "" : "s") << ", " << g.outputs().size()
+            << " output" << (g.outputs().size() == 1 ? "" : "s") << "\n\n";
+  std::cout << g.str();
+  if (!g.str().empty() && g.str().back() != '\n') std::cout << "\n";
+  std::cout << "\nsymbols:";
+  if (g.shapes().symbols().empty()) std::cout << " none (all sizes are static)";
+  std::cout << "\n";
+  for (const SymbolInfo& s : g.shapes().symbols()) {
+    std::cout << "  s" << s.id << " in " << range_str(s.min, s.max) << ", example " << s.example;
+    if (!s.source.empty()) std::cout << ", from " << s.source;
+    if (s.user_dynamic) std::cout << ", marked dynamic";
+    std::cout << "\n";
+  }
+  std::cout << "\nguards:\n";
+  for (const std::string& line : guard_lines(g)) std::cout << "  " << line << "\n";
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# End-to-end test of the `kiln` tool (CTest: cli_kiln).
+#   cli_test.sh KILN SAMPLES_DIR WORK_DIR
+set -uo pipefail
+kiln="$1"; samples="$2"; work="$3"
+rm -rf "$work"; mkdir -p "$work"
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# expect STATUS PATTERN -- command...: runs it, checks the exit status and that the combined
+# output matches the grep -E pattern.
+expect() {
+  local want_status="$1" pattern="$2"; shift 3
+  local out status
+  out="$("$@" 2>&1)"; status=$?
+  if [[ $status -ne $want_status ]]; then
+    fail "'$*' exited $status, expected $want_status; output:"$'\n'"$out"
+  elif ! grep -Eq -- "$pattern" <<<"$out"; then
+    fail "'$*' output lacks /$pattern/:"$'\n'"$out"
+  else
+    echo "ok: $* ~ /$pattern/"
+  fi
+}
+
+mlp="$samples/mlp.json"
+
+# Help and usage mistakes.
+expect 0 'usage: kiln <command>' -- "$kiln" --help
+expect 0 'usage: kiln run GRAPH.json' -- "$kiln" run --help
+expect 0 'usage: kiln show GRAPH.json' -- "$kiln" show --help
+expect 0 'usage: kiln list-options' -- "$kiln" list-options --help
+expect 0 'usage: kiln list-backends' -- "$kiln" list-backends --help
+expect 2 "unknown command 'frobnicate'" -- "$kiln" frobnicate
+expect 2 'usage: kiln <command>' -- "$kiln"
+expect 2 "unknown option '--bogus'" -- "$kiln" run "$mlp" --bogus
+expect 2 'missing GRAPH.json' -- "$kiln" show
+expect 2 "give either --inputs or --random" -- "$kiln" run "$mlp" --random --inputs a.npy
+expect 2 "give --inputs" -- "$kiln" run "$mlp"
+expect 2 "option '--seed' needs a value" -- "$kiln" run "$mlp" --random --seed
+
+# Errors from Kiln: "kiln: error: ..." and status 1.
+expect 1 "^kiln: error: cannot open graph file '$work/none.json'" -- "$kiln" show "$work/none.json"
+expect 1 "kiln: error: unknown target 'tpu' \(available: reference\)" -- "$kiln" run "$mlp" --target tpu --random
+printf '{"format": "kiln.graph", "version": 2}' >"$work/v2.json"
+expect 1 "kiln: error: .*v2.json: field 'version': unsupported graph format version 2" -- "$kiln" show "$work/v2.json"
+
+# show: the listing, symbols and guards.
+expect 0 '= linear\(' -- "$kiln" show "$mlp"
+expect 0 'input 0 \(x\): size\[1\] == 16' -- "$kiln" show "$mlp"
+expect 0 'size\[0\] binds s0, which must lie in \[2, inf\]' -- "$kiln" show "$samples/dynamic_softmax.json"
+
+# run --random on every sample.
+expect 0 'output 0 \(node [0-9]+\): f32\[8, 16\]' -- "$kiln" run "$mlp" --random
+expect 0 'first 8 of 128' -- "$kiln" run "$mlp" --random --seed 3
+for f in softmax layernorm transformer_block dynamic_softmax; do
+  expect 0 'output 0' -- "$kiln" run "$samples/$f.json" --random
+done
+
+# .npy round trip: an identity graph writes its random input x; feeding that file to mlp must
+# give the same bytes as mlp --random with the same seed.
+cat >"$work/identity.json" <<'JSON'
+{"format": "kiln.graph", "version": 1,
+ "nodes": [{"id": 0, "op": "input", "name": "x", "type": {"dtype": "f32", "shape": [8, 16]}}],
+ "outputs": [0]}
+JSON
+expect 0 'wrote .*x/out0.npy' -- "$kiln" run "$work/identity.json" --random --seed 5 --out "$work/x"
+expect 0 'wrote .*a/out0.npy' -- "$kiln" run "$mlp" --inputs "$work/x/out0.npy" --out "$work/a"
+expect 0 'wrote .*b/out0.npy' -- "$kiln" run "$mlp" --random --seed 5 --out "$work/b"
+if cmp -s "$work/a/out0.npy" "$work/b/out0.npy"; then echo "ok: npy round trip"; else fail "npy round trip: outputs differ"; fi
+# A symbolic batch takes the file's size: mlp's output [8, 16] fed to dynamic_softmax.
+expect 0 'output 0 \(node 1\): f32\[8, 16\]' -- "$kiln" run "$samples/dynamic_softmax.json" --inputs "$work/a/out0.npy"
+# Input checks.
+expect 1 'kiln: error: the graph takes 3 inputs, --inputs names 1 file' -- "$kiln" run "$samples/layernorm.json" --inputs "$work/x/out0.npy"
+expect 1 'input 0 \(x\) from .*out0.npy: size mismatch at dim 0: expected 4, got 8' -- "$kiln" run "$samples/softmax.json" --inputs "$work/x/out0.npy"
+head -c 100 "$work/x/out0.npy" >"$work/truncated.npy"
+expect 1 'truncated.npy: truncated .npy file' -- "$kiln" run "$mlp" --inputs "$work/truncated.npy"
+
+# list-options and list-backends.
+expect 0 'KILN_' -- "$kiln" list-options
+expect 0 '.' -- "$kiln" list-backends
+
+if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed" >&2; exit 1; fi
+echo "all kiln CLI checks passed"

@@ -154,6 +154,13 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   }
   if (infer_at >= 0) {
     auto q = divide_size(x.numel(), known);
+    detail::Trace* t = detail::current_trace();
+    if (!q && t && known.hint() != 0 && x.numel().hint() % known.hint() == 0) {
+      // The quotient is no polynomial (s0 / 2): specialise the sizes instead, as for any
+      // size the graph needs static (an error naming reshape when a dim was marked dynamic).
+      const int64_t n = t->graph.shapes().specialize(x.numel(), "reshape");
+      q = SymInt(n / t->graph.shapes().specialize(known, "reshape"));
+    }
     KILN_CHECK(q.has_value(), "reshape: cannot infer the -1 in ", shape_str(shape), " for a tensor of shape ",
                shape_str(x.shape()));
     resolved[static_cast<size_t>(infer_at)] = *q;

@@ -89,7 +89,9 @@ std::vector<int64_t> Tensor::values_as_int(std::string_view why, std::source_loc
 }
 
 Tensor::operator bool() const {
-  const auto v = values_as_double("converting a tensor to bool", std::source_location::current());
+  // A conversion operator cannot take its caller's location; an empty one says "unknown"
+  // (the message still names the compiled function).
+  const auto v = values_as_double("converting a tensor to bool", std::source_location{});
   KILN_CHECK(v.size() == 1, "converting a tensor of ", v.size(), " elements to bool is ambiguous");
   return v[0] != 0.0;
 }

@@ -77,7 +77,7 @@ void materialize(Trace& t) {
     Executable exe;
     if (t.cache) {
       bool compiled = false;
-      exe = t.cache->segment(t.graph, metas, compiled);
+      exe = t.cache->segment(t.graph, metas, static_cast<size_t>(t.graph_count), compiled);
       t.compiled_segment |= compiled;
     } else {
       exe = BackendRegistry::get("eager")(t.graph, metas);
@@ -108,11 +108,13 @@ void materialize(Trace& t) {
 }
 
 void break_graph(Trace& t, std::string_view what, const std::source_location& loc) {
-  const std::string where = std::string(loc.file_name()) + ":" + std::to_string(loc.line());
-  KILN_CHECK(!t.fullgraph, "graph break in ", t.label, ": ", what, " at ", where,
+  // Line 0: no caller location is known (a conversion operator).
+  const std::string where =
+      loc.line() == 0 ? std::string() : " at " + std::string(loc.file_name()) + ":" + std::to_string(loc.line());
+  KILN_CHECK(!t.fullgraph, "graph break in ", t.label, ": ", what, where,
              " needs a concrete value while tracing, and fullgraph=true forbids graph breaks; compute it ",
              "outside the compiled function or compile with fullgraph=false");
-  const std::string reason = std::string(what) + " at " + where;
+  const std::string reason = std::string(what) + where;
   KILN_LOG(graph_breaks, "graph break in ", t.label, ": ", reason);
   ++t.breaks;
   t.break_reasons.push_back(reason);

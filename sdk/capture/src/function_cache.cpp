@@ -65,6 +65,7 @@ void FunctionCache::clear() {
   std::lock_guard lock(mutex_);
   entries_.clear();
   segments_.clear();
+  segment_variants_.clear();
   segmented_ = false;
   limit_warned_ = false;
   seen_sizes_.clear();
@@ -91,6 +92,10 @@ MissAction FunctionCache::on_miss(std::span<const ArgView> args) {
   // Why the newest entry refused these arguments: the reason users care about.
   std::string reason = entries_.front()->guards.failure(args).value_or("no guard failed (entry was cleared)");
   KILN_LOG(recompiles, "recompiling ", name_, ": ", reason);
+  return miss_policy(static_cast<int64_t>(entries_.size()), reason);
+}
+
+MissAction FunctionCache::miss_policy(int64_t existing, const std::string& reason) {
   switch (stance()) {
     case Stance::fail_on_recompile:
       fail("recompilation of ", name_, " refused by stance fail_on_recompile: ", reason);
@@ -102,9 +107,9 @@ MissAction FunctionCache::on_miss(std::span<const ArgView> args) {
   }
   const int64_t limit = config::get<int64_t>("recompile_limit");
   const int64_t total_limit = config::get<int64_t>("accumulated_recompile_limit");
-  const bool over = static_cast<int64_t>(entries_.size()) >= limit || g_accumulated.load() >= total_limit;
+  const bool over = existing >= limit || g_accumulated.load() >= total_limit;
   if (over) {
-    const std::string what = static_cast<int64_t>(entries_.size()) >= limit
+    const std::string what = existing >= limit
                                  ? "recompile_limit (" + std::to_string(limit) + ")"
                                  : "accumulated_recompile_limit (" + std::to_string(total_limit) + ")";
     KILN_CHECK(!config::get<bool>("fail_on_recompile_limit_hit"), name_, " hit ", what, "; last reason: ", reason);
@@ -140,10 +145,13 @@ std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgVi
     }
     auto& p = plan[a];
     p.resize(t.sizes.size());
+    // A non-contiguous input is traced with its strides, which are static: its sizes stay
+    // static too unless the user marks a dim (then the trace asks for contiguous()).
+    const bool contiguous = t.is_contiguous();
     for (size_t d = 0; d < t.sizes.size(); ++d) {
       const int64_t size = t.sizes[d];
       const bool changed = seen[d] == -1;
-      p[d].dynamic = options_.dynamic != false && size >= 2 &&
+      p[d].dynamic = options_.dynamic != false && size >= 2 && contiguous &&
                      (all_dynamic || (automatic && !options_.dynamic.has_value() && changed));
     }
     if (marks[a] && options_.dynamic != false) {
@@ -202,21 +210,36 @@ void FunctionCache::set_segmented() {
   entries_.clear();
 }
 
-Executable FunctionCache::segment(const Graph& graph, std::span<const TensorMeta> inputs, bool& compiled) {
+Executable FunctionCache::segment(const Graph& graph, std::span<const TensorMeta> inputs, size_t index,
+                                  bool& compiled) {
   Graph key = graph.canonical();
   const uint64_t h = key.structural_hash();
+  const uint64_t config_hash = config::codegen_hash();
+  compiled = false;
+  int64_t existing = 0;
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [g, exe] : segments_[h])
-      if (g == key) {
+    for (const Segment& s : segments_[h])
+      if (s.config_hash == config_hash && s.graph == key) {
         ++stats_.cache_hits;
-        compiled = false;
-        return exe;
+        return s.executable;
       }
+    if (segment_variants_.size() <= index) segment_variants_.resize(index + 1, 0);
+    existing = segment_variants_[index];
+    if (existing > 0) {
+      const std::string reason = "segment " + std::to_string(index) +
+                                 " is a graph not compiled before (other shapes or dtypes, other values read at "
+                                 "a graph break, or other codegen config)";
+      KILN_LOG(recompiles, "recompiling ", name_, ": ", reason);
+      if (miss_policy(existing, reason) == MissAction::run_eager) return BackendRegistry::get("eager")(graph, inputs);
+    }
   }
   Executable exe = compile_graph(graph, inputs);
   std::lock_guard lock(mutex_);
-  segments_[h].emplace_back(std::move(key), exe);
+  segments_[h].push_back({std::move(key), config_hash, exe});
+  if (segment_variants_.size() <= index) segment_variants_.resize(index + 1, 0);
+  ++segment_variants_[index];
+  if (existing > 0) ++stats_.recompiles;
   ++stats_.compiles;
   ++g_accumulated;
   compiled = true;

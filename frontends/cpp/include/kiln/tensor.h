@@ -100,7 +100,7 @@ Tensor scalar_tensor(double value, DType dtype = DType::f32);
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape = {}, Device device = Device::cpu()) {
   std::vector<int64_t> sizes;
-  if (shape.empty() && !values.empty())
+  if (shape.empty())
     sizes = {static_cast<int64_t>(values.size())};
   else
     for (const SymInt& s : shape) {
@@ -123,6 +123,13 @@ std::vector<T> Tensor::to_vector(std::source_location loc) const {
   if constexpr (std::is_floating_point_v<T>) {
     const auto v = values_as_double("to_vector()", loc);
     return std::vector<T>(v.begin(), v.end());
+  } else if constexpr (std::is_same_v<T, bool>) {
+    // Non-zero is true, as in a cast to bool (0.5 is true; truncating first would say false).
+    const auto v = values_as_double("to_vector()", loc);
+    std::vector<bool> out;
+    out.reserve(v.size());
+    for (double x : v) out.push_back(x != 0.0);
+    return out;
   } else {
     const auto v = values_as_int("to_vector()", loc);
     std::vector<T> out;
@@ -138,6 +145,10 @@ T Tensor::item(std::source_location loc) const {
     const auto v = values_as_double("item()", loc);
     KILN_CHECK(v.size() == 1, "item(): the tensor has ", v.size(), " elements, not 1");
     return static_cast<T>(v[0]);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    const auto v = values_as_double("item()", loc);
+    KILN_CHECK(v.size() == 1, "item(): the tensor has ", v.size(), " elements, not 1");
+    return v[0] != 0.0;
   } else {
     const auto v = values_as_int("item()", loc);
     KILN_CHECK(v.size() == 1, "item(): the tensor has ", v.size(), " elements, not 1");

@@ -38,7 +38,7 @@ struct CompileStats {
   int64_t cache_hits = 0;      // calls (or segments) served by a compiled entry
   int64_t guard_failures = 0;  // calls whose arguments failed every entry's guards
   int64_t graph_breaks = 0;    // graph breaks met while compiling
-  int64_t eager_calls = 0;     // calls run eagerly (limits, stances)
+  int64_t eager_calls = 0;     // calls (or segments) run eagerly (limits, stances)
   std::vector<std::string> recompile_reasons;
 };
 
@@ -104,10 +104,13 @@ class FunctionCache {
   std::shared_ptr<const CompiledEntry> add(std::shared_ptr<const Graph> graph, std::span<const ArgView> args,
                                            std::vector<int32_t> tensor_arg_of_input);
 
-  // Graph-break mode: the function runs in segments, each found by its canonical graph.
+  // Graph-break mode: the function runs in segments, each found by its canonical graph and
+  // the codegen config. `index` is the segment's position in the call (0: before the first
+  // break); a new graph at a position that already has one is a recompile, subject to the
+  // stances and limits (past them the segment runs with the eager backend, uncached).
   bool segmented() const { return segmented_; }
   void set_segmented();
-  Executable segment(const Graph& graph, std::span<const TensorMeta> inputs, bool& compiled);
+  Executable segment(const Graph& graph, std::span<const TensorMeta> inputs, size_t index, bool& compiled);
   void count_graph_breaks(int64_t n);
   void count_eager_call();
 
@@ -124,9 +127,18 @@ class FunctionCache {
   bool limit_warned_ = false;
   // Automatic dynamic: the sizes seen so far per tensor argument; -1 marks a dim that changed.
   std::vector<std::vector<int64_t>> seen_sizes_;
-  std::map<uint64_t, std::vector<std::pair<Graph, Executable>>> segments_;
+  struct Segment {
+    Graph graph;  // canonical
+    uint64_t config_hash = 0;
+    Executable executable;
+  };
+  std::map<uint64_t, std::vector<Segment>> segments_;
+  std::vector<int64_t> segment_variants_;  // graphs compiled per segment position
 
   Executable compile_graph(const Graph& graph, std::span<const TensorMeta> inputs);
+  // Stances and recompile limits for a miss of something with `existing` compiled variants
+  // (mutex_ held): records the reason when it compiles.
+  MissAction miss_policy(int64_t existing, const std::string& reason);
 };
 
 // Forgets every compiled function's entries and the process-wide recompile count.

@@ -1,0 +1,178 @@
+// Creation functions, from_vector / to_vector / item for every C++ element type, moving
+// between dtypes and devices, and printing.
+#include <limits>
+#include <sstream>
+
+#include "helpers.h"
+
+using namespace kiln;
+using namespace frontend_test;
+
+BOOST_AUTO_TEST_SUITE(creation)
+
+BOOST_AUTO_TEST_CASE(from_vector_every_type) {
+  const Tensor f = from_vector<float>({1.5f, -2.25f});
+  BOOST_TEST(f.dtype() == DType::f32);
+  BOOST_TEST(f.to_vector<float>() == (std::vector<float>{1.5f, -2.25f}));
+  const Tensor d = from_vector<double>({0.1, 1e300});
+  BOOST_TEST(d.dtype() == DType::f64);
+  BOOST_TEST(d.to_vector<double>() == (std::vector<double>{0.1, 1e300}));  // exact: no rounding through f32
+  const Tensor i = from_vector<int32_t>({-7, 2147483647});
+  BOOST_TEST(i.dtype() == DType::i32);
+  BOOST_TEST(i.to_vector<int32_t>() == (std::vector<int32_t>{-7, 2147483647}));
+  const int64_t big = (int64_t{1} << 60) + 1;  // not representable in a double
+  const Tensor l = from_vector<int64_t>({big, -3});
+  BOOST_TEST(l.dtype() == DType::i64);
+  BOOST_TEST(l.to_vector<int64_t>() == (std::vector<int64_t>{big, -3}));
+  BOOST_TEST(slice(l, 0, 0, 1).item<int64_t>() == big);
+  const Tensor b = from_vector<bool>({true, false, true});
+  BOOST_TEST(b.dtype() == DType::bool_);
+  BOOST_TEST(b.to_vector<bool>() == (std::vector<bool>{true, false, true}));
+  BOOST_TEST(b.to_vector<int64_t>() == (std::vector<int64_t>{1, 0, 1}));
+  // Reading as another C++ type converts.
+  BOOST_TEST(f.to_vector<int32_t>() == (std::vector<int32_t>{1, -2}));
+  BOOST_TEST(i.to_vector<double>() == (std::vector<double>{-7, 2147483647}));
+}
+
+BOOST_AUTO_TEST_CASE(from_vector_shapes) {
+  const Tensor m = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  check_tensor(m, {2, 3}, DType::f32, {1, 2, 3, 4, 5, 6});
+  BOOST_TEST(m.rank() == 2);
+  BOOST_TEST(m.size(1) == 3);
+  BOOST_TEST(m.size(-1) == 3);
+  BOOST_TEST(m.numel() == 6);
+  BOOST_TEST(m.device() == Device::cpu());
+  BOOST_TEST(m.data().is_contiguous());
+  // Default shape: 1-D of values.size(), including an empty vector.
+  const Tensor e = from_vector<float>({});
+  BOOST_TEST(sizes_of(e) == Sizes{0});
+  BOOST_TEST(e.to_vector<float>().empty());
+  const Tensor z = from_vector<float>({}, {2, 0});
+  BOOST_TEST(sizes_of(z) == (Sizes{2, 0}));
+  const Tensor one = from_vector<double>({4.5}, {1, 1});
+  BOOST_TEST(sizes_of(one) == (Sizes{1, 1}));
+  BOOST_TEST(one.item<double>() == 4.5);
+}
+
+BOOST_AUTO_TEST_CASE(item_every_type) {
+  BOOST_TEST(from_vector<float>({2.5f}).item<float>() == 2.5f);
+  BOOST_TEST(from_vector<float>({2.5f}).item<double>() == 2.5);
+  BOOST_TEST(from_vector<float>({2.5f}).item<int64_t>() == 2);  // truncation, as a cast
+  BOOST_TEST(from_vector<double>({-0.125}).item<double>() == -0.125);
+  BOOST_TEST(from_vector<int32_t>({-9}).item<int32_t>() == -9);
+  BOOST_TEST(from_vector<int64_t>({1234567890123}).item<int64_t>() == 1234567890123);
+  BOOST_TEST(from_vector<bool>({true}).item<bool>());
+  BOOST_TEST(!from_vector<bool>({false}).item<bool>());
+  BOOST_TEST(scalar_tensor(3.0).item<float>() == 3.0f);
+  BOOST_TEST(scalar_tensor(3.0).rank() == 0);
+  BOOST_TEST(scalar_tensor(7, DType::i64).dtype() == DType::i64);
+  // A size-1 tensor of any rank has an item; bool conversion reads it.
+  BOOST_TEST(from_vector<float>({5}, {1, 1, 1}).item<float>() == 5.0f);
+  // Reading numbers as bool means "non-zero", as a cast to bool does (no truncation first).
+  BOOST_TEST(from_vector<float>({0.5f}).item<bool>());
+  BOOST_TEST(from_vector<float>({-0.25f, 0.0f, 3.0f}).to_vector<bool>() == (std::vector<bool>{true, false, true}));
+  BOOST_TEST(from_vector<float>({0.5f}).to(DType::bool_).item<bool>());
+  BOOST_TEST(static_cast<bool>(scalar_tensor(0.5)));
+  BOOST_TEST(static_cast<bool>(scalar_tensor(2.0)));
+  BOOST_TEST(!static_cast<bool>(scalar_tensor(0.0)));
+}
+
+BOOST_AUTO_TEST_CASE(zeros_ones_full) {
+  check_tensor(zeros({2, 2}), {2, 2}, DType::f32, {0, 0, 0, 0});
+  check_tensor(ones({3}, DType::i32), {3}, DType::i32, {1, 1, 1});
+  check_tensor(full({2}, 7, DType::i64), {2}, DType::i64, {7, 7});
+  check_tensor(full({2, 1}, -0.5, DType::f64), {2, 1}, DType::f64, {-0.5, -0.5});
+  check_tensor(full({}, 3.25), {}, DType::f32, {3.25});
+  check_tensor(ones({2}, DType::bool_), {2}, DType::bool_, {1, 1});
+  check_tensor(zeros({0, 4}), {0, 4}, DType::f32, {});
+  check_tensor(full({2}, 1.0 / 3, DType::f16), {2}, DType::f16, {0.333251953125, 0.333251953125}, 0);
+}
+
+BOOST_AUTO_TEST_CASE(arange_values) {
+  check_tensor(arange(5), {5}, DType::i64, {0, 1, 2, 3, 4});
+  check_tensor(arange(2, 5), {3}, DType::i64, {2, 3, 4});
+  check_tensor(arange(0, 1, 0.25, DType::f32), {4}, DType::f32, {0, 0.25, 0.5, 0.75});
+  check_tensor(arange(5, 0, -2), {3}, DType::i64, {5, 3, 1});
+  check_tensor(arange(0, 10, 3), {4}, DType::i64, {0, 3, 6, 9});  // ceil((10 - 0) / 3)
+  check_tensor(arange(0), {0}, DType::i64, {});
+}
+
+BOOST_AUTO_TEST_CASE(randn_is_reproducible) {
+  const Tensor a = randn({4, 5}, DType::f32, Device::cpu(), 7);
+  const Tensor b = randn({4, 5}, DType::f32, Device::cpu(), 7);
+  const Tensor c = randn({4, 5}, DType::f32, Device::cpu(), 8);
+  BOOST_TEST(a.to_vector<float>() == b.to_vector<float>());
+  BOOST_TEST(a.to_vector<float>() != c.to_vector<float>());
+  // Element i depends only on (seed, i): shape does not matter, and a longer draw starts
+  // with the shorter one.
+  const std::vector<float> flat = randn({20}, DType::f32, Device::cpu(), 7).to_vector<float>();
+  BOOST_TEST(flat == a.to_vector<float>());
+  const std::vector<float> longer = randn({30}, DType::f32, Device::cpu(), 7).to_vector<float>();
+  BOOST_TEST(std::vector<float>(longer.begin(), longer.begin() + 20) == flat);
+  // f64 draws are the same numbers, unrounded.
+  const std::vector<double> wide = randn({20}, DType::f64, Device::cpu(), 7).to_vector<double>();
+  for (size_t i = 0; i < flat.size(); ++i) BOOST_TEST(static_cast<float>(wide[i]) == flat[i]);
+  // Standard normal: mean ~0, variance ~1.
+  const Tensor many = randn({20000}, DType::f64, Device::cpu(), 1);
+  BOOST_TEST(std::abs(mean(many).item<double>()) < 0.03);
+  BOOST_TEST(std::abs(var(many).item<double>() - 1) < 0.05);
+  BOOST_TEST(max(abs(many)).item<double>() < 6.5);
+  // The default seed is 0.
+  BOOST_TEST(randn({3}).to_vector<float>() == randn({3}, DType::f32, Device::cpu(), 0).to_vector<float>());
+}
+
+BOOST_AUTO_TEST_CASE(to_dtype_rounds) {
+  const Tensor x = from_vector<float>({1.00390625f, 1.01171875f, 3.14159f, -2.5f, 1e-3f});
+  // bf16 keeps 8 significant bits, rounding to nearest even.
+  const Tensor b = x.to(DType::bf16);
+  BOOST_TEST(b.dtype() == DType::bf16);
+  check_values(b, {1.0, 1.015625, 3.140625, -2.5, 0.00099945068359375}, 0);
+  // f16: 11 significant bits.
+  const Tensor h = from_vector<float>({2049, 2051, 1.0f / 3, 70000}).to(DType::f16);
+  BOOST_TEST(h.dtype() == DType::f16);
+  check_values(h, {2048, 2052, 0.333251953125, std::numeric_limits<double>::infinity()}, 0);
+  // To integers: truncation toward zero; to bool: != 0.
+  check_tensor(from_vector<float>({1.7f, -1.7f, 0.2f}).to(DType::i32), {3}, DType::i32, {1, -1, 0});
+  check_tensor(from_vector<float>({0, 0.5f, -2}).to(DType::bool_), {3}, DType::bool_, {0, 1, 1});
+  check_tensor(from_vector<bool>({true, false}).to(DType::f32), {2}, DType::f32, {1, 0});
+  // The same dtype is the same tensor.
+  BOOST_TEST(x.to(DType::f32).impl() == x.impl());
+  check_tensor(cast(from_vector<int64_t>({300}), DType::i32), {1}, DType::i32, {300});
+}
+
+BOOST_AUTO_TEST_CASE(to_device) {
+  const Tensor x = ones({2});
+  BOOST_TEST(x.to(Device::cpu()).impl() == x.impl());
+  std::string msg = error_of([&] { x.to(Device::cuda(0)); });
+  BOOST_TEST(contains(msg, "CUDA"), msg);
+  BOOST_TEST(contains(msg, "cuda:0"), msg);
+  msg = error_of([&] { x.to(Device::vulkan(1)); });
+  BOOST_TEST(contains(msg, "Vulkan"), msg);
+  msg = error_of([&] { zeros({2}, DType::f32, Device::cuda(0)); });
+  BOOST_TEST(contains(msg, "CUDA"), msg);
+  msg = error_of([&] { from_vector<float>({1}, {}, Device::cuda(0)); });
+  BOOST_TEST(contains(msg, "CUDA"), msg);
+}
+
+BOOST_AUTO_TEST_CASE(printing) {
+  BOOST_TEST(from_vector<float>({1, 2.5f}).str() == "Tensor(f32[2], [1, 2.5])");
+  BOOST_TEST(Tensor().str() == "Tensor(undefined)");
+  std::ostringstream out;
+  out << from_vector<int32_t>({3}, {1, 1});
+  BOOST_TEST(out.str() == "Tensor(i32[1, 1], [3])");
+  // Large tensors print their meta only.
+  BOOST_TEST(zeros({100}).str() == "Tensor(f32[100])");
+}
+
+BOOST_AUTO_TEST_CASE(contiguous_copies_only_when_needed) {
+  const Tensor x = reshape(arange(6), {2, 3});
+  BOOST_TEST(x.contiguous().impl() == x.impl());
+  const Tensor t = transpose(x, 0, 1);
+  BOOST_TEST(!t.data().is_contiguous());
+  const Tensor c = t.contiguous();
+  BOOST_TEST(c.data().is_contiguous());
+  BOOST_TEST(storage_of(c) != storage_of(x));
+  check_tensor(c, {3, 2}, DType::i64, {0, 3, 1, 4, 2, 5});
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -204,3 +204,16 @@ BOOST_AUTO_TEST_CASE(scoped_stance_restores) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(verbose_lists_every_entry_reason) {
+  kiln::reset();
+  kiln::config::Patch p({{"verbose", true}, {"automatic_dynamic_shapes", false}});
+  auto f = kiln::compile([](const Tensor& x) { return x * 2; }, CompileOptions{.arg_names = {"x"}});
+  f(ones({2}));
+  f(ones({3}));
+  f(ones({4}));
+  const auto reasons = f.stats().recompile_reasons;
+  BOOST_REQUIRE_EQUAL(reasons.size(), 2u);
+  BOOST_TEST(reasons[1] == "input 0 (x): size mismatch at dim 0: expected 3, got 4; entry 1: input 0 (x): size "
+                           "mismatch at dim 0: expected 2, got 4");
+}

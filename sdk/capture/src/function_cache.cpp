@@ -89,8 +89,12 @@ std::shared_ptr<const CompiledEntry> FunctionCache::lookup(std::span<const ArgVi
 MissAction FunctionCache::on_miss(std::span<const ArgView> args) {
   std::lock_guard lock(mutex_);
   if (entries_.empty()) return MissAction::compile;
-  // Why the newest entry refused these arguments: the reason users care about.
+  // Why the newest entry refused these arguments: the reason users care about; with
+  // `verbose`, every entry's reason.
   std::string reason = entries_.front()->guards.failure(args).value_or("no guard failed (entry was cleared)");
+  if (config::get<bool>("verbose"))
+    for (size_t i = 1; i < entries_.size(); ++i)
+      reason += "; entry " + std::to_string(i) + ": " + entries_[i]->guards.failure(args).value_or("passed");
   KILN_LOG(recompiles, "recompiling ", name_, ": ", reason);
   return miss_policy(static_cast<int64_t>(entries_.size()), reason);
 }

@@ -47,8 +47,8 @@ std::vector<OptionDef> build_options() {
      "Most compiled variants kept for one compiled function; past it the function runs eagerly "
      "(or fails, see fail_on_recompile_limit_hit).", at_least_1},
     {"accumulated_recompile_limit", T::Int, 256, kNoCodegen, kUsed,
-     "Most compilations of one compiled function over the life of the process, all variants "
-     "together; past it the function runs eagerly.", at_least_1},
+     "Most compilations in the whole process, all compiled functions together (kiln::reset() "
+     "starts the count again); past it, calls that would recompile run eagerly.", at_least_1},
     {"fail_on_recompile_limit_hit", T::Bool, false, kNoCodegen, kUsed,
      "Throw kiln::Error instead of falling back to eager when a recompile limit is hit."},
     {"automatic_dynamic_shapes", T::Bool, true, kNoCodegen, kUsed,
@@ -56,19 +56,22 @@ std::vector<OptionDef> build_options() {
      "of another static specialization."},
     {"assume_static_by_default", T::Bool, true, kNoCodegen, kUsed,
      "Compile the first call with every size static; false: sizes start out symbolic."},
-    {"specialize_scalars", T::Bool, true, kNoCodegen, kUsed,
-     "Scalar arguments are guarded by value; false: int and double scalars become graph inputs."},
-    {"force_disable_caches", T::Bool, false, kNoCodegen, kUsed,
-     "Never read or write the on-disk, remote or autotune caches: always compile."},
-    {"cache_dir", T::String, "", kNoCodegen, kUsed,
-     "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln."},
-    {"job_id", T::String, "", kNoCodegen, kUsed,
+    {"specialize_scalars", T::Bool, true, kNoCodegen, kLater,
+     "Scalar arguments are guarded by value. Not yet used: C++ scalar arguments are always "
+     "specialised (pass a 0-d tensor for a scalar that varies); symbolic scalars will read it."},
+    {"force_disable_caches", T::Bool, false, kNoCodegen, kLater,
+     "Never read or write the on-disk, remote or autotune caches: always compile. Not yet used "
+     "(the compile-cache stage, sdk/cache, will read it)."},
+    {"cache_dir", T::String, "", kNoCodegen, kLater,
+     "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln. Not yet used "
+     "(sdk/cache will read it)."},
+    {"job_id", T::String, "", kNoCodegen, kLater,
      "Names a workload across runs: profile state (which sizes turned out dynamic) is reused "
-     "only between runs with the same non-empty job_id."},
+     "only between runs with the same non-empty job_id. Not yet used (sdk/cache will read it)."},
     {"debug_dir", T::String, "", kNoCodegen, kUsed,
      "Directory for debug dumps (captured graphs, explain reports); empty = no dumps."},
     {"verbose", T::Bool, false, kNoCodegen, kUsed,
-     "More detail in errors and graph-break reports (every failed guard, full break reasons)."},
+     "Recompile reasons list the failing guard of every cached entry, not only the newest."},
     {"suppress_errors", T::Bool, false, kNoCodegen, kUsed,
      "When a backend compile fails, warn and run the function eagerly instead of throwing."},
     {"capture_scalar_outputs", T::Bool, false, kNoCodegen, kLater,

@@ -1,4 +1,5 @@
-// The `kiln` command-line tool: run and inspect graph files, list options and backends.
+// The `kiln` command-line tool: run and inspect graph files, list options and backends,
+// run the benchmark suite.
 // Exit status: 0 on success, 1 when Kiln reports an error ("kiln: error: ..." on stderr),
 // 2 for a command-line mistake.
 #include <cstring>
@@ -22,6 +23,7 @@ const Command kCommands[] = {
     {"show", kiln::cli::show_spec, kiln::cli::cmd_show},
     {"list-options", kiln::cli::list_options_spec, kiln::cli::cmd_list_options},
     {"list-backends", kiln::cli::list_backends_spec, kiln::cli::cmd_list_backends},
+    {"bench", kiln::cli::bench_spec, kiln::cli::cmd_bench},
 };
 
 void print_help(std::ostream& out) {

@@ -42,7 +42,7 @@ struct GeluTanh {
 HostImpl eigen_impl(const std::string& name, const std::vector<std::vector<int64_t>>& shapes) {
   const Eigen::Index rows = shapes[0].size() == 2 ? shapes[0][0] : 1;
   const Eigen::Index n = shapes[0].back();
-  const Dims2 row_vec{1, n}, tile_rows{rows, 1}, col_vec{rows, 1}, tile_cols{1, n};
+  const Dims2 tile_rows{rows, 1}, col_vec{rows, 1}, tile_cols{1, n};
   const Dims1 last{1};
   if (name == "sincos")
     return [n](const auto& in, const auto& out) {
@@ -55,29 +55,38 @@ HostImpl eigen_impl(const std::string& name, const std::vector<std::vector<int64
       CMat b(in[1], 1, n);
       Mat(out[0], rows, n).device(device()) = (x + b.broadcast(tile_rows)).unaryExpr(GeluTanh());
     };
+  // Reductions go to temporaries first: inside a broadcast expression Eigen would recompute
+  // them for every element, and reading the output while writing it aliases.
+  using Rows = Eigen::Tensor<float, 1, Eigen::RowMajor>;
   if (name == "softmax")
     return [=](const auto& in, const auto& out) {
       CMat x(in[0], rows, n);
       Mat y(out[0], rows, n);
-      y.device(device()) = (x - x.maximum(last).reshape(col_vec).broadcast(tile_cols)).exp();
-      y.device(device()) = y / y.sum(last).reshape(col_vec).broadcast(tile_cols);
+      Rows m(rows), s(rows);
+      m.device(device()) = x.maximum(last);
+      y.device(device()) = (x - m.reshape(col_vec).broadcast(tile_cols)).exp();
+      s.device(device()) = y.sum(last);
+      y.device(device()) = y / s.reshape(col_vec).broadcast(tile_cols);
     };
   if (name == "rmsnorm")
     return [=](const auto& in, const auto& out) {
       CMat x(in[0], rows, n);
       CMat g(in[1], 1, n);
-      Mat(out[0], rows, n).device(device()) =
-          x * ((x * x).mean(last) + 1e-6f).rsqrt().reshape(col_vec).broadcast(tile_cols) * g.broadcast(tile_rows);
+      Rows r(rows);
+      r.device(device()) = ((x * x).mean(last) + 1e-6f).rsqrt();
+      Mat(out[0], rows, n).device(device()) = x * r.reshape(col_vec).broadcast(tile_cols) * g.broadcast(tile_rows);
     };
   if (name == "layernorm")
     return [=](const auto& in, const auto& out) {
       CMat x(in[0], rows, n);
       CMat g(in[1], 1, n), b(in[2], 1, n);
       Mat y(out[0], rows, n);
-      y.device(device()) = x - x.mean(last).reshape(col_vec).broadcast(tile_cols);  // centred
-      y.device(device()) = y * ((y * y).mean(last) + 1e-5f).rsqrt().reshape(col_vec).broadcast(tile_cols) *
-                               g.broadcast(tile_rows) +
-                           b.broadcast(tile_rows);
+      Rows mean(rows), rstd(rows);
+      mean.device(device()) = x.mean(last);
+      y.device(device()) = x - mean.reshape(col_vec).broadcast(tile_cols);  // centred
+      rstd.device(device()) = ((y * y).mean(last) + 1e-5f).rsqrt();
+      y.device(device()) =
+          y * rstd.reshape(col_vec).broadcast(tile_cols) * g.broadcast(tile_rows) + b.broadcast(tile_rows);
     };
   if (name == "sum_all")
     return [n](const auto& in, const auto& out) {
@@ -88,7 +97,6 @@ HostImpl eigen_impl(const std::string& name, const std::vector<std::vector<int64
     return [=](const auto& in, const auto& out) {
       Vec(out[0], n).device(device()) = CMat(in[0], rows, n).sum(Dims1{0});
     };
-  (void)row_vec;
   return {};
 }
 

@@ -10,6 +10,7 @@
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
+#include "kiln/passes/passes.h"
 #include "kiln/reference/reference.h"
 #include "trace.h"
 
@@ -17,8 +18,8 @@ namespace kiln {
 
 namespace {
 
-Executable reference_executable(const Graph& graph) {
-  auto g = std::make_shared<const Graph>(graph);
+Executable reference_executable(Graph graph) {
+  auto g = std::make_shared<const Graph>(std::move(graph));
   return [g](std::span<const TensorData* const> inputs) {
     std::vector<TensorData> values;
     values.reserve(inputs.size());
@@ -31,9 +32,11 @@ void register_builtin_backends() {
   static const bool done = [] {
     // "eager" interprets the captured graph op by op: it checks capture alone.
     BackendRegistry::add("eager", [](const Graph& g, std::span<const TensorMeta>) { return reference_executable(g); });
-    // "kiln" is the fusing compiler; until its scheduler and native targets land it runs
-    // the captured graph on the reference target.
-    BackendRegistry::add("kiln", [](const Graph& g, std::span<const TensorMeta>) { return reference_executable(g); });
+    // "kiln" is the fusing compiler: the graph passes, then (until the scheduler and native
+    // targets land) the optimised graph on the reference target.
+    BackendRegistry::add("kiln", [](const Graph& g, std::span<const TensorMeta>) {
+      return reference_executable(passes::run_default_pipeline(g));
+    });
     BackendRegistry::add("cudagraphs", [](const Graph&, std::span<const TensorMeta>) -> Executable {
       fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime "
            "(KILN_WITH_CUDA=OFF)");

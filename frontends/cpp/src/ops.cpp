@@ -38,7 +38,8 @@ std::optional<SymInt> divide_size(const SymInt& a, const SymInt& b) {
   if (be.terms().size() != 1) return std::nullopt;
   const SymTerm& div = be.terms()[0];
   SymExpr q = SymExpr::constant(0);
-  for (const SymTerm& t : a.expr().terms()) {
+  const SymExpr ae = a.expr();  // expr() returns by value: keep it alive for the loop
+  for (const SymTerm& t : ae.terms()) {
     if (t.coeff % div.coeff != 0) return std::nullopt;
     std::vector<SymbolId> rest = t.symbols;
     for (SymbolId s : div.symbols) {

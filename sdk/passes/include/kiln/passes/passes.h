@@ -1,0 +1,74 @@
+// kiln::passes: Graph -> Graph rewrites, one pass a file, and the pipeline the "kiln" backend runs.
+// Takes: a well-formed Graph (as Graph::add builds them), static or symbolic.
+// Gives: a new Graph computing the same outputs (the reference interpreter gives the same values,
+//   up to floating rounding where a pass says so), with the same signature: the input nodes, in
+//   order, with their metas and names; as many outputs, in order, each with the same dtype,
+//   device and sizes (an output may come to be an input node, or the same node twice); and the
+//   same ShapeEnv (symbols and facts: a pass never adds an assumption about sizes).
+// Every pass goes through run_pass, which checks those invariants (a violation is a bug in the
+// pass: it throws kiln::Error naming the pass) and logs under KILN_LOGS=graph the graph before,
+// the graph after and a line saying what changed ("cse: merged 3 nodes"). docs/passes.md says
+// what each pass rewrites, what it never touches and why.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kiln/graph/graph.h"
+
+namespace kiln::passes {
+
+struct PassResult {
+  Graph graph;
+  bool changed = false;
+  std::string summary;  // one line: "cse: merged 3 nodes"
+};
+
+// A pass as a value: its name and the rewrite itself (no checks, no logging: see run_pass).
+struct Pass {
+  std::string_view name;
+  PassResult (*run)(const Graph&);
+};
+
+extern const Pass decompose_pass;       // "decompose"
+extern const Pass dce_pass;             // "dce"
+extern const Pass cse_pass;             // "cse"
+extern const Pass fold_constants_pass;  // "fold_constants"
+extern const Pass simplify_pass;        // "simplify"
+extern const Pass recognize_pass;       // "recognize"
+
+// Runs one pass, checks the invariants above against `g`, logs it.
+PassResult run_pass(const Pass& pass, const Graph& g);
+// Runs passes in order (each through run_pass); `changed` is true when any of them changed.
+PassResult run_passes(std::span<const Pass> passes, const Graph& g);
+
+// Composites (op_def(op).decompose != nullptr) -> primitives, recursively: no composite is left.
+Graph decompose(const Graph& g);
+// Keeps every input node (the signature); drops the nodes no output depends on.
+Graph eliminate_dead_code(const Graph& g);
+// Merges nodes with the same op, the same (already merged) inputs and equal attributes (randn
+// with equal attributes is deterministic, so it merges too; different seeds never do).
+Graph eliminate_common_subexpressions(const Graph& g);
+// Evaluates with the reference interpreter the nodes whose inputs are all constant (constant,
+// full, arange, or folded) when the result is static and small (<= kMaxFoldElements), and
+// pointwise or layout nodes over `full` nodes of any shape (symbolic too). A uniform result
+// becomes a `full`, any other a `constant`. randn is never folded.
+Graph fold_constants(const Graph& g);
+inline constexpr int64_t kMaxFoldElements = 4096;
+// Algebraic identities that leave every value unchanged: x*1, x+0, x-0, x/1 (only where the
+// result has x's dtype, device and sizes), neg(neg x), identity casts/reshapes/permutes/
+// expands/squeezes/slices, exact cast chains, reshape/permute/expand chains composed.
+Graph simplify(const Graph& g);
+// Hand-written softmax, log_softmax, layer_norm and rms_norm -> the composite op, when no
+// intermediate value is used elsewhere (or is an output).
+Graph recognize_patterns(const Graph& g);
+
+// The pipeline the "kiln" backend runs before scheduling: recognize -> fold_constants ->
+// simplify -> cse -> recognize -> dce (docs/passes.md says why in this order). decompose is not
+// in it: the scheduler runs it itself.
+std::span<const Pass> default_pipeline();
+Graph run_default_pipeline(const Graph& g);
+
+}  // namespace kiln::passes

@@ -1,0 +1,38 @@
+// dce: keeps the input nodes (the signature) and the nodes some output depends on; drops the
+// rest. No op has a side effect, so an unread node is dead (randn included: its values depend
+// only on its seed and index, so dropping one changes no other).
+#include "kiln/passes/passes.h"
+#include "rewrite.h"
+
+namespace kiln::passes {
+
+namespace {
+
+PassResult run(const Graph& g) {
+  std::vector<char> live(g.size(), 0);
+  for (NodeId o : g.outputs()) live[static_cast<size_t>(o)] = 1;
+  for (size_t id = g.size(); id-- > 0;)
+    if (live[id])
+      for (NodeId i : g.node(static_cast<NodeId>(id)).inputs) live[static_cast<size_t>(i)] = 1;
+  detail::Rewriter rw(g, "dce");
+  int dropped = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input) continue;
+    if (live[static_cast<size_t>(id)]) {
+      rw.copy(id);
+    } else {
+      ++dropped;
+    }
+  }
+  return {rw.finish(), dropped > 0,
+          "dce: removed " + std::to_string(dropped) + " dead node" + (dropped == 1 ? "" : "s")};
+}
+
+}  // namespace
+
+const Pass dce_pass{"dce", &run};
+
+Graph eliminate_dead_code(const Graph& g) { return run_pass(dce_pass, g).graph; }
+
+}  // namespace kiln::passes

@@ -1,0 +1,69 @@
+// decompose: every composite (an op whose OpDef has a decomposition) is replaced by the
+// primitives its decomposition emits, recursively, so no composite is left.
+#include "kiln/graph/error.h"
+#include "kiln/passes/passes.h"
+#include "rewrite.h"
+
+namespace kiln::passes {
+
+namespace {
+
+struct Expander {
+  Graph& out;
+  int composites = 0;
+
+  // Appends op over `inputs` (nodes of out) to out, expanding composites; returns the node
+  // holding the result.
+  NodeId emit(OpId op, const std::vector<NodeId>& inputs, const Attrs& attrs, int depth) {
+    const OpDef& def = op_def(op);
+    if (def.decompose == nullptr) return out.add(op, inputs, attrs);
+    KILN_CHECK(depth < 16, "passes: decompose: the decomposition of ", def.name,
+               " does not bottom out in primitives (16 levels deep)");
+    ++composites;
+    // The decomposition runs on a scratch graph over the same metas and ShapeEnv, then its
+    // nodes are replayed here, each expanded in turn.
+    Graph scratch;
+    scratch.shapes() = out.shapes();
+    std::vector<NodeId> scratch_in;
+    for (NodeId i : inputs) scratch_in.push_back(scratch.add_input(out.node(i).meta));
+    const NodeId result = def.decompose(scratch, scratch_in, attrs);
+    std::vector<NodeId> map(scratch.size(), -1);
+    for (size_t k = 0; k < scratch_in.size(); ++k) map[static_cast<size_t>(scratch_in[k])] = inputs[k];
+    for (size_t id = 0; id < scratch.size(); ++id) {
+      const Node& n = scratch.node(static_cast<NodeId>(id));
+      if (n.op == OpId::input) continue;
+      std::vector<NodeId> ins = n.inputs;
+      for (NodeId& i : ins) i = map[static_cast<size_t>(i)];
+      map[id] = emit(n.op, ins, n.attrs, depth + 1);
+    }
+    return map[static_cast<size_t>(result)];
+  }
+};
+
+PassResult run(const Graph& g) {
+  detail::Rewriter rw(g, "decompose");
+  Expander ex{rw.out()};
+  const size_t before = g.op_count();
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input) continue;
+    if (op_def(n.op).decompose == nullptr) {
+      rw.copy(id);
+    } else {
+      rw.bind(id, ex.emit(n.op, rw.mapped_inputs(id), n.attrs, 0));
+    }
+  }
+  Graph out = rw.finish();
+  const size_t after = out.op_count();
+  return {std::move(out), ex.composites > 0,
+          "decompose: expanded " + std::to_string(ex.composites) + " composite" + (ex.composites == 1 ? "" : "s") +
+              " (" + std::to_string(before) + " -> " + std::to_string(after) + " ops)"};
+}
+
+}  // namespace
+
+const Pass decompose_pass{"decompose", &run};
+
+Graph decompose(const Graph& g) { return run_pass(decompose_pass, g).graph; }
+
+}  // namespace kiln::passes

@@ -1,0 +1,304 @@
+// recognize: hand-written normalisations -> the composite op, so later stages see one op (and
+// give it one kernel). Recognised forms (operands of add and mul in either order):
+//
+//   softmax(x, d)      exp(x - max(x, [d], keep)) / sum(that exp, [d], keep)
+//   log_softmax(x, d)  z - log(sum(exp(z), [d], keep))   with z = x - max(x, [d], keep)
+//   layer_norm(x[, w[, b]], n, eps)
+//                      (x - mean(x, D, keep)) * rsqrt(var(x, D, keep, correction 0) + eps) [* w] [+ b]
+//                      (x - mean(x, D, keep)) / sqrt(var(x, D, keep, correction 0) + eps) [* w] [+ b]
+//   rms_norm(x[, w], n, eps)
+//                      x * rsqrt(mean(x * x, D, keep) + eps) [* w]     (x * x or pow(x, 2))
+//
+// where D is the last n dims and eps a `full` of x's dtype. These are exactly the ops the
+// composites decompose into, so the values are the same, except for the (x - mean) / sqrt(...)
+// form (rounded differently from the * rsqrt(...) the composite computes: about an ulp).
+// Conditions: x is floating, w, b and eps have x's dtype (so the composite computes in the same
+// dtype the hand-written ops did), the composite's shape rule accepts the operands without a
+// new shape fact and gives the root's dtype, device and sizes, and every intermediate value is
+// used only inside the pattern and is not an output (else it would be computed twice). Reads
+// by dead nodes do not count; such dead readers are dropped with the pattern's interior.
+#include <optional>
+
+#include "kiln/graph/error.h"
+#include "kiln/passes/passes.h"
+#include "rewrite.h"
+
+namespace kiln::passes {
+
+namespace {
+
+struct Match {
+  OpId op;
+  std::vector<NodeId> leaves;   // the composite's operands (nodes of the input graph)
+  Attrs attrs;
+  std::vector<NodeId> interior;  // nodes that only the pattern reads
+};
+
+class Recognizer {
+ public:
+  // Reads by dead nodes do not count: dce removes them, and recognize drops those that read
+  // a pattern's interior.
+  explicit Recognizer(const Graph& g) : g_(g), live_(g.size(), 0), uses_(g.size(), 0), output_(g.size(), 0) {
+    for (NodeId o : g.outputs()) live_[static_cast<size_t>(o)] = output_[static_cast<size_t>(o)] = 1;
+    for (size_t id = g.size(); id-- > 0;)
+      if (live_[id])
+        for (NodeId i : g.node(static_cast<NodeId>(id)).inputs) {
+          live_[static_cast<size_t>(i)] = 1;
+          ++uses_[static_cast<size_t>(i)];
+        }
+  }
+
+  bool live(NodeId id) const { return live_[static_cast<size_t>(id)] != 0; }
+
+  std::optional<Match> match(NodeId root) {
+    for (auto fn : {&Recognizer::softmax, &Recognizer::log_softmax, &Recognizer::layer_norm, &Recognizer::rms_norm}) {
+      interior_.clear();
+      std::optional<Match> m = (this->*fn)(root);
+      if (m && valid(root, *m)) return m;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  const Graph& g_;
+  std::vector<char> live_;
+  std::vector<int> uses_;
+  std::vector<char> output_;
+  std::vector<NodeId> interior_;
+
+  const Node& n(NodeId i) const { return g_.node(i); }
+  bool is(NodeId i, OpId op) const { return n(i).op == op; }
+  // An intermediate of the pattern: read exactly `reads` times, all by the pattern; not an output.
+  bool inner(NodeId i, int reads) {
+    if (output_[static_cast<size_t>(i)] || uses_[static_cast<size_t>(i)] != reads) return false;
+    interior_.push_back(i);
+    return true;
+  }
+  bool floating(NodeId i) const { return is_floating(n(i).meta.dtype); }
+  DType dtype(NodeId i) const { return n(i).meta.dtype; }
+  // A keepdim reduction `op` of `x` over exactly `dims`.
+  bool reduction(NodeId r, OpId op, NodeId x, const std::vector<int64_t>& dims) const {
+    return is(r, op) && n(r).inputs[0] == x && n(r).attrs.b(1) && n(r).attrs.ints(0) == dims;
+  }
+  // dims are the last k dims of a rank-r tensor (k >= 1); returns k or 0.
+  static int64_t last_dims(const std::vector<int64_t>& dims, int64_t rank) {
+    const auto k = static_cast<int64_t>(dims.size());
+    if (k == 0 || k > rank) return 0;
+    for (int64_t j = 0; j < k; ++j)
+      if (dims[static_cast<size_t>(j)] != rank - k + j) return 0;
+    return k;
+  }
+  // add(v, eps) or add(eps, v) with eps a full of dtype t that leaves v's meta as it is.
+  std::optional<double> plus_eps(NodeId a, NodeId v, DType t) const {
+    if (!is(a, OpId::add)) return std::nullopt;
+    const std::vector<NodeId>& in = n(a).inputs;
+    const NodeId e = in[0] == v ? in[1] : in[1] == v ? in[0] : -1;
+    if (e < 0 || !is(e, OpId::full) || dtype(e) != t || !detail::same_value_meta(n(a).meta, n(v).meta))
+      return std::nullopt;
+    return n(e).attrs.f(1);
+  }
+
+  bool valid(NodeId root, Match& m) const {
+    const std::optional<TensorMeta> meta = detail::probe(g_, m.op, m.leaves, m.attrs);
+    if (!meta || !detail::same_value_meta(*meta, n(root).meta)) return false;
+    m.interior = interior_;
+    return true;
+  }
+
+  // div(e, sum(e, [d], keep)), e = exp(x - max(x, [d], keep))
+  std::optional<Match> softmax(NodeId r) {
+    if (!is(r, OpId::div)) return std::nullopt;
+    const NodeId e = n(r).inputs[0], s = n(r).inputs[1];
+    if (!is(e, OpId::exp) || !is(s, OpId::sum) || n(s).inputs[0] != e || !n(s).attrs.b(1)) return std::nullopt;
+    const std::vector<int64_t>& d = n(s).attrs.ints(0);
+    if (d.size() != 1) return std::nullopt;
+    const NodeId z = n(e).inputs[0];
+    if (!is(z, OpId::sub)) return std::nullopt;
+    const NodeId x = n(z).inputs[0], m = n(z).inputs[1];
+    if (!floating(x) || !reduction(m, OpId::max, x, d)) return std::nullopt;
+    if (!inner(e, 2) || !inner(s, 1) || !inner(z, 1) || !inner(m, 1)) return std::nullopt;
+    return Match{OpId::softmax, {x}, {d[0]}, {}};
+  }
+
+  // sub(z, log(sum(exp(z), [d], keep))), z = x - max(x, [d], keep)
+  std::optional<Match> log_softmax(NodeId r) {
+    if (!is(r, OpId::sub)) return std::nullopt;
+    const NodeId z = n(r).inputs[0], l = n(r).inputs[1];
+    if (!is(z, OpId::sub) || !is(l, OpId::log)) return std::nullopt;
+    const NodeId s = n(l).inputs[0];
+    if (!is(s, OpId::sum) || !n(s).attrs.b(1) || n(s).attrs.ints(0).size() != 1) return std::nullopt;
+    const std::vector<int64_t>& d = n(s).attrs.ints(0);
+    const NodeId e = n(s).inputs[0];
+    if (!is(e, OpId::exp) || n(e).inputs[0] != z) return std::nullopt;
+    const NodeId x = n(z).inputs[0], m = n(z).inputs[1];
+    if (!floating(x) || !reduction(m, OpId::max, x, d)) return std::nullopt;
+    if (!inner(l, 1) || !inner(s, 1) || !inner(e, 1) || !inner(z, 2) || !inner(m, 1)) return std::nullopt;
+    return Match{OpId::log_softmax, {x}, {d[0]}, {}};
+  }
+
+  // The normalisation without weight and bias, at node c. Gives x, n and eps.
+  struct Core {
+    NodeId x;
+    int64_t ndim;
+    double eps;
+  };
+
+  // (x - mean) * rsqrt(var + eps), either order, or (x - mean) / sqrt(var + eps).
+  std::optional<Core> layer_norm_core(NodeId c) {
+    NodeId d, inv;
+    OpId root_fn;
+    if (is(c, OpId::div)) {
+      d = n(c).inputs[0], inv = n(c).inputs[1], root_fn = OpId::sqrt;
+    } else if (is(c, OpId::mul)) {
+      d = n(c).inputs[0], inv = n(c).inputs[1], root_fn = OpId::rsqrt;
+      if (!is(d, OpId::sub)) std::swap(d, inv);
+    } else {
+      return std::nullopt;
+    }
+    if (!is(d, OpId::sub) || !is(inv, root_fn)) return std::nullopt;
+    const NodeId x = n(d).inputs[0], mean = n(d).inputs[1];
+    if (!floating(x) || !is(mean, OpId::mean) || n(mean).inputs[0] != x || !n(mean).attrs.b(1)) return std::nullopt;
+    const std::vector<int64_t>& dims = n(mean).attrs.ints(0);
+    const int64_t k = last_dims(dims, n(x).meta.rank());
+    if (k == 0) return std::nullopt;
+    const NodeId a = n(inv).inputs[0];
+    if (!is(a, OpId::add)) return std::nullopt;
+    const NodeId v = is(n(a).inputs[0], OpId::var) ? n(a).inputs[0] : n(a).inputs[1];
+    if (!reduction(v, OpId::var, x, dims) || n(v).attrs.i(2) != 0) return std::nullopt;
+    const std::optional<double> eps = plus_eps(a, v, dtype(x));
+    if (!eps) return std::nullopt;
+    for (NodeId i : {d, inv, a, v, mean, c})
+      if (dtype(i) != dtype(x)) return std::nullopt;
+    if (!inner(d, 1) || !inner(mean, 1) || !inner(inv, 1) || !inner(a, 1) || !inner(v, 1)) return std::nullopt;
+    return Core{x, k, *eps};
+  }
+
+  // x * rsqrt(mean(x * x, D, keep) + eps), either order; x * x may be pow(x, 2).
+  std::optional<Core> rms_norm_core(NodeId c) {
+    if (!is(c, OpId::mul)) return std::nullopt;
+    NodeId x = n(c).inputs[0], inv = n(c).inputs[1];
+    if (!is(inv, OpId::rsqrt)) std::swap(x, inv);
+    if (!is(inv, OpId::rsqrt) || !floating(x)) return std::nullopt;
+    const NodeId a = n(inv).inputs[0];
+    if (!is(a, OpId::add)) return std::nullopt;
+    const NodeId ms = is(n(a).inputs[0], OpId::mean) ? n(a).inputs[0] : n(a).inputs[1];
+    if (!is(ms, OpId::mean) || !n(ms).attrs.b(1)) return std::nullopt;
+    const NodeId sq = n(ms).inputs[0];
+    const bool square = (is(sq, OpId::mul) && n(sq).inputs[0] == x && n(sq).inputs[1] == x) ||
+                        (is(sq, OpId::pow) && n(sq).inputs[0] == x && dtype(x) != DType::f64 &&
+                         detail::uniform_value(g_, n(sq).inputs[1]) == 2.0);
+    if (!square || !detail::same_value_meta(n(sq).meta, n(x).meta)) return std::nullopt;
+    const int64_t k = last_dims(n(ms).attrs.ints(0), n(x).meta.rank());
+    if (k == 0) return std::nullopt;
+    const std::optional<double> eps = plus_eps(a, ms, dtype(x));
+    if (!eps) return std::nullopt;
+    for (NodeId i : {sq, ms, a, inv, c})
+      if (dtype(i) != dtype(x)) return std::nullopt;
+    if (!inner(sq, 1) || !inner(ms, 1) || !inner(a, 1) || !inner(inv, 1)) return std::nullopt;
+    return Core{x, k, *eps};
+  }
+
+  // Tries `core` at c, then at either operand of a mul (the other is the weight). Gives the
+  // core and the weight (-1 when none).
+  template <class CoreFn>
+  std::optional<std::pair<Core, NodeId>> weighted(NodeId c, CoreFn core) {
+    const size_t mark = interior_.size();
+    if (std::optional<Core> k = (this->*core)(c)) return std::pair{*k, NodeId{-1}};
+    interior_.resize(mark);
+    if (!is(c, OpId::mul)) return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      const NodeId inner_c = n(c).inputs[static_cast<size_t>(side)];
+      const NodeId w = n(c).inputs[static_cast<size_t>(1 - side)];
+      if (std::optional<Core> k = (this->*core)(inner_c)) {
+        if (dtype(w) == dtype(k->x) && inner(inner_c, 1)) return std::pair{*k, w};
+      }
+      interior_.resize(mark);
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Match> layer_norm(NodeId r) {
+    if (auto k = weighted(r, &Recognizer::layer_norm_core)) {
+      std::vector<NodeId> leaves{k->first.x};
+      if (k->second >= 0) leaves.push_back(k->second);
+      return Match{OpId::layer_norm, leaves, {k->first.ndim, k->first.eps}, {}};
+    }
+    // A bias: add(weighted, b) either order, with a weight (the composite has no bias alone).
+    if (!is(r, OpId::add)) return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      const NodeId y = n(r).inputs[static_cast<size_t>(side)];
+      const NodeId b = n(r).inputs[static_cast<size_t>(1 - side)];
+      interior_.clear();
+      if (!is(y, OpId::mul)) continue;
+      auto k = weighted(y, &Recognizer::layer_norm_core);
+      if (k && k->second >= 0 && dtype(b) == dtype(k->first.x) && inner(y, 1))
+        return Match{OpId::layer_norm, {k->first.x, k->second, b}, {k->first.ndim, k->first.eps}, {}};
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Match> rms_norm(NodeId r) {
+    auto k = weighted(r, &Recognizer::rms_norm_core);
+    if (!k) return std::nullopt;
+    std::vector<NodeId> leaves{k->first.x};
+    if (k->second >= 0) leaves.push_back(k->second);
+    return Match{OpId::rms_norm, leaves, {k->first.ndim, k->first.eps}, {}};
+  }
+};
+
+PassResult run(const Graph& g) {
+  Recognizer rec(g);
+  // Greedy from the last node back, so a pattern is matched at its outermost root (with its
+  // weight and bias); matches never share nodes.
+  std::vector<std::optional<Match>> at(g.size());
+  std::vector<char> claimed(g.size(), 0);
+  int found[kNumOps] = {};
+  for (NodeId id = static_cast<NodeId>(g.size()); id-- > 0;) {
+    if (claimed[static_cast<size_t>(id)] || g.node(id).op == OpId::input || !rec.live(id)) continue;
+    std::optional<Match> m = rec.match(id);
+    if (!m) continue;
+    bool free = true;
+    for (NodeId i : m->interior) free = free && !claimed[static_cast<size_t>(i)];
+    if (!free) continue;
+    claimed[static_cast<size_t>(id)] = 1;
+    for (NodeId i : m->interior) claimed[static_cast<size_t>(i)] = 2;
+    ++found[static_cast<size_t>(m->op)];
+    at[static_cast<size_t>(id)] = std::move(m);
+  }
+  detail::Rewriter rw(g, "recognize");
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input || claimed[static_cast<size_t>(id)] == 2) continue;
+    if (const std::optional<Match>& m = at[static_cast<size_t>(id)]) {
+      std::vector<NodeId> ins;
+      for (NodeId l : m->leaves) ins.push_back(rw.map(l));
+      rw.bind(id, rw.out().add(m->op, std::move(ins), m->attrs));
+      continue;
+    }
+    bool reads_interior = false;
+    for (NodeId i : n.inputs) reads_interior = reads_interior || rw.map(i) < 0;
+    if (!reads_interior) {
+      rw.copy(id);
+    } else if (rec.live(id)) {
+      fail("passes: recognize: live node %", id, " reads a replaced pattern's interior (a bug in the pass)");
+    }  // else a dead node reading into a pattern (or from such a node): dropped
+  }
+  int total = 0;
+  std::string detail;
+  for (int op = 0; op < kNumOps; ++op) {
+    if (found[op] == 0) continue;
+    total += found[op];
+    detail += std::string(detail.empty() ? "" : ", ") + std::to_string(found[op]) + " " +
+              std::string(op_name(static_cast<OpId>(op)));
+  }
+  return {rw.finish(), total > 0,
+          "recognize: " + (total == 0 ? std::string("no pattern") : "replaced " + detail)};
+}
+
+}  // namespace
+
+const Pass recognize_pass{"recognize", &run};
+
+Graph recognize_patterns(const Graph& g) { return run_pass(recognize_pass, g).graph; }
+
+}  // namespace kiln::passes

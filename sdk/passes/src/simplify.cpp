@@ -1,0 +1,167 @@
+// simplify: algebraic identities that leave every value unchanged. The one exception, as in
+// torch.compile's no-op removal: x + 0 (and x - (-0)) gives +0.0 where x is -0.0, and the
+// rewrite keeps -0.0; the two compare equal and differ only through a later 1/x or copysign.
+//
+//   mul(x, 1), mul(1, x), div(x, 1)              -> x
+//   add(x, 0), add(0, x), sub(x, 0)              -> x
+//   neg(neg(x))                                  -> x
+//   cast(x, dtype of x)                          -> x
+//   cast(cast(x, a), b)                          -> cast(x, b) when x -> a is exact for every value
+//   reshape(reshape|squeeze|unsqueeze(x), s)     -> reshape(x, s), or x when s is x's shape
+//   permute(permute(x, p), q)                    -> permute(x, p o q), or x when that is identity
+//   expand(expand(x, s), t)                      -> expand(x, t)
+//   identity permute/reshape/expand/squeeze([])/slice(0, all, 1)/pad(0...)/cat(x)/where(c, x, x) -> x
+//
+// A "1" or "0" is a `full` or a small constant holding only that value, possibly seen through
+// layout ops. Every rewrite to x is made only when the node's dtype, device and sizes are x's:
+// a 1 that broadcasts x to a bigger shape, or promotes it to another dtype, stays. A rewrite
+// that adds a node (a composed reshape, permute, expand or cast) is made only when its shape
+// rule accepts it without a new shape fact.
+#include <map>
+
+#include "kiln/passes/passes.h"
+#include "rewrite.h"
+
+namespace kiln::passes {
+
+namespace {
+
+// Casting any value of `from` to `to` is exact (no rounding, wrapping or truncation).
+bool exact_cast(DType from, DType to) {
+  if (from == to || from == DType::bool_) return true;
+  switch (from) {
+    case DType::i32: return to == DType::i64 || to == DType::f64;
+    case DType::f16:
+    case DType::bf16: return to == DType::f32 || to == DType::f64;
+    case DType::f32: return to == DType::f64;
+    default: return false;
+  }
+}
+
+bool is_identity(const std::vector<int64_t>& perm) {
+  for (size_t k = 0; k < perm.size(); ++k)
+    if (perm[k] != static_cast<int64_t>(k)) return false;
+  return true;
+}
+
+struct Simplifier {
+  detail::Rewriter& rw;
+  std::map<std::string, int> fired;
+
+  Graph& out() { return rw.out(); }
+  const Node& node(NodeId i) { return rw.out_graph().node(i); }
+  const TensorMeta& meta(NodeId i) { return node(i).meta; }
+  bool holds(NodeId i, double v) {
+    const std::optional<double> u = detail::uniform_value(rw.out_graph(), i);
+    return u && *u == v;
+  }
+  // x, when the node's value has x's meta; else -1.
+  NodeId same(const Node& n, NodeId x) { return detail::same_value_meta(n.meta, meta(x)) ? x : -1; }
+  // A new node computing n's value, when it can be added without a new fact; else -1.
+  NodeId add(const Node& n, OpId op, std::vector<NodeId> ins, Attrs attrs) {
+    const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), op, ins, attrs);
+    if (!m || !detail::same_value_meta(*m, n.meta)) return -1;
+    return out().add(op, std::move(ins), std::move(attrs));
+  }
+
+  NodeId rewrite(const Node& n, const std::vector<NodeId>& ins) {
+    switch (n.op) {
+      case OpId::mul: {
+        NodeId r = holds(ins[1], 1) ? same(n, ins[0]) : -1;
+        if (r < 0 && holds(ins[0], 1)) r = same(n, ins[1]);
+        return note(r, "x*1");
+      }
+      case OpId::div: return note(holds(ins[1], 1) ? same(n, ins[0]) : -1, "x/1");
+      case OpId::add: {
+        NodeId r = holds(ins[1], 0) ? same(n, ins[0]) : -1;
+        if (r < 0 && holds(ins[0], 0)) r = same(n, ins[1]);
+        return note(r, "x+0");
+      }
+      case OpId::sub: return note(holds(ins[1], 0) ? same(n, ins[0]) : -1, "x-0");
+      case OpId::neg: {
+        const Node& p = node(ins[0]);
+        return note(p.op == OpId::neg ? same(n, p.inputs[0]) : -1, "neg(neg x)");
+      }
+      case OpId::cast: {
+        const DType to = n.attrs.dtype(0);
+        if (meta(ins[0]).dtype == to) return note(same(n, ins[0]), "identity cast");
+        const Node& p = node(ins[0]);
+        if (p.op != OpId::cast || !exact_cast(meta(p.inputs[0]).dtype, p.attrs.dtype(0))) return -1;
+        const NodeId x = p.inputs[0];
+        if (meta(x).dtype == to) return note(same(n, x), "cast(cast x)");
+        return note(add(n, OpId::cast, {x}, {to}), "cast(cast x)");
+      }
+      case OpId::reshape: {
+        NodeId x = ins[0];
+        while (node(x).op == OpId::reshape || node(x).op == OpId::squeeze || node(x).op == OpId::unsqueeze)
+          x = node(x).inputs[0];
+        if (n.attrs.symints(0) == meta(x).sizes) return note(same(n, x), "identity reshape");
+        return x == ins[0] ? -1 : note(add(n, OpId::reshape, {x}, n.attrs), "reshape chain");
+      }
+      case OpId::permute: {
+        const std::vector<int64_t>& q = n.attrs.ints(0);
+        if (is_identity(q)) return note(same(n, ins[0]), "identity permute");
+        const Node& p = node(ins[0]);
+        if (p.op != OpId::permute) return -1;
+        const std::vector<int64_t>& perm = p.attrs.ints(0);
+        std::vector<int64_t> composed(q.size());
+        for (size_t k = 0; k < q.size(); ++k) composed[k] = perm[static_cast<size_t>(q[k])];
+        if (is_identity(composed)) return note(same(n, p.inputs[0]), "permute chain");
+        return note(add(n, OpId::permute, {p.inputs[0]}, {composed}), "permute chain");
+      }
+      case OpId::expand: {
+        if (n.attrs.symints(0) == meta(ins[0]).sizes) return note(same(n, ins[0]), "identity expand");
+        const Node& p = node(ins[0]);
+        return p.op == OpId::expand ? note(add(n, OpId::expand, {p.inputs[0]}, n.attrs), "expand chain") : -1;
+      }
+      case OpId::squeeze: return n.attrs.ints(0).empty() ? note(same(n, ins[0]), "identity squeeze") : -1;
+      case OpId::slice:
+        return n.attrs.i(1) == 0 && n.attrs.i(3) == 1 ? note(same(n, ins[0]), "identity slice") : -1;
+      case OpId::pad: {
+        for (int64_t p : n.attrs.ints(0))
+          if (p != 0) return -1;
+        return note(same(n, ins[0]), "identity pad");
+      }
+      case OpId::cat: return ins.size() == 1 ? note(same(n, ins[0]), "cat of one") : -1;
+      case OpId::where: return ins[1] == ins[2] ? note(same(n, ins[1]), "where(c, x, x)") : -1;
+      default: return -1;
+    }
+  }
+
+  NodeId note(NodeId r, const char* rule) {
+    if (r >= 0) ++fired[rule];
+    return r;
+  }
+};
+
+PassResult run(const Graph& g) {
+  detail::Rewriter rw(g, "simplify");
+  Simplifier s{rw, {}};
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input) continue;
+    const NodeId r = s.rewrite(n, rw.mapped_inputs(id));
+    if (r >= 0) {
+      rw.bind(id, r);
+    } else {
+      rw.copy(id);
+    }
+  }
+  int total = 0;
+  std::string detail;
+  for (const auto& [rule, count] : s.fired) {
+    total += count;
+    detail += (detail.empty() ? "" : ", ") + rule + ": " + std::to_string(count);
+  }
+  return {rw.finish(), total > 0,
+          "simplify: " + std::to_string(total) + " rewrite" + (total == 1 ? "" : "s") +
+              (detail.empty() ? "" : " (" + detail + ")")};
+}
+
+}  // namespace
+
+const Pass simplify_pass{"simplify", &run};
+
+Graph simplify(const Graph& g) { return run_pass(simplify_pass, g).graph; }
+
+}  // namespace kiln::passes

@@ -1,0 +1,90 @@
+// kiln::cpu JIT: takes LLVM IR text (what targets/cpu/codegen emits) and gives callable machine
+// code for this host. Each JitModule is parsed, verified, optimised with LLVM's O3 pipeline for
+// the host CPU and its features (loop and SLP vectorisers on), compiled to machine code at once,
+// and linked into its own JITDylib of one process-wide ORC LLJIT; its functions are then looked
+// up by name. Bad IR, a foreign data layout, an unresolved symbol or an unknown name give a
+// kiln::Error. Safe to use from several threads; a JitModule frees its code when destroyed.
+// See docs/cpu-runtime.md for the contract the codegen must follow (triple, data layout, kernel
+// signature).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace kiln::cpu {
+
+// What this host offers the CPU target. A compiled module is only valid on a host with the same
+// cpu_name and features, so both belong in cache keys.
+struct HostInfo {
+  std::string cpu_name;      // LLVM's name for the host CPU: "znver4", "skylake-avx512", ...
+  std::string features;      // enabled features, sorted: "+adx,+aes,+avx,+avx2,..."
+  int vector_bits = 128;     // vector register width LLVM's vectorisers use here: 128, 256 or 512
+  int cores = 1;             // hardware threads this process may run on (affinity mask)
+  bool vector_math = false;  // exp/log/sin/... in vector loops call glibc's libmvec
+};
+HostInfo host_info();  // computed once, then cached
+
+std::string llvm_version();   // "16.0.6"
+std::string target_triple();  // the host triple, e.g. "x86_64-pc-linux-gnu"
+std::string data_layout();    // the host data layout string the codegen must put in a module
+
+struct CompileOptions {
+  // Keep the optimised IR text for optimized_ir() (debugging, tests; costs a print).
+  bool keep_optimized_ir = false;
+  // Let the loop vectoriser call libmvec's vector exp/log/sin/cos/pow (host_info().vector_math
+  // says whether it is available); off: such loops call the scalar libm function per element.
+  bool vector_math = true;
+};
+
+// Where compile() spent its time, in seconds (they add up to about compile_seconds()).
+struct CompileTimings {
+  double parse = 0;     // text -> module, and the verifier
+  double optimise = 0;  // the IR pass pipeline (and printing the IR when kept)
+  double codegen = 0;   // module -> object code
+  double link = 0;      // adding the object to its JITDylib and resolving every symbol
+};
+
+// One JIT-compiled module.
+class JitModule {
+ public:
+  // ir_text: a whole LLVM 16 module in text form. An empty triple / data layout is set to the
+  // host's; a different data layout is an error. opt_level 0..3 picks both the IR pipeline
+  // (O0..O3) and the code generator's level. Throws kiln::Error naming module_name with LLVM's
+  // diagnostic (line:column and message) when the text does not parse or verify.
+  static std::unique_ptr<JitModule> compile(std::string_view ir_text, std::string_view module_name,
+                                            int opt_level = 3, const CompileOptions& options = {});
+  ~JitModule();
+  JitModule(const JitModule&) = delete;
+  JitModule& operator=(const JitModule&) = delete;
+
+  // Address of a function or global the module defines (external linkage); an unknown symbol
+  // throws kiln::Error naming it and the module. Cheap (a hash lookup), thread-safe.
+  void* lookup(std::string_view symbol) const;
+  template <class Fn>
+  Fn* function(std::string_view symbol) const {
+    return reinterpret_cast<Fn*>(lookup(symbol));
+  }
+
+  const std::string& name() const { return name_; }
+  // Wall time compile() took: parse, verify, optimise, code generation, linking.
+  double compile_seconds() const { return compile_seconds_; }
+  const CompileTimings& timings() const { return timings_; }
+  // The module after optimisation; throws kiln::Error unless compiled with keep_optimized_ir.
+  const std::string& optimized_ir() const;
+
+  struct Impl;
+
+ private:
+  JitModule() = default;
+  std::string name_;
+  double compile_seconds_ = 0;
+  CompileTimings timings_;
+  bool kept_ir_ = false;
+  std::string optimized_ir_;
+  std::unordered_map<std::string, void*> symbols_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,117 @@
+// host_info and the host's triple and data layout, from LLVM's host detection.
+#include <llvm/ADT/StringMap.h>
+#include <llvm/Analysis/TargetTransformInfo.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "kiln/cpu/jit.h"
+#include "kiln/cpu/thread_pool.h"
+#include "kiln/graph/error.h"
+#include "llvm_setup.h"
+
+namespace kiln::cpu {
+namespace detail {
+namespace {
+bool g_vector_math = false;
+
+bool host_has(const char* feature) {
+  llvm::StringMap<bool> features;
+  llvm::sys::getHostCPUFeatures(features);
+  auto it = features.find(feature);
+  return it != features.end() && it->second;
+}
+}  // namespace
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+    // libmvec's 8-wide entry points (_ZGVdN8v_*) need AVX2; the 4-wide ones SSE only. A host
+    // with AVX but not AVX2 would vectorise 8 wide and call AVX2 code, so it goes without.
+    bool usable = llvm::sys::getProcessTriple().find("x86_64") == 0 && (host_has("avx2") || !host_has("avx"));
+    if (usable) {
+      std::string error;
+      usable = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &error);
+    }
+    g_vector_math = usable;
+  });
+}
+
+bool vector_math_available() {
+  init_llvm();
+  return g_vector_math;
+}
+
+llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level) {
+  init_llvm();
+  llvm::orc::JITTargetMachineBuilder jtmb((llvm::Triple(llvm::sys::getProcessTriple())));
+  jtmb.setCPU(llvm::sys::getHostCPUName().str());
+  llvm::StringMap<bool> features;
+  llvm::sys::getHostCPUFeatures(features);
+  for (auto& f : features) jtmb.getFeatures().AddFeature(f.first(), f.second);
+  static const llvm::CodeGenOpt::Level levels[] = {llvm::CodeGenOpt::None, llvm::CodeGenOpt::Less,
+                                                   llvm::CodeGenOpt::Default, llvm::CodeGenOpt::Aggressive};
+  jtmb.setCodeGenOptLevel(levels[std::clamp(opt_level, 0, 3)]);
+  return jtmb;
+}
+
+}  // namespace detail
+
+namespace {
+struct HostFacts {
+  HostInfo info;
+  std::string data_layout;
+};
+
+const HostFacts& host_facts() {
+  static const HostFacts facts = [] {
+    HostFacts f;
+    auto jtmb = detail::host_machine_builder(3);
+    auto tm = jtmb.createTargetMachine();
+    if (!tm) fail("cpu: cannot create a target machine for this host: ", llvm::toString(tm.takeError()));
+    f.data_layout = (*tm)->createDataLayout().getStringRepresentation();
+    f.info.cpu_name = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> features;
+    llvm::sys::getHostCPUFeatures(features);
+    std::vector<std::string> on;
+    for (auto& e : features)
+      if (e.second) on.push_back("+" + e.first().str());
+    std::sort(on.begin(), on.end());
+    for (size_t i = 0; i < on.size(); ++i) f.info.features += (i ? "," : "") + on[i];
+    // Ask the target what the vectorisers will use: on some AVX-512 CPUs LLVM prefers 256 bits.
+    llvm::LLVMContext ctx;
+    llvm::Module m("kiln.host_probe", ctx);
+    m.setDataLayout((*tm)->createDataLayout());
+    auto* fn = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), false),
+                                      llvm::Function::ExternalLinkage, "probe", m);
+    auto tti = (*tm)->getTargetTransformInfo(*fn);
+    int bits = static_cast<int>(
+        tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
+    f.info.vector_bits = bits > 0 ? bits : 128;
+    f.info.cores = hardware_threads();
+    f.info.vector_math = detail::vector_math_available();
+    return f;
+  }();
+  return facts;
+}
+}  // namespace
+
+HostInfo host_info() { return host_facts().info; }
+std::string llvm_version() { return LLVM_VERSION_STRING; }
+std::string target_triple() { return llvm::sys::getProcessTriple(); }
+std::string data_layout() { return host_facts().data_layout; }
+
+}  // namespace kiln::cpu

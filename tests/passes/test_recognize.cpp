@@ -1,0 +1,200 @@
+// recognize: hand-written softmax, log_softmax, layer_norm and rms_norm become one node; the
+// same shapes with an intermediate used elsewhere, another eps dtype, a biased variance or
+// non-trailing dims do not.
+#include "helpers.h"
+
+using namespace passes_test;
+using kiln::passes::recognize_patterns;
+
+namespace {
+
+Graph recognize_dce(const Graph& g) { return kiln::passes::eliminate_dead_code(checked(recognize_patterns, g)); }
+
+// suite.md's rmsnorm: x * rsqrt(mean(x*x, -1, keepdim) + 1e-6) * g, as the frontend traces it.
+NodeId rms_by_hand(G& t, NodeId x, NodeId w, double eps = 1e-6, bool swap = false) {
+  const int64_t last = t.g.node(x).meta.rank() - 1;
+  const DType d = t.g.node(x).meta.dtype;
+  const NodeId ms = t.reduce(OpId::mean, t.op(OpId::mul, {x, x}), {last});
+  const NodeId inv = t.op(OpId::rsqrt, {swap ? t.op(OpId::add, {t.full(eps, d), ms}) : t.op(OpId::add, {ms, t.full(eps, d)})});
+  const NodeId y = swap ? t.op(OpId::mul, {inv, x}) : t.op(OpId::mul, {x, inv});
+  return w < 0 ? y : swap ? t.op(OpId::mul, {w, y}) : t.op(OpId::mul, {y, w});
+}
+
+struct Softmax {
+  NodeId out, e;
+};
+Softmax softmax_by_hand(G& t, NodeId x, int64_t d) {
+  const NodeId m = t.reduce(OpId::max, x, {d});
+  const NodeId e = t.op(OpId::exp, {t.op(OpId::sub, {x, m})});
+  return {t.op(OpId::div, {e, t.reduce(OpId::sum, e, {d})}), e};
+}
+
+NodeId layer_norm_by_hand(G& t, NodeId x, std::vector<int64_t> dims, NodeId w, NodeId b, bool div_form = false,
+                          DType eps_dtype = DType::f32, int64_t correction = 0) {
+  const NodeId mean = t.reduce(OpId::mean, x, dims);
+  const NodeId var = t.op(OpId::var, {x}, {dims, true, correction});
+  const NodeId a = t.op(OpId::add, {var, t.full(1e-5, eps_dtype)});
+  const NodeId c = t.op(OpId::sub, {x, mean});
+  NodeId y = div_form ? t.op(OpId::div, {c, t.op(OpId::sqrt, {a})}) : t.op(OpId::mul, {t.op(OpId::rsqrt, {a}), c});
+  if (w >= 0) y = t.op(OpId::mul, {y, w});
+  if (b >= 0) y = t.op(OpId::add, {b, y});
+  return y;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(recognize_pass)
+
+BOOST_AUTO_TEST_CASE(suite_rmsnorm_becomes_one_node) {
+  G t;
+  const NodeId x = t.in(DType::f32, {16, 64}, "x");
+  const NodeId g = t.in(DType::f32, {64}, "g");
+  const Graph& gr = t.out({rms_by_hand(t, x, g)});
+  const Graph d = recognize_dce(gr);
+  BOOST_TEST(ops(d) == 1, d.str());
+  BOOST_TEST(count(d, OpId::rms_norm) == 1);
+  const Node& n = d.node(d.outputs()[0]);
+  BOOST_TEST(n.attrs.i(0) == 1);
+  BOOST_TEST(n.attrs.f(1) == 1e-6);
+  BOOST_TEST((n.inputs == std::vector<NodeId>{d.inputs()[0], d.inputs()[1]}));
+}
+
+BOOST_AUTO_TEST_CASE(rmsnorm_variants) {
+  G t;
+  const SymInt s0 = t.sym(5);
+  const NodeId x = t.in(DType::f32, {s0, 8}, "x");
+  const NodeId w = t.in(DType::f32, {8}, "w");
+  const NodeId x16 = t.in(DType::bf16, {3, 8}, "x16");
+  const NodeId w16 = t.in(DType::bf16, {8}, "w16");
+  // pow(x, 2) for x * x; operands swapped; no weight; bf16 throughout.
+  const NodeId ms = t.reduce(OpId::mean, t.op(OpId::pow, {x, t.full(2)}), {1});
+  const NodeId p = t.op(OpId::mul, {x, t.op(OpId::rsqrt, {t.op(OpId::add, {ms, t.full(1e-5)})})});
+  const Graph& g = t.out({p, rms_by_hand(t, x, w, 1e-6, true), rms_by_hand(t, x, -1), rms_by_hand(t, x16, w16)});
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(count(d, OpId::rms_norm) == 4, d.str());
+  BOOST_TEST(ops(d) == 4);
+}
+
+BOOST_AUTO_TEST_CASE(rmsnorm_with_a_broadcasting_weight_keeps_the_weight_multiply) {
+  // w [1, 8] is not the [8] weight rms_norm takes: the core is recognised, the multiply stays.
+  G t;
+  const NodeId x = t.in(DType::f32, {4, 8});
+  const NodeId w = t.in(DType::f32, {1, 8});
+  const Graph& g = t.out({rms_by_hand(t, x, w)});
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(count(d, OpId::rms_norm) == 1, d.str());
+  BOOST_TEST(count(d, OpId::mul) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(softmax_and_log_softmax_become_one_node) {
+  G t;
+  const SymInt s0 = t.sym(3);
+  const NodeId x = t.in(DType::f32, {s0, 7});
+  const NodeId last = softmax_by_hand(t, x, 1).out;
+  const NodeId first = softmax_by_hand(t, x, 0).out;
+  const NodeId m = t.reduce(OpId::max, x, {1});
+  const NodeId z = t.op(OpId::sub, {x, m});
+  const NodeId ls = t.op(OpId::sub, {z, t.op(OpId::log, {t.reduce(OpId::sum, t.op(OpId::exp, {z}), {1})})});
+  const Graph& g = t.out({last, first, ls});
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(ops(d) == 3, d.str());
+  BOOST_TEST(count(d, OpId::softmax) == 2);
+  BOOST_TEST(count(d, OpId::log_softmax) == 1);
+  BOOST_TEST(d.node(d.outputs()[0]).attrs.i(0) == 1);
+  BOOST_TEST(d.node(d.outputs()[1]).attrs.i(0) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(softmax_whose_exp_is_an_output_is_not_rewritten) {
+  G t;
+  const NodeId x = t.in(DType::f32, {4, 7});
+  const Softmax s = softmax_by_hand(t, x, 1);
+  const Graph& g = t.out({s.out, s.e});
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(count(d, OpId::softmax) == 0);
+  BOOST_TEST(ops(d) == ops(g));
+}
+
+BOOST_AUTO_TEST_CASE(reads_by_dead_nodes_do_not_count) {
+  G t;
+  const NodeId x = t.in(DType::f32, {4, 7});
+  const Softmax s = softmax_by_hand(t, x, 1);
+  const NodeId dead = t.op(OpId::neg, {t.op(OpId::sin, {s.e})});  // reads the exp, read by nothing
+  const Graph& g = t.out({s.out});
+  const Graph r = checked(recognize_patterns, g);
+  BOOST_TEST(count(r, OpId::softmax) == 1, r.str());
+  BOOST_TEST(count(r, OpId::sin) == 0);  // dropped with the pattern's interior
+  BOOST_TEST(ops(kiln::passes::eliminate_dead_code(r)) == 1);
+  (void)dead;
+}
+
+BOOST_AUTO_TEST_CASE(softmax_with_an_intermediate_read_elsewhere_is_not_rewritten) {
+  G t;
+  const NodeId x = t.in(DType::f32, {4, 7});
+  const NodeId m = t.reduce(OpId::max, x, {1});
+  const NodeId e = t.op(OpId::exp, {t.op(OpId::sub, {x, m})});
+  const NodeId s = t.op(OpId::div, {e, t.reduce(OpId::sum, e, {1})});
+  const Graph& g = t.out({s, t.op(OpId::add, {m, t.full(1)})});  // the max is read again
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(count(d, OpId::softmax) == 0);
+  // Integer input: the hand-written form subtracts in integers, softmax would not.
+  G u;
+  const NodeId xi = u.in(DType::i32, {4, 7});
+  const Graph& h = u.out({softmax_by_hand(u, xi, 1).out});
+  BOOST_TEST(count(recognize_dce(h), OpId::softmax) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_forms) {
+  G t;
+  const SymInt s0 = t.sym(3);
+  const NodeId x = t.in(DType::f32, {s0, 4, 6});
+  const NodeId w = t.in(DType::f32, {6});
+  const NodeId b = t.in(DType::f32, {6});
+  const NodeId w2 = t.in(DType::f32, {4, 6});
+  const Graph& g = t.out({
+      layer_norm_by_hand(t, x, {2}, w, b),
+      layer_norm_by_hand(t, x, {2}, -1, -1),
+      layer_norm_by_hand(t, x, {2}, w, -1, true),
+      layer_norm_by_hand(t, x, {1, 2}, w2, -1),
+  });
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(count(d, OpId::layer_norm) == 4, d.str());
+  BOOST_TEST(ops(d) == 4);
+  BOOST_TEST(d.node(d.outputs()[0]).inputs.size() == 3u);
+  BOOST_TEST(d.node(d.outputs()[3]).attrs.i(0) == 2);
+  BOOST_TEST(d.node(d.outputs()[0]).attrs.f(1) == 1e-5);
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_look_alikes_stay) {
+  G t;
+  const NodeId x = t.in(DType::f32, {3, 4, 6});
+  const NodeId w = t.in(DType::f32, {6});
+  const Graph& g = t.out({
+      layer_norm_by_hand(t, x, {2}, w, -1, false, DType::f64),        // eps f64: rounded differently
+      layer_norm_by_hand(t, x, {2}, w, -1, false, DType::f32, 1),     // unbiased variance
+      layer_norm_by_hand(t, x, {1}, -1, -1),                          // not the trailing dims
+  });
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(count(d, OpId::layer_norm) == 0, d.str());
+  BOOST_TEST(ops(d) == ops(g));
+  // A weight of another dtype: the multiply promotes, so only the core is recognised.
+  G u;
+  const NodeId y = u.in(DType::f32, {3, 6});
+  const Graph& h = u.out({layer_norm_by_hand(u, y, {1}, u.in(DType::f64, {6}), -1)});
+  const Graph e = recognize_dce(h);
+  BOOST_TEST(count(e, OpId::layer_norm) == 1, e.str());
+  BOOST_TEST((e.node(e.node(e.outputs()[0]).inputs[0]).op == OpId::layer_norm));
+  BOOST_TEST(ops(e) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(nested_patterns) {
+  // softmax(rms_norm(x)) by hand: both found, the inner one is the outer one's operand.
+  G t;
+  const NodeId x = t.in(DType::f32, {2, 8});
+  const Graph& g = t.out({softmax_by_hand(t, rms_by_hand(t, x, -1), 1).out});
+  const Graph d = recognize_dce(g);
+  BOOST_TEST(ops(d) == 2, d.str());
+  BOOST_TEST(count(d, OpId::softmax) == 1);
+  BOOST_TEST(count(d, OpId::rms_norm) == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

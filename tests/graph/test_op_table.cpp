@@ -1,4 +1,5 @@
 // The op table itself: order, names, arities, attribute specs, composites; and Attrs.
+#include <limits>
 #include <set>
 
 #include "helpers.h"
@@ -177,3 +178,17 @@ BOOST_AUTO_TEST_CASE(equality_compares_tensors_by_value) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(attrs_equality_and_hash_agree) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const kiln::Attrs zero{kiln::SymShape{}, 0.0, kiln::DType::f32};
+  const kiln::Attrs minus_zero{kiln::SymShape{}, -0.0, kiln::DType::f32};
+  const kiln::Attrs nan_a{kiln::SymShape{}, nan, kiln::DType::f32};
+  const kiln::Attrs nan_b{kiln::SymShape{}, -nan, kiln::DType::f32};
+  BOOST_TEST(!(zero == minus_zero));  // x + -0.0 keeps -0.0: not the same value
+  BOOST_TEST((nan_a == nan_b));
+  BOOST_TEST(nan_a.hash() == nan_b.hash());
+  BOOST_TEST((zero == kiln::Attrs{kiln::SymShape{}, 0.0, kiln::DType::f32}));
+  BOOST_TEST(zero.hash() == kiln::Attrs({kiln::SymShape{}, 0.0, kiln::DType::f32}).hash());
+  BOOST_TEST(zero.hash() != minus_zero.hash());
+}

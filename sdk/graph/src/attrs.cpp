@@ -1,4 +1,7 @@
 // Attribute values: kind names, kind of a value, typed access and equality.
+#include <string_view>
+#include <functional>
+#include <bit>
 #include <cmath>
 
 #include "kiln/graph/error.h"
@@ -40,8 +43,37 @@ const T& get(const Attrs& a, size_t k, AttrKind want) {
   return *v;
 }
 
-// NaN equals NaN here, so a graph holding one still equals itself.
-bool same_double(double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); }
+bool same_double(double x, double y) {
+  return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y));
+}
+
+uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2)); }
+
+uint64_t hash_value(const AttrValue& v) {
+  uint64_t h = v.index();
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool> || std::is_same_v<T, DType>) {
+          h = mix(h, static_cast<uint64_t>(x));
+        } else if constexpr (std::is_same_v<T, double>) {
+          h = mix(h, std::isnan(x) ? 1 : std::bit_cast<uint64_t>(x));  // every NaN alike
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          for (int64_t i : x) h = mix(h, static_cast<uint64_t>(i));
+        } else if constexpr (std::is_same_v<T, std::vector<SymInt>>) {
+          for (const SymInt& i : x) h = mix(h, i.hash());
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          h = mix(h, std::hash<std::string>{}(x));
+        } else if (x) {  // constant tensor
+          h = mix(h, static_cast<uint64_t>(x->dtype));
+          for (int64_t s : x->sizes) h = mix(h, static_cast<uint64_t>(s));
+          h = mix(h, std::hash<std::string_view>{}(
+                         std::string_view(reinterpret_cast<const char*>(x->bytes.data()), x->bytes.size())));
+        }
+      },
+      v);
+  return h;
+}
 
 bool same_value(const AttrValue& x, const AttrValue& y) {
   if (x.index() != y.index()) return false;
@@ -68,6 +100,12 @@ const ConstantData& Attrs::tensor(size_t k) const {
   const auto& p = get<std::shared_ptr<const ConstantData>>(*this, k, AttrKind::tensor);
   KILN_CHECK(p != nullptr, "attribute ", k, " is an empty tensor reference");
   return *p;
+}
+
+uint64_t Attrs::hash() const {
+  uint64_t h = values.size();
+  for (const AttrValue& v : values) h = mix(h, hash_value(v));
+  return h;
 }
 
 bool Attrs::operator==(const Attrs& o) const {

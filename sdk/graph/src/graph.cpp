@@ -11,34 +11,6 @@ namespace {
 
 uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2)); }
 
-uint64_t hash_attr(const AttrValue& v) {
-  uint64_t h = v.index();
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
-          h = mix(h, static_cast<uint64_t>(x));
-        } else if constexpr (std::is_same_v<T, double>) {
-          h = mix(h, std::bit_cast<uint64_t>(x));
-        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          for (int64_t i : x) h = mix(h, static_cast<uint64_t>(i));
-        } else if constexpr (std::is_same_v<T, std::vector<SymInt>>) {
-          for (const SymInt& i : x) h = mix(h, i.hash());
-        } else if constexpr (std::is_same_v<T, DType>) {
-          h = mix(h, static_cast<uint64_t>(x));
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          h = mix(h, std::hash<std::string>{}(x));
-        } else {  // constant tensor
-          h = mix(h, static_cast<uint64_t>(x->dtype));
-          for (int64_t s : x->sizes) h = mix(h, static_cast<uint64_t>(s));
-          h = mix(h, std::hash<std::string_view>{}(
-                         std::string_view(reinterpret_cast<const char*>(x->bytes.data()), x->bytes.size())));
-        }
-      },
-      v);
-  return h;
-}
-
 uint64_t hash_meta(const TensorMeta& m) {
   uint64_t h = mix(static_cast<uint64_t>(m.dtype), static_cast<uint64_t>(m.device.type) * 64 + m.device.index);
   for (const auto& s : m.sizes) h = mix(h, s.hash());
@@ -211,7 +183,7 @@ uint64_t Graph::structural_hash() const {
   for (const auto& n : c.nodes_) {
     h = mix(h, static_cast<uint64_t>(n.op));
     for (NodeId in : n.inputs) h = mix(h, static_cast<uint64_t>(in));
-    for (const auto& a : n.attrs.values) h = mix(h, hash_attr(a));
+    h = mix(h, n.attrs.hash());
     h = mix(h, hash_meta(n.meta));
   }
   for (NodeId o : c.outputs_) h = mix(h, static_cast<uint64_t>(o) + 0x100000);

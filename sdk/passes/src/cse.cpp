@@ -4,9 +4,6 @@
 // (each is an argument). Every op is deterministic, randn included (its elements depend only
 // on seed and index), so equal attributes mean equal values; different seeds never merge.
 #include <algorithm>
-#include <bit>
-#include <cmath>
-#include <functional>
 #include <unordered_map>
 
 #include "kiln/passes/passes.h"
@@ -17,36 +14,6 @@ namespace kiln::passes {
 namespace {
 
 uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2)); }
-
-uint64_t hash_attr(const AttrValue& v) {
-  uint64_t h = v.index();
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
-          h = mix(h, static_cast<uint64_t>(x));
-        } else if constexpr (std::is_same_v<T, double>) {
-          // Equal attributes hash alike: every NaN together (NaN == NaN here), both zeros
-          // together (same_attrs then tells them apart).
-          h = mix(h, x != x ? 1 : x == 0 ? 0 : std::bit_cast<uint64_t>(x));
-        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          for (int64_t i : x) h = mix(h, static_cast<uint64_t>(i));
-        } else if constexpr (std::is_same_v<T, std::vector<SymInt>>) {
-          for (const SymInt& i : x) h = mix(h, i.hash());
-        } else if constexpr (std::is_same_v<T, DType>) {
-          h = mix(h, static_cast<uint64_t>(x));
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          h = mix(h, std::hash<std::string>{}(x));
-        } else if (x) {  // constant tensor
-          h = mix(h, static_cast<uint64_t>(x->dtype));
-          for (int64_t s : x->sizes) h = mix(h, static_cast<uint64_t>(s));
-          h = mix(h, std::hash<std::string_view>{}(
-                         std::string_view(reinterpret_cast<const char*>(x->bytes.data()), x->bytes.size())));
-        }
-      },
-      v);
-  return h;
-}
 
 bool commutative(OpId op) {
   switch (op) {
@@ -62,14 +29,6 @@ bool commutative(OpId op) {
 
 // Attribute equality that tells 0.0 from -0.0 (full(-0.0) and full(0.0) differ) and takes
 // NaN == NaN (as Attrs::operator== does).
-bool same_attrs(const Attrs& a, const Attrs& b) {
-  if (!(a == b)) return false;
-  for (size_t k = 0; k < a.values.size(); ++k)
-    if (const auto* x = std::get_if<double>(&a.values[k]))
-      if (std::signbit(*x) != std::signbit(std::get<double>(b.values[k]))) return false;
-  return true;
-}
-
 PassResult run(const Graph& g) {
   detail::Rewriter rw(g, "cse");
   const Graph& out = rw.out_graph();
@@ -83,13 +42,13 @@ PassResult run(const Graph& g) {
     if (commutative(n.op)) std::sort(key.begin(), key.end());
     uint64_t h = mix(0xC5E, static_cast<uint64_t>(n.op));
     for (NodeId i : key) h = mix(h, static_cast<uint64_t>(i));
-    for (const AttrValue& v : n.attrs.values) h = mix(h, hash_attr(v));
+    h = mix(h, n.attrs.hash());
     NodeId match = -1;
     for (auto [it, end] = seen.equal_range(h); it != end && match < 0; ++it) {
       const Node& c = out.node(it->second);
       std::vector<NodeId> ckey = c.inputs;
       if (commutative(c.op)) std::sort(ckey.begin(), ckey.end());
-      if (c.op == n.op && ckey == key && same_attrs(c.attrs, n.attrs) && detail::same_value_meta(c.meta, n.meta))
+      if (c.op == n.op && ckey == key && c.attrs == n.attrs && detail::same_value_meta(c.meta, n.meta))
         match = it->second;
     }
     if (match >= 0) {

@@ -111,7 +111,10 @@ struct Attrs {
   DType dtype(size_t k) const;
   const std::string& s(size_t k) const;
   const ConstantData& tensor(size_t k) const;
+  // Doubles compare bit for bit (0.0 and -0.0 differ: x + -0.0 keeps -0.0), except that
+  // every NaN equals every NaN, so a graph holding one still equals itself.
   bool operator==(const Attrs& o) const;
+  uint64_t hash() const;  // equal Attrs hash alike
 };
 
 struct AttrSpec {

@@ -3,6 +3,8 @@
 // is given, and small helpers for values and error messages.
 #pragma once
 
+#include "kiln_test_util.h"
+
 #include <kiln/kiln.h>
 
 #include <boost/test/unit_test.hpp>
@@ -67,20 +69,8 @@ inline size_t count_of(const std::string& text, const std::string& part) {
   return n;
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// Runs fn, requires it to throw kiln::Error, and returns the message.
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  BOOST_ERROR("expected kiln::Error, nothing was thrown");
-  return "";
-}
+using kiln_test_util::contains;
+using kiln_test_util::error_of;
 
 // A backend that records every graph it compiles (a copy) and how often its executables
 // ran, then runs the graph with the "eager" backend.

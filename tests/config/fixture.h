@@ -2,6 +2,8 @@
 // values) before and after each test, and a helper to check an error's message.
 #pragma once
 
+#include "kiln_test_util.h"
+
 #include <kiln/config/config.h>
 
 #include <boost/test/unit_test.hpp>
@@ -27,19 +29,7 @@ struct CleanConfig {
   }
 };
 
-// Runs fn, requires it to throw kiln::Error, and returns the message.
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  BOOST_ERROR("expected kiln::Error, nothing was thrown");
-  return "";
-}
-
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using kiln_test_util::contains;
+using kiln_test_util::error_of;
 
 }  // namespace kiln_test

@@ -2,6 +2,8 @@
 // ones, reading an error's message, and printing Kiln's enums in failed checks.
 #pragma once
 
+#include "kiln_test_util.h"
+
 #include <kiln/kiln.h>
 
 #include <boost/test/unit_test.hpp>
@@ -47,20 +49,8 @@ inline void check_tensor(const kiln::Tensor& t, const Sizes& sizes, kiln::DType 
   check_values(t, expected, tol);
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// Runs fn, requires it to throw kiln::Error, and returns the message.
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  BOOST_ERROR("expected kiln::Error, nothing was thrown");
-  return "";
-}
+using kiln_test_util::contains;
+using kiln_test_util::error_of;
 
 inline kiln::Tensor f32(const std::vector<float>& v, const kiln::Shape& shape = {}) {
   return kiln::from_vector(v, shape);

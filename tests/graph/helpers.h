@@ -1,6 +1,8 @@
 // Shared by the graph tests: building small graphs and checking error messages.
 #pragma once
 
+#include "kiln_test_util.h"
+
 #include <kiln/graph/error.h>
 #include <kiln/graph/graph.h>
 
@@ -39,9 +41,8 @@ struct G {
   }
 };
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using kiln_test_util::contains;
+using kiln_test_util::error_of;
 
 // A BOOST_CHECK_EXCEPTION predicate: the message contains every part.
 struct Says {

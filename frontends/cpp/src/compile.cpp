@@ -12,6 +12,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/reference/reference.h"
+#include "cpu_backend.h"
 #include "trace.h"
 
 namespace kiln {
@@ -32,10 +33,12 @@ void register_builtin_backends() {
   static const bool done = [] {
     // "eager" interprets the captured graph op by op: it checks capture alone.
     BackendRegistry::add("eager", [](const Graph& g, std::span<const TensorMeta>) { return reference_executable(g); });
-    // "kiln" is the fusing compiler: the graph passes, then (until the scheduler and native
-    // targets land) the optimised graph on the reference target.
+    // "kiln" is the fusing compiler: the graph passes, then the scheduler and the target of
+    // the inputs' device (the CPU through LLVM); graphs no target takes run on the reference.
     BackendRegistry::add("kiln", [](const Graph& g, std::span<const TensorMeta>) {
-      return reference_executable(passes::run_default_pipeline(g));
+      Graph optimised = passes::run_default_pipeline(g);
+      if (detail::cpu_target_applies(optimised)) return detail::cpu_executable(optimised);
+      return reference_executable(std::move(optimised));
     });
     BackendRegistry::add("cudagraphs", [](const Graph&, std::span<const TensorMeta>) -> Executable {
       fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime "

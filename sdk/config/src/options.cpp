@@ -79,16 +79,16 @@ std::vector<OptionDef> build_options() {
      "(a later sdk/capture milestone will read it)."},
 
     // --- declared for later stages ---
-    {"fusion.max_fusion_size", T::Int, 64, kCodegen, kLater,
-     "Most nodes fused into one kernel. Not yet used (sdk/schedule will read it).", at_least_1},
-    {"fusion.epilogue_fusion", T::Bool, true, kCodegen, kLater,
-     "Fuse pointwise consumers into matmul and convolution kernels. Not yet used "
-     "(sdk/schedule will read it)."},
-    {"fusion.aggressive_fusion", T::Bool, false, kCodegen, kLater,
-     "Fuse kernels even when they share no reads. Not yet used (sdk/schedule will read it)."},
-    {"fusion.horizontal", T::Bool, true, kCodegen, kLater,
-     "Fuse independent kernels over the same iteration domain into one. Not yet used "
-     "(sdk/schedule will read it)."},
+    {"fusion.max_fusion_size", T::Int, 64, kCodegen, kUsed,
+     "Most realized nodes (stored values, reductions, matmuls) fused into one kernel.", at_least_1},
+    {"fusion.epilogue_fusion", T::Bool, true, kCodegen, kUsed,
+     "Fuse pointwise consumers into the kernels of reductions and matmuls (softmax's divide, "
+     "layer_norm's scale, a matmul's bias and activation)."},
+    {"fusion.aggressive_fusion", T::Bool, false, kCodegen, kUsed,
+     "Recompute values used several times inside each consumer up to 16 ops (instead of 4) "
+     "rather than storing them."},
+    {"fusion.horizontal", T::Bool, true, kCodegen, kUsed,
+     "Fuse independent kernels over the same iteration domain that read a common input."},
     {"max_autotune", T::Bool, false, kCodegen, kLater,
      "Benchmark candidate kernel configurations and keep the fastest. Not yet used "
      "(targets/<t>/codegen will read it)."},
@@ -112,6 +112,8 @@ std::vector<OptionDef> build_options() {
     {"cuda.allow_tf32", T::Bool, false, kCodegen, kLater,
      "Let float32 matmuls use TF32 tensor cores (faster, ~10 mantissa bits). Not yet used "
      "(targets/cuda will read it)."},
+    {"cpu.keep_buffers", T::Bool, false, kNoCodegen, kUsed,
+     "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
     {"cpu.threads", T::Int, 0, kCodegen, kLater,
      "Threads for CPU kernels; 0 = all cores. Not yet used (targets/cpu will read it).",
      at_least_0},
@@ -132,9 +134,9 @@ std::vector<OptionDef> build_options() {
     {"cache_key_tag", T::String, "", kCodegen, kLater,
      "Free text mixed into every cache key, to keep otherwise-identical configurations apart. "
      "Not yet used (sdk/cache will read it)."},
-    {"emulate_precision_casts", T::Bool, false, kCodegen, kLater,
-     "Round intermediates to their low-precision dtype the way the reference interpreter does. "
-     "Not yet used (sdk/schedule will read it)."},
+    {"emulate_precision_casts", T::Bool, false, kCodegen, kUsed,
+     "Round f16/bf16 intermediates after every op the way the reference interpreter does "
+     "(by default fused kernels keep them in f32 and round where stored or cast)."},
     {"fallback_random", T::Bool, false, kCodegen, kLater,
      "Generate random numbers with the reference interpreter's generator so results match it "
      "(slower). Not yet used (targets/<t>/codegen will read it)."},
@@ -153,7 +155,7 @@ std::vector<OptionDef> build_options() {
 std::vector<ModeDef> build_modes() {
   return {
       {"default", {}},
-      {"reduce-overhead", {{"cudagraphs", true}}},
+      {"reduce-overhead", {{"cudagraphs", true}, {"cpu.keep_buffers", true}}},
       {"max-autotune",
        {{"max_autotune", true},
         {"max_autotune_pointwise", true},

@@ -232,6 +232,16 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
   return result;
 }
 
+void define_host_symbol(std::string_view name, void* address) {
+  auto& jit = *session().jit;
+  llvm::orc::SymbolMap symbols;
+  symbols[jit.mangleAndIntern(llvm::StringRef(name.data(), name.size()))] = llvm::JITEvaluatedSymbol(
+      static_cast<llvm::JITTargetAddress>(reinterpret_cast<uintptr_t>(address)),
+      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  if (auto err = jit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(symbols))))
+    fail("cpu JIT: cannot define host symbol '", name, "': ", llvm::toString(std::move(err)));
+}
+
 JitModule::~JitModule() {
   if (impl_ && impl_->dylib) {
     if (auto err = session().jit->getExecutionSession().removeJITDylib(*impl_->dylib))

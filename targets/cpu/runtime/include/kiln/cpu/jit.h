@@ -47,6 +47,10 @@ struct CompileTimings {
 };
 
 // One JIT-compiled module.
+// Makes `address` resolvable as `name` from every module compiled after this call (functions
+// the runtime provides to generated code, e.g. kiln_sgemm). Defining a name twice is an error.
+void define_host_symbol(std::string_view name, void* address);
+
 class JitModule {
  public:
   // ir_text: a whole LLVM 16 module in text form. An empty triple / data layout is set to the

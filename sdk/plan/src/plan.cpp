@@ -1,0 +1,64 @@
+// KernelPlan's readable form and module assembly.
+#include "kiln/plan/plan.h"
+
+#include <sstream>
+
+namespace kiln::plan {
+
+std::string KernelPlan::module_source() const {
+  std::string m = prelude;
+  for (const PlanKernel& k : kernels)
+    if (!k.source.empty()) {
+      m += "\n";
+      m += k.source;
+    }
+  return m;
+}
+
+std::string KernelPlan::str() const {
+  std::ostringstream os;
+  os << "kernel plan v" << version << " for " << target << ": " << kernels.size() << " kernel"
+     << (kernels.size() == 1 ? "" : "s") << ", " << buffers.size() << " buffers, peak intermediate memory "
+     << peak_intermediate_bytes << " bytes\n";
+  if (!symbols.empty()) {
+    os << "symbols:\n";
+    for (const SymbolBinding& b : bindings)
+      os << "  s" << b.symbol << " = size of input " << b.input << " dim " << b.dim << "\n";
+  }
+  if (!guards.empty()) {
+    os << "guards:\n";
+    for (const std::string& g : guards) os << "  " << g << "\n";
+  }
+  os << "buffers:\n";
+  for (const PlanBuffer& b : buffers) {
+    os << "  b" << b.id << " " << b.kind << " " << dtype_name(b.dtype) << shape_str(b.sizes);
+    if (b.kind == "input" || b.kind == "output") os << " #" << b.index;
+    if (b.slot >= 0) os << " slot " << b.slot;
+    os << "\n";
+  }
+  for (size_t s = 0; s < slots.size(); ++s) os << "  slot " << s << ": " << slots[s].str() << " bytes\n";
+  os << "kernels:\n";
+  for (const PlanKernel& k : kernels) {
+    os << "  " << k.name << " (" << k.kind << ")";
+    if (k.kind == "reference") {
+      os << " " << op_name(k.op) << "(";
+      for (size_t i = 0; i < k.inputs.size(); ++i) os << (i ? ", b" : "b") << k.inputs[i];
+      os << ") -> b" << k.output;
+    } else {
+      os << " entry @" << k.entry << ", parallel over " << k.parallel_extent.str() << " in chunks of >= " << k.grain;
+    }
+    os << "\n    nodes:";
+    for (NodeId n : k.provenance) os << " %" << n;
+    os << "\n    reads:";
+    for (int32_t b : k.reads) os << " b" << b;
+    os << "; writes:";
+    for (int32_t b : k.writes) os << " b" << b;
+    os << "\n";
+  }
+  os << "outputs:";
+  for (int32_t o : outputs) os << " b" << o;
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace kiln::plan

@@ -1,0 +1,120 @@
+// The kernel IR: what one fused kernel computes, in a form every target prints.
+//
+// A Kernel is one loop nest over an iteration domain: `domain` extents (SymInts), the first
+// `num_outer` of them independent ("outer": targets split them over threads), the rest reduced
+// ("inner"; none for a pointwise kernel). Its body is a list of scalar SSA instructions:
+// loads whose index is affine in the loop variables (views never become kernels: lowering folds
+// reshape/permute/expand/slice/squeeze into load indices), constants, symbolic sizes, pointwise
+// ops of the op table, and reductions over all inner dims. Stores write values back, affinely.
+// Targets choose tiling, threads and vector width; they never change what is computed.
+//
+// Two kinds of kernels do more than the loop nest: a matmul kernel first multiplies its
+// operands (GEMM) into a buffer that its body then reads as an epilogue, row block by row block;
+// a reference kernel runs one op on the reference interpreter (ops no codegen handles yet).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/graph.h"
+
+namespace kiln::schedule {
+
+// offset + sum_k coeffs[k] * i_k over the kernel's loop variables (one coefficient per
+// domain dim; zero where the index does not depend on that variable).
+struct Affine {
+  SymInt offset = 0;
+  std::vector<SymInt> coeffs;
+  bool operator==(const Affine&) const = default;
+  bool depends_on(size_t var) const { return !(coeffs[var] == 0); }
+  std::string str() const;  // "s0*i0 + i1 + 3"
+};
+
+enum class InstrKind : uint8_t {
+  load,      // buffer, index: the element of `buffer` at `index`, as `dtype`
+  constant,  // value (dtype says how to read it)
+  size,      // size: a symbolic size's value (i64)
+  index,     // index: the affine expression's value (i64), e.g. arange's position
+  pointwise, // op, args, attrs: one pointwise op of the op table (unary, binary, where, cast)
+  reduce,    // reduce, args[0]: folds args[0] over every inner dim; one value per outer point
+};
+
+enum class ReduceKind : uint8_t { sum, prod, max, min, argmax, argmin };
+std::string_view reduce_kind_name(ReduceKind k);
+
+struct Instr {
+  InstrKind kind = InstrKind::constant;
+  DType dtype = DType::f32;  // the value's dtype, as the graph says
+  OpId op = OpId::input;     // pointwise
+  std::vector<int32_t> args;
+  Attrs attrs;               // pointwise (cast's dtype, gelu's approximate)
+  int32_t buffer = -1;       // load
+  Affine index;              // load, index
+  double value = 0.0;        // constant
+  SymInt size = 0;           // size
+  ReduceKind reduce = ReduceKind::sum;
+  // Filled by finish_kernel(): whether the value varies over inner dims, and the pass (loop
+  // over the inner dims) where it is computed: 0 unless it depends on a reduction's result.
+  bool inner = false;
+  int32_t pass = 0;
+};
+
+struct Store {
+  int32_t buffer = -1;
+  Affine index;
+  int32_t value = -1;  // instruction
+};
+
+// C[b] = A[b] @ B[b] for every batch index b, row-major operand views given by strides.
+struct Gemm {
+  int32_t a = -1, b = -1, c = -1;   // buffers (f32)
+  SymInt m = 0, n = 0, k = 0;
+  SymShape batch;                   // batch extents (the output's leading dims)
+  SymShape a_batch_strides, b_batch_strides;  // element strides per batch dim (0: broadcast)
+  SymInt a_offset = 0, b_offset = 0;
+  SymInt a_row_stride = 0, a_col_stride = 0;  // over (m, k)
+  SymInt b_row_stride = 0, b_col_stride = 0;  // over (k, n)
+};
+
+// A reference kernel: one graph op run by the reference interpreter on whole buffers.
+struct ReferenceOp {
+  OpId op = OpId::input;
+  Attrs attrs;
+  std::vector<int32_t> inputs;  // buffers
+  int32_t output = -1;
+};
+
+enum class KernelKind : uint8_t { pointwise, reduction, matmul, reference };
+std::string_view kernel_kind_name(KernelKind k);
+
+struct Kernel {
+  std::string name;
+  KernelKind kind = KernelKind::pointwise;
+  SymShape domain;
+  int32_t num_outer = 0;
+  std::vector<Instr> instrs;
+  std::vector<Store> stores;
+  std::optional<Gemm> gemm;            // matmul kernels: runs before the body, per row block
+  std::optional<ReferenceOp> reference;
+  std::vector<NodeId> provenance;      // graph nodes this kernel computes (sorted)
+
+  int32_t num_passes() const;          // loops over the inner dims (0 for pointwise)
+  SymInt outer_extent() const;         // product of the outer extents
+  std::vector<int32_t> reads() const;  // buffers loaded (and gemm operands), sorted, unique
+  std::vector<int32_t> writes() const; // buffers stored (and the gemm's c), sorted, unique
+  std::string str() const;             // readable listing
+};
+
+// Computes Instr::inner and Instr::pass, and checks the kernel is well formed (argument ids
+// precede their users, loads and stores stay within the domain's variables, reductions are
+// not nested inside one pass); throws kiln::Error naming the kernel otherwise.
+void finish_kernel(Kernel& k);
+
+// Merges adjacent outer dims (and adjacent inner dims) whenever every affine index of the
+// kernel sees them as one (coeff[d] == coeff[d+1] * extent[d+1]), so a contiguous [M, N]
+// pointwise kernel becomes one loop of M*N. Never changes what is computed.
+void collapse_dims(Kernel& k);
+
+}  // namespace kiln::schedule

@@ -1,0 +1,76 @@
+// kiln::schedule: turns an optimised Graph into a Schedule: a few fused kernels in the kernel
+// IR (kernel_ir.h), the buffers they read and write, and a plan of where intermediates live.
+//
+// Takes: a Graph as sdk/passes leaves it (composites are decomposed here), static or symbolic,
+//   and the fusion options of sdk/config (fusion.*).
+// Gives: kernels in execution order; buffers (graph inputs, constants, outputs, intermediates)
+//   with symbolic sizes; intermediates assigned to reusable slots (in place when an input dies
+//   at its consumer); the peak intermediate bytes. Sizes stay symbolic: kernels index through
+//   SymInts and take the symbols' values at run time; the schedule assumes nothing about sizes
+//   beyond the graph's own shape facts, which become the plan's guards.
+//
+// How nodes become kernels (docs/schedule.md has the cost rule): a node is either inline
+// (recomputed inside every kernel that reads it) or realized (stored to a buffer by some kernel).
+// Realized nodes are grouped greedily into kernels over one iteration domain: pointwise chains,
+// reductions with their prologue and epilogue (softmax, layer_norm: one kernel), matmul with its
+// pointwise epilogue, siblings over the same domain. Every decision and refusal is logged under
+// KILN_LOGS=fusion with its reason.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/graph.h"
+#include "kiln/schedule/kernel_ir.h"
+
+namespace kiln::schedule {
+
+enum class BufferKind : uint8_t { input, constant, output, intermediate };
+std::string_view buffer_kind_name(BufferKind k);
+
+struct Buffer {
+  int32_t id = 0;
+  BufferKind kind = BufferKind::intermediate;
+  DType dtype = DType::f32;
+  SymShape sizes;
+  SymShape strides;   // element strides (inputs may be strided; everything else is contiguous)
+  int32_t index = -1; // input: graph input position; output: first output position it serves
+  NodeId node = -1;   // the graph node it holds (-1 for scratch)
+  std::shared_ptr<const ConstantData> data;  // constants
+  int32_t slot = -1;  // intermediates: the memory slot (several buffers may share one)
+  SymInt bytes() const;
+};
+
+// Memory for intermediates: buffers whose lifetimes do not overlap share a slot.
+struct Slot {
+  SymInt bytes = 0;
+};
+
+struct Options {
+  int64_t max_fusion_size = 64;  // most realized nodes in one kernel
+  bool epilogue_fusion = true;   // pointwise consumers join reductions and matmuls
+  bool aggressive_fusion = false;  // recompute more rather than store intermediates
+  bool horizontal = true;        // siblings over one domain share a kernel
+  bool split_reductions = true;  // full reductions of large static size run in two stages
+  // Reads the fusion.* options of sdk/config.
+  static Options from_config();
+};
+
+struct Schedule {
+  Graph graph;  // the graph actually scheduled (decomposed, prepared); provenance refers to it
+  std::vector<Buffer> buffers;
+  std::vector<Slot> slots;
+  std::vector<Kernel> kernels;
+  std::vector<int32_t> outputs;  // buffer per graph output (an input's buffer when it is one)
+  int64_t peak_intermediate_bytes = 0;  // at the graph's example sizes
+  std::vector<std::string> decisions;   // the fusion log, one line each
+
+  std::string str() const;  // kernels, buffers and slots, readably
+};
+
+// Schedules a graph; throws kiln::Error for a graph it cannot schedule (naming node and op).
+Schedule schedule_graph(const Graph& g, const Options& options = Options::from_config());
+
+}  // namespace kiln::schedule

@@ -1,0 +1,467 @@
+// Fusion: which nodes are stored (realized), and which realized nodes share a kernel.
+//
+// 1. Realize: reductions, matmuls, graph outputs, ops only the reference runs (and their
+//    inputs), operands a gemm cannot read as strided views, inputs of reshapes that no strides
+//    express, and pointwise values used more than once whose recomputation would cost more than
+//    storing them (inline cost > recompute budget: 4 ops, 16 with aggressive_fusion; exp, log,
+//    sin, cos, tanh, erf, pow, sigmoid, gelu and silu count 4). Everything else is inline.
+// 2. Group realized nodes in topological order: each joins the latest kernel it reads from that
+//    accepts it (same domain, or a reduction's outer/inner shape, or a matmul's output shape for
+//    an epilogue; nothing it reads may come from a later kernel; the kernel stays under
+//    max_fusion_size; lowering must succeed), else starts its own.
+// 3. Horizontal: kernels over the same domain that read a common buffer merge when neither
+//    depends on the other.
+// Every decision and refusal is logged under KILN_LOGS=fusion.
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "internal.h"
+#include "kiln/config/config.h"
+#include "kiln/config/log.h"
+#include "kiln/graph/error.h"
+
+namespace kiln::schedule {
+
+Options Options::from_config() {
+  Options o;
+  o.max_fusion_size = config::get<int64_t>("fusion.max_fusion_size");
+  o.epilogue_fusion = config::get<bool>("fusion.epilogue_fusion");
+  o.aggressive_fusion = config::get<bool>("fusion.aggressive_fusion");
+  o.horizontal = config::get<bool>("fusion.horizontal");
+  return o;
+}
+
+std::string_view buffer_kind_name(BufferKind k) {
+  switch (k) {
+    case BufferKind::input: return "input";
+    case BufferKind::constant: return "constant";
+    case BufferKind::output: return "output";
+    case BufferKind::intermediate: return "intermediate";
+  }
+  return "?";
+}
+
+SymInt Buffer::bytes() const { return shape_numel(sizes) * SymInt(dtype_size(dtype)); }
+
+std::string Schedule::str() const {
+  std::ostringstream os;
+  for (const Buffer& b : buffers) {
+    os << "b" << b.id << ": " << buffer_kind_name(b.kind) << " " << dtype_name(b.dtype) << shape_str(b.sizes);
+    if (b.node >= 0) os << " %" << b.node;
+    if (b.slot >= 0) os << " slot " << b.slot;
+    os << "\n";
+  }
+  for (const Kernel& k : kernels) os << k.str();
+  os << "peak intermediate bytes: " << peak_intermediate_bytes << "\n";
+  return os.str();
+}
+
+namespace detail {
+namespace {
+
+bool is_reference_op(const Graph& g, const Node& n) {
+  switch (n.op) {
+    case OpId::randn: case OpId::cat: case OpId::pad: case OpId::index_select: return true;
+    case OpId::matmul:
+      return g.node(n.inputs[0]).meta.rank() < 2 || g.node(n.inputs[1]).meta.rank() < 2;
+    default: return false;
+  }
+}
+
+int op_cost(OpId op) {
+  switch (op) {
+    case OpId::exp: case OpId::log: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::erf:
+    case OpId::pow: case OpId::sigmoid: case OpId::gelu: case OpId::silu: return 4;
+    default: return 1;
+  }
+}
+
+// A gemm reads an operand in place when it is a strided view with a unit stride in one of its
+// last two dims (the other being a leading dimension the BLAS accepts).
+bool gemm_readable(const TensorMeta& m, const Layout& l) {
+  const size_t r = m.sizes.size();
+  const SymInt& rs = l.strides[r - 2];
+  const SymInt& cs = l.strides[r - 1];
+  return (cs == 1 && !(rs == 0)) || (rs == 1 && !(cs == 0));
+}
+
+struct Group {
+  Domain dom;
+  std::vector<NodeId> members;  // sorted
+  bool reference = false;
+  bool alive = true;
+};
+
+class Fuser {
+ public:
+  Fuser(Schedule& s, const Options& opt) : s_(s), opt_(opt), ctx_{s.graph, {}, {}, {}, {}} {}
+
+  void run() {
+    const Graph& g = s_.graph;
+    const size_t n = g.size();
+    ctx_.source.assign(n, false);
+    ctx_.realized.assign(n, false);
+    ctx_.buffer_of.assign(n, -1);
+    is_output_.assign(n, false);
+    for (NodeId o : g.outputs()) is_output_[static_cast<size_t>(o)] = true;
+    realize();
+    assign_buffers();
+    frontiers();
+    group();
+    if (opt_.horizontal) horizontal();
+    build();
+  }
+
+ private:
+  Schedule& s_;
+  const Options& opt_;
+  Context ctx_;
+  std::vector<bool> is_output_;
+  std::vector<std::vector<NodeId>> frontier_;   // per realized node: realized/source nodes it reads
+  std::vector<std::vector<NodeId>> consumers_;  // per realized/source node: realized nodes reading it
+  std::vector<Group> groups_;
+  std::vector<int32_t> group_of_;
+
+  void log(std::string line) {
+    KILN_LOG(fusion, line);
+    s_.decisions.push_back(std::move(line));
+  }
+  std::string label(NodeId id) const {
+    return "%" + std::to_string(id) + " (" + std::string(op_name(s_.graph.node(id).op)) + ")";
+  }
+
+  void realize() {
+    const Graph& g = s_.graph;
+    std::vector<int> uses(g.size(), 0), cost(g.size(), 0);
+    for (const Node& node : g.nodes())
+      for (NodeId i : node.inputs) ++uses[static_cast<size_t>(i)];
+    const int budget = opt_.aggressive_fusion ? 16 : 4;
+    auto realize_node = [&](NodeId id, const std::string& why) {
+      if (ctx_.source[static_cast<size_t>(id)] || ctx_.realized[static_cast<size_t>(id)]) return;
+      ctx_.realized[static_cast<size_t>(id)] = true;
+      log("realize " + label(id) + ": " + why);
+    };
+    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+      const Node& node = g.node(id);
+      const size_t k = static_cast<size_t>(id);
+      if (node.op == OpId::input || node.op == OpId::constant) {
+        ctx_.source[k] = true;
+        ctx_.realized[k] = true;
+        continue;
+      }
+      const OpCategory cat = op_def(node.op).category;
+      if (is_reference_op(g, node)) {
+        realize_node(id, "runs on the reference kernel");
+        for (NodeId i : node.inputs) realize_node(i, "input of reference kernel " + label(id));
+        continue;
+      }
+      if (cat == OpCategory::reduction) {
+        realize_node(id, "reduction");
+        continue;
+      }
+      if (cat == OpCategory::matmul) {
+        realize_node(id, "matmul");
+        for (NodeId i : node.inputs) {
+          std::optional<Layout> l = ctx_.layout(i, nullptr);
+          if (!l || !gemm_readable(g.node(i).meta, *l)) realize_node(i, "matmul operand the gemm cannot read in place");
+        }
+        continue;
+      }
+      if (node.op == OpId::reshape && !reshape_is_unsqueeze(g.node(node.inputs[0]).meta.sizes, node.meta.sizes) &&
+          !ctx_.layout(id, nullptr)) {
+        realize_node(node.inputs[0], "reshaped by " + label(id) + ", which no strides express over it");
+      }
+      int c = (cat == OpCategory::layout) ? 0 : op_cost(node.op);
+      for (NodeId i : node.inputs)
+        if (!ctx_.realized[static_cast<size_t>(i)]) c += cost[static_cast<size_t>(i)];
+      cost[k] = c;
+      if (uses[k] >= 2 && cat != OpCategory::layout && cat != OpCategory::source && c > budget)
+        realize_node(id, "used " + std::to_string(uses[k]) + " times; recomputing costs " + std::to_string(c) +
+                             " ops each, over the budget of " + std::to_string(budget));
+    }
+    for (NodeId o : g.outputs()) realize_node(o, "graph output");
+  }
+
+  void assign_buffers() {
+    const Graph& g = s_.graph;
+    int32_t input_pos = 0;
+    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+      const size_t k = static_cast<size_t>(id);
+      if (!ctx_.realized[k]) continue;
+      const Node& node = g.node(id);
+      Buffer b;
+      b.id = static_cast<int32_t>(ctx_.buffers.size());
+      b.dtype = node.meta.dtype;
+      b.sizes = node.meta.sizes;
+      b.strides = node.meta.strides.empty() ? contiguous_strides(node.meta.sizes) : node.meta.strides;
+      b.node = id;
+      if (node.op == OpId::input) {
+        b.kind = BufferKind::input;
+        b.index = input_pos++;
+      } else if (node.op == OpId::constant) {
+        b.kind = BufferKind::constant;
+        b.data = std::make_shared<const ConstantData>(node.attrs.tensor(0));
+      }
+      ctx_.buffer_of[k] = b.id;
+      ctx_.buffers.push_back(std::move(b));
+    }
+  }
+
+  void frontiers() {
+    const Graph& g = s_.graph;
+    frontier_.assign(g.size(), {});
+    consumers_.assign(g.size(), {});
+    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+      const size_t k = static_cast<size_t>(id);
+      if (!ctx_.realized[k] || ctx_.source[k]) continue;
+      std::set<NodeId> found, seen;
+      std::function<void(NodeId)> walk = [&](NodeId x) {
+        if (!seen.insert(x).second) return;
+        if (ctx_.realized[static_cast<size_t>(x)]) {
+          found.insert(x);
+          return;
+        }
+        for (NodeId i : g.node(x).inputs) walk(i);
+      };
+      for (NodeId i : g.node(id).inputs) walk(i);
+      frontier_[k].assign(found.begin(), found.end());
+      for (NodeId f : found) consumers_[static_cast<size_t>(f)].push_back(id);
+    }
+  }
+
+  // Members of `members` that must be written to memory: outputs and values read elsewhere.
+  std::vector<NodeId> stored(const std::vector<NodeId>& members) const {
+    std::vector<NodeId> out;
+    for (NodeId m : members) {
+      bool st = is_output_[static_cast<size_t>(m)];
+      for (NodeId c : consumers_[static_cast<size_t>(m)])
+        if (!std::binary_search(members.begin(), members.end(), c)) st = true;
+      if (st) out.push_back(m);
+    }
+    return out;
+  }
+
+  // A trial build (fusion deciding) allocates nothing.
+  Kernel build_kernel(const Domain& dom, const std::vector<NodeId>& members, const std::string& name,
+                      bool trial = true) {
+    KernelBuilder kb(ctx_, dom, members, name);
+    const std::vector<NodeId> st = stored(members);
+    int32_t c = -1;
+    if (dom.gemm >= 0) {
+      const bool gemm_stored = std::binary_search(st.begin(), st.end(), dom.gemm);
+      if (gemm_stored) {
+        c = ctx_.buffer_of[static_cast<size_t>(dom.gemm)];
+      } else if (st.size() == 1 && s_.graph.node(st[0]).meta.dtype == DType::f32 &&
+                 s_.graph.node(st[0]).meta.sizes == dom.full) {
+        c = ctx_.buffer_of[static_cast<size_t>(st[0])];  // the epilogue updates the gemm's result in place
+      } else if (trial) {
+        c = -3;
+      } else {
+        Buffer b;
+        b.id = static_cast<int32_t>(ctx_.buffers.size());
+        b.dtype = DType::f32;
+        b.sizes = dom.full;
+        b.strides = contiguous_strides(dom.full);
+        ctx_.buffers.push_back(b);
+        c = b.id;
+      }
+    }
+    for (NodeId m : st)
+      if (m != dom.gemm) kb.store(m, ctx_.buffer_of[static_cast<size_t>(m)]);
+    if (dom.gemm >= 0) kb.set_gemm(c);
+    return kb.finish();
+  }
+
+  // Why `id` cannot join group `gi` (nullopt: it can; `dom` then holds the joined domain).
+  std::optional<std::string> try_join(size_t gi, NodeId id, Domain& dom) {
+    const Group& G = groups_[gi];
+    const Graph& g = s_.graph;
+    const Node& node = g.node(id);
+    if (G.reference) return "reference kernels run alone";
+    if (static_cast<int64_t>(G.members.size()) >= opt_.max_fusion_size)
+      return "the kernel has max_fusion_size (" + std::to_string(opt_.max_fusion_size) + ") nodes";
+    for (NodeId f : frontier_[static_cast<size_t>(id)]) {
+      const int32_t fg = group_of_[static_cast<size_t>(f)];
+      if (fg >= 0 && static_cast<size_t>(fg) > gi)
+        return "it reads " + label(f) + " from a later kernel";
+    }
+    const bool reduction = op_def(node.op).category == OpCategory::reduction;
+    dom = G.dom;
+    if ((G.dom.has_reduction() || G.dom.gemm >= 0) && !reduction && !opt_.epilogue_fusion)
+      return "epilogue fusion is off (fusion.epilogue_fusion)";
+    if (reduction) {
+      if (G.dom.gemm >= 0) return "a reduction does not fuse into a matmul's epilogue";
+      const Domain mine = Domain::reduction(g.node(node.inputs[0]).meta.sizes, node.attrs.ints(0));
+      if (G.dom.has_reduction()) {
+        if (!(mine == G.dom)) return "it reduces another domain (" + shape_str(mine.full) + ") than the kernel";
+      } else {
+        if (!(mine.full == G.dom.full)) return "its input shape differs from the kernel's domain";
+        dom = mine;  // the pointwise kernel becomes this reduction's prologue
+      }
+    } else {
+      if (!dom.natural_map(node.meta.sizes))
+        return "its shape " + shape_str(node.meta.sizes) + " does not fit the domain " + shape_str(dom.full);
+      if (dom.gemm >= 0 && !(node.meta.sizes == dom.full)) return "a matmul epilogue has the matmul's shape";
+    }
+    std::vector<NodeId> members = G.members;
+    members.insert(std::upper_bound(members.begin(), members.end(), id), id);
+    try {
+      build_kernel(dom, members, "trial");
+    } catch (const Refusal& r) {
+      return std::string(r.what());
+    }
+    return std::nullopt;
+  }
+
+  void group() {
+    const Graph& g = s_.graph;
+    group_of_.assign(g.size(), -1);
+    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+      const size_t k = static_cast<size_t>(id);
+      if (!ctx_.realized[k] || ctx_.source[k]) continue;
+      const Node& node = g.node(id);
+      Group ng;
+      ng.members = {id};
+      if (is_reference_op(g, node)) {
+        ng.reference = true;
+        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (reference kernel)");
+        start(std::move(ng));
+        continue;
+      }
+      const OpCategory cat = op_def(node.op).category;
+      if (cat == OpCategory::matmul) {
+        ng.dom = Domain::pointwise(node.meta.sizes);
+        ng.dom.gemm = id;
+        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " (gemm template)");
+        start(std::move(ng));
+        continue;
+      }
+      std::set<int32_t, std::greater<>> cands;
+      for (NodeId f : frontier_[k])
+        if (group_of_[static_cast<size_t>(f)] >= 0) cands.insert(group_of_[static_cast<size_t>(f)]);
+      bool joined = false;
+      for (int32_t gi : cands) {
+        Domain dom;
+        std::optional<std::string> why = try_join(static_cast<size_t>(gi), id, dom);
+        if (why) {
+          log("not fusing " + label(id) + " into kernel " + std::to_string(gi) + ": " + *why);
+          continue;
+        }
+        Group& G = groups_[static_cast<size_t>(gi)];
+        G.dom = dom;
+        G.members.insert(std::upper_bound(G.members.begin(), G.members.end(), id), id);
+        group_of_[k] = gi;
+        log("fused " + label(id) + " into kernel " + std::to_string(gi));
+        joined = true;
+        break;
+      }
+      if (joined) continue;
+      ng.dom = cat == OpCategory::reduction ? Domain::reduction(g.node(node.inputs[0]).meta.sizes, node.attrs.ints(0))
+                                            : Domain::pointwise(node.meta.sizes);
+      log("kernel " + std::to_string(groups_.size()) + ": starts at " + label(id));
+      start(std::move(ng));
+    }
+  }
+
+  void start(Group g) {
+    for (NodeId m : g.members) group_of_[static_cast<size_t>(m)] = static_cast<int32_t>(groups_.size());
+    groups_.push_back(std::move(g));
+  }
+
+  std::set<NodeId> reads_of(const Group& G) const {
+    std::set<NodeId> r;
+    for (NodeId m : G.members)
+      for (NodeId f : frontier_[static_cast<size_t>(m)])
+        if (!std::binary_search(G.members.begin(), G.members.end(), f)) r.insert(f);
+    return r;
+  }
+
+  void horizontal() {
+    for (size_t a = 0; a < groups_.size(); ++a) {
+      if (!groups_[a].alive || groups_[a].reference || groups_[a].dom.gemm >= 0) continue;
+      for (size_t b = a + 1; b < groups_.size(); ++b) {
+        Group& A = groups_[a];
+        Group& B = groups_[b];
+        if (!B.alive || B.reference || B.dom.gemm >= 0 || !(A.dom == B.dom)) continue;
+        const std::set<NodeId> ra = reads_of(A), rb = reads_of(B);
+        bool shared = false, depends = false;
+        for (NodeId f : rb) {
+          if (ra.count(f)) shared = true;
+          const int32_t fg = group_of_[static_cast<size_t>(f)];
+          if (fg >= 0 && static_cast<size_t>(fg) >= a) depends = true;
+        }
+        if (!shared) continue;
+        const std::string what = "kernels " + std::to_string(a) + " and " + std::to_string(b);
+        if (depends) {
+          log("not fusing " + what + " horizontally: " + std::to_string(b) + " reads from kernel " +
+              std::to_string(a) + " or a later one");
+          continue;
+        }
+        if (static_cast<int64_t>(A.members.size() + B.members.size()) > opt_.max_fusion_size) {
+          log("not fusing " + what + " horizontally: together they exceed max_fusion_size");
+          continue;
+        }
+        std::vector<NodeId> members = A.members;
+        members.insert(members.end(), B.members.begin(), B.members.end());
+        std::sort(members.begin(), members.end());
+        try {
+          build_kernel(A.dom, members, "trial");
+        } catch (const Refusal& r) {
+          log("not fusing " + what + " horizontally: " + r.what());
+          continue;
+        }
+        log("fused " + what + " horizontally (same domain " + shape_str(A.dom.full) + ", shared input)");
+        for (NodeId m : B.members) group_of_[static_cast<size_t>(m)] = static_cast<int32_t>(a);
+        A.members = std::move(members);
+        B.alive = false;
+        B.members.clear();
+      }
+    }
+  }
+
+  void build() {
+    int index = 0;
+    for (Group& G : groups_) {
+      if (!G.alive) continue;
+      const std::string name = "k" + std::to_string(index++);
+      if (G.reference) {
+        const NodeId id = G.members[0];
+        const Node& node = s_.graph.node(id);
+        Kernel k;
+        k.name = name;
+        k.kind = KernelKind::reference;
+        ReferenceOp r;
+        r.op = node.op;
+        r.attrs = node.attrs;
+        for (NodeId i : node.inputs) r.inputs.push_back(ctx_.buffer_of[static_cast<size_t>(i)]);
+        r.output = ctx_.buffer_of[static_cast<size_t>(id)];
+        k.reference = std::move(r);
+        k.provenance = G.members;
+        s_.kernels.push_back(std::move(k));
+        continue;
+      }
+      try {
+        s_.kernels.push_back(build_kernel(G.dom, G.members, name, false));
+      } catch (const Refusal& r) {
+        fail("schedule: kernel ", name, " cannot be lowered: ", r.what());
+      }
+    }
+    s_.buffers = std::move(ctx_.buffers);
+    for (NodeId o : s_.graph.outputs()) s_.outputs.push_back(ctx_.buffer_of[static_cast<size_t>(o)]);
+  }
+};
+
+}  // namespace
+}  // namespace detail
+
+Schedule schedule_graph(const Graph& g, const Options& options) {
+  Schedule s;
+  s.graph = detail::prepare(g);
+  detail::Fuser(s, options).run();
+  detail::plan_buffers(s);
+  return s;
+}
+
+}  // namespace kiln::schedule

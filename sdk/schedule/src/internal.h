@@ -1,0 +1,110 @@
+// Internal to sdk/schedule: what lowering (lower.cpp) and fusion (fuse.cpp) share.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kiln/schedule/schedule.h"
+
+namespace kiln::schedule::detail {
+
+// One affine index per dim of a node: where, in the kernel's loop variables, its element is.
+using Map = std::vector<Affine>;
+
+// Lowering cannot express something the fusion asked for; fusion turns it into a refusal.
+struct Refusal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The iteration domain of a kernel, seen from the graph: the shape of the nodes it computes
+// in full (`full`, in their dim order) and which loop variable walks each of its dims.
+struct Domain {
+  SymShape full;
+  std::vector<int32_t> var_of_dim;
+  std::vector<bool> reduced;  // per full dim
+  SymShape extents;           // per loop variable: outer ones first
+  int32_t num_outer = 0;
+  NodeId gemm = -1;           // matmul kernels: the matmul node
+
+  static Domain pointwise(const SymShape& shape);
+  // The domain of a reduction over `dims` (empty: every dim) of a tensor of shape `input`.
+  static Domain reduction(const SymShape& input, const std::vector<int64_t>& dims);
+  bool has_reduction() const { return static_cast<size_t>(num_outer) < extents.size(); }
+  bool operator==(const Domain& o) const {
+    return full == o.full && reduced == o.reduced && gemm == o.gemm;
+  }
+  // Where a node of `shape` computed in this domain sits: the full shape, or (reduction
+  // domains) the outer shape with or without the reduced dims kept as 1. nullopt otherwise.
+  std::optional<Map> natural_map(const SymShape& shape) const;
+};
+
+Affine unit(size_t rank, int32_t var);
+Affine zero(size_t rank);
+// sum_d strides[d] * map[d] + offset
+Affine compose(const Map& map, const SymShape& strides, const SymInt& offset, size_t rank);
+
+// A strided view of a buffer: where a node's elements live when it is a view of a buffer node.
+struct Layout {
+  NodeId base = -1;  // the node owning the buffer
+  SymInt offset = 0;
+  SymShape strides;
+};
+
+// The strides `new_sizes` get when viewing a tensor of `sizes`/`strides` (torch's rule), or
+// nullopt when no strides express that reshape.
+std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes);
+// True when a reshape only inserts or removes dims of size 1.
+bool reshape_is_unsqueeze(const SymShape& from, const SymShape& to);
+
+// What every kernel of one schedule sees.
+struct Context {
+  const Graph& g;
+  std::vector<bool> source;         // input and constant nodes (their own buffers)
+  std::vector<bool> realized;       // nodes stored to a buffer by some kernel (sources included)
+  std::vector<int32_t> buffer_of;   // buffer of each source or realized node
+  std::vector<Buffer> buffers;
+
+  // The node's elements as a strided view of a source or realized node outside `members`,
+  // through view ops; nullopt when some node on the way is computed.
+  std::optional<Layout> layout(NodeId n, const std::vector<bool>* members) const;
+};
+
+// Builds one kernel: the members (realized nodes computed here) over a domain; stores the
+// ones asked for; everything else is loaded from buffers or computed inline.
+class KernelBuilder {
+ public:
+  KernelBuilder(const Context& ctx, Domain domain, const std::vector<NodeId>& members, std::string name);
+  // Computes member `n` at its natural place in the domain and stores it into `buffer`.
+  void store(NodeId n, int32_t buffer);
+  // The gemm of a matmul domain, writing into `c`.
+  void set_gemm(int32_t c);
+  Kernel finish();
+
+ private:
+  const Context& ctx_;
+  Domain dom_;
+  std::vector<bool> member_;
+  Kernel k_;
+  std::map<NodeId, std::vector<std::pair<Map, int32_t>>> memo_;
+  std::map<NodeId, int32_t> reductions_;
+
+  int32_t emit(NodeId n, const Map& map);
+  int32_t emit_node(NodeId n, const Map& map);
+  int32_t emit_reduction(NodeId n, const Map& map);
+  int32_t add(Instr in);
+  int32_t load(NodeId base, const Layout& layout, const Map& map, DType dtype);
+  int32_t constant(double v, DType t);
+  int32_t pointwise(OpId op, DType t, std::vector<int32_t> args, Attrs attrs = {});
+  size_t rank() const { return dom_.extents.size(); }
+};
+
+// Graph preparation before scheduling: composites decomposed, matmul operands and results in f32.
+Graph prepare(const Graph& g);
+
+// Buffer planning: keeps the buffers kernels use, marks outputs, assigns intermediates to slots.
+void plan_buffers(Schedule& s);
+
+}  // namespace kiln::schedule::detail

@@ -1,0 +1,221 @@
+// The kernel IR's helpers: passes and inner-ness of instructions, dim collapsing, printing.
+#include "kiln/schedule/kernel_ir.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "kiln/graph/error.h"
+
+namespace kiln::schedule {
+
+std::string Affine::str() const {
+  std::ostringstream os;
+  bool first = true;
+  for (size_t k = 0; k < coeffs.size(); ++k) {
+    if (coeffs[k] == 0) continue;
+    if (!first) os << " + ";
+    first = false;
+    if (!(coeffs[k] == 1)) os << (coeffs[k].is_static() ? coeffs[k].str() : "(" + coeffs[k].str() + ")") << "*";
+    os << "i" << k;
+  }
+  if (!(offset == 0) || first) {
+    if (!first) os << " + ";
+    os << offset.str();
+  }
+  return os.str();
+}
+
+std::string_view reduce_kind_name(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::sum: return "sum";
+    case ReduceKind::prod: return "prod";
+    case ReduceKind::max: return "max";
+    case ReduceKind::min: return "min";
+    case ReduceKind::argmax: return "argmax";
+    case ReduceKind::argmin: return "argmin";
+  }
+  return "?";
+}
+
+std::string_view kernel_kind_name(KernelKind k) {
+  switch (k) {
+    case KernelKind::pointwise: return "pointwise";
+    case KernelKind::reduction: return "reduction";
+    case KernelKind::matmul: return "matmul";
+    case KernelKind::reference: return "reference";
+  }
+  return "?";
+}
+
+namespace {
+
+bool inner_index(const Affine& a, int32_t num_outer) {
+  for (size_t v = static_cast<size_t>(num_outer); v < a.coeffs.size(); ++v)
+    if (a.depends_on(v)) return true;
+  return false;
+}
+
+void check_affine(const Kernel& k, const Affine& a, std::string_view what) {
+  KILN_CHECK(a.coeffs.size() == k.domain.size(), "kernel ", k.name, ": ", what, " has ", a.coeffs.size(),
+             " coefficients for a domain of rank ", k.domain.size());
+}
+
+}  // namespace
+
+void finish_kernel(Kernel& k) {
+  for (size_t i = 0; i < k.instrs.size(); ++i) {
+    Instr& in = k.instrs[i];
+    for (int32_t a : in.args)
+      KILN_CHECK(a >= 0 && static_cast<size_t>(a) < i, "kernel ", k.name, ": instruction ", i,
+                 " uses instruction ", a, ", which does not precede it");
+    in.inner = false;
+    in.pass = 0;
+    switch (in.kind) {
+      case InstrKind::load:
+      case InstrKind::index:
+        check_affine(k, in.index, "an index");
+        in.inner = inner_index(in.index, k.num_outer);
+        break;
+      case InstrKind::constant:
+      case InstrKind::size: break;
+      case InstrKind::pointwise:
+        for (int32_t a : in.args) {
+          in.inner = in.inner || k.instrs[static_cast<size_t>(a)].inner;
+          in.pass = std::max(in.pass, k.instrs[static_cast<size_t>(a)].pass);
+        }
+        break;
+      case InstrKind::reduce:
+        KILN_CHECK(in.args.size() == 1, "kernel ", k.name, ": a reduction takes one value");
+        KILN_CHECK(static_cast<size_t>(k.num_outer) < k.domain.size(), "kernel ", k.name,
+                   ": a reduction needs inner dims");
+        in.pass = k.instrs[static_cast<size_t>(in.args[0])].pass + 1;
+        break;
+    }
+  }
+  for (const Store& s : k.stores) {
+    check_affine(k, s.index, "a store index");
+    KILN_CHECK(s.value >= 0 && static_cast<size_t>(s.value) < k.instrs.size(), "kernel ", k.name,
+               ": a store of an unknown value");
+    KILN_CHECK(!inner_index(s.index, k.num_outer) || k.instrs[static_cast<size_t>(s.value)].inner ||
+                   static_cast<size_t>(k.num_outer) == k.domain.size(),
+               "kernel ", k.name, ": a value computed once per outer point is stored along inner dims");
+  }
+}
+
+int32_t Kernel::num_passes() const {
+  if (static_cast<size_t>(num_outer) == domain.size()) return 0;
+  int32_t n = 0;
+  for (const Instr& in : instrs)
+    if (in.kind == InstrKind::reduce) n = std::max(n, in.pass);  // loop in.pass - 1, so in.pass loops
+  for (const Store& s : stores) {
+    const Instr& v = instrs[static_cast<size_t>(s.value)];
+    if (v.inner) n = std::max(n, v.pass + 1);
+  }
+  return n;
+}
+
+SymInt Kernel::outer_extent() const {
+  SymInt n = 1;
+  for (int32_t d = 0; d < num_outer; ++d) n = n * domain[static_cast<size_t>(d)];
+  return n;
+}
+
+std::vector<int32_t> Kernel::reads() const {
+  std::vector<int32_t> r;
+  for (const Instr& in : instrs)
+    if (in.kind == InstrKind::load) r.push_back(in.buffer);
+  if (gemm) {
+    r.push_back(gemm->a);
+    r.push_back(gemm->b);
+  }
+  if (reference) r.insert(r.end(), reference->inputs.begin(), reference->inputs.end());
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
+std::vector<int32_t> Kernel::writes() const {
+  std::vector<int32_t> w;
+  for (const Store& s : stores) w.push_back(s.buffer);
+  if (gemm) w.push_back(gemm->c);
+  if (reference) w.push_back(reference->output);
+  std::sort(w.begin(), w.end());
+  w.erase(std::unique(w.begin(), w.end()), w.end());
+  return w;
+}
+
+void collapse_dims(Kernel& k) {
+  if (k.gemm || k.reference) return;
+  std::vector<Affine*> all;
+  for (Instr& in : k.instrs)
+    if (in.kind == InstrKind::load || in.kind == InstrKind::index) all.push_back(&in.index);
+  for (Store& s : k.stores) all.push_back(&s.index);
+  auto erase_dim = [&](size_t d) {
+    k.domain.erase(k.domain.begin() + static_cast<std::ptrdiff_t>(d));
+    for (Affine* a : all) a->coeffs.erase(a->coeffs.begin() + static_cast<std::ptrdiff_t>(d));
+    if (static_cast<int32_t>(d) < k.num_outer) --k.num_outer;
+  };
+  // Dims of extent 1 contribute nothing to any index.
+  for (size_t d = k.domain.size(); d-- > 0;) {
+    const bool last_inner = static_cast<int32_t>(d) >= k.num_outer &&
+                            k.domain.size() - static_cast<size_t>(k.num_outer) == 1;
+    if (k.domain[d] == 1 && k.domain.size() > 1 && !last_inner) erase_dim(d);
+  }
+  for (size_t d = k.domain.size(); d-- > 1;) {
+    const size_t e = d - 1;  // try to merge e and d
+    const bool same_side = (static_cast<int32_t>(d) < k.num_outer) == (static_cast<int32_t>(e) < k.num_outer);
+    if (!same_side) continue;
+    bool ok = true;
+    for (const Affine* a : all)
+      if (!(a->coeffs[e] == a->coeffs[d] * k.domain[d])) {
+        ok = false;
+        break;
+      }
+    if (!ok) continue;
+    k.domain[e] = k.domain[e] * k.domain[d];
+    for (Affine* a : all) a->coeffs[e] = a->coeffs[d];
+    erase_dim(d);
+  }
+}
+
+std::string Kernel::str() const {
+  std::ostringstream os;
+  os << "kernel " << name << " (" << kernel_kind_name(kind) << ") domain " << shape_str(domain);
+  if (static_cast<size_t>(num_outer) < domain.size()) os << ", " << num_outer << " outer";
+  os << ", nodes";
+  for (NodeId n : provenance) os << " %" << n;
+  os << "\n";
+  if (gemm)
+    os << "  gemm: b" << gemm->c << "[" << shape_str(gemm->batch) << " x " << gemm->m.str() << " x "
+       << gemm->n.str() << "] = b" << gemm->a << " @ b" << gemm->b << " (k = " << gemm->k.str() << ")\n";
+  if (reference) {
+    os << "  reference " << op_name(reference->op) << "(";
+    for (size_t i = 0; i < reference->inputs.size(); ++i) os << (i ? ", b" : "b") << reference->inputs[i];
+    os << ") -> b" << reference->output << "\n";
+  }
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    const Instr& in = instrs[i];
+    os << "  v" << i << " = ";
+    switch (in.kind) {
+      case InstrKind::load: os << "load b" << in.buffer << "[" << in.index.str() << "]"; break;
+      case InstrKind::constant: os << "constant " << in.value; break;
+      case InstrKind::size: os << "size " << in.size.str(); break;
+      case InstrKind::index: os << "index " << in.index.str(); break;
+      case InstrKind::pointwise: {
+        os << op_name(in.op) << "(";
+        for (size_t a = 0; a < in.args.size(); ++a) os << (a ? ", v" : "v") << in.args[a];
+        os << ")";
+        break;
+      }
+      case InstrKind::reduce: os << reduce_kind_name(in.reduce) << "(v" << in.args[0] << ")"; break;
+    }
+    os << " : " << dtype_name(in.dtype);
+    if (in.inner) os << " inner";
+    if (in.pass > 0) os << " pass " << in.pass;
+    os << "\n";
+  }
+  for (const Store& s : stores) os << "  store b" << s.buffer << "[" << s.index.str() << "] = v" << s.value << "\n";
+  return os.str();
+}
+
+}  // namespace kiln::schedule

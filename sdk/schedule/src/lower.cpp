@@ -1,0 +1,540 @@
+// Lowering: graph nodes -> kernel IR instructions. A node is emitted at a Map (its element's
+// position in the kernel's loop variables); pointwise ops broadcast the map to their inputs,
+// view ops transform it (or, for reshapes, the strides of the buffer underneath), reductions
+// become `reduce` instructions when the map walks the kernel's outer dims in order, and
+// anything realized outside the kernel is a load from its buffer.
+#include <algorithm>
+#include <cstring>
+
+#include "internal.h"
+#include "kiln/graph/error.h"
+
+namespace kiln::schedule::detail {
+
+Affine unit(size_t rank, int32_t var) {
+  Affine a;
+  a.coeffs.assign(rank, SymInt(0));
+  a.coeffs[static_cast<size_t>(var)] = 1;
+  return a;
+}
+
+Affine zero(size_t rank) {
+  Affine a;
+  a.coeffs.assign(rank, SymInt(0));
+  return a;
+}
+
+Affine compose(const Map& map, const SymShape& strides, const SymInt& offset, size_t rank) {
+  Affine a = zero(rank);
+  a.offset = offset;
+  for (size_t d = 0; d < map.size(); ++d) {
+    if (strides[d] == 0) continue;
+    a.offset = a.offset + strides[d] * map[d].offset;
+    for (size_t v = 0; v < rank; ++v)
+      if (!(map[d].coeffs[v] == 0)) a.coeffs[v] = a.coeffs[v] + strides[d] * map[d].coeffs[v];
+  }
+  return a;
+}
+
+Domain Domain::pointwise(const SymShape& shape) {
+  Domain d;
+  d.full = shape;
+  d.extents = shape;
+  d.reduced.assign(shape.size(), false);
+  for (size_t i = 0; i < shape.size(); ++i) d.var_of_dim.push_back(static_cast<int32_t>(i));
+  d.num_outer = static_cast<int32_t>(shape.size());
+  return d;
+}
+
+Domain Domain::reduction(const SymShape& input, const std::vector<int64_t>& dims) {
+  Domain d;
+  d.full = input;
+  d.reduced.assign(input.size(), dims.empty());
+  for (int64_t r : dims) d.reduced[static_cast<size_t>(r)] = true;
+  d.var_of_dim.assign(input.size(), -1);
+  int32_t v = 0;
+  for (size_t i = 0; i < input.size(); ++i)
+    if (!d.reduced[i]) {
+      d.var_of_dim[i] = v++;
+      d.extents.push_back(input[i]);
+    }
+  d.num_outer = v;
+  for (size_t i = 0; i < input.size(); ++i)
+    if (d.reduced[i]) {
+      d.var_of_dim[i] = v++;
+      d.extents.push_back(input[i]);
+    }
+  return d;
+}
+
+std::optional<Map> Domain::natural_map(const SymShape& shape) const {
+  const size_t rank = extents.size();
+  if (shape == full) {
+    Map m;
+    for (size_t d = 0; d < full.size(); ++d) m.push_back(unit(rank, var_of_dim[d]));
+    return m;
+  }
+  if (!has_reduction()) return std::nullopt;
+  if (shape.size() == full.size()) {
+    bool ok = true;
+    for (size_t d = 0; d < full.size() && ok; ++d) ok = reduced[d] ? shape[d] == 1 : shape[d] == full[d];
+    if (ok) {
+      Map m;
+      for (size_t d = 0; d < full.size(); ++d) m.push_back(reduced[d] ? zero(rank) : unit(rank, var_of_dim[d]));
+      return m;
+    }
+  }
+  SymShape kept;
+  Map m;
+  for (size_t d = 0; d < full.size(); ++d)
+    if (!reduced[d]) {
+      kept.push_back(full[d]);
+      m.push_back(unit(rank, var_of_dim[d]));
+    }
+  if (shape == kept) return m;
+  return std::nullopt;
+}
+
+bool reshape_is_unsqueeze(const SymShape& from, const SymShape& to) {
+  SymShape a, b;
+  for (const SymInt& s : from)
+    if (!(s == 1)) a.push_back(s);
+  for (const SymInt& s : to)
+    if (!(s == 1)) b.push_back(s);
+  return a == b;
+}
+
+std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes) {
+  SymShape out(new_sizes.size(), SymInt(0));
+  if (sizes.empty()) {
+    for (const SymInt& s : new_sizes)
+      if (!(s == 1)) return std::nullopt;
+    return out;
+  }
+  // torch's computeStride: walk chunks of dims that are contiguous among themselves.
+  int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
+  SymInt chunk_base_stride = strides.back();
+  SymInt tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = static_cast<int64_t>(sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
+    tensor_numel = tensor_numel * sizes[static_cast<size_t>(tensor_d)];
+    const bool chunk_ends =
+        tensor_d == 0 || (!(sizes[static_cast<size_t>(tensor_d - 1)] == 1) &&
+                          !(strides[static_cast<size_t>(tensor_d - 1)] == tensor_numel * chunk_base_stride));
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel.hint() < tensor_numel.hint() || new_sizes[static_cast<size_t>(view_d)] == 1)) {
+      out[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
+      view_numel = view_numel * new_sizes[static_cast<size_t>(view_d)];
+      --view_d;
+    }
+    if (!(view_numel == tensor_numel)) return std::nullopt;
+    if (tensor_d > 0) {
+      chunk_base_stride = strides[static_cast<size_t>(tensor_d - 1)];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+namespace {
+
+int64_t slice_start(const Node& n, const TensorMeta& in) {
+  const int64_t d = n.attrs.i(0), start = n.attrs.i(1);
+  const SymInt& size = in.sizes[static_cast<size_t>(d)];
+  if (size.is_symbolic()) return 0;  // only the whole of a symbolic dim is sliced
+  const int64_t len = size.hint();
+  return std::clamp(start < 0 ? start + len : start, int64_t{0}, len);
+}
+
+}  // namespace
+
+std::optional<Layout> Context::layout(NodeId n, const std::vector<bool>* members) const {
+  const Node& node = g.node(n);
+  const bool member = members && (*members)[static_cast<size_t>(n)];
+  if (source[static_cast<size_t>(n)] || (realized[static_cast<size_t>(n)] && !member)) {
+    Layout l;
+    l.base = n;
+    l.strides = node.meta.strides.empty() ? contiguous_strides(node.meta.sizes) : node.meta.strides;
+    return l;
+  }
+  if (realized[static_cast<size_t>(n)]) return std::nullopt;
+  if (node.inputs.empty()) return std::nullopt;
+  const TensorMeta& im = g.node(node.inputs[0]).meta;
+  switch (node.op) {
+    case OpId::permute: case OpId::expand: case OpId::squeeze: case OpId::unsqueeze: case OpId::slice:
+    case OpId::reshape: break;
+    default: return std::nullopt;
+  }
+  std::optional<Layout> in = layout(node.inputs[0], members);
+  if (!in) return std::nullopt;
+  Layout l = *in;
+  const SymShape& s = in->strides;
+  switch (node.op) {
+    case OpId::permute: {
+      const std::vector<int64_t>& p = node.attrs.ints(0);
+      l.strides.clear();
+      for (int64_t d : p) l.strides.push_back(s[static_cast<size_t>(d)]);
+      return l;
+    }
+    case OpId::expand: {
+      const SymShape& out = node.meta.sizes;
+      const size_t off = out.size() - im.sizes.size();
+      l.strides.assign(out.size(), SymInt(0));
+      for (size_t j = 0; j < im.sizes.size(); ++j)
+        l.strides[j + off] = (im.sizes[j] == 1 && !(out[j + off] == 1)) ? SymInt(0) : s[j];
+      return l;
+    }
+    case OpId::squeeze: {
+      const std::vector<int64_t>& dims = node.attrs.ints(0);
+      l.strides.clear();
+      for (size_t d = 0; d < s.size(); ++d)
+        if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end()) l.strides.push_back(s[d]);
+      return l;
+    }
+    case OpId::unsqueeze: {
+      l.strides.insert(l.strides.begin() + node.attrs.i(0), SymInt(0));
+      return l;
+    }
+    case OpId::slice: {
+      const size_t d = static_cast<size_t>(node.attrs.i(0));
+      l.offset = l.offset + s[d] * SymInt(slice_start(node, im));
+      l.strides[d] = s[d] * SymInt(node.attrs.i(3));
+      return l;
+    }
+    case OpId::reshape: {
+      std::optional<SymShape> st = reshape_strides(im.sizes, s, node.meta.sizes);
+      if (!st) return std::nullopt;
+      l.strides = *st;
+      return l;
+    }
+    default: return std::nullopt;
+  }
+}
+
+KernelBuilder::KernelBuilder(const Context& ctx, Domain domain, const std::vector<NodeId>& members, std::string name)
+    : ctx_(ctx), dom_(std::move(domain)), member_(ctx.g.size(), false) {
+  for (NodeId m : members) member_[static_cast<size_t>(m)] = true;
+  k_.name = std::move(name);
+  k_.domain = dom_.extents;
+  k_.num_outer = dom_.num_outer;
+  k_.kind = dom_.gemm >= 0 ? KernelKind::matmul : dom_.has_reduction() ? KernelKind::reduction : KernelKind::pointwise;
+  k_.provenance = members;
+}
+
+int32_t KernelBuilder::add(Instr in) {
+  k_.instrs.push_back(std::move(in));
+  return static_cast<int32_t>(k_.instrs.size() - 1);
+}
+
+int32_t KernelBuilder::constant(double v, DType t) {
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    const Instr& in = k_.instrs[i];
+    if (in.kind == InstrKind::constant && in.dtype == t && std::memcmp(&in.value, &v, sizeof v) == 0)
+      return static_cast<int32_t>(i);
+  }
+  Instr in;
+  in.kind = InstrKind::constant;
+  in.dtype = t;
+  in.value = v;
+  return add(std::move(in));
+}
+
+int32_t KernelBuilder::pointwise(OpId op, DType t, std::vector<int32_t> args, Attrs attrs) {
+  Instr in;
+  in.kind = InstrKind::pointwise;
+  in.op = op;
+  in.dtype = t;
+  in.args = std::move(args);
+  in.attrs = std::move(attrs);
+  return add(std::move(in));
+}
+
+int32_t KernelBuilder::load(NodeId base, const Layout& layout, const Map& map, DType dtype) {
+  const int32_t buffer = ctx_.buffer_of[static_cast<size_t>(base)];
+  KILN_CHECK(buffer >= 0, "schedule: node %", base, " has no buffer");
+  Instr in;
+  in.kind = InstrKind::load;
+  in.dtype = dtype;
+  in.buffer = buffer;
+  in.index = compose(map, layout.strides, layout.offset, rank());
+  for (size_t i = 0; i < k_.instrs.size(); ++i)
+    if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].buffer == buffer && k_.instrs[i].index == in.index &&
+        k_.instrs[i].dtype == dtype)
+      return static_cast<int32_t>(i);
+  return add(std::move(in));
+}
+
+int32_t KernelBuilder::emit(NodeId n, const Map& map) {
+  auto& seen = memo_[n];
+  for (const auto& [m, id] : seen)
+    if (m == map) return id;
+  const int32_t id = emit_node(n, map);
+  memo_[n].emplace_back(map, id);
+  return id;
+}
+
+int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
+  const Node& node = ctx_.g.node(n);
+  const TensorMeta& meta = node.meta;
+  // Anything stored by another kernel (or a graph input or constant) is read from its buffer.
+  if (ctx_.source[static_cast<size_t>(n)] || (ctx_.realized[static_cast<size_t>(n)] && !member_[static_cast<size_t>(n)])) {
+    if (node.op == OpId::constant && meta.sizes.empty()) {
+      const ConstantData& c = node.attrs.tensor(0);
+      double v = 0.0;
+      switch (c.dtype) {
+        case DType::f32: { float f; std::memcpy(&f, c.bytes.data(), 4); v = f; break; }
+        case DType::f64: std::memcpy(&v, c.bytes.data(), 8); break;
+        case DType::i32: { int32_t i; std::memcpy(&i, c.bytes.data(), 4); v = static_cast<double>(i); break; }
+        case DType::i64: { int64_t i; std::memcpy(&i, c.bytes.data(), 8); v = static_cast<double>(i); break; }
+        case DType::bool_: v = c.bytes[0] != std::byte{0} ? 1.0 : 0.0; break;
+        case DType::f16: { uint16_t h; std::memcpy(&h, c.bytes.data(), 2); v = half_bits_to_float(h); break; }
+        case DType::bf16: { uint16_t h; std::memcpy(&h, c.bytes.data(), 2); v = bf16_bits_to_float(h); break; }
+      }
+      return constant(v, meta.dtype);
+    }
+    return load(n, *ctx_.layout(n, &member_), map, meta.dtype);
+  }
+  if (n == dom_.gemm) {
+    // The gemm's result, read back row block by row block: only where the gemm wrote it.
+    const std::optional<Map> natural = dom_.natural_map(meta.sizes);
+    if (!natural || !(*natural == map))
+      throw Refusal("the matmul's result is read at another position than the one its epilogue computes");
+    Layout l;
+    l.base = n;
+    l.strides = contiguous_strides(meta.sizes);
+    Instr in;
+    in.kind = InstrKind::load;
+    in.dtype = DType::f32;
+    in.buffer = -2;  // patched by set_gemm
+    in.index = compose(map, l.strides, 0, rank());
+    return add(std::move(in));
+  }
+  const OpDef& def = op_def(node.op);
+  switch (def.category) {
+    case OpCategory::unary:
+    case OpCategory::binary:
+    case OpCategory::ternary: {
+      std::vector<int32_t> args;
+      for (NodeId i : node.inputs) {
+        const SymShape& is = ctx_.g.node(i).meta.sizes;
+        const size_t off = meta.sizes.size() - is.size();
+        Map im;
+        for (size_t j = 0; j < is.size(); ++j)
+          im.push_back(is[j] == 1 && !(meta.sizes[j + off] == 1) ? zero(rank()) : map[j + off]);
+        args.push_back(emit(i, im));
+      }
+      return pointwise(node.op, meta.dtype, std::move(args), node.attrs);
+    }
+    case OpCategory::source: {
+      if (node.op == OpId::full) return constant(node.attrs.f(1), meta.dtype);
+      if (node.op == OpId::arange) {
+        Instr idx;
+        idx.kind = InstrKind::index;
+        idx.dtype = DType::i64;
+        idx.index = map[0];
+        const int32_t i = add(std::move(idx));
+        const int32_t f = pointwise(OpId::cast, DType::f64, {i}, Attrs{DType::f64});
+        const int32_t v = pointwise(OpId::add, DType::f64,
+                                    {pointwise(OpId::mul, DType::f64, {f, constant(node.attrs.f(2), DType::f64)}),
+                                     constant(node.attrs.f(0), DType::f64)});
+        return meta.dtype == DType::f64 ? v : pointwise(OpId::cast, meta.dtype, {v}, Attrs{meta.dtype});
+      }
+      break;
+    }
+    case OpCategory::layout: {
+      const NodeId x = node.inputs[0];
+      const TensorMeta& im = ctx_.g.node(x).meta;
+      Map in_map;
+      switch (node.op) {
+        case OpId::permute: {
+          const std::vector<int64_t>& p = node.attrs.ints(0);
+          in_map.assign(p.size(), zero(rank()));
+          for (size_t i = 0; i < p.size(); ++i) in_map[static_cast<size_t>(p[i])] = map[i];
+          return emit(x, in_map);
+        }
+        case OpId::expand: {
+          const size_t off = meta.sizes.size() - im.sizes.size();
+          for (size_t j = 0; j < im.sizes.size(); ++j)
+            in_map.push_back(im.sizes[j] == 1 && !(meta.sizes[j + off] == 1) ? zero(rank()) : map[j + off]);
+          return emit(x, in_map);
+        }
+        case OpId::squeeze: {
+          const std::vector<int64_t>& dims = node.attrs.ints(0);
+          size_t k = 0;
+          for (size_t d = 0; d < im.sizes.size(); ++d)
+            in_map.push_back(std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end() ? zero(rank())
+                                                                                                       : map[k++]);
+          return emit(x, in_map);
+        }
+        case OpId::unsqueeze: {
+          in_map = map;
+          in_map.erase(in_map.begin() + node.attrs.i(0));
+          return emit(x, in_map);
+        }
+        case OpId::slice: {
+          const size_t d = static_cast<size_t>(node.attrs.i(0));
+          in_map = map;
+          Affine a = map[d];
+          const int64_t step = node.attrs.i(3);
+          for (SymInt& c : a.coeffs) c = c * SymInt(step);
+          a.offset = a.offset * SymInt(step) + SymInt(slice_start(node, im));
+          in_map[d] = a;
+          return emit(x, in_map);
+        }
+        case OpId::reshape: {
+          if (reshape_is_unsqueeze(im.sizes, meta.sizes)) {
+            size_t k = 0;
+            for (size_t d = 0; d < im.sizes.size(); ++d) {
+              if (im.sizes[d] == 1) {
+                in_map.push_back(zero(rank()));
+                continue;
+              }
+              while (meta.sizes[k] == 1 && !(im.sizes[d] == 1)) ++k;
+              in_map.push_back(map[k++]);
+            }
+            return emit(x, in_map);
+          }
+          std::optional<Layout> l = ctx_.layout(n, &member_);
+          if (!l) throw Refusal("reshape %" + std::to_string(n) + " of a value computed in this kernel");
+          return load(l->base, *l, map, meta.dtype);
+        }
+        default: break;
+      }
+      break;
+    }
+    case OpCategory::reduction: return emit_reduction(n, map);
+    default: break;
+  }
+  throw Refusal("node %" + std::to_string(n) + " (" + std::string(op_name(node.op)) +
+                ") cannot be computed inside this kernel");
+}
+
+int32_t KernelBuilder::emit_reduction(NodeId n, const Map& map) {
+  const Node& node = ctx_.g.node(n);
+  const TensorMeta& xm = ctx_.g.node(node.inputs[0]).meta;
+  const std::vector<int64_t>& dims = node.attrs.ints(0);
+  const Domain mine = Domain::reduction(xm.sizes, dims);
+  if (!dom_.has_reduction() || !(mine.full == dom_.full) || mine.reduced != dom_.reduced)
+    throw Refusal("reduction %" + std::to_string(n) + " iterates another domain");
+  // Its result exists once per outer point: the map must walk the outer dims in order.
+  const std::optional<Map> natural = dom_.natural_map(node.meta.sizes);
+  if (!natural || !(*natural == map))
+    throw Refusal("reduction %" + std::to_string(n) + " is read in another order than it is computed");
+  if (auto it = reductions_.find(n); it != reductions_.end()) return it->second;
+
+  Map full_map;
+  for (size_t d = 0; d < dom_.full.size(); ++d) full_map.push_back(unit(rank(), dom_.var_of_dim[d]));
+  const int32_t x = emit(node.inputs[0], full_map);
+  const DType t = node.meta.dtype;
+  SymInt count = 1;
+  for (size_t d = 0; d < dom_.full.size(); ++d)
+    if (dom_.reduced[d]) count = count * dom_.full[d];
+  auto reduce = [&](ReduceKind kind, int32_t v, DType dt) {
+    Instr in;
+    in.kind = InstrKind::reduce;
+    in.reduce = kind;
+    in.dtype = dt;
+    in.args = {v};
+    return add(std::move(in));
+  };
+  auto as_float = [&](const SymInt& s) {
+    Instr in;
+    in.kind = InstrKind::size;
+    in.dtype = DType::i64;
+    in.size = s;
+    return pointwise(OpId::cast, t, {add(std::move(in))}, Attrs{t});
+  };
+  auto cast_to = [&](int32_t v, DType dt) {
+    return k_.instrs[static_cast<size_t>(v)].dtype == dt ? v : pointwise(OpId::cast, dt, {v}, Attrs{dt});
+  };
+  int32_t result = -1;
+  switch (node.op) {
+    case OpId::sum: result = reduce(ReduceKind::sum, cast_to(x, t), t); break;
+    case OpId::prod: result = reduce(ReduceKind::prod, cast_to(x, t), t); break;
+    case OpId::max: result = reduce(ReduceKind::max, x, t); break;
+    case OpId::min: result = reduce(ReduceKind::min, x, t); break;
+    case OpId::argmax: result = reduce(ReduceKind::argmax, x, t); break;
+    case OpId::argmin: result = reduce(ReduceKind::argmin, x, t); break;
+    case OpId::mean: {
+      const int32_t s = reduce(ReduceKind::sum, cast_to(x, t), t);
+      result = pointwise(OpId::div, t, {s, as_float(count)});
+      break;
+    }
+    case OpId::var: {
+      const int32_t xf = cast_to(x, t);
+      const int32_t mean = pointwise(OpId::div, t, {reduce(ReduceKind::sum, xf, t), as_float(count)});
+      const int32_t d = pointwise(OpId::sub, t, {xf, mean});
+      const int32_t ss = reduce(ReduceKind::sum, pointwise(OpId::mul, t, {d, d}), t);
+      const int64_t correction = node.attrs.i(2);
+      result = pointwise(OpId::div, t, {ss, as_float(count - SymInt(correction))});
+      break;
+    }
+    default: throw Refusal("reduction " + std::string(op_name(node.op)) + " has no kernel lowering");
+  }
+  reductions_[n] = result;
+  return result;
+}
+
+void KernelBuilder::store(NodeId n, int32_t buffer) {
+  const TensorMeta& meta = ctx_.g.node(n).meta;
+  std::optional<Map> map = dom_.natural_map(meta.sizes);
+  if (!map) throw Refusal("node %" + std::to_string(n) + " of shape " + shape_str(meta.sizes) +
+                          " does not fit the kernel's domain " + shape_str(dom_.full));
+  Store s;
+  s.buffer = buffer;
+  s.value = emit(n, *map);
+  s.index = compose(*map, contiguous_strides(meta.sizes), 0, rank());
+  k_.stores.push_back(std::move(s));
+}
+
+void KernelBuilder::set_gemm(int32_t c) {
+  for (Instr& in : k_.instrs)
+    if (in.kind == InstrKind::load && in.buffer == -2) in.buffer = c;
+  Gemm gm;
+  const Node& mm = ctx_.g.node(dom_.gemm);
+  const SymShape& out = mm.meta.sizes;
+  const size_t r = out.size();
+  gm.c = c;
+  gm.m = out[r - 2];
+  gm.n = out[r - 1];
+  gm.batch.assign(out.begin(), out.end() - 2);
+  for (int side = 0; side < 2; ++side) {
+    const NodeId op = mm.inputs[static_cast<size_t>(side)];
+    const TensorMeta& om = ctx_.g.node(op).meta;
+    std::optional<Layout> l = ctx_.layout(op, &member_);
+    KILN_CHECK(l.has_value(), "schedule: matmul operand %", op, " is not a view of a buffer");
+    const size_t orank = om.sizes.size();
+    SymShape bstrides(gm.batch.size(), SymInt(0));
+    for (size_t j = 0; j + 2 < orank; ++j) {
+      const size_t od = gm.batch.size() - (orank - 2) + j;
+      bstrides[od] = om.sizes[j] == 1 ? SymInt(0) : l->strides[j];
+    }
+    const int32_t buf = ctx_.buffer_of[static_cast<size_t>(l->base)];
+    if (side == 0) {
+      gm.a = buf;
+      gm.k = om.sizes[orank - 1];
+      gm.a_offset = l->offset;
+      gm.a_batch_strides = bstrides;
+      gm.a_row_stride = l->strides[orank - 2];
+      gm.a_col_stride = l->strides[orank - 1];
+    } else {
+      gm.b = buf;
+      gm.b_offset = l->offset;
+      gm.b_batch_strides = bstrides;
+      gm.b_row_stride = l->strides[orank - 2];
+      gm.b_col_stride = l->strides[orank - 1];
+    }
+  }
+  k_.gemm = gm;
+}
+
+Kernel KernelBuilder::finish() {
+  for (const Instr& in : k_.instrs)
+    if (in.kind == InstrKind::load && in.buffer == -2) throw Refusal("matmul kernel without its gemm");
+  finish_kernel(k_);
+  collapse_dims(k_);
+  return std::move(k_);
+}
+
+}  // namespace kiln::schedule::detail

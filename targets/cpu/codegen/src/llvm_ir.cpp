@@ -1,0 +1,985 @@
+// Kernel IR -> LLVM 16 IR text, one function per kernel (see codegen.h for the strategies).
+//
+// The emitted code keeps loop counters, accumulators and reduction results in allocas and
+// lets LLVM's mem2reg/SROA turn them into SSA: simpler to emit, and exactly as fast after O3.
+// Every value is computed in a compute type: float (f32, f16, bf16), double (f64), i64 (i32,
+// i64) or i1 (bool); loads convert from the storage type and stores back.
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <limits>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "kiln/config/config.h"
+#include "kiln/cpu/codegen.h"
+#include "kiln/graph/error.h"
+
+namespace kiln::cpu {
+
+using schedule::Affine;
+using schedule::Instr;
+using schedule::InstrKind;
+using schedule::Kernel;
+using schedule::KernelKind;
+using schedule::ReduceKind;
+
+CodegenOptions CodegenOptions::from_config() {
+  CodegenOptions o;
+  o.emulate_precision_casts = config::get<bool>("emulate_precision_casts");
+  return o;
+}
+
+namespace {
+
+enum class CT { f32, f64, i64, i1 };
+
+CT ct_of(DType t) {
+  switch (t) {
+    case DType::f32: case DType::f16: case DType::bf16: return CT::f32;
+    case DType::f64: return CT::f64;
+    case DType::i32: case DType::i64: return CT::i64;
+    case DType::bool_: return CT::i1;
+  }
+  return CT::f32;
+}
+bool is_float(CT c) { return c == CT::f32 || c == CT::f64; }
+
+const char* ty(CT c) {
+  switch (c) {
+    case CT::f32: return "float";
+    case CT::f64: return "double";
+    case CT::i64: return "i64";
+    case CT::i1: return "i1";
+  }
+  return "?";
+}
+const char* sfx(CT c) { return c == CT::f64 ? "f64" : "f32"; }
+
+const char* storage_ty(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16: return "half";
+    case DType::bf16: return "i16";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::bool_: return "i8";
+  }
+  return "?";
+}
+
+std::string float_lit(double v, CT c) {
+  if (c == CT::f32) v = static_cast<double>(static_cast<float>(v));
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIX64, bits);
+  return buf;
+}
+
+std::string lit(double v, CT c) {
+  switch (c) {
+    case CT::f32: case CT::f64: return float_lit(v, c);
+    case CT::i64: return std::to_string(static_cast<int64_t>(v));
+    case CT::i1: return v != 0.0 ? "true" : "false";
+  }
+  return "0";
+}
+
+struct Val {
+  std::string v;
+  CT ct;
+};
+
+struct Scope {
+  std::vector<std::string> vars;  // one i64 operand per loop variable ("" where not set)
+  std::map<int32_t, Val> memo;
+  Scope* parent = nullptr;
+  const Val* find(int32_t i) const {
+    for (const Scope* s = this; s; s = s->parent) {
+      auto it = s->memo.find(i);
+      if (it != s->memo.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+class FunctionEmitter {
+ public:
+  FunctionEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o) : k_(k), s_(s), o_(o) {}
+
+  std::string emit() {
+    switch (k_.kind) {
+      case KernelKind::pointwise: emit_pointwise(); break;
+      case KernelKind::reduction: emit_reduction(); break;
+      case KernelKind::matmul: emit_matmul(); break;
+      case KernelKind::reference: fail("cpu codegen: reference kernels have no source");
+    }
+    std::ostringstream f;
+    f << "define void @" << k_.name << "(ptr noalias %buffers, ptr noalias %sizes, i64 %begin, i64 %end) #0 {\n"
+      << "entry:\n"
+      << entry_.str() << "  br label %start\nstart:\n"
+      << body_.str() << "}\n";
+    return f.str();
+  }
+
+ private:
+  const Kernel& k_;
+  const schedule::Schedule& s_;
+  const CodegenOptions& o_;
+  std::ostringstream entry_, body_;
+  int tmp_ = 0, label_ = 0;
+  std::map<std::string, std::string> syms_;  // hoisted SymInt values by expression
+  std::map<int32_t, std::string> bufs_;
+  std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
+  std::map<int32_t, std::string> acc_, nan_, idx_;
+
+  std::string t() { return "%t" + std::to_string(tmp_++); }
+  std::string label(const char* p) { return std::string(p) + std::to_string(label_++); }
+  template <class... A>
+  std::string op(A&&... parts) {  // "%tN = <parts>" in the body, returns %tN
+    const std::string r = t();
+    body_ << "  " << r << " = ";
+    (body_ << ... << parts);
+    body_ << "\n";
+    return r;
+  }
+  template <class... A>
+  void line(A&&... parts) {
+    body_ << "  ";
+    (body_ << ... << parts);
+    body_ << "\n";
+  }
+  void block(const std::string& l) { body_ << l << ":\n"; }
+  std::string alloca(const char* type) {
+    const std::string r = t();
+    entry_ << "  " << r << " = alloca " << type << "\n";
+    return r;
+  }
+
+  // ---- sizes and indices ----
+  std::string sym(const SymInt& s) {
+    if (s.is_static()) return std::to_string(s.hint());
+    const SymExpr e = s.expr();
+    const std::string key = e.str();
+    if (auto it = syms_.find(key); it != syms_.end()) return it->second;
+    std::string acc;
+    for (const SymTerm& term : e.terms()) {
+      std::string v = std::to_string(term.coeff);
+      bool first = true;
+      for (SymbolId id : term.symbols) {
+        const std::string name = symbol(id);
+        if (first && term.coeff == 1) {
+          v = name;
+        } else {
+          const std::string r = t();
+          entry_ << "  " << r << " = mul i64 " << v << ", " << name << "\n";
+          v = r;
+        }
+        first = false;
+      }
+      if (acc.empty()) {
+        acc = v;
+      } else {
+        const std::string r = t();
+        entry_ << "  " << r << " = add i64 " << acc << ", " << v << "\n";
+        acc = r;
+      }
+    }
+    if (acc.empty()) acc = "0";
+    syms_[key] = acc;
+    return acc;
+  }
+  std::string symbol(SymbolId id) {
+    const std::string key = "#s" + std::to_string(id);
+    if (auto it = syms_.find(key); it != syms_.end()) return it->second;
+    const std::string p = t(), v = t();
+    entry_ << "  " << p << " = getelementptr i64, ptr %sizes, i64 " << id << "\n"
+           << "  " << v << " = load i64, ptr " << p << ", align 8\n";
+    syms_[key] = v;
+    return v;
+  }
+  std::string buffer(int32_t b) {
+    if (auto it = bufs_.find(b); it != bufs_.end()) return it->second;
+    const std::string p = t(), v = t();
+    entry_ << "  " << p << " = getelementptr ptr, ptr %buffers, i64 " << b << "\n"
+           << "  " << v << " = load ptr, ptr " << p << ", align 8\n";
+    bufs_[b] = v;
+    return v;
+  }
+  std::string affine(const Affine& a, const Scope& sc) {
+    std::string acc = sym(a.offset);
+    for (size_t v = 0; v < a.coeffs.size(); ++v) {
+      if (a.coeffs[v] == 0) continue;
+      KILN_CHECK(!sc.vars[v].empty(), "cpu codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
+      std::string term = sc.vars[v];
+      if (!(a.coeffs[v] == 1)) term = op("mul i64 ", sym(a.coeffs[v]), ", ", sc.vars[v]);
+      acc = acc == "0" ? term : op("add i64 ", acc, ", ", term);
+    }
+    return acc;
+  }
+
+  // ---- conversions ----
+  Val convert(const Val& x, CT to) {
+    if (x.ct == to) return x;
+    switch (to) {
+      case CT::f32:
+      case CT::f64:
+        if (is_float(x.ct)) return {op(to == CT::f64 ? "fpext float " : "fptrunc double ", x.v, " to ", ty(to)), to};
+        if (x.ct == CT::i1) return {op("uitofp i1 ", x.v, " to ", ty(to)), to};
+        return {op("sitofp i64 ", x.v, " to ", ty(to)), to};
+      case CT::i64:
+        if (x.ct == CT::i1) return {op("zext i1 ", x.v, " to i64"), to};
+        return {op("fptosi ", ty(x.ct), " ", x.v, " to i64"), to};
+      case CT::i1:
+        if (is_float(x.ct)) return {op("fcmp une ", ty(x.ct), " ", x.v, ", ", lit(0, x.ct)), to};
+        return {op("icmp ne i64 ", x.v, ", 0"), to};
+    }
+    return x;
+  }
+  // A value of compute type `x.ct` made exactly representable in `t` (rounding, wrapping).
+  Val narrow(const Val& x, DType t) {
+    switch (t) {
+      case DType::i32: return {op("sext i32 ", op("trunc i64 ", x.v, " to i32"), " to i64"), CT::i64};
+      case DType::f16: return {op("fpext half ", op("fptrunc float ", x.v, " to half"), " to float"), CT::f32};
+      case DType::bf16: return {op("call float @kiln_round_bf16(float ", x.v, ")"), CT::f32};
+      default: return x;
+    }
+  }
+  // Converts to dtype t's compute type, with t's rounding or wrapping.
+  Val to_dtype(const Val& x, DType t) { return narrow(convert(x, ct_of(t)), t); }
+
+  Val load(const Instr& in, const Scope& sc) {
+    const DType t = s_.buffers[static_cast<size_t>(in.buffer)].dtype;
+    const std::string idx = affine(in.index, sc);
+    const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", buffer(in.buffer), ", i64 ", idx);
+    const std::string raw = op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t));
+    Val v;
+    switch (t) {
+      case DType::f32: v = {raw, CT::f32}; break;
+      case DType::f64: v = {raw, CT::f64}; break;
+      case DType::f16: v = {op("fpext half ", raw, " to float"), CT::f32}; break;
+      case DType::bf16: v = {op("bitcast i32 ", op("shl i32 ", op("zext i16 ", raw, " to i32"), ", 16"), " to float"), CT::f32}; break;
+      case DType::i32: v = {op("sext i32 ", raw, " to i64"), CT::i64}; break;
+      case DType::i64: v = {raw, CT::i64}; break;
+      case DType::bool_: v = {op("icmp ne i8 ", raw, ", 0"), CT::i1}; break;
+    }
+    return to_dtype(v, in.dtype);
+  }
+
+  void store(int32_t buf, const Affine& index, const Val& x0, const Scope& sc) {
+    const DType t = s_.buffers[static_cast<size_t>(buf)].dtype;
+    const Val x = convert(x0, ct_of(t));
+    std::string raw;
+    switch (t) {
+      case DType::f32: case DType::f64: case DType::i64: raw = x.v; break;
+      case DType::f16: raw = op("fptrunc float ", x.v, " to half"); break;
+      case DType::bf16: raw = op("call i16 @kiln_bf16_bits(float ", x.v, ")"); break;
+      case DType::i32: raw = op("trunc i64 ", x.v, " to i32"); break;
+      case DType::bool_: raw = op("zext i1 ", x.v, " to i8"); break;
+    }
+    const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", buffer(buf), ", i64 ", affine(index, sc));
+    line("store ", storage_ty(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t));
+  }
+
+  // ---- values ----
+  Val value(int32_t i, Scope& sc) {
+    if (const Val* v = sc.find(i)) return *v;
+    const Instr& in = k_.instrs[static_cast<size_t>(i)];
+    Val r;
+    switch (in.kind) {
+      case InstrKind::constant: r = {lit(in.value, ct_of(in.dtype)), ct_of(in.dtype)}; break;
+      case InstrKind::size: r = {sym(in.size), CT::i64}; break;
+      case InstrKind::index: r = {affine(in.index, sc), CT::i64}; break;
+      case InstrKind::load: r = load(in, sc); break;
+      case InstrKind::pointwise: r = pointwise(in, sc); break;
+      case InstrKind::reduce: {
+        auto it = red_.find(i);
+        KILN_CHECK(it != red_.end(), "cpu codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
+        const CT c = ct_of(in.dtype);
+        r = {op("load ", ty(c), ", ptr ", it->second), c};
+        break;
+      }
+    }
+    sc.memo[i] = r;
+    return r;
+  }
+
+  Val fcall(const char* fn, CT c, const std::string& x) {
+    return {op("call ", ty(c), " @llvm.", fn, ".", sfx(c), "(", ty(c), " ", x, ")"), c};
+  }
+  Val fbin(const char* o, CT c, const std::string& a, const std::string& b) {
+    return {op(o, " ", ty(c), " ", a, ", ", b), c};
+  }
+  Val select(const std::string& cond, CT c, const std::string& a, const std::string& b) {
+    return {op("select i1 ", cond, ", ", ty(c), " ", a, ", ", ty(c), " ", b), c};
+  }
+  Val tanh_of(CT c, const std::string& x) {
+    if (c == CT::f32) return {op("call float @kiln_tanhf(float ", x, ")"), c};
+    return {op("call double @tanh(double ", x, ")"), c};
+  }
+  Val sigmoid_of(CT c, const std::string& x) {
+    const Val e = fcall("exp", c, fbin("fneg", c, x, "").v);
+    return fbin("fdiv", c, lit(1, c), fbin("fadd", c, lit(1, c), e.v).v);
+  }
+
+  Val pointwise(const Instr& in, Scope& sc) {
+    std::vector<Val> a;
+    std::vector<DType> at;
+    for (int32_t x : in.args) {
+      a.push_back(value(x, sc));
+      at.push_back(k_.instrs[static_cast<size_t>(x)].dtype);
+    }
+    const DType out = in.dtype;
+    const CT oc = ct_of(out);
+    auto finish = [&](const Val& v) { return o_.emulate_precision_casts ? narrow(v, out) : v; };
+    switch (in.op) {
+      case OpId::cast: return to_dtype(a[0], out);
+      case OpId::logical_not: return {op("xor i1 ", convert(a[0], CT::i1).v, ", true"), CT::i1};
+      case OpId::isnan:
+        if (!is_float(a[0].ct)) return {"false", CT::i1};
+        return {op("fcmp uno ", ty(a[0].ct), " ", a[0].v, ", ", a[0].v), CT::i1};
+      case OpId::logical_and:
+      case OpId::logical_or:
+        return {op(in.op == OpId::logical_and ? "and i1 " : "or i1 ", convert(a[0], CT::i1).v, ", ",
+                   convert(a[1], CT::i1).v),
+                CT::i1};
+      case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge: {
+        const DType ct = promote_types(at[0], at[1]);
+        const CT c = is_floating(ct) ? (ct == DType::f64 ? CT::f64 : CT::f32) : CT::i64;
+        const Val x = convert(a[0], c), y = convert(a[1], c);
+        static const std::map<OpId, std::pair<const char*, const char*>> preds{
+            {OpId::eq, {"oeq", "eq"}}, {OpId::ne, {"une", "ne"}}, {OpId::lt, {"olt", "slt"}},
+            {OpId::le, {"ole", "sle"}}, {OpId::gt, {"ogt", "sgt"}}, {OpId::ge, {"oge", "sge"}}};
+        const auto& p = preds.at(in.op);
+        return {op(is_float(c) ? "fcmp " : "icmp ", is_float(c) ? p.first : p.second, " ", ty(c), " ", x.v, ", ", y.v),
+                CT::i1};
+      }
+      case OpId::where: {
+        const Val c = convert(a[0], CT::i1);
+        return select(c.v, oc, to_dtype(a[1], out).v, to_dtype(a[2], out).v);
+      }
+      default: break;
+    }
+    if (is_float(oc)) {
+      std::vector<std::string> x;
+      for (const Val& v : a) x.push_back(convert(v, oc).v);
+      const CT c = oc;
+      switch (in.op) {
+        case OpId::neg: return finish(fbin("fneg", c, x[0], ""));
+        case OpId::abs: return finish(fcall("fabs", c, x[0]));
+        case OpId::exp: return finish(fcall("exp", c, x[0]));
+        case OpId::log: return finish(fcall("log", c, x[0]));
+        case OpId::sqrt: return finish(fcall("sqrt", c, x[0]));
+        case OpId::rsqrt: return finish(fbin("fdiv", c, lit(1, c), fcall("sqrt", c, x[0]).v));
+        case OpId::reciprocal: return finish(fbin("fdiv", c, lit(1, c), x[0]));
+        case OpId::sin: return finish(fcall("sin", c, x[0]));
+        case OpId::cos: return finish(fcall("cos", c, x[0]));
+        case OpId::tanh: return finish(tanh_of(c, x[0]));
+        case OpId::sigmoid: return finish(sigmoid_of(c, x[0]));
+        case OpId::silu: return finish(fbin("fmul", c, x[0], sigmoid_of(c, x[0]).v));
+        case OpId::erf: return finish({op("call ", ty(c), c == CT::f32 ? " @erff(" : " @erf(", ty(c), " ", x[0], ")"), c});
+        case OpId::gelu: {
+          const std::string& mode = in.attrs.s(0);
+          const std::string half = fbin("fmul", c, lit(0.5, c), x[0]).v;
+          std::string inner;
+          if (mode == "tanh") {
+            const std::string x3 = fbin("fmul", c, fbin("fmul", c, x[0], x[0]).v, x[0]).v;
+            const std::string u = fbin("fadd", c, x[0], fbin("fmul", c, lit(0.044715, c), x3).v).v;
+            inner = tanh_of(c, fbin("fmul", c, lit(0.79788456080286535588, c), u).v).v;
+          } else {
+            const std::string u = fbin("fmul", c, x[0], lit(0.70710678118654752440, c)).v;
+            inner = op("call ", ty(c), c == CT::f32 ? " @erff(" : " @erf(", ty(c), " ", u, ")");
+          }
+          return finish(fbin("fmul", c, half, fbin("fadd", c, lit(1, c), inner).v));
+        }
+        case OpId::relu: {
+          const std::string le = op("fcmp ole ", ty(c), " ", x[0], ", ", lit(0, c));
+          return finish(select(le, c, lit(0, c), x[0]));
+        }
+        case OpId::floor: return finish(fcall("floor", c, x[0]));
+        case OpId::ceil: return finish(fcall("ceil", c, x[0]));
+        case OpId::round: return finish(fcall("roundeven", c, x[0]));
+        case OpId::sign: {
+          const std::string gt = op("fcmp ogt ", ty(c), " ", x[0], ", ", lit(0, c));
+          const std::string lt = op("fcmp olt ", ty(c), " ", x[0], ", ", lit(0, c));
+          return finish(select(gt, c, lit(1, c), select(lt, c, lit(-1, c), x[0]).v));
+        }
+        case OpId::add: return finish(fbin("fadd", c, x[0], x[1]));
+        case OpId::sub: return finish(fbin("fsub", c, x[0], x[1]));
+        case OpId::mul: return finish(fbin("fmul", c, x[0], x[1]));
+        case OpId::div: return finish(fbin("fdiv", c, x[0], x[1]));
+        case OpId::pow:
+          return finish({op("call ", ty(c), " @llvm.pow.", sfx(c), "(", ty(c), " ", x[0], ", ", ty(c), " ", x[1], ")"), c});
+        case OpId::maximum:
+        case OpId::minimum: {
+          const std::string uno = op("fcmp uno ", ty(c), " ", x[0], ", ", x[1]);
+          const std::string better = op("fcmp ", in.op == OpId::maximum ? "ogt " : "olt ", ty(c), " ", x[0], ", ", x[1]);
+          const std::string pick = select(better, c, x[0], x[1]).v;
+          return finish(select(uno, c, lit(NAN, c), pick));
+        }
+        default: break;
+      }
+    } else {
+      // Integer (and bool) arithmetic in i64, wrapped to the output's width.
+      std::vector<std::string> x;
+      for (const Val& v : a) x.push_back(convert(v, CT::i64).v);
+      Val r{"", CT::i64};
+      switch (in.op) {
+        case OpId::neg: r.v = op("sub i64 0, ", x[0]); break;
+        case OpId::abs: {
+          const std::string neg = op("icmp slt i64 ", x[0], ", 0");
+          r.v = select(neg, CT::i64, op("sub i64 0, ", x[0]), x[0]).v;
+          break;
+        }
+        case OpId::relu: r.v = select(op("icmp sgt i64 ", x[0], ", 0"), CT::i64, x[0], "0").v; break;
+        case OpId::floor: case OpId::ceil: case OpId::round: r.v = x[0]; break;
+        case OpId::sign: {
+          const std::string gt = op("zext i1 ", op("icmp sgt i64 ", x[0], ", 0"), " to i64");
+          const std::string lt = op("zext i1 ", op("icmp slt i64 ", x[0], ", 0"), " to i64");
+          r.v = op("sub i64 ", gt, ", ", lt);
+          break;
+        }
+        case OpId::add: r.v = op("add i64 ", x[0], ", ", x[1]); break;
+        case OpId::sub: r.v = op("sub i64 ", x[0], ", ", x[1]); break;
+        case OpId::mul: r.v = op("mul i64 ", x[0], ", ", x[1]); break;
+        case OpId::pow: r.v = op("call i64 @kiln_ipow(i64 ", x[0], ", i64 ", x[1], ")"); break;
+        case OpId::maximum: r.v = select(op("icmp sgt i64 ", x[0], ", ", x[1]), CT::i64, x[0], x[1]).v; break;
+        case OpId::minimum: r.v = select(op("icmp slt i64 ", x[0], ", ", x[1]), CT::i64, x[0], x[1]).v; break;
+        default: fail("cpu codegen: ", op_name(in.op), " has no integer form (kernel ", k_.name, ")");
+      }
+      return to_dtype(r, out);
+    }
+    fail("cpu codegen: no code for op ", op_name(in.op), " (kernel ", k_.name, ")");
+  }
+
+  // ---- loops ----
+  // for (v = from; v < to; ++v) body(v): counted loop through an alloca.
+  void loop(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& body) {
+    const std::string iv = alloca("i64");
+    const std::string cond = label("cond"), bodyl = label("body"), done = label("done");
+    line("store i64 ", from, ", ptr ", iv);
+    line("br label %", cond);
+    block(cond);
+    const std::string v = op("load i64, ptr ", iv);
+    line("br i1 ", op("icmp slt i64 ", v, ", ", to), ", label %", bodyl, ", label %", done);
+    block(bodyl);
+    body(v);
+    line("store i64 ", op("add i64 ", v, ", 1"), ", ptr ", iv);
+    line("br label %", cond);
+    block(done);
+  }
+
+  // Splits a flat index over extents[first..last) (row-major) into vars.
+  void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
+    std::string r = flat;
+    for (size_t d = last; d-- > first;) {
+      if (d == first) {
+        sc.vars[d] = r;
+        break;
+      }
+      const std::string e = sym(k_.domain[d]);
+      sc.vars[d] = op("srem i64 ", r, ", ", e);
+      r = op("sdiv i64 ", r, ", ", e);
+    }
+  }
+
+  void emit_pointwise() {
+    const size_t n = k_.domain.size();
+    Scope top;
+    top.vars.assign(n, "");
+    if (n == 0) {
+      line("br i1 ", op("icmp sgt i64 %end, %begin"), ", label %one, label %exit");
+      block("one");
+      for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, top), top);
+      line("br label %exit");
+      block("exit");
+      line("ret void");
+      return;
+    }
+    // Walk [begin, end) of the flattened domain one row segment (of the last dim) at a time.
+    const std::string C = sym(k_.domain[n - 1]);
+    const std::string iv = alloca("i64");
+    line("store i64 %begin, ptr ", iv);
+    line("br label %seg");
+    block("seg");
+    const std::string i = op("load i64, ptr ", iv);
+    line("br i1 ", op("icmp slt i64 ", i, ", %end"), ", label %segbody, label %exit");
+    block("segbody");
+    const std::string row = op("sdiv i64 ", i, ", ", C);
+    const std::string col = op("srem i64 ", i, ", ", C);
+    const std::string rem = op("sub i64 ", C, ", ", col);
+    const std::string left = op("sub i64 %end, ", i);
+    const std::string nseg = select(op("icmp slt i64 ", rem, ", ", left), CT::i64, rem, left).v;
+    const std::string cend = op("add i64 ", col, ", ", nseg);
+    Scope outer;
+    outer.vars.assign(n, "");
+    if (n > 1) unflatten(row, 0, n - 1, outer);
+    loop(col, cend, [&](const std::string& c) {
+      Scope in;
+      in.vars = outer.vars;
+      in.vars[n - 1] = c;
+      in.parent = &outer;
+      for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, in), in);
+    });
+    line("store i64 ", op("add i64 ", i, ", ", nseg), ", ptr ", iv);
+    line("br label %seg");
+    block("exit");
+    line("ret void");
+  }
+
+  // Accumulator handling of the reductions.
+  void init_acc(int32_t i) {
+    const Instr& in = k_.instrs[static_cast<size_t>(i)];
+    const CT c = ct_of(in.dtype);
+    const Instr& arg = k_.instrs[static_cast<size_t>(in.args[0])];
+    const CT ac = ct_of(arg.dtype);
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: {
+        if (!acc_.count(i)) acc_[i] = alloca(ty(c));
+        line("store ", ty(c), " ", lit(in.reduce == ReduceKind::sum ? 0 : 1, c), ", ptr ", acc_[i]);
+        break;
+      }
+      case ReduceKind::max: case ReduceKind::min: {
+        if (!acc_.count(i)) acc_[i] = alloca(ty(ac));
+        const bool mx = in.reduce == ReduceKind::max;
+        std::string init;
+        if (is_float(ac)) init = lit(mx ? -INFINITY : INFINITY, ac);
+        else if (ac == CT::i64) init = mx ? std::to_string(INT64_MIN) : std::to_string(INT64_MAX);
+        else init = mx ? "false" : "true";
+        line("store ", ty(ac), " ", init, ", ptr ", acc_[i]);
+        if (is_float(ac)) {
+          if (!nan_.count(i)) nan_[i] = alloca("i1");
+          line("store i1 false, ptr ", nan_[i]);
+        }
+        break;
+      }
+      case ReduceKind::argmax: case ReduceKind::argmin: {
+        const CT vc = ac == CT::i1 ? CT::i64 : ac;
+        if (!acc_.count(i)) acc_[i] = alloca(ty(vc));
+        if (!idx_.count(i)) idx_[i] = alloca("i64");
+        const bool mx = in.reduce == ReduceKind::argmax;
+        std::string init = is_float(vc) ? lit(mx ? -INFINITY : INFINITY, vc)
+                                        : (mx ? std::to_string(INT64_MIN) : std::to_string(INT64_MAX));
+        line("store ", ty(vc), " ", init, ", ptr ", acc_[i]);
+        line("store i64 0, ptr ", idx_[i]);
+        if (is_float(vc)) {
+          if (!nan_.count(i)) nan_[i] = alloca("i1");
+          line("store i1 false, ptr ", nan_[i]);
+        }
+        break;
+      }
+    }
+  }
+
+  void combine(int32_t i, Scope& sc, const std::string& flat) {
+    const Instr& in = k_.instrs[static_cast<size_t>(i)];
+    const CT c = ct_of(in.dtype);
+    Val x = value(in.args[0], sc);
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: {
+        x = convert(x, c);
+        const std::string a = op("load ", ty(c), ", ptr ", acc_[i]);
+        const bool sum = in.reduce == ReduceKind::sum;
+        const std::string r = is_float(c) ? op(sum ? "fadd reassoc " : "fmul reassoc ", ty(c), " ", a, ", ", x.v)
+                                          : op(sum ? "add " : "mul ", ty(c), " ", a, ", ", x.v);
+        line("store ", ty(c), " ", r, ", ptr ", acc_[i]);
+        break;
+      }
+      case ReduceKind::max: case ReduceKind::min: {
+        const bool mx = in.reduce == ReduceKind::max;
+        const std::string a = op("load ", ty(x.ct), ", ptr ", acc_[i]);
+        std::string r;
+        if (is_float(x.ct)) {
+          r = op("call ", ty(x.ct), " @llvm.", mx ? "maxnum." : "minnum.", sfx(x.ct), "(", ty(x.ct), " ", a, ", ",
+                 ty(x.ct), " ", x.v, ")");
+          const std::string f = op("load i1, ptr ", nan_[i]);
+          line("store i1 ", op("or i1 ", f, ", ", op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v)), ", ptr ", nan_[i]);
+        } else if (x.ct == CT::i64) {
+          r = select(op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a), CT::i64, x.v, a).v;
+        } else {
+          r = op(mx ? "or i1 " : "and i1 ", a, ", ", x.v);
+        }
+        line("store ", ty(x.ct), " ", r, ", ptr ", acc_[i]);
+        break;
+      }
+      case ReduceKind::argmax: case ReduceKind::argmin: {
+        const bool mx = in.reduce == ReduceKind::argmax;
+        if (x.ct == CT::i1) x = convert(x, CT::i64);
+        const std::string a = op("load ", ty(x.ct), ", ptr ", acc_[i]);
+        std::string take;
+        if (is_float(x.ct)) {
+          // The first NaN wins; after it nothing replaces it.
+          const std::string have_nan = op("load i1, ptr ", nan_[i]);
+          const std::string xnan = op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v);
+          const std::string better = op("fcmp ", mx ? "ogt " : "olt ", ty(x.ct), " ", x.v, ", ", a);
+          take = op("and i1 ", op("xor i1 ", have_nan, ", true"), ", ", op("or i1 ", xnan, ", ", better));
+          line("store i1 ", op("or i1 ", have_nan, ", ", xnan), ", ptr ", nan_[i]);
+        } else {
+          take = op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a);
+        }
+        line("store ", ty(x.ct), " ", select(take, x.ct, x.v, a).v, ", ptr ", acc_[i]);
+        const std::string bi = op("load i64, ptr ", idx_[i]);
+        line("store i64 ", select(take, CT::i64, flat, bi).v, ", ptr ", idx_[i]);
+        break;
+      }
+    }
+  }
+
+  void finish_acc(int32_t i) {
+    const Instr& in = k_.instrs[static_cast<size_t>(i)];
+    const CT c = ct_of(in.dtype);
+    if (!red_.count(i)) red_[i] = alloca(ty(c));
+    Val r;
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: r = {op("load ", ty(c), ", ptr ", acc_[i]), c}; break;
+      case ReduceKind::max: case ReduceKind::min: {
+        const CT ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
+        r = {op("load ", ty(ac), ", ptr ", acc_[i]), ac};
+        if (is_float(ac)) r = select(op("load i1, ptr ", nan_[i]), ac, lit(NAN, ac), r.v);
+        r = to_dtype(r, in.dtype);
+        break;
+      }
+      case ReduceKind::argmax: case ReduceKind::argmin:
+        r = to_dtype({op("load i64, ptr ", idx_[i]), CT::i64}, in.dtype);
+        break;
+    }
+    line("store ", ty(c), " ", convert(r, c).v, ", ptr ", red_[i]);
+  }
+
+  // The row-major position over the inner dims (argmax's index).
+  std::string inner_flat(const Scope& sc) {
+    std::string acc = "0";
+    SymInt stride = 1;
+    for (size_t d = k_.domain.size(); d-- > static_cast<size_t>(k_.num_outer);) {
+      std::string term = stride == 1 ? sc.vars[d] : op("mul i64 ", sym(stride), ", ", sc.vars[d]);
+      acc = acc == "0" ? term : op("add i64 ", acc, ", ", term);
+      stride = stride * k_.domain[d];
+    }
+    return acc;
+  }
+
+  // Nested loops over the inner dims, innermost contiguous; body gets the innermost scope.
+  void inner_loops(Scope& parent, size_t d, const std::function<void(Scope&)>& body) {
+    if (d == k_.domain.size()) {
+      body(parent);
+      return;
+    }
+    loop("0", sym(k_.domain[d]), [&](const std::string& v) {
+      Scope sc;
+      sc.vars = parent.vars;
+      sc.vars[d] = v;
+      sc.parent = &parent;
+      inner_loops(sc, d + 1, body);
+    });
+  }
+
+  void emit_reduction() {
+    const size_t n = k_.domain.size();
+    const size_t no = static_cast<size_t>(k_.num_outer);
+    const int32_t passes = k_.num_passes();
+    loop("%begin", "%end", [&](const std::string& o) {
+      Scope outer;
+      outer.vars.assign(n, "");
+      if (no > 0) unflatten(o, 0, no, outer);
+      for (int32_t p = 0; p < passes; ++p) {
+        std::vector<int32_t> reds;
+        for (size_t i = 0; i < k_.instrs.size(); ++i)
+          if (k_.instrs[i].kind == InstrKind::reduce && k_.instrs[i].pass - 1 == p) reds.push_back(static_cast<int32_t>(i));
+        for (int32_t r : reds) init_acc(r);
+        inner_loops(outer, no, [&](Scope& sc) {
+          std::string flat;
+          for (int32_t r : reds) {
+            const ReduceKind kind = k_.instrs[static_cast<size_t>(r)].reduce;
+            if ((kind == ReduceKind::argmax || kind == ReduceKind::argmin) && flat.empty()) flat = inner_flat(sc);
+            combine(r, sc, flat);
+          }
+          for (const schedule::Store& st : k_.stores) {
+            const Instr& v = k_.instrs[static_cast<size_t>(st.value)];
+            if (v.inner && v.pass == p) store(st.buffer, st.index, value(st.value, sc), sc);
+          }
+        });
+        for (int32_t r : reds) finish_acc(r);
+      }
+      Scope after;
+      after.vars = outer.vars;
+      after.parent = &outer;
+      for (const schedule::Store& st : k_.stores)
+        if (!k_.instrs[static_cast<size_t>(st.value)].inner) store(st.buffer, st.index, value(st.value, after), after);
+    });
+    line("ret void");
+  }
+
+  void emit_matmul() {
+    const schedule::Gemm& g = *k_.gemm;
+    const size_t n = k_.domain.size();  // batch..., m, n
+    const size_t nb = g.batch.size();
+    const std::string M = sym(g.m), N = sym(g.n), K = sym(g.k);
+    const std::string iv = alloca("i64");
+    line("store i64 %begin, ptr ", iv);
+    line("br label %seg");
+    block("seg");
+    const std::string r = op("load i64, ptr ", iv);
+    line("br i1 ", op("icmp slt i64 ", r, ", %end"), ", label %segbody, label %exit");
+    block("segbody");
+    const std::string b = op("sdiv i64 ", r, ", ", M);
+    const std::string m0 = op("srem i64 ", r, ", ", M);
+    const std::string rem = op("sub i64 ", M, ", ", m0);
+    const std::string left = op("sub i64 %end, ", r);
+    const std::string rows = select(op("icmp slt i64 ", rem, ", ", left), CT::i64, rem, left).v;
+    Scope outer;
+    outer.vars.assign(n, "");
+    if (nb > 0) unflatten(b, 0, nb, outer);
+    // Operand offsets of this batch element and row block.
+    auto base = [&](const SymInt& off, const SymShape& bstrides, const SymInt& row_stride, const std::string& row0) {
+      std::string acc = sym(off);
+      for (size_t d = 0; d < nb; ++d)
+        if (!(bstrides[d] == 0)) acc = op("add i64 ", acc, ", ", op("mul i64 ", sym(bstrides[d]), ", ", outer.vars[d]));
+      if (!row0.empty()) acc = op("add i64 ", acc, ", ", op("mul i64 ", sym(row_stride), ", ", row0));
+      return acc;
+    };
+    const std::string aoff = base(g.a_offset, g.a_batch_strides, g.a_row_stride, m0);
+    const std::string boff = base(g.b_offset, g.b_batch_strides, g.b_row_stride, "");
+    const std::string coff = op("add i64 ", op("mul i64 ", b, ", ", op("mul i64 ", M, ", ", N)), ", ", op("mul i64 ", m0, ", ", N));
+    const std::string ap = op("getelementptr float, ptr ", buffer(g.a), ", i64 ", aoff);
+    const std::string bp = op("getelementptr float, ptr ", buffer(g.b), ", i64 ", boff);
+    const std::string cp = op("getelementptr float, ptr ", buffer(g.c), ", i64 ", coff);
+    // Row-major operands: a unit column stride is "no transpose" with the row stride as leading
+    // dimension; a unit row stride is "transpose" with the column stride.
+    auto trans = [&](const SymInt& rs, const SymInt& cs, std::string& ld) {
+      const std::string unit = op("icmp eq i64 ", sym(cs), ", 1");
+      ld = select(unit, CT::i64, sym(rs), sym(cs)).v;
+      return op("zext i1 ", op("xor i1 ", unit, ", true"), " to i32");
+    };
+    std::string lda, ldb;
+    const std::string ta = trans(g.a_row_stride, g.a_col_stride, lda);
+    const std::string tb = trans(g.b_row_stride, g.b_col_stride, ldb);
+    line("call void @kiln_sgemm(i32 ", ta, ", i32 ", tb, ", i64 ", rows, ", i64 ", N, ", i64 ", K, ", ptr ", ap, ", i64 ",
+         lda, ", ptr ", bp, ", i64 ", ldb, ", ptr ", cp, ", i64 ", N, ")");
+    if (!k_.stores.empty()) {
+      const std::string mend = op("add i64 ", m0, ", ", rows);
+      loop(m0, mend, [&](const std::string& m) {
+        Scope rs;
+        rs.vars = outer.vars;
+        rs.vars[n - 2] = m;
+        rs.parent = &outer;
+        loop("0", N, [&](const std::string& c) {
+          Scope sc;
+          sc.vars = rs.vars;
+          sc.vars[n - 1] = c;
+          sc.parent = &rs;
+          for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, sc), sc);
+        });
+      });
+    }
+    line("store i64 ", op("add i64 ", r, ", ", rows), ", ptr ", iv);
+    line("br label %seg");
+    block("exit");
+    line("ret void");
+  }
+};
+
+// Declarations and helpers every kernel may use.
+constexpr const char* kPrelude = R"(; Kiln CPU kernels (LLVM 16 IR)
+declare float @llvm.exp.f32(float)
+declare double @llvm.exp.f64(double)
+declare float @llvm.log.f32(float)
+declare double @llvm.log.f64(double)
+declare float @llvm.sqrt.f32(float)
+declare double @llvm.sqrt.f64(double)
+declare float @llvm.sin.f32(float)
+declare double @llvm.sin.f64(double)
+declare float @llvm.cos.f32(float)
+declare double @llvm.cos.f64(double)
+declare float @llvm.pow.f32(float, float)
+declare double @llvm.pow.f64(double, double)
+declare float @llvm.fabs.f32(float)
+declare double @llvm.fabs.f64(double)
+declare float @llvm.floor.f32(float)
+declare double @llvm.floor.f64(double)
+declare float @llvm.ceil.f32(float)
+declare double @llvm.ceil.f64(double)
+declare float @llvm.roundeven.f32(float)
+declare double @llvm.roundeven.f64(double)
+declare float @llvm.copysign.f32(float, float)
+declare float @llvm.maxnum.f32(float, float)
+declare double @llvm.maxnum.f64(double, double)
+declare float @llvm.minnum.f32(float, float)
+declare double @llvm.minnum.f64(double, double)
+declare float @erff(float) nounwind readnone
+declare double @erf(double) nounwind readnone
+declare double @tanh(double) nounwind readnone
+declare void @kiln_sgemm(i32, i32, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64)
+
+; tanh from exp (vectorisable): 1 - 2/(exp(2|x|) + 1), and a Taylor polynomial below 0.3
+; where that form cancels; the sign is copied back.
+define internal float @kiln_tanhf(float %x) alwaysinline nounwind {
+  %a = call float @llvm.fabs.f32(float %x)
+  %a2 = fmul float %a, 2.0
+  %e = call float @llvm.exp.f32(float %a2)
+  %d = fadd float %e, 1.0
+  %q = fdiv float 2.0, %d
+  %big = fsub float 1.0, %q
+  %x2 = fmul float %a, %a
+  %p0 = fmul float %x2, 0xBF8226E360000000
+  %p1 = fadd float %p0, 0x3F9664F480000000
+  %p2 = fmul float %p1, %x2
+  %p3 = fadd float %p2, 0xBFABA1BA20000000
+  %p4 = fmul float %p3, %x2
+  %p5 = fadd float %p4, 0x3FC1111120000000
+  %p6 = fmul float %p5, %x2
+  %p7 = fadd float %p6, 0xBFD5555560000000
+  %ax2 = fmul float %a, %x2
+  %t = fmul float %ax2, %p7
+  %small = fadd float %a, %t
+  %use = fcmp olt float %a, 0x3FD3333340000000
+  %r = select i1 %use, float %small, float %big
+  %s = call float @llvm.copysign.f32(float %r, float %x)
+  ret float %s
+}
+
+; bf16: round to nearest even (NaN stays a quiet NaN).
+define internal i16 @kiln_bf16_bits(float %x) alwaysinline nounwind {
+  %b = bitcast float %x to i32
+  %l = lshr i32 %b, 16
+  %lsb = and i32 %l, 1
+  %bias = add i32 %lsb, 32767
+  %r = add i32 %b, %bias
+  %h = lshr i32 %r, 16
+  %t = trunc i32 %h to i16
+  %nan = fcmp uno float %x, %x
+  %hn = lshr i32 %b, 16
+  %tn = trunc i32 %hn to i16
+  %q = or i16 %tn, 64
+  %s = select i1 %nan, i16 %q, i16 %t
+  ret i16 %s
+}
+define internal float @kiln_round_bf16(float %x) alwaysinline nounwind {
+  %h = call i16 @kiln_bf16_bits(float %x)
+  %w = zext i16 %h to i32
+  %s = shl i32 %w, 16
+  %f = bitcast i32 %s to float
+  ret float %f
+}
+
+; Integer power by squaring (wrapping); a negative exponent gives 0.
+define internal i64 @kiln_ipow(i64 %base, i64 %e) nounwind {
+entry:
+  %neg = icmp slt i64 %e, 0
+  br i1 %neg, label %zero, label %loop
+zero:
+  ret i64 0
+loop:
+  %r = phi i64 [1, %entry], [%r2, %next]
+  %b = phi i64 [%base, %entry], [%b2, %next]
+  %k = phi i64 [%e, %entry], [%k2, %next]
+  %done = icmp eq i64 %k, 0
+  br i1 %done, label %out, label %step
+step:
+  %odd = and i64 %k, 1
+  %isodd = icmp ne i64 %odd, 0
+  %rm = mul i64 %r, %b
+  %r1 = select i1 %isodd, i64 %rm, i64 %r
+  br label %next
+next:
+  %r2 = phi i64 [%r1, %step]
+  %b2 = mul i64 %b, %b
+  %k2 = lshr i64 %k, 1
+  br label %loop
+out:
+  ret i64 %r
+}
+
+attributes #0 = { nounwind }
+)";
+
+std::string guard_line(const SymbolInfo& s) {
+  std::string max = s.max == std::numeric_limits<int64_t>::max() ? "inf" : std::to_string(s.max);
+  return "s" + std::to_string(s.id) + " in [" + std::to_string(s.min) + ", " + max + "]" +
+         (s.source.empty() ? "" : " (" + s.source + ")");
+}
+
+}  // namespace
+
+plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
+  plan::KernelPlan p;
+  p.target = "cpu";
+  p.prelude = kPrelude;
+  const ShapeEnv& env = s.graph.shapes();
+  p.symbols = env.symbols();
+  p.facts = env.facts();
+  for (const SymbolInfo& sym : env.symbols()) p.guards.push_back(guard_line(sym));
+  for (const ShapeFact& f : env.facts())
+    p.guards.push_back(f.lhs.str() + (f.equal ? " == " : " != ") + f.rhs.str() +
+                       (f.reason.empty() ? "" : " (" + f.reason + ")"));
+  for (const SymbolInfo& sym : env.symbols()) {
+    bool bound = false;
+    for (const schedule::Buffer& b : s.buffers) {
+      if (b.kind != schedule::BufferKind::input || bound) continue;
+      for (size_t d = 0; d < b.sizes.size() && !bound; ++d)
+        if (b.sizes[d].is_symbolic() && b.sizes[d].expr() == SymExpr::symbol(sym.id)) {
+          p.bindings.push_back({sym.id, b.index, static_cast<int32_t>(d)});
+          bound = true;
+        }
+    }
+    KILN_CHECK(bound, "cpu codegen: size symbol s", sym.id, " (", sym.source,
+               ") is not the size of any input dim, so the plan cannot learn its value");
+  }
+  for (const schedule::Buffer& b : s.buffers) {
+    plan::PlanBuffer pb;
+    pb.id = b.id;
+    pb.kind = std::string(schedule::buffer_kind_name(b.kind));
+    pb.dtype = b.dtype;
+    pb.sizes = b.sizes;
+    pb.strides = b.strides;
+    pb.index = b.index;
+    pb.slot = b.slot;
+    pb.data = b.data;
+    p.buffers.push_back(std::move(pb));
+  }
+  for (const schedule::Slot& sl : s.slots) p.slots.push_back(sl.bytes);
+  for (const Kernel& k : s.kernels) {
+    plan::PlanKernel pk;
+    pk.name = k.name;
+    pk.kind = std::string(schedule::kernel_kind_name(k.kind));
+    pk.provenance = k.provenance;
+    pk.reads = k.reads();
+    pk.writes = k.writes();
+    if (k.reference) {
+      pk.op = k.reference->op;
+      pk.attrs = k.reference->attrs;
+      pk.inputs = k.reference->inputs;
+      pk.output = k.reference->output;
+    } else {
+      pk.entry = k.name;
+      pk.source = FunctionEmitter(k, s, options).emit();
+      const std::vector<int64_t> ex = env.examples();
+      if (k.kind == KernelKind::pointwise) {
+        pk.parallel_extent = k.outer_extent();
+        pk.grain = options.pointwise_grain;
+      } else if (k.kind == KernelKind::reduction) {
+        pk.parallel_extent = k.outer_extent();
+        SymInt inner = 1;
+        for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) inner = inner * k.domain[d];
+        pk.grain = std::max<int64_t>(1, options.reduction_grain / std::max<int64_t>(1, inner.evaluate(ex)));
+      } else {
+        SymInt rows = k.gemm->m;
+        for (const SymInt& b : k.gemm->batch) rows = rows * b;
+        pk.parallel_extent = rows;
+        pk.grain = 16;
+      }
+    }
+    p.kernels.push_back(std::move(pk));
+  }
+  p.outputs = s.outputs;
+  p.peak_intermediate_bytes = s.peak_intermediate_bytes;
+  return p;
+}
+
+plan::KernelPlan generate_plan(const Graph& g) { return generate(schedule::schedule_graph(g)); }
+
+}  // namespace kiln::cpu

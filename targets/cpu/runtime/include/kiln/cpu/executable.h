@@ -1,0 +1,49 @@
+// PlanExecutable: a KernelPlan for the cpu target, compiled and ready to run.
+//
+// Takes: a plan (targets/cpu/codegen makes them; kiln::format::plan_from_json reads them back).
+// load() JIT-compiles the plan's module once (ORC, see jit.h). run() binds the size symbols from
+// the inputs, checks the inputs against the plan (dtype, rank, sizes, strides: a mismatch is a
+// kiln::Error naming the input), allocates outputs and intermediate slots from a caching host
+// allocator (no page faults on warm calls), runs the kernels in order over the thread pool
+// (reference kernels on the reference interpreter), and returns the outputs. run() may be called
+// from several threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/graph/tensor_data.h"
+#include "kiln/plan/plan.h"
+
+namespace kiln::cpu {
+
+struct ExecutableOptions {
+  // Keep the intermediate slots allocated between calls (mode reduce-overhead).
+  bool keep_buffers = false;
+  int opt_level = 3;
+};
+
+class PlanExecutable {
+ public:
+  static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, const ExecutableOptions& options = {});
+  ~PlanExecutable();
+
+  std::vector<TensorData> run(std::span<const TensorData* const> inputs) const;
+  std::vector<TensorData> run(std::span<const TensorData> inputs) const;
+
+  const plan::KernelPlan& plan() const;
+  double compile_seconds() const;  // the JIT compile of the module
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Host memory for kernel buffers: 64-byte aligned, not zeroed, recycled by size after release
+// (up to a bound), so a warm call allocates without touching new pages.
+std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes);
+
+}  // namespace kiln::cpu

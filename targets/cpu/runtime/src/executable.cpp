@@ -1,0 +1,261 @@
+// PlanExecutable: load (JIT the plan's module, resolve entries) and run (bind symbols, check
+// inputs, allocate, launch kernels over the thread pool).
+#include "kiln/cpu/executable.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "kiln/cpu/jit.h"
+#include "kiln/cpu/thread_pool.h"
+#include "kiln/graph/error.h"
+#include "kiln/reference/reference.h"
+#include "sgemm.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// Freed blocks by rounded size; reused when a request of the same rounded size comes.
+class HostPool {
+ public:
+  static HostPool& get() {
+    static HostPool* p = new HostPool;  // never destroyed: storages may outlive statics
+    return *p;
+  }
+  void* take(size_t bytes) {
+    {
+      std::lock_guard lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void give(void* p, size_t bytes) {
+    {
+      std::lock_guard lock(mu_);
+      if (cached_ + bytes <= kLimit) {
+        free_.emplace(bytes, p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  static constexpr size_t kLimit = size_t{2} << 30;
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  size_t cached_ = 0;
+};
+
+size_t round_bytes(size_t n) {
+  if (n <= 4096) return std::max<size_t>(64, (n + 63) / 64 * 64);
+  return (n + 4095) / 4096 * 4096;
+}
+
+using KernelFn = void(char**, const int64_t*, int64_t, int64_t);
+
+std::vector<int64_t> eval(const SymShape& s, const std::vector<int64_t>& syms) {
+  std::vector<int64_t> v;
+  v.reserve(s.size());
+  for (const SymInt& x : s) v.push_back(x.evaluate(syms));
+  return v;
+}
+
+std::string sizes_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes) {
+  const size_t rounded = round_bytes(nbytes);
+  void* p = HostPool::get().take(rounded);
+  return std::make_shared<Storage>(Device::cpu(), p, nbytes, [rounded](void* q) { HostPool::get().give(q, rounded); });
+}
+
+struct PlanExecutable::Impl {
+  plan::KernelPlan plan;
+  ExecutableOptions options;
+  std::unique_ptr<JitModule> module;
+  std::vector<KernelFn*> fns;  // per kernel (null for reference kernels)
+  std::vector<int32_t> input_buffer;  // buffer of graph input k
+  size_t num_inputs = 0;
+  // reduce-overhead: slots kept from the last call, for the symbol values they were made for
+  mutable std::mutex kept_mu;
+  mutable std::vector<int64_t> kept_syms;
+  mutable std::vector<std::shared_ptr<Storage>> kept_slots;
+};
+
+PlanExecutable::~PlanExecutable() = default;
+
+std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const ExecutableOptions& options) {
+  KILN_CHECK(p.target == "cpu", "cpu runtime: the plan is for target '", p.target, "', not cpu");
+  register_sgemm();
+  auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
+  exe->impl_ = std::make_unique<Impl>();
+  Impl& im = *exe->impl_;
+  im.plan = std::move(p);
+  im.options = options;
+  for (const plan::PlanBuffer& b : im.plan.buffers)
+    if (b.kind == "input") im.num_inputs = std::max(im.num_inputs, static_cast<size_t>(b.index + 1));
+  im.input_buffer.assign(im.num_inputs, -1);
+  for (const plan::PlanBuffer& b : im.plan.buffers)
+    if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
+  bool any = false;
+  for (const plan::PlanKernel& k : im.plan.kernels) any = any || !k.source.empty();
+  if (any) im.module = JitModule::compile(im.plan.module_source(), "kiln_plan", options.opt_level);
+  for (const plan::PlanKernel& k : im.plan.kernels)
+    im.fns.push_back(k.kind == "reference" ? nullptr : im.module->function<KernelFn>(k.entry));
+  return exe;
+}
+
+const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
+double PlanExecutable::compile_seconds() const { return impl_->module ? impl_->module->compile_seconds() : 0.0; }
+
+std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
+  std::vector<const TensorData*> p;
+  for (const TensorData& t : inputs) p.push_back(&t);
+  return run(std::span<const TensorData* const>(p));
+}
+
+std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> inputs) const {
+  const Impl& im = *impl_;
+  const plan::KernelPlan& pl = im.plan;
+  KILN_CHECK(inputs.size() == im.num_inputs, "cpu runtime: the plan takes ", im.num_inputs, " inputs, got ",
+             inputs.size());
+  // Symbols first, then every input against the plan.
+  std::vector<int64_t> syms(pl.symbols.size(), 0);
+  for (const plan::SymbolBinding& b : pl.bindings) {
+    const TensorData& t = *inputs[static_cast<size_t>(b.input)];
+    KILN_CHECK(b.dim < t.rank(), "cpu runtime: input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ",
+               b.dim, " of it");
+    syms[b.symbol] = t.sizes[static_cast<size_t>(b.dim)];
+  }
+  for (const SymbolInfo& s : pl.symbols)
+    KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, "cpu runtime: size s", s.id, " = ", syms[s.id],
+               " (", s.source, ") is outside the plan's range [", s.min, ", ", s.max, "]");
+  std::vector<TensorData> owned;  // contiguous copies of inputs the plan wants contiguous
+  owned.reserve(inputs.size());
+  std::vector<const TensorData*> in(inputs.begin(), inputs.end());
+  constexpr size_t kSmall = 32;
+  char* small_ptrs[kSmall];
+  std::vector<char*> many;
+  char** ptrs = small_ptrs;
+  if (pl.buffers.size() > kSmall) {
+    many.resize(pl.buffers.size());
+    ptrs = many.data();
+  }
+  for (size_t k = 0; k < im.num_inputs; ++k) {
+    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(im.input_buffer[k])];
+    const TensorData* t = in[k];
+    KILN_CHECK(t->dtype == b.dtype, "cpu runtime: input ", k, " has dtype ", dtype_name(t->dtype), ", the plan expects ",
+               dtype_name(b.dtype));
+    KILN_CHECK(t->device().type == DeviceType::cpu, "cpu runtime: input ", k, " is not on the cpu");
+    KILN_CHECK(t->rank() == static_cast<int64_t>(b.sizes.size()), "cpu runtime: input ", k, " has rank ", t->rank(),
+               ", the plan expects ", b.sizes.size());
+    for (size_t d = 0; d < b.sizes.size(); ++d) {
+      const int64_t want = b.sizes[d].evaluate(syms);
+      KILN_CHECK(t->sizes[d] == want, "cpu runtime: input ", k, " has sizes ", sizes_str(t->sizes), ", but the plan needs ",
+                 want, " at dim ", d, " (", b.sizes[d].str(), ")");
+    }
+    bool strides_ok = true;
+    for (size_t d = 0; d < b.strides.size() && strides_ok; ++d)
+      strides_ok = t->sizes[d] == 1 || t->strides[d] == b.strides[d].evaluate(syms);
+    if (!strides_ok) {
+      KILN_CHECK(b.strides == contiguous_strides(b.sizes), "cpu runtime: input ", k, " has strides ",
+                 sizes_str(t->strides), ", the plan was made for other strides");
+      owned.push_back(reference::contiguous(*t));
+      t = &owned.back();
+    }
+    in[k] = t;
+    ptrs[b.id] = static_cast<char*>(t->data());
+  }
+  // Outputs, constants and slots.
+  std::vector<TensorData> outs(pl.outputs.size());
+  std::vector<std::shared_ptr<Storage>> slot_mem;
+  std::unique_lock<std::mutex> kept_lock(im.kept_mu, std::defer_lock);
+  const bool keep = im.options.keep_buffers && kept_lock.try_lock();
+  if (keep && im.kept_syms == syms && im.kept_slots.size() == pl.slots.size()) {
+    slot_mem = im.kept_slots;
+  } else {
+    for (const SymInt& s : pl.slots) slot_mem.push_back(allocate_host_buffer(static_cast<size_t>(s.evaluate(syms))));
+    if (keep) {
+      im.kept_syms = syms;
+      im.kept_slots = slot_mem;
+    }
+  }
+  std::vector<std::shared_ptr<Storage>> out_mem(pl.buffers.size());
+  for (const plan::PlanBuffer& b : pl.buffers) {
+    if (b.kind == "constant") {
+      ptrs[b.id] = const_cast<char*>(reinterpret_cast<const char*>(b.data->bytes.data()));
+    } else if (b.kind == "output") {
+      size_t n = static_cast<size_t>(dtype_size(b.dtype));
+      for (const SymInt& s : b.sizes) n *= static_cast<size_t>(s.evaluate(syms));
+      out_mem[static_cast<size_t>(b.id)] = allocate_host_buffer(n);
+      ptrs[b.id] = static_cast<char*>(out_mem[static_cast<size_t>(b.id)]->data());
+    } else if (b.kind == "intermediate") {
+      ptrs[b.id] = static_cast<char*>(slot_mem[static_cast<size_t>(b.slot)]->data());
+    }
+  }
+  auto view = [&](int32_t id) {
+    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
+    TensorData t;
+    t.dtype = b.dtype;
+    t.sizes = eval(b.sizes, syms);
+    t.strides = eval(b.strides, syms);
+    t.storage = std::make_shared<Storage>(Device::cpu(), ptrs[id], 0, nullptr);
+    return t;
+  };
+  // Kernels.
+  ThreadPool& pool = ThreadPool::global();
+  for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
+    const plan::PlanKernel& k = pl.kernels[ki];
+    if (KernelFn* fn = im.fns[ki]) {
+      const int64_t extent = k.parallel_extent.evaluate(syms);
+      if (extent <= 0) continue;
+      const int64_t* sp = syms.data();
+      pool.parallel_for(extent, k.grain, [fn, ptrs, sp](int64_t b, int64_t e) { fn(ptrs, sp, b, e); });
+    } else {
+      std::vector<TensorData> args;
+      for (int32_t b : k.inputs) args.push_back(view(b));
+      const plan::PlanBuffer& ob = pl.buffers[static_cast<size_t>(k.output)];
+      const std::vector<int64_t> osizes = eval(ob.sizes, syms);
+      TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, osizes);
+      std::memcpy(ptrs[k.output], r.data(), static_cast<size_t>(r.numel() * dtype_size(r.dtype)));
+    }
+  }
+  for (size_t o = 0; o < pl.outputs.size(); ++o) {
+    const int32_t id = pl.outputs[o];
+    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
+    if (b.kind == "input") {
+      outs[o] = *inputs[static_cast<size_t>(b.index)];
+    } else if (b.kind == "constant") {
+      outs[o] = reference::contiguous(view(id));
+    } else {
+      TensorData t;
+      t.dtype = b.dtype;
+      t.sizes = eval(b.sizes, syms);
+      t.strides = contiguous_strides(std::span<const int64_t>(t.sizes));
+      t.storage = out_mem[static_cast<size_t>(id)];
+      KILN_CHECK(t.storage != nullptr, "cpu runtime: output ", o, " is buffer b", id, ", which is not an output buffer");
+      outs[o] = std::move(t);
+    }
+  }
+  return outs;
+}
+
+}  // namespace kiln::cpu

@@ -255,10 +255,10 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"verbose", "KILN_VERBOSE", T::Bool, false, false, true},
       {"suppress_errors", "KILN_SUPPRESS_ERRORS", T::Bool, false, false, true},
       {"capture_scalar_outputs", "KILN_CAPTURE_SCALAR_OUTPUTS", T::Bool, false, false, false},
-      {"fusion.max_fusion_size", "KILN_FUSION_MAX_FUSION_SIZE", T::Int, 64, true, false},
-      {"fusion.epilogue_fusion", "KILN_FUSION_EPILOGUE_FUSION", T::Bool, true, true, false},
-      {"fusion.aggressive_fusion", "KILN_FUSION_AGGRESSIVE_FUSION", T::Bool, false, true, false},
-      {"fusion.horizontal", "KILN_FUSION_HORIZONTAL", T::Bool, true, true, false},
+      {"fusion.max_fusion_size", "KILN_FUSION_MAX_FUSION_SIZE", T::Int, 64, true, true},
+      {"fusion.epilogue_fusion", "KILN_FUSION_EPILOGUE_FUSION", T::Bool, true, true, true},
+      {"fusion.aggressive_fusion", "KILN_FUSION_AGGRESSIVE_FUSION", T::Bool, false, true, true},
+      {"fusion.horizontal", "KILN_FUSION_HORIZONTAL", T::Bool, true, true, true},
       {"max_autotune", "KILN_MAX_AUTOTUNE", T::Bool, false, true, false},
       {"max_autotune_pointwise", "KILN_MAX_AUTOTUNE_POINTWISE", T::Bool, false, true, false},
       {"max_autotune_gemm", "KILN_MAX_AUTOTUNE_GEMM", T::Bool, false, true, false},
@@ -268,6 +268,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cudagraphs", "KILN_CUDAGRAPHS", T::Bool, false, true, false},
       {"cudagraph_trees", "KILN_CUDAGRAPH_TREES", T::Bool, true, true, false},
       {"cuda.allow_tf32", "KILN_CUDA_ALLOW_TF32", T::Bool, false, true, false},
+      {"cpu.keep_buffers", "KILN_CPU_KEEP_BUFFERS", T::Bool, false, false, true},
       {"cpu.threads", "KILN_CPU_THREADS", T::Int, 0, true, false},
       {"cpu.vector_width", "KILN_CPU_VECTOR_WIDTH", T::Int, 0, true, false},
       {"cache.plan_cache", "KILN_CACHE_PLAN_CACHE", T::Bool, true, false, false},
@@ -276,7 +277,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cache.redis_port", "KILN_CACHE_REDIS_PORT", T::Int, 6379, false, false},
       {"cache.size_limit_mb", "KILN_CACHE_SIZE_LIMIT_MB", T::Int, 1024, false, false},
       {"cache_key_tag", "KILN_CACHE_KEY_TAG", T::String, "", true, false},
-      {"emulate_precision_casts", "KILN_EMULATE_PRECISION_CASTS", T::Bool, false, true, false},
+      {"emulate_precision_casts", "KILN_EMULATE_PRECISION_CASTS", T::Bool, false, true, true},
       {"fallback_random", "KILN_FALLBACK_RANDOM", T::Bool, false, true, false},
   };
   const auto options = config::list_options();
@@ -325,7 +326,7 @@ BOOST_AUTO_TEST_CASE(mode_contents) {
   using Map = std::map<std::string, ConfigValue>;
   BOOST_TEST((config::mode_options("default") == Map{}));
   BOOST_TEST((config::mode_options("") == Map{}));
-  BOOST_TEST((config::mode_options("reduce-overhead") == Map{{"cudagraphs", true}}));
+  BOOST_TEST((config::mode_options("reduce-overhead") == Map{{"cudagraphs", true}, {"cpu.keep_buffers", true}}));
   BOOST_TEST((config::mode_options("max-autotune") == Map{{"max_autotune", true},
                                                           {"max_autotune_pointwise", true},
                                                           {"max_autotune_gemm", true},

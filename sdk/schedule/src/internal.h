@@ -53,9 +53,13 @@ struct Layout {
   SymShape strides;
 };
 
+// Whether two sizes are equal for every value the guards allow: the same expression, or their
+// difference is one the graph's shape facts say is zero (tracing decided s0 == 4, say).
+bool sizes_equal(const SymInt& a, const SymInt& b, const ShapeEnv& env);
 // The strides `new_sizes` get when viewing a tensor of `sizes`/`strides` (torch's rule), or
 // nullopt when no strides express that reshape.
-std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes);
+std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes,
+                                        const ShapeEnv& env);
 // True when a reshape only inserts or removes dims of size 1.
 bool reshape_is_unsqueeze(const SymShape& from, const SymShape& to);
 

@@ -104,7 +104,19 @@ bool reshape_is_unsqueeze(const SymShape& from, const SymShape& to) {
   return a == b;
 }
 
-std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes) {
+bool sizes_equal(const SymInt& a, const SymInt& b, const ShapeEnv& env) {
+  if (a == b) return true;
+  const SymExpr d = a.expr() - b.expr();
+  for (const ShapeFact& f : env.facts()) {
+    if (!f.equal) continue;
+    const SymExpr fd = f.lhs - f.rhs;
+    if (fd == d || fd == SymExpr::constant(0) - d) return true;
+  }
+  return false;
+}
+
+std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes,
+                                        const ShapeEnv& env) {
   SymShape out(new_sizes.size(), SymInt(0));
   if (sizes.empty()) {
     for (const SymInt& s : new_sizes)
@@ -119,14 +131,14 @@ std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& s
     tensor_numel = tensor_numel * sizes[static_cast<size_t>(tensor_d)];
     const bool chunk_ends =
         tensor_d == 0 || (!(sizes[static_cast<size_t>(tensor_d - 1)] == 1) &&
-                          !(strides[static_cast<size_t>(tensor_d - 1)] == tensor_numel * chunk_base_stride));
+                          !sizes_equal(strides[static_cast<size_t>(tensor_d - 1)], tensor_numel * chunk_base_stride, env));
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel.hint() < tensor_numel.hint() || new_sizes[static_cast<size_t>(view_d)] == 1)) {
       out[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
       view_numel = view_numel * new_sizes[static_cast<size_t>(view_d)];
       --view_d;
     }
-    if (!(view_numel == tensor_numel)) return std::nullopt;
+    if (!sizes_equal(view_numel, tensor_numel, env)) return std::nullopt;
     if (tensor_d > 0) {
       chunk_base_stride = strides[static_cast<size_t>(tensor_d - 1)];
       tensor_numel = 1;
@@ -158,7 +170,7 @@ std::optional<Layout> Context::layout(NodeId n, const std::vector<bool>* members
     l.strides = node.meta.strides.empty() ? contiguous_strides(node.meta.sizes) : node.meta.strides;
     return l;
   }
-  if (realized[static_cast<size_t>(n)]) return std::nullopt;
+  // Not stored, or computed by this kernel: a view of a view of ... a buffer, or nothing.
   if (node.inputs.empty()) return std::nullopt;
   const TensorMeta& im = g.node(node.inputs[0]).meta;
   switch (node.op) {
@@ -203,7 +215,7 @@ std::optional<Layout> Context::layout(NodeId n, const std::vector<bool>* members
       return l;
     }
     case OpId::reshape: {
-      std::optional<SymShape> st = reshape_strides(im.sizes, s, node.meta.sizes);
+      std::optional<SymShape> st = reshape_strides(im.sizes, s, node.meta.sizes, g.shapes());
       if (!st) return std::nullopt;
       l.strides = *st;
       return l;

@@ -315,6 +315,7 @@ class FunctionEmitter {
   Val fbin(const char* o, CT c, const std::string& a, const std::string& b) {
     return {op(o, " ", ty(c), " ", a, ", ", b), c};
   }
+  Val fneg(CT c, const std::string& a) { return {op("fneg ", ty(c), " ", a), c}; }
   Val select(const std::string& cond, CT c, const std::string& a, const std::string& b) {
     return {op("select i1 ", cond, ", ", ty(c), " ", a, ", ", ty(c), " ", b), c};
   }
@@ -323,7 +324,7 @@ class FunctionEmitter {
     return {op("call double @tanh(double ", x, ")"), c};
   }
   Val sigmoid_of(CT c, const std::string& x) {
-    const Val e = fcall("exp", c, fbin("fneg", c, x, "").v);
+    const Val e = fcall("exp", c, fneg(c, x).v);
     return fbin("fdiv", c, lit(1, c), fbin("fadd", c, lit(1, c), e.v).v);
   }
 
@@ -370,7 +371,7 @@ class FunctionEmitter {
       for (const Val& v : a) x.push_back(convert(v, oc).v);
       const CT c = oc;
       switch (in.op) {
-        case OpId::neg: return finish(fbin("fneg", c, x[0], ""));
+        case OpId::neg: return finish(fneg(c, x[0]));
         case OpId::abs: return finish(fcall("fabs", c, x[0]));
         case OpId::exp: return finish(fcall("exp", c, x[0]));
         case OpId::log: return finish(fcall("log", c, x[0]));

@@ -217,7 +217,10 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     t.dtype = b.dtype;
     t.sizes = eval(b.sizes, syms);
     t.strides = eval(b.strides, syms);
-    t.storage = std::make_shared<Storage>(Device::cpu(), ptrs[id], 0, nullptr);
+    int64_t span = 1;  // elements from the first to one past the last one
+    for (size_t d = 0; d < t.sizes.size(); ++d) span += (t.sizes[d] - 1) * t.strides[d];
+    t.storage = std::make_shared<Storage>(Device::cpu(), ptrs[id], static_cast<size_t>(span * dtype_size(b.dtype)),
+                                          nullptr);
     return t;
   };
   // Kernels.

@@ -4,6 +4,11 @@
 #include "commands.h"
 #include "input_checks.h"
 #include "kiln/format/graph_json.h"
+#include "kiln/passes/passes.h"
+#if KILN_HAVE_CPU_TARGET
+#include "kiln/cpu/codegen.h"
+#include "kiln/schedule/schedule.h"
+#endif
 
 namespace kiln::cli {
 
@@ -14,8 +19,11 @@ const CommandSpec& show_spec() {
       "Prints a graph file: its nodes, its size symbols with their ranges, and its guards (the\n"
       "checks an input must pass: dtype, device, rank, each size exact or within a symbol's\n"
       "range, and the shape facts the graph relies on).",
-      "",
-      {}};
+      "With --plan, --schedule or --code it also compiles the graph for the CPU the way the\n"
+      "\"kiln\" backend does (graph passes, fusion, LLVM IR codegen) and prints what came out.",
+      {{"--schedule", "", "print the fusion decisions and each kernel's loop-level IR"},
+       {"--plan", "", "print the kernel plan: kernels, launch shapes, provenance, buffers, guards"},
+       {"--code", "", "print the generated LLVM IR module"}}};
   return spec;
 }
 
@@ -43,6 +51,22 @@ int cmd_show(std::span<char* const> args) {
   }
   std::cout << "\nguards:\n";
   for (const std::string& line : guard_lines(g)) std::cout << "  " << line << "\n";
+  if (a.has("--schedule") || a.has("--plan") || a.has("--code")) {
+#if KILN_HAVE_CPU_TARGET
+    const schedule::Schedule s = schedule::schedule_graph(passes::run_default_pipeline(g));
+    if (a.has("--schedule")) {
+      std::cout << "\nfusion decisions:\n";
+      for (const std::string& d : s.decisions) std::cout << "  " << d << "\n";
+      std::cout << "\nschedule (" << s.kernels.size() << " kernel" << (s.kernels.size() == 1 ? "" : "s") << "):\n"
+                << s.str();
+    }
+    const plan::KernelPlan p = cpu::generate(s);
+    if (a.has("--plan")) std::cout << "\n" << p.str();
+    if (a.has("--code")) std::cout << "\n" << p.module_source();
+#else
+    throw UsageError("this build of kiln has no CPU target (KILN_WITH_LLVM=OFF)");
+#endif
+  }
   return 0;
 }
 

@@ -165,6 +165,15 @@ class Fuser {
         realize_node(id, "matmul");
         for (NodeId i : node.inputs) {
           std::optional<Layout> l = ctx_.layout(i, nullptr);
+          if (!l) {
+            // Store the computed value under the views (k in k^T), then read it through them.
+            NodeId base = i;
+            while (op_def(g.node(base).op).category == OpCategory::layout && g.node(base).op != OpId::cat &&
+                   g.node(base).op != OpId::pad && g.node(base).op != OpId::index_select)
+              base = g.node(base).inputs[0];
+            realize_node(base, "matmul operand (through views)");
+            l = ctx_.layout(i, nullptr);
+          }
           if (!l || !gemm_readable(g.node(i).meta, *l)) realize_node(i, "matmul operand the gemm cannot read in place");
         }
         continue;
@@ -338,9 +347,18 @@ class Fuser {
         start(std::move(ng));
         continue;
       }
-      std::set<int32_t, std::greater<>> cands;
+      // Candidates: the kernels it reads from, latest first; then (horizontal fusion) kernels
+      // that read one of the same buffers, so mean and var of one tensor share a kernel.
+      std::set<int32_t, std::greater<>> producers, siblings;
       for (NodeId f : frontier_[k])
-        if (group_of_[static_cast<size_t>(f)] >= 0) cands.insert(group_of_[static_cast<size_t>(f)]);
+        if (group_of_[static_cast<size_t>(f)] >= 0) producers.insert(group_of_[static_cast<size_t>(f)]);
+      if (opt_.horizontal)
+        for (NodeId f : frontier_[k])
+          for (NodeId c : consumers_[static_cast<size_t>(f)])
+            if (c != id && group_of_[static_cast<size_t>(c)] >= 0 && !producers.count(group_of_[static_cast<size_t>(c)]))
+              siblings.insert(group_of_[static_cast<size_t>(c)]);
+      std::vector<int32_t> cands(producers.begin(), producers.end());
+      cands.insert(cands.end(), siblings.begin(), siblings.end());
       bool joined = false;
       for (int32_t gi : cands) {
         Domain dom;

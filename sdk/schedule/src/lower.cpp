@@ -235,6 +235,16 @@ KernelBuilder::KernelBuilder(const Context& ctx, Domain domain, const std::vecto
 }
 
 int32_t KernelBuilder::add(Instr in) {
+  // Local value numbering: the same op over the same values is computed once (a reduction
+  // two composites share, such as layer_norm's mean and var's mean).
+  if (in.kind == InstrKind::pointwise || in.kind == InstrKind::reduce || in.kind == InstrKind::size) {
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const Instr& o = k_.instrs[i];
+      if (o.kind == in.kind && o.op == in.op && o.dtype == in.dtype && o.args == in.args && o.reduce == in.reduce &&
+          o.size == in.size && o.attrs == in.attrs)
+        return static_cast<int32_t>(i);
+    }
+  }
   k_.instrs.push_back(std::move(in));
   return static_cast<int32_t>(k_.instrs.size() - 1);
 }

@@ -90,6 +90,21 @@ std::string lit(double v, CT c) {
   return "0";
 }
 
+// Column strategy when the reduced dims are the strided ones: the loads walk the last outer
+// dim contiguously and none walks the last inner dim contiguously.
+bool uses_column_strategy(const Kernel& k) {
+  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
+  if (k.kind != KernelKind::reduction || no == 0) return false;
+  bool outer_unit = false, inner_unit = false;
+  for (const Instr& in : k.instrs) {
+    if (in.kind != InstrKind::load || !in.inner) continue;
+    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
+    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
+  }
+  return outer_unit && !inner_unit;
+}
+constexpr int64_t kLanes = 256;  // column strategy: outer points per block
+
 struct Val {
   std::string v;
   CT ct;
@@ -97,6 +112,7 @@ struct Val {
 
 struct Scope {
   std::vector<std::string> vars;  // one i64 operand per loop variable ("" where not set)
+  std::string lane;               // column strategy: this outer point's slot in the block
   std::map<int32_t, Val> memo;
   Scope* parent = nullptr;
   const Val* find(int32_t i) const {
@@ -137,6 +153,8 @@ class FunctionEmitter {
   std::map<int32_t, std::string> bufs_;
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> acc_, nan_, idx_;
+  std::map<std::string, CT> slot_type_;
+  int64_t lanes_ = 0;  // column strategy: outer points per block (0: row strategy)
 
   std::string t() { return "%t" + std::to_string(tmp_++); }
   std::string label(const char* p) { return std::string(p) + std::to_string(label_++); }
@@ -298,10 +316,9 @@ class FunctionEmitter {
       case InstrKind::load: r = load(in, sc); break;
       case InstrKind::pointwise: r = pointwise(in, sc); break;
       case InstrKind::reduce: {
-        auto it = red_.find(i);
-        KILN_CHECK(it != red_.end(), "cpu codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
+        KILN_CHECK(red_.count(i), "cpu codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
         const CT c = ct_of(in.dtype);
-        r = {op("load ", ty(c), ", ptr ", it->second), c};
+        r = {op("load ", ty(c), ", ptr ", slot(red_, i, c, sc.lane)), c};
         break;
       }
     }
@@ -533,45 +550,43 @@ class FunctionEmitter {
     line("ret void");
   }
 
-  // Accumulator handling of the reductions.
-  void init_acc(int32_t i) {
+  // Accumulator handling of the reductions. Row strategy: one scalar slot per reduction. Column
+  // strategy: an array of kLanes slots, one per outer point of the block, indexed by `lane`.
+  std::string slot(std::map<int32_t, std::string>& m, int32_t i, CT c, const std::string& lane) {
+    if (!m.count(i)) {
+      m[i] = lanes_ > 0 ? alloca(("[" + std::to_string(lanes_) + " x " + ty(c) + "]").c_str()) : alloca(ty(c));
+      slot_type_[m[i]] = c;
+    }
+    if (lanes_ == 0) return m[i];
+    return op("getelementptr [", lanes_, " x ", ty(c), "], ptr ", m[i], ", i64 0, i64 ", lane);
+  }
+
+  void init_acc(int32_t i, const std::string& lane) {
     const Instr& in = k_.instrs[static_cast<size_t>(i)];
     const CT c = ct_of(in.dtype);
-    const Instr& arg = k_.instrs[static_cast<size_t>(in.args[0])];
-    const CT ac = ct_of(arg.dtype);
+    const CT ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
     switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: {
-        if (!acc_.count(i)) acc_[i] = alloca(ty(c));
-        line("store ", ty(c), " ", lit(in.reduce == ReduceKind::sum ? 0 : 1, c), ", ptr ", acc_[i]);
+      case ReduceKind::sum: case ReduceKind::prod:
+        line("store ", ty(c), " ", lit(in.reduce == ReduceKind::sum ? 0 : 1, c), ", ptr ", slot(acc_, i, c, lane));
         break;
-      }
       case ReduceKind::max: case ReduceKind::min: {
-        if (!acc_.count(i)) acc_[i] = alloca(ty(ac));
         const bool mx = in.reduce == ReduceKind::max;
         std::string init;
         if (is_float(ac)) init = lit(mx ? -INFINITY : INFINITY, ac);
         else if (ac == CT::i64) init = mx ? std::to_string(INT64_MIN) : std::to_string(INT64_MAX);
         else init = mx ? "false" : "true";
-        line("store ", ty(ac), " ", init, ", ptr ", acc_[i]);
-        if (is_float(ac)) {
-          if (!nan_.count(i)) nan_[i] = alloca("i1");
-          line("store i1 false, ptr ", nan_[i]);
-        }
+        line("store ", ty(ac), " ", init, ", ptr ", slot(acc_, i, ac, lane));
+        if (is_float(ac)) line("store i1 false, ptr ", slot(nan_, i, CT::i1, lane));
         break;
       }
       case ReduceKind::argmax: case ReduceKind::argmin: {
         const CT vc = ac == CT::i1 ? CT::i64 : ac;
-        if (!acc_.count(i)) acc_[i] = alloca(ty(vc));
-        if (!idx_.count(i)) idx_[i] = alloca("i64");
         const bool mx = in.reduce == ReduceKind::argmax;
         std::string init = is_float(vc) ? lit(mx ? -INFINITY : INFINITY, vc)
                                         : (mx ? std::to_string(INT64_MIN) : std::to_string(INT64_MAX));
-        line("store ", ty(vc), " ", init, ", ptr ", acc_[i]);
-        line("store i64 0, ptr ", idx_[i]);
-        if (is_float(vc)) {
-          if (!nan_.count(i)) nan_[i] = alloca("i1");
-          line("store i1 false, ptr ", nan_[i]);
-        }
+        line("store ", ty(vc), " ", init, ", ptr ", slot(acc_, i, vc, lane));
+        line("store i64 0, ptr ", slot(idx_, i, CT::i64, lane));
+        if (is_float(vc)) line("store i1 false, ptr ", slot(nan_, i, CT::i1, lane));
         break;
       }
     }
@@ -584,72 +599,77 @@ class FunctionEmitter {
     switch (in.reduce) {
       case ReduceKind::sum: case ReduceKind::prod: {
         x = convert(x, c);
-        const std::string a = op("load ", ty(c), ", ptr ", acc_[i]);
+        const std::string p = slot(acc_, i, c, sc.lane);
+        const std::string a = op("load ", ty(c), ", ptr ", p);
         const bool sum = in.reduce == ReduceKind::sum;
         const std::string r = is_float(c) ? op(sum ? "fadd reassoc " : "fmul reassoc ", ty(c), " ", a, ", ", x.v)
                                           : op(sum ? "add " : "mul ", ty(c), " ", a, ", ", x.v);
-        line("store ", ty(c), " ", r, ", ptr ", acc_[i]);
+        line("store ", ty(c), " ", r, ", ptr ", p);
         break;
       }
       case ReduceKind::max: case ReduceKind::min: {
         const bool mx = in.reduce == ReduceKind::max;
-        const std::string a = op("load ", ty(x.ct), ", ptr ", acc_[i]);
+        const std::string p = slot(acc_, i, x.ct, sc.lane);
+        const std::string a = op("load ", ty(x.ct), ", ptr ", p);
         std::string r;
         if (is_float(x.ct)) {
           r = op("call ", ty(x.ct), " @llvm.", mx ? "maxnum." : "minnum.", sfx(x.ct), "(", ty(x.ct), " ", a, ", ",
                  ty(x.ct), " ", x.v, ")");
-          const std::string f = op("load i1, ptr ", nan_[i]);
-          line("store i1 ", op("or i1 ", f, ", ", op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v)), ", ptr ", nan_[i]);
+          const std::string np = slot(nan_, i, CT::i1, sc.lane);
+          const std::string f = op("load i1, ptr ", np);
+          line("store i1 ", op("or i1 ", f, ", ", op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v)), ", ptr ", np);
         } else if (x.ct == CT::i64) {
           r = select(op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a), CT::i64, x.v, a).v;
         } else {
           r = op(mx ? "or i1 " : "and i1 ", a, ", ", x.v);
         }
-        line("store ", ty(x.ct), " ", r, ", ptr ", acc_[i]);
+        line("store ", ty(x.ct), " ", r, ", ptr ", p);
         break;
       }
       case ReduceKind::argmax: case ReduceKind::argmin: {
         const bool mx = in.reduce == ReduceKind::argmax;
         if (x.ct == CT::i1) x = convert(x, CT::i64);
-        const std::string a = op("load ", ty(x.ct), ", ptr ", acc_[i]);
+        const std::string p = slot(acc_, i, x.ct, sc.lane);
+        const std::string a = op("load ", ty(x.ct), ", ptr ", p);
         std::string take;
         if (is_float(x.ct)) {
           // The first NaN wins; after it nothing replaces it.
-          const std::string have_nan = op("load i1, ptr ", nan_[i]);
+          const std::string np = slot(nan_, i, CT::i1, sc.lane);
+          const std::string have_nan = op("load i1, ptr ", np);
           const std::string xnan = op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v);
           const std::string better = op("fcmp ", mx ? "ogt " : "olt ", ty(x.ct), " ", x.v, ", ", a);
           take = op("and i1 ", op("xor i1 ", have_nan, ", true"), ", ", op("or i1 ", xnan, ", ", better));
-          line("store i1 ", op("or i1 ", have_nan, ", ", xnan), ", ptr ", nan_[i]);
+          line("store i1 ", op("or i1 ", have_nan, ", ", xnan), ", ptr ", np);
         } else {
           take = op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a);
         }
-        line("store ", ty(x.ct), " ", select(take, x.ct, x.v, a).v, ", ptr ", acc_[i]);
-        const std::string bi = op("load i64, ptr ", idx_[i]);
-        line("store i64 ", select(take, CT::i64, flat, bi).v, ", ptr ", idx_[i]);
+        line("store ", ty(x.ct), " ", select(take, x.ct, x.v, a).v, ", ptr ", p);
+        const std::string ip = slot(idx_, i, CT::i64, sc.lane);
+        const std::string bi = op("load i64, ptr ", ip);
+        line("store i64 ", select(take, CT::i64, flat, bi).v, ", ptr ", ip);
         break;
       }
     }
   }
 
-  void finish_acc(int32_t i) {
+  void finish_acc(int32_t i, const std::string& lane) {
     const Instr& in = k_.instrs[static_cast<size_t>(i)];
     const CT c = ct_of(in.dtype);
-    if (!red_.count(i)) red_[i] = alloca(ty(c));
     Val r;
     switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: r = {op("load ", ty(c), ", ptr ", acc_[i]), c}; break;
+      case ReduceKind::sum: case ReduceKind::prod: r = {op("load ", ty(c), ", ptr ", slot(acc_, i, c, lane)), c}; break;
       case ReduceKind::max: case ReduceKind::min: {
         const CT ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
-        r = {op("load ", ty(ac), ", ptr ", acc_[i]), ac};
-        if (is_float(ac)) r = select(op("load i1, ptr ", nan_[i]), ac, lit(NAN, ac), r.v);
+        r = {op("load ", ty(ac), ", ptr ", slot(acc_, i, ac, lane)), ac};
+        if (is_float(ac)) r = select(op("load i1, ptr ", slot(nan_, i, CT::i1, lane)), ac, lit(NAN, ac), r.v);
         r = to_dtype(r, in.dtype);
         break;
       }
       case ReduceKind::argmax: case ReduceKind::argmin:
-        r = to_dtype({op("load i64, ptr ", idx_[i]), CT::i64}, in.dtype);
+        r = to_dtype({op("load i64, ptr ", slot(idx_, i, CT::i64, lane)), CT::i64}, in.dtype);
         break;
     }
-    line("store ", ty(c), " ", convert(r, c).v, ", ptr ", red_[i]);
+    line("store ", ty(c), " ", convert(r, c).v, ", ptr ", slot(red_, i, c, lane));
   }
 
   // The row-major position over the inner dims (argmax's index).
@@ -679,39 +699,108 @@ class FunctionEmitter {
     });
   }
 
+  bool column_strategy() const { return uses_column_strategy(k_); }
+
+  std::vector<int32_t> reductions_of_pass(int32_t p) const {
+    std::vector<int32_t> reds;
+    for (size_t i = 0; i < k_.instrs.size(); ++i)
+      if (k_.instrs[i].kind == InstrKind::reduce && k_.instrs[i].pass - 1 == p) reds.push_back(static_cast<int32_t>(i));
+    return reds;
+  }
+
+  // One step of pass p at the point of scope sc: fold into the accumulators, store what is due.
+  void pass_body(int32_t p, const std::vector<int32_t>& reds, Scope& sc) {
+    std::string flat;
+    for (int32_t r : reds) {
+      const ReduceKind kind = k_.instrs[static_cast<size_t>(r)].reduce;
+      if ((kind == ReduceKind::argmax || kind == ReduceKind::argmin) && flat.empty()) flat = inner_flat(sc);
+      combine(r, sc, flat);
+    }
+    for (const schedule::Store& st : k_.stores) {
+      const Instr& v = k_.instrs[static_cast<size_t>(st.value)];
+      if (v.inner && v.pass == p) store(st.buffer, st.index, value(st.value, sc), sc);
+    }
+  }
+
+  void outer_stores(Scope& sc) {
+    for (const schedule::Store& st : k_.stores)
+      if (!k_.instrs[static_cast<size_t>(st.value)].inner) store(st.buffer, st.index, value(st.value, sc), sc);
+  }
+
   void emit_reduction() {
     const size_t n = k_.domain.size();
     const size_t no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
-    loop("%begin", "%end", [&](const std::string& o) {
-      Scope outer;
-      outer.vars.assign(n, "");
-      if (no > 0) unflatten(o, 0, no, outer);
-      for (int32_t p = 0; p < passes; ++p) {
-        std::vector<int32_t> reds;
-        for (size_t i = 0; i < k_.instrs.size(); ++i)
-          if (k_.instrs[i].kind == InstrKind::reduce && k_.instrs[i].pass - 1 == p) reds.push_back(static_cast<int32_t>(i));
-        for (int32_t r : reds) init_acc(r);
-        inner_loops(outer, no, [&](Scope& sc) {
-          std::string flat;
-          for (int32_t r : reds) {
-            const ReduceKind kind = k_.instrs[static_cast<size_t>(r)].reduce;
-            if ((kind == ReduceKind::argmax || kind == ReduceKind::argmin) && flat.empty()) flat = inner_flat(sc);
-            combine(r, sc, flat);
-          }
-          for (const schedule::Store& st : k_.stores) {
-            const Instr& v = k_.instrs[static_cast<size_t>(st.value)];
-            if (v.inner && v.pass == p) store(st.buffer, st.index, value(st.value, sc), sc);
-          }
+    if (!column_strategy()) {
+      // Row strategy: one outer point at a time, each pass one sweep over the inner dims.
+      loop("%begin", "%end", [&](const std::string& o) {
+        Scope outer;
+        outer.vars.assign(n, "");
+        if (no > 0) unflatten(o, 0, no, outer);
+        for (int32_t p = 0; p < passes; ++p) {
+          const std::vector<int32_t> reds = reductions_of_pass(p);
+          for (int32_t r : reds) init_acc(r, "");
+          inner_loops(outer, no, [&](Scope& sc) { pass_body(p, reds, sc); });
+          for (int32_t r : reds) finish_acc(r, "");
+        }
+        Scope after;
+        after.vars = outer.vars;
+        after.parent = &outer;
+        outer_stores(after);
+      });
+      line("ret void");
+      return;
+    }
+    // Column strategy: a block of up to kLanes consecutive points of the last outer dim at a
+    // time; each step of the inner loops reads one contiguous run of the block (vectorised).
+    lanes_ = kLanes;
+    const std::string C = sym(k_.domain[no - 1]);
+    const std::string iv = alloca("i64");
+    line("store i64 %begin, ptr ", iv);
+    line("br label %seg");
+    block("seg");
+    const std::string i = op("load i64, ptr ", iv);
+    line("br i1 ", op("icmp slt i64 ", i, ", %end"), ", label %segbody, label %exit");
+    block("segbody");
+    const std::string row = op("sdiv i64 ", i, ", ", C);
+    const std::string col = op("srem i64 ", i, ", ", C);
+    const std::string rem = op("sub i64 ", C, ", ", col);
+    const std::string left = op("sub i64 %end, ", i);
+    std::string len = select(op("icmp slt i64 ", rem, ", ", left), CT::i64, rem, left).v;
+    len = select(op("icmp slt i64 ", len, ", ", lanes_), CT::i64, len, std::to_string(lanes_)).v;
+    Scope outer;
+    outer.vars.assign(n, "");
+    if (no > 1) unflatten(row, 0, no - 1, outer);
+    auto lane_scope = [&](Scope& parent, const std::string& lane) {
+      Scope sc;
+      sc.vars = parent.vars;
+      sc.vars[no - 1] = op("add i64 ", col, ", ", lane);
+      sc.lane = lane;
+      sc.parent = &parent;
+      return sc;
+    };
+    for (int32_t p = 0; p < passes; ++p) {
+      const std::vector<int32_t> reds = reductions_of_pass(p);
+      loop("0", len, [&](const std::string& l) {
+        for (int32_t r : reds) init_acc(r, l);
+      });
+      inner_loops(outer, no, [&](Scope& in) {
+        loop("0", len, [&](const std::string& l) {
+          Scope sc = lane_scope(in, l);
+          pass_body(p, reds, sc);
         });
-        for (int32_t r : reds) finish_acc(r);
-      }
-      Scope after;
-      after.vars = outer.vars;
-      after.parent = &outer;
-      for (const schedule::Store& st : k_.stores)
-        if (!k_.instrs[static_cast<size_t>(st.value)].inner) store(st.buffer, st.index, value(st.value, after), after);
+      });
+      loop("0", len, [&](const std::string& l) {
+        for (int32_t r : reds) finish_acc(r, l);
+      });
+    }
+    loop("0", len, [&](const std::string& l) {
+      Scope sc = lane_scope(outer, l);
+      outer_stores(sc);
     });
+    line("store i64 ", op("add i64 ", i, ", ", len), ", ptr ", iv);
+    line("br label %seg");
+    block("exit");
     line("ret void");
   }
 
@@ -967,6 +1056,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
         SymInt inner = 1;
         for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) inner = inner * k.domain[d];
         pk.grain = std::max<int64_t>(1, options.reduction_grain / std::max<int64_t>(1, inner.evaluate(ex)));
+        if (uses_column_strategy(k)) pk.grain = std::max(pk.grain, kLanes);
       } else {
         SymInt rows = k.gemm->m;
         for (const SymInt& b : k.gemm->batch) rows = rows * b;

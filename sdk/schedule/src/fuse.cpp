@@ -478,6 +478,7 @@ Schedule schedule_graph(const Graph& g, const Options& options) {
   Schedule s;
   s.graph = detail::prepare(g);
   detail::Fuser(s, options).run();
+  if (options.split_reductions) detail::split_reductions(s);
   detail::plan_buffers(s);
   return s;
 }

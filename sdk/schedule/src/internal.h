@@ -108,6 +108,9 @@ class KernelBuilder {
 // Graph preparation before scheduling: composites decomposed, matmul operands and results in f32.
 Graph prepare(const Graph& g);
 
+// Large full reductions -> two kernels (partials in parallel, then the fold and the epilogue).
+void split_reductions(Schedule& s);
+
 // Buffer planning: keeps the buffers kernels use, marks outputs, assigns intermediates to slots.
 void plan_buffers(Schedule& s);
 

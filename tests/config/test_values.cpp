@@ -269,6 +269,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cudagraph_trees", "KILN_CUDAGRAPH_TREES", T::Bool, true, true, false},
       {"cuda.allow_tf32", "KILN_CUDA_ALLOW_TF32", T::Bool, false, true, false},
       {"cpu.keep_buffers", "KILN_CPU_KEEP_BUFFERS", T::Bool, false, false, true},
+      {"cpu.eager_compile_threshold", "KILN_CPU_EAGER_COMPILE_THRESHOLD", T::Int, 4096, false, true},
       {"cpu.threads", "KILN_CPU_THREADS", T::Int, 0, true, false},
       {"cpu.vector_width", "KILN_CPU_VECTOR_WIDTH", T::Int, 0, true, false},
       {"cache.plan_cache", "KILN_CACHE_PLAN_CACHE", T::Bool, true, false, false},

@@ -1,7 +1,11 @@
 // The "kiln" backend's CPU path: schedule the optimised graph, generate LLVM IR, JIT the plan.
 #include "cpu_backend.h"
 
+#include <map>
+#include <mutex>
+
 #include "kiln/config/config.h"
+#include "kiln/reference/reference.h"
 #include "kiln/config/log.h"
 
 #if KILN_HAVE_CPU_TARGET
@@ -37,6 +41,90 @@ Executable cpu_executable(const Graph& g) {
 #else
   (void)g;
   fail("this build of Kiln has no CPU target (KILN_WITH_LLVM=OFF)");
+#endif
+}
+
+#if KILN_HAVE_CPU_TARGET
+namespace {
+
+// Builds the single-op graph: every size other than 1 becomes a symbol, equal sizes the same
+// symbol (so broadcasting needs no shape facts). `key` says what the kernel depends on.
+Graph eager_graph(OpId op, std::span<const TensorData> inputs, const Attrs& attrs, bool symbolic, std::string& key) {
+  Graph g;
+  std::map<int64_t, SymInt> symbol_of;
+  key = std::to_string(static_cast<int>(op)) + "|" + std::to_string(attrs.hash());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorData& t = inputs[i];
+    TensorMeta m;
+    m.dtype = t.dtype;
+    key += "|" + std::string(dtype_name(t.dtype)) + "[";
+    for (int64_t s : t.sizes) {
+      if (s == 1 || !symbolic) {
+        m.sizes.push_back(s);
+        key += std::to_string(s) + ",";
+        continue;
+      }
+      auto it = symbol_of.find(s);
+      if (it == symbol_of.end())
+        it = symbol_of.emplace(s, g.shapes().create_symbol(s, 2, std::numeric_limits<int64_t>::max(),
+                                                           "input " + std::to_string(i), false)).first;
+      m.sizes.push_back(it->second);
+      key += "s" + std::to_string(it->second.expr().terms()[0].symbols[0]) + ",";
+    }
+    key += "]";
+    g.add_input(m);
+  }
+  std::vector<NodeId> ids(inputs.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<NodeId>(i);
+  g.set_outputs({g.add(op, ids, attrs)});
+  return g;
+}
+
+struct EagerEntry {
+  Attrs attrs;
+  std::shared_ptr<cpu::PlanExecutable> exe;
+};
+
+}  // namespace
+#endif
+
+std::optional<TensorData> cpu_eager(OpId op, std::span<const TensorData> inputs, const Attrs& attrs,
+                                    const TensorMeta& out) {
+#if KILN_HAVE_CPU_TARGET
+  const OpCategory cat = op_def(op).category;
+  if (cat == OpCategory::layout || cat == OpCategory::source) return std::nullopt;
+  const int64_t threshold = config::get<int64_t>("cpu.eager_compile_threshold");
+  if (threshold < 0) return std::nullopt;
+  int64_t n = 1;
+  for (const SymInt& s : out.sizes) n *= s.hint();
+  if (n < threshold || n == 0) return std::nullopt;
+  for (const TensorData& t : inputs)
+    if (t.numel() == 0) return std::nullopt;
+  // Kernels are made for contiguous inputs.
+  std::vector<TensorData> in(inputs.begin(), inputs.end());
+  for (TensorData& t : in)
+    if (!t.is_contiguous()) t = reference::contiguous(t);
+  static std::mutex mu;
+  static std::map<std::string, std::vector<EagerEntry>> cache;
+  std::string key;
+  Graph g = eager_graph(op, in, attrs, true, key);
+  if (!g.shapes().facts().empty()) g = eager_graph(op, in, attrs, false, key);  // the rule needed exact sizes
+  std::shared_ptr<cpu::PlanExecutable> exe;
+  {
+    std::lock_guard lock(mu);
+    for (const EagerEntry& e : cache[key])
+      if (e.attrs == attrs) exe = e.exe;
+  }
+  if (!exe) {
+    exe = cpu::PlanExecutable::load(cpu::generate(schedule::schedule_graph(g)));
+    std::lock_guard lock(mu);
+    cache[key].push_back(EagerEntry{attrs, exe});
+  }
+  std::vector<TensorData> r = exe->run(std::span<const TensorData>(in));
+  return std::move(r[0]);
+#else
+  (void)op, (void)inputs, (void)attrs, (void)out;
+  return std::nullopt;
 #endif
 }
 

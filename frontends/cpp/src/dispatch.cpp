@@ -4,6 +4,7 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
+#include "cpu_backend.h"
 #include "trace.h"
 
 namespace kiln::detail {
@@ -87,10 +88,13 @@ Tensor run_eager(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
                d.device().str());
     in.push_back(d);
   }
+  const TensorMeta out = infer_static(op, in, attrs);
   if (op_def(op).category == OpCategory::layout || op == OpId::flatten || op == OpId::transpose) {
-    const TensorMeta out = infer_static(op, in, attrs);
     if (auto view = try_view(op, in[0], attrs, out)) return Tensor::from_data(std::move(*view));
   }
+  // Compute ops on enough data run as compiled single-op kernels (the same codegen as
+  // compiled graphs); the rest on the reference interpreter.
+  if (auto r = cpu_eager(op, in, attrs, out)) return Tensor::from_data(std::move(*r));
   return Tensor::from_data(reference::eval_op(op, in, attrs));
 }
 

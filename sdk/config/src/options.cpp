@@ -13,6 +13,9 @@ std::string at_least_1(const ConfigValue& v) {
 std::string at_least_0(const ConfigValue& v) {
   return v.as<int64_t>() >= 0 ? "" : "must be 0 or more";
 }
+std::string at_least_minus_1(const ConfigValue& v) {
+  return v.as<int64_t>() >= -1 ? "" : "must be -1 (never) or more";
+}
 std::string zero_or_power_of_two(const ConfigValue& v) {
   int64_t n = v.as<int64_t>();
   return n == 0 || (n > 0 && (n & (n - 1)) == 0) ? "" : "must be 0 or a power of two";
@@ -114,6 +117,11 @@ std::vector<OptionDef> build_options() {
      "(targets/cuda will read it)."},
     {"cpu.keep_buffers", T::Bool, false, kNoCodegen, kUsed,
      "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
+    {"cpu.eager_compile_threshold", T::Int, 4096, kNoCodegen, kUsed,
+     "Eager ops on the CPU run as compiled single-op kernels (cached by op, attributes, dtypes "
+     "and shape pattern) when their output has at least this many elements; smaller ones run on "
+     "the reference interpreter, where a JIT compile would not pay for itself. -1: never compile.",
+     at_least_minus_1},
     {"cpu.threads", T::Int, 0, kCodegen, kLater,
      "Threads for CPU kernels; 0 = all cores. Not yet used (targets/cpu will read it).",
      at_least_0},

@@ -163,7 +163,12 @@ int cmd_bench(std::span<char* const> args) {
   for (const bench::Workload& w : bench::suite()) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
     const Tensors inputs = w.make_inputs(small);
-    const Tensors expected = w.eager(inputs);  // the reference target, op by op
+    Tensors expected;
+    {
+      // The reference target, op by op (eager would otherwise run compiled CPU kernels).
+      config::Patch reference_only({{"cpu.eager_compile_threshold", int64_t{-1}}});
+      expected = w.eager(inputs);
+    }
     const auto want = values(expected);
     const int64_t min_bytes = bytes_of(inputs) + bytes_of(expected);
     const double tol = tolerance(expected);

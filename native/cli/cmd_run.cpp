@@ -1,6 +1,9 @@
 // kiln run GRAPH.json: load a graph, make or load its inputs, run it on a target, show and
 // optionally save the outputs.
+#include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +16,11 @@
 #include "kiln/npy/npy.h"
 #include "kiln/reference/random.h"
 #include "kiln/reference/reference.h"
+#if KILN_HAVE_CPU_TARGET
+#include "kiln/cpu/codegen.h"
+#include "kiln/cpu/executable.h"
+#include "kiln/passes/passes.h"
+#endif
 
 namespace kiln::cli {
 
@@ -20,7 +28,11 @@ namespace {
 
 // The targets `kiln run` can use in this build.
 const std::vector<std::string>& available_targets() {
+#if KILN_HAVE_CPU_TARGET
+  static const std::vector<std::string> targets = {"reference", "cpu"};
+#else
   static const std::vector<std::string> targets = {"reference"};
+#endif
   return targets;
 }
 
@@ -106,12 +118,18 @@ const CommandSpec& run_spec() {
       "or are made up with --random at the symbols' example sizes: standard normal values for\n"
       "floating types, 0..3 for integers, 0/1 for bool. A bf16 input accepts a '<f4' file (numpy has\n"
       "no bfloat16), rounded to bf16. With --out DIR each output k is written to DIR/out<k>.npy\n"
-      "(bf16 outputs as '<f4').\n",
+      "(bf16 outputs as '<f4').\n"
+      "--target cpu compiles the graph as the \"kiln\" backend does (passes, fusion, LLVM); --check\n"
+      "then also runs it on the reference target and reports the largest relative error per output\n"
+      "(exit status 1 when one exceeds the dtype's tolerance: 1e-5 f32/f64, 1e-2 f16/bf16, exact\n"
+      "for integers and bool).\n",
       {{"--target", "NAME", "where to run it (default: reference)"},
        {"--inputs", "A.npy,B.npy", "the inputs, comma separated, in the graph's input order"},
        {"--random", "", "make random inputs instead"},
        {"--seed", "N", "seed for --random (default 0)"},
-       {"--out", "DIR", "write the outputs to DIR/out0.npy, DIR/out1.npy, ..."}}};
+       {"--out", "DIR", "write the outputs to DIR/out0.npy, DIR/out1.npy, ..."},
+       {"--check", "", "compare the target's outputs with the reference target's"},
+       {"--repeat", "N", "(cpu) run N more times: median time, and every run must give the same bits"}}};
   return spec;
 }
 
@@ -173,7 +191,61 @@ int cmd_run(std::span<char* const> args) {
     std::cout << input_label(g, k) << ": " << dtype_name(inputs[k].dtype) << shape_str(static_shape(inputs[k].sizes))
               << " (" << origins[k] << ")\n";
   }
-  const std::vector<TensorData> outputs = reference::run_graph(g, inputs);
+  std::vector<TensorData> outputs;
+  if (target == "reference") {
+    outputs = reference::run_graph(g, inputs);
+  } else {
+#if KILN_HAVE_CPU_TARGET
+    auto exe = cpu::PlanExecutable::load(cpu::generate_plan(passes::run_default_pipeline(g)));
+    outputs = exe->run(std::span<const TensorData>(inputs));
+    if (a.has("--repeat")) {
+      // Runs again, timing each run and checking that every run gives the same bits.
+      const int repeat = std::atoi(a.get("--repeat").c_str());
+      std::vector<double> ms;
+      for (int i = 0; i < repeat; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::vector<TensorData> again = exe->run(std::span<const TensorData>(inputs));
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        for (size_t k = 0; k < again.size(); ++k)
+          if (std::memcmp(again[k].data(), outputs[k].data(), static_cast<size_t>(again[k].numel() * dtype_size(again[k].dtype))) != 0) {
+            double worst = 0;
+            int64_t at = 0;
+            for (int64_t e = 0; e < again[k].numel(); ++e) {
+              const double d = std::fabs(element(again[k], e) - element(outputs[k], e));
+              if (!(d <= worst)) worst = d, at = e;
+            }
+            fail("run ", i + 2, " gave different output ", k, " than the first run (largest difference ", worst,
+                 " at element ", at, ")");
+          }
+      }
+      std::sort(ms.begin(), ms.end());
+      if (!ms.empty()) std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << ms[ms.size() / 2] << " ms over " << ms.size() << " runs, all identical\n";
+    }
+#endif
+  }
+  int bad = 0;
+  if (a.has("--check")) {
+    const std::vector<TensorData> want = reference::run_graph(g, inputs);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const TensorData& t = outputs[k];
+      double num = 0, den = 0, worst = 0;
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const double x = element(t, i), y = element(want[k], i);
+        if (std::isnan(x) != std::isnan(y)) worst = INFINITY;
+        if (std::isnan(x) || std::isnan(y)) continue;
+        num += (x - y) * (x - y);
+        den += y * y;
+        worst = std::max(worst, std::fabs(x - y));
+      }
+      const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+      const double tol = is_integral(t.dtype) || t.dtype == DType::bool_ ? 0.0
+                         : (t.dtype == DType::f16 || t.dtype == DType::bf16) ? 1e-2 : 1e-5;
+      const bool ok = rel <= tol && !std::isinf(worst);
+      bad += ok ? 0 : 1;
+      std::cout << "check output " << k << ": relative L2 error " << rel << ", max abs error " << worst
+                << (ok ? " (ok)" : " (OUTSIDE TOLERANCE)") << "\n";
+    }
+  }
 
   for (size_t k = 0; k < outputs.size(); ++k) {
     const TensorData& t = outputs[k];
@@ -196,7 +268,7 @@ int cmd_run(std::span<char* const> args) {
       std::cout << "wrote " << path << "\n";
     }
   }
-  return 0;
+  return bad ? 1 : 0;
 }
 
 }  // namespace kiln::cli

@@ -40,7 +40,7 @@ expect 2 "option '--seed' needs a value" -- "$kiln" run "$mlp" --random --seed
 
 # Errors from Kiln: "kiln: error: ..." and status 1.
 expect 1 "^kiln: error: cannot open graph file '$work/none.json'" -- "$kiln" show "$work/none.json"
-expect 1 "kiln: error: unknown target 'tpu' \(available: reference\)" -- "$kiln" run "$mlp" --target tpu --random
+expect 1 "kiln: error: unknown target 'tpu' \(available: reference" -- "$kiln" run "$mlp" --target tpu --random
 printf '{"format": "kiln.graph", "version": 2}' >"$work/v2.json"
 expect 1 "kiln: error: .*v2.json: field 'version': unsupported graph format version 2" -- "$kiln" show "$work/v2.json"
 
@@ -55,6 +55,18 @@ expect 0 'first 8 of 128' -- "$kiln" run "$mlp" --random --seed 3
 for f in softmax layernorm transformer_block dynamic_softmax; do
   expect 0 'output 0' -- "$kiln" run "$samples/$f.json" --random
 done
+
+# The cpu target (when built): every sample compiled, checked against the reference, and
+# deterministic over repeated runs; show --schedule/--plan/--code print the compiler's work.
+if "$kiln" run --help | grep -q -- '--check'; then
+  for f in mlp softmax layernorm transformer_block dynamic_softmax; do
+    expect 0 'check output 0: .* \(ok\)' -- "$kiln" run "$samples/$f.json" --random --target cpu --check --repeat 3
+  done
+  expect 0 'kernel k0 \(reduction\)' -- "$kiln" show "$samples/layernorm.json" --schedule
+  expect 0 'fused %[0-9]+ \(var\) into kernel 0' -- "$kiln" show "$samples/layernorm.json" --schedule
+  expect 0 'kernel plan v1 for cpu: 1 kernel' -- "$kiln" show "$samples/layernorm.json" --plan
+  expect 0 'define void @k0\(ptr noalias %buffers' -- "$kiln" show "$samples/layernorm.json" --code
+fi
 
 # .npy round trip: an identity graph writes its random input x; feeding that file to mlp must
 # give the same bytes as mlp --random with the same seed.

@@ -70,9 +70,14 @@ detail::Outputs run_entry(const CompiledEntry& e, std::span<const ArgView> args)
   return wrap_all(e.executable(std::span<const TensorData* const>(in, n)));
 }
 
+// A directory name from a function label: alphanumerics kept, and long labels (lambdas in
+// templates run to hundreds of characters) cut to a prefix plus a hash of the whole.
 std::string sanitize(std::string s) {
+  constexpr size_t kMax = 80;
+  const size_t hash = std::hash<std::string>{}(s);
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  if (s.size() > kMax) s = s.substr(0, kMax) + "_" + std::to_string(hash % 1000000007);
   return s;
 }
 

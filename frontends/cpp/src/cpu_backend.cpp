@@ -1,6 +1,7 @@
 // The "kiln" backend's CPU path: schedule the optimised graph, generate LLVM IR, JIT the plan.
 #include "cpu_backend.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -95,11 +96,14 @@ std::optional<TensorData> cpu_eager(OpId op, std::span<const TensorData> inputs,
   if (cat == OpCategory::layout || cat == OpCategory::source) return std::nullopt;
   const int64_t threshold = config::get<int64_t>("cpu.eager_compile_threshold");
   if (threshold < 0) return std::nullopt;
-  int64_t n = 1;
+  int64_t n = 1;  // the work: the largest of the output and the inputs
   for (const SymInt& s : out.sizes) n *= s.hint();
-  if (n < threshold || n == 0) return std::nullopt;
-  for (const TensorData& t : inputs)
+  if (n == 0) return std::nullopt;
+  for (const TensorData& t : inputs) {
     if (t.numel() == 0) return std::nullopt;
+    n = std::max(n, t.numel());
+  }
+  if (n < threshold) return std::nullopt;
   // Kernels are made for contiguous inputs.
   std::vector<TensorData> in(inputs.begin(), inputs.end());
   for (TensorData& t : in)

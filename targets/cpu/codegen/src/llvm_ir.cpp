@@ -492,6 +492,30 @@ class FunctionEmitter {
     block(done);
   }
 
+  // Walks [begin, end) of a flattened domain whose last dim has extent C in runs that stay
+  // within one row (and are at most `cap` long when cap > 0): body(row, col, len) per run.
+  void walk_rows(const std::string& C, int64_t cap,
+                 const std::function<void(const std::string&, const std::string&, const std::string&)>& body) {
+    const std::string iv = alloca("i64");
+    line("store i64 %begin, ptr ", iv);
+    line("br label %seg");
+    block("seg");
+    const std::string i = op("load i64, ptr ", iv);
+    line("br i1 ", op("icmp slt i64 ", i, ", %end"), ", label %segbody, label %exit");
+    block("segbody");
+    const std::string row = op("sdiv i64 ", i, ", ", C);
+    const std::string col = op("srem i64 ", i, ", ", C);
+    const std::string rem = op("sub i64 ", C, ", ", col);
+    const std::string left = op("sub i64 %end, ", i);
+    std::string len = select(op("icmp slt i64 ", rem, ", ", left), CT::i64, rem, left).v;
+    if (cap > 0) len = select(op("icmp slt i64 ", len, ", ", cap), CT::i64, len, std::to_string(cap)).v;
+    body(row, col, len);
+    line("store i64 ", op("add i64 ", i, ", ", len), ", ptr ", iv);
+    line("br label %seg");
+    block("exit");
+    line("ret void");
+  }
+
   // Splits a flat index over extents[first..last) (row-major) into vars.
   void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
     std::string r = flat;
@@ -520,34 +544,18 @@ class FunctionEmitter {
       return;
     }
     // Walk [begin, end) of the flattened domain one row segment (of the last dim) at a time.
-    const std::string C = sym(k_.domain[n - 1]);
-    const std::string iv = alloca("i64");
-    line("store i64 %begin, ptr ", iv);
-    line("br label %seg");
-    block("seg");
-    const std::string i = op("load i64, ptr ", iv);
-    line("br i1 ", op("icmp slt i64 ", i, ", %end"), ", label %segbody, label %exit");
-    block("segbody");
-    const std::string row = op("sdiv i64 ", i, ", ", C);
-    const std::string col = op("srem i64 ", i, ", ", C);
-    const std::string rem = op("sub i64 ", C, ", ", col);
-    const std::string left = op("sub i64 %end, ", i);
-    const std::string nseg = select(op("icmp slt i64 ", rem, ", ", left), CT::i64, rem, left).v;
-    const std::string cend = op("add i64 ", col, ", ", nseg);
-    Scope outer;
-    outer.vars.assign(n, "");
-    if (n > 1) unflatten(row, 0, n - 1, outer);
-    loop(col, cend, [&](const std::string& c) {
-      Scope in;
-      in.vars = outer.vars;
-      in.vars[n - 1] = c;
-      in.parent = &outer;
-      for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, in), in);
+    walk_rows(sym(k_.domain[n - 1]), 0, [&](const std::string& row, const std::string& col, const std::string& len) {
+      Scope outer;
+      outer.vars.assign(n, "");
+      if (n > 1) unflatten(row, 0, n - 1, outer);
+      loop(col, op("add i64 ", col, ", ", len), [&](const std::string& c) {
+        Scope in;
+        in.vars = outer.vars;
+        in.vars[n - 1] = c;
+        in.parent = &outer;
+        for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, in), in);
+      });
     });
-    line("store i64 ", op("add i64 ", i, ", ", nseg), ", ptr ", iv);
-    line("br label %seg");
-    block("exit");
-    line("ret void");
   }
 
   // Accumulator handling of the reductions. Row strategy: one scalar slot per reduction. Column
@@ -754,54 +762,38 @@ class FunctionEmitter {
     // Column strategy: a block of up to kLanes consecutive points of the last outer dim at a
     // time; each step of the inner loops reads one contiguous run of the block (vectorised).
     lanes_ = kLanes;
-    const std::string C = sym(k_.domain[no - 1]);
-    const std::string iv = alloca("i64");
-    line("store i64 %begin, ptr ", iv);
-    line("br label %seg");
-    block("seg");
-    const std::string i = op("load i64, ptr ", iv);
-    line("br i1 ", op("icmp slt i64 ", i, ", %end"), ", label %segbody, label %exit");
-    block("segbody");
-    const std::string row = op("sdiv i64 ", i, ", ", C);
-    const std::string col = op("srem i64 ", i, ", ", C);
-    const std::string rem = op("sub i64 ", C, ", ", col);
-    const std::string left = op("sub i64 %end, ", i);
-    std::string len = select(op("icmp slt i64 ", rem, ", ", left), CT::i64, rem, left).v;
-    len = select(op("icmp slt i64 ", len, ", ", lanes_), CT::i64, len, std::to_string(lanes_)).v;
-    Scope outer;
-    outer.vars.assign(n, "");
-    if (no > 1) unflatten(row, 0, no - 1, outer);
-    auto lane_scope = [&](Scope& parent, const std::string& lane) {
-      Scope sc;
-      sc.vars = parent.vars;
-      sc.vars[no - 1] = op("add i64 ", col, ", ", lane);
-      sc.lane = lane;
-      sc.parent = &parent;
-      return sc;
-    };
-    for (int32_t p = 0; p < passes; ++p) {
-      const std::vector<int32_t> reds = reductions_of_pass(p);
-      loop("0", len, [&](const std::string& l) {
-        for (int32_t r : reds) init_acc(r, l);
-      });
-      inner_loops(outer, no, [&](Scope& in) {
+    walk_rows(sym(k_.domain[no - 1]), kLanes, [&](const std::string& row, const std::string& col, const std::string& len) {
+      Scope outer;
+      outer.vars.assign(n, "");
+      if (no > 1) unflatten(row, 0, no - 1, outer);
+      auto lane_scope = [&](Scope& parent, const std::string& lane) {
+        Scope sc;
+        sc.vars = parent.vars;
+        sc.vars[no - 1] = op("add i64 ", col, ", ", lane);
+        sc.lane = lane;
+        sc.parent = &parent;
+        return sc;
+      };
+      for (int32_t p = 0; p < passes; ++p) {
+        const std::vector<int32_t> reds = reductions_of_pass(p);
         loop("0", len, [&](const std::string& l) {
-          Scope sc = lane_scope(in, l);
-          pass_body(p, reds, sc);
+          for (int32_t r : reds) init_acc(r, l);
         });
-      });
+        inner_loops(outer, no, [&](Scope& in) {
+          loop("0", len, [&](const std::string& l) {
+            Scope sc = lane_scope(in, l);
+            pass_body(p, reds, sc);
+          });
+        });
+        loop("0", len, [&](const std::string& l) {
+          for (int32_t r : reds) finish_acc(r, l);
+        });
+      }
       loop("0", len, [&](const std::string& l) {
-        for (int32_t r : reds) finish_acc(r, l);
+        Scope sc = lane_scope(outer, l);
+        outer_stores(sc);
       });
-    }
-    loop("0", len, [&](const std::string& l) {
-      Scope sc = lane_scope(outer, l);
-      outer_stores(sc);
     });
-    line("store i64 ", op("add i64 ", i, ", ", len), ", ptr ", iv);
-    line("br label %seg");
-    block("exit");
-    line("ret void");
   }
 
   void emit_matmul() {
@@ -809,50 +801,41 @@ class FunctionEmitter {
     const size_t n = k_.domain.size();  // batch..., m, n
     const size_t nb = g.batch.size();
     const std::string M = sym(g.m), N = sym(g.n), K = sym(g.k);
-    const std::string iv = alloca("i64");
-    line("store i64 %begin, ptr ", iv);
-    line("br label %seg");
-    block("seg");
-    const std::string r = op("load i64, ptr ", iv);
-    line("br i1 ", op("icmp slt i64 ", r, ", %end"), ", label %segbody, label %exit");
-    block("segbody");
-    const std::string b = op("sdiv i64 ", r, ", ", M);
-    const std::string m0 = op("srem i64 ", r, ", ", M);
-    const std::string rem = op("sub i64 ", M, ", ", m0);
-    const std::string left = op("sub i64 %end, ", r);
-    const std::string rows = select(op("icmp slt i64 ", rem, ", ", left), CT::i64, rem, left).v;
-    Scope outer;
-    outer.vars.assign(n, "");
-    if (nb > 0) unflatten(b, 0, nb, outer);
-    // Operand offsets of this batch element and row block.
-    auto base = [&](const SymInt& off, const SymShape& bstrides, const SymInt& row_stride, const std::string& row0) {
-      std::string acc = sym(off);
-      for (size_t d = 0; d < nb; ++d)
-        if (!(bstrides[d] == 0)) acc = op("add i64 ", acc, ", ", op("mul i64 ", sym(bstrides[d]), ", ", outer.vars[d]));
-      if (!row0.empty()) acc = op("add i64 ", acc, ", ", op("mul i64 ", sym(row_stride), ", ", row0));
-      return acc;
-    };
-    const std::string aoff = base(g.a_offset, g.a_batch_strides, g.a_row_stride, m0);
-    const std::string boff = base(g.b_offset, g.b_batch_strides, g.b_row_stride, "");
-    const std::string coff = op("add i64 ", op("mul i64 ", b, ", ", op("mul i64 ", M, ", ", N)), ", ", op("mul i64 ", m0, ", ", N));
-    const std::string ap = op("getelementptr float, ptr ", buffer(g.a), ", i64 ", aoff);
-    const std::string bp = op("getelementptr float, ptr ", buffer(g.b), ", i64 ", boff);
-    const std::string cp = op("getelementptr float, ptr ", buffer(g.c), ", i64 ", coff);
-    // Row-major operands: a unit column stride is "no transpose" with the row stride as leading
-    // dimension; a unit row stride is "transpose" with the column stride.
-    auto trans = [&](const SymInt& rs, const SymInt& cs, std::string& ld) {
-      const std::string unit = op("icmp eq i64 ", sym(cs), ", 1");
-      ld = select(unit, CT::i64, sym(rs), sym(cs)).v;
-      return op("zext i1 ", op("xor i1 ", unit, ", true"), " to i32");
-    };
-    std::string lda, ldb;
-    const std::string ta = trans(g.a_row_stride, g.a_col_stride, lda);
-    const std::string tb = trans(g.b_row_stride, g.b_col_stride, ldb);
-    line("call void @kiln_sgemm(i32 ", ta, ", i32 ", tb, ", i64 ", rows, ", i64 ", N, ", i64 ", K, ", ptr ", ap, ", i64 ",
-         lda, ", ptr ", bp, ", i64 ", ldb, ", ptr ", cp, ", i64 ", N, ")");
-    if (!k_.stores.empty()) {
-      const std::string mend = op("add i64 ", m0, ", ", rows);
-      loop(m0, mend, [&](const std::string& m) {
+    // Rows of the flattened (batch..., m): one gemm per run of rows within one batch element.
+    walk_rows(M, 0, [&](const std::string& b, const std::string& m0, const std::string& rows) {
+      Scope outer;
+      outer.vars.assign(n, "");
+      if (nb > 0) unflatten(b, 0, nb, outer);
+      // Operand offsets of this batch element and row block.
+      auto base = [&](const SymInt& off, const SymShape& bstrides, const SymInt& row_stride, const std::string& row0) {
+        std::string acc = sym(off);
+        for (size_t d = 0; d < nb; ++d)
+          if (!(bstrides[d] == 0)) acc = op("add i64 ", acc, ", ", op("mul i64 ", sym(bstrides[d]), ", ", outer.vars[d]));
+        if (!row0.empty()) acc = op("add i64 ", acc, ", ", op("mul i64 ", sym(row_stride), ", ", row0));
+        return acc;
+      };
+      const std::string aoff = base(g.a_offset, g.a_batch_strides, g.a_row_stride, m0);
+      const std::string boff = base(g.b_offset, g.b_batch_strides, g.b_row_stride, "");
+      const std::string coff =
+          op("add i64 ", op("mul i64 ", b, ", ", op("mul i64 ", M, ", ", N)), ", ", op("mul i64 ", m0, ", ", N));
+      const std::string ap = op("getelementptr float, ptr ", buffer(g.a), ", i64 ", aoff);
+      const std::string bp = op("getelementptr float, ptr ", buffer(g.b), ", i64 ", boff);
+      const std::string cp = op("getelementptr float, ptr ", buffer(g.c), ", i64 ", coff);
+      // Row-major operands: a unit column stride is "no transpose" with the row stride as leading
+      // dimension; a unit row stride is "transpose" with the column stride.
+      auto trans = [&](const SymInt& rs, const SymInt& cs, std::string& ld) {
+        const std::string unit = op("icmp eq i64 ", sym(cs), ", 1");
+        ld = select(unit, CT::i64, sym(rs), sym(cs)).v;
+        return op("zext i1 ", op("xor i1 ", unit, ", true"), " to i32");
+      };
+      std::string lda, ldb;
+      const std::string ta = trans(g.a_row_stride, g.a_col_stride, lda);
+      const std::string tb = trans(g.b_row_stride, g.b_col_stride, ldb);
+      line("call void @kiln_sgemm(i32 ", ta, ", i32 ", tb, ", i64 ", rows, ", i64 ", N, ", i64 ", K, ", ptr ", ap,
+           ", i64 ", lda, ", ptr ", bp, ", i64 ", ldb, ", ptr ", cp, ", i64 ", N, ")");
+      if (k_.stores.empty()) return;
+      // The epilogue over the rows just multiplied, while they are in cache.
+      loop(m0, op("add i64 ", m0, ", ", rows), [&](const std::string& m) {
         Scope rs;
         rs.vars = outer.vars;
         rs.vars[n - 2] = m;
@@ -865,11 +848,7 @@ class FunctionEmitter {
           for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, sc), sc);
         });
       });
-    }
-    line("store i64 ", op("add i64 ", r, ", ", rows), ", ptr ", iv);
-    line("br label %seg");
-    block("exit");
-    line("ret void");
+    });
   }
 };
 

@@ -84,6 +84,13 @@ std::string sizes_str(const std::vector<int64_t>& v) {
 std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes) {
   const size_t rounded = round_bytes(nbytes);
   void* p = HostPool::get().take(rounded);
+  // KILN_CPU_POISON=1 fills new buffers with NaN bytes, so a kernel that reads what nothing
+  // wrote shows up as NaN instead of as a stale value (a debugging aid).
+  static const bool poison = [] {
+    const char* e = std::getenv("KILN_CPU_POISON");
+    return e && *e && *e != '0';
+  }();
+  if (poison) std::memset(p, 0xFF, rounded);
   return std::make_shared<Storage>(Device::cpu(), p, nbytes, [rounded](void* q) { HostPool::get().give(q, rounded); });
 }
 

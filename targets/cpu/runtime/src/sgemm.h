@@ -1,5 +1,5 @@
 // kiln_sgemm: the matrix multiply generated matmul kernels call (row-major, C = A @ B, beta 0),
-// provided to the JIT as a host symbol. Backed by OpenBLAS (single-threaded: the kernels
+// provided to the JIT as a host symbol. Backed by OpenBLAS (set to one thread: the kernels
 // already run on the thread pool, one block of rows per call) when Kiln is built with it.
 #pragma once
 

@@ -1,0 +1,28 @@
+// frontends/graph: the JSON form of a plan::KernelPlan ("kiln.plan", version 1; the "Kernel
+// plans" section of docs/graph-format.md). It shares the graph format's encoders and decoders
+// for sizes, symbols, shape facts, attributes and constant tensors.
+// Takes: a KernelPlan (plan_to_json), or JSON text (plan_from_json).
+// Gives: deterministic text (the same plan always gives the same bytes, and plan_to_json of
+//   plan_from_json of it gives the same bytes again), or a KernelPlan whose every reference is
+//   checked: buffer ids, slots, symbol bindings, reference kernels' ops and attributes (their
+//   shape rule must give their output buffer's type).
+// Bad input never crashes: every problem is a kiln::Error naming the source and the field path,
+//   e.g. "plan.json: kernels[2].reads[0]: buffer 17 does not exist (the plan has 5 buffers)".
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "kiln/graph/error.h"
+#include "kiln/plan/plan.h"
+
+namespace kiln::format {
+
+// Serialises a plan: the top level one key a line, each symbol, fact, binding, buffer, slot,
+// kernel and guard on one line (source texts as escaped strings). No trailing newline.
+std::string plan_to_json(const plan::KernelPlan& p);
+
+// Parses a plan; `source_name` starts every error message. Throws kiln::Error.
+plan::KernelPlan plan_from_json(std::string_view text, std::string_view source_name = "<plan>");
+
+}  // namespace kiln::format

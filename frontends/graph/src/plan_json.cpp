@@ -1,0 +1,364 @@
+// The "kiln.plan" JSON format, version 1 (docs/graph-format.md, "Kernel plans").
+//
+// Writing builds an ordered document with the graph format's value encoders and prints it with
+// the same printer (json_values.h). Reading decodes every value with the graph format's checked
+// decoders (ValueReader, with errors located by field path: "kernels[2].reads[0]"), then checks
+// every reference: buffer ids are positions, kernels, bindings and outputs name buffers that
+// exist, intermediates name slots that exist, every symbol is bound by exactly one input dim
+// that is that symbol, constants carry data of their buffer's dtype and sizes, and a reference
+// kernel's op, arity and attributes pass the op's shape rule on its input buffers and give its
+// output buffer's type.
+#include "kiln/format/plan_json.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "json_values.h"
+
+namespace kiln::format {
+
+namespace {
+
+using namespace detail;
+using plan::KernelPlan;
+using plan::PlanBuffer;
+using plan::PlanKernel;
+using plan::SymbolBinding;
+
+constexpr const char* kBufferKinds[] = {"input", "constant", "output", "intermediate"};
+constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "reference"};
+
+template <size_t N>
+bool one_of(const std::string& s, const char* const (&names)[N]) {
+  return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return s == n; });
+}
+
+template <size_t N>
+std::string list_of(const char* const (&names)[N]) {
+  std::string out;
+  for (const char* n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------------
+
+json buffer_json(const PlanBuffer& b) {
+  json j = json::object();
+  j["id"] = b.id;
+  j["kind"] = b.kind;
+  j["dtype"] = std::string(dtype_name(b.dtype));
+  j["sizes"] = shape_json(b.sizes);
+  j["strides"] = shape_json(b.strides);
+  j["index"] = b.index;
+  j["slot"] = b.slot;
+  if (b.data) j["data"] = tensor_json(*b.data);
+  return j;
+}
+
+json kernel_json(const PlanKernel& k, size_t i) {
+  json j = json::object();
+  j["name"] = k.name;
+  j["kind"] = k.kind;
+  j["entry"] = k.entry;
+  j["source"] = k.source;
+  j["parallel_extent"] = size_json(k.parallel_extent);
+  j["grain"] = k.grain;
+  j["provenance"] = json(k.provenance);
+  j["reads"] = json(k.reads);
+  j["writes"] = json(k.writes);
+  if (k.kind == "reference") {
+    const OpDef& def = op_def(k.op);
+    j["op"] = std::string(def.name);
+    j["attrs"] = attrs_json(def, k.attrs, "plan_to_json: kernel " + std::to_string(i) + " (" + k.name + ")");
+    j["inputs"] = json(k.inputs);
+    j["output"] = k.output;
+  }
+  return j;
+}
+
+json plan_document(const KernelPlan& p) {
+  json doc = json::object();
+  doc["format"] = "kiln.plan";
+  doc["version"] = p.version;
+  doc["target"] = p.target;
+  doc["prelude"] = p.prelude;
+  json symbols = json::array();
+  for (const SymbolInfo& s : p.symbols) symbols.push_back(symbol_json(s));
+  doc["symbols"] = std::move(symbols);
+  json facts = json::array();
+  for (const ShapeFact& f : p.facts) facts.push_back(fact_json(f));
+  doc["facts"] = std::move(facts);
+  json bindings = json::array();
+  for (const SymbolBinding& b : p.bindings) {
+    json j = json::object();
+    j["symbol"] = "s" + std::to_string(b.symbol);
+    j["input"] = b.input;
+    j["dim"] = b.dim;
+    bindings.push_back(std::move(j));
+  }
+  doc["bindings"] = std::move(bindings);
+  json buffers = json::array();
+  for (const PlanBuffer& b : p.buffers) buffers.push_back(buffer_json(b));
+  doc["buffers"] = std::move(buffers);
+  doc["slots"] = shape_json(p.slots);
+  json kernels = json::array();
+  for (size_t i = 0; i < p.kernels.size(); ++i) kernels.push_back(kernel_json(p.kernels[i], i));
+  doc["kernels"] = std::move(kernels);
+  doc["outputs"] = json(p.outputs);
+  doc["peak_intermediate_bytes"] = p.peak_intermediate_bytes;
+  doc["guards"] = json(p.guards);
+  return doc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------------
+
+std::string at(std::string_view list, size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
+
+class PlanReader : public ValueReader {
+ public:
+  explicit PlanReader(std::string_view source) : ValueReader(source, "plan", Locations::paths) {}
+  KernelPlan read(std::string_view text);
+
+ private:
+  KernelPlan p_;
+
+  int32_t int32(const json& v, const std::string& where, std::string_view field) const {
+    int64_t n = integer(v, where, field);
+    if (n < std::numeric_limits<int32_t>::min() || n > std::numeric_limits<int32_t>::max())
+      fail_at(where, field, "integer " + std::to_string(n) + " does not fit in 32 bits");
+    return static_cast<int32_t>(n);
+  }
+  int32_t buffer_ref(const json& v, const std::string& where, std::string_view field) const {
+    int64_t n = integer(v, where, field);
+    if (n < 0 || n >= static_cast<int64_t>(p_.buffers.size()))
+      fail_at(where, field, "buffer " + std::to_string(n) + " does not exist (the plan has " +
+                                std::to_string(p_.buffers.size()) + " buffer" + (p_.buffers.size() == 1 ? "" : "s") + ")");
+    return static_cast<int32_t>(n);
+  }
+  std::vector<int32_t> buffer_refs(const json& v, const std::string& where, const std::string& field) const {
+    array(v, where, field);
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < v.size(); ++i) out.push_back(buffer_ref(v[i], where, at(field, i)));
+    return out;
+  }
+
+  void read_buffer(const json& v, size_t i);
+  void read_bindings(const json& v);
+  void read_kernel(const json& v, size_t i);
+  void check_reference(const PlanKernel& k, const std::string& where) const;
+};
+
+void PlanReader::read_buffer(const json& v, size_t i) {
+  const std::string where = at("buffers", i);
+  const json& b = object(v, where, "");
+  only_keys(b, {"id", "kind", "dtype", "sizes", "strides", "index", "slot", "data"}, where);
+  PlanBuffer buf;
+  int64_t id = integer(need(b, "id", where), where, "id");
+  if (id != static_cast<int64_t>(i))
+    fail_at(where, "id", "buffers must be listed with ids 0, 1, ... in order: expected " + std::to_string(i) + ", got " +
+                             std::to_string(id));
+  buf.id = static_cast<int32_t>(id);
+  buf.kind = string(need(b, "kind", where), where, "kind");
+  if (!one_of(buf.kind, kBufferKinds))
+    fail_at(where, "kind", "unknown buffer kind '" + buf.kind + "' (valid kinds are " + list_of(kBufferKinds) + ")");
+  buf.dtype = dtype(need(b, "dtype", where), where, "dtype");
+  buf.sizes = shape(need(b, "sizes", where), where, "sizes");
+  buf.strides = shape(need(b, "strides", where), where, "strides");
+  if (buf.strides.size() != buf.sizes.size())
+    fail_at(where, "strides", "has " + std::to_string(buf.strides.size()) + " strides for a buffer of rank " +
+                                  std::to_string(buf.sizes.size()));
+  buf.index = int32(need(b, "index", where), where, "index");
+  if (buf.index < -1) fail_at(where, "index", "expected a position (0 or more) or -1, got " + std::to_string(buf.index));
+  if ((buf.kind == "input" || buf.kind == "output") && buf.index < 0)
+    fail_at(where, "index", "an " + buf.kind + " buffer needs its position among the graph's " + buf.kind +
+                                "s (0 or more), got " + std::to_string(buf.index));
+  buf.slot = int32(need(b, "slot", where), where, "slot");
+  if (buf.slot < -1 || buf.slot >= static_cast<int64_t>(p_.slots.size()))
+    fail_at(where, "slot", "slot " + std::to_string(buf.slot) + " does not exist (the plan has " +
+                               std::to_string(p_.slots.size()) + " slot" + (p_.slots.size() == 1 ? "" : "s") + ")");
+  if (buf.kind == "intermediate" && buf.slot < 0)
+    fail_at(where, "slot", "an intermediate buffer needs a memory slot, got -1");
+  const json* data = maybe(b, "data");
+  if (buf.kind == "constant") {
+    if (!data) fail_at(where, "", "missing field 'data' (a constant buffer holds its data)");
+    buf.data = tensor(*data, where, "data");
+    if (buf.data->dtype != buf.dtype)
+      fail_at(where, "data.dtype", "the data is " + std::string(dtype_name(buf.data->dtype)) + ", the buffer " +
+                                       std::string(dtype_name(buf.dtype)));
+    if (!(static_shape(buf.data->sizes) == buf.sizes))
+      fail_at(where, "data.shape", "the data has shape " + shape_str(static_shape(buf.data->sizes)) +
+                                       ", the buffer sizes " + shape_str(buf.sizes));
+  } else if (data) {
+    fail_at(where, "data", "only constant buffers hold data; this one is an " + buf.kind + " buffer");
+  }
+  p_.buffers.push_back(std::move(buf));
+}
+
+void PlanReader::read_bindings(const json& v) {
+  array(v, "", "bindings");
+  std::vector<int64_t> bound_by(p_.symbols.size(), -1);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = at("bindings", i);
+    const json& b = object(v[i], where, "");
+    only_keys(b, {"symbol", "input", "dim"}, where);
+    SymbolBinding sb;
+    const std::string& name = string(need(b, "symbol", where), where, "symbol");
+    uint32_t id = 0;
+    auto [end, ec] = std::from_chars(name.data() + std::min<size_t>(1, name.size()), name.data() + name.size(), id);
+    if (name.size() < 2 || name[0] != 's' || ec != std::errc() || end != name.data() + name.size() ||
+        name != "s" + std::to_string(id) || id >= p_.symbols.size())
+      fail_at(where, "symbol", "unknown symbol '" + name + "' (the plan declares " + std::to_string(p_.symbols.size()) +
+                                   " symbols" + (p_.symbols.empty() ? "" : ", s0.." + ("s" + std::to_string(p_.symbols.size() - 1))) + ")");
+    sb.symbol = id;
+    if (bound_by[id] >= 0)
+      fail_at(where, "symbol", name + " is already bound by bindings[" + std::to_string(bound_by[id]) + "]");
+    bound_by[id] = static_cast<int64_t>(i);
+    sb.input = int32(need(b, "input", where), where, "input");
+    auto it = std::find_if(p_.buffers.begin(), p_.buffers.end(),
+                           [&](const PlanBuffer& pb) { return pb.kind == "input" && pb.index == sb.input; });
+    if (it == p_.buffers.end())
+      fail_at(where, "input", "no input buffer has index " + std::to_string(sb.input));
+    sb.dim = int32(need(b, "dim", where), where, "dim");
+    if (sb.dim < 0 || sb.dim >= static_cast<int64_t>(it->sizes.size()))
+      fail_at(where, "dim", "dim " + std::to_string(sb.dim) + " is out of range for input " + std::to_string(sb.input) +
+                                " (buffer " + std::to_string(it->id) + ", of rank " + std::to_string(it->sizes.size()) + ")");
+    const SymInt& size = it->sizes[static_cast<size_t>(sb.dim)];
+    if (!(size == SymInt::symbol(id, 0)))
+      fail_at(where, "", "input " + std::to_string(sb.input) + " dim " + std::to_string(sb.dim) + " has size " + size.str() +
+                             ", not " + name);
+    p_.bindings.push_back(sb);
+  }
+  for (size_t s = 0; s < bound_by.size(); ++s)
+    if (bound_by[s] < 0)
+      fail_at("", "bindings", "symbol s" + std::to_string(s) + " has no binding, so the plan cannot learn its value");
+}
+
+void PlanReader::read_kernel(const json& v, size_t i) {
+  const std::string where = at("kernels", i);
+  const json& k = object(v, where, "");
+  PlanKernel ker;
+  ker.kind = string(need(k, "kind", where), where, "kind");
+  if (!one_of(ker.kind, kKernelKinds))
+    fail_at(where, "kind", "unknown kernel kind '" + ker.kind + "' (valid kinds are " + list_of(kKernelKinds) + ")");
+  const bool reference = ker.kind == "reference";
+  if (reference)
+    only_keys(k, {"name", "kind", "entry", "source", "parallel_extent", "grain", "provenance", "reads", "writes", "op",
+                  "attrs", "inputs", "output"},
+              where);
+  else
+    only_keys(k, {"name", "kind", "entry", "source", "parallel_extent", "grain", "provenance", "reads", "writes"}, where);
+  ker.name = string(need(k, "name", where), where, "name");
+  ker.entry = string(need(k, "entry", where), where, "entry");
+  ker.source = string(need(k, "source", where), where, "source");
+  ker.parallel_extent = size(need(k, "parallel_extent", where), where, "parallel_extent");
+  ker.grain = integer(need(k, "grain", where), where, "grain");
+  if (ker.grain < 1) fail_at(where, "grain", "the grain must be at least 1, got " + std::to_string(ker.grain));
+  const json& prov = array(need(k, "provenance", where), where, "provenance");
+  for (size_t j = 0; j < prov.size(); ++j) {
+    int32_t n = int32(prov[j], where, at("provenance", j));
+    if (n < 0) fail_at(where, at("provenance", j), "expected a node id (0 or more), got " + std::to_string(n));
+    ker.provenance.push_back(n);
+  }
+  ker.reads = buffer_refs(need(k, "reads", where), where, "reads");
+  ker.writes = buffer_refs(need(k, "writes", where), where, "writes");
+  if (reference) {
+    const std::string& op_text = string(need(k, "op", where), where, "op");
+    std::optional<OpId> op = find_op(op_text);
+    if (!op) fail_at(where, "op", unknown_op_message(op_text));
+    if (*op == OpId::input) fail_at(where, "op", "a reference kernel cannot run 'input' (inputs are buffers)");
+    ker.op = *op;
+    const OpDef& def = op_def(ker.op);
+    ker.attrs = attrs(&need(k, "attrs", where), def, where, "attrs");
+    ker.inputs = buffer_refs(need(k, "inputs", where), where, "inputs");
+    int given = static_cast<int>(std::min<size_t>(ker.inputs.size(), 1u << 20));
+    if (given < def.min_inputs || (def.max_inputs >= 0 && given > def.max_inputs)) {
+      std::string want = def.max_inputs < 0 ? "at least " + std::to_string(def.min_inputs)
+                         : def.min_inputs == def.max_inputs
+                             ? std::to_string(def.min_inputs)
+                             : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
+      fail_at(where, "inputs", std::string(def.name) + " takes " + want + " input" + (want == "1" ? "" : "s") + ", got " +
+                                   std::to_string(given));
+    }
+    ker.output = buffer_ref(need(k, "output", where), where, "output");
+    check_reference(ker, where);
+  }
+  p_.kernels.push_back(std::move(ker));
+}
+
+// The op's shape rule on the input buffers' types must accept the attributes and give the
+// output buffer's type: what the reference interpreter will be asked to compute.
+void PlanReader::check_reference(const PlanKernel& k, const std::string& where) const {
+  Graph g;
+  TensorMeta inferred;
+  try {
+    for (const SymbolInfo& s : p_.symbols) g.shapes().add_symbol(s);
+    std::vector<NodeId> ins;
+    for (int32_t b : k.inputs) {
+      TensorMeta m;
+      m.dtype = p_.buffers[static_cast<size_t>(b)].dtype;
+      m.sizes = p_.buffers[static_cast<size_t>(b)].sizes;
+      ins.push_back(g.add_input(std::move(m)));
+    }
+    inferred = g.node(g.add(k.op, std::move(ins), k.attrs)).meta;
+  } catch (const Error& e) {
+    fail_at(where, "", e.what());
+  }
+  const PlanBuffer& out = p_.buffers[static_cast<size_t>(k.output)];
+  if (inferred.dtype != out.dtype || !(inferred.sizes == out.sizes))
+    fail_at(where, "output", "buffer " + std::to_string(k.output) + " is " + std::string(dtype_name(out.dtype)) +
+                                 shape_str(out.sizes) + ", but " + std::string(op_name(k.op)) + " of the inputs gives " +
+                                 std::string(dtype_name(inferred.dtype)) + shape_str(inferred.sizes));
+}
+
+KernelPlan PlanReader::read(std::string_view text) {
+  const json doc = parse_document(text, "kiln.plan", plan::kPlanVersion);
+  only_keys(doc,
+            {"format", "version", "target", "prelude", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
+             "outputs", "peak_intermediate_bytes", "guards"},
+            "");
+  p_.version = plan::kPlanVersion;
+  p_.target = string(need(doc, "target", ""), "", "target");
+  p_.prelude = string(need(doc, "prelude", ""), "", "prelude");
+  ShapeEnv env;
+  read_symbols(need(doc, "symbols", ""), env);
+  p_.symbols = env.symbols();
+  p_.facts = read_facts(need(doc, "facts", ""));
+
+  const json& slots = array(need(doc, "slots", ""), "", "slots");
+  for (size_t i = 0; i < slots.size(); ++i) p_.slots.push_back(size(slots[i], "", at("slots", i)));
+  const json& buffers = array(need(doc, "buffers", ""), "", "buffers");
+  for (size_t i = 0; i < buffers.size(); ++i) read_buffer(buffers[i], i);
+  read_bindings(need(doc, "bindings", ""));
+  const json& kernels = array(need(doc, "kernels", ""), "", "kernels");
+  for (size_t i = 0; i < kernels.size(); ++i) read_kernel(kernels[i], i);
+  p_.outputs = buffer_refs(need(doc, "outputs", ""), "", "outputs");
+
+  p_.peak_intermediate_bytes = integer(need(doc, "peak_intermediate_bytes", ""), "", "peak_intermediate_bytes");
+  if (p_.peak_intermediate_bytes < 0)
+    fail_at("", "peak_intermediate_bytes", "negative byte count " + std::to_string(p_.peak_intermediate_bytes));
+  const json& guards = array(need(doc, "guards", ""), "", "guards");
+  for (size_t i = 0; i < guards.size(); ++i) p_.guards.push_back(string(guards[i], "", at("guards", i)));
+  return std::move(p_);
+}
+
+}  // namespace
+
+std::string plan_to_json(const plan::KernelPlan& p) {
+  try {
+    return print_document(plan_document(p), 2);
+  } catch (const json::exception& e) {
+    // Only text that is not UTF-8 (a kernel's source or name, a guard, a symbol's source) gets here.
+    fail("plan_to_json: cannot write the plan as JSON: ", e.what());
+  }
+}
+
+plan::KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
+  return PlanReader(source_name).read(text);
+}
+
+}  // namespace kiln::format

@@ -94,6 +94,24 @@ std::optional<TensorData> cpu_eager(OpId op, std::span<const TensorData> inputs,
 #if KILN_HAVE_CPU_TARGET
   const OpCategory cat = op_def(op).category;
   if (cat == OpCategory::layout || cat == OpCategory::source) return std::nullopt;
+  if (op_def(op).decompose) {
+    // A composite runs as its decomposition, one kernel per primitive (eager fuses nothing).
+    Graph g;
+    std::vector<NodeId> ids;
+    for (const TensorData& t : inputs) ids.push_back(g.add_input(t.meta()));
+    const NodeId result = op_def(op).decompose(g, ids, attrs);
+    std::vector<TensorData> values(g.size());
+    for (size_t i = 0; i < inputs.size(); ++i) values[static_cast<size_t>(ids[i])] = inputs[i];
+    for (NodeId id = 0; id <= result; ++id) {
+      const Node& n = g.node(id);
+      if (n.op == OpId::input) continue;
+      std::vector<TensorData> args;
+      for (NodeId i : n.inputs) args.push_back(values[static_cast<size_t>(i)]);
+      std::optional<TensorData> r = cpu_eager(n.op, args, n.attrs, n.meta);
+      values[static_cast<size_t>(id)] = r ? std::move(*r) : reference::eval_op(n.op, args, n.attrs);
+    }
+    return values[static_cast<size_t>(result)];
+  }
   const int64_t threshold = config::get<int64_t>("cpu.eager_compile_threshold");
   if (threshold < 0) return std::nullopt;
   int64_t n = 1;  // the work: the largest of the output and the inputs

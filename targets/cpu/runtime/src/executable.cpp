@@ -3,6 +3,7 @@
 #include "kiln/cpu/executable.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -97,7 +98,8 @@ std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes) {
 struct PlanExecutable::Impl {
   plan::KernelPlan plan;
   ExecutableOptions options;
-  std::unique_ptr<JitModule> module;
+  std::vector<std::unique_ptr<JitModule>> modules;
+  double compile_seconds = 0;
   std::vector<KernelFn*> fns;  // per kernel (null for reference kernels)
   std::vector<int32_t> input_buffer;  // buffer of graph input k
   size_t num_inputs = 0;
@@ -122,16 +124,42 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   im.input_buffer.assign(im.num_inputs, -1);
   for (const plan::PlanBuffer& b : im.plan.buffers)
     if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
-  bool any = false;
-  for (const plan::PlanKernel& k : im.plan.kernels) any = any || !k.source.empty();
-  if (any) im.module = JitModule::compile(im.plan.module_source(), "kiln_plan", options.opt_level);
-  for (const plan::PlanKernel& k : im.plan.kernels)
-    im.fns.push_back(k.kind == "reference" ? nullptr : im.module->function<KernelFn>(k.entry));
+  // Kernels are split into one module per thread, balanced by source size, and the modules
+  // compiled at once (JitModule::compile may run on several threads): a plan of many kernels
+  // compiles in about the time of its largest share.
+  std::vector<size_t> generated;
+  for (size_t k = 0; k < im.plan.kernels.size(); ++k)
+    if (!im.plan.kernels[k].source.empty()) generated.push_back(k);
+  ThreadPool& pool = ThreadPool::global();
+  const size_t parts = std::max<size_t>(1, std::min<size_t>(generated.size(), static_cast<size_t>(pool.size())));
+  std::sort(generated.begin(), generated.end(), [&](size_t a, size_t b) {
+    return im.plan.kernels[a].source.size() > im.plan.kernels[b].source.size();
+  });
+  std::vector<std::string> text(parts, im.plan.prelude);
+  std::vector<size_t> load(parts, 0), part_of(im.plan.kernels.size(), 0);
+  for (size_t k : generated) {
+    const size_t p = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    text[p] += "\n" + im.plan.kernels[k].source;
+    load[p] += im.plan.kernels[k].source.size();
+    part_of[k] = p;
+  }
+  im.modules.resize(generated.empty() ? 0 : parts);
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.parallel_for(static_cast<int64_t>(im.modules.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p)
+      im.modules[static_cast<size_t>(p)] =
+          JitModule::compile(text[static_cast<size_t>(p)], "kiln_plan_" + std::to_string(p), options.opt_level);
+  });
+  im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t k = 0; k < im.plan.kernels.size(); ++k) {
+    const plan::PlanKernel& pk = im.plan.kernels[k];
+    im.fns.push_back(pk.kind == "reference" ? nullptr : im.modules[part_of[k]]->function<KernelFn>(pk.entry));
+  }
   return exe;
 }
 
 const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
-double PlanExecutable::compile_seconds() const { return impl_->module ? impl_->module->compile_seconds() : 0.0; }
+double PlanExecutable::compile_seconds() const { return impl_->compile_seconds; }
 
 std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
   std::vector<const TensorData*> p;

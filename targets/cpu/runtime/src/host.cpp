@@ -1,4 +1,5 @@
 // host_info and the host's triple and data layout, from LLVM's host detection.
+#include <llvm/Support/CommandLine.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/TargetTransformInfo.h>
 #include <llvm/Config/llvm-config.h>
@@ -39,6 +40,14 @@ void init_llvm() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
+    // No vectorised epilogue loop after the main vector loop: kernels' inner loops are long, so
+    // it buys little, and it doubles the code (and the compile time) of every vector loop.
+    // Options are process-wide; only set them when the host program has not.
+    if (auto* opt = llvm::cl::getRegisteredOptions().lookup("enable-epilogue-vectorization");
+        opt && opt->getNumOccurrences() == 0) {
+      const char* argv[] = {"kiln", "-enable-epilogue-vectorization=false"};
+      llvm::cl::ParseCommandLineOptions(2, argv, "", &llvm::nulls());
+    }
     // libmvec's 8-wide entry points (_ZGVdN8v_*) need AVX2; the 4-wide ones SSE only. A host
     // with AVX but not AVX2 would vectorise 8 wide and call AVX2 code, so it goes without.
     bool usable = llvm::sys::getProcessTriple().find("x86_64") == 0 && (host_has("avx2") || !host_has("avx"));

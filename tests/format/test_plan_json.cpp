@@ -94,6 +94,7 @@ plan::KernelPlan make_plan() {
   k0.name = "k0_exp";
   k0.kind = "pointwise";
   k0.entry = "k0_exp";
+  k0.variants = {"k0_exp_w256", "k0_exp_w512"};
   k0.source = kSource;
   k0.parallel_extent = s0 * SymInt(4096);
   k0.grain = 32768;
@@ -213,6 +214,7 @@ BOOST_AUTO_TEST_CASE(round_trip_is_byte_identical) {
     }
   }
   BOOST_TEST(q.kernels[0].source == kSource);
+  BOOST_TEST(q.kernels[0].variants == p.kernels[0].variants);
   BOOST_TEST(std::isinf(q.kernels[1].attrs.f(1)));
   BOOST_TEST(q.outputs == p.outputs);
   BOOST_TEST(q.peak_intermediate_bytes == p.peak_intermediate_bytes);

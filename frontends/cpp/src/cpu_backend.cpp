@@ -37,8 +37,15 @@ Executable cpu_executable(const Graph& g) {
   KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
   cpu::ExecutableOptions o;
   o.keep_buffers = config::get<bool>("cpu.keep_buffers");
+  o.autotune = config::get<bool>("max_autotune");
   auto exe = cpu::PlanExecutable::load(std::move(p), o);
-  return [exe](std::span<const TensorData* const> inputs) { return exe->run(inputs); };
+  if (!o.autotune) return [exe](std::span<const TensorData* const> inputs) { return exe->run(inputs); };
+  auto logged = std::make_shared<std::once_flag>();
+  return [exe, logged](std::span<const TensorData* const> inputs) {
+    std::vector<TensorData> r = exe->run(inputs);
+    std::call_once(*logged, [&] { KILN_LOG(perf_hints, "max-autotune chose:\n", exe->tuning_report()); });
+    return r;
+  };
 #else
   (void)g;
   fail("this build of Kiln has no CPU target (KILN_WITH_LLVM=OFF)");

@@ -63,6 +63,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
   j["name"] = k.name;
   j["kind"] = k.kind;
   j["entry"] = k.entry;
+  j["variants"] = json(k.variants);
   j["source"] = k.source;
   j["parallel_extent"] = size_json(k.parallel_extent);
   j["grain"] = k.grain;
@@ -247,13 +248,17 @@ void PlanReader::read_kernel(const json& v, size_t i) {
     fail_at(where, "kind", "unknown kernel kind '" + ker.kind + "' (valid kinds are " + list_of(kKernelKinds) + ")");
   const bool reference = ker.kind == "reference";
   if (reference)
-    only_keys(k, {"name", "kind", "entry", "source", "parallel_extent", "grain", "provenance", "reads", "writes", "op",
-                  "attrs", "inputs", "output"},
+    only_keys(k, {"name", "kind", "entry", "variants", "source", "parallel_extent", "grain", "provenance", "reads",
+                  "writes", "op", "attrs", "inputs", "output"},
               where);
   else
-    only_keys(k, {"name", "kind", "entry", "source", "parallel_extent", "grain", "provenance", "reads", "writes"}, where);
+    only_keys(k, {"name", "kind", "entry", "variants", "source", "parallel_extent", "grain", "provenance", "reads",
+                  "writes"},
+              where);
   ker.name = string(need(k, "name", where), where, "name");
   ker.entry = string(need(k, "entry", where), where, "entry");
+  const json& variants = array(need(k, "variants", where), where, "variants");
+  for (size_t j = 0; j < variants.size(); ++j) ker.variants.push_back(string(variants[j], where, at("variants", j)));
   ker.source = string(need(k, "source", where), where, "source");
   ker.parallel_extent = size(need(k, "parallel_extent", where), where, "parallel_extent");
   ker.grain = integer(need(k, "grain", where), where, "grain");

@@ -92,11 +92,12 @@ std::vector<OptionDef> build_options() {
      "rather than storing them."},
     {"fusion.horizontal", T::Bool, true, kCodegen, kUsed,
      "Fuse independent kernels over the same iteration domain that read a common input."},
-    {"max_autotune", T::Bool, false, kCodegen, kLater,
-     "Benchmark candidate kernel configurations and keep the fastest. Not yet used "
-     "(targets/<t>/codegen will read it)."},
-    {"max_autotune_pointwise", T::Bool, false, kCodegen, kLater,
-     "Autotune pointwise and reduction kernels. Not yet used (targets/<t>/codegen will read it)."},
+    {"max_autotune", T::Bool, false, kCodegen, kUsed,
+     "Benchmark candidate kernel configurations and keep the fastest (cpu: on the first call, "
+     "each kernel's variants and launch chunk sizes, timed on the real inputs)."},
+    {"max_autotune_pointwise", T::Bool, false, kCodegen, kUsed,
+     "Autotune pointwise and reduction kernels (cpu: also generate them for 256- and 512-bit "
+     "vectors, and column reductions with other block sizes, as candidates)."},
     {"max_autotune_gemm", T::Bool, false, kCodegen, kLater,
      "Autotune matmul and convolution kernels. Not yet used (targets/<t>/codegen will read it)."},
     {"autotune.cache", T::Bool, true, kNoCodegen, kLater,

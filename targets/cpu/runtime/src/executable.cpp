@@ -3,6 +3,7 @@
 #include "kiln/cpu/executable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +102,57 @@ struct PlanExecutable::Impl {
   std::vector<std::unique_ptr<JitModule>> modules;
   double compile_seconds = 0;
   std::vector<KernelFn*> fns;  // per kernel (null for reference kernels)
+  std::vector<int64_t> grains;  // per kernel: the launch chunk (autotune may change it)
+  // autotune: per kernel, the candidate functions (entry first, then the variants)
+  std::vector<std::vector<std::pair<std::string, KernelFn*>>> candidates;
+  std::mutex tune_mu;
+  std::atomic<bool> tuned{false};
+  std::string report;
+
+  // Times kernel k's candidates x launch chunks (median of 3 after a warm-up) and keeps the
+  // fastest. Only kernels that may run twice with the same result: none that reads a buffer it
+  // writes (in place), except matmuls, whose gemm rewrites their result first.
+  template <class Launch>
+  void tune_kernel(size_t k, int64_t extent, Launch& launch) {
+    const plan::PlanKernel& pk = plan.kernels[k];
+    auto slot_of = [&](int32_t b) {
+      const plan::PlanBuffer& pb = plan.buffers[static_cast<size_t>(b)];
+      return pb.kind == "intermediate" ? "s" + std::to_string(pb.slot) : "b" + std::to_string(b);
+    };
+    if (pk.kind != "matmul")
+      for (int32_t r : pk.reads)
+        for (int32_t w : pk.writes)
+          if (slot_of(r) == slot_of(w)) {
+            report += pk.name + ": not tuned (updates a buffer in place)\n";
+            return;
+          }
+    const int64_t g = grains[k];
+    std::vector<int64_t> chunks = {g, std::max<int64_t>(1, g / 4), g * 4, extent};
+    std::sort(chunks.begin(), chunks.end());
+    chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+    double best = 1e300;
+    std::string best_name;
+    for (const auto& [name, fn] : candidates[k])
+      for (int64_t c : chunks) {
+        launch(fn, c);
+        double t[3];
+        for (double& x : t) {
+          const auto t0 = std::chrono::steady_clock::now();
+          launch(fn, c);
+          x = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        std::sort(t, t + 3);
+        if (t[1] < best) {
+          best = t[1];
+          best_name = name;
+          fns[k] = fn;
+          grains[k] = c;
+        }
+      }
+    report += pk.name + ": " + best_name + ", chunks of " + std::to_string(grains[k]) +
+              (grains[k] >= extent ? " (one thread)" : "") + ", " + std::to_string(best * 1e3) + " ms (" +
+              std::to_string(candidates[k].size() * chunks.size()) + " candidates)\n";
+  }
   std::vector<int32_t> input_buffer;  // buffer of graph input k
   size_t num_inputs = 0;
   // reduce-overhead: slots kept from the last call, for the symbol values they were made for
@@ -154,12 +206,20 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   for (size_t k = 0; k < im.plan.kernels.size(); ++k) {
     const plan::PlanKernel& pk = im.plan.kernels[k];
     im.fns.push_back(pk.kind == "reference" ? nullptr : im.modules[part_of[k]]->function<KernelFn>(pk.entry));
+    im.grains.push_back(pk.grain);
+    std::vector<std::pair<std::string, KernelFn*>> c;
+    if (pk.kind != "reference") {
+      c.emplace_back(pk.entry, im.fns.back());
+      for (const std::string& v : pk.variants) c.emplace_back(v, im.modules[part_of[k]]->function<KernelFn>(v));
+    }
+    im.candidates.push_back(std::move(c));
   }
   return exe;
 }
 
 const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
 double PlanExecutable::compile_seconds() const { return impl_->compile_seconds; }
+std::string PlanExecutable::tuning_report() const { return impl_->report; }
 
 std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
   std::vector<const TensorData*> p;
@@ -168,7 +228,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
 }
 
 std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> inputs) const {
-  const Impl& im = *impl_;
+  Impl& im = *impl_;
   const plan::KernelPlan& pl = im.plan;
   KILN_CHECK(inputs.size() == im.num_inputs, "cpu runtime: the plan takes ", im.num_inputs, " inputs, got ",
              inputs.size());
@@ -260,13 +320,24 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   };
   // Kernels.
   ThreadPool& pool = ThreadPool::global();
+  // The first call tunes (others wait for it); later calls just read the choices.
+  std::unique_lock<std::mutex> tune_lock(im.tune_mu, std::defer_lock);
+  bool tune = false;
+  if (im.options.autotune && !im.tuned.load(std::memory_order_acquire)) {
+    tune_lock.lock();
+    tune = !im.tuned.load(std::memory_order_relaxed);
+  }
   for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
     if (KernelFn* fn = im.fns[ki]) {
       const int64_t extent = k.parallel_extent.evaluate(syms);
       if (extent <= 0) continue;
       const int64_t* sp = syms.data();
-      pool.parallel_for(extent, k.grain, [fn, ptrs, sp](int64_t b, int64_t e) { fn(ptrs, sp, b, e); });
+      auto launch = [&](KernelFn* f, int64_t grain) {
+        pool.parallel_for(extent, grain, [f, ptrs, sp](int64_t b, int64_t e) { f(ptrs, sp, b, e); });
+      };
+      if (tune) im.tune_kernel(ki, extent, launch);
+      launch(im.fns[ki], im.grains[ki]);
     } else {
       std::vector<TensorData> args;
       for (int32_t b : k.inputs) args.push_back(view(b));
@@ -276,6 +347,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
       std::memcpy(ptrs[k.output], r.data(), static_cast<size_t>(r.numel() * dtype_size(r.dtype)));
     }
   }
+  if (tune) im.tuned.store(true, std::memory_order_release);
   for (size_t o = 0; o < pl.outputs.size(); ++o) {
     const int32_t id = pl.outputs[o];
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];

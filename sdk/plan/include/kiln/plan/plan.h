@@ -37,6 +37,9 @@ struct PlanKernel {
   std::string name;
   std::string kind;    // "pointwise", "reduction", "matmul" (generated) or "reference"
   std::string entry;   // generated: the function to call
+  // generated, max-autotune: other functions in the source computing the same thing another way
+  // (vector width, block size); the runtime times them on the first call and keeps the fastest
+  std::vector<std::string> variants;
   std::string source;  // generated: the kernel's source text (for cpu, an LLVM IR function)
   SymInt parallel_extent = 1;  // the launch: [0, extent) split over threads
   int64_t grain = 1;           // smallest chunk of that range worth a thread

@@ -24,6 +24,9 @@ namespace kiln::cpu {
 
 struct CodegenOptions {
   bool emulate_precision_casts = false;  // round f16/bf16 after every op
+  // max-autotune: also emit each pointwise/reduction kernel for 256- and 512-bit vectors (and
+  // column reductions with other block sizes), listed as the kernel's variants
+  bool autotune_variants = false;
   int64_t pointwise_grain = 32768;       // elements per parallel chunk, at least
   int64_t reduction_grain = 32768;       // elements (outer points x inner extent) per chunk
   static CodegenOptions from_config();

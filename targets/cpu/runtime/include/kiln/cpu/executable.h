@@ -23,6 +23,9 @@ struct ExecutableOptions {
   // Keep the intermediate slots allocated between calls (mode reduce-overhead).
   bool keep_buffers = false;
   int opt_level = 3;
+  // Mode max-autotune: on the first call, time each generated kernel's variants and launch
+  // configurations (chunk sizes, one thread or all) on the real inputs and keep the fastest.
+  bool autotune = false;
 };
 
 class PlanExecutable {
@@ -35,6 +38,8 @@ class PlanExecutable {
 
   const plan::KernelPlan& plan() const;
   double compile_seconds() const;  // the JIT compile of the module
+  // What autotuning chose, one line per kernel ("" before the first call or without autotune).
+  std::string tuning_report() const;
 
   struct Impl;
 

@@ -248,7 +248,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"automatic_dynamic_shapes", "KILN_AUTOMATIC_DYNAMIC_SHAPES", T::Bool, true, false, true},
       {"assume_static_by_default", "KILN_ASSUME_STATIC_BY_DEFAULT", T::Bool, true, false, true},
       {"specialize_scalars", "KILN_SPECIALIZE_SCALARS", T::Bool, true, false, false},
-      {"force_disable_caches", "KILN_FORCE_DISABLE_CACHES", T::Bool, false, false, false},
+      {"force_disable_caches", "KILN_FORCE_DISABLE_CACHES", T::Bool, false, false, true},
       {"cache_dir", "KILN_CACHE_DIR", T::String, "", false, false},
       {"job_id", "KILN_JOB_ID", T::String, "", false, false},
       {"debug_dir", "KILN_DEBUG_DIR", T::String, "", false, true},

@@ -31,6 +31,38 @@ bool cpu_target_applies(const Graph& g) {
 
 Executable cpu_executable(const Graph& g) {
 #if KILN_HAVE_CPU_TARGET
+  // In-memory plan cache: the same optimised graph under the same codegen options (a second
+  // compiled function, a recompile back to known shapes) reuses the compiled plan.
+  struct Cached {
+    Graph graph;
+    uint64_t config = 0;
+    Executable exe;
+  };
+  static std::mutex cache_mu;
+  static std::map<uint64_t, std::vector<Cached>> cache;
+  if (config::get<bool>("force_disable_caches")) return cpu_compile(g);
+  const Graph canonical = g.canonical();
+  const uint64_t key = canonical.structural_hash(), config_hash = config::codegen_hash();
+  {
+    std::lock_guard lock(cache_mu);
+    for (const Cached& c : cache[key])
+      if (c.config == config_hash && c.graph == canonical) {
+        KILN_LOG(cache, "cpu plan: in-memory hit for a graph of ", g.op_count(), " ops");
+        return c.exe;
+      }
+  }
+  Executable made = cpu_compile(g);
+  std::lock_guard lock(cache_mu);
+  cache[key].push_back(Cached{canonical, config_hash, made});
+  return made;
+#else
+  (void)g;
+  fail("this build of Kiln has no CPU target (KILN_WITH_LLVM=OFF)");
+#endif
+}
+
+#if KILN_HAVE_CPU_TARGET
+Executable cpu_compile(const Graph& g) {
   const schedule::Schedule s = schedule::schedule_graph(g);
   KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
   plan::KernelPlan p = cpu::generate(s);
@@ -46,11 +78,8 @@ Executable cpu_executable(const Graph& g) {
     std::call_once(*logged, [&] { KILN_LOG(perf_hints, "max-autotune chose:\n", exe->tuning_report()); });
     return r;
   };
-#else
-  (void)g;
-  fail("this build of Kiln has no CPU target (KILN_WITH_LLVM=OFF)");
-#endif
 }
+#endif
 
 #if KILN_HAVE_CPU_TARGET
 namespace {

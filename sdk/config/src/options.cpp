@@ -62,9 +62,9 @@ std::vector<OptionDef> build_options() {
     {"specialize_scalars", T::Bool, true, kNoCodegen, kLater,
      "Scalar arguments are guarded by value. Not yet used: C++ scalar arguments are always "
      "specialised (pass a 0-d tensor for a scalar that varies); symbolic scalars will read it."},
-    {"force_disable_caches", T::Bool, false, kNoCodegen, kLater,
-     "Never read or write the on-disk, remote or autotune caches: always compile. Not yet used "
-     "(the compile-cache stage, sdk/cache, will read it)."},
+    {"force_disable_caches", T::Bool, false, kNoCodegen, kUsed,
+     "Turn every compile cache off, whatever else is set (today: the in-memory plan cache of the "
+     "cpu target; the on-disk and remote caches will read it too)."},
     {"cache_dir", T::String, "", kNoCodegen, kLater,
      "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln. Not yet used "
      "(sdk/cache will read it)."},
@@ -120,7 +120,8 @@ std::vector<OptionDef> build_options() {
      "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
     {"cpu.eager_compile_threshold", T::Int, 4096, kNoCodegen, kUsed,
      "Eager ops on the CPU run as compiled single-op kernels (cached by op, attributes, dtypes "
-     "and shape pattern) when their output has at least this many elements; smaller ones run on "
+     "and shape pattern) when their output or an input has at least this many elements; smaller "
+     "ones run on "
      "the reference interpreter, where a JIT compile would not pay for itself. -1: never compile.",
      at_least_minus_1},
     {"cpu.threads", T::Int, 0, kCodegen, kLater,

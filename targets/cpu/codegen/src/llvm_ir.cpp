@@ -132,7 +132,8 @@ struct Scope {
 struct KernelVariant {
   std::string name;
   int attributes = 0;
-  int64_t lanes = 0;  // 0: kLanes
+  int64_t lanes = 0;          // 0: kLanes
+  int64_t metadata_base = 0;  // first metadata id of this function (0: no alias metadata)
 };
 
 class FunctionEmitter {
@@ -162,6 +163,7 @@ class FunctionEmitter {
       << "entry:\n"
       << entry_.str() << "  br label %start\nstart:\n"
       << body_.str() << "}\n";
+    f << alias_metadata();
     return f.str();
   }
 
@@ -177,6 +179,10 @@ class FunctionEmitter {
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> acc_, nan_, idx_;
   std::map<std::string, CT> slot_type_;
+  // Alias scopes: one per memory a kernel touches (a buffer, or an intermediate slot, which
+  // buffers updated in place share), so LLVM needs no run-time overlap checks before vector
+  // loops. Metadata ids start at v_.metadata_base, unique in the module.
+  std::map<std::string, int64_t> scope_id_;
   int64_t lanes_ = 0;  // column strategy: outer points per block (0: row strategy)
 
   std::string t() { return "%t" + std::to_string(tmp_++); }
@@ -200,6 +206,39 @@ class FunctionEmitter {
     const std::string r = t();
     entry_ << "  " << r << " = alloca " << type << "\n";
     return r;
+  }
+
+  // ---- alias metadata ----
+  std::string memory_of(int32_t b) const {
+    const schedule::Buffer& buf = s_.buffers[static_cast<size_t>(b)];
+    return buf.kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf.slot) : "b" + std::to_string(b);
+  }
+  std::string alias(int32_t b) {
+    if (v_.metadata_base <= 0) return "";
+    const std::string m = memory_of(b);
+    auto it = scope_id_.find(m);
+    if (it == scope_id_.end())
+      it = scope_id_.emplace(m, v_.metadata_base + 1 + 3 * static_cast<int64_t>(scope_id_.size())).first;
+    return ", !alias.scope !" + std::to_string(it->second + 1) + ", !noalias !" + std::to_string(it->second + 2);
+  }
+  std::string alias_metadata() const {
+    if (scope_id_.empty()) return "";
+    std::ostringstream m;
+    const int64_t domain = v_.metadata_base;
+    m << "!" << domain << " = distinct !{!" << domain << ", !\"" << v_.name << "\"}\n";
+    for (const auto& [name, id] : scope_id_) {
+      m << "!" << id << " = distinct !{!" << id << ", !" << domain << ", !\"" << name << "\"}\n";
+      m << "!" << id + 1 << " = !{!" << id << "}\n";
+      m << "!" << id + 2 << " = !{";
+      bool first = true;
+      for (const auto& [other, oid] : scope_id_) {
+        if (other == name) continue;
+        m << (first ? "!" : ", !") << oid;
+        first = false;
+      }
+      m << "}\n";
+    }
+    return m.str();
   }
 
   // ---- sizes and indices ----
@@ -298,7 +337,7 @@ class FunctionEmitter {
     const DType t = s_.buffers[static_cast<size_t>(in.buffer)].dtype;
     const std::string idx = affine(in.index, sc);
     const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", buffer(in.buffer), ", i64 ", idx);
-    const std::string raw = op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t));
+    const std::string raw = op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer));
     Val v;
     switch (t) {
       case DType::f32: v = {raw, CT::f32}; break;
@@ -324,7 +363,7 @@ class FunctionEmitter {
       case DType::bool_: raw = op("zext i1 ", x.v, " to i8"); break;
     }
     const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", buffer(buf), ", i64 ", affine(index, sc));
-    line("store ", storage_ty(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t));
+    line("store ", storage_ty(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t), alias(buf));
   }
 
   // ---- values ----
@@ -1084,7 +1123,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     p.buffers.push_back(std::move(pb));
   }
   for (const schedule::Slot& sl : s.slots) p.slots.push_back(sl.bytes);
-  for (const Kernel& k : s.kernels) {
+  for (size_t pk_index = 0; pk_index < s.kernels.size(); ++pk_index) {
+    const Kernel& k = s.kernels[pk_index];
     plan::PlanKernel pk;
     pk.name = k.name;
     pk.kind = std::string(schedule::kernel_kind_name(k.kind));
@@ -1098,7 +1138,11 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       pk.output = k.reference->output;
     } else {
       pk.entry = k.name;
-      pk.source = FunctionEmitter(k, s, options).emit();
+      // Metadata ids: a range of 4096 per function, so kernels can share any module.
+      int64_t next_metadata = static_cast<int64_t>(pk_index) * 16 * 4096 + 1;
+      FunctionEmitter::Variant main;
+      main.metadata_base = next_metadata;
+      pk.source = FunctionEmitter(k, s, options, main).emit();
       if (options.autotune_variants && k.kind != KernelKind::matmul) {
         // max-autotune: the same kernel for other vector widths (and column block sizes); the
         // runtime times them on the first call and keeps the fastest.
@@ -1108,7 +1152,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
           vs.push_back({k.name + "_b64", 0, 64});
           vs.push_back({k.name + "_b256", 0, 256});
         }
-        for (const FunctionEmitter::Variant& v : vs) {
+        for (FunctionEmitter::Variant v : vs) {
+          v.metadata_base = (next_metadata += 4096);
           pk.source += "\n" + FunctionEmitter(k, s, options, v).emit();
           pk.variants.push_back(v.name);
         }

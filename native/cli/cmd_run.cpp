@@ -6,12 +6,15 @@
 #include <cstring>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <sstream>
 
 #include "commands.h"
 #include "input_checks.h"
 #include "kiln/format/graph_json.h"
+#include "kiln/format/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
 #include "kiln/reference/random.h"
@@ -159,6 +162,40 @@ int cmd_run(std::span<char* const> args) {
   }
   KILN_CHECK(known, "unknown target '", target, "' (available: ", list, ")");
 
+  {
+    // A kernel plan file (from debug_dir, or made elsewhere, e.g. in the browser): the cpu runtime
+    // runs it on random inputs at the symbols' example sizes.
+    std::ifstream in(a.positional[0]);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
+#if KILN_HAVE_CPU_TARGET
+      KILN_CHECK(a.has("--random") && !a.has("--check"), "kiln run: a plan file runs with --random (and no --check: ",
+                 "the plan has no graph to compare with)");
+      plan::KernelPlan p = format::plan_from_json(text, a.positional[0]);
+      std::vector<int64_t> examples;
+      for (const SymbolInfo& si : p.symbols) examples.push_back(si.example);
+      std::vector<TensorData> plan_inputs;
+      for (const plan::PlanBuffer& b : p.buffers)
+        if (b.kind == "input") {
+          if (plan_inputs.size() <= static_cast<size_t>(b.index)) plan_inputs.resize(static_cast<size_t>(b.index) + 1);
+          std::vector<int64_t> sizes;
+          for (const SymInt& x : b.sizes) sizes.push_back(x.evaluate(examples));
+          plan_inputs[static_cast<size_t>(b.index)] = random_tensor(b.dtype, sizes, splitmix64(seed + static_cast<uint64_t>(b.index)));
+        }
+      auto exe = cpu::PlanExecutable::load(std::move(p));
+      const std::vector<TensorData> outs = exe->run(std::span<const TensorData>(plan_inputs));
+      for (size_t k = 0; k < outs.size(); ++k) {
+        std::cout << "output " << k << ": " << dtype_name(outs[k].dtype) << shape_str(static_shape(outs[k].sizes)) << "\n  [";
+        for (int64_t i = 0; i < std::min(outs[k].numel(), kShowValues); ++i)
+          std::cout << (i ? ", " : "") << format_value(outs[k].dtype, element(outs[k], i));
+        std::cout << (outs[k].numel() > kShowValues ? ", ...]\n" : "]\n");
+      }
+      return 0;
+#else
+      fail("this build of kiln has no CPU target to run a plan on");
+#endif
+    }
+  }
   const Graph g = format::load_graph(a.positional[0]);
   const size_t n_inputs = g.inputs().size();
 

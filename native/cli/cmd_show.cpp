@@ -1,9 +1,13 @@
 // kiln show GRAPH.json: the graph as text, its symbols and the checks its inputs must pass.
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "commands.h"
 #include "input_checks.h"
 #include "kiln/format/graph_json.h"
+#include "kiln/format/plan_json.h"
+#include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #if KILN_HAVE_CPU_TARGET
 #include "kiln/cpu/codegen.h"
@@ -16,14 +20,15 @@ const CommandSpec& show_spec() {
   static const CommandSpec spec{
       "show",
       "GRAPH.json",
-      "Prints a graph file: its nodes, its size symbols with their ranges, and its guards (the\n"
+      "Prints a graph file (or a kernel plan file, kiln.plan JSON): its nodes, its size symbols with their ranges, and its guards (the\n"
       "checks an input must pass: dtype, device, rank, each size exact or within a symbol's\n"
       "range, and the shape facts the graph relies on).",
       "With --plan, --schedule or --code it also compiles the graph for the CPU the way the\n"
       "\"kiln\" backend does (graph passes, fusion, LLVM IR codegen) and prints what came out.",
       {{"--schedule", "", "print the fusion decisions and each kernel's loop-level IR"},
        {"--plan", "", "print the kernel plan: kernels, launch shapes, provenance, buffers, guards"},
-       {"--code", "", "print the generated LLVM IR module"}}};
+       {"--code", "", "print the generated LLVM IR module"},
+       {"--save-plan", "FILE", "write the kernel plan as JSON (kiln show / kiln run take such files)"}}};
   return spec;
 }
 
@@ -33,6 +38,15 @@ int cmd_show(std::span<char* const> args) {
   if (a.help) {
     std::cout << command_help(spec);
     return 0;
+  }
+  {
+    // A kernel plan file (kiln show --plan ... output saved by debug_dir, or made in the browser).
+    std::ifstream in(a.positional[0]);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
+      std::cout << format::plan_from_json(text, a.positional[0]).str();
+      return 0;
+    }
   }
   const Graph g = format::load_graph(a.positional[0]);
   std::cout << "graph " << a.positional[0] << ": " << g.size() << " nodes (" << g.op_count() << " ops), "
@@ -51,7 +65,7 @@ int cmd_show(std::span<char* const> args) {
   }
   std::cout << "\nguards:\n";
   for (const std::string& line : guard_lines(g)) std::cout << "  " << line << "\n";
-  if (a.has("--schedule") || a.has("--plan") || a.has("--code")) {
+  if (a.has("--schedule") || a.has("--plan") || a.has("--code") || a.has("--save-plan")) {
 #if KILN_HAVE_CPU_TARGET
     const schedule::Schedule s = schedule::schedule_graph(passes::run_default_pipeline(g));
     if (a.has("--schedule")) {
@@ -63,6 +77,12 @@ int cmd_show(std::span<char* const> args) {
     const plan::KernelPlan p = cpu::generate(s);
     if (a.has("--plan")) std::cout << "\n" << p.str();
     if (a.has("--code")) std::cout << "\n" << p.module_source();
+    if (a.has("--save-plan")) {
+      std::ofstream out(a.get("--save-plan"));
+      out << format::plan_to_json(p);
+      KILN_CHECK(out.good(), "cannot write the plan to '", a.get("--save-plan"), "'");
+      std::cout << "\nwrote " << a.get("--save-plan") << "\n";
+    }
 #else
     throw UsageError("this build of kiln has no CPU target (KILN_WITH_LLVM=OFF)");
 #endif

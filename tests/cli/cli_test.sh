@@ -66,6 +66,10 @@ if "$kiln" run --help | grep -q -- '--check'; then
   expect 0 'fused %[0-9]+ \(var\) into kernel 0' -- "$kiln" show "$samples/layernorm.json" --schedule
   expect 0 'kernel plan v1 for cpu: 1 kernel' -- "$kiln" show "$samples/layernorm.json" --plan
   expect 0 'define void @k0\(ptr noalias %buffers' -- "$kiln" show "$samples/layernorm.json" --code
+  # A saved plan is shown and run by itself.
+  expect 0 'wrote .*tb_plan.json' -- "$kiln" show "$samples/transformer_block.json" --save-plan "$work/tb_plan.json"
+  expect 0 'kernel plan v1 for cpu: [0-9]+ kernels' -- "$kiln" show "$work/tb_plan.json"
+  expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_plan.json" --random
 fi
 
 # .npy round trip: an identity graph writes its random input x; feeding that file to mlp must

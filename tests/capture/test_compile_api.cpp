@@ -447,6 +447,15 @@ BOOST_AUTO_TEST_CASE(debug_dir_dumps) {
     BOOST_TEST(contains(read_file(d / "graph.json"), "\"exp\""));
     BOOST_TEST(contains(read_file(d / "guards.txt"), "input 0 (x) dtype == f32"));
   }
+  // With the CPU target, the kiln backend adds its plan, code and fusion decisions beside them.
+  const bool cpu = kiln::explain([](const Tensor& x) { return exp(x); }, ones({3})).kernel_count > 0;
+  if (cpu)
+    for (const auto& d : dumps) {
+      for (const char* file : {"plan.json", "plan.txt", "kernels.ll", "schedule.txt"})
+        BOOST_TEST(std::filesystem::exists(d / file), d / file);
+      BOOST_TEST(contains(read_file(d / "plan.json"), "\"kiln.plan\""));
+      BOOST_TEST(contains(read_file(d / "kernels.ll"), "define void @k0("));
+    }
   std::string guards;
   for (const auto& d : dumps) guards += read_file(d / "guards.txt");
   BOOST_TEST(contains(guards, "input 0 (x) size[0] == 3"), guards);

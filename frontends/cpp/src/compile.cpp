@@ -81,18 +81,32 @@ std::string sanitize(std::string s) {
   return s;
 }
 
-// debug_dir: per compiled graph, the readable graph, its JSON and its guards.
-void dump_debug(const FunctionCache& cache, const CompiledEntry& e) {
-  const std::string dir = config::get<std::string>("debug_dir");
-  if (dir.empty()) return;
-  static std::atomic<int> counter{0};
-  const std::filesystem::path path =
-      std::filesystem::path(dir) / (sanitize(cache.name()) + "_" + std::to_string(counter++));
-  std::filesystem::create_directories(path);
-  std::ofstream(path / "graph.txt") << e.graph->str();
-  std::ofstream(path / "graph.json") << format::to_json(*e.graph);
-  std::ofstream(path / "guards.txt") << e.guards.str();
-}
+// debug_dir: one directory per compiled graph, holding the readable graph, its JSON and its
+// guards, and what the backend writes there while compiling it (the cpu plan, its code and the
+// fusion decisions: detail::debug_dump_dir()).
+class DebugDump {
+ public:
+  explicit DebugDump(const FunctionCache& cache) {
+    const std::string dir = config::get<std::string>("debug_dir");
+    if (dir.empty()) return;
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::path(dir) / (sanitize(cache.name()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+    detail::debug_dump_dir() = path_.string();
+  }
+  ~DebugDump() { detail::debug_dump_dir().clear(); }
+  DebugDump(const DebugDump&) = delete;
+  DebugDump& operator=(const DebugDump&) = delete;
+  void write(const CompiledEntry& e) const {
+    if (path_.empty()) return;
+    std::ofstream(path_ / "graph.txt") << e.graph->str();
+    std::ofstream(path_ / "graph.json") << format::to_json(*e.graph);
+    std::ofstream(path_ / "guards.txt") << e.guards.str();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Inputs of a new trace: one graph input per tensor argument, symbolic where planned.
 std::vector<Tensor> begin_trace(detail::Trace& t, std::span<const ArgView> args,
@@ -171,8 +185,9 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     for (const Tensor& r : result) outputs.push_back(node_of(t, r, "return"));
     t.graph.set_outputs(outputs);
     auto graph = std::make_shared<Graph>(std::move(t.graph));
+    DebugDump dump(cache);
     auto entry = cache.add(graph, args, t.input_arg);
-    dump_debug(cache, *entry);
+    dump.write(*entry);
     return run_entry(*entry, args);
   }
   // The function broke its graph: run the last segment and hand back concrete results.
@@ -205,6 +220,11 @@ ExplainOutput explain_impl(std::span<const ArgView> args, FunctionRef<Outputs(co
   e.op_count = t.op_count;
   e.break_reasons = t.break_reasons;
   e.graphs = t.graphs;
+  for (size_t i = 0; i < t.traced_graphs.size(); ++i) {
+    const std::string prefix = t.traced_graphs.size() > 1 ? "graph " + std::to_string(i) + ": " : "";
+    for (std::string& k : cpu_kernel_list(t.traced_graphs[i])) e.kernels.push_back(prefix + std::move(k));
+  }
+  e.kernel_count = static_cast<int64_t>(e.kernels.size());
   return e;
 }
 
@@ -213,11 +233,16 @@ ExplainOutput explain_impl(std::span<const ArgView> args, FunctionRef<Outputs(co
 std::string ExplainOutput::str() const {
   std::ostringstream out;
   out << "graphs: " << graph_count << "\ngraph breaks: " << graph_break_count << "\nops: " << op_count << "\n";
+  out << "kernels (CPU, after fusion): " << kernel_count << "\n";
   if (!break_reasons.empty()) {
     out << "break reasons:\n";
     for (size_t i = 0; i < break_reasons.size(); ++i) out << "  " << i + 1 << ". " << break_reasons[i] << "\n";
   }
   for (size_t i = 0; i < graphs.size(); ++i) out << "graph " << i << ":\n" << graphs[i];
+  if (!kernels.empty()) {
+    out << "kernels:\n";
+    for (const std::string& k : kernels) out << "  " << k << "\n";
+  }
   return out.str();
 }
 std::ostream& operator<<(std::ostream& out, const ExplainOutput& e) { return out << e.str(); }

@@ -2,12 +2,19 @@
 #include "cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "kiln/config/config.h"
 #include "kiln/reference/reference.h"
 #include "kiln/config/log.h"
+#include "kiln/graph/error.h"
+#include "kiln/passes/passes.h"
+#include "kiln/format/plan_json.h"
 
 #if KILN_HAVE_CPU_TARGET
 #include "kiln/cpu/codegen.h"
@@ -16,6 +23,11 @@
 #endif
 
 namespace kiln::detail {
+
+std::string& debug_dump_dir() {
+  thread_local std::string dir;
+  return dir;
+}
 
 bool cpu_target_available() { return KILN_HAVE_CPU_TARGET != 0; }
 
@@ -67,6 +79,17 @@ Executable cpu_compile(const Graph& g) {
   KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
   plan::KernelPlan p = cpu::generate(s);
   KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
+  // debug_dir: the plan (JSON and readable), the generated module and the fusion decisions,
+  // beside the graph they came from.
+  if (const std::string& dir = debug_dump_dir(); !dir.empty()) {
+    const std::filesystem::path path(dir);
+    std::ofstream(path / "plan.json") << format::plan_to_json(p);
+    std::ofstream(path / "plan.txt") << p.str();
+    std::ofstream(path / "kernels.ll") << p.module_source();
+    std::ofstream decisions(path / "schedule.txt");
+    for (const std::string& d : s.decisions) decisions << d << "\n";
+    decisions << "\n" << s.str();
+  }
   cpu::ExecutableOptions o;
   o.keep_buffers = config::get<bool>("cpu.keep_buffers");
   o.autotune = config::get<bool>("max_autotune");
@@ -80,6 +103,129 @@ Executable cpu_compile(const Graph& g) {
   };
 }
 #endif
+
+#if KILN_HAVE_CPU_TARGET
+namespace {
+
+// passes::decompose replayed node by node, remembering for every node it emits the top-level
+// composite it comes from ("" for a node that was not a composite), so kernel listings can name
+// the composites a kernel computes.
+struct OriginExpander {
+  Graph& out;
+  std::vector<std::string_view>& origin;  // per node of out
+
+  NodeId emit(OpId op, const std::vector<NodeId>& inputs, const Attrs& attrs, std::string_view from, int depth) {
+    const OpDef& def = op_def(op);
+    if (def.decompose == nullptr) {
+      const NodeId id = out.add(op, inputs, attrs);
+      origin.resize(out.size());
+      origin[static_cast<size_t>(id)] = from;
+      return id;
+    }
+    KILN_CHECK(depth < 16, "explain: the decomposition of ", def.name, " is too deep");
+    if (from.empty()) from = def.name;
+    Graph scratch;
+    scratch.shapes() = out.shapes();
+    std::vector<NodeId> scratch_in;
+    for (NodeId i : inputs) scratch_in.push_back(scratch.add_input(out.node(i).meta));
+    const NodeId result = def.decompose(scratch, scratch_in, attrs);
+    std::vector<NodeId> map(scratch.size(), -1);
+    for (size_t k = 0; k < scratch_in.size(); ++k) map[static_cast<size_t>(scratch_in[k])] = inputs[k];
+    for (size_t id = 0; id < scratch.size(); ++id) {
+      const Node& n = scratch.node(static_cast<NodeId>(id));
+      if (n.op == OpId::input) continue;
+      std::vector<NodeId> ins = n.inputs;
+      for (NodeId& i : ins) i = map[static_cast<size_t>(i)];
+      map[id] = emit(n.op, ins, n.attrs, from, depth + 1);
+    }
+    return map[static_cast<size_t>(result)];
+  }
+};
+
+// The composite each node of `scheduled` (the scheduler's graph for `g`) comes from; empty when
+// the replayed decomposition does not line up with it node for node (the scheduler's prepare
+// added casts around a matmul, say), so nothing is named rather than something wrong.
+std::vector<std::string_view> composite_origins(const Graph& g, const Graph& scheduled) {
+  try {
+    Graph out;
+    out.shapes() = g.shapes();
+    std::vector<std::string_view> origin;
+    std::vector<NodeId> map(g.size(), -1);
+    for (NodeId i : g.inputs()) map[static_cast<size_t>(i)] = out.add_input(g.node(i).meta);
+    OriginExpander ex{out, origin};
+    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+      const Node& n = g.node(id);
+      if (n.op == OpId::input) continue;
+      std::vector<NodeId> ins = n.inputs;
+      for (NodeId& i : ins) i = map[static_cast<size_t>(i)];
+      map[static_cast<size_t>(id)] = ex.emit(n.op, ins, n.attrs, {}, 0);
+    }
+    origin.resize(out.size());
+    if (out.size() != scheduled.size()) return {};
+    for (NodeId id = 0; id < static_cast<NodeId>(out.size()); ++id)
+      if (out.node(id).op != scheduled.node(id).op || out.node(id).inputs != scheduled.node(id).inputs) return {};
+    return origin;
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+}  // namespace
+#endif
+
+std::vector<std::string> cpu_kernel_list(const Graph& traced) {
+#if KILN_HAVE_CPU_TARGET
+  const Graph g = passes::run_default_pipeline(traced);
+  if (!cpu_target_applies(g)) return {};
+  const schedule::Schedule s = schedule::schedule_graph(g);
+  const Graph& sg = s.graph;
+  const std::vector<std::string_view> origin = composite_origins(g, sg);
+  std::vector<bool> realized(sg.size(), false);
+  for (const schedule::Kernel& k : s.kernels)
+    for (NodeId p : k.provenance) realized[static_cast<size_t>(p)] = true;
+  std::vector<std::string> lines;
+  for (const schedule::Kernel& k : s.kernels) {
+    // What the kernel computes: the nodes it realizes and the inline values they read
+    // (recomputed in this kernel), leaving out views, inputs and constants.
+    std::set<NodeId> nodes(k.provenance.begin(), k.provenance.end());
+    std::vector<NodeId> stack(k.provenance.begin(), k.provenance.end());
+    std::set<NodeId> seen;
+    while (!stack.empty()) {
+      const NodeId id = stack.back();
+      stack.pop_back();
+      for (NodeId i : sg.node(id).inputs) {
+        const Node& n = sg.node(i);
+        if (realized[static_cast<size_t>(i)] || n.op == OpId::input || n.op == OpId::constant || n.op == OpId::full ||
+            !seen.insert(i).second)
+          continue;
+        if (op_def(n.op).category != OpCategory::layout) nodes.insert(i);
+        stack.push_back(i);
+      }
+    }
+    // Long lists (a fused chain of thousands of ops) are cut after kMaxListed names.
+    constexpr size_t kMaxListed = 32;
+    std::string ops, composites;
+    std::vector<std::string_view> named;
+    size_t listed = 0;
+    for (NodeId id : nodes) {
+      if (listed++ < kMaxListed) ops += (ops.empty() ? "" : ", ") + std::string(op_name(sg.node(id).op));
+      else if (listed == kMaxListed + 1) ops += ", ... (" + std::to_string(nodes.size()) + " ops)";
+      const std::string_view from = origin.empty() ? std::string_view() : origin[static_cast<size_t>(id)];
+      if (!from.empty() && std::find(named.begin(), named.end(), from) == named.end()) {
+        named.push_back(from);
+        composites += (composites.empty() ? "" : ", ") + std::string(from);
+      }
+    }
+    std::string line = k.name + " " + std::string(schedule::kernel_kind_name(k.kind)) + ": " + ops;
+    if (!composites.empty()) line += " (" + composites + ")";
+    lines.push_back(std::move(line));
+  }
+  return lines;
+#else
+  (void)traced;
+  return {};
+#endif
+}
 
 #if KILN_HAVE_CPU_TARGET
 namespace {

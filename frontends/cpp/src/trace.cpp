@@ -88,6 +88,7 @@ void materialize(Trace& t) {
     ++t.graph_count;
     t.op_count += static_cast<int64_t>(t.graph.op_count());
     t.graphs.push_back(t.graph.str());
+    if (!t.cache) t.traced_graphs.push_back(t.graph);
   }
   size_t next_result = 0;
   for (const auto& impl : live) {

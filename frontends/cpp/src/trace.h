@@ -26,6 +26,7 @@ struct Trace {
   int64_t breaks = 0;
   std::vector<std::string> break_reasons;
   std::vector<std::string> graphs;  // readable form of each graph run (explain)
+  std::vector<Graph> traced_graphs;  // each graph run, kept when explaining (cache == null)
   int64_t graph_count = 0;
   int64_t op_count = 0;
   bool compiled_segment = false;

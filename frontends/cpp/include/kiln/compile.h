@@ -151,13 +151,21 @@ CompiledFunction<std::decay_t<F>> compile(F&& fn, CompileOptions options = {},
   return CompiledFunction<std::decay_t<F>>(std::forward<F>(fn), std::move(options), detail::function_label(loc));
 }
 
-// What tracing `fn` on these arguments finds, without caching anything.
+// What tracing `fn` on these arguments finds, without caching anything, and what the "kiln"
+// backend's CPU compiler makes of it (graph passes and fusion; nothing is compiled or run).
 struct ExplainOutput {
   int64_t graph_count = 0;
   int64_t graph_break_count = 0;
   int64_t op_count = 0;
+  // Fused kernels the "kiln" backend produces on the CPU for all the graphs (0 without a CPU
+  // target, and for graphs that run on the reference target: other devices, empty tensors).
+  int64_t kernel_count = 0;
   std::vector<std::string> break_reasons;
   std::vector<std::string> graphs;  // readable form of each graph
+  // One line per kernel, in execution order: name, kind and the ops it computes with the
+  // composites they come from, "k0 reduction: max, sub, exp, sum, div (softmax)"; prefixed
+  // "graph N: " when there are several graphs.
+  std::vector<std::string> kernels;
   std::string str() const;
 };
 std::ostream& operator<<(std::ostream& out, const ExplainOutput& e);

@@ -64,8 +64,9 @@ namespace {
 bool is_reference_op(const Graph& g, const Node& n) {
   switch (n.op) {
     case OpId::randn: case OpId::cat: case OpId::pad: case OpId::index_select: return true;
-    case OpId::matmul:
-      return g.node(n.inputs[0]).meta.rank() < 2 || g.node(n.inputs[1]).meta.rank() < 2;
+    case OpId::matmul:  // the gemm is f32 or f64; integer products stay exact on the reference
+      return g.node(n.inputs[0]).meta.rank() < 2 || g.node(n.inputs[1]).meta.rank() < 2 ||
+             !(n.meta.dtype == DType::f32 || n.meta.dtype == DType::f64);
     default: return false;
   }
 }
@@ -262,7 +263,7 @@ class Fuser {
       const bool gemm_stored = std::binary_search(st.begin(), st.end(), dom.gemm);
       if (gemm_stored) {
         c = ctx_.buffer_of[static_cast<size_t>(dom.gemm)];
-      } else if (st.size() == 1 && s_.graph.node(st[0]).meta.dtype == DType::f32 &&
+      } else if (st.size() == 1 && s_.graph.node(st[0]).meta.dtype == s_.graph.node(dom.gemm).meta.dtype &&
                  s_.graph.node(st[0]).meta.sizes == dom.full) {
         c = ctx_.buffer_of[static_cast<size_t>(st[0])];  // the epilogue updates the gemm's result in place
       } else if (trial) {
@@ -270,7 +271,7 @@ class Fuser {
       } else {
         Buffer b;
         b.id = static_cast<int32_t>(ctx_.buffers.size());
-        b.dtype = DType::f32;
+        b.dtype = s_.graph.node(dom.gemm).meta.dtype;
         b.sizes = dom.full;
         b.strides = contiguous_strides(dom.full);
         ctx_.buffers.push_back(b);

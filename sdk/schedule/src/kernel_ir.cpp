@@ -96,9 +96,7 @@ void finish_kernel(Kernel& k) {
     check_affine(k, s.index, "a store index");
     KILN_CHECK(s.value >= 0 && static_cast<size_t>(s.value) < k.instrs.size(), "kernel ", k.name,
                ": a store of an unknown value");
-    KILN_CHECK(!inner_index(s.index, k.num_outer) || k.instrs[static_cast<size_t>(s.value)].inner ||
-                   static_cast<size_t>(k.num_outer) == k.domain.size(),
-               "kernel ", k.name, ": a value computed once per outer point is stored along inner dims");
+
   }
 }
 
@@ -107,11 +105,13 @@ int32_t Kernel::num_passes() const {
   int32_t n = 0;
   for (const Instr& in : instrs)
     if (in.kind == InstrKind::reduce) n = std::max(n, in.pass);  // loop in.pass - 1, so in.pass loops
-  for (const Store& s : stores) {
-    const Instr& v = instrs[static_cast<size_t>(s.value)];
-    if (v.inner) n = std::max(n, v.pass + 1);
-  }
+  for (const Store& s : stores)
+    if (store_is_inner(s)) n = std::max(n, instrs[static_cast<size_t>(s.value)].pass + 1);
   return n;
+}
+
+bool Kernel::store_is_inner(const Store& s) const {
+  return instrs[static_cast<size_t>(s.value)].inner || inner_index(s.index, num_outer);
 }
 
 SymInt Kernel::outer_extent() const {

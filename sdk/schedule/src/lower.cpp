@@ -64,14 +64,19 @@ Domain Domain::reduction(const SymShape& input, const std::vector<int64_t>& dims
       d.var_of_dim[i] = v++;
       d.extents.push_back(input[i]);
     }
+  // Reducing nothing (a 0-d tensor) still has one inner step: an inner dim of extent 1.
+  if (static_cast<size_t>(d.num_outer) == d.extents.size()) d.extents.push_back(1);
   return d;
 }
 
 std::optional<Map> Domain::natural_map(const SymShape& shape) const {
   const size_t rank = extents.size();
   if (shape == full) {
+    // A reduced dim of size 1 is index 0 everywhere: the full shape is then also the kept
+    // shape, and a value of that shape is one per outer point.
     Map m;
-    for (size_t d = 0; d < full.size(); ++d) m.push_back(unit(rank, var_of_dim[d]));
+    for (size_t d = 0; d < full.size(); ++d)
+      m.push_back(reduced[d] && full[d] == 1 ? zero(rank) : unit(rank, var_of_dim[d]));
     return m;
   }
   if (!has_reduction()) return std::nullopt;
@@ -327,7 +332,7 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
     l.strides = contiguous_strides(meta.sizes);
     Instr in;
     in.kind = InstrKind::load;
-    in.dtype = DType::f32;
+    in.dtype = meta.dtype;  // f32 or f64
     in.buffer = -2;  // patched by set_gemm
     in.index = compose(map, l.strides, 0, rank());
     return add(std::move(in));
@@ -445,9 +450,7 @@ int32_t KernelBuilder::emit_reduction(NodeId n, const Map& map) {
     throw Refusal("reduction %" + std::to_string(n) + " is read in another order than it is computed");
   if (auto it = reductions_.find(n); it != reductions_.end()) return it->second;
 
-  Map full_map;
-  for (size_t d = 0; d < dom_.full.size(); ++d) full_map.push_back(unit(rank(), dom_.var_of_dim[d]));
-  const int32_t x = emit(node.inputs[0], full_map);
+  const int32_t x = emit(node.inputs[0], *dom_.natural_map(dom_.full));
   const DType t = node.meta.dtype;
   SymInt count = 1;
   for (size_t d = 0; d < dom_.full.size(); ++d)
@@ -460,12 +463,14 @@ int32_t KernelBuilder::emit_reduction(NodeId n, const Map& map) {
     in.args = {v};
     return add(std::move(in));
   };
+  // Counts are divided by in f32 (f64 for f64): 65600 elements are not an f16 number.
+  const DType count_t = t == DType::f64 ? DType::f64 : DType::f32;
   auto as_float = [&](const SymInt& s) {
     Instr in;
     in.kind = InstrKind::size;
     in.dtype = DType::i64;
     in.size = s;
-    return pointwise(OpId::cast, t, {add(std::move(in))}, Attrs{t});
+    return pointwise(OpId::cast, count_t, {add(std::move(in))}, Attrs{count_t});
   };
   auto cast_to = [&](int32_t v, DType dt) {
     return k_.instrs[static_cast<size_t>(v)].dtype == dt ? v : pointwise(OpId::cast, dt, {v}, Attrs{dt});
@@ -478,18 +483,21 @@ int32_t KernelBuilder::emit_reduction(NodeId n, const Map& map) {
     case OpId::min: result = reduce(ReduceKind::min, x, t); break;
     case OpId::argmax: result = reduce(ReduceKind::argmax, x, t); break;
     case OpId::argmin: result = reduce(ReduceKind::argmin, x, t); break;
+    // mean and var compute in f32 for f16/bf16 (the reference works in double), rounded once.
     case OpId::mean: {
-      const int32_t s = reduce(ReduceKind::sum, cast_to(x, t), t);
-      result = pointwise(OpId::div, t, {s, as_float(count)});
+      const int32_t s = reduce(ReduceKind::sum, cast_to(x, count_t), count_t);
+      result = cast_to(pointwise(OpId::div, count_t, {s, as_float(count)}), t);
       break;
     }
     case OpId::var: {
-      const int32_t xf = cast_to(x, t);
-      const int32_t mean = pointwise(OpId::div, t, {reduce(ReduceKind::sum, xf, t), as_float(count)});
-      const int32_t d = pointwise(OpId::sub, t, {xf, mean});
-      const int32_t ss = reduce(ReduceKind::sum, pointwise(OpId::mul, t, {d, d}), t);
+      const int32_t xf = cast_to(x, count_t);
+      const int32_t mean = pointwise(OpId::div, count_t, {reduce(ReduceKind::sum, xf, count_t), as_float(count)});
+      const int32_t d = pointwise(OpId::sub, count_t, {xf, mean});
+      const int32_t ss = reduce(ReduceKind::sum, pointwise(OpId::mul, count_t, {d, d}), count_t);
       const int64_t correction = node.attrs.i(2);
-      result = pointwise(OpId::div, t, {ss, as_float(count - SymInt(correction))});
+      SymInt denom = count - SymInt(correction);  // torch: max(0, N - correction), so N <= correction gives inf
+      if (denom.is_static() && denom.hint() < 0) denom = 0;
+      result = cast_to(pointwise(OpId::div, count_t, {ss, as_float(denom)}), t);
       break;
     }
     default: throw Refusal("reduction " + std::string(op_name(node.op)) + " has no kernel lowering");
@@ -518,6 +526,7 @@ void KernelBuilder::set_gemm(int32_t c) {
   const SymShape& out = mm.meta.sizes;
   const size_t r = out.size();
   gm.c = c;
+  gm.dtype = mm.meta.dtype;
   gm.m = out[r - 2];
   gm.n = out[r - 1];
   gm.batch.assign(out.begin(), out.end() - 2);

@@ -1,18 +1,47 @@
-// prepare: the graph the scheduler works on. Composites are decomposed (passes::decompose), and
-// every matmul multiplies f32 operands into an f32 result, with casts around it where the graph
-// said another dtype: the gemm runs in f32 (kernels accumulate in f32 anyway) and the casts
-// become the matmul's prologue and epilogue.
+// prepare: the graph the scheduler works on. Composites are decomposed (passes::decompose);
+// every f16/bf16 matmul multiplies f32 operands into an f32 result, with casts around it (the gemm
+// runs in f32, as kernels accumulate in f32 anyway; the casts become its prologue and epilogue);
+// and where a reshape or a gemm operand reads a graph input through a layout no strides or no
+// BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
+// same dtype) is put in between, which fusion then stores contiguously.
+#include <optional>
+
 #include "internal.h"
 #include "kiln/passes/passes.h"
 
 namespace kiln::schedule::detail {
 
+namespace {
+
+bool low_precision_matmul(const Node& n) {
+  return n.op == OpId::matmul && (n.meta.dtype == DType::f16 || n.meta.dtype == DType::bf16);
+}
+
+// The layout of `id` in `g` when every input and constant is a buffer and nothing else is.
+std::optional<Layout> source_layout(const Graph& g, NodeId id) {
+  Context c{g, {}, {}, {}, {}};
+  c.source.assign(g.size(), false);
+  for (NodeId i = 0; i < static_cast<NodeId>(g.size()); ++i)
+    c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant;
+  c.realized = c.source;
+  return c.layout(id, nullptr);
+}
+
+// The node under a chain of views.
+NodeId view_base(const Graph& g, NodeId id) {
+  for (;;) {
+    const Node& n = g.node(id);
+    if (op_def(n.op).category != OpCategory::layout || n.op == OpId::cat || n.op == OpId::pad ||
+        n.op == OpId::index_select)
+      return id;
+    id = n.inputs[0];
+  }
+}
+
+}  // namespace
+
 Graph prepare(const Graph& in) {
   Graph g = passes::decompose(in);
-  bool needs = false;
-  for (const Node& n : g.nodes())
-    if (n.op == OpId::matmul && n.meta.dtype != DType::f32) needs = true;
-  if (!needs) return g;
   Graph out;
   out.shapes() = g.shapes();
   std::vector<NodeId> map(g.size(), -1);
@@ -24,7 +53,30 @@ Graph prepare(const Graph& in) {
     }
     std::vector<NodeId> ins;
     for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
-    if (n.op == OpId::matmul && n.meta.dtype != DType::f32) {
+    const bool reshape = n.op == OpId::reshape && !reshape_is_unsqueeze(g.node(n.inputs[0]).meta.sizes, n.meta.sizes);
+    if (reshape || (n.op == OpId::matmul && g.node(n.inputs[0]).meta.rank() >= 2 && g.node(n.inputs[1]).meta.rank() >= 2)) {
+      for (NodeId& i : ins) {
+        const NodeId base = view_base(out, i);
+        const Node& b = out.node(base);
+        if (b.op != OpId::input && b.op != OpId::constant) continue;  // fusion stores computed bases itself
+        const std::optional<Layout> l = source_layout(out, i);
+        bool ok = l.has_value();
+        if (ok && reshape) ok = reshape_strides(out.node(i).meta.sizes, l->strides, n.meta.sizes, out.shapes()).has_value();
+        if (ok && !reshape) {
+          const size_t r = l->strides.size();
+          const SymInt& rs = l->strides[r - 2];
+          const SymInt& cs = l->strides[r - 1];
+          ok = (cs == 1 && !(rs == 0)) || (rs == 1 && !(cs == 0));
+        }
+        if (!ok) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
+      }
+    }
+    if (n.op == OpId::matmul && (n.meta.dtype == DType::f32 || n.meta.dtype == DType::f64)) {
+      // Mixed operands (f32 @ f16, f64 @ f32): the gemm takes both in the result's dtype.
+      for (NodeId& i : ins)
+        if (out.node(i).meta.dtype != n.meta.dtype) i = out.add(OpId::cast, {i}, Attrs{n.meta.dtype});
+    }
+    if (low_precision_matmul(n)) {
       for (NodeId& i : ins)
         if (out.node(i).meta.dtype != DType::f32) i = out.add(OpId::cast, {i}, Attrs{DType::f32});
       const NodeId mm = out.add(OpId::matmul, ins);

@@ -450,9 +450,12 @@ class FunctionEmitter {
       }
       default: break;
     }
+    // Operands of another dtype are first converted to the op's, rounding or wrapping as the
+    // reference does (a 0-d f16 added to bf16 is a bf16 number first).
+    auto operand = [&](size_t k, CT c) { return at[k] == out ? convert(a[k], c) : to_dtype(a[k], out); };
     if (is_float(oc)) {
       std::vector<std::string> x;
-      for (const Val& v : a) x.push_back(convert(v, oc).v);
+      for (size_t k = 0; k < a.size(); ++k) x.push_back(operand(k, oc).v);
       const CT c = oc;
       switch (in.op) {
         case OpId::neg: return finish(fneg(c, x[0]));
@@ -512,7 +515,7 @@ class FunctionEmitter {
     } else {
       // Integer (and bool) arithmetic in i64, wrapped to the output's width.
       std::vector<std::string> x;
-      for (const Val& v : a) x.push_back(convert(v, CT::i64).v);
+      for (size_t k = 0; k < a.size(); ++k) x.push_back(convert(operand(k, CT::i64), CT::i64).v);
       Val r{"", CT::i64};
       switch (in.op) {
         case OpId::neg: r.v = op("sub i64 0, ", x[0]); break;
@@ -791,15 +794,14 @@ class FunctionEmitter {
       if ((kind == ReduceKind::argmax || kind == ReduceKind::argmin) && flat.empty()) flat = inner_flat(sc);
       combine(r, sc, flat);
     }
-    for (const schedule::Store& st : k_.stores) {
-      const Instr& v = k_.instrs[static_cast<size_t>(st.value)];
-      if (v.inner && v.pass == p) store(st.buffer, st.index, value(st.value, sc), sc);
-    }
+    for (const schedule::Store& st : k_.stores)
+      if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == p)
+        store(st.buffer, st.index, value(st.value, sc), sc);
   }
 
   void outer_stores(Scope& sc) {
     for (const schedule::Store& st : k_.stores)
-      if (!k_.instrs[static_cast<size_t>(st.value)].inner) store(st.buffer, st.index, value(st.value, sc), sc);
+      if (!k_.store_is_inner(st)) store(st.buffer, st.index, value(st.value, sc), sc);
   }
 
   void emit_reduction() {
@@ -885,20 +887,26 @@ class FunctionEmitter {
       const std::string boff = base(g.b_offset, g.b_batch_strides, g.b_row_stride, "");
       const std::string coff =
           op("add i64 ", op("mul i64 ", b, ", ", op("mul i64 ", M, ", ", N)), ", ", op("mul i64 ", m0, ", ", N));
-      const std::string ap = op("getelementptr float, ptr ", buffer(g.a), ", i64 ", aoff);
-      const std::string bp = op("getelementptr float, ptr ", buffer(g.b), ", i64 ", boff);
-      const std::string cp = op("getelementptr float, ptr ", buffer(g.c), ", i64 ", coff);
+      const char* et = g.dtype == DType::f64 ? "double" : "float";
+      const std::string ap = op("getelementptr ", et, ", ptr ", buffer(g.a), ", i64 ", aoff);
+      const std::string bp = op("getelementptr ", et, ", ptr ", buffer(g.b), ", i64 ", boff);
+      const std::string cp = op("getelementptr ", et, ", ptr ", buffer(g.c), ", i64 ", coff);
       // Row-major operands: a unit column stride is "no transpose" with the row stride as leading
       // dimension; a unit row stride is "transpose" with the column stride.
-      auto trans = [&](const SymInt& rs, const SymInt& cs, std::string& ld) {
+      // The BLAS wants ld >= the other extent even where it is never used (one row, one column).
+      auto trans = [&](const SymInt& rs, const SymInt& cs, const std::string& rows, const std::string& cols,
+                       std::string& ld) {
         const std::string unit = op("icmp eq i64 ", sym(cs), ", 1");
-        ld = select(unit, CT::i64, sym(rs), sym(cs)).v;
+        auto at_least = [&](const std::string& x, const std::string& lo) {
+          return select(op("icmp slt i64 ", x, ", ", lo), CT::i64, lo, x).v;
+        };
+        ld = select(unit, CT::i64, at_least(sym(rs), cols), at_least(sym(cs), rows)).v;
         return op("zext i1 ", op("xor i1 ", unit, ", true"), " to i32");
       };
       std::string lda, ldb;
-      const std::string ta = trans(g.a_row_stride, g.a_col_stride, lda);
-      const std::string tb = trans(g.b_row_stride, g.b_col_stride, ldb);
-      line("call void @kiln_sgemm(i32 ", ta, ", i32 ", tb, ", i64 ", rows, ", i64 ", N, ", i64 ", K, ", ptr ", ap,
+      const std::string ta = trans(g.a_row_stride, g.a_col_stride, M, K, lda);
+      const std::string tb = trans(g.b_row_stride, g.b_col_stride, K, N, ldb);
+      line("call void @", g.dtype == DType::f64 ? "kiln_dgemm" : "kiln_sgemm", "(i32 ", ta, ", i32 ", tb, ", i64 ", rows, ", i64 ", N, ", i64 ", K, ", ptr ", ap,
            ", i64 ", lda, ", ptr ", bp, ", i64 ", ldb, ", ptr ", cp, ", i64 ", N, ")");
       if (k_.stores.empty()) return;
       // The epilogue over the rows just multiplied, while they are in cache.
@@ -950,6 +958,7 @@ declare float @erff(float) nounwind readnone
 declare double @erf(double) nounwind readnone
 declare double @tanh(double) nounwind readnone
 declare void @kiln_sgemm(i32, i32, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64)
+declare void @kiln_dgemm(i32, i32, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64)
 
 ; exp for f32, inline so loops vectorise at full width without calls (as XLA's CPU backend
 ; does): x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite, ln2 in two parts), exp(r) by Cephes'

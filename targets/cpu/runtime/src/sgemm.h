@@ -9,7 +9,10 @@ namespace kiln::cpu {
 
 extern "C" void kiln_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                            int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
-// Defines kiln_sgemm for the JIT (once per process).
+// The same in f64.
+extern "C" void kiln_dgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const double* a,
+                           int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);
+// Defines kiln_sgemm and kiln_dgemm for the JIT (once per process).
 void register_sgemm();
 // Which implementation backs it: "openblas" or "builtin".
 const char* sgemm_backend();

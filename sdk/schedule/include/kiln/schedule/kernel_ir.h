@@ -69,7 +69,8 @@ struct Store {
 
 // C[b] = A[b] @ B[b] for every batch index b, row-major operand views given by strides.
 struct Gemm {
-  int32_t a = -1, b = -1, c = -1;   // buffers (f32)
+  int32_t a = -1, b = -1, c = -1;   // buffers, all of `dtype`
+  DType dtype = DType::f32;         // f32 or f64
   SymInt m = 0, n = 0, k = 0;
   SymShape batch;                   // batch extents (the output's leading dims)
   SymShape a_batch_strides, b_batch_strides;  // element strides per batch dim (0: broadcast)
@@ -101,6 +102,9 @@ struct Kernel {
   std::vector<NodeId> provenance;      // graph nodes this kernel computes (sorted)
 
   int32_t num_passes() const;          // loops over the inner dims (0 for pointwise)
+  // A store made inside the loops over the inner dims (in pass value.pass): its value or its
+  // index varies over them (a per-row value broadcast back along the row is stored there too).
+  bool store_is_inner(const Store& s) const;
   SymInt outer_extent() const;         // product of the outer extents
   std::vector<int32_t> reads() const;  // buffers loaded (and gemm operands), sorted, unique
   std::vector<int32_t> writes() const; // buffers stored (and the gemm's c), sorted, unique

@@ -1,0 +1,1111 @@
+#include "op_cases.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <sstream>
+
+#include "kiln/graph/error.h"
+
+namespace cpu_test {
+
+bool full_mode() {
+  static const bool full = [] {
+    const char* e = std::getenv("KILN_CPU_TARGET_FULL");
+    return e && *e && std::string(e) != "0";
+  }();
+  return full;
+}
+
+// ---- running batches ------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kMaxSize = std::numeric_limits<int64_t>::max();
+
+int symbols_used(const OpCase& c) {
+  int n = 0;
+  for (const Arg& a : c.args)
+    for (int64_t s : a.sizes)
+      if (s < 0) n = std::max(n, static_cast<int>(-s));
+  return n;
+}
+
+std::vector<int64_t> eval_sizes(const Arg& a, const std::vector<int64_t>& symbols) {
+  std::vector<int64_t> s;
+  for (int64_t d : a.sizes) s.push_back(d < 0 ? symbols.at(static_cast<size_t>(-d - 1)) : d);
+  return s;
+}
+
+// The inputs of one case at one run. `copy_path`: inputs declared contiguous are passed as
+// transposed views (the runtime must copy them).
+std::vector<TensorData> case_inputs(const OpCase& c, const std::vector<int64_t>& symbols, uint64_t seed, bool copy_path) {
+  std::mt19937_64 rng(seed);
+  std::vector<TensorData> out;
+  for (const Arg& a : c.args) {
+    const std::vector<int64_t> sizes = eval_sizes(a, symbols);
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    std::vector<double> v;
+    if (a.index_bound > 0) {
+      for (int64_t k = 0; k < n; ++k) v.push_back(static_cast<double>(rng() % static_cast<uint64_t>(a.index_bound)));
+    } else {
+      v = random_values(a.dtype, n, a.domain, rng);
+    }
+    Layout l = a.layout;
+    if (l == Layout::contiguous && copy_path && sizes.size() >= 2) l = Layout::permuted;
+    out.push_back(laid_out(a.dtype, sizes, v, l));
+  }
+  return out;
+}
+
+std::vector<SymInt> make_symbols(Graph& g, int n, const std::vector<int64_t>& examples) {
+  std::vector<SymInt> s;
+  for (int k = 0; k < n; ++k)
+    s.push_back(g.shapes().create_symbol(examples.at(static_cast<size_t>(k)), 2, kMaxSize, "s" + std::to_string(k), false));
+  return s;
+}
+
+// Adds the case's inputs (metas from the run-0 tensors) and its value to g.
+NodeId add_case(Graph& g, const OpCase& c, const std::vector<SymInt>& syms, std::span<const TensorData> ins) {
+  std::vector<NodeId> ids;
+  for (size_t k = 0; k < c.args.size(); ++k) {
+    const Arg& a = c.args[k];
+    TensorMeta m;
+    m.dtype = a.dtype;
+    for (int64_t d : a.sizes) m.sizes.push_back(d < 0 ? syms.at(static_cast<size_t>(-d - 1)) : SymInt(d));
+    if (a.declare_strides && !ins[k].is_contiguous()) {
+      BOOST_REQUIRE(shape_is_static(m.sizes));
+      for (int64_t s : ins[k].strides) m.strides.push_back(s);
+    }
+    ids.push_back(g.add_input(m, "x" + std::to_string(ids.size())));
+  }
+  return c.build(g, ids, syms);
+}
+
+std::string case_title(const Graph& g, NodeId out, const OpCase& c, size_t first_input = 0) {
+  std::ostringstream os;
+  os << op_name(g.node(out).op) << " -> " << g.node(out).meta.str() << " of (";
+  for (size_t k = 0; k < c.args.size(); ++k) {
+    const Node& in = g.node(static_cast<NodeId>(g.inputs()[first_input + k]));
+    os << (k ? ", " : "") << in.meta.str();
+    if (c.args[k].layout != Layout::contiguous)
+      os << " " << layout_name(c.args[k].layout) << (c.args[k].declare_strides ? "" : " (declared contiguous)");
+    if (c.args[k].domain != Domain::normal) os << " " << domain_name(c.args[k].domain);
+  }
+  os << ")";
+  if (!c.note.empty()) os << " [" << c.note << "]";
+  return os.str();
+}
+
+Tolerance case_tolerance(const OpCase& c, const Graph& g, NodeId out) {
+  return c.tol_set ? c.tol : tolerance_for(g.node(out).meta.dtype);
+}
+
+}  // namespace
+
+// Delta debugging: a smallest subset of `items` for which `fails` holds (fails(items) must).
+std::vector<size_t> ddmin(std::vector<size_t> items, const std::function<bool(const std::vector<size_t>&)>& fails) {
+  size_t n = 2;
+  while (items.size() >= 2) {
+    const size_t chunk = (items.size() + n - 1) / n;
+    bool reduced = false;
+    for (size_t start = 0; start < items.size() && !reduced; start += chunk) {
+      std::vector<size_t> part(items.begin() + static_cast<std::ptrdiff_t>(start),
+                               items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), start + chunk)));
+      std::vector<size_t> rest(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(start));
+      rest.insert(rest.end(), items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), start + chunk)), items.end());
+      if (fails(part)) {
+        items = part;
+        n = 2;
+        reduced = true;
+      } else if (n > 2 && fails(rest)) {
+        items = rest;
+        n = std::max<size_t>(n - 1, 2);
+        reduced = true;
+      }
+    }
+    if (reduced) continue;
+    if (n >= items.size()) break;
+    n = std::min(items.size(), 2 * n);
+  }
+  return items;
+}
+
+BatchStats run_batch(const Batch& b, uint64_t seed) {
+  BatchStats st;
+  const bool symbolic = !b.runs.empty();
+  const std::vector<std::vector<int64_t>> runs = symbolic ? b.runs : std::vector<std::vector<int64_t>>{{}};
+  const auto case_seed = [&](size_t ci, size_t run, bool copy) {
+    return seed * 1000003u + ci * 7919u + run * 104729u + (copy ? 17u : 0u);
+  };
+
+  // Accepted cases: the op takes these dtypes and shapes and the reference runs them.
+  std::vector<size_t> accepted;
+  for (size_t ci = 0; ci < b.cases.size(); ++ci) {
+    const OpCase& c = b.cases[ci];
+    Graph g;
+    try {
+      const int n = symbols_used(c);
+      BOOST_REQUIRE_MESSAGE(n == 0 || symbolic, b.name << ": a symbolic case in a static batch");
+      const std::vector<SymInt> syms = make_symbols(g, n, runs[0]);
+      const std::vector<TensorData> ins = case_inputs(c, runs[0], case_seed(ci, 0, false), false);
+      g.set_outputs({add_case(g, c, syms, ins)});
+      reference::run_graph(g, ins);
+      accepted.push_back(ci);
+    } catch (const kiln::Error& e) {
+      ++st.rejected;
+      st.rejected_notes.push_back((c.args.empty() ? std::string("()") : std::string(dtype_name(c.args[0].dtype))) + ": " +
+                                  std::string(e.what()).substr(0, 100));
+    }
+  }
+  st.cases = static_cast<int>(accepted.size());
+  if (accepted.empty()) return st;
+
+  // A graph of some of the cases, one output each, in the order given.
+  struct Sub {
+    Graph g;
+    std::vector<Tolerance> tols;
+  };
+  auto build = [&](const std::vector<size_t>& cases) {
+    Sub s;
+    int nsyms = 0;
+    for (size_t ci : cases) nsyms = std::max(nsyms, symbols_used(b.cases[ci]));
+    const std::vector<SymInt> syms = make_symbols(s.g, nsyms, runs[0]);
+    std::vector<NodeId> outs;
+    for (size_t ci : cases) {
+      const std::vector<TensorData> ins = case_inputs(b.cases[ci], runs[0], case_seed(ci, 0, false), false);
+      const NodeId o = add_case(s.g, b.cases[ci], syms, ins);
+      outs.push_back(o);
+      s.tols.push_back(case_tolerance(b.cases[ci], s.g, o));
+    }
+    s.g.set_outputs(outs);
+    return s;
+  };
+  auto inputs_of = [&](const std::vector<size_t>& cases, size_t run, bool copy) {
+    std::vector<TensorData> in;
+    for (size_t ci : cases) {
+      std::vector<TensorData> x = case_inputs(b.cases[ci], runs[run], case_seed(ci, run, copy), copy);
+      in.insert(in.end(), x.begin(), x.end());
+    }
+    return in;
+  };
+  auto symbols_of = [&](const std::vector<size_t>& cases, size_t run) {
+    int n = 0;
+    for (size_t ci : cases) n = std::max(n, symbols_used(b.cases[ci]));
+    return std::vector<int64_t>(runs[run].begin(), runs[run].begin() + n);
+  };
+  auto title_of = [&](const Sub& s, const std::vector<size_t>& cases) {
+    std::string t = b.name + ": ";
+    size_t first = 0;
+    for (size_t k = 0; k < cases.size(); ++k) {
+      t += (k ? " + " : "") + case_title(s.g, s.g.outputs()[k], b.cases[cases[k]], first);
+      first += b.cases[cases[k]].args.size();
+    }
+    return t;
+  };
+
+  // Compile the batch; cases that break the compile only together with others (fusion across
+  // cases) are reduced to the smallest such set, reported, and then run alone.
+  std::vector<size_t> batch = accepted, alone_cases;
+  Compiled compiled;
+  for (int attempt = 0;; ++attempt) {
+    if (batch.empty()) break;
+    compiled = compile(build(batch).g, b.options);
+    if (compiled.error.empty()) break;
+    if (attempt == 8) {  // too many: run everything alone
+      alone_cases.insert(alone_cases.end(), batch.begin(), batch.end());
+      batch.clear();
+      break;
+    }
+    const std::vector<size_t> min = ddmin(batch, [&](const std::vector<size_t>& sub) {
+      return !compile(build(sub).g, b.options).error.empty() || false;
+    });
+    const Sub s = build(min);
+    const std::string err = compile(s.g, b.options).error;
+    if (min.size() == 1) {
+      alone_cases.push_back(min[0]);  // fails alone: reported when run alone below
+    } else {
+      ++st.failures;
+      BOOST_ERROR(failure_report(title_of(s, min) + ": these cases compile alone but not in one graph", s.g,
+                                 inputs_of(min, 0, false), symbols_of(min, 0), "compile failed: " + err + "\n"));
+      alone_cases.push_back(min.back());
+    }
+    batch.erase(std::find(batch.begin(), batch.end(), alone_cases.back()));
+  }
+
+  // Runs a compiled graph of `cases` at every run; returns the cases whose output failed, and
+  // reports the failures of single-case graphs.
+  auto run_all = [&](const std::vector<size_t>& cases, const Compiled& c, bool report) {
+    std::vector<std::pair<size_t, size_t>> bad_runs;  // (index into cases, run)
+    std::vector<bool> seen(cases.size(), false);
+    const std::vector<Tolerance> tols = build(cases).tols;
+    for (size_t run = 0; run < runs.size(); ++run) {
+      for (bool copy : {false, true}) {
+        if (copy && symbolic) continue;  // static batches also check the runtime's copy of strided inputs
+        const std::vector<TensorData> in = inputs_of(cases, run, copy);
+        ++st.runs;
+        std::vector<size_t> bad;
+        const std::string details = run_and_compare(c, in, tols, &bad);
+        if (details.empty()) continue;
+        if (bad.empty()) {
+          ++st.failures;
+          BOOST_ERROR(failure_report(b.name + ": run " + std::to_string(run), c.graph, in, symbols_of(cases, run), details));
+          continue;
+        }
+        for (size_t k : bad) {
+          ++st.failures;
+          if (seen[k]) continue;
+          seen[k] = true;
+          bad_runs.emplace_back(k, run);
+          if (report)
+            BOOST_ERROR(failure_report(title_of(Sub{c.graph, {}}, cases) + (copy ? " (inputs passed as strided views of other storage)" : ""),
+                                       c.graph, in, symbols_of(cases, run), details));
+        }
+      }
+    }
+    return bad_runs;
+  };
+
+  // The batch, then any failing case alone; a case that passes alone is reduced with the
+  // smallest set of other cases it fails with.
+  std::vector<size_t> failing_in_batch;
+  std::map<size_t, size_t> failing_run;
+  if (!batch.empty())
+    for (const auto& [k, run] : run_all(batch, compiled, false)) {
+      failing_in_batch.push_back(batch[k]);
+      failing_run[batch[k]] = run;
+    }
+  for (size_t ci : alone_cases) failing_in_batch.push_back(ci);
+  for (size_t ci : failing_in_batch) {
+    const std::vector<size_t> one{ci};
+    const Compiled c = compile(build(one).g, b.options);
+    if (!c.error.empty()) {
+      ++st.failures;
+      const std::vector<TensorData> in = inputs_of(one, 0, false);
+      BOOST_ERROR(failure_report(title_of(build(one), one), c.graph, in, symbols_of(one, 0), "compile failed: " + c.error + "\n"));
+      continue;
+    }
+    if (!run_all(one, c, true).empty()) continue;
+    if (!failing_run.count(ci)) continue;  // ran alone because of the compile: passes
+    // Fails only with other cases: reduce them.
+    const size_t run = failing_run[ci];
+    std::vector<size_t> others;
+    for (size_t x : batch)
+      if (x != ci) others.push_back(x);
+    auto fails_with = [&](const std::vector<size_t>& sub) {
+      std::vector<size_t> cases = sub;
+      cases.push_back(ci);
+      const Sub s = build(cases);
+      const Compiled cc = compile(s.g, b.options);
+      if (!cc.error.empty()) return false;
+      std::vector<size_t> bad;
+      for (bool copy : {false, true}) {
+        run_and_compare(cc, inputs_of(cases, run, copy), s.tols, &bad);
+        if (std::find(bad.begin(), bad.end(), cases.size() - 1) != bad.end()) return true;
+      }
+      return false;
+    };
+    std::vector<size_t> min = fails_with(others) ? ddmin(others, fails_with) : others;
+    min.push_back(ci);
+    const Sub s = build(min);
+    const Compiled cc = compile(s.g, b.options);
+    const std::vector<TensorData> in = inputs_of(min, run, false);
+    ++st.failures;
+    BOOST_ERROR(failure_report(title_of(s, min) + ": the last case fails only together with the others (alone it passes)",
+                               s.g, in, symbols_of(min, run), run_and_compare(cc, in, s.tols)));
+  }
+  return st;
+}
+
+// ---- the cases -------------------------------------------------------------------------------
+
+namespace {
+
+using D = DType;
+using Ints = std::vector<int64_t>;
+const std::vector<DType> kAll = {D::f32, D::f64, D::f16, D::bf16, D::i32, D::i64, D::bool_};
+const std::vector<DType> kFloats = {D::f32, D::f64, D::f16, D::bf16};
+constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+
+// Symbol values the symbolic batches run at (the first is the example): sizes next to 1,
+// primes, and one larger than a vector.
+const std::vector<std::vector<int64_t>> kSymRuns = {{3, 5, 2}, {2, 7, 13}, {129, 3, 7}, {13, 129, 3}, {5, 2, 129}};
+
+Arg A(D t, Ints s, Domain d = Domain::normal, Layout l = Layout::contiguous) { return Arg{t, std::move(s), d, l}; }
+Arg undeclared(Arg a) {
+  a.declare_strides = false;
+  return a;
+}
+
+BuildFn op_of(OpId op, Attrs attrs = {}) {
+  return [op, attrs](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) { return g.add(op, in, attrs); };
+}
+
+OpCase C(std::vector<Arg> args, BuildFn f, std::string note = {}) {
+  OpCase c;
+  c.args = std::move(args);
+  c.build = std::move(f);
+  c.note = std::move(note);
+  return c;
+}
+OpCase C(std::vector<Arg> args, BuildFn f, Tolerance tol, std::string note = {}) {
+  OpCase c = C(std::move(args), std::move(f), std::move(note));
+  c.tol = tol;
+  c.tol_set = true;
+  return c;
+}
+
+OpCase core(OpCase c) {
+  c.core = true;
+  return c;
+}
+// Results near zero compared relatively: no absolute slack beyond a few subnormal units.
+OpCase precise(OpCase c) {
+  c.tol.atol = subnormal_atol(c.out);
+  return c;
+}
+// Only the core cases unless `all`.
+std::vector<OpCase> tier(std::vector<OpCase> cases, bool all) {
+  if (all || full_mode()) return cases;
+  std::vector<OpCase> out;
+  for (OpCase& c : cases)
+    if (c.core) out.push_back(std::move(c));
+  return out;
+}
+Batch static_batch(std::string name, std::vector<OpCase> cases, bool all = true) {
+  return Batch{std::move(name), tier(std::move(cases), all), {}, {}};
+}
+Batch symbolic_batch(std::string name, std::vector<OpCase> cases, bool all = true) {
+  Batch b{std::move(name), tier(std::move(cases), all), kSymRuns, {}};
+  b.options.small_grains = true;  // kernels run in many slices
+  return b;
+}
+
+std::string bname(OpId op, DType t, const char* what) {
+  return std::string(op_name(op)) + " " + std::string(dtype_name(t)) + " " + what;
+}
+
+// Transcendental ops: the cpu uses polynomials / libmvec, a little looser than correctly rounded.
+bool loose_op(OpId op) {
+  switch (op) {
+    case OpId::exp: case OpId::log: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::sigmoid:
+    case OpId::gelu: case OpId::silu: case OpId::erf: case OpId::pow: case OpId::rsqrt: case OpId::logsumexp:
+    case OpId::softmax: case OpId::log_softmax: case OpId::layer_norm: case OpId::rms_norm: case OpId::var:
+      return true;
+    default: return false;
+  }
+}
+
+DType float_of(DType t) { return is_floating(t) ? t : D::f32; }
+
+// Tolerance of an op whose result has dtype `out`.
+Tolerance tol_of(OpId op, DType out) {
+  Tolerance t = tolerance_for(out, loose_op(op));
+  switch (op) {
+    case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear:
+      t.rtol *= 4;
+      t.scale_by_abs_run = true;
+      break;
+    case OpId::prod:
+      t.rtol *= 8;
+      break;
+    case OpId::var: case OpId::logsumexp: case OpId::softmax: case OpId::log_softmax: case OpId::layer_norm:
+    case OpId::rms_norm:
+      t.rtol *= 4;
+      t.scale_by_max = true;
+      break;
+    default: break;
+  }
+  return t;
+}
+
+// A case whose tolerance follows the op and its result dtype (known after building it).
+OpCase Cop(OpId op, std::vector<Arg> args, Attrs attrs, std::string note = {}) {
+  OpCase c = C(std::move(args), op_of(op, attrs), std::move(note));
+  // The result dtype: build on a scratch graph.
+  Graph g;
+  std::vector<NodeId> ids;
+  try {
+    for (const Arg& a : c.args) {
+      TensorMeta m;
+      m.dtype = a.dtype;
+      for (int64_t d : a.sizes) m.sizes.push_back(d < 0 ? SymInt(3) : SymInt(d));
+      ids.push_back(g.add_input(m));
+    }
+    const NodeId o = g.add(op, ids, attrs);
+    c.out = g.node(o).meta.dtype;
+    c.tol = tol_of(op, c.out);
+    c.tol_set = true;
+  } catch (const kiln::Error&) {
+    // rejected later, when the batch builds it
+  }
+  return c;
+}
+
+// ---- unary --------------------------------------------------------------------------------------
+
+Domain unary_domain(OpId op) {
+  switch (op) {
+    case OpId::log: case OpId::sqrt: case OpId::rsqrt: return Domain::positive;
+    case OpId::reciprocal: return Domain::nonzero;
+    default: return Domain::normal;
+  }
+}
+
+std::vector<Batch> unary_cases(OpId op) {
+  std::vector<Batch> out;
+  const Domain dom = unary_domain(op);
+  const Attrs attrs = op == OpId::gelu ? Attrs{std::string("none")} : Attrs{};
+  for (DType t : kAll) {
+    const bool all = t == D::f32;
+    const Domain odd = is_floating(t) ? Domain::special : dom;
+    std::vector<OpCase> cs = {
+        Cop(op, {A(t, {}, dom)}, attrs, "rank 0"),
+        Cop(op, {A(t, {1}, dom)}, attrs),
+        Cop(op, {A(t, {13, 129}, dom)}, attrs),
+        core(Cop(op, {A(t, {7, 13}, odd, Layout::permuted)}, attrs)),
+        Cop(op, {A(t, {6, 7}, Domain::wide, Layout::sliced)}, attrs, "large magnitudes"),
+        Cop(op, {A(t, {4, 5}, Domain::grid, Layout::expanded)}, attrs, "halves: ties"),
+        Cop(op, {undeclared(A(t, {2, 9}, dom, Layout::permuted))}, attrs),
+    };
+    if (is_floating(t)) {
+      cs.push_back(Cop(op, {A(t, {37}, Domain::special)}, attrs, "NaN, inf, -0"));
+      if (dom == Domain::normal || dom == Domain::nonzero)
+        cs.push_back(core(precise(Cop(op, {A(t, {41}, Domain::tiny)}, attrs, "tiny and subnormal, relative"))));
+      cs.push_back(Cop(op, {A(t, {3, 9}, dom, Layout::reversed)}, attrs));
+    }
+    if (t == D::i64 || t == D::i32) cs.push_back(core(Cop(op, {A(t, {23}, Domain::wide)}, attrs, "large integers")));
+    if (op == OpId::gelu) cs.push_back(core(Cop(op, {A(t, {5, 33}, Domain::wide)}, {std::string("tanh")}, "approximate tanh")));
+    out.push_back(static_batch(bname(op, t, "static"), std::move(cs), all));
+    out.push_back(symbolic_batch(bname(op, t, "symbolic"), {
+                                     Cop(op, {A(t, {-1}, dom)}, attrs),
+                                     core(Cop(op, {A(t, {-2, 3, -1}, dom)}, attrs)),
+                                 }, all));
+  }
+  return out;
+}
+
+std::vector<Batch> cast_cases(OpId op) {
+  std::vector<Batch> out;
+  for (DType from : kAll) {
+    std::vector<OpCase> cs, sym;
+    for (DType to : kAll) {
+      const Attrs a{to};
+      // Floats to integers: values that fit (float -> int of NaN/inf/out of range is undefined).
+      const Domain d = is_floating(from) && !is_floating(to) && to != D::bool_ ? Domain::wide
+                       : is_floating(from) && to == D::bool_                    ? Domain::special
+                       : is_integral(from)                                        ? Domain::wide
+                                                                                  : Domain::normal;
+      const bool all = from == D::f32 || to == D::f32;
+      cs.push_back(Cop(op, {A(from, {}, d)}, a));
+      cs.push_back(core(Cop(op, {A(from, {29, 3}, d, Layout::permuted)}, a)));
+      if (is_floating(from) && to != D::bool_ && is_floating(to)) cs.push_back(core(Cop(op, {A(from, {23}, Domain::special)}, a, "NaN, inf")));
+      if (is_floating(from) && is_integral(to)) cs.push_back(core(Cop(op, {A(from, {17}, Domain::grid)}, a, "truncation of halves")));
+      if (is_floating(from) && is_floating(to)) cs.push_back(core(precise(Cop(op, {A(from, {31}, Domain::tiny)}, a, "tiny and subnormal"))));
+      if (from == D::f32 && is_floating(to)) cs.push_back(core(precise(Cop(op, {A(from, {64}, Domain::halfway)}, a, "rounding ties"))));
+      if (!all) cs = tier(std::move(cs), false);
+      if (all || to == D::i64) sym.push_back(Cop(op, {A(from, {-1, -2}, d)}, a));
+    }
+    out.push_back(static_batch(std::string("cast from ") + std::string(dtype_name(from)), std::move(cs)));
+    out.push_back(symbolic_batch(std::string("cast from ") + std::string(dtype_name(from)) + " symbolic", std::move(sym)));
+  }
+  return out;
+}
+
+// ---- binary -------------------------------------------------------------------------------------
+
+std::pair<Domain, Domain> binary_domains(OpId op, DType t) {
+  switch (op) {
+    case OpId::div: return {Domain::normal, Domain::nonzero};
+    case OpId::pow: return is_floating(t) ? std::pair{Domain::positive, Domain::exponent} : std::pair{Domain::normal, Domain::exponent};
+    case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge:
+    case OpId::maximum: case OpId::minimum:
+      return {Domain::grid, Domain::grid};
+    default: return {Domain::normal, Domain::normal};
+  }
+}
+
+std::vector<Batch> binary_cases(OpId op) {
+  std::vector<Batch> out;
+  for (DType t : kAll) {
+    const auto [da, db] = binary_domains(op, t);
+    const bool all = t == D::f32;
+    std::vector<OpCase> cs = {
+        Cop(op, {A(t, {}, da), A(t, {}, db)}, {}, "rank 0"),
+        Cop(op, {A(t, {3, 1}, da), A(t, {4}, db)}, {}, "broadcast"),
+        Cop(op, {A(t, {2, 1, 5}, da), A(t, {3, 1}, db)}, {}, "broadcast both"),
+        Cop(op, {A(t, {}, da), A(t, {13}, db)}, {}, "0-d with 1-d"),
+        Cop(op, {A(t, {1}, da), A(t, {1, 1}, db)}, {}),
+        Cop(op, {A(t, {5, 6}, da, Layout::permuted), A(t, {5, 6}, db, Layout::sliced)}, {}, "strided"),
+        Cop(op, {A(t, {4, 6}, da, Layout::expanded), A(t, {6}, db)}, {}, "stride 0"),
+        core(Cop(op, {A(t, {3, 4, 5}, da, Layout::permuted), A(t, {4, 1}, db)}, {}, "strided and broadcast")),
+        Cop(op, {undeclared(A(t, {6, 5}, da, Layout::permuted)), A(t, {6, 5}, db)}, {}),
+        Cop(op, {A(t, {13, 129}, da), A(t, {13, 1}, db)}, {}),
+    };
+    if (is_floating(t)) {
+      cs.push_back(core(Cop(op, {A(t, {41}, Domain::special), A(t, {41}, Domain::special)}, {}, "NaN, inf, 0")));
+      if (op == OpId::pow) cs.push_back(Cop(op, {A(t, {43}, Domain::grid), A(t, {43}, Domain::grid)}, {}, "0, negative bases"));
+    }
+    if ((t == D::i32 || t == D::i64) && (op == OpId::add || op == OpId::sub || op == OpId::mul || op == OpId::maximum))
+      cs.push_back(core(Cop(op, {A(t, {31}, Domain::wide), A(t, {31}, Domain::wide)}, {}, "wraps")));
+    if (is_floating(t) && op != OpId::pow)
+      cs.push_back(core(precise(Cop(op, {A(t, {37}, Domain::tiny), A(t, {37}, op == OpId::div ? Domain::nonzero : Domain::tiny)}, {},
+                                    "tiny and subnormal, relative"))));
+    if (t == D::f32 || t == D::f16) {
+      cs.push_back(Cop(op, {A(t, {5, 7}, da, Layout::reversed), A(t, {7}, db, Layout::reversed)}, {}, "negative strides"));
+      cs.push_back(Cop(op, {A(t, {257, 300}, da), A(t, {300}, db)}, {}, "large: several launch chunks"));
+    }
+    out.push_back(static_batch(bname(op, t, "static"), std::move(cs), all));
+    out.push_back(symbolic_batch(bname(op, t, "symbolic"), {
+                                     Cop(op, {A(t, {-1, -2}, da), A(t, {-2}, db)}, {}),
+                                     core(Cop(op, {A(t, {-1, 1}, da), A(t, {-2}, db)}, {}, "broadcast")),
+                                     Cop(op, {A(t, {-1}, da), A(t, {}, db)}, {}),
+                                     Cop(op, {A(t, {-2, 3, -1}, da), A(t, {-2, 1, -1}, db)}, {}),
+                                 }, all));
+  }
+  // Mixed dtypes: promotion.
+  const std::vector<std::pair<DType, DType>> pairs = {{D::i32, D::f32}, {D::f16, D::bf16}, {D::f32, D::f64},
+                                                      {D::i32, D::i64}, {D::bool_, D::i32}, {D::i64, D::f16},
+                                                      {D::bf16, D::f32}, {D::bool_, D::f64}};
+  std::vector<OpCase> mixed;
+  // A 0-d operand of another dtype (torch: it does not widen the other within its category).
+  mixed.push_back(core(Cop(op, {A(D::bf16, {4}), A(D::f16, {})}, {}, "0-d of another dtype")));
+  mixed.push_back(core(Cop(op, {A(D::f16, {4}), A(D::f64, {})}, {}, "0-d of another dtype")));
+  for (const auto& [x, y] : pairs) {
+    const auto [da, db] = binary_domains(op, y);
+    const Domain dx = op == OpId::pow && is_floating(y) && !is_floating(x) ? Domain::positive : da;
+    mixed.push_back(core(Cop(op, {A(x, {5, 3}, dx), A(y, {3}, db)}, {})));
+    mixed.push_back(Cop(op, {A(y, {4}, dx), A(x, {}, db)}, {}, "0-d of another dtype"));
+    mixed.push_back(Cop(op, {A(x, {}, dx), A(y, {}, db)}, {}));
+  }
+  mixed.push_back(core(Cop(op, {A(D::f32, {6}, Domain::positive), A(D::f64, {}, Domain::exponent)}, {}, "f64 0-d does not widen")));
+  mixed.push_back(core(Cop(op, {A(D::i32, {6}, Domain::positive), A(D::f64, {}, Domain::exponent)}, {}, "f64 0-d lifts ints")));
+  out.push_back(static_batch(std::string(op_name(op)) + " mixed dtypes", std::move(mixed), false));
+  return out;
+}
+
+std::vector<Batch> where_cases(OpId op) {
+  std::vector<Batch> out;
+  for (DType t : kAll) {
+    const bool all = t == D::f32;
+    out.push_back(static_batch(bname(op, t, "static"), {
+        Cop(op, {A(D::bool_, {}), A(t, {}), A(t, {})}, {}, "rank 0"),
+        Cop(op, {A(D::bool_, {3, 1}), A(t, {4}), A(t, {})}, {}, "broadcast"),
+        Cop(op, {A(D::bool_, {5}), A(t, {2, 1, 5}), A(t, {3, 1})}, {}, "broadcast"),
+        core(Cop(op, {A(D::bool_, {6, 5}, Domain::normal, Layout::permuted), A(t, {6, 5}, Domain::special, Layout::sliced),
+                      A(t, {6, 5}, Domain::normal, Layout::expanded)},
+                 {}, "strided")),
+        Cop(op, {A(D::bool_, {13, 129}), A(t, {13, 129}), A(t, {129})}, {}),
+        core(Cop(op, {A(D::bool_, {4}), A(t, {4}), A(D::f32, {4})}, {}, "promotes")),
+        Cop(op, {A(D::bool_, {4}), A(D::i32, {4}), A(t, {})}, {}, "0-d"),
+    }, all));
+    out.push_back(symbolic_batch(bname(op, t, "symbolic"), {
+        core(Cop(op, {A(D::bool_, {-1, -2}), A(t, {-2}), A(t, {-1, 1})}, {})),
+        Cop(op, {A(D::bool_, {-1}), A(t, {}), A(t, {-1})}, {}),
+    }, all));
+  }
+  return out;
+}
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+Attrs red(OpId op, Ints dims, bool keep, int64_t correction = 1) {
+  if (op == OpId::var) return {std::move(dims), keep, correction};
+  return {std::move(dims), keep};
+}
+
+std::vector<Batch> reduction_cases(OpId op) {
+  std::vector<Batch> out;
+  const bool one_dim = op == OpId::argmax || op == OpId::argmin;
+  const Domain dom = op == OpId::prod ? Domain::near_one : Domain::normal;
+  // Every subset of the dims of a rank-r tensor that the op takes.
+  auto dim_sets = [&](int64_t r) {
+    std::vector<Ints> s;
+    for (int64_t mask = 0; mask < (int64_t{1} << r); ++mask) {
+      Ints d;
+      for (int64_t k = 0; k < r; ++k)
+        if (mask >> k & 1) d.push_back(k);
+      if (one_dim && d.size() > 1) continue;
+      s.push_back(d);
+    }
+    return s;
+  };
+  for (DType t : kAll) {
+    std::vector<OpCase> cs, big, sym;
+    const bool all = t == D::f32;
+    // [4, 7, 13] over every subset of dims (keepdim alternating; both with KILN_CPU_TARGET_FULL):
+    // innermost, outer, middle, several and all dims. The other dtypes take dims {0, 2}.
+    int64_t corr = 0;
+    for (const Ints& d : dim_sets(3)) {
+      const bool keep = corr++ % 2;
+      OpCase c = Cop(op, {A(t, {4, 7, 13}, dom)}, red(op, d, keep, keep));
+      c.core = d == (one_dim ? Ints{0} : Ints{0, 2});
+      cs.push_back(std::move(c));
+      if (full_mode()) cs.push_back(Cop(op, {A(t, {4, 7, 13}, dom)}, red(op, d, !keep, !keep)));
+    }
+    cs.push_back(Cop(op, {A(t, {}, dom)}, red(op, {}, false), "rank 0"));
+    cs.push_back(Cop(op, {A(t, {}, dom)}, red(op, {0}, true), "rank 0, dim 0"));
+    cs.push_back(Cop(op, {A(t, {129}, dom)}, red(op, {0}, false)));
+    cs.push_back(Cop(op, {A(t, {1, 7}, dom)}, red(op, {0}, false), "size-1 dim"));
+    cs.push_back(Cop(op, {A(t, {7, 1}, dom)}, red(op, {1}, true), "size-1 dim"));
+    cs.push_back(Cop(op, {A(t, {129, 3}, dom)}, red(op, {0}, false), "outer dim: column"));
+    cs.push_back(Cop(op, {A(t, {13, 7, 5}, dom)}, red(op, one_dim ? Ints{1} : Ints{0, 1}, true), "outer dims"));
+    cs.push_back(Cop(op, {A(t, {3, 1500}, dom)}, red(op, {0}, false), "column, more than one block"));
+    cs.push_back(Cop(op, {A(t, {5, 6, 7}, dom, Layout::permuted)}, red(op, {0}, false), "strided"));
+    cs.push_back(core(Cop(op, {A(t, {5, 6, 7}, dom, Layout::permuted)}, red(op, {2}, true), "strided")));
+    cs.push_back(Cop(op, {A(t, {6, 9}, dom, Layout::sliced)}, red(op, {1}, false), "sliced"));
+    cs.push_back(Cop(op, {A(t, {4, 5}, dom, Layout::expanded)}, red(op, {0}, false), "stride 0"));
+    cs.push_back(Cop(op, {undeclared(A(t, {5, 8}, dom, Layout::permuted))}, red(op, {1}, false)));
+    cs.push_back(Cop(op, {A(t, {5, 7}, dom, Layout::reversed)}, red(op, {1}, false), "negative strides"));
+    if (op == OpId::var)
+      for (int64_t c : {2, 3}) cs.push_back(core(Cop(op, {A(t, {4, 2})}, red(op, {1}, false, c), "correction >= N")));
+    if (t == D::i64 && (op == OpId::sum || op == OpId::prod || op == OpId::max))
+      cs.push_back(core(Cop(op, {A(t, {5, 9}, Domain::wide)}, red(op, {1}, false), "large integers: wraps")));
+    if (is_floating(t))
+      for (const Ints& d : std::vector<Ints>{{1}, {0}, {}}) {
+        OpCase c = Cop(op, {A(t, {5, 9}, Domain::special)}, red(op, d, false), "NaN, inf");
+        c.core = d.size() == 1 && d[0] == 1;
+        cs.push_back(std::move(c));
+      }
+    cs.push_back(Cop(op, {A(t, {6, 8}, Domain::grid)}, red(op, {1}, false), "ties"));
+    // Over a broadcast value (expand), with an epilogue over the full shape: e + op(e).
+    cs.push_back(core(C({A(t, {3, 1}, dom)}, [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+      const NodeId e = g.add(OpId::expand, {in[0]}, {SymShape{3, 4}});
+      const NodeId r = g.add(op, {e}, red(op, {1}, true));
+      return g.add(g.node(e).meta.dtype == D::bool_ ? OpId::logical_or : OpId::add, {e, r});
+    }, tol_of(op, is_floating(t) ? t : D::f32), "over a broadcast value, with an epilogue")));
+    OpCase ties = Cop(op, {A(t, {9, 8}, Domain::grid)}, red(op, {}, false), "ties");
+    ties.core = !is_floating(t);
+    cs.push_back(std::move(ties));
+    // Large full reductions: split in two kernels when divisible by 64/48/32/16/8.
+    for (int64_t n : {65600, 70000, 65537})
+      big.push_back(Cop(op, {A(t, {n}, op == OpId::prod ? Domain::near_one : Domain::normal)}, red(op, {}, false),
+                        n == 65537 ? "large prime: one kernel" : "large: split reduction"));
+    big.push_back(Cop(op, {A(t, {256, 512}, dom)}, red(op, {}, true), "large 2-d: split"));
+    big.push_back(Cop(op, {A(t, {300, 257}, dom)}, red(op, {0}, false), "large column"));
+    // Symbolic sizes.
+    for (const Ints& d : std::vector<Ints>{{0}, {1}, {2}, {0, 2}, {}}) {
+      if (one_dim && d.size() > 1) continue;
+      OpCase c = Cop(op, {A(t, {-1, -2, -3}, dom)}, red(op, d, d.size() == 1));
+      c.core = d == Ints{2};
+      sym.push_back(std::move(c));
+    }
+    if (op == OpId::var) sym.push_back(core(Cop(op, {A(t, {-1, 2}, dom)}, red(op, {0}, false, 3), "correction >= N at some sizes")));
+    sym.push_back(Cop(op, {A(t, {-1, 1}, dom)}, red(op, {0}, false)));
+    sym.push_back(Cop(op, {A(t, {-1}, dom)}, red(op, {0}, true)));
+    out.push_back(static_batch(bname(op, t, "static"), std::move(cs), all));
+    // Large reductions: f32, and f16 (largest finite value 65504) for the sums.
+    const bool f16_sum = t == D::f16 && (op == OpId::sum || op == OpId::mean || op == OpId::var);
+    out.push_back(static_batch(bname(op, t, "large"), std::move(big), all || f16_sum));
+    out.push_back(symbolic_batch(bname(op, t, "symbolic"), std::move(sym), all));
+  }
+  return out;
+}
+
+// ---- layout -------------------------------------------------------------------------------------
+
+// The view alone (its values stored as an output), and the view read by a pointwise op (folded
+// into the op's load indices).
+BuildFn then_pointwise(BuildFn view) {
+  return [view](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>& s) {
+    const NodeId v = view(g, in, s);
+    return g.node(v).meta.dtype == D::bool_ ? g.add(OpId::logical_not, {v}) : g.add(OpId::abs, {v});
+  };
+}
+BuildFn layout_fn(OpId op, std::function<Attrs(const std::vector<SymInt>&)> attrs) {
+  return [op, attrs](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>& s) { return g.add(op, in, attrs(s)); };
+}
+
+void add_both(std::vector<OpCase>& cs, std::vector<Arg> args, BuildFn view, std::string note = {}) {
+  cs.push_back(C(args, view, note));
+  cs.push_back(C(args, then_pointwise(view), note.empty() ? "read by abs" : note + ", read by abs"));
+}
+
+std::vector<Batch> layout_cases(OpId op) {
+  std::vector<Batch> out;
+  auto fixed = [op](Attrs a) { return layout_fn(op, [a](const std::vector<SymInt>&) { return a; }); };
+  for (DType t : kAll) {
+    std::vector<OpCase> cs, sym;
+    const Domain dom = Domain::normal;
+    switch (op) {
+      case OpId::reshape: {
+        add_both(cs, {A(t, {4, 6})}, fixed({SymShape{24}}));
+        add_both(cs, {A(t, {4, 6})}, fixed({SymShape{2, 12}}));
+        add_both(cs, {A(t, {4, 6})}, fixed({SymShape{3, 2, 4}}));
+        add_both(cs, {A(t, {24})}, fixed({SymShape{2, 3, 4}}));
+        add_both(cs, {A(t, {})}, fixed({SymShape{1, 1}}), "rank 0");
+        add_both(cs, {A(t, {1, 1})}, fixed({SymShape{}}), "to rank 0");
+        add_both(cs, {A(t, {4, 6}, dom, Layout::permuted)}, fixed({SymShape{24}}), "strided: no view");
+        add_both(cs, {A(t, {4, 6}, dom, Layout::permuted)}, fixed({SymShape{2, 2, 6}}), "strided");
+        add_both(cs, {A(t, {6, 10}, dom, Layout::sliced)}, fixed({SymShape{3, 2, 10}}), "sliced: a view");
+        add_both(cs, {A(t, {6, 10}, dom, Layout::sliced)}, fixed({SymShape{60}}), "sliced: no view");
+        add_both(cs, {A(t, {4, 6}, dom, Layout::expanded)}, fixed({SymShape{2, 12}}), "stride 0");
+        add_both(cs, {A(t, {7, 13})}, fixed({SymShape{13, 7}}));
+        add_both(sym, {A(t, {-1, 6})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0] * SymInt(6)}}; }));
+        add_both(sym, {A(t, {-1, 6})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 2, 3}}; }));
+        add_both(sym, {A(t, {-1, 2, 3})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 6}}; }));
+        add_both(sym, {A(t, {-1, -2})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0] * s[1]}}; }));
+        add_both(sym, {A(t, {-1, -2, 3})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], s[1] * SymInt(3)}}; }));
+        add_both(sym, {A(t, {4, -1})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{2, 2, s[0]}}; }));
+        break;
+      }
+      case OpId::permute: {
+        for (const Ints& p : std::vector<Ints>{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}})
+          add_both(cs, {A(t, {2, 3, 4})}, fixed({p}));
+        add_both(cs, {A(t, {13, 129})}, fixed({Ints{1, 0}}));
+        add_both(cs, {A(t, {})}, fixed({Ints{}}), "rank 0");
+        add_both(cs, {A(t, {3, 4, 5}, dom, Layout::permuted)}, fixed({Ints{2, 0, 1}}), "strided");
+        add_both(cs, {A(t, {1, 5, 1, 3})}, fixed({Ints{3, 2, 0, 1}}), "size-1 dims");
+        add_both(sym, {A(t, {-1, -2, 3})}, fixed({Ints{2, 0, 1}}));
+        add_both(sym, {A(t, {-1, -2})}, fixed({Ints{1, 0}}));
+        break;
+      }
+      case OpId::transpose: {
+        for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {0, 2}, {1, 2}, {1, 1}, {2, 0}})
+          add_both(cs, {A(t, {2, 3, 4})}, fixed({a, b}));
+        add_both(cs, {A(t, {5, 6}, dom, Layout::sliced)}, fixed({int64_t{0}, int64_t{1}}), "sliced");
+        add_both(sym, {A(t, {-1, -2})}, fixed({int64_t{0}, int64_t{1}}));
+        break;
+      }
+      case OpId::expand: {
+        add_both(cs, {A(t, {3, 1})}, fixed({SymShape{3, 4}}));
+        add_both(cs, {A(t, {4})}, fixed({SymShape{2, 3, 4}}));
+        add_both(cs, {A(t, {1})}, fixed({SymShape{5}}));
+        add_both(cs, {A(t, {})}, fixed({SymShape{3, 2}}), "rank 0");
+        add_both(cs, {A(t, {1, 1})}, fixed({SymShape{7, 13}}));
+        add_both(cs, {A(t, {2, 1, 3})}, fixed({SymShape{2, 129, 3}}));
+        add_both(cs, {A(t, {3, 1}, dom, Layout::sliced)}, fixed({SymShape{2, 3, 5}}), "sliced");
+        add_both(cs, {A(t, {4, 5}, dom, Layout::expanded)}, fixed({SymShape{3, 4, 5}}), "stride 0");
+        add_both(sym, {A(t, {-1, 1})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 5}}; }));
+        add_both(sym, {A(t, {-1, 1}), A(t, {-2})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>& s) {
+          const NodeId e = g.add(OpId::expand, {in[0]}, {SymShape{s[0], s[1]}});
+          return g.add(OpId::where, {g.add(OpId::cast, {in[1]}, {D::bool_}), e, e});
+        });
+        add_both(sym, {A(t, {-1})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{3, s[0]}}; }));
+        break;
+      }
+      case OpId::squeeze: {
+        for (const Ints& d : std::vector<Ints>{{0, 2}, {0}, {2}, {}}) add_both(cs, {A(t, {1, 3, 1})}, fixed({d}));
+        add_both(cs, {A(t, {1})}, fixed({Ints{0}}), "to rank 0");
+        add_both(cs, {A(t, {4, 1, 5}, dom, Layout::permuted)}, fixed({Ints{1}}), "strided");
+        add_both(sym, {A(t, {-1, 1, -2})}, fixed({Ints{1}}));
+        break;
+      }
+      case OpId::unsqueeze: {
+        for (int64_t d : {0, 1, 2}) add_both(cs, {A(t, {3, 4})}, fixed({d}));
+        add_both(cs, {A(t, {})}, fixed({int64_t{0}}), "rank 0");
+        add_both(cs, {A(t, {3, 4}, dom, Layout::permuted)}, fixed({int64_t{1}}), "strided");
+        add_both(sym, {A(t, {-1, -2})}, fixed({int64_t{1}}));
+        break;
+      }
+      case OpId::slice: {
+        auto sl = [&](int64_t d, int64_t s, int64_t e, int64_t st) { return fixed({d, s, e, st}); };
+        add_both(cs, {A(t, {10})}, sl(0, 1, 8, 3));
+        add_both(cs, {A(t, {10})}, sl(0, -3, kEnd, 1));
+        add_both(cs, {A(t, {10})}, sl(0, -100, 2, 1));
+        add_both(cs, {A(t, {10})}, sl(0, 2, -5, 2));
+        add_both(cs, {A(t, {10})}, sl(0, 8, 100, 5));
+        add_both(cs, {A(t, {4, 9})}, sl(1, 0, kEnd, 2));
+        add_both(cs, {A(t, {4, 9})}, sl(0, 1, 3, 1));
+        add_both(cs, {A(t, {5, 7, 6})}, sl(2, 1, kEnd, 3));
+        add_both(cs, {A(t, {5, 7, 6})}, sl(1, 2, 6, 2));
+        add_both(cs, {A(t, {13, 129})}, sl(1, 3, 128, 1));
+        add_both(cs, {A(t, {6, 8}, dom, Layout::permuted)}, sl(0, 1, 5, 2), "strided");
+        add_both(cs, {A(t, {6, 8}, dom, Layout::sliced)}, sl(1, 1, kEnd, 3), "sliced");
+        add_both(sym, {A(t, {-1, 7})}, sl(1, 1, 6, 2));
+        add_both(sym, {A(t, {-1, 7})}, sl(0, 0, kEnd, 1));
+        add_both(sym, {A(t, {7, -1})}, sl(1, 0, kEnd, 1));
+        break;
+      }
+      case OpId::cat: {
+        add_both(cs, {A(t, {1}), A(t, {2}), A(t, {3})}, fixed({int64_t{0}}));
+        add_both(cs, {A(t, {2, 1}), A(t, {2, 2}), A(t, {2, 1})}, fixed({int64_t{1}}));
+        add_both(cs, {A(t, {2, 3}), A(t, {1, 3})}, fixed({int64_t{0}}));
+        add_both(cs, {A(t, {4})}, fixed({int64_t{0}}), "one input");
+        add_both(cs, {A(t, {3, 4}, dom, Layout::permuted), A(t, {3, 2}, dom, Layout::sliced)}, fixed({int64_t{1}}), "strided");
+        add_both(cs, {A(t, {3}), A(D::i32, {2})}, fixed({int64_t{0}}), "promotes");
+        add_both(sym, {A(t, {-1, 3}), A(t, {-1, 2})}, fixed({int64_t{1}}));
+        add_both(sym, {A(t, {-1, 3}), A(t, {-2, 3})}, fixed({int64_t{0}}));
+        break;
+      }
+      case OpId::pad: {
+        add_both(cs, {A(t, {3})}, fixed({Ints{1, 2}, 0.0}));
+        add_both(cs, {A(t, {3})}, fixed({Ints{-1, 1}, 9.0}), "crop");
+        add_both(cs, {A(t, {2, 2})}, fixed({Ints{1, 0, 0, 1}, -1.0}));
+        add_both(cs, {A(t, {2, 2})}, fixed({Ints{0, 1, -1, 0}, 7.0}));
+        add_both(cs, {A(t, {3, 5}, dom, Layout::permuted)}, fixed({Ints{2, 2}, 0.5}), "strided");
+        add_both(sym, {A(t, {-1, 4})}, fixed({Ints{1, 1}, 2.0}));
+        break;
+      }
+      case OpId::index_select: {
+        auto idx = [](DType it, int64_t n, int64_t bound) {
+          Arg a = A(it, {n});
+          a.index_bound = bound;
+          return a;
+        };
+        add_both(cs, {A(t, {5, 3}), idx(D::i64, 4, 5)}, fixed({int64_t{0}}));
+        add_both(cs, {A(t, {5, 3}), idx(D::i32, 7, 3)}, fixed({int64_t{1}}));
+        add_both(cs, {A(t, {4, 5, 6}, dom, Layout::permuted), idx(D::i64, 3, 5)}, fixed({int64_t{1}}), "strided");
+        add_both(sym, {A(t, {-1, 3}), idx(D::i64, 4, 2)}, fixed({int64_t{0}}));
+        break;
+      }
+      case OpId::flatten: {
+        for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}, {0, 2}, {2, 2}})
+          add_both(cs, {A(t, {2, 3, 4})}, fixed({a, b}));
+        add_both(cs, {A(t, {})}, fixed({int64_t{0}, int64_t{0}}), "rank 0");
+        add_both(cs, {A(t, {2, 3, 4}, dom, Layout::permuted)}, fixed({int64_t{0}, int64_t{1}}), "strided");
+        add_both(sym, {A(t, {-1, -2, 3})}, fixed({int64_t{1}, int64_t{2}}));
+        add_both(sym, {A(t, {-1, -2, 3})}, fixed({int64_t{0}, int64_t{1}}));
+        break;
+      }
+      default: break;
+    }
+    // Other dtypes than f32: the first view alone (static) and read by a pointwise op (symbolic).
+    if (!cs.empty()) cs[0].core = true;
+    if (sym.size() > 1) sym[1].core = true;
+    out.push_back(static_batch(bname(op, t, "static"), std::move(cs), t == D::f32));
+    if (!sym.empty()) out.push_back(symbolic_batch(bname(op, t, "symbolic"), std::move(sym), t == D::f32));
+  }
+  return out;
+}
+
+// ---- sources --------------------------------------------------------------------------------------
+
+std::shared_ptr<const ConstantData> constant_data(DType t, Ints sizes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  const TensorData d = tensor(t, sizes, random_values(t, n, Domain::normal, rng));
+  auto c = std::make_shared<ConstantData>();
+  c->dtype = t;
+  c->sizes = sizes;
+  const auto* b = static_cast<const std::byte*>(d.data());
+  c->bytes.assign(b, b + n * dtype_size(t));
+  return c;
+}
+
+// A source op alone, and added to an input of its shape (so the graph has an input to bind).
+BuildFn source(OpId op, Attrs a) { return [op, a](Graph& g, const std::vector<NodeId>&, const std::vector<SymInt>&) { return g.add(op, {}, a); }; }
+BuildFn source_plus_input(OpId op, std::function<Attrs(const std::vector<SymInt>&)> a) {
+  return [op, a](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>& s) {
+    return g.add(OpId::add, {in[0], g.add(op, {}, a(s))});
+  };
+}
+
+std::vector<Batch> source_cases(OpId op) {
+  std::vector<Batch> out;
+  std::vector<OpCase> cs, sym;
+  const Tolerance exact{};
+  for (DType t : kAll) {
+    const Tolerance tt = tolerance_for(t);
+    switch (op) {
+      case OpId::input: {
+        cs.push_back(C({A(t, {3, 4})}, [](Graph&, const std::vector<NodeId>& in, const std::vector<SymInt>&) { return in[0]; }, "graph output is an input"));
+        cs.push_back(C({A(t, {5})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(OpId::eq, {in[0], in[0]});
+        }, "input read twice"));
+        sym.push_back(C({A(t, {-1, 3})}, [](Graph&, const std::vector<NodeId>& in, const std::vector<SymInt>&) { return in[0]; }));
+        break;
+      }
+      case OpId::constant: {
+        for (const Ints& s : std::vector<Ints>{{}, {7}, {2, 3}}) {
+          const auto c = constant_data(t, s, 11 + s.size());
+          cs.push_back(C({}, source(op, {c}), tt));
+          cs.push_back(C({A(t, s)}, source_plus_input(op, [c](const std::vector<SymInt>&) { return Attrs{c}; }), tt));
+        }
+        break;
+      }
+      case OpId::full: {
+        for (double v : {2.5, -1.0, 0.0}) {
+          if (v != 2.5 && t != D::f32 && !full_mode()) continue;
+          cs.push_back(C({}, source(op, {SymShape{}, v, t}), tt));
+          cs.push_back(C({}, source(op, {SymShape{3, 5}, v, t}), tt));
+          cs.push_back(C({A(t, {7})}, source_plus_input(op, [v, t](const std::vector<SymInt>&) { return Attrs{SymShape{7}, v, t}; }), tt));
+          sym.push_back(C({A(t, {-1, 3})}, source_plus_input(op, [v, t](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 3}, v, t}; }), tt));
+          sym.push_back(C({A(t, {-1})}, [v, t](Graph& g, const std::vector<NodeId>&, const std::vector<SymInt>& s) {
+            return g.add(OpId::full, {}, {SymShape{2, s[0]}, v, t});
+          }, tt, "full alone, symbolic"));
+        }
+        break;
+      }
+      case OpId::arange: {
+        if (t == D::bool_) break;
+        const bool ints = is_integral(t);
+        for (const std::array<double, 3>& r : std::vector<std::array<double, 3>>{
+                 {0, 5, 1}, {1, 2, 0.25}, {5, 0, -2}, {0.5, 13, 1.5}, {0, 129, 1}, {-3, 3, 0.5}, {10, -10, -3}}) {
+          if (ints && (r[0] != std::floor(r[0]) || r[2] != std::floor(r[2]))) continue;
+          if (t != D::f32 && !full_mode() && r[1] != 13 && r[0] != 10) continue;
+          const Attrs a{r[0], r[1], r[2], t};
+          cs.push_back(C({}, source(op, a), tt));
+          Graph probe;
+          const int64_t n = probe.node(probe.add(op, {}, a)).meta.sizes[0].hint();
+          cs.push_back(C({A(t, {3, n})}, source_plus_input(op, [a](const std::vector<SymInt>&) { return a; }), tt, "broadcast"));
+        }
+        break;
+      }
+      case OpId::randn: {
+        if (!is_floating(t)) break;
+        for (int64_t seed : {int64_t{0}, int64_t{42}, (int64_t{1} << 32) + 1}) {
+          cs.push_back(C({}, source(op, {SymShape{7}, seed, t}), exact));
+          cs.push_back(C({}, source(op, {SymShape{3, 129}, seed, t}), exact));
+          cs.push_back(C({}, source(op, {SymShape{}, seed, t}), exact));
+          cs.push_back(C({A(t, {2, 5})}, source_plus_input(op, [seed, t](const std::vector<SymInt>&) { return Attrs{SymShape{2, 5}, seed, t}; }), tt));
+          sym.push_back(C({A(t, {-1, 3})}, source_plus_input(op, [seed, t](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 3}, seed, t}; }), tt));
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  out.push_back(static_batch(std::string(op_name(op)) + " static", std::move(cs)));
+  if (!sym.empty()) out.push_back(symbolic_batch(std::string(op_name(op)) + " symbolic", std::move(sym)));
+  return out;
+}
+
+// ---- composites and matmul ---------------------------------------------------------------------
+
+std::vector<Batch> composite_cases(OpId op) {
+  std::vector<Batch> out;
+  for (DType t : {D::f32, D::f64, D::f16, D::bf16, D::i32, D::i64, D::bool_}) {
+    std::vector<OpCase> cs, sym;
+    switch (op) {
+      case OpId::softmax:
+      case OpId::log_softmax: {
+        for (int64_t d : {0, 1, 2}) cs.push_back(Cop(op, {A(t, {4, 7, 13})}, {d}));
+        cs.back().core = true;
+        cs.push_back(Cop(op, {A(t, {})}, {int64_t{0}}, "rank 0"));
+        cs.push_back(Cop(op, {A(t, {129})}, {int64_t{0}}));
+        cs.push_back(Cop(op, {A(t, {1, 5})}, {int64_t{0}}, "size-1 dim"));
+        cs.push_back(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted)}, {int64_t{0}}, "strided"));
+        cs.push_back(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted)}, {int64_t{1}}, "strided"));
+        cs.push_back(Cop(op, {A(t, {3, 1500})}, {int64_t{0}}, "column"));
+        cs.push_back(Cop(op, {A(t, {3, 1500})}, {int64_t{1}}));
+        if (is_floating(t)) {
+          cs.push_back(Cop(op, {A(t, {6, 5}, Domain::wide)}, {int64_t{1}}, "large magnitudes"));
+          cs.push_back(core(Cop(op, {A(t, {6, 5}, Domain::special)}, {int64_t{1}}, "NaN, inf (masked rows)")));
+        }
+        // One element of each normalised row broadcast back over the row (an epilogue that does
+        // not vary along the reduced dim).
+        cs.push_back(core(C({A(t, {2, 1})}, [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(op, {g.add(OpId::expand, {in[0]}, {SymShape{2, 4}})}, {int64_t{1}});
+        }, tol_of(op, float_of(t)), "over a broadcast value")));
+        cs.push_back(core(C({A(t, {4, 5})}, [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          const NodeId s = g.add(op, {in[0]}, {int64_t{1}});
+          const NodeId e = g.add(OpId::slice, {s}, {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{1}});
+          return g.add(OpId::expand, {e}, {SymShape{4, 5}});
+        }, tol_of(op, float_of(t)), "a row's element broadcast back")));
+        if (t == D::f32) {  // split reductions (static, >= 2^16 elements) with their epilogue
+          cs.push_back(Cop(op, {A(t, {65600})}, {int64_t{0}}, "large: split reduction"));
+          cs.push_back(Cop(op, {A(t, {2, 65600})}, {int64_t{1}}, "large rows"));
+        }
+        sym.push_back(core(Cop(op, {A(t, {-1, -2})}, {int64_t{1}})));
+        sym.push_back(Cop(op, {A(t, {-1, -2})}, {int64_t{0}}));
+        sym.push_back(Cop(op, {A(t, {-1, 3, -2})}, {int64_t{1}}));
+        break;
+      }
+      case OpId::layer_norm:
+      case OpId::rms_norm: {
+        for (int64_t nd : {1, 2, 3}) cs.push_back(Cop(op, {A(t, {4, 7, 13})}, {nd, 1e-5}));
+        cs.push_back(core(Cop(op, {A(t, {4, 7, 13}), A(t, {13})}, {int64_t{1}, 1e-5}, "weight")));
+        cs.push_back(Cop(op, {A(t, {4, 7, 13}), A(t, {7, 13})}, {int64_t{2}, 1e-5}, "weight"));
+        if (op == OpId::layer_norm) cs.push_back(Cop(op, {A(t, {4, 7, 13}), A(t, {13}), A(t, {13})}, {int64_t{1}, 1e-5}, "weight, bias"));
+        cs.push_back(Cop(op, {A(t, {129})}, {int64_t{1}, 1e-6}));
+        cs.push_back(Cop(op, {A(t, {3, 1})}, {int64_t{1}, 1e-6}, "one element"));
+        cs.push_back(Cop(op, {A(t, {6, 9}, Domain::normal, Layout::permuted)}, {int64_t{1}, 1e-5}, "strided"));
+        cs.push_back(Cop(op, {A(t, {2, 2000})}, {int64_t{1}, 1e-5}, "long rows"));
+        cs.push_back(Cop(op, {A(t, {5, 8}), A(D::f32, {8})}, {int64_t{1}, 1e-5}, "f32 weight"));
+        if (t == D::f32) cs.push_back(Cop(op, {A(t, {65600}), A(t, {65600})}, {int64_t{1}, 1e-5}, "large: split reduction"));
+        sym.push_back(Cop(op, {A(t, {-1, -2})}, {int64_t{1}, 1e-5}));
+        sym.push_back(core(Cop(op, {A(t, {-1, -2}), A(t, {-2})}, {int64_t{1}, 1e-5}, "weight")));
+        sym.push_back(Cop(op, {A(t, {-1, -2, -3})}, {int64_t{2}, 1e-5}));
+        break;
+      }
+      case OpId::linear: {
+        cs.push_back(Cop(op, {A(t, {5, 7}), A(t, {3, 7})}, {}));
+        cs.push_back(Cop(op, {A(t, {5, 7}), A(t, {3, 7}), A(t, {3})}, {}, "bias"));
+        cs.push_back(core(Cop(op, {A(t, {2, 4, 7}), A(t, {3, 7}), A(t, {3})}, {}, "batched")));
+        cs.push_back(Cop(op, {A(t, {7}), A(t, {3, 7})}, {}, "1-d"));
+        cs.push_back(core(Cop(op, {A(t, {5, 1}), A(t, {3, 1}), A(t, {3})}, {}, "one input feature")));
+        cs.push_back(Cop(op, {A(t, {13, 129}), A(t, {17, 129}), A(t, {17})}, {}));
+        cs.push_back(Cop(op, {A(t, {5, 7}, Domain::normal, Layout::permuted), A(t, {3, 7}, Domain::normal, Layout::permuted)}, {}, "strided"));
+        sym.push_back(core(Cop(op, {A(t, {-1, 7}), A(t, {3, 7}), A(t, {3})}, {})));
+        sym.push_back(Cop(op, {A(t, {-1, -2}), A(t, {-3, -2})}, {}));
+        break;
+      }
+      case OpId::matmul: {
+        cs.push_back(Cop(op, {A(t, {2, 3}), A(t, {3, 4})}, {}));
+        cs.push_back(core(Cop(op, {A(t, {7, 13}), A(t, {13, 129})}, {})));
+        cs.push_back(Cop(op, {A(t, {1, 5}), A(t, {5, 1})}, {}));
+        cs.push_back(Cop(op, {A(t, {5}), A(t, {5, 3})}, {}, "1-d left"));
+        cs.push_back(Cop(op, {A(t, {3, 5}), A(t, {5})}, {}, "1-d right"));
+        cs.push_back(Cop(op, {A(t, {5}), A(t, {5})}, {}, "dot"));
+        cs.push_back(Cop(op, {A(t, {2, 3, 4}), A(t, {4, 5})}, {}, "batched"));
+        cs.push_back(core(Cop(op, {A(t, {2, 1, 3, 4}), A(t, {3, 4, 2})}, {}, "batch broadcast")));
+        if (t == D::i64) cs.push_back(core(Cop(op, {A(t, {3, 40}, Domain::wide), A(t, {40, 2}, Domain::grid)}, {}, "large integers")));
+        cs.push_back(Cop(op, {A(t, {3, 4}), A(t, {2, 4, 5})}, {}, "matrix @ batch"));
+        cs.push_back(Cop(op, {A(t, {4}), A(t, {2, 4, 3})}, {}, "1-d @ batch"));
+        cs.push_back(core(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted), A(t, {6, 3})}, {}, "transposed left")));
+        cs.push_back(Cop(op, {A(t, {5, 6}), A(t, {6, 3}, Domain::normal, Layout::permuted)}, {}, "transposed right"));
+        cs.push_back(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::sliced), A(t, {6, 3}, Domain::normal, Layout::sliced)}, {}, "sliced"));
+        cs.push_back(Cop(op, {A(t, {4, 6}, Domain::normal, Layout::expanded), A(t, {6, 3})}, {}, "stride 0"));
+        cs.push_back(Cop(op, {A(t, {65, 130}), A(t, {130, 33})}, {}));
+        for (const auto& [a, b] : std::vector<std::pair<Ints, Ints>>{{{3, 1}, {3, 2}}, {{1, 3}, {1, 4}}}) {
+          // transpose(x) @ y with a size-1 dim in x.
+          cs.push_back(core(C({A(t, a), A(t, b)}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            return g.add(OpId::matmul, {g.add(OpId::transpose, {in[0]}, {int64_t{0}, int64_t{1}}), in[1]});
+          }, tol_of(op, t), "transposed operand with a size-1 dim")));
+        }
+        cs.push_back(core(C({A(t, {3, 1})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(OpId::matmul, {in[0], g.add(OpId::transpose, {in[0]}, {int64_t{0}, int64_t{1}})});
+        }, tol_of(op, t), "x @ x^T, inner size 1")));
+        sym.push_back(core(Cop(op, {A(t, {-1, -2}), A(t, {-2, -3})}, {})));
+        if (t == D::f32) {
+          cs.push_back(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::reversed), A(t, {6, 3})}, {}, "negative strides"));
+          for (DType u : {D::f16, D::bf16, D::i32, D::f64}) {
+            cs.push_back(core(Cop(op, {A(t, {4, 5}), A(u, {5, 3})}, {}, "mixed dtypes")));
+            cs.push_back(core(Cop(op, {A(u, {4, 5}), A(t, {5, 3})}, {}, "mixed dtypes")));
+          }
+        }
+        sym.push_back(Cop(op, {A(t, {-1, 5}), A(t, {5, -2})}, {}));
+        sym.push_back(Cop(op, {A(t, {-3, -1, 4}), A(t, {4, -2})}, {}, "batched"));
+        sym.push_back(Cop(op, {A(t, {-1, -2}), A(t, {-2})}, {}, "matrix-vector"));
+        break;
+      }
+      default: break;
+    }
+    out.push_back(static_batch(bname(op, t, "static"), std::move(cs), t == D::f32));
+    if (!sym.empty()) out.push_back(symbolic_batch(bname(op, t, "symbolic"), std::move(sym), t == D::f32));
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::map<OpId, OpCaseFn>& op_case_table() {
+  static const std::map<OpId, OpCaseFn> table = [] {
+    std::map<OpId, OpCaseFn> t;
+    for (OpId op : {OpId::input, OpId::constant, OpId::full, OpId::arange, OpId::randn}) t[op] = source_cases;
+    for (OpId op : {OpId::neg, OpId::abs, OpId::exp, OpId::log, OpId::sqrt, OpId::rsqrt, OpId::reciprocal, OpId::sin,
+                    OpId::cos, OpId::tanh, OpId::sigmoid, OpId::relu, OpId::gelu, OpId::silu, OpId::erf, OpId::floor,
+                    OpId::ceil, OpId::round, OpId::sign, OpId::logical_not, OpId::isnan})
+      t[op] = unary_cases;
+    t[OpId::cast] = cast_cases;
+    for (OpId op : {OpId::add, OpId::sub, OpId::mul, OpId::div, OpId::pow, OpId::maximum, OpId::minimum, OpId::eq,
+                    OpId::ne, OpId::lt, OpId::le, OpId::gt, OpId::ge, OpId::logical_and, OpId::logical_or})
+      t[op] = binary_cases;
+    t[OpId::where] = where_cases;
+    for (OpId op : {OpId::sum, OpId::mean, OpId::max, OpId::min, OpId::prod, OpId::argmax, OpId::argmin, OpId::var,
+                    OpId::logsumexp})
+      t[op] = reduction_cases;
+    for (OpId op : {OpId::reshape, OpId::permute, OpId::transpose, OpId::expand, OpId::squeeze, OpId::unsqueeze,
+                    OpId::slice, OpId::cat, OpId::pad, OpId::index_select, OpId::flatten})
+      t[op] = layout_cases;
+    for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear, OpId::matmul})
+      t[op] = composite_cases;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace cpu_test

@@ -1,0 +1,86 @@
+// Differential testing: random graphs (random_graph.h) compiled for the cpu and compared with the
+// reference interpreter on the same random inputs, at the example sizes and at other values of
+// their symbolic sizes (2, primes, one large). A fixed set of seeds runs in CI; any number by hand:
+//   KILN_DIFF_SEEDS=5000 KILN_DIFF_FIRST_SEED=1 test_cpu_target --run_test=differential
+// Seeds cycle through compile modes (compile_options_for_seed): default, small launch grains
+// (kernels run in many slices), emulate_precision_casts, keep_buffers, max-autotune. A failure prints the
+// seed (to replay: KILN_DIFF_FIRST_SEED=<seed> KILN_DIFF_SEEDS=1), the graph as text and JSON, the
+// inputs, the worst error, and the smallest prefix of the graph that already fails.
+// KILN_DIFF_KNOWN_BUGS=1 also generates the patterns of the known bugs (test_known_bugs.cpp).
+// KILN_DIFF_GRAPH=file.json runs one graph file (e.g. a printed failure) the same way, in every
+// compile mode, at its example sizes or at KILN_DIFF_SYMBOLS=7,2 (the values of s0, s1, ...).
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/format/graph_json.h"
+#include "random_graph.h"
+
+using namespace cpu_test;
+
+namespace {
+
+uint64_t env_u64(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+constexpr uint64_t kCiSeeds = 250;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(differential)
+
+BOOST_AUTO_TEST_CASE(random_graphs_match_the_reference) {
+  const uint64_t first = env_u64("KILN_DIFF_FIRST_SEED", 1), count = env_u64("KILN_DIFF_SEEDS", kCiSeeds);
+  RandomGraphOptions go;
+  go.avoid_known_bugs = env_u64("KILN_DIFF_KNOWN_BUGS", 0) == 0;
+  const auto start = std::chrono::steady_clock::now();
+  int failed = 0, symbolic = 0, runs = 0, nodes = 0, kernels = 0;
+  const CompileStats before = compile_stats();
+  for (uint64_t seed = first; seed < first + count; ++seed) {
+    const RandomCase c = random_graph(seed, go);
+    symbolic += !c.graph.shapes().empty();
+    runs += static_cast<int>(c.symbol_runs.size());
+    nodes += static_cast<int>(c.graph.op_count());
+    DiffOptions o;
+    o.compile = compile_options_for_seed(seed);
+    const std::string report = differential_check(c, seed, o);
+    if (!report.empty()) {
+      ++failed;
+      BOOST_ERROR(report);
+    }
+  }
+  kernels = static_cast<int>(compile_stats().kernels - before.kernels);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST_MESSAGE("random graphs: seeds " << first << ".." << first + count - 1 << ", " << failed << " failed, "
+                                             << symbolic << " symbolic, " << runs << " runs, " << nodes << " ops, "
+                                             << kernels << " kernels compiled, " << secs << " s");
+}
+
+BOOST_AUTO_TEST_CASE(graph_file) {
+  const char* path = std::getenv("KILN_DIFF_GRAPH");
+  if (!path || !*path) {
+    BOOST_TEST_MESSAGE("KILN_DIFF_GRAPH not set: nothing to replay");
+    return;
+  }
+  RandomCase c;
+  c.graph = format::load_graph(path);
+  c.layouts.assign(c.graph.inputs().size(), Layout::contiguous);
+  c.symbol_runs = {c.graph.shapes().examples()};
+  if (const char* v = std::getenv("KILN_DIFF_SYMBOLS"); v && *v) {  // e.g. "7,2": the values of s0, s1
+    std::vector<int64_t> syms;
+    std::stringstream ss(v);
+    for (std::string x; std::getline(ss, x, ',');) syms.push_back(std::stoll(x));
+    c.symbol_runs = {syms};
+  }
+  for (uint64_t mode = 0; mode < 5; ++mode) {
+    DiffOptions o;
+    o.compile = compile_options_for_seed(mode);
+    const std::string report = differential_check(c, env_u64("KILN_DIFF_FIRST_SEED", 1), o);
+    BOOST_TEST(report.empty(), report);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

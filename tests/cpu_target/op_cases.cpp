@@ -552,6 +552,8 @@ std::vector<Batch> binary_cases(OpId op) {
     if (is_floating(t) && op != OpId::pow)
       cs.push_back(core(precise(Cop(op, {A(t, {37}, Domain::tiny), A(t, {37}, op == OpId::div ? Domain::nonzero : Domain::tiny)}, {},
                                     "tiny and subnormal, relative"))));
+    if (op == OpId::div && !is_floating(t)) cs.push_back(core(Cop(op, {A(t, {25}, Domain::grid), A(t, {25}, Domain::grid)}, {}, "division by 0")));
+    cs.push_back(Cop(op, {A(t, {2, 3, 1, 4, 1}, da), A(t, {3, 5, 1, 5}, db)}, {}, "rank 5 broadcast"));
     if (t == D::f32 || t == D::f16) {
       cs.push_back(Cop(op, {A(t, {5, 7}, da, Layout::reversed), A(t, {7}, db, Layout::reversed)}, {}, "negative strides"));
       cs.push_back(Cop(op, {A(t, {257, 300}, da), A(t, {300}, db)}, {}, "large: several launch chunks"));
@@ -645,7 +647,7 @@ std::vector<Batch> reduction_cases(OpId op) {
       if (full_mode()) cs.push_back(Cop(op, {A(t, {4, 7, 13}, dom)}, red(op, d, !keep, !keep)));
     }
     cs.push_back(Cop(op, {A(t, {}, dom)}, red(op, {}, false), "rank 0"));
-    cs.push_back(Cop(op, {A(t, {}, dom)}, red(op, {0}, true), "rank 0, dim 0"));
+    cs.push_back(Cop(op, {A(t, {}, dom)}, red(op, {}, true), "rank 0, keepdim"));
     cs.push_back(Cop(op, {A(t, {129}, dom)}, red(op, {0}, false)));
     cs.push_back(Cop(op, {A(t, {1, 7}, dom)}, red(op, {0}, false), "size-1 dim"));
     cs.push_back(Cop(op, {A(t, {7, 1}, dom)}, red(op, {1}, true), "size-1 dim"));
@@ -658,6 +660,8 @@ std::vector<Batch> reduction_cases(OpId op) {
     cs.push_back(Cop(op, {A(t, {4, 5}, dom, Layout::expanded)}, red(op, {0}, false), "stride 0"));
     cs.push_back(Cop(op, {undeclared(A(t, {5, 8}, dom, Layout::permuted))}, red(op, {1}, false)));
     cs.push_back(Cop(op, {A(t, {5, 7}, dom, Layout::reversed)}, red(op, {1}, false), "negative strides"));
+    for (const Ints& d : std::vector<Ints>{{1, 3}, {0, 2, 4}, {5}})
+      if (!one_dim || d.size() == 1) cs.push_back(Cop(op, {A(t, {2, 3, 1, 4, 5, 3}, dom)}, red(op, d, d.size() == 2), "rank 6"));
     if (op == OpId::var)
       for (int64_t c : {2, 3}) cs.push_back(core(Cop(op, {A(t, {4, 2})}, red(op, {1}, false, c), "correction >= N")));
     if (t == D::i64 && (op == OpId::sum || op == OpId::prod || op == OpId::max))
@@ -1059,6 +1063,21 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(core(C({A(t, {3, 1})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
           return g.add(OpId::matmul, {in[0], g.add(OpId::transpose, {in[0]}, {int64_t{0}, int64_t{1}})});
         }, tol_of(op, t), "x @ x^T, inner size 1")));
+        // Epilogues: relu(a @ b + bias), (a @ b) * column, transpose(a @ b) + 1, batched + bias.
+        const Tolerance mt = tol_of(op, t);
+        cs.push_back(core(C({A(t, {6, 5}), A(t, {5, 7}), A(t, {7})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(OpId::relu, {g.add(OpId::add, {g.add(OpId::matmul, {in[0], in[1]}), in[2]})});
+        }, mt, "epilogue relu(mm + bias)")));
+        cs.push_back(C({A(t, {6, 5}), A(t, {5, 7}), A(t, {6, 1})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(OpId::mul, {g.add(OpId::matmul, {in[0], in[1]}), in[2]});
+        }, mt, "epilogue times a column"));
+        cs.push_back(C({A(t, {6, 5}), A(t, {5, 7})}, [t](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          const NodeId mm = g.add(OpId::matmul, {in[0], in[1]});
+          return g.add(OpId::add, {g.add(OpId::transpose, {mm}, {int64_t{0}, int64_t{1}}), g.add(OpId::full, {}, {SymShape{}, 1.0, t})});
+        }, mt, "transposed epilogue"));
+        cs.push_back(C({A(t, {3, 4, 5}), A(t, {3, 5, 2}), A(t, {2})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(OpId::add, {g.add(OpId::matmul, {in[0], in[1]}), in[2]});
+        }, mt, "batched, epilogue bias"));
         sym.push_back(core(Cop(op, {A(t, {-1, -2}), A(t, {-2, -3})}, {})));
         if (t == D::f32) {
           cs.push_back(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::reversed), A(t, {6, 3})}, {}, "negative strides"));

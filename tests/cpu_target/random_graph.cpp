@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
@@ -808,7 +809,8 @@ double rtol_for(int precision) {
 }
 
 // Compares the compiled graph with the reference on `inputs`; "" when all outputs agree.
-std::string check_run(const Graph& g, const Compiled& c, std::span<const TensorData> inputs, double* max_err) {
+std::string check_run(const Graph& g, const Compiled& c, std::span<const TensorData> inputs, double* max_err,
+                      const std::vector<TensorData>* results = nullptr) {
   if (!c.error.empty()) return "compile failed: " + c.error + "\n";
   // Every value the outputs depend on, composites decomposed (rsqrt(var + eps) of a nearly
   // constant row is large and amplifies rounding differences), for each output's tolerance.
@@ -827,7 +829,7 @@ std::string check_run(const Graph& g, const Compiled& c, std::span<const TensorD
   for (size_t k = 0; k < nodes.size(); ++k) at[nodes[k]] = k;
   std::vector<TensorData> got;
   try {
-    got = c.exe->run(inputs);
+    got = results ? *results : c.exe->run(inputs);
   } catch (const std::exception& e) {
     return std::string("run failed: ") + e.what() + "\n";
   }
@@ -944,6 +946,46 @@ std::string differential_check(const RandomCase& c, uint64_t seed, const DiffOpt
     }
     return os.str();
   }
+  return {};
+}
+
+std::string concurrent_check(const RandomCase& c, uint64_t seed, const CompileOptions& co, int threads, int calls) {
+  const Compiled compiled = compile(c.graph, co);
+  if (!compiled.error.empty()) return "compile failed: " + compiled.error + "\n";
+  struct Call {
+    size_t run;
+    std::vector<TensorData> inputs, results;
+    std::string error;
+  };
+  std::vector<std::vector<Call>> per_thread(static_cast<size_t>(threads));
+  for (int t = 0; t < threads; ++t)
+    for (int k = 0; k < calls; ++k) {
+      const size_t run = static_cast<size_t>(t + k) % c.symbol_runs.size();
+      per_thread[static_cast<size_t>(t)].push_back(
+          Call{run, random_case_inputs(c, c.symbol_runs[run], seed * 7 + run + 1000 * static_cast<uint64_t>(t)), {}, {}});
+    }
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (Call& call : per_thread[static_cast<size_t>(t)]) {
+        try {
+          call.results = compiled.exe->run(call.inputs);
+        } catch (const std::exception& e) {
+          call.error = e.what();
+        }
+      }
+    });
+  for (std::thread& th : pool) th.join();
+  for (const std::vector<Call>& calls_of : per_thread)
+    for (const Call& call : calls_of) {
+      std::string d = call.error.empty() ? check_run(c.graph, compiled, call.inputs, nullptr, &call.results)
+                                         : "run failed: " + call.error + "\n";
+      if (d.rfind("(the reference failed", 0) == 0) d.clear();
+      if (!d.empty())
+        return failure_report("random graph, seed " + std::to_string(seed) + ", run " + std::to_string(call.run) + ", " +
+                                  std::to_string(threads) + " threads calling run() at once, compiled with " + co.str(),
+                              c.graph, call.inputs, c.symbol_runs[call.run], d);
+    }
   return {};
 }
 

@@ -2,10 +2,9 @@
 // disagreed with the reference interpreter, one test case each, with fixed inputs. A case fails
 // until the cpu target (sdk/schedule, targets/cpu) is fixed and then stays as a regression test;
 // the op tests and random graphs find the same bugs in more shapes and dtypes. Each case says
-// what was seen and the guess at the cause. Bugs 1, 2a/b, 3, 4, 5 and 6 were fixed in the working
-// tree while these tests were written (prepare.cpp copies unreadable inputs, dgemm, 0-d and
-// size-1 reduction domains, f32 counts). The random graph generator avoids the patterns of the
-// open ones (2c/d, 7, 8) unless KILN_DIFF_KNOWN_BUGS=1.
+// what was seen and the guess at the cause. All but 9b were fixed in the working tree while
+// these tests were written (commit 82a649d); they stay as regression tests. The random graph
+// generator can avoid the patterns of 2c/d, 7 and 8 (KILN_DIFF_AVOID_KNOWN_BUGS=1).
 #include <cmath>
 #include <limits>
 
@@ -207,6 +206,8 @@ BOOST_AUTO_TEST_CASE(var_correction_above_count) {
   check(g, {tensor(D::f32, {2}, {1, 2})});  // want inf (0.5 / 0), got -0.5
 }
 
+// 9b. The same with a symbolic N: the fix clamps N - correction only when it is static; var over
+//     [n] with correction 3 gives -0.5 at n = 2 (want inf), and -0 where the reference has NaN.
 BOOST_AUTO_TEST_CASE(var_correction_above_symbolic_count) {
   Graph g;
   const SymInt n = g.shapes().create_symbol(4, 2, std::numeric_limits<int64_t>::max(), "n", false);

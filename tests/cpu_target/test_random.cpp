@@ -6,7 +6,8 @@
 // (kernels run in many slices), emulate_precision_casts, keep_buffers, max-autotune. A failure prints the
 // seed (to replay: KILN_DIFF_FIRST_SEED=<seed> KILN_DIFF_SEEDS=1), the graph as text and JSON, the
 // inputs, the worst error, and the smallest prefix of the graph that already fails.
-// KILN_DIFF_KNOWN_BUGS=1 also generates the patterns of the known bugs (test_known_bugs.cpp).
+// KILN_DIFF_AVOID_KNOWN_BUGS=1 does not generate the patterns of the bugs found so far
+// (test_known_bugs.cpp), for hunting others while they are open.
 // KILN_DIFF_GRAPH=file.json runs one graph file (e.g. a printed failure) the same way, in every
 // compile mode, at its example sizes or at KILN_DIFF_SYMBOLS=7,2 (the values of s0, s1, ...).
 #include <chrono>
@@ -35,7 +36,7 @@ BOOST_AUTO_TEST_SUITE(differential)
 BOOST_AUTO_TEST_CASE(random_graphs_match_the_reference) {
   const uint64_t first = env_u64("KILN_DIFF_FIRST_SEED", 1), count = env_u64("KILN_DIFF_SEEDS", kCiSeeds);
   RandomGraphOptions go;
-  go.avoid_known_bugs = env_u64("KILN_DIFF_KNOWN_BUGS", 0) == 0;
+  go.avoid_known_bugs = env_u64("KILN_DIFF_AVOID_KNOWN_BUGS", 0) != 0;
   const auto start = std::chrono::steady_clock::now();
   int failed = 0, symbolic = 0, runs = 0, nodes = 0, kernels = 0;
   const CompileStats before = compile_stats();
@@ -57,6 +58,24 @@ BOOST_AUTO_TEST_CASE(random_graphs_match_the_reference) {
   BOOST_TEST_MESSAGE("random graphs: seeds " << first << ".." << first + count - 1 << ", " << failed << " failed, "
                                              << symbolic << " symbolic, " << runs << " runs, " << nodes << " ops, "
                                              << kernels << " kernels compiled, " << secs << " s");
+}
+
+// PlanExecutable::run may be called from several threads at once (slots and outputs per call;
+// with keep_buffers, kept slots only for the caller that holds them).
+BOOST_AUTO_TEST_CASE(concurrent_calls) {
+  const uint64_t first = env_u64("KILN_DIFF_FIRST_SEED", 1);
+  int checked = 0;
+  for (uint64_t seed = first; checked < 12 && seed < first + 200; ++seed) {
+    const RandomCase c = random_graph(seed);
+    if (c.graph.op_count() < 6) continue;
+    ++checked;
+    CompileOptions o = compile_options_for_seed(seed);
+    o.autotune = false;  // tuning times kernels on the first call; covered by random_graphs_match_the_reference
+    o.keep_buffers = seed % 2 == 0;
+    const std::string report = concurrent_check(c, seed, o, 3, 4);
+    BOOST_TEST(report.empty(), report);
+  }
+  BOOST_TEST(checked == 12);
 }
 
 BOOST_AUTO_TEST_CASE(graph_file) {

@@ -495,9 +495,15 @@ int32_t KernelBuilder::emit_reduction(NodeId n, const Map& map) {
       const int32_t d = pointwise(OpId::sub, count_t, {xf, mean});
       const int32_t ss = reduce(ReduceKind::sum, pointwise(OpId::mul, count_t, {d, d}), count_t);
       const int64_t correction = node.attrs.i(2);
-      SymInt denom = count - SymInt(correction);  // torch: max(0, N - correction), so N <= correction gives inf
-      if (denom.is_static() && denom.hint() < 0) denom = 0;
-      result = cast_to(pointwise(OpId::div, count_t, {ss, as_float(denom)}), t);
+      // torch divides by max(0, N - correction): N <= correction gives inf (or NaN).
+      SymInt denom = count - SymInt(correction);
+      int32_t d_val;
+      if (denom.is_static()) {
+        d_val = as_float(denom.hint() < 0 ? SymInt(0) : denom);
+      } else {
+        d_val = pointwise(OpId::maximum, count_t, {as_float(denom), constant(0.0, count_t)});
+      }
+      result = cast_to(pointwise(OpId::div, count_t, {ss, d_val}), t);
       break;
     }
     default: throw Refusal("reduction " + std::string(op_name(node.op)) + " has no kernel lowering");

@@ -107,67 +107,16 @@ Executable cpu_compile(const Graph& g) {
 #if KILN_HAVE_CPU_TARGET
 namespace {
 
-// passes::decompose replayed node by node, remembering for every node it emits the top-level
-// composite it comes from ("" for a node that was not a composite), so kernel listings can name
-// the composites a kernel computes.
-struct OriginExpander {
-  Graph& out;
-  std::vector<std::string_view>& origin;  // per node of out
-
-  NodeId emit(OpId op, const std::vector<NodeId>& inputs, const Attrs& attrs, std::string_view from, int depth) {
-    const OpDef& def = op_def(op);
-    if (def.decompose == nullptr) {
-      const NodeId id = out.add(op, inputs, attrs);
-      origin.resize(out.size());
-      origin[static_cast<size_t>(id)] = from;
-      return id;
-    }
-    KILN_CHECK(depth < 16, "explain: the decomposition of ", def.name, " is too deep");
-    if (from.empty()) from = def.name;
-    Graph scratch;
-    scratch.shapes() = out.shapes();
-    std::vector<NodeId> scratch_in;
-    for (NodeId i : inputs) scratch_in.push_back(scratch.add_input(out.node(i).meta));
-    const NodeId result = def.decompose(scratch, scratch_in, attrs);
-    std::vector<NodeId> map(scratch.size(), -1);
-    for (size_t k = 0; k < scratch_in.size(); ++k) map[static_cast<size_t>(scratch_in[k])] = inputs[k];
-    for (size_t id = 0; id < scratch.size(); ++id) {
-      const Node& n = scratch.node(static_cast<NodeId>(id));
-      if (n.op == OpId::input) continue;
-      std::vector<NodeId> ins = n.inputs;
-      for (NodeId& i : ins) i = map[static_cast<size_t>(i)];
-      map[id] = emit(n.op, ins, n.attrs, from, depth + 1);
-    }
-    return map[static_cast<size_t>(result)];
-  }
-};
-
 // The composite each node of `scheduled` (the scheduler's graph for `g`) comes from; empty when
 // the replayed decomposition does not line up with it node for node (the scheduler's prepare
 // added casts around a matmul, say), so nothing is named rather than something wrong.
 std::vector<std::string_view> composite_origins(const Graph& g, const Graph& scheduled) {
-  try {
-    Graph out;
-    out.shapes() = g.shapes();
-    std::vector<std::string_view> origin;
-    std::vector<NodeId> map(g.size(), -1);
-    for (NodeId i : g.inputs()) map[static_cast<size_t>(i)] = out.add_input(g.node(i).meta);
-    OriginExpander ex{out, origin};
-    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
-      const Node& n = g.node(id);
-      if (n.op == OpId::input) continue;
-      std::vector<NodeId> ins = n.inputs;
-      for (NodeId& i : ins) i = map[static_cast<size_t>(i)];
-      map[static_cast<size_t>(id)] = ex.emit(n.op, ins, n.attrs, {}, 0);
-    }
-    origin.resize(out.size());
-    if (out.size() != scheduled.size()) return {};
-    for (NodeId id = 0; id < static_cast<NodeId>(out.size()); ++id)
-      if (out.node(id).op != scheduled.node(id).op || out.node(id).inputs != scheduled.node(id).inputs) return {};
-    return origin;
-  } catch (const Error&) {
-    return {};
-  }
+  std::vector<std::string_view> origin;
+  const Graph out = passes::decompose_with_origins(g, origin);
+  if (out.size() != scheduled.size()) return {};
+  for (NodeId id = 0; id < static_cast<NodeId>(out.size()); ++id)
+    if (out.node(id).op != scheduled.node(id).op || out.node(id).inputs != scheduled.node(id).inputs) return {};
+  return origin;
 }
 
 }  // namespace

@@ -10,13 +10,22 @@ namespace {
 
 struct Expander {
   Graph& out;
+  std::vector<std::string_view>* origin = nullptr;  // per node of out: its top-level composite
   int composites = 0;
 
   // Appends op over `inputs` (nodes of out) to out, expanding composites; returns the node
-  // holding the result.
-  NodeId emit(OpId op, const std::vector<NodeId>& inputs, const Attrs& attrs, int depth) {
+  // holding the result. `from` is the top-level composite being expanded ("" outside one).
+  NodeId emit(OpId op, const std::vector<NodeId>& inputs, const Attrs& attrs, int depth, std::string_view from = {}) {
     const OpDef& def = op_def(op);
-    if (def.decompose == nullptr) return out.add(op, inputs, attrs);
+    if (def.decompose == nullptr) {
+      const NodeId id = out.add(op, inputs, attrs);
+      if (origin) {
+        origin->resize(out.size());
+        (*origin)[static_cast<size_t>(id)] = from;
+      }
+      return id;
+    }
+    if (from.empty()) from = def.name;
     KILN_CHECK(depth < 16, "passes: decompose: the decomposition of ", def.name,
                " does not bottom out in primitives (16 levels deep)");
     ++composites;
@@ -34,15 +43,15 @@ struct Expander {
       if (n.op == OpId::input) continue;
       std::vector<NodeId> ins = n.inputs;
       for (NodeId& i : ins) i = map[static_cast<size_t>(i)];
-      map[id] = emit(n.op, ins, n.attrs, depth + 1);
+      map[id] = emit(n.op, ins, n.attrs, depth + 1, from);
     }
     return map[static_cast<size_t>(result)];
   }
 };
 
-PassResult run(const Graph& g) {
+PassResult expand(const Graph& g, std::vector<std::string_view>* origin) {
   detail::Rewriter rw(g, "decompose");
-  Expander ex{rw.out()};
+  Expander ex{rw.out(), origin};
   const size_t before = g.op_count();
   for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
     const Node& n = g.node(id);
@@ -54,16 +63,24 @@ PassResult run(const Graph& g) {
     }
   }
   Graph out = rw.finish();
+  if (origin) origin->resize(out.size());
   const size_t after = out.op_count();
   return {std::move(out), ex.composites > 0,
           "decompose: expanded " + std::to_string(ex.composites) + " composite" + (ex.composites == 1 ? "" : "s") +
               " (" + std::to_string(before) + " -> " + std::to_string(after) + " ops)"};
 }
 
+PassResult run(const Graph& g) { return expand(g, nullptr); }
+
 }  // namespace
 
 const Pass decompose_pass{"decompose", &run};
 
 Graph decompose(const Graph& g) { return run_pass(decompose_pass, g).graph; }
+
+Graph decompose_with_origins(const Graph& g, std::vector<std::string_view>& origin) {
+  origin.clear();
+  return expand(g, &origin).graph;
+}
 
 }  // namespace kiln::passes

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/graph/graph.h"
 
@@ -46,6 +47,10 @@ PassResult run_passes(std::span<const Pass> passes, const Graph& g);
 
 // Composites (op_def(op).decompose != nullptr) -> primitives, recursively: no composite is left.
 Graph decompose(const Graph& g);
+// The same (without run_pass's checks and log), also giving for every node of the result the
+// top-level composite it came from ("" for nodes that were primitives), e.g. to name the
+// composites a fused kernel computes.
+Graph decompose_with_origins(const Graph& g, std::vector<std::string_view>& origin);
 // Keeps every input node (the signature); drops the nodes no output depends on.
 Graph eliminate_dead_code(const Graph& g);
 // Merges nodes with the same op, the same (already merged) inputs and equal attributes (randn

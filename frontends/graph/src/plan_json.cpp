@@ -67,6 +67,33 @@ json kernel_json(const PlanKernel& k, size_t i) {
   j["source"] = k.source;
   j["parallel_extent"] = size_json(k.parallel_extent);
   j["grain"] = k.grain;
+  if (k.launch.block > 0) {  // GPU kernels only, so cpu plans keep their form
+    json l = json::object();
+    l["block"] = k.launch.block;
+    l["items_per_block"] = k.launch.items_per_block;
+    l["max_blocks"] = k.launch.max_blocks;
+    l["shared_bytes"] = k.launch.shared_bytes;
+    j["launch"] = std::move(l);
+  }
+  if (k.gemm) {
+    const plan::PlanGemm& g = *k.gemm;
+    json m = json::object();
+    m["a"] = g.a;
+    m["b"] = g.b;
+    m["c"] = g.c;
+    m["dtype"] = std::string(dtype_name(g.dtype));
+    m["m"] = size_json(g.m);
+    m["n"] = size_json(g.n);
+    m["k"] = size_json(g.k);
+    m["batch"] = shape_json(g.batch);
+    m["a_batch_strides"] = shape_json(g.a_batch_strides);
+    m["b_batch_strides"] = shape_json(g.b_batch_strides);
+    m["a_offset"] = size_json(g.a_offset);
+    m["b_offset"] = size_json(g.b_offset);
+    m["a_strides"] = shape_json(SymShape{g.a_row_stride, g.a_col_stride});
+    m["b_strides"] = shape_json(SymShape{g.b_row_stride, g.b_col_stride});
+    j["gemm"] = std::move(m);
+  }
   j["provenance"] = json(k.provenance);
   j["reads"] = json(k.reads);
   j["writes"] = json(k.writes);
@@ -151,6 +178,8 @@ class PlanReader : public ValueReader {
   void read_buffer(const json& v, size_t i);
   void read_bindings(const json& v);
   void read_kernel(const json& v, size_t i);
+  plan::PlanLaunch read_launch(const json& v, const std::string& where) const;
+  plan::PlanGemm read_gemm(const json& v, const std::string& where) const;
   void check_reference(const PlanKernel& k, const std::string& where) const;
 };
 
@@ -252,8 +281,8 @@ void PlanReader::read_kernel(const json& v, size_t i) {
                   "writes", "op", "attrs", "inputs", "output"},
               where);
   else
-    only_keys(k, {"name", "kind", "entry", "variants", "source", "parallel_extent", "grain", "provenance", "reads",
-                  "writes"},
+    only_keys(k, {"name", "kind", "entry", "variants", "source", "parallel_extent", "grain", "launch", "gemm",
+                  "provenance", "reads", "writes"},
               where);
   ker.name = string(need(k, "name", where), where, "name");
   ker.entry = string(need(k, "entry", where), where, "entry");
@@ -263,6 +292,11 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   ker.parallel_extent = size(need(k, "parallel_extent", where), where, "parallel_extent");
   ker.grain = integer(need(k, "grain", where), where, "grain");
   if (ker.grain < 1) fail_at(where, "grain", "the grain must be at least 1, got " + std::to_string(ker.grain));
+  if (const json* l = maybe(k, "launch")) ker.launch = read_launch(*l, where + ".launch");
+  if (const json* g = maybe(k, "gemm")) {
+    if (ker.kind != "matmul") fail_at(where, "gemm", "only matmul kernels run a gemm; this one is a " + ker.kind + " kernel");
+    ker.gemm = read_gemm(*g, where + ".gemm");
+  }
   const json& prov = array(need(k, "provenance", where), where, "provenance");
   for (size_t j = 0; j < prov.size(); ++j) {
     int32_t n = int32(prov[j], where, at("provenance", j));
@@ -293,6 +327,57 @@ void PlanReader::read_kernel(const json& v, size_t i) {
     check_reference(ker, where);
   }
   p_.kernels.push_back(std::move(ker));
+}
+
+plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) const {
+  const json& l = object(v, where, "");
+  only_keys(l, {"block", "items_per_block", "max_blocks", "shared_bytes"}, where);
+  plan::PlanLaunch r;
+  auto at_least = [&](const char* field, int64_t lo) {
+    const int64_t n = integer(need(l, field, where), where, field);
+    if (n < lo) fail_at(where, field, "expected at least " + std::to_string(lo) + ", got " + std::to_string(n));
+    return n;
+  };
+  r.block = at_least("block", 1);
+  if (r.block > 1024) fail_at(where, "block", "a block has at most 1024 threads, got " + std::to_string(r.block));
+  r.items_per_block = at_least("items_per_block", 1);
+  r.max_blocks = at_least("max_blocks", 0);
+  r.shared_bytes = at_least("shared_bytes", 0);
+  return r;
+}
+
+plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
+  const json& m = object(v, where, "");
+  only_keys(m, {"a", "b", "c", "dtype", "m", "n", "k", "batch", "a_batch_strides", "b_batch_strides", "a_offset",
+                "b_offset", "a_strides", "b_strides"},
+            where);
+  plan::PlanGemm g;
+  g.a = buffer_ref(need(m, "a", where), where, "a");
+  g.b = buffer_ref(need(m, "b", where), where, "b");
+  g.c = buffer_ref(need(m, "c", where), where, "c");
+  g.dtype = dtype(need(m, "dtype", where), where, "dtype");
+  for (int32_t b : {g.a, g.b, g.c})
+    if (p_.buffers[static_cast<size_t>(b)].dtype != g.dtype)
+      fail_at(where, "dtype", "the gemm is " + std::string(dtype_name(g.dtype)) + " but buffer " + std::to_string(b) +
+                                  " is " + std::string(dtype_name(p_.buffers[static_cast<size_t>(b)].dtype)));
+  g.m = size(need(m, "m", where), where, "m");
+  g.n = size(need(m, "n", where), where, "n");
+  g.k = size(need(m, "k", where), where, "k");
+  g.batch = shape(need(m, "batch", where), where, "batch");
+  g.a_batch_strides = shape(need(m, "a_batch_strides", where), where, "a_batch_strides");
+  g.b_batch_strides = shape(need(m, "b_batch_strides", where), where, "b_batch_strides");
+  if (g.a_batch_strides.size() != g.batch.size() || g.b_batch_strides.size() != g.batch.size())
+    fail_at(where, "batch", "needs one operand stride per batch dim (" + std::to_string(g.batch.size()) + ")");
+  g.a_offset = size(need(m, "a_offset", where), where, "a_offset");
+  g.b_offset = size(need(m, "b_offset", where), where, "b_offset");
+  const SymShape as = shape(need(m, "a_strides", where), where, "a_strides");
+  const SymShape bs = shape(need(m, "b_strides", where), where, "b_strides");
+  if (as.size() != 2 || bs.size() != 2) fail_at(where, "a_strides", "operand strides are [row, column] pairs");
+  g.a_row_stride = as[0];
+  g.a_col_stride = as[1];
+  g.b_row_stride = bs[0];
+  g.b_col_stride = bs[1];
+  return g;
 }
 
 // The op's shape rule on the input buffers' types must accept the attributes and give the

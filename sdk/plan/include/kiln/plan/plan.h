@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/graph/graph.h"
+#include "kiln/schedule/schedule.h"
 
 namespace kiln::plan {
 
@@ -33,6 +35,31 @@ struct PlanBuffer {
   std::shared_ptr<const ConstantData> data;  // constants
 };
 
+// A GPU launch: `block` threads per block; blocks = ceil(parallel_extent / items_per_block),
+// capped at max_blocks when that is > 0 (the kernel then loops over the rest, grid-stride).
+struct PlanLaunch {
+  int64_t block = 0;             // 0: not a GPU kernel (cpu plans)
+  int64_t items_per_block = 1;
+  int64_t max_blocks = 0;
+  int64_t shared_bytes = 0;      // dynamic shared memory per block
+  bool operator==(const PlanLaunch&) const = default;
+};
+
+// A matrix product the runtime runs through its BLAS before the kernel's own code (GPU matmul
+// kernels: the generated source is the epilogue over c). C[b] = A[b] @ B[b] per batch index b,
+// operands given as strided row-major views (element strides; 0 broadcasts over a batch dim).
+struct PlanGemm {
+  int32_t a = -1, b = -1, c = -1;  // buffers
+  DType dtype = DType::f32;        // of a, b and c
+  SymInt m = 0, n = 0, k = 0;
+  SymShape batch;
+  SymShape a_batch_strides, b_batch_strides;
+  SymInt a_offset = 0, b_offset = 0;
+  SymInt a_row_stride = 0, a_col_stride = 0;
+  SymInt b_row_stride = 0, b_col_stride = 0;
+  bool operator==(const PlanGemm&) const = default;
+};
+
 struct PlanKernel {
   std::string name;
   std::string kind;    // "pointwise", "reduction", "matmul" (generated) or "reference"
@@ -43,6 +70,8 @@ struct PlanKernel {
   std::string source;  // generated: the kernel's source text (for cpu, an LLVM IR function)
   SymInt parallel_extent = 1;  // the launch: [0, extent) split over threads
   int64_t grain = 1;           // smallest chunk of that range worth a thread
+  PlanLaunch launch;           // GPU targets
+  std::optional<PlanGemm> gemm;  // GPU matmul kernels
   std::vector<NodeId> provenance;
   std::vector<int32_t> reads, writes;
   // reference kernels: one op of the op table on whole buffers
@@ -61,7 +90,7 @@ struct SymbolBinding {
 
 struct KernelPlan {
   int version = kPlanVersion;
-  std::string target;   // "cpu"
+  std::string target;   // "cpu", "cuda"
   std::string prelude;  // module text every kernel's source needs (declarations, helpers)
   std::vector<SymbolInfo> symbols;
   std::vector<ShapeFact> facts;
@@ -77,5 +106,11 @@ struct KernelPlan {
   // The whole module: prelude then every generated kernel's source.
   std::string module_source() const;
 };
+
+// What every target's plan of a schedule shares: symbols, facts and their guards, symbol
+// bindings (each symbol bound from the first input dim that is exactly that symbol; a symbol no
+// input binds is a kiln::Error naming `target`), buffers, slots, outputs and peak memory. The
+// codegen then adds its prelude and one kernel per schedule kernel.
+KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view target);
 
 }  // namespace kiln::plan

@@ -1,0 +1,124 @@
+// targets/cstyle: the C-style expression printer the GPU codegens share (CUDA C, GLSL).
+//
+// Takes: one kernel of the kernel IR (sdk/schedule) and a Dialect: the few things that differ
+// between C-like languages (type names, literals, math function names, how f16/bf16 are loaded,
+// stored and rounded, conversions). Gives: C statements computing the kernel's values, one
+// `const T tN = ...;` per instruction and scope, and stores; the target's codegen writes the loop
+// structure (threads, blocks, reductions) around them and asks for values by instruction.
+//
+// Numerics are the CPU codegen's: f16/bf16 computed in f32 and rounded where stored or cast
+// (emulate_precision_casts rounds after every op), integers in 64 bits wrapped to their width
+// after each op, NaN-propagating maximum/minimum, round half to even, true division of integers.
+// Portable C++ (no GPU library), so it also runs in the browser.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/graph/graph.h"
+#include "kiln/schedule/kernel_ir.h"
+#include "kiln/schedule/schedule.h"
+
+namespace kiln::cstyle {
+
+// The type a value is computed in: f32 (f32, f16, bf16), f64, i64 (i32, i64) or bool.
+enum class CT { f32, f64, i64, b };
+CT compute_type(DType t);
+inline bool is_float(CT c) { return c == CT::f32 || c == CT::f64; }
+
+struct Value {
+  std::string v;  // an expression (a temporary's name or a literal)
+  CT ct = CT::f32;
+};
+
+// What differs between languages. Every expression returned must be self-contained (wrapped in
+// parentheses where precedence could matter).
+struct Dialect {
+  virtual ~Dialect() = default;
+  virtual std::string type(CT c) const = 0;                      // "float", "long long", ...
+  virtual std::string literal(double v, CT c) const = 0;         // exact: no decimal rounding
+  virtual std::string int_literal(int64_t v) const = 0;          // i64 literal
+  virtual std::string convert(const std::string& x, CT from, CT to) const = 0;
+  // f32/f64 math: fn is the C name of the double function ("exp", "log", "sqrt", "sin", "cos",
+  // "tanh", "erf", "floor", "ceil", "rint", "fabs", "pow"); the dialect picks the f32 form.
+  virtual std::string math(std::string_view fn, CT c, const std::vector<std::string>& args) const = 0;
+  // Loads `buffer[index]` (index an i64 expression) of storage type t as its compute type.
+  virtual std::string load(DType t, const std::string& buffer, const std::string& index) const = 0;
+  // A statement storing compute value x (already of compute type of t) into buffer[index].
+  virtual std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const = 0;
+  // x (f32) rounded to f16 or bf16 and back.
+  virtual std::string round_to(DType t, const std::string& x) const = 0;
+  // x (i64) wrapped to 32 bits and sign-extended back.
+  virtual std::string wrap_i32(const std::string& x) const = 0;
+  // x^y for i64 (integer power; negative exponents as the reference does).
+  virtual std::string ipow(const std::string& x, const std::string& y) const = 0;
+  virtual std::string isnan(const std::string& x, CT c) const = 0;
+  // The name of buffer b and of symbol s as the kernel sees them.
+  virtual std::string buffer_name(int32_t b) const { return "b" + std::to_string(b); }
+  virtual std::string symbol_name(SymbolId s) const { return "s" + std::to_string(s); }
+};
+
+// A scope of loop variables: one i64 expression per domain dim ("" where not bound), and the
+// values already computed in it (reused by inner scopes).
+struct Scope {
+  std::vector<std::string> vars;
+  std::map<int32_t, Value> memo;
+  const Scope* parent = nullptr;
+  const Value* find(int32_t i) const;
+  Scope child() const;  // same vars, this as parent
+};
+
+class KernelPrinter {
+ public:
+  KernelPrinter(const schedule::Kernel& k, const schedule::Schedule& s, const Dialect& d,
+                bool emulate_precision_casts = false);
+
+  // Statements go to out() at the current indentation.
+  std::ostringstream& out() { return out_; }
+  void line(const std::string& text);
+  void indent() { depth_ += 1; }
+  void dedent() { depth_ -= 1; }
+  std::string temp(const std::string& prefix = "t") { return prefix + std::to_string(tmp_++); }
+  // `const T name = expr;` and returns name.
+  std::string let(CT c, const std::string& expr);
+
+  // A symbolic size as an i64 expression over the symbols.
+  std::string sym(const SymInt& s) const;
+  // An affine index over the scope's variables.
+  std::string affine(const schedule::Affine& a, const Scope& sc) const;
+  // The value of instruction i (emitting what it needs); reductions' results are read from
+  // reduction_result(i), which the target's codegen binds.
+  Value value(int32_t i, Scope& sc);
+  void store(const schedule::Store& st, Scope& sc);
+  // Converts to dtype t's compute type with t's rounding or wrapping.
+  Value to_dtype(const Value& x, DType t);
+  Value convert(const Value& x, CT to);
+
+  // Where the target keeps the result of reduction instruction i (an expression of its dtype's
+  // compute type); must be set before a value depending on it is asked for.
+  std::map<int32_t, std::string>& reduction_results() { return reductions_; }
+
+  const schedule::Kernel& kernel() const { return k_; }
+  const schedule::Schedule& schedule() const { return s_; }
+  const Dialect& dialect() const { return d_; }
+  DType buffer_dtype(int32_t b) const { return s_.buffers[static_cast<size_t>(b)].dtype; }
+
+ private:
+  const schedule::Kernel& k_;
+  const schedule::Schedule& s_;
+  const Dialect& d_;
+  bool emulate_;
+  std::ostringstream out_;
+  int depth_ = 1;
+  int tmp_ = 0;
+  std::map<int32_t, std::string> reductions_;
+
+  Value narrow(const Value& x, DType t);
+  Value pointwise(const schedule::Instr& in, Scope& sc);
+};
+
+}  // namespace kiln::cstyle

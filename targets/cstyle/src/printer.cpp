@@ -1,0 +1,239 @@
+// The shared C-style printer: kernel IR values as C statements (see printer.h). Mirrors the CPU
+// codegen's numerics op for op, so every target computes what the reference computes.
+#include "kiln/cstyle/printer.h"
+
+#include <cmath>
+
+#include "kiln/graph/error.h"
+
+namespace kiln::cstyle {
+
+using schedule::Affine;
+using schedule::Instr;
+using schedule::InstrKind;
+
+CT compute_type(DType t) {
+  switch (t) {
+    case DType::f32: case DType::f16: case DType::bf16: return CT::f32;
+    case DType::f64: return CT::f64;
+    case DType::i32: case DType::i64: return CT::i64;
+    case DType::bool_: return CT::b;
+  }
+  return CT::f32;
+}
+
+const Value* Scope::find(int32_t i) const {
+  for (const Scope* s = this; s; s = s->parent) {
+    auto it = s->memo.find(i);
+    if (it != s->memo.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+Scope Scope::child() const {
+  Scope c;
+  c.vars = vars;
+  c.parent = this;
+  return c;
+}
+
+KernelPrinter::KernelPrinter(const schedule::Kernel& k, const schedule::Schedule& s, const Dialect& d, bool emulate)
+    : k_(k), s_(s), d_(d), emulate_(emulate) {}
+
+void KernelPrinter::line(const std::string& text) {
+  for (int i = 0; i < depth_; ++i) out_ << "  ";
+  out_ << text << "\n";
+}
+
+std::string KernelPrinter::let(CT c, const std::string& expr) {
+  const std::string name = temp();
+  line("const " + d_.type(c) + " " + name + " = " + expr + ";");
+  return name;
+}
+
+std::string KernelPrinter::sym(const SymInt& s) const {
+  if (s.is_static()) return d_.int_literal(s.hint());
+  std::string acc;
+  for (const SymTerm& term : s.expr().terms()) {
+    std::string t = term.coeff == 1 ? "" : d_.int_literal(term.coeff);
+    for (SymbolId id : term.symbols) t += (t.empty() ? "" : "*") + d_.symbol_name(id);
+    if (t.empty()) t = d_.int_literal(term.coeff);
+    acc += (acc.empty() ? "" : " + ") + t;
+  }
+  return "(" + (acc.empty() ? d_.int_literal(0) : acc) + ")";
+}
+
+std::string KernelPrinter::affine(const Affine& a, const Scope& sc) const {
+  std::string acc = a.offset == 0 ? "" : sym(a.offset);
+  for (size_t v = 0; v < a.coeffs.size(); ++v) {
+    if (a.coeffs[v] == 0) continue;
+    KILN_CHECK(!sc.vars[v].empty(), "codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
+    const std::string term = a.coeffs[v] == 1 ? sc.vars[v] : sym(a.coeffs[v]) + "*" + sc.vars[v];
+    acc += (acc.empty() ? "" : " + ") + term;
+  }
+  return acc.empty() ? d_.int_literal(0) : "(" + acc + ")";
+}
+
+Value KernelPrinter::convert(const Value& x, CT to) {
+  if (x.ct == to) return x;
+  return {d_.convert(x.v, x.ct, to), to};
+}
+
+Value KernelPrinter::narrow(const Value& x, DType t) {
+  switch (t) {
+    case DType::i32: return {let(CT::i64, d_.wrap_i32(x.v)), CT::i64};
+    case DType::f16: case DType::bf16: return {let(CT::f32, d_.round_to(t, x.v)), CT::f32};
+    default: return x;
+  }
+}
+
+Value KernelPrinter::to_dtype(const Value& x, DType t) { return narrow(convert(x, compute_type(t)), t); }
+
+Value KernelPrinter::value(int32_t i, Scope& sc) {
+  if (const Value* v = sc.find(i)) return *v;
+  const Instr& in = k_.instrs[static_cast<size_t>(i)];
+  Value r;
+  switch (in.kind) {
+    case InstrKind::constant: r = {d_.literal(in.value, compute_type(in.dtype)), compute_type(in.dtype)}; break;
+    case InstrKind::size: r = {sym(in.size), CT::i64}; break;
+    case InstrKind::index: r = {let(CT::i64, affine(in.index, sc)), CT::i64}; break;
+    case InstrKind::load: {
+      const DType t = buffer_dtype(in.buffer);
+      const Value raw{let(compute_type(t), d_.load(t, d_.buffer_name(in.buffer), affine(in.index, sc))), compute_type(t)};
+      r = to_dtype(raw, in.dtype);
+      break;
+    }
+    case InstrKind::pointwise: r = pointwise(in, sc); break;
+    case InstrKind::reduce: {
+      auto it = reductions_.find(i);
+      KILN_CHECK(it != reductions_.end(), "codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
+      r = {it->second, compute_type(in.dtype)};
+      break;
+    }
+  }
+  sc.memo[i] = r;
+  return r;
+}
+
+void KernelPrinter::store(const schedule::Store& st, Scope& sc) {
+  const DType t = buffer_dtype(st.buffer);
+  const Value x = convert(value(st.value, sc), compute_type(t));
+  line(d_.store(t, d_.buffer_name(st.buffer), affine(st.index, sc), x.v));
+}
+
+Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
+  std::vector<Value> a;
+  std::vector<DType> at;
+  for (int32_t x : in.args) {
+    a.push_back(value(x, sc));
+    at.push_back(k_.instrs[static_cast<size_t>(x)].dtype);
+  }
+  const DType out = in.dtype;
+  const CT oc = compute_type(out);
+  auto v = [&](CT c, const std::string& e) { return Value{let(c, e), c}; };
+  auto finish = [&](const Value& x) { return emulate_ ? narrow(x, out) : x; };
+  auto lit = [&](double x, CT c) { return d_.literal(x, c); };
+  auto sel = [](const std::string& c, const std::string& x, const std::string& y) {
+    return "(" + c + " ? " + x + " : " + y + ")";
+  };
+  switch (in.op) {
+    case OpId::cast: return to_dtype(a[0], out);
+    case OpId::logical_not: return v(CT::b, "!" + convert(a[0], CT::b).v);
+    case OpId::isnan:
+      if (!is_float(a[0].ct)) return {d_.literal(0, CT::b), CT::b};
+      return v(CT::b, d_.isnan(a[0].v, a[0].ct));
+    case OpId::logical_and:
+    case OpId::logical_or:
+      return v(CT::b, "(" + convert(a[0], CT::b).v + (in.op == OpId::logical_and ? " && " : " || ") +
+                          convert(a[1], CT::b).v + ")");
+    case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge: {
+      const DType ct = promote_types(at[0], at[1]);
+      const CT c = is_floating(ct) ? (ct == DType::f64 ? CT::f64 : CT::f32) : CT::i64;
+      static const std::map<OpId, const char*> ops{{OpId::eq, " == "}, {OpId::ne, " != "}, {OpId::lt, " < "},
+                                                   {OpId::le, " <= "}, {OpId::gt, " > "},  {OpId::ge, " >= "}};
+      return v(CT::b, "(" + convert(a[0], c).v + ops.at(in.op) + convert(a[1], c).v + ")");
+    }
+    case OpId::where:
+      return v(oc, sel(convert(a[0], CT::b).v, to_dtype(a[1], out).v, to_dtype(a[2], out).v));
+    default: break;
+  }
+  // Operands of another dtype are first converted to the op's, rounding or wrapping as the
+  // reference does.
+  auto operand = [&](size_t k, CT c) { return at[k] == out ? convert(a[k], c) : convert(to_dtype(a[k], out), c); };
+  if (is_float(oc)) {
+    const CT c = oc;
+    std::vector<std::string> x;
+    for (size_t k = 0; k < a.size(); ++k) x.push_back(operand(k, c).v);
+    auto m = [&](std::string_view fn, std::vector<std::string> args) { return d_.math(fn, c, args); };
+    auto sigmoid = [&](const std::string& y) {
+      return "(" + lit(1, c) + " / (" + lit(1, c) + " + " + m("exp", {"-" + y}) + "))";
+    };
+    switch (in.op) {
+      case OpId::neg: return finish(v(c, "(-" + x[0] + ")"));
+      case OpId::abs: return finish(v(c, m("fabs", {x[0]})));
+      case OpId::exp: return finish(v(c, m("exp", {x[0]})));
+      case OpId::log: return finish(v(c, m("log", {x[0]})));
+      case OpId::sqrt: return finish(v(c, m("sqrt", {x[0]})));
+      case OpId::rsqrt: return finish(v(c, "(" + lit(1, c) + " / " + m("sqrt", {x[0]}) + ")"));
+      case OpId::reciprocal: return finish(v(c, "(" + lit(1, c) + " / " + x[0] + ")"));
+      case OpId::sin: return finish(v(c, m("sin", {x[0]})));
+      case OpId::cos: return finish(v(c, m("cos", {x[0]})));
+      case OpId::tanh: return finish(v(c, m("tanh", {x[0]})));
+      case OpId::sigmoid: return finish(v(c, sigmoid(x[0])));
+      case OpId::silu: return finish(v(c, "(" + x[0] + " * " + sigmoid(x[0]) + ")"));
+      case OpId::erf: return finish(v(c, m("erf", {x[0]})));
+      case OpId::gelu: {
+        std::string inner;
+        if (in.attrs.s(0) == "tanh") {
+          const std::string u = "(" + x[0] + " + " + lit(0.044715, c) + " * " + x[0] + " * " + x[0] + " * " + x[0] + ")";
+          inner = m("tanh", {lit(0.79788456080286535588, c) + " * " + u});
+        } else {
+          inner = m("erf", {x[0] + " * " + lit(0.70710678118654752440, c)});
+        }
+        return finish(v(c, "(" + lit(0.5, c) + " * " + x[0] + " * (" + lit(1, c) + " + " + inner + "))"));
+      }
+      case OpId::relu: return finish(v(c, sel(x[0] + " <= " + lit(0, c), lit(0, c), x[0])));
+      case OpId::floor: return finish(v(c, m("floor", {x[0]})));
+      case OpId::ceil: return finish(v(c, m("ceil", {x[0]})));
+      case OpId::round: return finish(v(c, m("rint", {x[0]})));
+      case OpId::sign:
+        return finish(v(c, sel(x[0] + " > " + lit(0, c), lit(1, c), sel(x[0] + " < " + lit(0, c), lit(-1, c), x[0]))));
+      case OpId::add: return finish(v(c, "(" + x[0] + " + " + x[1] + ")"));
+      case OpId::sub: return finish(v(c, "(" + x[0] + " - " + x[1] + ")"));
+      case OpId::mul: return finish(v(c, "(" + x[0] + " * " + x[1] + ")"));
+      case OpId::div: return finish(v(c, "(" + x[0] + " / " + x[1] + ")"));
+      case OpId::pow: return finish(v(c, m("pow", {x[0], x[1]})));
+      case OpId::maximum:
+      case OpId::minimum: {
+        const std::string better = x[0] + (in.op == OpId::maximum ? " > " : " < ") + x[1];
+        const std::string nan = "(" + d_.isnan(x[0], c) + " || " + d_.isnan(x[1], c) + ")";
+        return finish(v(c, sel(nan, lit(NAN, c), sel(better, x[0], x[1]))));
+      }
+      default: break;
+    }
+  } else {
+    // Integer (and bool) arithmetic in i64, wrapped to the output's width.
+    std::vector<std::string> x;
+    for (size_t k = 0; k < a.size(); ++k) x.push_back(convert(operand(k, CT::i64), CT::i64).v);
+    const std::string zero = d_.int_literal(0);
+    std::string r;
+    switch (in.op) {
+      case OpId::neg: r = "(-" + x[0] + ")"; break;
+      case OpId::abs: r = sel(x[0] + " < " + zero, "(-" + x[0] + ")", x[0]); break;
+      case OpId::relu: r = sel(x[0] + " > " + zero, x[0], zero); break;
+      case OpId::floor: case OpId::ceil: case OpId::round: r = x[0]; break;
+      case OpId::sign: r = sel(x[0] + " > " + zero, d_.int_literal(1), sel(x[0] + " < " + zero, d_.int_literal(-1), zero)); break;
+      case OpId::add: r = "(" + x[0] + " + " + x[1] + ")"; break;
+      case OpId::sub: r = "(" + x[0] + " - " + x[1] + ")"; break;
+      case OpId::mul: r = "(" + x[0] + " * " + x[1] + ")"; break;
+      case OpId::pow: r = d_.ipow(x[0], x[1]); break;
+      case OpId::maximum: r = sel(x[0] + " > " + x[1], x[0], x[1]); break;
+      case OpId::minimum: r = sel(x[0] + " < " + x[1], x[0], x[1]); break;
+      default: fail("codegen: ", op_name(in.op), " has no integer form (kernel ", k_.name, ")");
+    }
+    return to_dtype(v(CT::i64, r), out);
+  }
+  fail("codegen: no code for op ", op_name(in.op), " (kernel ", k_.name, ")");
+}
+
+}  // namespace kiln::cstyle

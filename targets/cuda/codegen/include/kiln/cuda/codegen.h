@@ -1,0 +1,41 @@
+// targets/cuda/codegen: Schedule -> KernelPlan for NVIDIA GPUs, as CUDA C text (for NVRTC).
+//
+// Portable C++ (no CUDA library), so it also runs in the browser. Values are printed by the
+// C-style printer shared with the Vulkan codegen (targets/cstyle); this file writes the thread
+// structure around them. Each kernel is `extern "C" __global__ void name(<buffer pointers in
+// buffer-id order>, <every plan symbol as long long, in id order>)` with the launch in the
+// plan (PlanLaunch):
+// - pointwise: a grid-stride loop over the flattened domain, one element per thread per step;
+// - reductions, row strategy (reduced dims contiguous): one block per outer point, threads stride
+//   over the inner dims, warp shuffles then shared memory combine each pass's partials, and the
+//   result is broadcast to the block for the next pass and the epilogue;
+// - reductions, column strategy (reduced dims strided): a block covers 32 consecutive outer points
+//   (coalesced) with 8 groups of threads splitting the inner dims, combined in shared memory;
+// - matmul: the runtime multiplies through cuBLASLt (PlanKernel::gemm); the generated kernel is
+//   the epilogue, a pointwise kernel over the product (absent when there is none).
+// Reductions combine partials in a fixed order, so results are deterministic run to run.
+#pragma once
+
+#include "kiln/graph/graph.h"
+#include "kiln/plan/plan.h"
+#include "kiln/schedule/schedule.h"
+
+namespace kiln::cuda {
+
+struct CodegenOptions {
+  bool emulate_precision_casts = false;  // round f16/bf16 after every op
+  int64_t pointwise_block = 256;         // threads per block of pointwise kernels
+  int64_t pointwise_items_per_thread = 4;  // grid sized for this many elements per thread
+  static CodegenOptions from_config();
+};
+
+// The plan of a schedule for target "cuda".
+plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options = CodegenOptions::from_config());
+
+// Graph -> Schedule -> KernelPlan with the options of sdk/config.
+plan::KernelPlan generate_plan(const Graph& g);
+
+// Declarations and helpers every kernel's source needs (the plan's prelude).
+const char* prelude();
+
+}  // namespace kiln::cuda

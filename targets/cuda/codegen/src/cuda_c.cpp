@@ -1,0 +1,628 @@
+// Kernel IR -> CUDA C (see codegen.h for the strategies). Values come from the shared C-style
+// printer; this file writes parameters, the thread structure and the reductions' combines.
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "kiln/config/config.h"
+#include "kiln/cstyle/printer.h"
+#include "kiln/cuda/codegen.h"
+#include "kiln/graph/error.h"
+
+namespace kiln::cuda {
+
+using cstyle::CT;
+using cstyle::KernelPrinter;
+using cstyle::Scope;
+using cstyle::Value;
+using schedule::Instr;
+using schedule::InstrKind;
+using schedule::Kernel;
+using schedule::KernelKind;
+using schedule::ReduceKind;
+
+CodegenOptions CodegenOptions::from_config() {
+  CodegenOptions o;
+  o.emulate_precision_casts = config::get<bool>("emulate_precision_casts");
+  return o;
+}
+
+namespace {
+
+const char* storage_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16: case DType::bf16: return "unsigned short";
+    case DType::i32: return "int";
+    case DType::i64: return "long long";
+    case DType::bool_: return "unsigned char";
+  }
+  return "?";
+}
+
+struct CudaDialect final : cstyle::Dialect {
+  std::string type(CT c) const override {
+    switch (c) {
+      case CT::f32: return "float";
+      case CT::f64: return "double";
+      case CT::i64: return "long long";
+      case CT::b: return "bool";
+    }
+    return "?";
+  }
+  std::string literal(double v, CT c) const override {
+    switch (c) {
+      case CT::b: return v != 0.0 ? "true" : "false";
+      case CT::i64: return int_literal(static_cast<int64_t>(v));
+      case CT::f32: {
+        const float f = static_cast<float>(v);
+        if (std::isnan(f)) return "__int_as_float(0x7fc00000)";
+        if (std::isinf(f)) return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+        return decimal(static_cast<double>(f), "%.9g", "f");
+      }
+      case CT::f64:
+        if (std::isnan(v)) return "__longlong_as_double(0x7ff8000000000000LL)";
+        if (std::isinf(v)) return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)" : "__longlong_as_double(0xfff0000000000000LL)";
+        return decimal(v, "%.17g", "");
+    }
+    return "0";
+  }
+  // Shortest exact decimal form (%.9g round-trips every float, %.17g every double), always
+  // with a '.' or an exponent so it parses as floating point; parenthesised when negative.
+  static std::string decimal(double v, const char* fmt, const char* suffix) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    s += suffix;
+    return s[0] == '-' ? "(" + s + ")" : s;
+  }
+  std::string int_literal(int64_t v) const override {
+    if (v == INT64_MIN) return "(-9223372036854775807LL - 1LL)";
+    return v < 0 ? "(" + std::to_string(v) + "LL)" : std::to_string(v) + "LL";
+  }
+  std::string convert(const std::string& x, CT from, CT to) const override {
+    if (to == CT::b) return "(" + x + " != " + literal(0, from) + ")";
+    if (from == CT::b) return "(" + x + " ? " + literal(1, to) + " : " + literal(0, to) + ")";
+    return "((" + type(to) + ")" + x + ")";
+  }
+  std::string math(std::string_view fn, CT c, const std::vector<std::string>& args) const override {
+    std::string name(fn);
+    if (c == CT::f32) name += "f";
+    std::string s = name + "(";
+    for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i];
+    return s + ")";
+  }
+  std::string load(DType t, const std::string& buffer, const std::string& index) const override {
+    const std::string e = buffer + "[" + index + "]";
+    switch (t) {
+      case DType::f16: return "kiln_h2f(" + e + ")";
+      case DType::bf16: return "kiln_bf2f(" + e + ")";
+      case DType::i32: return "((long long)" + e + ")";
+      case DType::bool_: return "(" + e + " != 0)";
+      default: return e;
+    }
+  }
+  std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
+    std::string v = x;
+    switch (t) {
+      case DType::f16: v = "kiln_f2h(" + x + ")"; break;
+      case DType::bf16: v = "kiln_f2bf(" + x + ")"; break;
+      case DType::i32: v = "(int)" + x; break;
+      case DType::bool_: v = "(unsigned char)" + x; break;
+      default: break;
+    }
+    return buffer + "[" + index + "] = " + v + ";";
+  }
+  std::string round_to(DType t, const std::string& x) const override {
+    return t == DType::f16 ? "kiln_h2f(kiln_f2h(" + x + "))" : "kiln_bf2f(kiln_f2bf(" + x + "))";
+  }
+  std::string wrap_i32(const std::string& x) const override { return "((long long)(int)" + x + ")"; }
+  std::string ipow(const std::string& x, const std::string& y) const override { return "kiln_ipow(" + x + ", " + y + ")"; }
+  std::string isnan(const std::string& x, CT) const override { return "(" + x + " != " + x + ")"; }
+};
+
+const CudaDialect kDialect;
+
+constexpr const char* kPrelude = R"(// Kiln CUDA kernels (NVRTC)
+__device__ __forceinline__ float kiln_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short kiln_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float kiln_bf2f(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
+__device__ __forceinline__ unsigned short kiln_f2bf(float f) { unsigned short b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b; }
+__device__ __forceinline__ long long kiln_ipow(long long b, long long e) {
+  if (e < 0) return 0;
+  long long r = 1;
+  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  return r;
+}
+)";
+
+// Column strategy: outer points per block (one warp's width, so loads coalesce) and thread
+// groups splitting the inner dims.
+constexpr int64_t kColumnLanes = 32;
+constexpr int64_t kColumnGroups = 8;
+
+// Column strategy when the reduced dims are the strided ones (as the CPU codegen decides).
+bool uses_column_strategy(const Kernel& k) {
+  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
+  if (k.kind != KernelKind::reduction || no == 0 || no == n) return false;
+  bool outer_unit = false, inner_unit = false;
+  for (const Instr& in : k.instrs) {
+    if (in.kind != InstrKind::load || !in.inner) continue;
+    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
+    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
+  }
+  return outer_unit && !inner_unit;
+}
+
+// Threads per block of a row reduction: about 8 inner elements per thread, 32 to 512.
+int64_t row_block(int64_t inner) {
+  int64_t b = 32;
+  while (b < 512 && b * 8 < inner) b *= 2;
+  return b;
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o)
+      : k_(k), s_(s), o_(o), p_(k, s, kDialect, o.emulate_precision_casts) {}
+
+  // The kernel's source and its launch.
+  std::string emit(plan::PlanLaunch& launch) {
+    const int64_t block = choose_block();
+    launch.block = block;
+    if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
+      if (uses_column_strategy(k_)) {
+        launch.items_per_block = kColumnLanes;
+        emit_column();
+      } else {
+        emit_row();
+      }
+    } else {
+      launch.items_per_block = block * o_.pointwise_items_per_thread;
+      emit_pointwise();
+    }
+    std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " + k_.name + "(" +
+                      params() + ") {\n" + p_.out().str() + "}\n";
+    return src;
+  }
+
+ private:
+  const Kernel& k_;
+  const schedule::Schedule& s_;
+  const CodegenOptions& o_;
+  KernelPrinter p_;
+
+  int64_t choose_block() const {
+    if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return o_.pointwise_block;
+    if (uses_column_strategy(k_)) return kColumnLanes * kColumnGroups;
+    return row_block(inner_extent().evaluate(s_.graph.shapes().examples()));
+  }
+
+  SymInt inner_extent() const {
+    SymInt n = 1;
+    for (size_t d = static_cast<size_t>(k_.num_outer); d < k_.domain.size(); ++d) n = n * k_.domain[d];
+    return n;
+  }
+
+  // Buffers in id order (pointers; const where only read; __restrict__ unless two of them share
+  // memory, as in-place intermediates do), then every plan symbol.
+  std::string params() const {
+    std::set<int32_t> bufs;
+    for (int32_t b : k_.reads()) bufs.insert(b);
+    const std::vector<int32_t> writes = k_.writes();
+    for (int32_t b : writes) bufs.insert(b);
+    std::map<std::string, int> memories;
+    auto memory_of = [&](int32_t b) {
+      const schedule::Buffer& buf = s_.buffers[static_cast<size_t>(b)];
+      return buf.kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf.slot) : "b" + std::to_string(b);
+    };
+    for (int32_t b : bufs) memories[memory_of(b)] += 1;
+    std::string out;
+    for (int32_t b : bufs) {
+      const bool written = std::find(writes.begin(), writes.end(), b) != writes.end();
+      const bool shared = memories[memory_of(b)] > 1;
+      out += out.empty() ? "" : ", ";
+      out += std::string(written ? "" : "const ") + storage_type(s_.buffers[static_cast<size_t>(b)].dtype) +
+             (shared ? "* " : "* __restrict__ ") + kDialect.buffer_name(b);
+    }
+    for (const SymbolInfo& sym : s_.graph.shapes().symbols())
+      out += (out.empty() ? "" : ", ") + std::string("long long ") + kDialect.symbol_name(sym.id);
+    return out;
+  }
+
+  // Splits flat (an expression) over dims [first, last) into sc.vars, row-major.
+  void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
+    std::string rest = flat;
+    for (size_t d = last; d-- > first;) {
+      if (d == first) {
+        sc.vars[d] = rest;
+        break;
+      }
+      const std::string e = p_.sym(k_.domain[d]);
+      sc.vars[d] = p_.let(CT::i64, rest + " % " + e);
+      rest = p_.let(CT::i64, rest + " / " + e);
+    }
+  }
+
+  void emit_pointwise() {
+    const size_t n = k_.domain.size();
+    SymInt total = 1;
+    for (const SymInt& e : k_.domain) total = total * e;
+    p_.line("const long long total = " + p_.sym(total) + ";");
+    p_.line("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {");
+    p_.indent();
+    Scope sc;
+    sc.vars.assign(n, "");
+    if (n > 0) unflatten("i", 0, n, sc);
+    for (const schedule::Store& st : k_.stores) p_.store(st, sc);
+    p_.dedent();
+    p_.line("}");
+  }
+
+  // ---- reductions ----
+  struct Component {
+    CT ct;
+    std::string name;
+  };
+  // The running state of reduction r (its components) under a name prefix.
+  std::vector<Component> state(int32_t r, const std::string& prefix) const {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const CT c = cstyle::compute_type(in.dtype);
+    const CT ac = cstyle::compute_type(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: return {{c, prefix + "_acc"}};
+      case ReduceKind::max: case ReduceKind::min:
+        if (cstyle::is_float(ac)) return {{ac, prefix + "_acc"}, {CT::b, prefix + "_nan"}};
+        return {{ac, prefix + "_acc"}};
+      case ReduceKind::argmax: case ReduceKind::argmin: {
+        const CT vc = ac == CT::b ? CT::i64 : ac;
+        if (cstyle::is_float(vc)) return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}, {CT::b, prefix + "_nan"}};
+        return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}};
+      }
+    }
+    return {};
+  }
+  std::vector<std::string> initial(int32_t r) const {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const std::vector<Component> st = state(r, "");
+    const bool mx = in.reduce == ReduceKind::max || in.reduce == ReduceKind::argmax;
+    auto extreme = [&](CT c) {
+      if (cstyle::is_float(c)) return kDialect.literal(mx ? -INFINITY : INFINITY, c);
+      if (c == CT::i64) return kDialect.int_literal(mx ? INT64_MIN : INT64_MAX);
+      return std::string(mx ? "false" : "true");
+    };
+    switch (in.reduce) {
+      case ReduceKind::sum: return {kDialect.literal(0, st[0].ct)};
+      case ReduceKind::prod: return {kDialect.literal(1, st[0].ct)};
+      case ReduceKind::max: case ReduceKind::min:
+        if (st.size() == 2) return {extreme(st[0].ct), "false"};
+        return {extreme(st[0].ct)};
+      case ReduceKind::argmax: case ReduceKind::argmin:
+        if (st.size() == 3) return {extreme(st[0].ct), kDialect.int_literal(INT64_MAX), "false"};
+        return {extreme(st[0].ct), kDialect.int_literal(INT64_MAX)};
+    }
+    return {};
+  }
+  // Statements folding state `b` (expressions) into state `a` (variables) of reduction r.
+  void merge(int32_t r, const std::vector<Component>& a, const std::vector<std::string>& b) {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const CT c = a[0].ct;
+    switch (in.reduce) {
+      case ReduceKind::sum: p_.line(a[0].name + " += " + b[0] + ";"); return;
+      case ReduceKind::prod: p_.line(a[0].name + " *= " + b[0] + ";"); return;
+      case ReduceKind::max: case ReduceKind::min: {
+        const bool mx = in.reduce == ReduceKind::max;
+        if (cstyle::is_float(c)) {
+          p_.line(a[0].name + " = " + kDialect.math(mx ? "fmax" : "fmin", c, {a[0].name, b[0]}) + ";");
+          p_.line(a[1].name + " = " + a[1].name + " || " + b[1] + ";");
+        } else if (c == CT::i64) {
+          p_.line(a[0].name + " = " + b[0] + (mx ? " > " : " < ") + a[0].name + " ? " + b[0] + " : " + a[0].name + ";");
+        } else {
+          p_.line(a[0].name + " = " + a[0].name + (mx ? " || " : " && ") + b[0] + ";");
+        }
+        return;
+      }
+      case ReduceKind::argmax: case ReduceKind::argmin: {
+        const char* better = in.reduce == ReduceKind::argmax ? " > " : " < ";
+        const std::string tie = "(" + b[0] + " == " + a[0].name + " && " + b[1] + " < " + a[1].name + ")";
+        std::string take = "(" + b[0] + better + a[0].name + " || " + tie + ")";
+        if (a.size() == 3)
+          take = "(" + b[2] + " ? (!" + a[2].name + " || " + b[1] + " < " + a[1].name + ") : (!" + a[2].name + " && " + take + "))";
+        p_.line("if (" + take + ") {");
+        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + a[i].name + " = " + b[i] + ";");
+        p_.line("}");
+        return;
+      }
+    }
+  }
+  // The state an element x (at inner position j) contributes.
+  std::vector<std::string> element(int32_t r, const Value& x0, const std::string& j) {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const std::vector<Component> st = state(r, "");
+    const Value x = p_.convert(x0, st[0].ct);
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: return {x.v};
+      case ReduceKind::max: case ReduceKind::min:
+        if (st.size() == 2) return {x.v, kDialect.isnan(x.v, x.ct)};
+        return {x.v};
+      case ReduceKind::argmax: case ReduceKind::argmin:
+        if (st.size() == 3) return {x.v, j, kDialect.isnan(x.v, x.ct)};
+        return {x.v, j};
+    }
+    return {};
+  }
+  // The reduction's value from its final state (of the instruction's dtype's compute type).
+  std::string finish(int32_t r, const std::vector<std::string>& st) {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const std::vector<Component> comps = state(r, "");
+    Value v;
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: v = {st[0], comps[0].ct}; break;
+      case ReduceKind::max: case ReduceKind::min:
+        v = {st[0], comps[0].ct};
+        if (comps.size() == 2) v.v = "(" + st[1] + " ? " + kDialect.literal(NAN, v.ct) + " : " + st[0] + ")";
+        break;
+      case ReduceKind::argmax: case ReduceKind::argmin: v = {st[1], CT::i64}; break;
+    }
+    return p_.to_dtype(v, in.dtype).v;
+  }
+
+  std::vector<int32_t> reductions_of_pass(int32_t pass) const {
+    std::vector<int32_t> reds;
+    for (size_t i = 0; i < k_.instrs.size(); ++i)
+      if (k_.instrs[i].kind == InstrKind::reduce && k_.instrs[i].pass - 1 == pass) reds.push_back(static_cast<int32_t>(i));
+    return reds;
+  }
+
+  void declare_state(int32_t r) {
+    const std::vector<Component> st = state(r, "a" + std::to_string(r));
+    const std::vector<std::string> init = initial(r);
+    for (size_t i = 0; i < st.size(); ++i) p_.line(kDialect.type(st[i].ct) + " " + st[i].name + " = " + init[i] + ";");
+  }
+
+  // One step of pass `pass` at the inner point of scope sc (inner flat position j).
+  void pass_step(int32_t pass, const std::vector<int32_t>& reds, Scope& sc, const std::string& j) {
+    for (int32_t r : reds) {
+      const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
+      merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
+    }
+    for (const schedule::Store& st : k_.stores)
+      if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) p_.store(st, sc);
+  }
+
+  void shared_arrays(int32_t r, int64_t entries) {
+    for (const Component& c : state(r, "sh" + std::to_string(r)))
+      p_.line("__shared__ " + kDialect.type(c.ct) + " " + c.name + "[" + std::to_string(entries) + "];");
+  }
+
+  // A shuffle of component value x across the warp (xor lane mask `off`).
+  static std::string shuffle(const Component& c, const std::string& x, const std::string& off) {
+    if (c.ct == CT::b) return "(__shfl_xor_sync(0xffffffffu, (int)" + x + ", " + off + ") != 0)";
+    return "__shfl_xor_sync(0xffffffffu, " + x + ", " + off + ")";
+  }
+
+  void warp_combine(int32_t r, const std::vector<Component>& a) {
+    p_.line("for (int off = 16; off > 0; off >>= 1) {");
+    p_.indent();
+    std::vector<std::string> other;
+    for (const Component& c : a) {
+      const std::string o = p_.temp("o");
+      p_.line(kDialect.type(c.ct) + " " + o + " = " + shuffle(c, c.name, "off") + ";");
+      other.push_back(o);
+    }
+    merge(r, a, other);
+    p_.dedent();
+    p_.line("}");
+  }
+
+  void emit_row() {
+    const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
+    const int32_t passes = k_.num_passes();
+    for (int32_t pass = 0; pass < passes; ++pass)
+      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r, 32);
+    p_.line("const long long outer_total = " + p_.sym(k_.outer_extent()) + ";");
+    p_.line("const long long inner_total = " + p_.sym(inner_extent()) + ";");
+    p_.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;");
+    p_.line("for (long long o = blockIdx.x; o < outer_total; o += gridDim.x) {");
+    p_.indent();
+    Scope outer;
+    outer.vars.assign(n, "");
+    if (no > 0) unflatten("o", 0, no, outer);
+    for (int32_t pass = 0; pass < passes; ++pass) {
+      const std::vector<int32_t> reds = reductions_of_pass(pass);
+      for (int32_t r : reds) {
+        p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
+        declare_state(r);
+      }
+      p_.line("for (long long j = threadIdx.x; j < inner_total; j += blockDim.x) {");
+      p_.indent();
+      {
+        Scope sc = outer.child();
+        unflatten("j", no, n, sc);
+        pass_step(pass, reds, sc, "j");
+      }
+      p_.dedent();
+      p_.line("}");
+      for (int32_t r : reds) {
+        const std::string id = std::to_string(r);
+        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+        warp_combine(r, a);
+        p_.line("if (lane == 0) {");
+        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[warp] = " + a[i].name + ";");
+        p_.line("}");
+        p_.line("__syncthreads();");
+        p_.line("if (warp == 0) {");
+        p_.indent();
+        const std::vector<std::string> init = initial(r);
+        for (size_t i = 0; i < a.size(); ++i)
+          p_.line(a[i].name + " = lane < warps ? " + sh[i].name + "[lane] : " + init[i] + ";");
+        warp_combine(r, a);
+        p_.line("if (lane == 0) {");
+        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[0] = " + a[i].name + ";");
+        p_.line("}");
+        p_.dedent();
+        p_.line("}");
+        p_.line("__syncthreads();");
+        std::vector<std::string> fin;
+        for (const Component& c : sh) fin.push_back(c.name + "[0]");
+        p_.line("r" + id + " = " + finish(r, fin) + ";");
+        p_.line("__syncthreads();");
+        p_.reduction_results()[r] = "r" + id;
+      }
+    }
+    emit_outer_stores(outer, "threadIdx.x == 0");
+    p_.dedent();
+    p_.line("}");
+  }
+
+  void emit_column() {
+    const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
+    const int32_t passes = k_.num_passes();
+    const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(kColumnGroups);
+    for (int32_t pass = 0; pass < passes; ++pass)
+      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r, kColumnLanes * kColumnGroups);
+    p_.line("const long long outer_total = " + p_.sym(k_.outer_extent()) + ";");
+    p_.line("const long long inner_total = " + p_.sym(inner_extent()) + ";");
+    p_.line("const int lane = threadIdx.x % " + lanes + ", group = threadIdx.x / " + lanes + ";");
+    p_.line("for (long long ob = (long long)blockIdx.x * " + lanes + "; ob < outer_total; ob += (long long)gridDim.x * " + lanes + ") {");
+    p_.indent();
+    p_.line("const long long o = ob + lane;");
+    p_.line("const bool active = o < outer_total;");
+    Scope outer;
+    outer.vars.assign(n, "");
+    unflatten("o", 0, no, outer);
+    for (int32_t pass = 0; pass < passes; ++pass) {
+      const std::vector<int32_t> reds = reductions_of_pass(pass);
+      for (int32_t r : reds) {
+        p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
+        declare_state(r);
+      }
+      p_.line("if (active) {");
+      p_.indent();
+      p_.line("for (long long j = group; j < inner_total; j += " + groups + ") {");
+      p_.indent();
+      {
+        Scope sc = outer.child();
+        unflatten("j", no, n, sc);
+        pass_step(pass, reds, sc, "j");
+      }
+      p_.dedent();
+      p_.line("}");
+      p_.dedent();
+      p_.line("}");
+      for (int32_t r : reds) {
+        const std::string id = std::to_string(r);
+        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+        for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[threadIdx.x] = " + a[i].name + ";");
+        p_.line("__syncthreads();");
+        p_.line("if (group == 0) {");
+        p_.indent();
+        p_.line("for (int g = 1; g < " + groups + "; ++g) {");
+        p_.indent();
+        std::vector<std::string> other;
+        for (const Component& c : sh) other.push_back(c.name + "[g * " + lanes + " + lane]");
+        merge(r, a, other);
+        p_.dedent();
+        p_.line("}");
+        for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[lane] = " + a[i].name + ";");
+        p_.dedent();
+        p_.line("}");
+        p_.line("__syncthreads();");
+        std::vector<std::string> fin;
+        for (const Component& c : sh) fin.push_back(c.name + "[lane]");
+        p_.line("r" + id + " = " + finish(r, fin) + ";");
+        p_.line("__syncthreads();");
+        p_.reduction_results()[r] = "r" + id;
+      }
+    }
+    emit_outer_stores(outer, "active && group == 0");
+    p_.dedent();
+    p_.line("}");
+  }
+
+  void emit_outer_stores(const Scope& outer, const std::string& who) {
+    bool any = false;
+    for (const schedule::Store& st : k_.stores) any = any || !k_.store_is_inner(st);
+    if (!any) return;
+    p_.line("if (" + who + ") {");
+    p_.indent();
+    Scope sc = outer.child();
+    for (const schedule::Store& st : k_.stores)
+      if (!k_.store_is_inner(st)) p_.store(st, sc);
+    p_.dedent();
+    p_.line("}");
+  }
+};
+
+plan::PlanGemm plan_gemm(const schedule::Gemm& g) {
+  plan::PlanGemm p;
+  p.a = g.a;
+  p.b = g.b;
+  p.c = g.c;
+  p.dtype = g.dtype;
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.batch = g.batch;
+  p.a_batch_strides = g.a_batch_strides;
+  p.b_batch_strides = g.b_batch_strides;
+  p.a_offset = g.a_offset;
+  p.b_offset = g.b_offset;
+  p.a_row_stride = g.a_row_stride;
+  p.a_col_stride = g.a_col_stride;
+  p.b_row_stride = g.b_row_stride;
+  p.b_col_stride = g.b_col_stride;
+  return p;
+}
+
+}  // namespace
+
+const char* prelude() { return kPrelude; }
+
+plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
+  plan::KernelPlan p = plan::plan_skeleton(s, "cuda");
+  p.prelude = kPrelude;
+  for (const Kernel& k : s.kernels) {
+    plan::PlanKernel pk;
+    pk.name = k.name;
+    pk.kind = std::string(schedule::kernel_kind_name(k.kind));
+    pk.provenance = k.provenance;
+    pk.reads = k.reads();
+    pk.writes = k.writes();
+    if (k.reference) {
+      pk.op = k.reference->op;
+      pk.attrs = k.reference->attrs;
+      pk.inputs = k.reference->inputs;
+      pk.output = k.reference->output;
+      p.kernels.push_back(std::move(pk));
+      continue;
+    }
+    if (k.gemm) pk.gemm = plan_gemm(*k.gemm);
+    // Reductions launch over their outer points, everything else over the whole domain.
+    if (k.kind == KernelKind::reduction && k.num_passes() > 0) {
+      pk.parallel_extent = k.outer_extent();
+    } else {
+      pk.parallel_extent = 1;
+      for (const SymInt& e : k.domain) pk.parallel_extent = pk.parallel_extent * e;
+    }
+    if (k.kind != KernelKind::matmul || !k.stores.empty()) {
+      pk.entry = k.name;
+      pk.source = KernelEmitter(k, s, options).emit(pk.launch);
+    } else {
+      pk.launch.block = options.pointwise_block;  // the gemm alone: nothing to launch after it
+    }
+    p.kernels.push_back(std::move(pk));
+  }
+  return p;
+}
+
+plan::KernelPlan generate_plan(const Graph& g) { return generate(schedule::schedule_graph(g)); }
+
+}  // namespace kiln::cuda

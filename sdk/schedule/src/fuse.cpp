@@ -71,14 +71,6 @@ bool is_reference_op(const Graph& g, const Node& n) {
   }
 }
 
-int op_cost(OpId op) {
-  switch (op) {
-    case OpId::exp: case OpId::log: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::erf:
-    case OpId::pow: case OpId::sigmoid: case OpId::gelu: case OpId::silu: return 4;
-    default: return 1;
-  }
-}
-
 // A gemm reads an operand in place when it is a strided view with a unit stride in one of its
 // last two dims (the other being a leading dimension the BLAS accepts).
 bool gemm_readable(const TensorMeta& m, const Layout& l) {
@@ -183,7 +175,7 @@ class Fuser {
           !ctx_.layout(id, nullptr)) {
         realize_node(node.inputs[0], "reshaped by " + label(id) + ", which no strides express over it");
       }
-      int c = (cat == OpCategory::layout) ? 0 : op_cost(node.op);
+      int c = (cat == OpCategory::layout) ? 0 : recompute_cost(node.op);
       for (NodeId i : node.inputs)
         if (!ctx_.realized[static_cast<size_t>(i)]) c += cost[static_cast<size_t>(i)];
       cost[k] = c;

@@ -2,6 +2,7 @@
 #include "kiln/schedule/kernel_ir.h"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "kiln/graph/error.h"
@@ -98,6 +99,53 @@ void finish_kernel(Kernel& k) {
                ": a store of an unknown value");
 
   }
+}
+
+int recompute_cost(OpId op) {
+  switch (op) {
+    case OpId::exp: case OpId::log: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::erf:
+    case OpId::pow: case OpId::sigmoid: case OpId::gelu: case OpId::silu: return 4;
+    default: return 1;
+  }
+}
+
+std::vector<int32_t> values_reused_across_passes(const Kernel& k, int min_cost) {
+  const size_t n = k.instrs.size();
+  // Cost of computing each inner value from the loads and the per-row values it reads.
+  std::vector<int> cost(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Instr& in = k.instrs[i];
+    if (!in.inner || in.kind != InstrKind::pointwise) continue;
+    cost[i] = recompute_cost(in.op);
+    for (int32_t a : in.args) cost[i] += cost[static_cast<size_t>(a)];
+  }
+  std::vector<bool> kept(n, false), seen(n, false);
+  // A value an instruction of sweep `sweep` reads; values of earlier sweeps are kept when dear,
+  // else recomputed here, so their own operands are looked at in turn.
+  std::function<void(int32_t, int32_t)> visit = [&](int32_t a, int32_t sweep) {
+    const Instr& v = k.instrs[static_cast<size_t>(a)];
+    if (!v.inner || v.pass >= sweep || seen[static_cast<size_t>(a)]) return;
+    seen[static_cast<size_t>(a)] = true;
+    if (v.kind == InstrKind::pointwise && cost[static_cast<size_t>(a)] >= min_cost) {
+      kept[static_cast<size_t>(a)] = true;
+      return;
+    }
+    for (int32_t b : v.args) visit(b, sweep);
+  };
+  for (int32_t sweep = 1; sweep < k.num_passes(); ++sweep) {
+    std::fill(seen.begin(), seen.end(), false);
+    for (size_t j = 0; j < n; ++j) {
+      const Instr& in = k.instrs[j];
+      // Reductions folded in sweep s have pass s + 1; inner values are computed in their pass.
+      const bool in_sweep = in.kind == InstrKind::reduce ? in.pass - 1 == sweep : (in.inner && in.pass == sweep);
+      if (in_sweep)
+        for (int32_t a : in.args) visit(a, sweep);
+    }
+  }
+  std::vector<int32_t> r;
+  for (size_t i = 0; i < n; ++i)
+    if (kept[i]) r.push_back(static_cast<int32_t>(i));
+  return r;
 }
 
 int32_t Kernel::num_passes() const {

@@ -179,6 +179,11 @@ class FunctionEmitter {
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> acc_, nan_, idx_;
   std::map<std::string, CT> slot_type_;
+  // Row strategy: values kept from the pass that computes them for later passes (see
+  // kept_values()): instruction -> its row scratch (an alloca of the inner extent), and the
+  // sweep being emitted.
+  std::map<int32_t, std::string> kept_;
+  int32_t sweep_ = 0;
   // Alias scopes: one per memory a kernel touches (a buffer, or an intermediate slot, which
   // buffers updated in place share), so LLVM needs no run-time overlap checks before vector
   // loops. Metadata ids start at v_.metadata_base, unique in the module.
@@ -371,6 +376,13 @@ class FunctionEmitter {
     if (const Val* v = sc.find(i)) return *v;
     const Instr& in = k_.instrs[static_cast<size_t>(i)];
     Val r;
+    if (auto kept = kept_.find(i); kept != kept_.end() && sweep_ > in.pass) {
+      const CT c = ct_of(in.dtype);
+      const std::string p = op("getelementptr ", ty(c), ", ptr ", kept->second, ", i64 ", inner_flat(sc));
+      r = {op("load ", ty(c), ", ptr ", p), c};
+      sc.memo[i] = r;
+      return r;
+    }
     switch (in.kind) {
       case InstrKind::constant: r = {lit(in.value, ct_of(in.dtype)), ct_of(in.dtype)}; break;
       case InstrKind::size: r = {sym(in.size), CT::i64}; break;
@@ -691,8 +703,12 @@ class FunctionEmitter {
         const std::string a = op("load ", ty(x.ct), ", ptr ", p);
         std::string r;
         if (is_float(x.ct)) {
-          r = op("call ", ty(x.ct), " @llvm.", mx ? "maxnum." : "minnum.", sfx(x.ct), "(", ty(x.ct), " ", a, ", ",
-                 ty(x.ct), " ", x.v, ")");
+          // nnan nsz let LLVM vectorise the fold (its min/max reductions require them). NaN is
+          // tracked by the flag below, which replaces the result at the end, so a fold that saw
+          // a NaN (whose value nnan leaves undefined) is never used; the sign of a zero maximum
+          // may differ from the reference's, as torch's vectorised kernels' does.
+          r = op("call nnan nsz ", ty(x.ct), " @llvm.", mx ? "maxnum." : "minnum.", sfx(x.ct), "(", ty(x.ct), " ", a,
+                 ", ", ty(x.ct), " ", x.v, ")");
           const std::string np = slot(nan_, i, CT::i1, sc.lane);
           const std::string f = op("load i1, ptr ", np);
           line("store i1 ", op("or i1 ", f, ", ", op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v)), ", ptr ", np);
@@ -786,8 +802,34 @@ class FunctionEmitter {
     return reds;
   }
 
+  // Inner values worth keeping from their pass for later ones (exp and the like: recomputing
+  // costs at least kKeepCost), each in a row scratch of the inner extent on the stack. Only
+  // where that extent is static and the scratches stay within kKeepBytes (so they stay in L1/L2
+  // cache between the passes); otherwise they are recomputed.
+  static constexpr int kKeepCost = 4;
+  static constexpr int64_t kKeepBytes = 64 * 1024;
+  void keep_values() {
+    SymInt inner = 1;
+    for (size_t d = static_cast<size_t>(k_.num_outer); d < k_.domain.size(); ++d) inner = inner * k_.domain[d];
+    if (!inner.is_static() || inner.hint() <= 0) return;
+    int64_t bytes = 0;
+    for (int32_t i : schedule::values_reused_across_passes(k_, kKeepCost)) {
+      const CT c = ct_of(k_.instrs[static_cast<size_t>(i)].dtype);
+      const int64_t size = inner.hint() * (c == CT::f64 || c == CT::i64 ? 8 : 4);
+      if (bytes + size > kKeepBytes) break;
+      bytes += size;
+      kept_[i] = alloca(("[" + std::to_string(inner.hint()) + " x " + ty(c) + "], align 64").c_str());
+    }
+  }
+
   // One step of pass p at the point of scope sc: fold into the accumulators, store what is due.
   void pass_body(int32_t p, const std::vector<int32_t>& reds, Scope& sc) {
+    for (const auto& [i, scratch] : kept_) {
+      if (k_.instrs[static_cast<size_t>(i)].pass != p) continue;
+      const Val x = value(i, sc);
+      const std::string q = op("getelementptr ", ty(x.ct), ", ptr ", scratch, ", i64 ", inner_flat(sc));
+      line("store ", ty(x.ct), " ", x.v, ", ptr ", q);
+    }
     std::string flat;
     for (int32_t r : reds) {
       const ReduceKind kind = k_.instrs[static_cast<size_t>(r)].reduce;
@@ -810,11 +852,13 @@ class FunctionEmitter {
     const int32_t passes = k_.num_passes();
     if (!column_strategy()) {
       // Row strategy: one outer point at a time, each pass one sweep over the inner dims.
+      keep_values();
       loop("%begin", "%end", [&](const std::string& o) {
         Scope outer;
         outer.vars.assign(n, "");
         if (no > 0) unflatten(o, 0, no, outer);
         for (int32_t p = 0; p < passes; ++p) {
+          sweep_ = p;
           const std::vector<int32_t> reds = reductions_of_pass(p);
           for (int32_t r : reds) init_acc(r, "");
           inner_loops(outer, no, [&](Scope& sc) { pass_body(p, reds, sc); });

@@ -116,6 +116,20 @@ struct Kernel {
 // not nested inside one pass); throws kiln::Error naming the kernel otherwise.
 void finish_kernel(Kernel& k);
 
+// What recomputing one op costs, in the units of the fusion rule: 1 per op, 4 for exp, log,
+// sin, cos, tanh, erf, pow, sigmoid, gelu and silu. The scheduler decides with it which values
+// to store rather than recompute in each kernel; targets decide with it which values to keep
+// between passes of one kernel.
+int recompute_cost(OpId op);
+
+// Inner values that one pass computes and a later pass reads again (softmax's exp(x - max):
+// summed in pass 1, divided by the sum in pass 2) whose recomputation from the loads costs at
+// least `min_cost`, in instruction order. A target may keep them from the pass that computes
+// them (the CPU in a row scratch, a GPU in registers) instead of computing them again; values
+// below the cost are recomputed, and whatever they need from earlier passes is looked at in
+// turn. Needs finish_kernel().
+std::vector<int32_t> values_reused_across_passes(const Kernel& k, int min_cost);
+
 // Merges adjacent outer dims (and adjacent inner dims) whenever every affine index of the
 // kernel sees them as one (coeff[d] == coeff[d+1] * extent[d+1]), so a contiguous [M, N]
 // pointwise kernel becomes one loop of M*N. Never changes what is computed.

@@ -424,6 +424,12 @@ class FunctionEmitter {
     return fbin("fdiv", c, lit(1, c), fbin("fadd", c, lit(1, c), e.v).v);
   }
 
+  // In a reduction kernel: a division of a value that varies along the row by one that does not.
+  bool divides_by_row_value(const Instr& in) const {
+    return k_.kind == KernelKind::reduction && k_.instrs[static_cast<size_t>(in.args[0])].inner &&
+           !k_.instrs[static_cast<size_t>(in.args[1])].inner;
+  }
+
   Val pointwise(const Instr& in, Scope& sc) {
     std::vector<Val> a;
     std::vector<DType> at;
@@ -512,7 +518,17 @@ class FunctionEmitter {
         case OpId::add: return finish(fbin("fadd", c, x[0], x[1]));
         case OpId::sub: return finish(fbin("fsub", c, x[0], x[1]));
         case OpId::mul: return finish(fbin("fmul", c, x[0], x[1]));
-        case OpId::div: return finish(fbin("fdiv", c, x[0], x[1]));
+        case OpId::div:
+          // Dividing a row by a per-row value (softmax's sum): one reciprocal per row, hoisted by
+          // LLVM, and a product per element instead of a divide (a divide costs as much as the
+          // exp of softmax). In f64 and rounded once, so the result is x / s rounded to f32 (a
+          // reciprocal in f32 would be 1.5 ulp off and overflow for subnormal s).
+          if (c == CT::f32 && divides_by_row_value(in))
+            return finish({op("fptrunc double ", op("fmul double ", convert({x[0], c}, CT::f64).v, ", ",
+                                                    op("fdiv double 1.0, ", convert({x[1], c}, CT::f64).v)),
+                              " to float"),
+                           c});
+          return finish(fbin("fdiv", c, x[0], x[1]));
         case OpId::pow:
           return finish({op("call ", ty(c), " @llvm.pow.", sfx(c), "(", ty(c), " ", x[0], ", ", ty(c), " ", x[1], ")"), c});
         case OpId::maximum:

@@ -256,7 +256,7 @@ int cmd_run(std::span<char* const> args) {
           }
       }
       std::sort(ms.begin(), ms.end());
-      if (!ms.empty()) std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << ms[ms.size() / 2] << " ms over " << ms.size() << " runs, all identical\n";
+      if (!ms.empty()) std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << ms[ms.size() / 2] << " ms over " << ms.size() << " runs, all identical\n" << exe->compile_report();
     }
 #endif
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -153,6 +154,7 @@ struct PlanExecutable::Impl {
               (grains[k] >= extent ? " (one thread)" : "") + ", " + std::to_string(best * 1e3) + " ms (" +
               std::to_string(candidates[k].size() * chunks.size()) + " candidates)\n";
   }
+  std::string compile_report;
   std::vector<int32_t> input_buffer;  // buffer of graph input k
   size_t num_inputs = 0;
   // reduce-overhead: slots kept from the last call, for the symbol values they were made for
@@ -188,12 +190,13 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     return im.plan.kernels[a].source.size() > im.plan.kernels[b].source.size();
   });
   std::vector<std::string> text(parts, im.plan.prelude);
-  std::vector<size_t> load(parts, 0), part_of(im.plan.kernels.size(), 0);
+  std::vector<size_t> load(parts, 0), kernels_in(parts, 0), part_of(im.plan.kernels.size(), 0);
   for (size_t k : generated) {
     const size_t p = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     text[p] += "\n" + im.plan.kernels[k].source;
     load[p] += im.plan.kernels[k].source.size();
     part_of[k] = p;
+    kernels_in[p] += 1;
   }
   im.modules.resize(generated.empty() ? 0 : parts);
   const auto t0 = std::chrono::steady_clock::now();
@@ -203,6 +206,13 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
           JitModule::compile(text[static_cast<size_t>(p)], "kiln_plan_" + std::to_string(p), options.opt_level);
   });
   im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t p = 0; p < im.modules.size(); ++p) {
+    const CompileTimings& t = im.modules[p]->timings();
+    char line[200];
+    std::snprintf(line, sizeof line, "module %zu: %zu kernels, %zu bytes: parse %.1f, optimise %.1f, codegen %.1f, link %.1f ms\n", p,
+                  kernels_in[p], text[p].size(), t.parse * 1e3, t.optimise * 1e3, t.codegen * 1e3, t.link * 1e3);
+    im.compile_report += line;
+  }
   for (size_t k = 0; k < im.plan.kernels.size(); ++k) {
     const plan::PlanKernel& pk = im.plan.kernels[k];
     im.fns.push_back(pk.kind == "reference" ? nullptr : im.modules[part_of[k]]->function<KernelFn>(pk.entry));
@@ -220,6 +230,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
 const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
 double PlanExecutable::compile_seconds() const { return impl_->compile_seconds; }
 std::string PlanExecutable::tuning_report() const { return impl_->report; }
+std::string PlanExecutable::compile_report() const { return impl_->compile_report; }
 
 std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
   std::vector<const TensorData*> p;

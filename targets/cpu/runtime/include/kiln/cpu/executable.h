@@ -37,7 +37,9 @@ class PlanExecutable {
   std::vector<TensorData> run(std::span<const TensorData> inputs) const;
 
   const plan::KernelPlan& plan() const;
-  double compile_seconds() const;  // the JIT compile of the module
+  double compile_seconds() const;  // the JIT compile of the modules (compiled side by side)
+  // Each module's share of that: kernels, source bytes, parse/optimise/codegen/link ms.
+  std::string compile_report() const;
   // What autotuning chose, one line per kernel ("" before the first call or without autotune).
   std::string tuning_report() const;
 

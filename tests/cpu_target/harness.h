@@ -1,7 +1,8 @@
-// Shared by the cpu_target tests: input values in chosen domains and layouts, compiling a graph
-// for the CPU (passes -> schedule -> LLVM IR -> JIT), running it and the reference interpreter
-// on the same inputs, comparing with per-dtype tolerances, and reporting a failure so it can be
-// replayed (the graph as JSON, the inputs, the symbol values, the worst elements).
+// Shared by the target tests (test_cpu_target, test_cuda_target): input values in chosen domains
+// and layouts, compiling a graph for the target under test (passes, then the target's schedule ->
+// codegen -> runtime, see Target below), running it and the reference interpreter on the same
+// inputs, comparing with per-dtype tolerances, and reporting a failure so it can be replayed (the
+// graph as JSON, the inputs, the symbol values, the worst elements).
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -14,9 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cpu/codegen.h"
-#include "kiln/cpu/executable.h"
 #include "kiln/graph/graph.h"
+#include "kiln/plan/plan.h"
 #include "kiln/reference/reference.h"
 
 namespace cpu_test {
@@ -81,11 +81,20 @@ Tolerance tolerance_for(DType t, bool loose = false);
 // Absolute slack of a few subnormal units of the dtype (results near zero compared relatively).
 double subnormal_atol(DType t);
 
+// A compiled plan that runs (the cpu PlanExecutable, the CUDA executable): host tensors in,
+// host tensors out. May be called from several threads at once.
+struct Runner {
+  virtual ~Runner() = default;
+  virtual std::vector<TensorData> run(std::span<const TensorData> inputs) = 0;
+};
+
 struct Compiled {
   Graph graph;      // as given
   Graph optimized;  // after passes::run_default_pipeline
   plan::KernelPlan plan;
-  std::shared_ptr<cpu::PlanExecutable> exe;
+  // Null when the target only compiles here (CUDA without a device): then nothing is run and
+  // run_and_compare / the differential check compare nothing after a successful compile.
+  std::shared_ptr<Runner> exe;
   std::string error;  // compile error (empty when compiled)
 };
 
@@ -99,6 +108,16 @@ struct CompileOptions {
   std::string str() const;
 };
 Compiled compile(const Graph& g, const CompileOptions& o = {});
+
+// The target under test: the suite's main sets it before any test runs.
+struct Target {
+  std::string name;  // "cpu", "cuda"
+  // From c.optimized, fills c.plan and c.exe (left null when the target can only compile here);
+  // throws kiln::Error when the graph does not compile. Adds its compile time to
+  // compile_stats().jit_seconds.
+  std::function<void(Compiled& c, const CompileOptions& o)> compile;
+};
+Target& target();
 
 // Totals over the process (the suite prints them).
 struct CompileStats {

@@ -812,6 +812,7 @@ double rtol_for(int precision) {
 std::string check_run(const Graph& g, const Compiled& c, std::span<const TensorData> inputs, double* max_err,
                       const std::vector<TensorData>* results = nullptr) {
   if (!c.error.empty()) return "compile failed: " + c.error + "\n";
+  if (!c.exe && !results) return "";  // compile-only target: nothing to compare
   // Every value the outputs depend on, composites decomposed (rsqrt(var + eps) of a nearly
   // constant row is large and amplifies rounding differences), for each output's tolerance.
   Graph all = passes::decompose(g);
@@ -952,6 +953,7 @@ std::string differential_check(const RandomCase& c, uint64_t seed, const DiffOpt
 std::string concurrent_check(const RandomCase& c, uint64_t seed, const CompileOptions& co, int threads, int calls) {
   const Compiled compiled = compile(c.graph, co);
   if (!compiled.error.empty()) return "compile failed: " + compiled.error + "\n";
+  if (!compiled.exe) return "";  // compile-only target
   struct Call {
     size_t run;
     std::vector<TensorData> inputs, results;

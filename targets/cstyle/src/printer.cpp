@@ -54,7 +54,8 @@ std::string KernelPrinter::let(CT c, const std::string& expr) {
 std::string KernelPrinter::sym(const SymInt& s) const {
   if (s.is_static()) return d_.int_literal(s.hint());
   std::string acc;
-  for (const SymTerm& term : s.expr().terms()) {
+  const SymExpr e = s.expr();  // (expr() returns a value: keep it alive while walking its terms)
+  for (const SymTerm& term : e.terms()) {
     std::string t = term.coeff == 1 ? "" : d_.int_literal(term.coeff);
     for (SymbolId id : term.symbols) t += (t.empty() ? "" : "*") + d_.symbol_name(id);
     if (t.empty()) t = d_.int_literal(term.coeff);

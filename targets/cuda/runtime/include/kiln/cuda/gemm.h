@@ -1,0 +1,20 @@
+// Matrix products of KernelPlans (plan::PlanGemm) through cuBLASLt on a Context's stream:
+// C[b] = A[b] @ B[b] for every batch index, A and B strided row-major views (one of each
+// operand's two matrix strides must be 1, or its dim 1), C contiguous. f32 (TF32 tensor cores
+// only when allowed), f16 and bf16 (f32 accumulation), f64. The row-major product is computed as
+// the column-major C^T = B^T A^T; the last batch dim is cuBLASLt's strided batch (stride 0
+// broadcasts), the others loop.
+#pragma once
+
+#include <vector>
+
+#include "kiln/cuda/device.h"
+#include "kiln/plan/plan.h"
+
+namespace kiln::cuda {
+
+// `ptrs`: device address of element 0 of each buffer (by buffer id); `syms`: symbol values.
+void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
+              bool allow_tf32, const std::string& kernel);
+
+}  // namespace kiln::cuda

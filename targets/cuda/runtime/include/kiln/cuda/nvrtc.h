@@ -1,0 +1,33 @@
+// NVRTC: CUDA C source -> cubin (or PTX) for one compute capability, in process. Needs no GPU:
+// CI compiles every generated kernel with it. Errors are kiln::Errors that name the program and
+// the architecture and carry NVRTC's log and the numbered source.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln::cuda {
+
+struct NvrtcOutput {
+  std::string image;  // cubin (ELF) bytes, or PTX text
+  bool cubin = true;
+  std::string log;    // warnings (empty when none)
+  double seconds = 0;
+};
+
+// Compiles `source` (a whole translation unit) for compute capability `arch` (80 = sm_80, 90 =
+// sm_90, ...): to a cubin for that exact device (`cubin`), else to PTX for compute_<arch>.
+// Options: -std=c++17, --use_fast_math off (the numerics are the reference's), -default-device;
+// `extra` adds more (e.g. "-lineinfo").
+NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name, int arch, bool cubin = true,
+                          const std::vector<std::string>& extra = {});
+
+// "13.0": the NVRTC this process uses (part of every compiled-code cache key).
+std::string nvrtc_version();
+// Compute capabilities NVRTC can target (e.g. 75, 80, 86, 89, 90, 100, 120).
+std::vector<int> nvrtc_supported_archs();
+
+// `source` with line numbers, for error messages.
+std::string numbered_source(const std::string& source);
+
+}  // namespace kiln::cuda

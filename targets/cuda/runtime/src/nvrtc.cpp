@@ -1,0 +1,99 @@
+#include "kiln/cuda/nvrtc.h"
+
+#include <nvrtc.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "kiln/graph/error.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+void check(nvrtcResult r, const char* call, const std::string& name) {
+  if (r != NVRTC_SUCCESS) fail("NVRTC: ", call, " failed for program '", name, "': ", nvrtcGetErrorString(r));
+}
+
+struct Program {
+  nvrtcProgram p = nullptr;
+  ~Program() {
+    if (p) nvrtcDestroyProgram(&p);
+  }
+};
+
+std::string program_log(nvrtcProgram p, const std::string& name) {
+  size_t n = 0;
+  check(nvrtcGetProgramLogSize(p, &n), "nvrtcGetProgramLogSize", name);
+  std::string log(n, '\0');
+  if (n > 0) check(nvrtcGetProgramLog(p, log.data()), "nvrtcGetProgramLog", name);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+}  // namespace
+
+std::string numbered_source(const std::string& source) {
+  std::istringstream in(source);
+  std::ostringstream out;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    char num[16];
+    std::snprintf(num, sizeof num, "%5d | ", ++n);
+    out << num << line << "\n";
+  }
+  return out.str();
+}
+
+NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name, int arch, bool cubin,
+                          const std::vector<std::string>& extra) {
+  KILN_CHECK(arch >= 50 && arch < 1000, "NVRTC: compute capability ", arch, " for program '", name,
+             "' is not one (give e.g. 80 for sm_80)");
+  const auto start = std::chrono::steady_clock::now();
+  Program prog;
+  check(nvrtcCreateProgram(&prog.p, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram",
+        name);
+  std::vector<std::string> opts = {(cubin ? "--gpu-architecture=sm_" : "--gpu-architecture=compute_") + std::to_string(arch),
+                                   "-std=c++17", "-default-device", "--fmad=true"};
+  opts.insert(opts.end(), extra.begin(), extra.end());
+  std::vector<const char*> argv;
+  for (const std::string& o : opts) argv.push_back(o.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data());
+  NvrtcOutput out;
+  out.cubin = cubin;
+  out.log = program_log(prog.p, name);
+  if (r != NVRTC_SUCCESS) {
+    std::string all;
+    for (const std::string& o : opts) all += " " + o;
+    fail("NVRTC: program '", name, "' does not compile for sm_", arch, " (", nvrtcGetErrorString(r), ", options", all,
+         "):\n", out.log, "\nsource:\n", numbered_source(source));
+  }
+  size_t n = 0;
+  if (cubin) {
+    check(nvrtcGetCUBINSize(prog.p, &n), "nvrtcGetCUBINSize", name);
+    out.image.resize(n);
+    check(nvrtcGetCUBIN(prog.p, out.image.data()), "nvrtcGetCUBIN", name);
+  } else {
+    check(nvrtcGetPTXSize(prog.p, &n), "nvrtcGetPTXSize", name);
+    out.image.resize(n);
+    check(nvrtcGetPTX(prog.p, out.image.data()), "nvrtcGetPTX", name);
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  check(nvrtcVersion(&major, &minor), "nvrtcVersion", "-");
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::vector<int> nvrtc_supported_archs() {
+  int n = 0;
+  check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs", "-");
+  std::vector<int> a(static_cast<size_t>(n));
+  if (n > 0) check(nvrtcGetSupportedArchs(a.data()), "nvrtcGetSupportedArchs", "-");
+  return a;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,47 @@
+// NVRTC through targets/cuda/runtime: a module compiles to a cubin for sm_80 and sm_90 and to PTX;
+// a module with an error gives a kiln::Error naming the program and architecture, with NVRTC's
+// log and the numbered source; the prelude of generated kernels compiles on its own.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+
+#include "kiln/cuda/codegen.h"
+#include "kiln/cuda/nvrtc.h"
+#include "kiln/graph/error.h"
+#include "kiln_test_util.h"
+
+using namespace kiln;
+
+BOOST_AUTO_TEST_SUITE(nvrtc)
+
+BOOST_AUTO_TEST_CASE(compiles_to_cubin_and_ptx) {
+  const std::string src = std::string(cuda::prelude()) +
+                          "extern \"C\" __global__ void add(const float* a, float* b, long long n) {\n"
+                          "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+                          "  if (i < n) b[i] = a[i] + kiln_bf2f(kiln_f2bf(1.5f));\n"
+                          "}\n";
+  for (int arch : {80, 90}) {
+    const cuda::NvrtcOutput c = cuda::nvrtc_compile(src, "add", arch, true);
+    BOOST_TEST(c.cubin);
+    BOOST_REQUIRE(c.image.size() > 4);
+    BOOST_TEST(c.image.substr(1, 3) == "ELF");  // a cubin is an ELF image
+    const cuda::NvrtcOutput p = cuda::nvrtc_compile(src, "add", arch, false);
+    BOOST_TEST(p.image.find(".entry add") != std::string::npos);
+    BOOST_TEST(p.image.find(".target sm_" + std::to_string(arch)) != std::string::npos);
+  }
+  BOOST_TEST(!cuda::nvrtc_version().empty());
+  const std::vector<int> archs = cuda::nvrtc_supported_archs();
+  BOOST_TEST((std::find(archs.begin(), archs.end(), 90) != archs.end()));
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_program_with_log_and_source) {
+  const std::string src = "extern \"C\" __global__ void k(float* a) {\n  a[0] = undefined_thing;\n}\n";
+  const std::string e = kiln_test_util::error_of([&] { cuda::nvrtc_compile(src, "broken_kernel", 80); });
+  BOOST_TEST(kiln_test_util::contains(e, "NVRTC: program 'broken_kernel' does not compile for sm_80"), e);
+  BOOST_TEST(kiln_test_util::contains(e, "undefined_thing"), e);
+  BOOST_TEST(kiln_test_util::contains(e, "    2 |   a[0] = undefined_thing;"), e);
+  const std::string bad_arch = kiln_test_util::error_of([&] { cuda::nvrtc_compile(src, "k", 8); });
+  BOOST_TEST(kiln_test_util::contains(bad_arch, "compute capability 8 for program 'k' is not one"), bad_arch);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -24,6 +24,10 @@ std::string tcp_port(const ConfigValue& v) {
   int64_t n = v.as<int64_t>();
   return n >= 1 && n <= 65535 ? "" : "must be between 1 and 65535";
 }
+std::string matmul_backend(const ConfigValue& v) {
+  const std::string& s = v.as<std::string>();
+  return s == "auto" || s == "blas" || s == "generated" ? "" : "must be auto, blas or generated";
+}
 std::string not_empty(const ConfigValue& v) {
   return v.as<std::string>().empty() ? "must not be empty" : "";
 }
@@ -98,8 +102,9 @@ std::vector<OptionDef> build_options() {
     {"max_autotune_pointwise", T::Bool, false, kCodegen, kUsed,
      "Autotune pointwise and reduction kernels (cpu: also generate them for 256- and 512-bit "
      "vectors, and column reductions with other block sizes, as candidates)."},
-    {"max_autotune_gemm", T::Bool, false, kCodegen, kLater,
-     "Autotune matmul and convolution kernels. Not yet used (targets/<t>/codegen will read it)."},
+    {"max_autotune_gemm", T::Bool, false, kCodegen, kUsed,
+     "Autotune matmul kernels (cpu: the BLAS call and the generated tiled kernel are both "
+     "candidates, timed on the first call)."},
     {"autotune.cache", T::Bool, true, kNoCodegen, kLater,
      "Keep autotuning results in the local cache. Not yet used (sdk/cache will read it)."},
     {"autotune.remote_cache", T::Bool, false, kNoCodegen, kLater,
@@ -124,6 +129,11 @@ std::vector<OptionDef> build_options() {
      "ones run on "
      "the reference interpreter, where a JIT compile would not pay for itself. -1: never compile.",
      at_least_minus_1},
+    {"cpu.matmul", T::String, "auto", kCodegen, kUsed,
+     "How CPU matmul kernels multiply: 'blas' (OpenBLAS), 'generated' (Kiln's register-tiled "
+     "kernel; it needs a unit column stride in the right operand, else the BLAS is used), or "
+     "'auto' (the BLAS call; with max_autotune_gemm both are timed on the first call and the "
+     "faster kept).", matmul_backend},
     {"cpu.threads", T::Int, 0, kCodegen, kLater,
      "Threads for CPU kernels; 0 = all cores. Not yet used (targets/cpu will read it).",
      at_least_0},

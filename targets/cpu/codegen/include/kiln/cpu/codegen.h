@@ -16,6 +16,8 @@
 // wrapped to their width after each op; tanh, sigmoid and gelu from exp (vectorisable).
 #pragma once
 
+#include <string>
+
 #include "kiln/graph/graph.h"
 #include "kiln/plan/plan.h"
 #include "kiln/schedule/schedule.h"
@@ -27,6 +29,10 @@ struct CodegenOptions {
   // max-autotune: also emit each pointwise/reduction kernel for 256- and 512-bit vectors (and
   // column reductions with other block sizes), listed as the kernel's variants
   bool autotune_variants = false;
+  // matmul: "blas", "generated" or "auto"; max-autotune (autotune_gemm) emits the other as a
+  // variant so the runtime can time both
+  std::string matmul = "auto";
+  bool autotune_gemm = false;
   int64_t pointwise_grain = 32768;       // elements per parallel chunk, at least
   int64_t reduction_grain = 32768;       // elements (outer points x inner extent) per chunk
   static CodegenOptions from_config();

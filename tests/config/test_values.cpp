@@ -140,6 +140,8 @@ BOOST_AUTO_TEST_CASE(constraints) {
   BOOST_TEST(msg == "config option 'cache.redis_port' must be between 1 and 65535, but got 70000.");
   msg = error_of([] { config::set("cpu.vector_width", 3); });
   BOOST_TEST(contains(msg, "power of two"));
+  msg = error_of([] { config::set("cpu.matmul", "mkl"); });
+  BOOST_TEST(contains(msg, "'cpu.matmul' must be auto, blas or generated"));
   msg = error_of([] { config::set("cpu.threads", -1); });
   BOOST_TEST(contains(msg, "'cpu.threads' must be 0 or more"));
   msg = error_of([] { config::set("cache.redis_host", ""); });
@@ -261,7 +263,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"fusion.horizontal", "KILN_FUSION_HORIZONTAL", T::Bool, true, true, true},
       {"max_autotune", "KILN_MAX_AUTOTUNE", T::Bool, false, true, true},
       {"max_autotune_pointwise", "KILN_MAX_AUTOTUNE_POINTWISE", T::Bool, false, true, true},
-      {"max_autotune_gemm", "KILN_MAX_AUTOTUNE_GEMM", T::Bool, false, true, false},
+      {"max_autotune_gemm", "KILN_MAX_AUTOTUNE_GEMM", T::Bool, false, true, true},
       {"autotune.cache", "KILN_AUTOTUNE_CACHE", T::Bool, true, false, false},
       {"autotune.remote_cache", "KILN_AUTOTUNE_REMOTE_CACHE", T::Bool, false, false, false},
       {"autotune.num_trials", "KILN_AUTOTUNE_NUM_TRIALS", T::Int, 30, false, false},
@@ -270,6 +272,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cuda.allow_tf32", "KILN_CUDA_ALLOW_TF32", T::Bool, false, true, false},
       {"cpu.keep_buffers", "KILN_CPU_KEEP_BUFFERS", T::Bool, false, false, true},
       {"cpu.eager_compile_threshold", "KILN_CPU_EAGER_COMPILE_THRESHOLD", T::Int, 4096, false, true},
+      {"cpu.matmul", "KILN_CPU_MATMUL", T::String, "auto", true, true},
       {"cpu.threads", "KILN_CPU_THREADS", T::Int, 0, true, false},
       {"cpu.vector_width", "KILN_CPU_VECTOR_WIDTH", T::Int, 0, true, false},
       {"cache.plan_cache", "KILN_CACHE_PLAN_CACHE", T::Bool, true, false, false},

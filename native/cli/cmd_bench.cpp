@@ -104,6 +104,43 @@ double tolerance(const Tensors& outputs) {
   return 1e-5;
 }
 
+// The CPU targets of the scheduler issue, checked on this run's results (ratios of medians
+// measured one after the other in this process): memory-bound workloads at >= 0.9x the
+// hand-written fused loops, compiled >= 3x Kiln eager on the normalisations, faster than Eigen
+// wherever Eigen expresses the workload, cold compile <= 50 ms. Lines only for what ran.
+void print_target_checks(const std::vector<Result>& all) {
+  auto find = [&](const std::string& w, const std::string& impl) -> const Result* {
+    for (const Result& r : all)
+      if (r.workload == w && r.impl == impl) return &r;
+    return nullptr;
+  };
+  std::vector<std::string> lines;
+  auto check = [&](const std::string& what, const std::string& w, double value, double target, const char* unit,
+                   bool higher_is_better) {
+    const bool ok = higher_is_better ? value >= target : value <= target;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %-34s %-15s %8.3g%s %s %g%s  %s", what.c_str(), w.c_str(), value, unit,
+                  higher_is_better ? ">=" : "<=", target, unit, ok ? "ok" : "MISSED");
+    lines.emplace_back(buf);
+  };
+  for (const char* w : {"sincos", "gelu_bias", "softmax", "layernorm", "rmsnorm", "add_layernorm", "sum_all", "col_sum"})
+    if (const Result *k = find(w, "kiln_default"), *h = find(w, "handwritten_fused"); k && h)
+      check("default vs hand-written fused", w, h->median_ms / k->median_ms, 0.9, "x", true);
+  for (const char* w : {"softmax", "layernorm", "rmsnorm", "add_layernorm"})
+    if (const Result *k = find(w, "kiln_default"), *e = find(w, "kiln_eager"); k && e)
+      check("default vs Kiln eager", w, e->median_ms / k->median_ms, 3.0, "x", true);
+  for (const Result& r : all)
+    if (r.impl == "eigen")
+      if (const Result* k = find(r.workload, "kiln_default"))
+        check("default vs Eigen", r.workload, r.median_ms / k->median_ms, 1.0, "x", true);
+  for (const Result& r : all)
+    if (r.impl == "kiln_default" && r.compile_s >= 0)
+      check("cold compile", r.workload, r.compile_s * 1e3, 50, " ms", false);
+  if (lines.empty()) return;
+  std::printf("\ntargets (CPU, ratios of this run's medians):\n");
+  for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+}
+
 }  // namespace
 
 const CommandSpec& bench_spec() {
@@ -161,6 +198,7 @@ int cmd_bench(std::span<char* const> args) {
   std::printf("%-15s %-22s %10s %9s %9s %10s %9s %10s\n", "workload", "impl", "median ms", "GB/s", "vs hand",
               "compile s", "again s", "rel err");
   int failures = 0;
+  std::vector<Result> all;
   for (const bench::Workload& w : bench::suite()) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
     const Tensors inputs = w.make_inputs(small);
@@ -244,8 +282,10 @@ int cmd_bench(std::span<char* const> args) {
                   r.max_rel_err, ok ? "" : "  WRONG");
       if (json.is_open()) json << json_line(r) << "\n";
     }
+    all.insert(all.end(), results.begin(), results.end());
     std::fflush(stdout);
   }
+  print_target_checks(all);
   if (failures) std::fprintf(stderr, "kiln bench: %d result(s) outside tolerance\n", failures);
   return failures ? 1 : 0;
 }

@@ -139,7 +139,9 @@ BOOST_AUTO_TEST_CASE(constraints) {
   msg = error_of([] { config::set("cache.redis_port", 70000); });
   BOOST_TEST(msg == "config option 'cache.redis_port' must be between 1 and 65535, but got 70000.");
   msg = error_of([] { config::set("cpu.vector_width", 3); });
-  BOOST_TEST(contains(msg, "power of two"));
+  BOOST_TEST(contains(msg, "'cpu.vector_width' must be 0 (the host's), 128, 256 or 512"));
+  msg = error_of([] { config::set("cpu.vector_width", 1024); });
+  BOOST_TEST(contains(msg, "128, 256 or 512"));
   msg = error_of([] { config::set("cpu.matmul", "mkl"); });
   BOOST_TEST(contains(msg, "'cpu.matmul' must be auto, blas or generated"));
   msg = error_of([] { config::set("cpu.threads", -1); });
@@ -251,7 +253,8 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"assume_static_by_default", "KILN_ASSUME_STATIC_BY_DEFAULT", T::Bool, true, false, true},
       {"specialize_scalars", "KILN_SPECIALIZE_SCALARS", T::Bool, true, false, false},
       {"force_disable_caches", "KILN_FORCE_DISABLE_CACHES", T::Bool, false, false, true},
-      {"cache_dir", "KILN_CACHE_DIR", T::String, "", false, false},
+      {"assert_no_compile", "KILN_ASSERT_NO_COMPILE", T::Bool, false, false, true},
+      {"cache_dir", "KILN_CACHE_DIR", T::String, "", false, true},
       {"job_id", "KILN_JOB_ID", T::String, "", false, false},
       {"debug_dir", "KILN_DEBUG_DIR", T::String, "", false, true},
       {"verbose", "KILN_VERBOSE", T::Bool, false, false, true},
@@ -274,13 +277,13 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cpu.eager_compile_threshold", "KILN_CPU_EAGER_COMPILE_THRESHOLD", T::Int, 4096, false, true},
       {"cpu.matmul", "KILN_CPU_MATMUL", T::String, "auto", true, true},
       {"cpu.threads", "KILN_CPU_THREADS", T::Int, 0, true, false},
-      {"cpu.vector_width", "KILN_CPU_VECTOR_WIDTH", T::Int, 0, true, false},
-      {"cache.plan_cache", "KILN_CACHE_PLAN_CACHE", T::Bool, true, false, false},
+      {"cpu.vector_width", "KILN_CPU_VECTOR_WIDTH", T::Int, 0, true, true},
+      {"cache.plan_cache", "KILN_CACHE_PLAN_CACHE", T::Bool, true, false, true},
       {"cache.remote", "KILN_CACHE_REMOTE", T::Bool, false, false, false},
       {"cache.redis_host", "KILN_CACHE_REDIS_HOST", T::String, "localhost", false, false},
       {"cache.redis_port", "KILN_CACHE_REDIS_PORT", T::Int, 6379, false, false},
-      {"cache.size_limit_mb", "KILN_CACHE_SIZE_LIMIT_MB", T::Int, 1024, false, false},
-      {"cache_key_tag", "KILN_CACHE_KEY_TAG", T::String, "", true, false},
+      {"cache.size_limit_mb", "KILN_CACHE_SIZE_LIMIT_MB", T::Int, 1024, false, true},
+      {"cache_key_tag", "KILN_CACHE_KEY_TAG", T::String, "", true, true},
       {"emulate_precision_casts", "KILN_EMULATE_PRECISION_CASTS", T::Bool, false, true, true},
       {"fallback_random", "KILN_FALLBACK_RANDOM", T::Bool, false, true, false},
   };

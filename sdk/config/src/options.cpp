@@ -16,9 +16,9 @@ std::string at_least_0(const ConfigValue& v) {
 std::string at_least_minus_1(const ConfigValue& v) {
   return v.as<int64_t>() >= -1 ? "" : "must be -1 (never) or more";
 }
-std::string zero_or_power_of_two(const ConfigValue& v) {
-  int64_t n = v.as<int64_t>();
-  return n == 0 || (n > 0 && (n & (n - 1)) == 0) ? "" : "must be 0 or a power of two";
+std::string vector_width(const ConfigValue& v) {
+  const int64_t n = v.as<int64_t>();
+  return n == 0 || n == 128 || n == 256 || n == 512 ? "" : "must be 0 (the host's), 128, 256 or 512";
 }
 std::string tcp_port(const ConfigValue& v) {
   int64_t n = v.as<int64_t>();
@@ -67,11 +67,13 @@ std::vector<OptionDef> build_options() {
      "Scalar arguments are guarded by value. Not yet used: C++ scalar arguments are always "
      "specialised (pass a 0-d tensor for a scalar that varies); symbolic scalars will read it."},
     {"force_disable_caches", T::Bool, false, kNoCodegen, kUsed,
-     "Turn every compile cache off, whatever else is set (today: the in-memory plan cache of the "
-     "cpu target; the on-disk and remote caches will read it too)."},
-    {"cache_dir", T::String, "", kNoCodegen, kLater,
-     "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln. Not yet used "
-     "(sdk/cache will read it)."},
+     "Turn every compile cache off, whatever else is set: the in-memory executables of the cpu "
+     "target, the process's cache artifacts and the on-disk cache (docs/cache.md)."},
+    {"assert_no_compile", T::Bool, false, kNoCodegen, kUsed,
+     "Make any compile a kiln::Error naming the graph: every plan must come from a cache (to "
+     "check that a warm run compiles nothing)."},
+    {"cache_dir", T::String, "", kNoCodegen, kUsed,
+     "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln."},
     {"job_id", T::String, "", kNoCodegen, kLater,
      "Names a workload across runs: profile state (which sizes turned out dynamic) is reused "
      "only between runs with the same non-empty job_id. Not yet used (sdk/cache will read it)."},
@@ -137,23 +139,22 @@ std::vector<OptionDef> build_options() {
     {"cpu.threads", T::Int, 0, kCodegen, kLater,
      "Threads for CPU kernels; 0 = all cores. Not yet used (targets/cpu will read it).",
      at_least_0},
-    {"cpu.vector_width", T::Int, 0, kCodegen, kLater,
-     "SIMD width in bits for CPU kernels; 0 = from the host's features. Not yet used "
-     "(targets/cpu will read it).", zero_or_power_of_two},
-    {"cache.plan_cache", T::Bool, true, kNoCodegen, kLater,
-     "Keep kernel plans in the on-disk cache. Not yet used (sdk/cache will read it)."},
+    {"cpu.vector_width", T::Int, 0, kCodegen, kUsed,
+     "SIMD width in bits the CPU kernels prefer: 128, 256 or 512; 0 = Kiln's choice for the host "
+     "(its preferred width, 512 bits for reductions and generated gemm tiles where the host has "
+     "them).", vector_width},
+    {"cache.plan_cache", T::Bool, true, kNoCodegen, kUsed,
+     "Keep kernel plans and their compiled object code in the on-disk cache (cache_dir)."},
     {"cache.remote", T::Bool, false, kNoCodegen, kLater,
      "Also read and write the Redis remote cache. Not yet used (native/ will read it)."},
     {"cache.redis_host", T::String, "localhost", kNoCodegen, kLater,
      "Host of the Redis remote cache. Not yet used (native/ will read it).", not_empty},
     {"cache.redis_port", T::Int, 6379, kNoCodegen, kLater,
      "Port of the Redis remote cache. Not yet used (native/ will read it).", tcp_port},
-    {"cache.size_limit_mb", T::Int, 1024, kNoCodegen, kLater,
-     "Size cap of the on-disk cache in MiB; the least recently used entries go first. Not yet "
-     "used (native/ will read it).", at_least_1},
-    {"cache_key_tag", T::String, "", kCodegen, kLater,
-     "Free text mixed into every cache key, to keep otherwise-identical configurations apart. "
-     "Not yet used (sdk/cache will read it)."},
+    {"cache.size_limit_mb", T::Int, 1024, kNoCodegen, kUsed,
+     "Size cap of the on-disk cache in MiB; the least recently used entries go first.", at_least_1},
+    {"cache_key_tag", T::String, "", kCodegen, kUsed,
+     "Free text mixed into every cache key, to keep otherwise-identical configurations apart."},
     {"emulate_precision_casts", T::Bool, false, kCodegen, kUsed,
      "Round f16/bf16 intermediates after every op the way the reference interpreter does "
      "(by default fused kernels keep them in f32 and round where stored or cast)."},

@@ -33,6 +33,7 @@ CodegenOptions CodegenOptions::from_config() {
   o.autotune_variants = config::get<bool>("max_autotune_pointwise");
   o.matmul = config::get<std::string>("cpu.matmul");
   o.autotune_gemm = config::get<bool>("max_autotune_gemm");
+  o.vector_width = config::get<int64_t>("cpu.vector_width");
   return o;
 }
 
@@ -152,6 +153,10 @@ class FunctionEmitter {
       // znver4). On hosts without 512-bit vectors the preference changes nothing.
       if (k.kind == KernelKind::reduction) v_.attributes = 2;
       if (k.kind == KernelKind::matmul && generated_gemm()) v_.attributes = 2;  // 16-lane vectors
+      // cpu.vector_width: the user's choice for every kernel (attribute groups #3, #1, #2).
+      if (o.vector_width == 128) v_.attributes = 3;
+      if (o.vector_width == 256) v_.attributes = 1;
+      if (o.vector_width == 512) v_.attributes = 2;
     }
   }
 
@@ -1277,6 +1282,7 @@ out:
 attributes #0 = { nounwind }
 attributes #1 = { nounwind "prefer-vector-width"="256" }
 attributes #2 = { nounwind "prefer-vector-width"="512" }
+attributes #3 = { nounwind "prefer-vector-width"="128" }
 )";
 
 }  // namespace

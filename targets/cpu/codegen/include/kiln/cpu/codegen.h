@@ -33,6 +33,7 @@ struct CodegenOptions {
   // variant so the runtime can time both
   std::string matmul = "auto";
   bool autotune_gemm = false;
+  int64_t vector_width = 0;  // bits the kernels prefer (128, 256, 512); 0: Kiln's choice for the host
   int64_t pointwise_grain = 32768;       // elements per parallel chunk, at least
   int64_t reduction_grain = 32768;       // elements (outer points x inner extent) per chunk
   static CodegenOptions from_config();

@@ -13,8 +13,10 @@
 #include <atomic>
 #include <bit>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -62,6 +64,92 @@ std::string_view layer_name(Layer layer) {
   return "?";
 }
 
+namespace {
+
+// std::to_chars(first, last, double)'s shortest round-trip form (the fewest significant digits
+// that read back to the same double; fixed or scientific notation, whichever is shorter, fixed
+// on a tie), built from printf's correctly rounded %.*e and strtod so that it is the same text
+// on every standard library (Emscripten's libc++ has no floating-point to_chars).
+std::string shortest_double(double v) {
+  // The fewest significant digits P whose P-digit decimal reads back as v: printf's correctly
+  // rounded P digits, or (next to a rounding boundary) the P-digit neighbour above or below.
+  char buf[64];
+  const std::string sign = std::signbit(v) ? "-" : "";
+  const double a = std::fabs(v);
+  auto reads_back = [&](const std::string& d, int e) {
+    const std::string text = d.substr(0, 1) + "." + d.substr(1) + "e" + std::to_string(e);
+    return std::strtod(text.c_str(), nullptr) == a;
+  };
+  std::string digits;
+  int exponent = 0;
+  for (int precision = 0; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*e", precision, a);
+    const std::string sci(buf);
+    const size_t e = sci.find('e');
+    std::string d = sci.substr(0, e);
+    d.erase(std::remove(d.begin(), d.end(), '.'), d.end());
+    const int ex = std::atoi(sci.c_str() + e + 1);
+    if (reads_back(d, ex)) {
+      digits = d, exponent = ex;
+      break;
+    }
+    std::string up = d;  // d + 1 in the last place
+    int up_ex = ex;
+    size_t i = up.size();
+    while (i > 0 && up[i - 1] == '9') up[--i] = '0';
+    if (i == 0) up.insert(up.begin(), '1'), up.pop_back(), ++up_ex;
+    else ++up[i - 1];
+    if (reads_back(up, up_ex)) {
+      digits = up, exponent = up_ex;
+      break;
+    }
+    std::string down = d;  // d - 1 in the last place (d is never all zeros here: 0 reads back)
+    int down_ex = ex;
+    i = down.size();
+    while (i > 0 && down[i - 1] == '0') down[--i] = '9';
+    if (i > 0) --down[i - 1];
+    if (down.size() > 1 && down[0] == '0') down.erase(0, 1), down.push_back('9'), --down_ex;  // 1000 - 1 = 9999e-1
+    if (reads_back(down, down_ex)) {
+      digits = down, exponent = down_ex;
+      break;
+    }
+  }
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int n = static_cast<int>(digits.size());
+  // Scientific: d[.ddd]e+XX (at least two exponent digits).
+  std::string scientific = digits.substr(0, 1);
+  if (n > 1) scientific += "." + digits.substr(1);
+  char exp_buf[8];
+  std::snprintf(exp_buf, sizeof exp_buf, "e%c%02d", exponent < 0 ? '-' : '+', exponent < 0 ? -exponent : exponent);
+  scientific += exp_buf;
+  // Fixed: the same digits with the point moved.
+  std::string fixed;
+  if (exponent >= n - 1) {
+    // A whole number: to_chars writes it exactly (not the shortest digits padded with zeros).
+    std::snprintf(buf, sizeof buf, "%.0f", a);
+    fixed = buf;
+  } else if (exponent >= 0) fixed = digits.substr(0, static_cast<size_t>(exponent) + 1) + "." + digits.substr(static_cast<size_t>(exponent) + 1);
+  else fixed = "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  return sign + (scientific.size() < fixed.size() ? scientific : fixed);
+}
+
+// std::from_chars(first, last, double) with the general format: the whole text must be a
+// decimal number (no leading space or '+', no hex), "inf", "infinity" or "nan" in any case.
+std::optional<double> parse_double(std::string_view text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) || text.front() == '+' ||
+      text.find_first_of("xX") != std::string_view::npos)
+    return std::nullopt;
+  const std::string copy(text);
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size()) return std::nullopt;
+  if (errno == ERANGE && (std::isinf(v) || v == 0)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
 std::string to_string(const ConfigValue& value) {
   return std::visit(
       [](const auto& v) -> std::string {
@@ -73,9 +161,7 @@ std::string to_string(const ConfigValue& value) {
         } else if constexpr (std::is_same_v<V, double>) {
           if (std::isnan(v)) return "nan";
           if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-          char buf[64];
-          auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
-          std::string s(buf, res.ptr);
+          std::string s = shortest_double(v);  // shortest round-trip form
           // Keep Floats visibly distinct from Ints: 2.0 prints "2.0", not "2".
           if (s.find_first_of(".e") == std::string::npos) s += ".0";
           return s;
@@ -288,10 +374,7 @@ std::optional<ConfigValue> internal::parse_text(OptionType type, std::string_vie
     }
     case OptionType::Float: {
       if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-      double v = 0;
-      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-      return v;
+      return parse_double(text);
     }
     case OptionType::String: break;
   }

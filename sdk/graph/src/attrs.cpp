@@ -49,6 +49,15 @@ bool same_double(double x, double y) {
 
 uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2)); }
 
+// FNV-1a over bytes: the same value on every platform (std::hash differs between standard
+// libraries and between 32- and 64-bit builds, and graph hashes are cache keys).
+uint64_t fnv1a(const void* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
 uint64_t hash_value(const AttrValue& v) {
   uint64_t h = v.index();
   std::visit(
@@ -63,12 +72,11 @@ uint64_t hash_value(const AttrValue& v) {
         } else if constexpr (std::is_same_v<T, std::vector<SymInt>>) {
           for (const SymInt& i : x) h = mix(h, i.hash());
         } else if constexpr (std::is_same_v<T, std::string>) {
-          h = mix(h, std::hash<std::string>{}(x));
+          h = mix(h, fnv1a(x.data(), x.size()));
         } else if (x) {  // constant tensor
           h = mix(h, static_cast<uint64_t>(x->dtype));
           for (int64_t s : x->sizes) h = mix(h, static_cast<uint64_t>(s));
-          h = mix(h, std::hash<std::string_view>{}(
-                         std::string_view(reinterpret_cast<const char*>(x->bytes.data()), x->bytes.size())));
+          h = mix(h, fnv1a(x->bytes.data(), x->bytes.size()));
         }
       },
       v);

@@ -389,7 +389,7 @@ TensorMeta infer_norm(const InferContext& c) {
   KILN_CHECK(n >= 1 && n <= x.rank(), opn(c), ": normalized_ndim ", n, " out of range for rank ", x.rank(),
              " (must be in [1, rank])");
   KILN_CHECK(eps > 0, opn(c), ": eps must be positive, got ", eps);
-  const std::span<const SymInt> dims(x.sizes.end() - n, x.sizes.end());
+  const std::span<const SymInt> dims(x.sizes.data() + (x.sizes.size() - static_cast<size_t>(n)), static_cast<size_t>(n));
   for (size_t k = 1; k < c.inputs.size(); ++k) {
     const TensorMeta& p = arg(c, k);
     bool ok = p.rank() == n;

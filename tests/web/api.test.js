@@ -1,0 +1,189 @@
+// The module's JavaScript API: building graphs with the op table's ops, loading graph JSON,
+// compile reports, errors as JavaScript Errors with native's messages, and the reference
+// interpreter's numbers (against values computed here and against native).
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert');
+const { kiln, runNative, readSample, samples } = require('./common.js');
+
+test('version and op table', async () => {
+  const k = await kiln();
+  assert.match(k.version, /^\d+\.\d+\.\d+$/);
+  const names = k.ops.map((o) => o.name);
+  for (const op of ['input', 'add', 'softmax', 'layer_norm', 'matmul', 'sum', 'reshape', 'cat', 'where'])
+    assert.ok(names.includes(op), op);
+  assert.deepStrictEqual(k.ops.find((o) => o.name === 'softmax').attrs, [{ name: 'dim', kind: 'int' }]);
+});
+
+test('build a graph from JavaScript: shapes, symbols, scalars, negative dims', async () => {
+  const k = (await kiln()).builder();
+  const x = k.input([1024, 'n'], 'f32', { name: 'x' });
+  assert.deepStrictEqual(x.shape, [1024, 's0']);
+  const y = k.softmax(k.add(x, 1), -1);
+  assert.strictEqual(y.op, 'softmax');
+  assert.deepStrictEqual(y.shape, [1024, 's0']);
+  const g = k.build(y).toJSON();
+  assert.strictEqual(g.format, 'kiln.graph');
+  assert.deepStrictEqual(g.nodes.map((n) => n.op), ['input', 'full', 'add', 'softmax']);
+  assert.strictEqual(g.nodes[3].attrs.dim, 1, 'dim -1 normalised like the C++ frontend');
+  assert.strictEqual(g.nodes[1].attrs.dtype, 'f32', 'a scalar takes the tensor dtype');
+  assert.strictEqual(g.symbols[0].example, 16);
+
+  const i = k.input([4], 'i32');
+  assert.strictEqual(k.mul(i, 2).dtype, 'i32', 'int scalar keeps an int tensor int');
+  assert.strictEqual(k.mul(i, 0.5).dtype, 'f32', 'float scalar lifts an int tensor');
+  assert.strictEqual(k.sub(1, i).dtype, 'i32', 'scalar on the left');
+  assert.deepStrictEqual(k.sum(x, [-1], true).shape, [1024, 1]);
+  assert.deepStrictEqual(k.sum(x).shape, []);
+  assert.deepStrictEqual(k.reshape(x, [-1]).shape, ['1024*s0']);
+  assert.deepStrictEqual(k.cat([x, x], 0).shape, [2048, 's0']);
+  assert.deepStrictEqual(k.transpose(x, 0, -1).shape, ['s0', 1024]);
+  assert.deepStrictEqual(k.var(x, { dims: [1] }).shape, [1024]);
+});
+
+test('named symbols with examples and ranges', async () => {
+  const k = (await kiln()).builder();
+  const n = k.symbol('seq', { example: 128, min: 2, max: 4096, dynamic: true });
+  assert.strictEqual(n, 's0');
+  const x = k.input([4, 'seq', 64], 'f32', 'x');
+  const w = k.input([64, 32], 'f32', 'w');
+  const g = k.build(k.matmul(x, w)).toJSON();
+  assert.deepStrictEqual(g.symbols[0], { name: 's0', example: 128, min: 2, max: 4096, source: 'symbol seq', user_dynamic: true });
+  assert.deepStrictEqual(g.nodes[2].type.shape, [4, 's0', 32]);
+});
+
+test('the transformer sample written in JavaScript compiles like the graph file', async () => {
+  const kl = await kiln();
+  const file = kl.loadGraph(readSample('transformer_block.json'));
+  const r = kl.compile(file, { target: 'cpu' });
+  assert.ok(r.kernels.length >= 5, `${r.kernels.length} kernels`);
+  assert.ok(r.passes.length >= 5);
+  for (const p of r.passes) assert.ok(typeof p.summary === 'string' && p.before && p.after);
+  assert.ok(r.decisions.length > 0);
+  assert.ok(r.guards.length > 0);
+  for (const kern of r.kernels) {
+    assert.ok(kern.provenance.length > 0, kern.name);
+    assert.strictEqual(kern.ops.length, kern.provenance.length);
+  }
+  assert.ok(r.kernels.some((kern) => kern.source.includes('define void @')), 'LLVM IR');
+  const cuda = kl.compile(file, { target: 'cuda' });
+  assert.ok(cuda.kernels.some((kern) => kern.source.includes('__global__')), 'CUDA C');
+  assert.strictEqual(JSON.parse(cuda.plan).target, 'cuda');
+  assert.ok(r.timing_ms.total > 0);
+});
+
+// Each case: graph text (or a builder action) that must fail with exactly native's message.
+const badGraphs = {
+  'not JSON': '{"format": "kiln.graph", ',
+  'no version': '{"format": "kiln.graph"}',
+  'version 2': '{"format": "kiln.graph", "version": 2, "nodes": [], "outputs": []}',
+  'unknown op': JSON.stringify({ format: 'kiln.graph', version: 1, nodes: [
+    { id: 0, op: 'input', type: { dtype: 'f32', shape: [4] } }, { id: 1, op: 'sofmax', inputs: [0], attrs: { dim: 0 } }], outputs: [1] }),
+  'bad broadcast': JSON.stringify({ format: 'kiln.graph', version: 1, nodes: [
+    { id: 0, op: 'input', type: { dtype: 'f32', shape: [4] } }, { id: 1, op: 'input', type: { dtype: 'f32', shape: [3] } },
+    { id: 2, op: 'add', inputs: [0, 1] }], outputs: [2] }),
+  'bad dtype': JSON.stringify({ format: 'kiln.graph', version: 1, nodes: [
+    { id: 0, op: 'input', type: { dtype: 'f31', shape: [4] } }], outputs: [0] }),
+};
+for (const [label, text] of Object.entries(badGraphs)) {
+  test(`error identical to native: graph ${label}`, async () => {
+    const k = await kiln();
+    const nat = runNative('plan', text, '{}');
+    assert.strictEqual(nat.ok, false);
+    assert.throws(() => k.plan(text, {}), (e) => e instanceof Error && e.message === nat.out);
+    assert.throws(() => k.loadGraph(text), (e) => e.message === nat.out);
+  });
+}
+
+const badRequests = {
+  'unknown target': { target: 'vulkan' },
+  'unknown mode': { mode: 'fastest' },
+  'unknown option': { options: { 'fusion.max_fusion_sise': 3 } },
+  'option of the wrong type': { options: { 'fusion.max_fusion_size': 'many' } },
+  'option out of range': { options: { 'fusion.max_fusion_size': 0 } },
+  'unknown key': { targte: 'cpu' },
+};
+for (const [label, req] of Object.entries(badRequests)) {
+  test(`error identical to native: request with ${label}`, async () => {
+    const k = await kiln();
+    const text = readSample('softmax.json');
+    const nat = runNative('plan', text, JSON.stringify(req));
+    assert.strictEqual(nat.ok, false, nat.out);
+    assert.throws(() => k.plan(text, req), (e) => e instanceof Error && e.message === nat.out);
+    assert.throws(() => k.compile(text, req), (e) => e.message === nat.out);
+  });
+}
+
+test('builder errors are JavaScript Errors with the shape rules\' messages', async () => {
+  const k = (await kiln()).builder();
+  const a = k.input([4, 3], 'f32');
+  const b = k.input([5], 'f32');
+  assert.throws(() => k.add(a, b), (e) => e instanceof Error && /add/.test(e.message) && /broadcast/.test(e.message));
+  assert.throws(() => k.softmax(a, 2), { message: 'softmax: dim 2 out of range for rank 2' });
+  assert.throws(() => k.matmul(a, a), (e) => /matmul/.test(e.message));
+  assert.throws(() => k.input([2], 'f31'), (e) => /f31/.test(e.message));
+  assert.throws(() => k.op('sofmax', [a]), { message: "unknown op 'sofmax'" });
+  // still usable after errors
+  assert.deepStrictEqual(k.add(a, 1).shape, [4, 3]);
+});
+
+test('reference run: numbers as computed by hand', async () => {
+  const kl = await kiln();
+  const k = kl.builder();
+  const x = k.input([2, 3], 'f32', 'x');
+  const g = k.build([k.softmax(x, -1), k.sum(k.mul(x, 2), [0]), k.matmul(x, k.transpose(x, 0, 1))]);
+  const data = [1, 2, 3, -1, 0, 1];
+  const r = kl.run(g, { inputs: [{ shape: [2, 3], data }] });
+  const [sm, s, mm] = r.outputs;
+  assert.deepStrictEqual(sm.shape, [2, 3]);
+  for (let row = 0; row < 2; ++row) {
+    const v = data.slice(row * 3, row * 3 + 3);
+    const m = Math.max(...v);
+    const e = v.map((t) => Math.exp(t - m));
+    const z = e.reduce((p, q) => p + q, 0);
+    e.forEach((t, j) => assert.ok(Math.abs(sm.data[row * 3 + j] - t / z) < 1e-6));
+  }
+  assert.deepStrictEqual(s.data, [0, 4, 8]);
+  assert.deepStrictEqual(mm.shape, [2, 2]);
+  assert.deepStrictEqual(mm.data, [14, 2, 2, 2]);
+  assert.throws(() => kl.run(g, { inputs: [{ shape: [2, 4], data: [1, 2, 3, 4, 5, 6, 7, 8] }] }), /input 0/);
+});
+
+for (const sample of samples) {
+  test(`reference run identical to native: ${sample}`, async () => {
+    const k = await kiln();
+    const text = readSample(sample);
+    const req = JSON.stringify({ random: 7 });
+    const nat = runNative('run', text, req);
+    assert.ok(nat.ok, nat.out);
+    const w = k.run(text, { random: 7 });
+    assert.deepStrictEqual(w, JSON.parse(nat.out));
+    assert.ok(w.outputs.length >= 1);
+    for (const o of w.outputs) assert.ok(o.data.every((v) => typeof v === 'number' && Number.isFinite(v)), sample);
+  });
+}
+
+test('plan output shapes match the reference run', async () => {
+  const k = await kiln();
+  for (const sample of samples) {
+    const text = readSample(sample);
+    const plan = JSON.parse(k.plan(text, { target: 'cpu' }));
+    const run = k.run(text, { random: 1 });
+    const g = JSON.parse(text);
+    const examples = g.symbols.map((s) => s.example);
+    const evalSize = (s) => (typeof s === 'number' ? s : evalExpr(s, examples));
+    plan.outputs.forEach((bufId, i) => {
+      const buf = plan.buffers.find((b) => b.id === bufId);
+      assert.deepStrictEqual(buf.sizes.map(evalSize), run.outputs[i].shape, `${sample} output ${i}`);
+    });
+  }
+});
+
+// "2*s0*s1 + 3" at the given symbol values.
+function evalExpr(text, values) {
+  return text.split(/\s*(?=[+-])\s*/).reduce((acc, term) => {
+    const sign = term.startsWith('-') ? -1 : 1;
+    const factors = term.replace(/^[+-]\s*/, '').split('*');
+    return acc + sign * factors.reduce((p, f) => p * (f.startsWith('s') ? values[Number(f.slice(1))] : Number(f)), 1);
+  }, 0);
+}

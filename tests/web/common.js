@@ -1,0 +1,38 @@
+// Shared by tests/web/*.test.js: where the module, the native twin and the samples are.
+'use strict';
+const path = require('path');
+const fs = require('fs');
+const { execFileSync } = require('child_process');
+
+const root = path.resolve(__dirname, '../..');
+const wasmDir = process.env.KILN_WASM_DIR || path.join(root, 'build/wasm/dist');
+const native = process.env.KILN_WEB_NATIVE || path.join(root, 'build/web-native/tests/web/kiln_web_native');
+const cli = process.env.KILN_CLI || '';
+const samplesDir = path.join(root, 'samples/graphs');
+const samples = fs.readdirSync(samplesDir).filter((f) => f.endsWith('.json')).sort();
+
+let loaded;
+function kiln() {
+  // The wasm bytes handed over directly: Node 20's fetch cannot load a file path (the loader
+  // would try it), so this works with or without --no-experimental-fetch.
+  if (!loaded) loaded = require(path.join(wasmDir, 'kiln.js')).load({ wasmBinary: fs.readFileSync(path.join(wasmDir, 'kiln_wasm.wasm')) });
+  return loaded;
+}
+
+// Runs the native twin; gives {ok, out} (out without the "error: " prefix on failure).
+function runNative(cmd, graphText, arg) {
+  const args = [cmd, '-'];
+  if (arg !== undefined) args.push(arg);
+  try {
+    return { ok: true, out: execFileSync(native, args, { input: graphText, maxBuffer: 1 << 28 }).toString() };
+  } catch (e) {
+    if (e.status !== 1) throw e;
+    const out = e.stdout.toString();
+    if (!out.startsWith('error: ')) throw new Error(`native twin failed: ${out}${e.stderr}`);
+    return { ok: false, out: out.slice('error: '.length) };
+  }
+}
+
+function readSample(name) { return fs.readFileSync(path.join(samplesDir, name), 'utf8'); }
+
+module.exports = { root, wasmDir, native, cli, samplesDir, samples, kiln, runNative, readSample };

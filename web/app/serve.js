@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// Serves the inspector page: node web/app/serve.js [PORT] (default 8080; PORT 0 picks a free one).
+// /            web/app (index.html, app.js, app.css)
+// /wasm/       the built module (KILN_WASM_DIR, else build/release/wasm/dist or build/wasm/dist)
+// /npm/        web/node_modules (dagre, highlight.js; `npm ci` in web/)
+// /samples/    samples/graphs/*.json
+'use strict';
+const http = require('http');
+const fs = require('fs');
+const path = require('path');
+
+const web = path.resolve(__dirname, '..');
+const root = path.resolve(web, '..');
+// The module: KILN_WASM_DIR, else the test preset's build, else a hand build in build/wasm.
+const wasmDir = path.resolve(process.env.KILN_WASM_DIR ||
+  [path.join(root, 'build/release/wasm/dist'), path.join(root, 'build/wasm/dist')]
+    .find((d) => fs.existsSync(path.join(d, 'kiln_wasm.js'))) || path.join(root, 'build/release/wasm/dist'));
+const mounts = [
+  ['/wasm/', wasmDir],
+  ['/npm/', path.join(web, 'node_modules')],
+  ['/samples/', path.join(root, 'samples/graphs')],
+  ['/', path.join(web, 'app')],
+];
+const types = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css',
+  '.json': 'application/json', '.wasm': 'application/wasm', '.map': 'application/json', '.png': 'image/png' };
+
+function resolve(urlPath) {
+  for (const [prefix, dir] of mounts) {
+    if (!urlPath.startsWith(prefix)) continue;
+    const file = path.resolve(dir, '.' + path.posix.normalize('/' + urlPath.slice(prefix.length)));
+    if (file !== dir && !file.startsWith(dir + path.sep)) return null;  // no escaping the mount
+    return file;
+  }
+  return null;
+}
+
+function serve(port, host = '127.0.0.1') {
+  const server = http.createServer((req, res) => {
+    let urlPath = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    if (urlPath === '/') urlPath = '/index.html';
+    if (urlPath === '/samples/index.json') {
+      const list = fs.readdirSync(path.join(root, 'samples/graphs')).filter((f) => f.endsWith('.json')).sort();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify(list));
+    }
+    const file = resolve(urlPath);
+    if (!file || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      return res.end('not found: ' + urlPath);
+    }
+    res.writeHead(200, { 'content-type': types[path.extname(file)] || 'application/octet-stream', 'cache-control': 'no-cache' });
+    fs.createReadStream(file).pipe(res);
+  });
+  return new Promise((ok) => server.listen(port, host, () => ok(server)));
+}
+
+if (require.main === module) {
+  const port = Number(process.argv[2] ?? process.env.PORT ?? 8080);
+  if (!fs.existsSync(path.join(wasmDir, 'kiln_wasm.js')))
+    console.error(`warning: no module in ${wasmDir} (build it: cmake --build --preset release, or set KILN_WASM_DIR)`);
+  serve(port).then((s) => console.log(`Kiln inspector: http://127.0.0.1:${s.address().port}/  (module from ${wasmDir})`));
+}
+
+module.exports = { serve };

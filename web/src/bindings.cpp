@@ -1,0 +1,108 @@
+// The embind layer: web/src/core as a JavaScript class and functions. Every call catches what
+// C++ throws and rethrows it as a JavaScript Error carrying the same message (a C++ exception
+// would otherwise reach JavaScript as a bare number). web/js/kiln.js wraps this in the API of
+// docs/web.md.
+#include <emscripten/bind.h>
+#include <emscripten/val.h>
+
+#include <exception>
+#include <string>
+
+#include "core.h"
+#include "kiln/format/graph_json.h"
+#include "kiln/graph/error.h"
+
+using emscripten::val;
+
+namespace {
+
+[[noreturn]] void throw_js(const std::string& message) {
+  val::global("Error").new_(val(message)).throw_();
+  __builtin_unreachable();
+}
+
+template <class Fn>
+auto guarded(Fn&& fn) -> decltype(fn()) {
+  std::string message;
+  try {
+    return fn();
+  } catch (const kiln::Error& e) {
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = std::string("internal error: ") + e.what();
+  }
+  throw_js(message);  // outside the catch block: the C++ exception is finished with
+}
+
+kiln::Graph graph_of(const std::string& graph_json) { return kiln::format::from_json(graph_json, "graph"); }
+
+std::string compile(const std::string& graph_json, const std::string& request_json) {
+  return guarded([&] { return kiln::web::compile_report(graph_of(graph_json), kiln::web::parse_request(request_json)); });
+}
+std::string plan_json(const std::string& graph_json, const std::string& request_json) {
+  return guarded([&] { return kiln::web::plan_json(graph_of(graph_json), kiln::web::parse_request(request_json)); });
+}
+std::string cache_key(const std::string& graph_json, const std::string& request_json) {
+  return guarded([&] { return kiln::web::cache_key(graph_of(graph_json), kiln::web::parse_request(request_json)); });
+}
+std::string run_reference(const std::string& graph_json, const std::string& inputs_json) {
+  return guarded([&] { return kiln::web::run_reference(graph_of(graph_json), inputs_json); });
+}
+// Parses and re-serialises a graph: checks it and gives the canonical text.
+std::string normalize_graph(const std::string& graph_json) {
+  return guarded([&] { return kiln::format::to_json(graph_of(graph_json)); });
+}
+std::string graph_text(const std::string& graph_json) {
+  return guarded([&] { return graph_of(graph_json).str(); });
+}
+std::string op_table() { return guarded([] { return kiln::web::op_table_json(); }); }
+std::string version() { return kiln::web::version(); }
+
+// GraphBuilder with every method guarded.
+class Builder {
+ public:
+  int symbol(const std::string& name, double example, double min, double max, bool user_dynamic) {
+    return guarded([&] {
+      return b_.symbol(name, static_cast<int64_t>(example), static_cast<int64_t>(min),
+                       max < 0 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(max), user_dynamic);
+    });
+  }
+  int input(const std::string& shape, const std::string& dtype, const std::string& name, const std::string& device) {
+    return guarded([&] { return b_.input(shape, dtype, name, device); });
+  }
+  int op(const std::string& name, const std::string& inputs, const std::string& attrs) {
+    return guarded([&] { return b_.op(name, inputs, attrs); });
+  }
+  std::string node(int id) const { return guarded([&] { return b_.node_json(id); }); }
+  void set_name(int id, const std::string& name) {
+    guarded([&] {
+      b_.set_name(id, name);
+      return 0;
+    });
+  }
+  std::string finish(const std::string& outputs) { return guarded([&] { return b_.finish(outputs); }); }
+
+ private:
+  kiln::web::GraphBuilder b_;
+};
+
+}  // namespace
+
+EMSCRIPTEN_BINDINGS(kiln) {
+  emscripten::function("compile", &compile);
+  emscripten::function("planJson", &plan_json);
+  emscripten::function("cacheKey", &cache_key);
+  emscripten::function("runReference", &run_reference);
+  emscripten::function("normalizeGraph", &normalize_graph);
+  emscripten::function("graphText", &graph_text);
+  emscripten::function("opTable", &op_table);
+  emscripten::function("version", &version);
+  emscripten::class_<Builder>("Builder")
+      .constructor<>()
+      .function("symbol", &Builder::symbol)
+      .function("input", &Builder::input)
+      .function("op", &Builder::op)
+      .function("node", &Builder::node)
+      .function("setName", &Builder::set_name)
+      .function("finish", &Builder::finish);
+}

@@ -1,0 +1,596 @@
+// web/src/core: see core.h.
+#include "core.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "kiln/capture/guards.h"
+#include "kiln/config/config.h"
+#include "kiln/cpu/codegen.h"
+#include "kiln/cuda/codegen.h"
+#include "kiln/format/graph_json.h"
+#include "kiln/format/plan_json.h"
+#include "kiln/graph/error.h"
+#include "kiln/passes/passes.h"
+#include "kiln/plan/plan.h"
+#include "kiln/reference/random.h"
+#include "kiln/reference/reference.h"
+#include "kiln/schedule/schedule.h"
+
+namespace kiln::web {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+json parse(std::string_view text, std::string_view what) {
+  json v = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  KILN_CHECK(!v.is_discarded(), what, ": not valid JSON");
+  return v;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A config value from JSON: booleans, integers, floats as they are; a string is parsed the way
+// the environment layer parses it unless the option is a String option.
+ConfigValue config_value(const std::string& name, const json& v) {
+  const config::OptionInfo info = config::option_info(name);  // unknown name: native's message
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) return v.get<double>();
+  if (v.is_string()) {
+    if (info.type == config::OptionType::String) return v.get<std::string>();
+    return config::parse_value(name, v.get<std::string>());
+  }
+  fail("option '", name, "': expected a bool, number or string, got ", v.type_name());
+}
+
+// Runs `fn` with the request's mode and options as the per-compile config layers.
+template <class Fn>
+auto with_request(const Request& r, Fn&& fn) {
+  config::CompileScope scope(r.mode, r.options);
+  return fn();
+}
+
+plan::KernelPlan generate(const schedule::Schedule& s, const std::string& target) {
+  if (target == "cpu") return cpu::generate(s);
+  if (target == "cuda") return cuda::generate(s);
+  fail("unknown target '", target, "' (this build has: cpu, cuda)");
+}
+
+json graph_object(const Graph& g) { return json::parse(format::to_json(g, -1)); }
+
+json number_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+// Element i of a contiguous host tensor as a double (bool and integers exactly).
+double element(const TensorData& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::bool_: return t.data_as<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::i32: return t.data_as<int32_t>()[i];
+    case DType::i64: return static_cast<double>(t.data_as<int64_t>()[i]);
+    case DType::f16: return half_bits_to_float(t.data_as<uint16_t>()[i]);
+    case DType::bf16: return bf16_bits_to_float(t.data_as<uint16_t>()[i]);
+    case DType::f32: return t.data_as<float>()[i];
+    case DType::f64: return t.data_as<double>()[i];
+  }
+  return 0;
+}
+
+void set_element(TensorData& t, int64_t i, double v) {
+  switch (t.dtype) {
+    case DType::bool_: t.data_as<uint8_t>()[i] = v != 0; break;
+    case DType::i32: t.data_as<int32_t>()[i] = static_cast<int32_t>(v); break;
+    case DType::i64: t.data_as<int64_t>()[i] = static_cast<int64_t>(v); break;
+    case DType::f16: t.data_as<uint16_t>()[i] = float_to_half_bits(static_cast<float>(v)); break;
+    case DType::bf16: t.data_as<uint16_t>()[i] = float_to_bf16_bits(static_cast<float>(v)); break;
+    case DType::f32: t.data_as<float>()[i] = static_cast<float>(v); break;
+    case DType::f64: t.data_as<double>()[i] = v; break;
+  }
+}
+
+json tensor_json(const TensorData& t) {
+  const TensorData c = reference::contiguous(t);
+  json data = json::array();
+  for (int64_t i = 0; i < c.numel(); ++i) data.push_back(number_json(element(c, i)));
+  return {{"dtype", dtype_name(c.dtype)}, {"shape", c.sizes}, {"data", std::move(data)}};
+}
+
+constexpr int64_t kMaxRunElements = int64_t{1} << 22;  // per tensor: the page shows small runs
+
+}  // namespace
+
+std::string version() { return "0.1.0"; }
+
+std::vector<std::string> targets() { return {"cpu", "cuda"}; }
+
+std::string op_table_json() {
+  static constexpr const char* kCategory[] = {"source", "unary", "binary", "ternary",
+                                              "reduction", "layout", "composite", "matmul"};
+  json ops = json::array();
+  for (const OpDef& d : all_ops()) {
+    json attrs = json::array();
+    for (const AttrSpec& a : d.attrs) attrs.push_back({{"name", a.name}, {"kind", attr_kind_name(a.kind)}});
+    ops.push_back({{"name", d.name},
+                   {"category", kCategory[static_cast<int>(d.category)]},
+                   {"min_inputs", d.min_inputs},
+                   {"max_inputs", d.max_inputs},
+                   {"attrs", std::move(attrs)}});
+  }
+  return ops.dump();
+}
+
+Request parse_request(std::string_view request_json) {
+  Request r;
+  if (request_json.empty()) return r;
+  const json v = parse(request_json, "compile request");
+  KILN_CHECK(v.is_object(), "compile request: expected an object, got ", v.type_name());
+  for (const auto& [key, value] : v.items()) {
+    if (key == "target") {
+      KILN_CHECK(value.is_string(), "compile request: 'target' must be a string");
+      r.target = value.get<std::string>();
+      const std::vector<std::string> known = targets();
+      KILN_CHECK(std::find(known.begin(), known.end(), r.target) != known.end(), "unknown target '", r.target,
+                 "' (this build has: cpu, cuda)");
+    } else if (key == "mode") {
+      KILN_CHECK(value.is_string(), "compile request: 'mode' must be a string");
+      r.mode = value.get<std::string>();
+      config::mode_options(r.mode);  // an unknown mode: native's message listing them
+    } else if (key == "options") {
+      KILN_CHECK(value.is_object(), "compile request: 'options' must be an object");
+      for (const auto& [name, ov] : value.items()) r.options[name] = config_value(name, ov);
+    } else {
+      fail("compile request: unknown key '", key, "' (expected target, mode, options)");
+    }
+  }
+  return r;
+}
+
+std::string plan_json(const Graph& g, const Request& r) {
+  return with_request(r, [&] {
+    const schedule::Schedule s = schedule::schedule_graph(passes::run_default_pipeline(g));
+    return format::plan_to_json(generate(s, r.target));
+  });
+}
+
+std::string cache_key(const Graph& g, const Request& r) {
+  return with_request(r, [&] {
+    return "kiln-" + version() + "-" + r.target + "-" + hex(g.canonical().structural_hash()) + "-" +
+           hex(config::codegen_hash());
+  });
+}
+
+std::string compile_report(const Graph& g, const Request& r) {
+  return with_request(r, [&] {
+    json out;
+    out["target"] = r.target;
+    out["mode"] = r.mode;
+    out["cache_key"] = "kiln-" + version() + "-" + r.target + "-" + hex(g.canonical().structural_hash()) + "-" +
+                       hex(config::codegen_hash());
+    json codegen = json::object();
+    for (const auto& [name, value] : config::codegen_values()) codegen[name] = config::to_string(value);
+    out["codegen_options"] = std::move(codegen);
+    out["input"] = graph_object(g);
+    out["input_text"] = g.str();
+
+    const auto t0 = std::chrono::steady_clock::now();
+    json passes = json::array();
+    Graph current = g;
+    for (const passes::Pass& p : passes::default_pipeline()) {
+      passes::PassResult pr = passes::run_pass(p, current);
+      passes.push_back({{"name", p.name},
+                        {"summary", pr.summary},
+                        {"changed", pr.changed},
+                        {"ops_before", current.op_count()},
+                        {"ops_after", pr.graph.op_count()},
+                        {"before", current.str()},
+                        {"after", pr.graph.str()}});
+      current = std::move(pr.graph);
+    }
+    const double passes_ms = ms_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    const schedule::Schedule s = schedule::schedule_graph(current);
+    const double schedule_ms = ms_since(t1);
+    const auto t2 = std::chrono::steady_clock::now();
+    const plan::KernelPlan p = generate(s, r.target);
+    const double codegen_ms = ms_since(t2);
+    const auto t3 = std::chrono::steady_clock::now();
+    out["plan"] = format::plan_to_json(p);
+    const double serialize_ms = ms_since(t3);
+
+    out["passes"] = std::move(passes);
+    out["optimized"] = graph_object(current);
+    out["scheduled"] = graph_object(s.graph);
+    out["scheduled_text"] = s.graph.str();
+    out["decisions"] = s.decisions;
+    out["schedule_text"] = s.str();
+    json kernels = json::array();
+    for (const plan::PlanKernel& k : p.kernels) {
+      json ops = json::array();
+      for (NodeId n : k.provenance)
+        if (n >= 0 && static_cast<size_t>(n) < s.graph.size()) ops.push_back(op_name(s.graph.node(n).op));
+      kernels.push_back({{"name", k.name},
+                         {"kind", k.kind},
+                         {"entry", k.entry},
+                         {"variants", k.variants},
+                         {"source", k.source},
+                         {"provenance", k.provenance},
+                         {"ops", std::move(ops)},
+                         {"reads", k.reads},
+                         {"writes", k.writes},
+                         {"parallel_extent", k.parallel_extent.str()}});
+    }
+    out["kernels"] = std::move(kernels);
+    out["prelude"] = p.prelude;
+    // The guards a compiled function over this graph checks (sdk/capture, one argument per
+    // graph input, named as the inputs are), then what the plan itself assumes.
+    std::vector<ArgView> args(g.inputs().size());
+    std::vector<int32_t> arg_of_input(g.inputs().size());
+    std::vector<std::string> names;
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      arg_of_input[i] = static_cast<int32_t>(i);
+      names.push_back(g.node(g.inputs()[i]).name);
+    }
+    const GuardSet guards = GuardSet::build(g, args, arg_of_input, std::move(names), config::codegen_hash());
+    json guard_lines = json::array();
+    const std::string text = guards.str();
+    for (size_t at = 0, nl; at < text.size(); at = nl + 1) {
+      nl = text.find('\n', at);
+      if (nl == std::string::npos) nl = text.size();
+      guard_lines.push_back(text.substr(at, nl - at));
+    }
+    out["guards"] = std::move(guard_lines);
+    out["plan_guards"] = p.guards;
+    out["plan_text"] = p.str();
+    out["peak_intermediate_bytes"] = p.peak_intermediate_bytes;
+    out["timing_ms"] = {{"passes", passes_ms},
+                        {"schedule", schedule_ms},
+                        {"codegen", codegen_ms},
+                        {"serialize", serialize_ms},
+                        {"total", passes_ms + schedule_ms + codegen_ms + serialize_ms}};
+    return out.dump();
+  });
+}
+
+std::string run_reference(const Graph& g, std::string_view inputs_json) {
+  const json req = parse(inputs_json, "run request");
+  KILN_CHECK(req.is_object(), "run request: expected an object");
+  std::vector<TensorData> inputs;
+  if (req.contains("inputs")) {
+    const json& list = req["inputs"];
+    KILN_CHECK(list.is_array(), "run request: 'inputs' must be an array");
+    KILN_CHECK(list.size() == g.inputs().size(), "run request: the graph takes ", g.inputs().size(), " input",
+               g.inputs().size() == 1 ? "" : "s", ", got ", list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& t = list[i];
+      const std::string where = "run request: input " + std::to_string(i);
+      KILN_CHECK(t.is_object() && t.contains("shape") && t.contains("data"), where,
+                 ": expected {\"shape\": [...], \"data\": [...]}");
+      KILN_CHECK(t["shape"].is_array() && t["data"].is_array(), where, ": 'shape' and 'data' must be arrays");
+      std::vector<int64_t> sizes;
+      int64_t n = 1;
+      for (const json& d : t["shape"]) {
+        KILN_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, where, ": a size must be a non-negative integer");
+        sizes.push_back(d.get<int64_t>());
+        KILN_CHECK(sizes.back() <= kMaxRunElements && (n *= sizes.back()) <= kMaxRunElements, where,
+                   ": too large to run here (at most ", kMaxRunElements, " elements)");
+      }
+      KILN_CHECK(static_cast<int64_t>(t["data"].size()) == n, where, ": shape holds ", n, " elements, data has ",
+                 t["data"].size());
+      TensorData td = TensorData::empty_host(g.node(g.inputs()[i]).meta.dtype, sizes);
+      for (int64_t e = 0; e < n; ++e) {
+        const json& x = t["data"][static_cast<size_t>(e)];
+        double v = 0;
+        if (x.is_number()) v = x.get<double>();
+        else if (x.is_boolean()) v = x.get<bool>() ? 1 : 0;
+        else if (x.is_string() && (x == "inf" || x == "-inf" || x == "nan"))
+          v = x == "nan" ? NAN : (x == "inf" ? INFINITY : -INFINITY);
+        else fail(where, ": data[", e, "] is not a number");
+        set_element(td, e, v);
+      }
+      inputs.push_back(std::move(td));
+    }
+  } else {
+    const uint64_t seed = req.contains("random") && req["random"].is_number_unsigned() ? req["random"].get<uint64_t>() : 0;
+    std::vector<int64_t> values = g.shapes().examples();
+    if (req.contains("symbols")) {
+      KILN_CHECK(req["symbols"].is_object(), "run request: 'symbols' must be an object");
+      for (const auto& [name, v] : req["symbols"].items()) {
+        KILN_CHECK(name.size() > 1 && name[0] == 's', "run request: unknown symbol '", name, "'");
+        const std::string digits = name.substr(1);
+        KILN_CHECK(std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                       digits.size() < 9 && std::stoul(digits) < values.size(),
+                   "run request: unknown symbol '", name, "'");
+        KILN_CHECK(v.is_number_integer(), "run request: symbol ", name, " must be an integer");
+        values[std::stoul(digits)] = v.get<int64_t>();
+      }
+    }
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const TensorMeta& m = g.node(g.inputs()[i]).meta;
+      std::vector<int64_t> sizes;
+      int64_t n = 1;
+      for (const SymInt& d : m.sizes) {
+        sizes.push_back(d.evaluate(values));
+        KILN_CHECK(sizes.back() >= 0 && sizes.back() <= kMaxRunElements && (n *= sizes.back()) <= kMaxRunElements,
+                   "run request: input ", i, " would have ", n, " elements, too large to run here");
+      }
+      TensorData td = TensorData::empty_host(m.dtype, sizes);
+      for (int64_t e = 0; e < n; ++e) {
+        // Uniform in [-2, 2) from Philox's integer bits (no libm: the same bits everywhere).
+        const auto bits = reference::philox4x32_10({static_cast<uint32_t>(e), static_cast<uint32_t>(e >> 32), 0u, 0u},
+                                                   {static_cast<uint32_t>(seed + i), static_cast<uint32_t>((seed + i) >> 32)});
+        const double v = static_cast<double>(bits[0] >> 8) * 0x1p-22 - 2.0;
+        set_element(td, e, m.dtype == DType::bool_ ? (v > 0) : is_integral(m.dtype) ? std::round(v * 4) : v);
+      }
+      inputs.push_back(std::move(td));
+    }
+  }
+  const std::vector<TensorData> outputs = reference::run_graph(g, inputs);
+  json out;
+  out["inputs"] = json::array();
+  for (const TensorData& t : inputs) out["inputs"].push_back(tensor_json(t));
+  out["outputs"] = json::array();
+  for (const TensorData& t : outputs) {
+    KILN_CHECK(t.numel() <= kMaxRunElements, "run: output too large to return");
+    out["outputs"].push_back(tensor_json(t));
+  }
+  return out.dump();
+}
+
+// ---- GraphBuilder ------------------------------------------------------------------------
+
+int GraphBuilder::symbol(const std::string& name, int64_t example, int64_t min, int64_t max, bool user_dynamic) {
+  KILN_CHECK(!name.empty(), "symbol: a name is required");
+  KILN_CHECK(!named_.count(name), "symbol: '", name, "' is already defined");
+  KILN_CHECK(min >= 0 && min <= example && example <= max, "symbol '", name, "': need 0 <= min <= example <= max, got ",
+             min, " <= ", example, " <= ", max);
+  SymInt s = g_.shapes().create_symbol(example, min, max, "symbol " + name, user_dynamic);
+  named_.emplace(name, s);
+  return static_cast<int>(g_.shapes().symbols().size()) - 1;
+}
+
+SymInt GraphBuilder::size_of(const json& v, const std::string& where) {
+  if (v.is_number_integer()) return SymInt(v.get<int64_t>());
+  KILN_CHECK(v.is_string(), where, ": a size must be an integer or a symbol name, got ", v.dump());
+  const std::string name = v.get<std::string>();
+  if (auto it = named_.find(name); it != named_.end()) return it->second;
+  // "s3": a symbol by id; an expression over ids ("2*s0"); otherwise a new named symbol.
+  if (!name.empty() && name[0] == 's' && name.find_first_not_of("0123456789", 1) == std::string::npos &&
+      name.size() > 1) {
+    const size_t id = std::stoul(name.substr(1));
+    KILN_CHECK(id < g_.shapes().symbols().size(), where, ": symbol ", name, " does not exist");
+    return SymInt::symbol(static_cast<SymbolId>(id), g_.shapes().symbols()[id].example);
+  }
+  const bool identifier = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                          std::all_of(name.begin(), name.end(), [](char c) {
+                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                          });
+  if (!identifier) {
+    const SymExpr e = parse_sym_expr(name);
+    return SymInt(e, e.evaluate(g_.shapes().examples()));
+  }
+  symbol(name, 16, 2, std::numeric_limits<int64_t>::max(), false);
+  return named_.at(name);
+}
+
+int GraphBuilder::input(std::string_view shape_json, const std::string& dtype, const std::string& name,
+                        const std::string& device) {
+  const json shape = parse(shape_json, "input shape");
+  const std::string where = "input " + std::to_string(g_.inputs().size()) + (name.empty() ? "" : " (" + name + ")");
+  KILN_CHECK(shape.is_array(), where, ": the shape must be an array");
+  TensorMeta m;
+  m.dtype = parse_dtype(dtype);
+  m.device = device.empty() ? Device::cpu() : parse_device(device);
+  for (const json& d : shape) {
+    SymInt s = size_of(d, where);
+    KILN_CHECK(s.is_symbolic() || s.hint() >= 0, where, ": negative size ", s.hint());
+    m.sizes.push_back(std::move(s));
+  }
+  return g_.add_input(std::move(m), name);
+}
+
+AttrValue GraphBuilder::attr(const json& v, AttrKind kind, const std::string& where) {
+  auto integer = [&](const json& x) {
+    if (x.is_number_integer()) return x.get<int64_t>();
+    KILN_CHECK(x.is_number_float() && std::trunc(x.get<double>()) == x.get<double>() &&
+                   std::abs(x.get<double>()) < 9.007199254740992e15,
+               where, ": expected an integer, got ", x.dump());
+    return static_cast<int64_t>(x.get<double>());
+  };
+  switch (kind) {
+    case AttrKind::int_: return integer(v);
+    case AttrKind::float_:
+      if (v.is_number()) return v.get<double>();
+      if (v == "inf") return INFINITY;
+      if (v == "-inf") return -INFINITY;
+      if (v == "nan") return NAN;
+      fail(where, ": expected a number, got ", v.dump());
+    case AttrKind::bool_:
+      KILN_CHECK(v.is_boolean(), where, ": expected true or false, got ", v.dump());
+      return v.get<bool>();
+    case AttrKind::ints: {
+      KILN_CHECK(v.is_array(), where, ": expected an array of integers, got ", v.dump());
+      std::vector<int64_t> out;
+      for (const json& x : v) out.push_back(integer(x));
+      return out;
+    }
+    case AttrKind::symints: {
+      KILN_CHECK(v.is_array(), where, ": expected an array of sizes, got ", v.dump());
+      std::vector<SymInt> out;
+      for (const json& x : v) out.push_back(size_of(x, where));
+      return out;
+    }
+    case AttrKind::dtype:
+      KILN_CHECK(v.is_string(), where, ": expected a dtype name, got ", v.dump());
+      return parse_dtype(v.get<std::string>());
+    case AttrKind::string:
+      KILN_CHECK(v.is_string(), where, ": expected a string, got ", v.dump());
+      return v.get<std::string>();
+    case AttrKind::tensor: {
+      // {"dtype", "shape", "data": [numbers]}
+      KILN_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data"), where,
+                 ": expected {\"dtype\", \"shape\", \"data\"}");
+      auto c = std::make_shared<ConstantData>();
+      c->dtype = parse_dtype(v["dtype"].get<std::string>());
+      int64_t n = 1;
+      for (const json& d : v["shape"]) {
+        const int64_t s = integer(d);
+        KILN_CHECK(s >= 0 && s <= kMaxRunElements && (n *= s) <= kMaxRunElements, where, ": bad constant shape");
+        c->sizes.push_back(s);
+      }
+      KILN_CHECK(v["data"].is_array() && static_cast<int64_t>(v["data"].size()) == n, where, ": constant has ", n,
+                 " elements, data has ", v["data"].is_array() ? v["data"].size() : 0);
+      TensorData t = TensorData::empty_host(c->dtype, c->sizes);
+      for (int64_t e = 0; e < n; ++e) set_element(t, e, v["data"][static_cast<size_t>(e)].get<double>());
+      const auto* p = static_cast<const std::byte*>(t.data());
+      c->bytes.assign(p, p + n * dtype_size(c->dtype));
+      return std::shared_ptr<const ConstantData>(std::move(c));
+    }
+  }
+  fail(where, ": unknown attribute kind");
+}
+
+int GraphBuilder::op(const std::string& name, std::string_view inputs_json, std::string_view attrs_json) {
+  const std::optional<OpId> id = find_op(name);
+  KILN_CHECK(id.has_value(), "unknown op '", name, "'");
+  KILN_CHECK(*id != OpId::input, "use input() to add a graph input");
+  const OpDef& def = op_def(*id);
+  const json ins = parse(inputs_json, name);
+  const json attrs = attrs_json.empty() ? json::object() : parse(attrs_json, name);
+  KILN_CHECK(ins.is_array(), name, ": inputs must be an array");
+  KILN_CHECK(attrs.is_object(), name, ": attributes must be an object");
+  // The first tensor operand: scalars take their dtype next to it; dims normalise to its rank.
+  const TensorMeta* first = nullptr;
+  for (const json& x : ins)
+    if (x.is_number_integer() && !x.is_boolean()) {
+      // Node ids are integers; scalars are passed as {"scalar": v}.
+      const int64_t n = x.get<int64_t>();
+      KILN_CHECK(n >= 0 && static_cast<size_t>(n) < g_.size(), name, ": node ", n, " does not exist");
+      if (!first) first = &g_.node(static_cast<NodeId>(n)).meta;
+    }
+  std::vector<NodeId> inputs;
+  for (const json& x : ins) {
+    if (x.is_object() && x.contains("scalar")) {
+      const json& v = x["scalar"];
+      KILN_CHECK(first, name, ": got a scalar but no tensor operand");
+      ScalarKind kind = ScalarKind::floating;
+      double value = 0;
+      if (v.is_boolean()) kind = ScalarKind::boolean, value = v.get<bool>();
+      else if (v.is_number_integer()) kind = ScalarKind::integer, value = static_cast<double>(v.get<int64_t>());
+      else if (v.is_number()) value = v.get<double>();
+      else if (v == "inf" || v == "-inf" || v == "nan") value = v == "nan" ? NAN : v == "inf" ? INFINITY : -INFINITY;
+      else fail(name, ": a scalar operand must be a number or a boolean, got ", v.dump());
+      inputs.push_back(g_.add(OpId::full, {}, Attrs{std::vector<SymInt>{}, value, weak_scalar_dtype(kind, first->dtype)}));
+    } else {
+      KILN_CHECK(x.is_number_integer(), name, ": an input must be a tensor or a scalar, got ", x.dump());
+      inputs.push_back(static_cast<NodeId>(x.get<int64_t>()));
+    }
+  }
+  const int64_t rank = first ? first->rank() : 0;
+  Attrs a;
+  for (const AttrSpec& spec : def.attrs) {
+    const std::string key(spec.name);
+    const std::string where = name + ": attribute '" + key + "'";
+    KILN_CHECK(attrs.contains(key), name, ": missing attribute '", key, "'");
+    AttrValue v = attr(attrs[key], spec.kind, where);
+    // The C++ frontend's normalisation: negative dims count from the end (unsqueeze: of the
+    // result), a reduction's dims sorted, one -1 in a reshape inferred, -1 in expand kept.
+    if (key == "dim" || key == "dim0" || key == "dim1" || key == "start_dim" || key == "end_dim") {
+      if (first && *id != OpId::cat) v = normalize_dim(std::get<int64_t>(v), *id == OpId::unsqueeze ? rank + 1 : rank, name);
+      else if (first) v = normalize_dim(std::get<int64_t>(v), rank, name);
+    } else if (key == "dims" && first) {
+      auto dims = std::get<std::vector<int64_t>>(v);
+      for (int64_t& d : dims) d = normalize_dim(d, rank, name);
+      if (def.category == OpCategory::reduction || *id == OpId::squeeze) {
+        std::sort(dims.begin(), dims.end());
+        KILN_CHECK(std::adjacent_find(dims.begin(), dims.end()) == dims.end(), name, ": a dim is listed twice");
+      }
+      v = dims;
+    } else if (key == "shape" && *id == OpId::reshape && first) {
+      auto shape = std::get<std::vector<SymInt>>(v);
+      int64_t infer_at = -1;
+      SymInt known = 1;
+      for (size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i] == -1) {
+          KILN_CHECK(infer_at < 0, "reshape: only one size may be -1");
+          infer_at = static_cast<int64_t>(i);
+        } else {
+          known = known * shape[i];
+        }
+      }
+      if (infer_at >= 0) {
+        const SymInt total = first->numel();
+        KILN_CHECK(known.is_static() && known.hint() != 0, "reshape: cannot infer the -1 next to symbolic sizes");
+        auto q = total.expr().exact_div(known.hint());
+        KILN_CHECK(q.has_value(), "reshape: cannot infer the -1 for a tensor of ", total.str(), " elements");
+        shape[static_cast<size_t>(infer_at)] = q->is_constant() ? SymInt(q->constant_value()) : SymInt(*q, total.hint() / known.hint());
+      }
+      v = shape;
+    } else if (key == "shape" && *id == OpId::expand && first) {
+      auto shape = std::get<std::vector<SymInt>>(v);
+      const int64_t lead = static_cast<int64_t>(shape.size()) - rank;
+      KILN_CHECK(lead >= 0, "expand: target has fewer dims than the input");
+      for (size_t i = 0; i < shape.size(); ++i)
+        if (shape[i] == -1) {
+          KILN_CHECK(static_cast<int64_t>(i) >= lead, "expand: -1 is not allowed for a new leading dim");
+          shape[i] = first->sizes[i - static_cast<size_t>(lead)];
+        }
+      v = shape;
+    }
+    a.values.push_back(std::move(v));
+  }
+  for (const auto& item : attrs.items()) {
+    const std::string key = item.key();
+    const bool known = std::any_of(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec& s) { return s.name == key; });
+    KILN_CHECK(known, name, ": unknown attribute '", key, "'");
+  }
+  return g_.add(*id, std::move(inputs), std::move(a));
+}
+
+std::string GraphBuilder::node_json(int id) const {
+  KILN_CHECK(id >= 0 && static_cast<size_t>(id) < g_.size(), "node ", id, " does not exist");
+  const Node& n = g_.node(id);
+  json shape = json::array();
+  for (const SymInt& s : n.meta.sizes) {
+    if (s.is_static()) shape.push_back(s.hint());
+    else shape.push_back(s.str());
+  }
+  return json{{"id", id}, {"op", op_name(n.op)}, {"dtype", dtype_name(n.meta.dtype)}, {"shape", std::move(shape)},
+              {"device", n.meta.device.str()}}
+      .dump();
+}
+
+void GraphBuilder::set_name(int id, const std::string& name) {
+  KILN_CHECK(id >= 0 && static_cast<size_t>(id) < g_.size(), "node ", id, " does not exist");
+  g_.set_name(id, name);
+}
+
+std::string GraphBuilder::finish(std::string_view outputs_json) {
+  const json outs = parse(outputs_json, "outputs");
+  KILN_CHECK(outs.is_array() && !outs.empty(), "outputs: expected a non-empty array of tensors");
+  std::vector<NodeId> ids;
+  for (const json& o : outs) {
+    KILN_CHECK(o.is_number_integer() && o.get<int64_t>() >= 0 && static_cast<size_t>(o.get<int64_t>()) < g_.size(),
+               "outputs: ", o.dump(), " is not a node of this graph");
+    ids.push_back(static_cast<NodeId>(o.get<int64_t>()));
+  }
+  Graph g = g_;
+  g.set_outputs(ids);
+  return format::to_json(g);
+}
+
+}  // namespace kiln::web

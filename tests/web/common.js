@@ -5,9 +5,9 @@ const fs = require('fs');
 const { execFileSync } = require('child_process');
 
 const root = path.resolve(__dirname, '../..');
-const wasmDir = process.env.KILN_WASM_DIR || path.join(root, 'build/wasm/dist');
-const native = process.env.KILN_WEB_NATIVE || path.join(root, 'build/web-native/tests/web/kiln_web_native');
-const cli = process.env.KILN_CLI || '';
+const wasmDir = path.resolve(process.env.KILN_WASM_DIR || path.join(root, 'build/wasm/dist'));
+const native = process.env.KILN_WEB_NATIVE ? path.resolve(process.env.KILN_WEB_NATIVE) : path.join(root, 'build/web-native/tests/web/kiln_web_native');
+const cli = process.env.KILN_CLI ? path.resolve(process.env.KILN_CLI) : '';
 const samplesDir = path.join(root, 'samples/graphs');
 const samples = fs.readdirSync(samplesDir).filter((f) => f.endsWith('.json')).sort();
 

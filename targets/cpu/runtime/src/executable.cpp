@@ -155,6 +155,32 @@ struct PlanExecutable::Impl {
               std::to_string(candidates[k].size() * chunks.size()) + " candidates)\n";
   }
   std::string compile_report;
+  void setup_inputs() {
+    for (const plan::PlanBuffer& b : plan.buffers)
+      if (b.kind == "input") num_inputs = std::max(num_inputs, static_cast<size_t>(b.index + 1));
+    input_buffer.assign(num_inputs, -1);
+    for (const plan::PlanBuffer& b : plan.buffers)
+      if (b.kind == "input") input_buffer[static_cast<size_t>(b.index)] = b.id;
+  }
+  // Each generated kernel's entry and variants, from whichever module defines them.
+  KernelFn* function(const std::string& symbol, const plan::PlanKernel& pk) const {
+    for (const auto& m : modules)
+      if (void* f = m->find(symbol)) return reinterpret_cast<KernelFn*>(f);
+    fail("cpu runtime: kernel ", pk.name, ": no module defines '", symbol, "' (", modules.size(), " modules)");
+  }
+  void resolve_kernels() {
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      const plan::PlanKernel& pk = plan.kernels[k];
+      fns.push_back(pk.kind == "reference" ? nullptr : function(pk.entry, pk));
+      grains.push_back(pk.grain);
+      std::vector<std::pair<std::string, KernelFn*>> c;
+      if (pk.kind != "reference") {
+        c.emplace_back(pk.entry, fns.back());
+        for (const std::string& v : pk.variants) c.emplace_back(v, function(v, pk));
+      }
+      candidates.push_back(std::move(c));
+    }
+  }
   std::vector<int32_t> input_buffer;  // buffer of graph input k
   size_t num_inputs = 0;
   // reduce-overhead: slots kept from the last call, for the symbol values they were made for
@@ -173,11 +199,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  for (const plan::PlanBuffer& b : im.plan.buffers)
-    if (b.kind == "input") im.num_inputs = std::max(im.num_inputs, static_cast<size_t>(b.index + 1));
-  im.input_buffer.assign(im.num_inputs, -1);
-  for (const plan::PlanBuffer& b : im.plan.buffers)
-    if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
+  im.setup_inputs();
   // Kernels are split into one module per thread, balanced by source size, and the modules
   // compiled at once (JitModule::compile may run on several threads): a plan of many kernels
   // compiles in about the time of its largest share.
@@ -190,12 +212,11 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     return im.plan.kernels[a].source.size() > im.plan.kernels[b].source.size();
   });
   std::vector<std::string> text(parts, im.plan.prelude);
-  std::vector<size_t> load(parts, 0), kernels_in(parts, 0), part_of(im.plan.kernels.size(), 0);
+  std::vector<size_t> load(parts, 0), kernels_in(parts, 0);
   for (size_t k : generated) {
     const size_t p = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     text[p] += "\n" + im.plan.kernels[k].source;
     load[p] += im.plan.kernels[k].source.size();
-    part_of[k] = p;
     kernels_in[p] += 1;
   }
   im.modules.resize(generated.empty() ? 0 : parts);
@@ -213,18 +234,38 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
                   kernels_in[p], text[p].size(), t.parse * 1e3, t.optimise * 1e3, t.codegen * 1e3, t.link * 1e3);
     im.compile_report += line;
   }
-  for (size_t k = 0; k < im.plan.kernels.size(); ++k) {
-    const plan::PlanKernel& pk = im.plan.kernels[k];
-    im.fns.push_back(pk.kind == "reference" ? nullptr : im.modules[part_of[k]]->function<KernelFn>(pk.entry));
-    im.grains.push_back(pk.grain);
-    std::vector<std::pair<std::string, KernelFn*>> c;
-    if (pk.kind != "reference") {
-      c.emplace_back(pk.entry, im.fns.back());
-      for (const std::string& v : pk.variants) c.emplace_back(v, im.modules[part_of[k]]->function<KernelFn>(v));
-    }
-    im.candidates.push_back(std::move(c));
-  }
+  im.resolve_kernels();
   return exe;
+}
+
+std::shared_ptr<PlanExecutable> PlanExecutable::load_compiled(plan::KernelPlan p, std::span<const std::string> objects,
+                                                              const ExecutableOptions& options) {
+  KILN_CHECK(p.target == "cpu", "cpu runtime: the plan is for target '", p.target, "', not cpu");
+  register_sgemm();
+  auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
+  exe->impl_ = std::make_unique<Impl>();
+  Impl& im = *exe->impl_;
+  im.plan = std::move(p);
+  im.options = options;
+  im.setup_inputs();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < objects.size(); ++i)
+    im.modules.push_back(JitModule::load_object(objects[i], "kiln_plan_" + std::to_string(i)));
+  im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < im.modules.size(); ++i) {
+    char line[160];
+    std::snprintf(line, sizeof line, "module %zu: %zu object bytes: linked from the cache in %.2f ms\n", i, objects[i].size(),
+                  im.modules[i]->timings().link * 1e3);
+    im.compile_report += line;
+  }
+  im.resolve_kernels();
+  return exe;
+}
+
+std::vector<std::string> PlanExecutable::objects() const {
+  std::vector<std::string> out;
+  for (const auto& m : impl_->modules) out.push_back(m->object());
+  return out;
 }
 
 const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }

@@ -12,6 +12,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/Object/ObjectFile.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SourceMgr.h>
@@ -118,6 +119,41 @@ std::string take_session_errors() {
 
 }  // namespace
 
+// Adds `object` to a new JITDylib of the session for `result` and resolves `names` (mangled
+// with the session's prefix) into result.symbols_.
+void JitModule::link_object(JitModule& result, std::unique_ptr<llvm::MemoryBuffer> object,
+                            const std::vector<std::string>& names) {
+  Session& s = session();
+  llvm::orc::LLJIT& jit = *s.jit;
+  const std::string& name = result.name_;
+  llvm::orc::ExecutionSession& es = jit.getExecutionSession();
+  auto dylib = jit.createJITDylib("kiln." + name + "." + std::to_string(s.next_id++));
+  if (!dylib) fail("cpu JIT: module '", name, "': ", llvm::toString(dylib.takeError()));
+  result.impl_ = std::make_unique<Impl>();
+  result.impl_->dylib = &*dylib;  // removed by ~JitModule, also when the steps below throw
+  dylib->addToLinkOrder(jit.getMainJITDylib());
+  if (auto err = jit.addObjectFile(*dylib, std::move(object)))
+    fail("cpu JIT: cannot add module '", name, "': ", llvm::toString(std::move(err)));
+
+  if (!names.empty()) {
+    llvm::orc::SymbolLookupSet lookup_set;
+    for (const auto& n : names) lookup_set.add(jit.mangleAndIntern(n));
+    take_session_errors();
+    auto found = es.lookup(llvm::orc::makeJITDylibSearchOrder(&*dylib), std::move(lookup_set));
+    if (!found) {
+      std::string message = llvm::toString(found.takeError());
+      std::string reported = take_session_errors();
+      fail("cpu JIT: cannot link module '", name,
+           "': ", reported.empty() ? message : reported + " (" + message + ")");
+    }
+    for (const auto& n : names) {
+      auto it = found->find(jit.mangleAndIntern(n));
+      if (it != found->end())
+        result.symbols_.emplace(n, reinterpret_cast<void*>(static_cast<uintptr_t>(it->second.getAddress())));
+    }
+  }
+}
+
 std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::string_view module_name,
                                               int opt_level, const CompileOptions& options) {
   using Clock = std::chrono::steady_clock;
@@ -133,8 +169,7 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
   const std::string name(module_name);
   KILN_CHECK(opt_level >= 0 && opt_level <= 3, "cpu JIT: module '", name, "': opt_level ", opt_level,
              " is not in 0..3");
-  Session& s = session();
-  llvm::orc::LLJIT& jit = *s.jit;
+  session();  // LLVM initialised, the session made
   llvm::TargetMachine& tm = thread_machine(opt_level);
   lap();  // first-use setup (LLVM, the session, this thread's TargetMachine) is in no phase
 
@@ -200,35 +235,46 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
   context.reset();
   timings.codegen = lap();
 
-  llvm::orc::ExecutionSession& es = jit.getExecutionSession();
-  auto dylib = jit.createJITDylib("kiln." + name + "." + std::to_string(s.next_id++));
-  if (!dylib) fail("cpu JIT: module '", name, "': ", llvm::toString(dylib.takeError()));
-  result->impl_ = std::make_unique<Impl>();
-  result->impl_->dylib = &*dylib;  // removed by ~JitModule, also when the steps below throw
-  dylib->addToLinkOrder(jit.getMainJITDylib());
-  if (auto err = jit.addObjectFile(*dylib, std::move(*object)))
-    fail("cpu JIT: cannot add module '", name, "': ", llvm::toString(std::move(err)));
-
-  if (!names.empty()) {
-    llvm::orc::SymbolLookupSet lookup_set;
-    for (const auto& n : names) lookup_set.add(jit.mangleAndIntern(n));
-    take_session_errors();
-    auto found = es.lookup(llvm::orc::makeJITDylibSearchOrder(&*dylib), std::move(lookup_set));
-    if (!found) {
-      std::string message = llvm::toString(found.takeError());
-      std::string reported = take_session_errors();
-      fail("cpu JIT: cannot link module '", name,
-           "': ", reported.empty() ? message : reported + " (" + message + ")");
-    }
-    for (const auto& n : names) {
-      auto it = found->find(jit.mangleAndIntern(n));
-      if (it != found->end())
-        result->symbols_.emplace(n, reinterpret_cast<void*>(static_cast<uintptr_t>(it->second.getAddress())));
-    }
-  }
+  result->object_.assign((*object)->getBufferStart(), (*object)->getBufferSize());
+  link_object(*result, std::move(*object), names);
   timings.link = lap();
   result->timings_ = timings;
   result->compile_seconds_ = std::chrono::duration<double>(mark - start).count();
+  return result;
+}
+
+std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::string_view module_name) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string name(module_name);
+  const llvm::Triple host = session().jit->getTargetTriple();  // LLVM initialised, the session made
+  auto result = std::unique_ptr<JitModule>(new JitModule);
+  result->name_ = name;
+  result->object_.assign(object.data(), object.size());
+  // What the object defines for the outside (functions and data with global binding).
+  std::vector<std::string> names;
+  {
+    auto file = llvm::object::ObjectFile::createObjectFile(
+        llvm::MemoryBufferRef(llvm::StringRef(result->object_.data(), result->object_.size()), name));
+    if (!file) fail("cpu JIT: module '", name, "': not an object file: ", llvm::toString(file.takeError()));
+    KILN_CHECK((*file)->getArch() == host.getArch(), "cpu JIT: module '", name, "': the object is for another architecture");
+    for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
+      auto flags = sym.getFlags();
+      if (!flags) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(flags.takeError()));
+      if (!(*flags & llvm::object::SymbolRef::SF_Global) || (*flags & llvm::object::SymbolRef::SF_Undefined) ||
+          (*flags & llvm::object::SymbolRef::SF_FormatSpecific))
+        continue;
+      auto type = sym.getType();
+      if (!type) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(type.takeError()));
+      if (*type != llvm::object::SymbolRef::ST_Function && *type != llvm::object::SymbolRef::ST_Data) continue;
+      auto sym_name = sym.getName();
+      if (!sym_name) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(sym_name.takeError()));
+      names.push_back(sym_name->str());
+    }
+  }
+  link_object(*result, llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(result->object_.data(), result->object_.size()), name),
+              names);
+  result->timings_.link = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result->compile_seconds_ = result->timings_.link;
   return result;
 }
 
@@ -247,6 +293,11 @@ JitModule::~JitModule() {
     if (auto err = session().jit->getExecutionSession().removeJITDylib(*impl_->dylib))
       llvm::consumeError(std::move(err));
   }
+}
+
+void* JitModule::find(std::string_view symbol) const {
+  auto it = symbols_.find(std::string(symbol));
+  return it == symbols_.end() ? nullptr : it->second;
 }
 
 void* JitModule::lookup(std::string_view symbol) const {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kiln/graph/tensor_data.h"
@@ -31,6 +32,14 @@ struct ExecutableOptions {
 class PlanExecutable {
  public:
   static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, const ExecutableOptions& options = {});
+  // The same plan from the object code of its modules (objects() of an executable loaded from
+  // the same plan, on a host with the same CPU and features: the caller's cache key says so):
+  // the objects are only linked, nothing is parsed, optimised or compiled. A kernel entry (or
+  // variant) that no object defines, or bytes that are not an object, give a kiln::Error.
+  static std::shared_ptr<PlanExecutable> load_compiled(plan::KernelPlan plan, std::span<const std::string> objects,
+                                                       const ExecutableOptions& options = {});
+  // The object code of each module, in module order (what load_compiled takes).
+  std::vector<std::string> objects() const;
   ~PlanExecutable();
 
   std::vector<TensorData> run(std::span<const TensorData* const> inputs) const;

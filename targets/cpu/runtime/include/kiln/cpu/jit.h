@@ -12,6 +12,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
+
+namespace llvm {
+class MemoryBuffer;
+}
 
 namespace kiln::cpu {
 
@@ -59,6 +64,12 @@ class JitModule {
   // diagnostic (line:column and message) when the text does not parse or verify.
   static std::unique_ptr<JitModule> compile(std::string_view ir_text, std::string_view module_name,
                                             int opt_level = 3, const CompileOptions& options = {});
+  // Links object code that compile() made (object()) on a host with the same CPU and features
+  // (the caller's cache key guarantees it): no parse, optimisation or code generation. Every
+  // function and global the object defines is resolved at once, as in compile(). Bytes that are
+  // not an object file for this host, or that need a symbol nobody defines, give a kiln::Error
+  // naming module_name.
+  static std::unique_ptr<JitModule> load_object(std::string_view object, std::string_view module_name);
   ~JitModule();
   JitModule(const JitModule&) = delete;
   JitModule& operator=(const JitModule&) = delete;
@@ -66,6 +77,8 @@ class JitModule {
   // Address of a function or global the module defines (external linkage); an unknown symbol
   // throws kiln::Error naming it and the module. Cheap (a hash lookup), thread-safe.
   void* lookup(std::string_view symbol) const;
+  // The same, or null when the module does not define it.
+  void* find(std::string_view symbol) const;
   template <class Fn>
   Fn* function(std::string_view symbol) const {
     return reinterpret_cast<Fn*>(lookup(symbol));
@@ -75,6 +88,9 @@ class JitModule {
   // Wall time compile() took: parse, verify, optimise, code generation, linking.
   double compile_seconds() const { return compile_seconds_; }
   const CompileTimings& timings() const { return timings_; }
+  // The relocatable object code this module was linked from (ELF on Linux): what a compile
+  // cache stores, and load_object() takes.
+  const std::string& object() const { return object_; }
   // The module after optimisation; throws kiln::Error unless compiled with keep_optimized_ir.
   const std::string& optimized_ir() const;
 
@@ -82,11 +98,14 @@ class JitModule {
 
  private:
   JitModule() = default;
+  static void link_object(JitModule& result, std::unique_ptr<llvm::MemoryBuffer> object,
+                          const std::vector<std::string>& names);
   std::string name_;
   double compile_seconds_ = 0;
   CompileTimings timings_;
   bool kept_ir_ = false;
   std::string optimized_ir_;
+  std::string object_;
   std::unordered_map<std::string, void*> symbols_;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,24 +1,31 @@
 // The "kiln" backend's CPU path: schedule the optimised graph, generate LLVM IR, JIT the plan.
 #include "cpu_backend.h"
+#include "kiln/caches.h"
 
 #include <algorithm>
 #include <atomic>
+#include <ctime>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include "kiln/cache/cache.h"
+#include "kiln/capture/capture.h"
 #include "kiln/config/config.h"
 #include "kiln/reference/reference.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
+#include "kiln/format/graph_json.h"
 #include "kiln/format/plan_json.h"
 
 #if KILN_HAVE_CPU_TARGET
 #include "kiln/cpu/codegen.h"
 #include "kiln/cpu/executable.h"
+#include "kiln/cpu/jit.h"
 #include "kiln/schedule/schedule.h"
 #endif
 
@@ -41,10 +48,115 @@ bool cpu_target_applies(const Graph& g) {
   return true;
 }
 
+#if KILN_HAVE_CPU_TARGET
+namespace {
+
+// What a cpu binary depends on beyond the graph and the codegen options (docs/cache.md).
+const std::string& cpu_device() {
+  static const std::string d = [] {
+    const cpu::HostInfo h = cpu::host_info();
+    return h.cpu_name + " " + h.features + " vector_bits=" + std::to_string(h.vector_bits) +
+           (h.vector_math ? " libmvec" : " no-libmvec");
+  }();
+  return d;
+}
+
+std::string cpu_toolchain(const cpu::ExecutableOptions& o) {
+  return "llvm " + cpu::llvm_version() + " " + cpu::target_triple() + " O" + std::to_string(o.opt_level);
+}
+
+// Reports one lookup's per-layer counts to the function being compiled (compiled.stats().cache).
+void note(const cache::CacheStats& s) {
+  for (const auto& [layer, l] : s.layers) {
+    for (int64_t i = 0; i < l.hits; ++i) ::kiln::note_cache_lookup(layer, true);
+    for (int64_t i = 0; i < l.misses; ++i) ::kiln::note_cache_lookup(layer, false);
+  }
+}
+
+std::string graph_name(const Graph& g, std::string_view pipeline) {
+  const std::string& fn = ::kiln::compiling_function();
+  std::string s = fn.empty() ? "a graph" : "the graph of " + fn;
+  return s + " (" + std::string(pipeline) + ", " + std::to_string(g.op_count()) + " ops)";
+}
+
+// assert_no_compile: any compile is an error naming what would have been compiled.
+void check_may_compile(const Graph& g, std::string_view pipeline, const std::string& key) {
+  if (!config::get<bool>("assert_no_compile")) return;
+  fail("assert_no_compile is set, but ", graph_name(g, pipeline), " would be compiled: no cache holds it",
+       key.empty() ? std::string(" (caches are off)") : " (cache key " + key + ")");
+}
+
+// The cache layers below the in-process executables (the process's artifacts, then the disk):
+// an executable linked from a cached entry's objects, or a fresh compile stored there.
+std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::string_view pipeline,
+                                                 const std::function<plan::KernelPlan()>& make_plan,
+                                                 const cpu::ExecutableOptions& o) {
+  const cache::Enabled on = cache::enabled_layers();
+  if (!on.memory && !on.disk) {
+    check_may_compile(canonical, pipeline, "");
+    return cpu::PlanExecutable::load(make_plan(), o);
+  }
+  cache::KeyInputs in;
+  in.pipeline = std::string(pipeline);
+  in.graph = format::to_json(canonical, -1);
+  for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
+  in.codegen_hash = config::codegen_hash();
+  in.target = "cpu";
+  in.device = cpu_device();
+  in.toolchain = cpu_toolchain(o);
+  in.kiln_version = cache::kiln_version();
+  in.tag = config::get<std::string>("cache_key_tag");
+  const std::string key = cache::make_key(in).hex;
+  const std::vector<cache::Guard> guards = cache::guards_for(in);
+  // With debug_dir set the plan is compiled (and stored), so that its dumps are written.
+  std::optional<cache::Entry> e;
+  if (debug_dump_dir().empty()) {
+    cache::CacheStats counts;
+    e = cache::lookup(key, guards, &counts);
+    note(counts);
+  } else {
+    KILN_LOG(cache, "cpu plan ", key, ": not looked up, debug_dir is set (compiling to write the dumps)");
+  }
+  if (e) {
+    try {
+      plan::KernelPlan p = format::plan_from_json(e->plan, "cache entry " + key + ": plan");
+      std::vector<std::string> objects;
+      for (auto& [name, bytes] : e->blobs) objects.push_back(std::move(bytes));
+      auto exe = cpu::PlanExecutable::load_compiled(std::move(p), objects, o);
+      KILN_LOG(cache, "cpu plan ", key, ": linked ", objects.size(), " cached object", objects.size() == 1 ? "" : "s",
+               " in ", exe->compile_seconds() * 1e3, " ms (", e->description, ")");
+      return exe;
+    } catch (const Error& err) {
+      cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
+    }
+  }
+  check_may_compile(canonical, pipeline, key);
+  plan::KernelPlan p = make_plan();
+  cache::Entry entry;
+  entry.key = key;
+  entry.plan = format::plan_to_json(p);
+  entry.guards = guards;
+  entry.created_unix = static_cast<int64_t>(std::time(nullptr));
+  const size_t kernels = p.kernels.size();
+  auto exe = cpu::PlanExecutable::load(std::move(p), o);
+  const std::vector<std::string> objects = exe->objects();
+  for (size_t i = 0; i < objects.size(); ++i) entry.blobs.emplace_back("module" + std::to_string(i) + ".o", objects[i]);
+  entry.description = std::string(pipeline) + ": " + std::to_string(canonical.op_count()) + " ops, " +
+                      std::to_string(kernels) + " kernels, " + std::to_string(objects.size()) + " objects";
+  KILN_LOG(cache, "cpu plan ", key, ": compiled in ", exe->compile_seconds() * 1e3, " ms (", entry.description, ")");
+  cache::CacheStats puts;
+  cache::store(entry, &puts);
+  return exe;
+}
+
+}  // namespace
+#endif
+
 Executable cpu_executable(const Graph& g) {
 #if KILN_HAVE_CPU_TARGET
-  // In-memory plan cache: the same optimised graph under the same codegen options (a second
-  // compiled function, a recompile back to known shapes) reuses the compiled plan.
+  // In-memory cache of executables: the same optimised graph under the same codegen options (a
+  // second compiled function, a recompile back to known shapes) reuses the compiled plan. Below
+  // it, the artifacts and disk layers of sdk/cache (docs/cache.md).
   struct Cached {
     Graph graph;
     uint64_t config = 0;
@@ -52,7 +164,7 @@ Executable cpu_executable(const Graph& g) {
   };
   static std::mutex cache_mu;
   static std::map<uint64_t, std::vector<Cached>> cache;
-  if (config::get<bool>("force_disable_caches")) return cpu_compile(g);
+  if (!cache::enabled_layers().memory) return cpu_compile(g);
   const Graph canonical = g.canonical();
   const uint64_t key = canonical.structural_hash(), config_hash = config::codegen_hash();
   {
@@ -60,9 +172,11 @@ Executable cpu_executable(const Graph& g) {
     for (const Cached& c : cache[key])
       if (c.config == config_hash && c.graph == canonical) {
         KILN_LOG(cache, "cpu plan: in-memory hit for a graph of ", g.op_count(), " ops");
+        ::kiln::note_cache_lookup("memory", true);
         return c.exe;
       }
   }
+  ::kiln::note_cache_lookup("memory", false);
   Executable made = cpu_compile(g);
   std::lock_guard lock(cache_mu);
   cache[key].push_back(Cached{canonical, config_hash, made});
@@ -74,7 +188,7 @@ Executable cpu_executable(const Graph& g) {
 }
 
 #if KILN_HAVE_CPU_TARGET
-Executable cpu_compile(const Graph& g) {
+plan::KernelPlan cpu_plan(const Graph& g) {
   const schedule::Schedule s = schedule::schedule_graph(g);
   KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
   plan::KernelPlan p = cpu::generate(s);
@@ -90,10 +204,14 @@ Executable cpu_compile(const Graph& g) {
     for (const std::string& d : s.decisions) decisions << d << "\n";
     decisions << "\n" << s.str();
   }
+  return p;
+}
+
+Executable cpu_compile(const Graph& g) {
   cpu::ExecutableOptions o;
   o.keep_buffers = config::get<bool>("cpu.keep_buffers");
   o.autotune = config::get<bool>("max_autotune");
-  auto exe = cpu::PlanExecutable::load(std::move(p), o);
+  auto exe = cached_plan(g.canonical(), "cpu.graph", [&] { return cpu_plan(g); }, o);
   if (!o.autotune) return [exe](std::span<const TensorData* const> inputs) { return exe->run(inputs); };
   auto logged = std::make_shared<std::once_flag>();
   return [exe, logged](std::span<const TensorData* const> inputs) {
@@ -269,7 +387,7 @@ std::optional<TensorData> cpu_eager(OpId op, std::span<const TensorData> inputs,
       if (e.attrs == attrs) exe = e.exe;
   }
   if (!exe) {
-    exe = cpu::PlanExecutable::load(cpu::generate(schedule::schedule_graph(g)));
+    exe = cached_plan(g.canonical(), "cpu.eager", [&] { return cpu::generate(schedule::schedule_graph(g)); }, {});
     std::lock_guard lock(mu);
     cache[key].push_back(EagerEntry{attrs, exe});
   }
@@ -282,3 +400,32 @@ std::optional<TensorData> cpu_eager(OpId op, std::span<const TensorData> inputs,
 }
 
 }  // namespace kiln::detail
+
+namespace kiln {
+
+std::string cache_device() {
+#if KILN_HAVE_CPU_TARGET
+  return "cpu " + detail::cpu_device();
+#else
+  return "none";
+#endif
+}
+
+std::string save_cache_artifacts() {
+#if KILN_HAVE_CPU_TARGET
+  return cache::save_cache_artifacts(detail::cpu_device());
+#else
+  return cache::save_cache_artifacts("none");
+#endif
+}
+
+CacheLoadResult load_cache_artifacts(std::string_view bytes) {
+#if KILN_HAVE_CPU_TARGET
+  const cache::LoadResult r = cache::load_cache_artifacts(bytes, detail::cpu_device());
+#else
+  const cache::LoadResult r = cache::load_cache_artifacts(bytes, "none");
+#endif
+  return CacheLoadResult{r.loaded, r.reason};
+}
+
+}  // namespace kiln

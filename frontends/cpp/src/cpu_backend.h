@@ -15,10 +15,13 @@ bool cpu_target_available();
 std::string& debug_dump_dir();
 // Every node on the cpu and no empty tensor (those run on the reference target).
 bool cpu_target_applies(const Graph& g);
-// Schedule + LLVM codegen + JIT of an optimised graph, through an in-memory cache of plans
-// keyed by the canonical graph and the codegen options.
+// Schedule + LLVM codegen + JIT of an optimised graph, through the compile caches: an in-memory
+// cache of executables keyed by the canonical graph and the codegen options, then sdk/cache's
+// artifacts and disk layers (plan + object code; docs/cache.md). Counts lookups per layer into
+// the compiled function's stats; with assert_no_compile a compile is a kiln::Error.
 Executable cpu_executable(const Graph& g);
-// The same without the cache.
+// The same without the in-memory executable cache (the artifacts and disk layers still apply,
+// unless force_disable_caches).
 Executable cpu_compile(const Graph& g);
 // What the "kiln" backend makes of a traced graph on the CPU (explain): the graph passes and the
 // scheduler as cpu_executable runs them (no codegen, no JIT), one line per fused kernel in

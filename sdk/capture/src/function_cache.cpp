@@ -173,8 +173,43 @@ std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgVi
   return plan;
 }
 
+namespace {
+struct CompileContext {
+  const std::string* name = nullptr;
+  std::map<std::string, CompileStats::CacheLayer> cache;
+};
+thread_local CompileContext* t_compiling = nullptr;
+}  // namespace
+
+void note_cache_lookup(std::string_view layer, bool hit) {
+  if (!t_compiling) return;
+  CompileStats::CacheLayer& l = t_compiling->cache[std::string(layer)];
+  (hit ? l.hits : l.misses) += 1;
+}
+
+const std::string& compiling_function() {
+  static const std::string none;
+  return t_compiling && t_compiling->name ? *t_compiling->name : none;
+}
+
 Executable FunctionCache::compile_graph(const Graph& graph, std::span<const TensorMeta> inputs) {
   config::CompileScope scope(options_.mode, options_.options);
+  CompileContext context{&name_, {}};
+  CompileContext* outer = t_compiling;
+  t_compiling = &context;
+  struct Restore {
+    CompileContext* outer;
+    CompileContext& context;
+    FunctionCache& self;
+    ~Restore() {
+      t_compiling = outer;
+      std::lock_guard lock(self.mutex_);
+      for (const auto& [layer, c] : context.cache) {
+        self.stats_.cache[layer].hits += c.hits;
+        self.stats_.cache[layer].misses += c.misses;
+      }
+    }
+  } restore{outer, context, *this};
   KILN_LOG(graph, "graph of ", name_, ":\n", graph.str());
   try {
     return BackendRegistry::get(options_.backend)(graph, inputs);

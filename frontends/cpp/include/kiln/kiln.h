@@ -1,6 +1,7 @@
 // The umbrella header of the Kiln SDK: tensors and ops, kiln::compile, configuration.
 #pragma once
 
+#include "kiln/caches.h"
 #include "kiln/capture/capture.h"
 #include "kiln/compile.h"
 #include "kiln/config/config.h"

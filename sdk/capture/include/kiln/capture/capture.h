@@ -40,7 +40,21 @@ struct CompileStats {
   int64_t graph_breaks = 0;    // graph breaks met while compiling
   int64_t eager_calls = 0;     // calls (or segments) run eagerly (limits, stances)
   std::vector<std::string> recompile_reasons;
+  // Compile-cache lookups the backend made while compiling this function's graphs, per layer
+  // ("memory": plans compiled earlier in this process; "artifacts": entries stored or loaded
+  // from a bundle in this process; "disk": the cache directory). docs/cache.md.
+  struct CacheLayer {
+    int64_t hits = 0;
+    int64_t misses = 0;
+  };
+  std::map<std::string, CacheLayer> cache;
 };
+
+// Backends report their compile-cache lookups here; those made while the capture stage compiles
+// a function's graph go to that function's stats().cache (elsewhere they are not counted).
+void note_cache_lookup(std::string_view layer, bool hit);
+// The compiled function whose graph this thread is compiling now ("" outside such a compile).
+const std::string& compiling_function();
 
 enum class Stance { default_, force_eager, eager_on_recompile, fail_on_recompile };
 void set_stance(Stance s);

@@ -72,7 +72,8 @@ async function compile() {
     st.className = 'status' + (hit ? ' hit' : '');
     st.textContent = hit
       ? `cache hit (${key.slice(0, 40)}…): ${report.kernels.length} kernels in ${ms.toFixed(1)} ms, no optimiser run`
-      : `compiled for ${report.target} in ${ms.toFixed(1)} ms (passes ${report.timing_ms.passes.toFixed(1)}, schedule ` +
+      : (state.traceMs != null ? `traced in ${state.traceMs.toFixed(1)} ms; ` : '') +
+        `compiled for ${report.target} in ${ms.toFixed(1)} ms (passes ${report.timing_ms.passes.toFixed(1)}, schedule ` +
         `${report.timing_ms.schedule.toFixed(1)}, codegen ${report.timing_ms.codegen.toFixed(1)} ms): ${report.kernels.length} kernels`;
     $('download').disabled = false;
   } catch (e) {
@@ -188,9 +189,17 @@ function download() {
   a.remove();
 }
 
+// A graph file of samples/graphs, or "js:<name>": a program of programs.js traced here.
 async function pickSample(name) {
   state.graphName = name;
-  state.graphText = await (await fetch('/samples/' + name)).text();
+  if (name.startsWith('js:')) {
+    const t0 = performance.now();
+    state.graphText = KilnPrograms[name.slice(3)](state.kiln).json;
+    state.traceMs = performance.now() - t0;
+  } else {
+    state.graphText = await (await fetch('/samples/' + name)).text();
+    state.traceMs = null;
+  }
   $('paste').value = state.graphText;
   await compile();
 }
@@ -220,15 +229,22 @@ async function main() {
     return;
   }
   const samples = await (await fetch('/samples/index.json')).json();
-  $('sample').replaceChildren(...samples.map((s) => el('option', { value: s }, s.replace(/\.json$/, ''))));
+  const programs = Object.keys(KilnPrograms).filter((n) => n.includes('(JavaScript)')).map((n) => 'js:' + n);
+  $('sample').replaceChildren(...samples.map((s) => el('option', { value: s }, s.replace(/\.json$/, ''))),
+    ...programs.map((p) => el('option', { value: p }, p.slice(3))));
   const wanted = decodeURIComponent(location.hash.slice(1));
-  $('sample').value = samples.includes(wanted) ? wanted : samples[0];
+  $('sample').value = [...samples, ...programs].includes(wanted) ? wanted : samples[0];
   $('sample').addEventListener('change', () => pickSample($('sample').value));
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
   $('options').addEventListener('change', compile);
   $('compile').addEventListener('click', compile);
   $('download').addEventListener('click', download);
-  $('use-paste').addEventListener('click', () => { state.graphName = 'pasted'; state.graphText = $('paste').value; compile(); });
+  $('use-paste').addEventListener('click', () => {
+    state.graphName = 'pasted';
+    state.graphText = $('paste').value;
+    state.traceMs = null;
+    compile();
+  });
   $('run').addEventListener('click', () => {
     try {
       const r = state.kiln.run(state.graphText, { random: 0 });

@@ -187,3 +187,22 @@ function evalExpr(text, values) {
     return acc + sign * factors.reduce((p, f) => p * (f.startsWith('s') ? values[Number(f.slice(1))] : Number(f)), 1);
   }, 0);
 }
+
+test('the JavaScript transformer block (samples/transformer_block.cpp) with a dynamic sequence length', async () => {
+  const kl = await kiln();
+  const programs = require('../../web/app/programs.js');
+  const fixed = kl.compile(programs.transformerBlock(kl), { target: 'cpu' });
+  const dynamic = kl.compile(programs.transformerBlock(kl, { seq: 'seq' }), { target: 'cpu' });
+  // The C++ sample fuses the block into as many kernels (README: 29 ops traced, 12 kernels).
+  assert.strictEqual(dynamic.kernels.length, fixed.kernels.length);
+  assert.ok(fixed.kernels.length >= 8 && fixed.kernels.length <= 16, `${fixed.kernels.length} kernels`);
+  const plan = JSON.parse(dynamic.plan);
+  assert.deepStrictEqual(plan.symbols.map((s) => s.name), ['s0']);
+  assert.deepStrictEqual(plan.bindings, [{ symbol: 's0', input: 0, dim: 1 }]);
+  assert.ok(dynamic.guards.some((g) => /s0/.test(g)), dynamic.guards.join('\n'));
+  assert.ok(!fixed.guards.some((g) => /s0/.test(g)));
+  // The reference interpreter runs it at another sequence length.
+  const run = kl.run(programs.transformerBlock(kl, { seq: 'seq' }), { random: 1, symbols: { s0: 5 } });
+  assert.deepStrictEqual(run.outputs[0].shape, [4, 5, 256]);
+  assert.ok(run.outputs[0].data.every(Number.isFinite));
+});

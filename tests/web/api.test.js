@@ -206,3 +206,14 @@ test('the JavaScript transformer block (samples/transformer_block.cpp) with a dy
   assert.deepStrictEqual(run.outputs[0].shape, [4, 5, 256]);
   assert.ok(run.outputs[0].data.every(Number.isFinite));
 });
+
+test('module size: kiln_wasm.wasm at most 1.5 MB after wasm-opt', () => {
+  const fs = require('fs');
+  const path = require('path');
+  const zlib = require('zlib');
+  const { wasmDir } = require('./common.js');
+  const bytes = fs.readFileSync(path.join(wasmDir, 'kiln_wasm.wasm'));
+  const gz = zlib.gzipSync(bytes, { level: 9 }).length;
+  console.log(`# kiln_wasm.wasm: ${bytes.length} bytes, ${gz} gzipped (-9)`);
+  assert.ok(bytes.length <= 1.5 * 1024 * 1024, `${bytes.length} bytes`);
+});

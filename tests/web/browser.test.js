@@ -56,6 +56,11 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     await page.hover('#diagram g.node[data-node="0"]');
     assert.match(await page.textContent('#hover'), /%0 = input .*: f32\[/);
     assert.ok(await page.locator('#kernels code.hljs span').count() > 0, 'highlighted source');
+    // The captured graph view: one box per node of the graph file.
+    await page.selectOption('#view', 'input');
+    assert.strictEqual(await page.locator('#diagram g.node').count(), JSON.parse(readSample('transformer_block.json')).nodes.length);
+    await page.selectOption('#view', 'scheduled');
+    assert.strictEqual(await page.locator('#diagram g.node').count(), nodes);
     const guards = await page.locator('#guards li').count();
     assert.ok(guards > 0);
 

@@ -101,7 +101,13 @@ function show(r) {
     if (!kernelsOf.has(n)) kernelsOf.set(n, []);
     kernelsOf.get(n).push(i);
   }));
-  drawGraph(r.scheduled, kernelsOf, r.kernels);
+  // The scheduled graph is the one the kernels' provenance names; the captured graph and the
+  // graph after the passes are drawn uncoloured (passes rebuild graphs, ids do not carry over).
+  const view = $('view').value;
+  drawGraph(r[view], view === 'scheduled' ? kernelsOf : new Map(), r.kernels);
+  $('view-note').textContent = view === 'scheduled'
+    ? '(after the passes and decomposition: nodes coloured by the fused kernel they end up in; hover for op, shape, dtype)'
+    : '(hover for op, shape, dtype; the scheduled graph shows the kernels)';
 
   $('kernel-count').textContent = `(${r.kernels.length})`;
   const list = $('kernels');
@@ -170,7 +176,7 @@ function drawGraph(g, kernelsOf, kernels) {
     text.setAttribute('text-anchor', 'middle');
     text.textContent = v.label;
     const info = `%${n.id} = ${n.op}${n.name ? ' "' + n.name + '"' : ''} : ${shapeStr(n.type)}` +
-      (ks.length ? ` · kernel ${ks.map((k) => kernels[k].name).join(', ')}` : ' · no kernel (input, constant or view)');
+      (kernelsOf.size === 0 ? '' : ks.length ? ` · kernel ${ks.map((k) => kernels[k].name).join(', ')}` : ' · no kernel (input, constant or view)');
     const title = document.createElementNS(NS, 'title');
     title.textContent = info;
     group.append(title, rect, text);
@@ -236,6 +242,7 @@ async function main() {
   $('sample').value = [...samples, ...programs].includes(wanted) ? wanted : samples[0];
   $('sample').addEventListener('change', () => pickSample($('sample').value));
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
+  $('view').addEventListener('change', () => state.report && show(state.report));
   $('options').addEventListener('change', compile);
   $('compile').addEventListener('click', compile);
   $('download').addEventListener('click', download);

@@ -13,11 +13,13 @@ const CommandSpec& show_spec();
 const CommandSpec& list_options_spec();
 const CommandSpec& list_backends_spec();
 const CommandSpec& bench_spec();
+const CommandSpec& cache_spec();
 
 int cmd_run(std::span<char* const> args);
 int cmd_show(std::span<char* const> args);
 int cmd_list_options(std::span<char* const> args);
 int cmd_list_backends(std::span<char* const> args);
 int cmd_bench(std::span<char* const> args);
+int cmd_cache(std::span<char* const> args);
 
 }  // namespace kiln::cli

@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"list-options", kiln::cli::list_options_spec, kiln::cli::cmd_list_options},
     {"list-backends", kiln::cli::list_backends_spec, kiln::cli::cmd_list_backends},
     {"bench", kiln::cli::bench_spec, kiln::cli::cmd_bench},
+    {"cache", kiln::cli::cache_spec, kiln::cli::cmd_cache},
 };
 
 void print_help(std::ostream& out) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <ctime>
 #include <functional>
 #include <filesystem>
@@ -96,6 +97,9 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
     check_may_compile(canonical, pipeline, "");
     return cpu::PlanExecutable::load(make_plan(), o);
   }
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   cache::KeyInputs in;
   in.pipeline = std::string(pipeline);
   in.graph = format::to_json(canonical, -1);
@@ -107,6 +111,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   in.kiln_version = cache::kiln_version();
   in.tag = config::get<std::string>("cache_key_tag");
   const std::string key = cache::make_key(in).hex;
+  const double key_ms = ms_since(t0);
   const std::vector<cache::Guard> guards = cache::guards_for(in);
   // With debug_dir set the plan is compiled (and stored), so that its dumps are written.
   std::optional<cache::Entry> e;
@@ -123,14 +128,16 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
       std::vector<std::string> objects;
       for (auto& [name, bytes] : e->blobs) objects.push_back(std::move(bytes));
       auto exe = cpu::PlanExecutable::load_compiled(std::move(p), objects, o);
-      KILN_LOG(cache, "cpu plan ", key, ": linked ", objects.size(), " cached object", objects.size() == 1 ? "" : "s",
-               " in ", exe->compile_seconds() * 1e3, " ms (", e->description, ")");
+      KILN_LOG(cache, "cpu plan ", key, ": cache hit in ", ms_since(t0), " ms (key ", key_ms, " ms, linking ",
+               objects.size(), " object", objects.size() == 1 ? "" : "s", " ", exe->compile_seconds() * 1e3, " ms; ",
+               e->description, ")");
       return exe;
     } catch (const Error& err) {
       cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
     }
   }
   check_may_compile(canonical, pipeline, key);
+  const auto t_compile = Clock::now();
   plan::KernelPlan p = make_plan();
   cache::Entry entry;
   entry.key = key;
@@ -143,7 +150,8 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   for (size_t i = 0; i < objects.size(); ++i) entry.blobs.emplace_back("module" + std::to_string(i) + ".o", objects[i]);
   entry.description = std::string(pipeline) + ": " + std::to_string(canonical.op_count()) + " ops, " +
                       std::to_string(kernels) + " kernels, " + std::to_string(objects.size()) + " objects";
-  KILN_LOG(cache, "cpu plan ", key, ": compiled in ", exe->compile_seconds() * 1e3, " ms (", entry.description, ")");
+  KILN_LOG(cache, "cpu plan ", key, ": compiled in ", ms_since(t_compile), " ms (JIT ", exe->compile_seconds() * 1e3,
+           " ms; ", entry.description, ")");
   cache::CacheStats puts;
   cache::store(entry, &puts);
   return exe;

@@ -1,0 +1,297 @@
+// kiln cache ls|stats|clear|export FILE|import FILE|bench: the on-disk compile cache
+// (docs/cache.md).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "../bench/suite.h"
+#include "commands.h"
+#include "kiln/cache/cache.h"
+#include "kiln/caches.h"
+#include "kiln/config/config.h"
+#include "kiln/graph/error.h"
+
+namespace kiln::cli {
+
+namespace {
+
+const char* kDetails =
+    "subcommands:\n"
+    "  ls             every entry: key, size, last use, what it holds (damaged ones say so)\n"
+    "  stats          the directory, entry count, bytes against the size bound\n"
+    "  clear          removes every entry\n"
+    "  export FILE    writes this host's entries as one bundle (kiln::load_cache_artifacts reads it)\n"
+    "  import FILE    fills the cache from a bundle; one of another Kiln version or device loads\n"
+    "                 nothing and says why (exit status 1)\n"
+    "  bench          time to the first result of each suite workload in a fresh process, with an\n"
+    "                 empty cache directory (cold) and then the one the cold run filled (warm); the\n"
+    "                 warm run is also checked to compile nothing (assert_no_compile)\n"
+    "The directory is cache_dir (KILN_CACHE_DIR), else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), "cache: cannot read ", path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string when(int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, ','))
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+// Runs `argv` with extra environment variables; returns its exit status and stdout.
+int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string& out) {
+  int fds[2];
+  KILN_CHECK(::pipe(fds) == 0, "cache bench: cannot make a pipe");
+  const pid_t pid = ::fork();
+  KILN_CHECK(pid >= 0, "cache bench: cannot fork");
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// Adds up the "cpu plan KEY: <what> in X ms" lines of KILN_LOGS=cache in `out`.
+double logged_ms(const std::string& out, const std::string& what) {
+  double total = 0;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(": " + what + " in ");
+    if (line.rfind("[kiln:cache] cpu plan ", 0) != 0 || at == std::string::npos) continue;
+    total += std::atof(line.c_str() + at + what.size() + 6);
+  }
+  return total;
+}
+
+// The child of `kiln cache bench`: one workload's first call, timed from before the compiled
+// function exists to its result; prints "first_ms <ms> output <hash> run_ms <ms>".
+int bench_one(const std::string& name, bool small) {
+  for (const bench::Workload& w : bench::suite()) {
+    if (w.name != name) continue;
+    const bench::Tensors inputs = w.make_inputs(small);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto fn = w.compiled(CompileOptions{});
+    const bench::Tensors got = fn(inputs);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // What a call costs once compiled (the fastest of 3 more), so that first - run is the
+    // compile (cold) or the cache lookup and link (warm).
+    double run_ms = 1e300;
+    for (int i = 0; i < 3; ++i) {
+      const auto t1 = std::chrono::steady_clock::now();
+      fn(inputs);
+      run_ms = std::min(run_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+    }
+    std::string bytes;
+    for (const Tensor& t : got) {
+      const std::vector<float> v = t.contiguous().to(DType::f32).to_vector<float>();
+      bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    }
+    std::cout << "first_ms " << ms << " output " << cache::hash_hex(bytes) << " run_ms " << run_ms << "\n";
+    return 0;
+  }
+  fail("cache bench: no workload '", name, "'");
+}
+
+int bench(const ParsedArgs& a) {
+  const bool small = a.has("--small");
+  const auto only = a.has("--only") ? split(a.get("--only")) : std::vector<std::string>{};
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("kiln-cache-bench-" + std::to_string(::getpid()));
+  std::cout << "ms; cold/warm: time to the first result in a fresh process (trace, passes, compile or cache\n"
+               "hit, one run on fresh memory); run: a later call; compile/hit: the compiles of the cold process\n"
+               "and the cache hits (key, read, decode, check, link) of the warm one, all its graphs\n";
+  std::cout << std::left << std::setw(18) << "workload" << std::right << std::setw(10) << "cold" << std::setw(10)
+            << "warm" << std::setw(10) << "run" << std::setw(12) << "compile" << std::setw(10) << "hit"
+            << std::setw(10) << "ratio" << "  warm compiles nothing\n";
+  int status = 0;
+  for (const bench::Workload& w : bench::suite()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
+    const std::filesystem::path dir = root / w.name;
+    std::filesystem::remove_all(dir);
+    std::vector<std::string> argv = {self, "cache", "bench-one", w.name};
+    if (small) argv.push_back("--small");
+    const std::vector<std::string> cold_env = {"KILN_CACHE_DIR=" + dir.string(), "KILN_LOGS=cache", "KILN_LOG_FILE="};
+    const std::vector<std::string> warm_env = {"KILN_CACHE_DIR=" + dir.string(), "KILN_ASSERT_NO_COMPILE=1", "KILN_LOGS=cache",
+                                               "KILN_LOG_FILE="};
+    std::string cold_out, warm_out;
+    const int cold_rc = run_child(argv, cold_env, cold_out);
+    const int warm_rc = run_child(argv, warm_env, warm_out);
+    double cold_ms = 0, warm_ms = 0, cold_run = 0, warm_run = 0;
+    std::string cold_hash, warm_hash, word;
+    auto parse = [&](const std::string& out, double& ms, std::string& hash, double& run) {
+      const size_t at = out.find("first_ms ");
+      if (at != std::string::npos) std::istringstream(out.substr(at)) >> word >> ms >> word >> hash >> word >> run;
+    };
+    parse(cold_out, cold_ms, cold_hash, cold_run);
+    parse(warm_out, warm_ms, warm_hash, warm_run);
+    const double run = std::min(cold_run, warm_run);
+    // Measured inside the processes (KILN_LOGS=cache): the compiles of the cold run, and the
+    // cache hits (key, read, decode, check, link) of the warm one, all graphs together.
+    const double compile = logged_ms(cold_out, "compiled"), hit = logged_ms(warm_out, "cache hit");
+    std::cout << std::left << std::setw(18) << w.name << std::right << std::fixed << std::setprecision(1)
+              << std::setw(10) << cold_ms << std::setw(10) << warm_ms << std::setw(10) << run << std::setw(12)
+              << compile << std::setw(10) << hit << std::setw(9) << (hit > 0 ? compile / hit : 0) << "x  ";
+    if (cold_rc != 0 || cold_hash.empty()) {
+      std::cout << "cold run failed (status " << cold_rc << ")\n";
+      status = 1;
+    } else if (warm_rc != 0 || warm_hash.empty()) {
+      std::cout << "NO: the warm run failed (status " << warm_rc << "; it compiled, or broke)\n";
+      status = 1;
+    } else if (warm_hash != cold_hash) {
+      std::cout << "NO: warm and cold results differ\n";
+      status = 1;
+    } else {
+      std::cout << "yes, same result\n";
+    }
+  }
+  std::filesystem::remove_all(root);
+  return status;
+}
+
+}  // namespace
+
+const CommandSpec& cache_spec() {
+  static const CommandSpec spec{
+      "cache", "SUBCOMMAND [FILE]",
+      "Lists, measures, clears, exports and imports the on-disk compile cache.",
+      kDetails,
+      {{"--small", "", "bench: the suite's small sizes"},
+       {"--only", "A,B", "bench: only these workloads"}}};
+  return spec;
+}
+
+int cmd_cache(std::span<char* const> args) {
+  const CommandSpec& spec = cache_spec();
+  if (args.empty()) throw UsageError("kiln cache: give a subcommand (ls, stats, clear, export FILE, import FILE, bench)\n" + command_help(spec));
+  const std::string sub = args[0];
+  if (sub == "--help" || sub == "-h") {
+    std::cout << command_help(spec);
+    return 0;
+  }
+  // The subcommand's own arguments: at most one positional (FILE) and the flags.
+  std::vector<std::string> positional;
+  std::vector<char*> flags;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string s = args[i];
+    if (s.rfind("--", 0) == 0) {
+      flags.push_back(args[i]);
+      if (s == "--only" && i + 1 < args.size()) flags.push_back(args[++i]);
+    } else {
+      positional.push_back(s);
+    }
+  }
+  CommandSpec flag_spec = spec;
+  flag_spec.positional.clear();
+  const ParsedArgs a = parse_args(flag_spec, std::span<char* const>(flags.data(), flags.size()));
+  if (a.help) {
+    std::cout << command_help(spec);
+    return 0;
+  }
+  const bool takes_file = sub == "export" || sub == "import";
+  const bool takes_name = sub == "bench-one";
+  if ((takes_file || takes_name) != (positional.size() == 1) || positional.size() > 1)
+    throw UsageError("kiln cache " + sub + (takes_file ? ": give one FILE" : ": takes no FILE"));
+
+  if (sub == "bench-one") return bench_one(positional[0], a.has("--small"));
+  if (sub == "bench") return bench(a);
+
+  cache::DiskStore disk = cache::disk_store();
+  if (sub == "ls") {
+    for (const cache::StoredInfo& i : disk.list()) {
+      std::string what;
+      try {
+        const std::optional<std::string> bytes = disk.get(i.key);
+        what = bytes ? cache::decode_entry(*bytes, disk.path_of(i.key)).description : "(removed meanwhile)";
+      } catch (const Error& e) {
+        what = std::string("damaged: ") + e.what();
+      }
+      std::cout << i.key << "  " << std::setw(9) << i.bytes << "  " << when(i.last_used_unix) << "  " << what << "\n";
+    }
+    return 0;
+  }
+  if (sub == "stats") {
+    const auto entries = disk.list();
+    uint64_t total = 0;
+    for (const auto& i : entries) total += i.bytes;
+    std::cout << "directory: " << disk.dir() << "\n"
+              << "entries: " << entries.size() << "\n"
+              << "bytes: " << total << " of " << (config::get<int64_t>("cache.size_limit_mb") << 20)
+              << " (cache.size_limit_mb = " << config::get<int64_t>("cache.size_limit_mb") << ")\n";
+    if (!entries.empty())
+      std::cout << "last used: " << when(entries.front().last_used_unix) << " (newest), "
+                << when(entries.back().last_used_unix) << " (oldest)\n";
+    std::cout << "device: " << kiln::cache_device() << "\n";
+    return 0;
+  }
+  if (sub == "clear") {
+    const size_t n = disk.clear();
+    std::cout << "removed " << n << " entr" << (n == 1 ? "y" : "ies") << " from " << disk.dir() << "\n";
+    return 0;
+  }
+  if (sub == "export") {
+    // Every readable entry into this process's artifacts (damaged ones are deleted), then the bundle.
+    size_t n = 0;
+    for (const cache::StoredInfo& i : disk.list())
+      if (cache::lookup(i.key, {})) ++n;
+    const std::string bundle = kiln::save_cache_artifacts();
+    std::ofstream out(positional[0], std::ios::binary);
+    out << bundle;
+    out.close();
+    KILN_CHECK(out.good(), "cache export: cannot write ", positional[0]);
+    std::cout << "exported " << n << " entries (those of this device: " << kiln::cache_device().substr(0, 40)
+              << "...) to " << positional[0] << ", " << bundle.size() << " bytes\n";
+    return 0;
+  }
+  if (sub == "import") {
+    const kiln::CacheLoadResult r = kiln::load_cache_artifacts(read_file(positional[0]));
+    std::cout << "imported " << r.loaded << " entries into " << disk.dir();
+    if (!r.reason.empty()) std::cout << "; " << r.reason;
+    std::cout << "\n";
+    return r.loaded == 0 && !r.reason.empty() ? 1 : 0;
+  }
+  throw UsageError("kiln cache: unknown subcommand '" + sub + "' (ls, stats, clear, export FILE, import FILE, bench)");
+}
+
+}  // namespace kiln::cli

@@ -14,6 +14,9 @@
 #include "../bench/suite.h"
 #include "commands.h"
 #include "kiln/graph/error.h"
+#if KILN_HAVE_CUDA_TARGET
+#include "kiln/cuda/device.h"
+#endif
 
 namespace kiln::cli {
 
@@ -79,6 +82,47 @@ int64_t bytes_of(const Tensors& ts) {
   return total;
 }
 
+#if KILN_HAVE_CUDA_TARGET
+// On the GPU: the median of `reps` (at least 30) calls after 3 warm-ups, each timed with device
+// events on the context's stream (the stream Kiln queues every kernel on); launch-bound
+// workloads: host wall time per call over 2000 back-to-back calls and one synchronisation.
+template <class F>
+double time_ms_cuda(F&& call, int reps, bool launch_bound) {
+  cuda::Context& ctx = cuda::Context::get(0);
+  for (int i = 0; i < 3; ++i) call();
+  ctx.synchronize();
+  if (launch_bound) {
+    constexpr int kCalls = 2000;
+    const auto t = Clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    ctx.synchronize();
+    return seconds_since(t) * 1e3 / kCalls;
+  }
+  auto timer = ctx.timer();
+  std::vector<double> times;
+  for (int i = 0; i < std::max(reps, 30); ++i) {
+    timer->start();
+    call();
+    times.push_back(timer->stop_ms());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Device-to-device copy bandwidth (bytes read plus written per second), median of 30 copies of
+// 1 GiB: the ceiling of every memory-bound workload.
+double copy_gbps() {
+  cuda::Context& ctx = cuda::Context::get(0);
+  const size_t n = size_t{1} << 30;
+  const cuda::DevicePtr a = ctx.alloc(n), b = ctx.alloc(n);
+  ctx.memset(a, 1, n);
+  const double ms = time_ms_cuda([&] { ctx.copy_device(b, a, n); }, 30, false);
+  ctx.free(a, n);
+  ctx.free(b, n);
+  return 2.0 * static_cast<double>(n) / (ms * 1e-3) / 1e9;
+}
+#endif
+
 struct Result {
   std::string workload, impl;
   int64_t min_bytes = 0;
@@ -87,10 +131,10 @@ struct Result {
   double max_rel_err = 0;
 };
 
-std::string json_line(const Result& r) {
+std::string json_line(const Result& r, const std::string& device) {
   std::ostringstream out;
   out.precision(6);
-  out << "{\"workload\": \"" << r.workload << "\", \"device\": \"cpu\", \"impl\": \"" << r.impl
+  out << "{\"workload\": \"" << r.workload << "\", \"device\": \"" << device << "\", \"impl\": \"" << r.impl
       << "\", \"min_bytes\": " << r.min_bytes << ", \"median_ms\": " << r.median_ms
       << ", \"gbps\": " << (r.min_bytes / (r.median_ms * 1e-3) / 1e9);
   if (r.compile_s >= 0) out << ", \"compile_s\": " << r.compile_s << ", \"compile_again_s\": " << r.compile_again_s;
@@ -174,7 +218,17 @@ int cmd_bench(std::span<char* const> args) {
     return 0;
   }
   const std::string device = a.has("--device") ? a.get("--device") : "cpu";
+#if KILN_HAVE_CUDA_TARGET
+  KILN_CHECK(device == "cpu" || device == "cuda", "bench: device '", device,
+             "' is not available in this build (cpu and cuda are)");
+  if (device == "cuda") {
+    std::string why;
+    KILN_CHECK(cuda::available(&why), "bench --device cuda: ", why);
+  }
+#else
   KILN_CHECK(device == "cpu", "bench: device '", device, "' is not available in this build (only cpu)");
+#endif
+  const bool gpu = device == "cuda";
   // Cold compiles are measured here, so the on-disk compile cache (which would serve graphs an
   // earlier run compiled) is off; `kiln cache bench` measures the caches.
   config::set("cache.plan_cache", false);
@@ -198,18 +252,34 @@ int cmd_bench(std::span<char* const> args) {
                "bench: unknown workload '", name, "'");
   }
 
+#if KILN_HAVE_CUDA_TARGET
+  if (gpu) {
+    const double copy = copy_gbps();
+    std::printf("device: %s; device-to-device copy %.0f GB/s (read + write)\n",
+                cuda::Context::get(0).info().str().c_str(), copy);
+    if (json.is_open())
+      json << "{\"workload\": \"d2d_copy\", \"device\": \"cuda\", \"impl\": \"cuMemcpyDtoD\", \"gbps\": " << copy << "}\n";
+  }
+#endif
   std::printf("%-15s %-22s %10s %9s %9s %10s %9s %10s\n", "workload", "impl", "median ms", "GB/s", "vs hand",
               "compile s", "again s", "rel err");
   int failures = 0;
   std::vector<Result> all;
   for (const bench::Workload& w : bench::suite()) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
-    const Tensors inputs = w.make_inputs(small);
+    const Tensors host_inputs = w.make_inputs(small);
+    Tensors inputs = host_inputs;
+    if (gpu)
+      for (Tensor& t : inputs) t = t.to(Device::cuda(0));
     Tensors expected;
-    {
+    if (gpu && (w.name == "mlp_bf16" || w.name == "attention_bf16")) {
+      // The same code eager on the CPU (compiled single-op kernels and OpenBLAS: the reference
+      // interpreter would take minutes over the GPU sizes' matmuls).
+      expected = w.eager(host_inputs);
+    } else {
       // The reference target, op by op (eager would otherwise run compiled CPU kernels).
       config::Patch reference_only({{"cpu.eager_compile_threshold", int64_t{-1}}});
-      expected = w.eager(inputs);
+      expected = w.eager(host_inputs);
     }
     const auto want = values(expected);
     const int64_t min_bytes = bytes_of(inputs) + bytes_of(expected);
@@ -236,7 +306,12 @@ int cmd_bench(std::span<char* const> args) {
       Tensors got = fn(inputs);
       const double first_s = seconds_since(t0);
       r.max_rel_err = rel_error(values(got), want);
-      r.median_ms = time_ms([&] { fn(inputs); }, reps, w.launch_bound);
+#if KILN_HAVE_CUDA_TARGET
+      if (gpu)
+        r.median_ms = time_ms_cuda([&] { fn(inputs); }, reps, w.launch_bound);
+      else
+#endif
+        r.median_ms = time_ms([&] { fn(inputs); }, reps, w.launch_bound);
       if (again) {
         t0 = Clock::now();
         again(inputs);
@@ -247,7 +322,7 @@ int cmd_bench(std::span<char* const> args) {
     }
 
     const bool f32 = std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.dtype() == DType::f32; });
-    if (references && f32) {
+    if (references && f32 && !gpu) {
       std::vector<std::vector<int64_t>> shapes;
       std::vector<const float*> in;
       for (const Tensor& t : inputs) {
@@ -283,12 +358,12 @@ int cmd_bench(std::span<char* const> args) {
                   r.compile_s >= 0 ? std::to_string(r.compile_s).substr(0, 7).c_str() : "-",
                   r.compile_again_s >= 0 ? std::to_string(r.compile_again_s).substr(0, 7).c_str() : "-",
                   r.max_rel_err, ok ? "" : "  WRONG");
-      if (json.is_open()) json << json_line(r) << "\n";
+      if (json.is_open()) json << json_line(r, device) << "\n";
     }
     all.insert(all.end(), results.begin(), results.end());
     std::fflush(stdout);
   }
-  print_target_checks(all);
+  if (!gpu) print_target_checks(all);
   if (failures) std::fprintf(stderr, "kiln bench: %d result(s) outside tolerance\n", failures);
   return failures ? 1 : 0;
 }

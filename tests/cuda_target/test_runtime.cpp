@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <random>
 
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/executable.h"
@@ -106,6 +107,52 @@ BOOST_AUTO_TEST_CASE(launch_errors_name_the_kernel) {
   void* f = c.function(*mod, "k_fill");
   const std::string e2 = error_of([&] { c.launch(f, 1, 2048, 0, nullptr, "k_fill"); });
   BOOST_TEST(contains(e2, "kernel k_fill"), e2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The comparison with the reference catches a wrong kernel: the same plan with `+` turned into
+// `-` in its kernel must fail the check that the right one passes (a test that cannot fail
+// proves nothing).
+#include "harness.h"
+
+BOOST_AUTO_TEST_SUITE(cuda_runtime_checks)
+
+BOOST_AUTO_TEST_CASE(a_wrong_kernel_is_caught) {
+  if (!have_device()) return;
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {1000}, {}}, "x");
+  const NodeId y = g.add_input(TensorMeta{DType::f32, Device::cpu(), {1000}, {}}, "y");
+  g.set_outputs({g.add(OpId::add, {x, y})});
+  cpu_test::Compiled c = cpu_test::compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  BOOST_REQUIRE(c.exe != nullptr);
+  std::mt19937_64 rng(7);
+  const std::vector<TensorData> in = {
+      cpu_test::tensor(DType::f32, {1000}, cpu_test::random_values(DType::f32, 1000, cpu_test::Domain::normal, rng)),
+      cpu_test::tensor(DType::f32, {1000}, cpu_test::random_values(DType::f32, 1000, cpu_test::Domain::normal, rng))};
+  const std::vector<cpu_test::Tolerance> tol = {cpu_test::tolerance_for(DType::f32)};
+  const std::string right = cpu_test::run_and_compare(c, in, tol);
+  BOOST_TEST(right.empty(), right);
+  plan::KernelPlan wrong = c.plan;
+  int changed = 0;
+  for (plan::PlanKernel& k : wrong.kernels) {
+    const size_t at = k.source.find("(t", k.source.find("= b"));
+    const size_t plus = k.source.find(" + ", at);
+    if (at == std::string::npos || plus == std::string::npos) continue;
+    k.source[plus + 1] = '-';
+    ++changed;
+  }
+  BOOST_REQUIRE_MESSAGE(changed == 1, c.plan.module_source());
+  struct Runner final : cpu_test::Runner {
+    std::shared_ptr<cuda::PlanExecutable> exe;
+    std::vector<TensorData> run(std::span<const TensorData> inputs) override { return exe->run_host(inputs); }
+  };
+  auto r = std::make_shared<Runner>();
+  r->exe = cuda::PlanExecutable::load(wrong);
+  c.exe = r;
+  const std::string caught = cpu_test::run_and_compare(c, in, tol);
+  BOOST_TEST(contains(caught, "output 0"), "the wrong kernel was not caught:\n" << wrong.module_source());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -13,6 +13,7 @@
 #include "kiln/passes/passes.h"
 #include "kiln/reference/reference.h"
 #include "cpu_backend.h"
+#include "cuda_backend.h"
 #include "trace.h"
 
 namespace kiln {
@@ -38,9 +39,12 @@ void register_builtin_backends() {
     BackendRegistry::add("kiln", [](const Graph& g, std::span<const TensorMeta>) {
       Graph optimised = passes::run_default_pipeline(g);
       if (detail::cpu_target_applies(optimised)) return detail::cpu_executable(optimised);
+      if (detail::cuda_target_applies(optimised)) return detail::cuda_executable(optimised);
       return reference_executable(std::move(optimised));
     });
     BackendRegistry::add("cudagraphs", [](const Graph&, std::span<const TensorMeta>) -> Executable {
+      if (detail::cuda_target_available())
+        fail("backend 'cudagraphs' (eager kernels under a CUDA graph) is not implemented yet; use backend 'kiln'");
       fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime "
            "(KILN_WITH_CUDA=OFF)");
     });

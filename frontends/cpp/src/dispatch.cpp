@@ -5,6 +5,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
 #include "cpu_backend.h"
+#include "cuda_backend.h"
 #include "trace.h"
 
 namespace kiln::detail {
@@ -79,19 +80,23 @@ std::optional<TensorData> try_view(OpId op, const TensorData& in, const Attrs& a
 Tensor run_eager(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
   std::vector<TensorData> in;
   in.reserve(inputs.size());
+  bool on_cuda = false;
   for (const Tensor* t : inputs) {
     KILN_CHECK(t->defined(), op_name(op), ": an input tensor is undefined (default-constructed)");
     KILN_CHECK(!t->is_traced(), op_name(op), ": this tensor belongs to a trace that has ended; a traced tensor ",
                "escaped its compiled function (return it instead of storing it)");
     const TensorData& d = *t->impl()->data;
-    KILN_CHECK(d.device().type == DeviceType::cpu, op_name(op), ": eager kernels run on the CPU, but an input is on ",
-               d.device().str());
+    KILN_CHECK(d.device().type == DeviceType::cpu || d.device().type == DeviceType::cuda, op_name(op),
+               ": eager kernels run on the CPU and CUDA devices, but an input is on ", d.device().str());
+    on_cuda = on_cuda || d.device().type == DeviceType::cuda;
     in.push_back(d);
   }
   const TensorMeta out = infer_static(op, in, attrs);
   if (op_def(op).category == OpCategory::layout || op == OpId::flatten || op == OpId::transpose) {
     if (auto view = try_view(op, in[0], attrs, out)) return Tensor::from_data(std::move(*view));
   }
+  // Ops on CUDA tensors run on their device (cuda_backend.cpp).
+  if (on_cuda) return Tensor::from_data(cuda_eager(op, in, attrs));
   // Compute ops on enough data run as compiled single-op kernels (the same codegen as
   // compiled graphs); the rest on the reference interpreter.
   if (auto r = cpu_eager(op, in, attrs, out)) return Tensor::from_data(std::move(*r));

@@ -6,11 +6,17 @@
 #include "kiln/graph/error.h"
 #include "kiln/ops.h"
 #include "kiln/reference/reference.h"
+#include "cuda_backend.h"
 #include "trace.h"
 
 namespace kiln {
 
 namespace {
+// The data itself when it is on the host, else a host copy (CUDA tensors read from the host).
+TensorData on_host(const TensorData& d) {
+  return d.device().type == DeviceType::cpu ? d : detail::cuda_move(d, Device::cpu());
+}
+
 const detail::TensorImpl& checked(const std::shared_ptr<detail::TensorImpl>& impl, std::string_view what) {
   KILN_CHECK(impl != nullptr, what, ": the tensor is undefined (default-constructed)");
   return *impl;
@@ -45,10 +51,11 @@ Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
   switch (device.type) {
     case DeviceType::cuda:
-      fail("to(", device.str(), "): no CUDA device: this build of Kiln has no CUDA runtime (KILN_WITH_CUDA=OFF)");
+      return from_data(detail::cuda_move(data("to()"), device));
     case DeviceType::vulkan:
       fail("to(", device.str(), "): no Vulkan device: this build of Kiln has no Vulkan runtime (KILN_WITH_VULKAN=OFF)");
     case DeviceType::cpu:
+      if (this->device().type == DeviceType::cuda) return from_data(detail::cuda_move(data("to()"), device));
       break;
   }
   fail("to(", device.str(), "): cannot move a tensor from ", this->device().str());
@@ -62,6 +69,8 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::contiguous() const {
   checked(impl_, "contiguous()");
   if (is_traced() || impl_->data->is_contiguous()) return *this;
+  if (impl_->data->device().type != DeviceType::cpu)
+    return from_data(detail::cuda_move(reference::contiguous(on_host(*impl_->data)), device()));
   return from_data(reference::contiguous(*impl_->data));
 }
 
@@ -77,13 +86,13 @@ const TensorData& Tensor::data(std::string_view why, std::source_location loc) c
 }
 
 std::vector<double> Tensor::values_as_double(std::string_view why, std::source_location loc) const {
-  const TensorData c = reference::convert(reference::contiguous(data(why, loc)), DType::f64);
+  const TensorData c = reference::convert(reference::contiguous(on_host(data(why, loc))), DType::f64);
   const double* p = c.data_as<double>();
   return std::vector<double>(p, p + c.numel());
 }
 
 std::vector<int64_t> Tensor::values_as_int(std::string_view why, std::source_location loc) const {
-  const TensorData c = reference::convert(reference::contiguous(data(why, loc)), DType::i64);
+  const TensorData c = reference::convert(reference::contiguous(on_host(data(why, loc))), DType::i64);
   const int64_t* p = c.data_as<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
 }
@@ -101,7 +110,7 @@ std::string Tensor::str() const {
   std::ostringstream out;
   out << "Tensor(" << impl_->meta.str();
   if (!is_traced() && impl_->data->numel() <= 16) {
-    const TensorData c = reference::convert(reference::contiguous(*impl_->data), DType::f64);
+    const TensorData c = reference::convert(reference::contiguous(on_host(*impl_->data)), DType::f64);
     out << ", [";
     for (int64_t i = 0; i < c.numel(); ++i) out << (i ? ", " : "") << c.data_as<double>()[i];
     out << "]";

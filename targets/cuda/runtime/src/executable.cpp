@@ -140,6 +140,13 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
   return outs;
 }
 
+std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> inputs) const {
+  std::vector<TensorData> v;
+  v.reserve(inputs.size());
+  for (const TensorData* t : inputs) v.push_back(*t);
+  return run(std::span<const TensorData>(v));
+}
+
 std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
   Impl& im = *impl_;
   Context& ctx = *im.ctx;

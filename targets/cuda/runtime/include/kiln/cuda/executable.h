@@ -33,6 +33,7 @@ class PlanExecutable {
   // Inputs on the host or on this device; outputs on the device (contiguous). Queued on the
   // context's stream: reading the outputs from the host (to_host) waits for them.
   std::vector<TensorData> run(std::span<const TensorData> inputs) const;
+  std::vector<TensorData> run(std::span<const TensorData* const> inputs) const;
   // The same with every output copied back to the host.
   std::vector<TensorData> run_host(std::span<const TensorData> inputs) const;
 

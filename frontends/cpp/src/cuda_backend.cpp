@@ -1,0 +1,187 @@
+// The CUDA target in the C++ frontend: device moves, eager ops on CUDA tensors, and the "kiln"
+// backend's CUDA path (schedule the optimised graph, generate CUDA C, compile it with NVRTC for
+// the device, run it with targets/cuda/runtime).
+#include "cuda_backend.h"
+
+#include <map>
+#include <mutex>
+
+#include "kiln/config/config.h"
+#include "kiln/config/log.h"
+#include "kiln/graph/error.h"
+#include "kiln/reference/reference.h"
+
+#if KILN_HAVE_CUDA_TARGET
+#include "kiln/cuda/codegen.h"
+#include "kiln/cuda/device.h"
+#include "kiln/cuda/executable.h"
+#include "kiln/schedule/schedule.h"
+#endif
+
+namespace kiln::detail {
+
+bool cuda_target_available() { return KILN_HAVE_CUDA_TARGET != 0; }
+
+#if KILN_HAVE_CUDA_TARGET
+
+TensorData cuda_move(const TensorData& t, Device to) {
+  const Device from = t.device();
+  if (from == to) return t;
+  std::string why;
+  if (!cuda::available(&why)) fail("to(", to.str(), "): ", why);
+  if (to.type == DeviceType::cpu) {
+    KILN_CHECK(from.type == DeviceType::cuda, "to(cpu): cannot move a tensor from ", from.str());
+    return cuda::to_host(t);
+  }
+  KILN_CHECK(to.type == DeviceType::cuda, "to(", to.str(), "): the CUDA target cannot move a tensor there");
+  if (from.type == DeviceType::cuda) return cuda::to_device(cuda::to_host(t), to.index);
+  KILN_CHECK(from.type == DeviceType::cpu, "to(", to.str(), "): cannot move a tensor from ", from.str());
+  return cuda::to_device(t, to.index);
+}
+
+bool cuda_target_applies(const Graph& g) {
+  int device = -1;
+  for (NodeId id : g.inputs()) {
+    const Device d = g.node(id).meta.device;
+    if (d.type != DeviceType::cuda) return false;
+    if (device >= 0 && d.index != device) return false;
+    device = d.index;
+  }
+  if (device < 0) return false;
+  for (const Node& n : g.nodes()) {
+    if (n.meta.device.type == DeviceType::vulkan) return false;
+    for (const SymInt& s : n.meta.sizes)
+      if (s == 0) return false;
+  }
+  return true;
+}
+
+namespace {
+
+int device_of(const Graph& g) {
+  for (NodeId id : g.inputs()) return g.node(id).meta.device.index;
+  return 0;
+}
+
+std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
+  const schedule::Schedule s = schedule::schedule_graph(g);
+  KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
+  plan::KernelPlan p = cuda::generate(s);
+  KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
+  cuda::ExecutableOptions o;
+  o.device = device_of(g);
+  o.keep_buffers = config::get<bool>("cpu.keep_buffers");  // mode reduce-overhead sets it
+  o.allow_tf32 = config::get<bool>("cuda.allow_tf32");
+  return cuda::PlanExecutable::load(std::move(p), o);
+}
+
+}  // namespace
+
+Executable cuda_executable(const Graph& g) {
+  struct Cached {
+    Graph graph;
+    uint64_t config = 0;
+    std::shared_ptr<cuda::PlanExecutable> exe;
+  };
+  static std::mutex mu;
+  static std::map<uint64_t, std::vector<Cached>> cache;
+  std::shared_ptr<cuda::PlanExecutable> exe;
+  const bool use_cache = !config::get<bool>("force_disable_caches");
+  const Graph canonical = g.canonical();
+  const uint64_t key = canonical.structural_hash(), config_hash = config::codegen_hash();
+  if (use_cache) {
+    std::lock_guard lock(mu);
+    for (const Cached& c : cache[key])
+      if (c.config == config_hash && c.graph == canonical) exe = c.exe;
+  }
+  if (!exe) {
+    exe = compile_plan(g);
+    if (use_cache) {
+      std::lock_guard lock(mu);
+      cache[key].push_back(Cached{canonical, config_hash, exe});
+    }
+  }
+  return [exe](std::span<const TensorData* const> inputs) { return exe->run(inputs); };
+}
+
+TensorData cuda_eager(OpId op, std::span<const TensorData> inputs, const Attrs& attrs) {
+  Device dev = Device::cpu();
+  for (const TensorData& t : inputs) {
+    const Device d = t.device();
+    if (d.type == DeviceType::cpu && t.rank() == 0) continue;  // 0-d host scalars are fine
+    KILN_CHECK(d.type == DeviceType::cuda && (dev.type == DeviceType::cpu || d == dev), op_name(op),
+               ": the inputs are on different devices (", dev.str(), " and ", d.str(), ")");
+    dev = d;
+  }
+  // Empty tensors and host scalars: through the host and the reference interpreter.
+  bool small = false;
+  for (const TensorData& t : inputs) small = small || t.numel() == 0;
+  if (small || op_def(op).category == OpCategory::source) {
+    std::vector<TensorData> host;
+    for (const TensorData& t : inputs) host.push_back(t.device().type == DeviceType::cpu ? t : cuda::to_host(t));
+    return cuda::to_device(reference::eval_op(op, host, attrs), dev.index);
+  }
+  if (op_def(op).decompose) {  // a composite: its decomposition, op by op
+    Graph g;
+    std::vector<NodeId> ids;
+    for (const TensorData& t : inputs) ids.push_back(g.add_input(t.meta()));
+    const NodeId result = op_def(op).decompose(g, ids, attrs);
+    std::vector<TensorData> values(g.size());
+    for (size_t i = 0; i < inputs.size(); ++i) values[static_cast<size_t>(ids[i])] = inputs[i];
+    for (NodeId id = 0; id <= result; ++id) {
+      const Node& n = g.node(id);
+      if (n.op == OpId::input) continue;
+      std::vector<TensorData> args;
+      for (NodeId i : n.inputs) args.push_back(values[static_cast<size_t>(i)]);
+      values[static_cast<size_t>(id)] = cuda_eager(n.op, args, n.attrs);
+    }
+    return values[static_cast<size_t>(result)];
+  }
+  // A single-op graph over the inputs as they are (static sizes, the inputs' strides), compiled
+  // once per op, attributes, dtypes, sizes and strides.
+  std::string key = std::to_string(static_cast<int>(op)) + "|" + std::to_string(attrs.hash()) + "|" + dev.str();
+  Graph g;
+  std::vector<NodeId> ids;
+  std::vector<TensorData> in;
+  for (const TensorData& t0 : inputs) {
+    TensorData t = t0.device().type == DeviceType::cpu ? cuda::to_device(t0, dev.index) : t0;
+    TensorMeta m = t.meta();
+    key += "|" + m.str();
+    ids.push_back(g.add_input(m));
+    in.push_back(std::move(t));
+  }
+  g.set_outputs({g.add(op, ids, attrs)});
+  struct Entry {
+    Attrs attrs;
+    std::shared_ptr<cuda::PlanExecutable> exe;
+  };
+  static std::mutex mu;
+  static std::map<std::string, std::vector<Entry>> cache;
+  std::shared_ptr<cuda::PlanExecutable> exe;
+  {
+    std::lock_guard lock(mu);
+    for (const Entry& e : cache[key])
+      if (e.attrs == attrs) exe = e.exe;
+  }
+  if (!exe) {
+    exe = compile_plan(g);
+    std::lock_guard lock(mu);
+    cache[key].push_back(Entry{attrs, exe});
+  }
+  return std::move(exe->run(std::span<const TensorData>(in))[0]);
+}
+
+#else
+
+TensorData cuda_move(const TensorData&, Device to) {
+  fail("to(", to.str(), "): no CUDA device: this build of Kiln has no CUDA target (KILN_WITH_CUDA=OFF)");
+}
+bool cuda_target_applies(const Graph&) { return false; }
+Executable cuda_executable(const Graph&) { fail("this build of Kiln has no CUDA target (KILN_WITH_CUDA=OFF)"); }
+TensorData cuda_eager(OpId op, std::span<const TensorData>, const Attrs&) {
+  fail(op_name(op), ": no CUDA device: this build of Kiln has no CUDA target (KILN_WITH_CUDA=OFF)");
+}
+
+#endif
+
+}  // namespace kiln::detail

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# On the GPU machine (the device tool), from the repository root, with devcarry/ carried (made by
+# tools/gpu/pack.sh here): runs the CUDA target's tests on the GPU (every op case and the random
+# graph differential tester, compiled for the device and compared with the reference
+# interpreter), then optional steps, writing logs under $OUT (default out/gpu).
+# Usage: tools/gpu/run.sh [tests] [memcheck] [bench] [torch]     (default: tests)
+# bench: kiln bench --device cuda (KILN_BENCH_ARGS adds options); torch: shared/bench/torch_anchor.py
+# --device cuda (copied into devcarry/ by pack.sh; TORCH_ANCHOR_ARGS adds options), same machine.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests)
+start=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - start ))s] $*" | tee -a "$out/summary.txt"; }
+stamp "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+status=0
+for step in "${steps[@]}"; do
+  case "$step" in
+    tests)
+      stamp "test_cuda_target (ops + differential + runtime) on the GPU"
+      devcarry/bin/test_cuda_target --log_level=message --report_level=short ${KILN_GPU_TEST_ARGS:-} >"$out/cuda_target.log" 2>&1
+      rc=$?; [ $rc -ne 0 ] && status=$rc
+      grep -E "^cuda target|test cases|assertions|failure|No errors" "$out/cuda_target.log" | tee -a "$out/summary.txt"
+      grep -E "op [a-z_0-9]+: .* cases" "$out/cuda_target.log" | sed 's/\x1b\[[0-9;]*m//g' | grep -v " 0 failing outputs" | tee -a "$out/summary.txt"
+      ;;
+    memcheck)
+      stamp "compute-sanitizer memcheck over the op tests of ${KILN_MEMCHECK_OPS:-add,sum,softmax,matmul,layer_norm}"
+      filter=$(echo "${KILN_MEMCHECK_OPS:-add,sum,softmax,matmul,layer_norm}" | sed 's/,/:ops\//g')
+      timeout "${KILN_MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        devcarry/bin/test_cuda_target --run_test="ops/$filter" --log_level=message \
+        >"$out/memcheck.log" 2>&1
+      rc=$?; [ $rc -ne 0 ] && status=$rc
+      grep -E "op [a-z_]+: |ERROR SUMMARY|Invalid|errors detected|failure" "$out/memcheck.log" | sed "s/\x1b\[[0-9;]*m//g" | tee -a "$out/summary.txt"
+      ;;
+    bench)
+      stamp "kiln bench --device cuda ${KILN_BENCH_ARGS:-}"
+      devcarry/bin/kiln bench --device cuda --json "$out/kiln_bench.jsonl" ${KILN_BENCH_ARGS:-} >"$out/bench.log" 2>&1
+      rc=$?; [ $rc -ne 0 ] && status=$rc
+      cat "$out/bench.log" | tee -a "$out/summary.txt"
+      ;;
+    torch)
+      stamp "python3 torch_anchor.py --device cuda ${TORCH_ANCHOR_ARGS:-}"
+      PYTHONUNBUFFERED=1 python3 devcarry/torch_anchor.py --device cuda ${TORCH_ANCHOR_ARGS:-} >"$out/torch_anchor.jsonl" 2>"$out/torch_anchor.err"
+      rc=$?; [ $rc -ne 0 ] && status=$rc
+      cat "$out/torch_anchor.jsonl" | tee -a "$out/summary.txt"
+      tail -5 "$out/torch_anchor.err"
+      ;;
+    *) echo "unknown step $step"; status=2 ;;
+  esac
+done
+stamp "done (status $status)"
+exit $status

@@ -48,7 +48,7 @@ int run_variant(int v) {
   const std::vector<double> got = y.to_vector<double>();
   const CompileStats s = f.stats();
   std::cout << "stats compiles=" << s.compiles;
-  for (const char* layer : {"memory", "artifacts", "disk"}) {
+  for (const char* layer : {"memory", "artifacts", "disk", "remote"}) {
     auto it = s.cache.find(layer);
     std::cout << " " << layer << "=" << (it == s.cache.end() ? 0 : it->second.hits) << "/"
               << (it == s.cache.end() ? 0 : it->second.misses);

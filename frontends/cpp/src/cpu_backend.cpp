@@ -14,6 +14,9 @@
 #include <set>
 
 #include "kiln/cache/cache.h"
+#if KILN_HAVE_REDIS
+#include "kiln/cache/redis_store.h"
+#endif
 #include "kiln/capture/capture.h"
 #include "kiln/config/config.h"
 #include "kiln/reference/reference.h"
@@ -92,8 +95,12 @@ void check_may_compile(const Graph& g, std::string_view pipeline, const std::str
 std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::string_view pipeline,
                                                  const std::function<plan::KernelPlan()>& make_plan,
                                                  const cpu::ExecutableOptions& o) {
+#if KILN_HAVE_REDIS
+  static std::once_flag redis_installed;
+  std::call_once(redis_installed, [] { cache::install_redis_remote(); });
+#endif
   const cache::Enabled on = cache::enabled_layers();
-  if (!on.memory && !on.disk) {
+  if (!on.memory && !on.disk && !on.remote) {
     check_may_compile(canonical, pipeline, "");
     return cpu::PlanExecutable::load(make_plan(), o);
   }

@@ -1,5 +1,9 @@
 // The layered lookup (the process's artifacts, then the disk), statistics, bundles.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -47,10 +51,78 @@ std::string cache_dir() {
   fail("cache: no cache directory: set cache_dir (KILN_CACHE_DIR), XDG_CACHE_HOME or HOME");
 }
 
+namespace {
+std::mutex g_remote_mu;
+RemoteFactory g_remote_factory;
+
+std::shared_ptr<Store> remote_store() {
+  std::lock_guard lock(g_remote_mu);
+  return g_remote_factory ? g_remote_factory() : nullptr;
+}
+
+// Remote writes: one background thread, a queue, never blocking the caller.
+struct RemoteWriter {
+  std::mutex mu;
+  std::condition_variable wake, idle;
+  std::deque<std::pair<std::shared_ptr<Store>, std::pair<std::string, std::string>>> queue;
+  bool busy = false;
+  bool started = false;
+};
+RemoteWriter& writer() {
+  static RemoteWriter* w = new RemoteWriter;  // never destroyed: the thread outlives statics
+  return *w;
+}
+
+void enqueue_remote(std::shared_ptr<Store> store, std::string key, std::string bytes) {
+  RemoteWriter& w = writer();
+  std::lock_guard lock(w.mu);
+  w.queue.emplace_back(std::move(store), std::make_pair(std::move(key), std::move(bytes)));
+  if (!w.started) {
+    w.started = true;
+    std::thread([&w] {
+      std::unique_lock lock(w.mu);
+      for (;;) {
+        w.wake.wait(lock, [&] { return !w.queue.empty(); });
+        auto job = std::move(w.queue.front());
+        w.queue.pop_front();
+        w.busy = true;
+        lock.unlock();
+        try {
+          job.first->put(job.second.first, job.second.second);
+        } catch (const std::exception& e) {
+          KILN_LOG(cache, "remote put failed: ", e.what());
+        }
+        lock.lock();
+        w.busy = false;
+        if (w.queue.empty()) w.idle.notify_all();
+      }
+    }).detach();
+    std::atexit([] { flush_remote_writes(2.0); });
+  }
+  w.wake.notify_one();
+}
+}  // namespace
+
+void set_remote_factory(RemoteFactory factory) {
+  std::lock_guard lock(g_remote_mu);
+  g_remote_factory = std::move(factory);
+}
+
+bool flush_remote_writes(double timeout_seconds) {
+  RemoteWriter& w = writer();
+  std::unique_lock lock(w.mu);
+  return w.idle.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                         [&] { return w.queue.empty() && !w.busy; });
+}
+
 Enabled enabled_layers() {
   Enabled e;
-  if (config::get<bool>("force_disable_caches")) return Enabled{false, false};
+  if (config::get<bool>("force_disable_caches")) return Enabled{false, false, false};
   e.disk = config::get<bool>("cache.plan_cache");
+  if (config::get<bool>("cache.remote")) {
+    std::lock_guard lock(g_remote_mu);
+    e.remote = static_cast<bool>(g_remote_factory);
+  }
   return e;
 }
 
@@ -144,14 +216,37 @@ std::optional<Entry> lookup(const std::string& key, const std::vector<Guard>& ex
       return e;
     }
   }
+  if (on.remote) {
+    if (std::shared_ptr<Store> remote = remote_store()) {
+      if (auto e = lookup_in(*remote, "remote cache entry " + key, key, expected, stats)) {
+        KILN_LOG(cache, "remote hit: ", key, " (", e->description, ")");
+        const std::string bytes = encode_entry(*e);
+        if (on.memory) process().artifacts.put(key, bytes);
+        if (on.disk) {
+          try {
+            disk_store().put(key, bytes);
+          } catch (const Error& err) {
+            KILN_LOG(cache, "could not keep a remote hit on disk: ", err.what());
+          }
+        }
+        return e;
+      }
+    }
+  }
   return std::nullopt;
 }
 
 void store(const Entry& e, CacheStats* stats) {
   KILN_CHECK(is_valid_key(e.key), "cache store: '", e.key, "' is not a cache key");
   const Enabled on = enabled_layers();
-  if (!on.memory && !on.disk) return;
+  if (!on.memory && !on.disk && !on.remote) return;
   const std::string bytes = encode_entry(e);
+  if (on.remote) {
+    if (std::shared_ptr<Store> remote = remote_store()) {
+      enqueue_remote(std::move(remote), e.key, bytes);
+      count(stats, "remote", &LayerStats::puts);
+    }
+  }
   if (on.memory) {
     process().artifacts.put(e.key, bytes);
     count(stats, "artifacts", &LayerStats::puts);

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -181,6 +182,7 @@ std::string cache_dir();
 struct Enabled {
   bool memory = true;  // the "artifacts" layer (and the targets' in-process caches of executables)
   bool disk = true;
+  bool remote = false;  // cache.remote and a remote factory set
 };
 Enabled enabled_layers();
 
@@ -199,6 +201,18 @@ void discard(const std::string& key, const std::string& why);
 // Stores an entry in every enabled layer (and in the process's bundle registry). A failure to
 // write the disk layer is logged as a warning and the program goes on.
 void store(const Entry& e, CacheStats* stats = nullptr);
+
+// ---- the remote layer ---------------------------------------------------------------------------
+// A shared store below the disk ("remote": native/cache's Redis store). The factory is asked for
+// the store each time the layer is used (it may cache connections); null means none. The layer
+// is used when cache.remote is set (and force_disable_caches is not): a remote hit is written to
+// the disk and artifacts layers; stores queue the remote write on a background thread, so the
+// caller never waits for the network.
+using RemoteFactory = std::function<std::shared_ptr<Store>()>;
+void set_remote_factory(RemoteFactory factory);
+// Waits until the queued remote writes are done, at most `timeout_seconds`; false when some are
+// left. Also run at process exit (2 s at most).
+bool flush_remote_writes(double timeout_seconds = 5);
 
 // Totals of every lookup and store in this process.
 CacheStats process_stats();

@@ -1,0 +1,75 @@
+// targets/vulkan/codegen: Schedule -> KernelPlan for Vulkan compute, as GLSL 450 text (compiled to
+// SPIR-V by the runtime with shaderc).
+//
+// Portable C++ (no Vulkan header), so it also runs in the browser. Values are printed by the
+// C-style printer shared with the CUDA codegen (targets/cstyle) through a GLSL dialect; this file
+// writes the shaders around them. Every generated kernel is one complete compute shader:
+// - bindings: set 0, binding i = the i-th buffer of sorted(reads ∪ writes) of the PlanKernel, a
+//   std430 storage buffer of the buffer's storage type (readonly where only read);
+// - push constants: every plan symbol as int64_t, in id order (`pc.s<id>`), then, for input
+//   buffers the plan reads with a negative stride, the element offset of element 0 in the bound
+//   range (`pc.o<buffer>`), then an int64 zero (`pc.kz`, see GlslDialect::int_literal);
+// - workgroup size: specialization constant 0 (`local_size_x_id = 0`); the runtime passes
+//   PlanLaunch::block;
+// - pointwise: a grid-stride loop over the flattened domain;
+// - reductions, row strategy: one workgroup per outer point (grid-stride over them), invocations
+//   stride over the inner dims, partials combined by a shared-memory tree (fixed order, so results
+//   are deterministic); each pass's result is broadcast to the workgroup for the next pass;
+// - reductions, column strategy (reduced dims strided): 32 consecutive outer points per workgroup,
+//   8 groups of invocations splitting the inner dims, combined in shared memory;
+// - matmul: a generated tiled GEMM shader (16x16 output tiles, operands staged through shared
+//   memory; a PlanKernel named `<kernel>_gemm` of kind "matmul" with PlanKernel::gemm describing
+//   the product and its 3-D dispatch), then the epilogue as a pointwise kernel over the product.
+// Numerics are the CPU codegen's (f16/bf16 computed in f32 and rounded where stored or cast,
+// integers in 64 bits wrapped to 32 where the dtype says, NaN-propagating max/min); f16/bf16 are
+// stored as 16-bit words (GL_EXT_shader_16bit_storage) or, without it, packed two to a uint and
+// converted in the shader; bool as bytes (8-bit storage) or packed four to a uint. f64 and int64
+// need the device's shaderFloat64 / shaderInt64 (lavapipe has both): a plan using f64 for a
+// device without it is a kiln::Error naming the kernel.
+#pragma once
+
+#include <string>
+
+#include "kiln/graph/graph.h"
+#include "kiln/plan/plan.h"
+#include "kiln/schedule/schedule.h"
+
+namespace kiln::vulkan {
+
+// What the device offers that the shaders may use (the runtime fills it from the device's
+// features: vulkan::Device::caps()). The defaults are lavapipe's.
+struct DeviceCaps {
+  bool storage16 = true;  // storageBuffer16BitAccess: f16/bf16 buffers as uint16_t
+  bool storage8 = true;   // storageBuffer8BitAccess: bool buffers as uint8_t
+  bool float64 = true;    // shaderFloat64
+  bool int64 = true;      // shaderInt64 (required: sizes and integer values are 64-bit)
+  int64_t max_workgroup = 256;  // largest workgroup the codegen asks for
+  std::string str() const;      // "16bit-storage 8bit-storage f64 int64 wg<=256"
+};
+
+struct CodegenOptions {
+  bool emulate_precision_casts = false;  // round f16/bf16 after every op
+  int64_t pointwise_block = 256;         // invocations per workgroup of pointwise kernels
+  int64_t pointwise_items_per_thread = 4;
+  int64_t max_workgroups = 65535;        // dispatch cap (maxComputeWorkGroupCount's guaranteed minimum)
+  DeviceCaps caps;
+  static CodegenOptions from_config();
+};
+
+// The plan of a schedule for target "vulkan". Its prelude is one comment line naming the caps the
+// shaders assume (the runtime checks them against the device).
+plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options = CodegenOptions::from_config());
+
+// Graph -> Schedule -> KernelPlan with the options of sdk/config.
+plan::KernelPlan generate_plan(const Graph& g, const CodegenOptions& options = CodegenOptions::from_config());
+
+// The bindings of a generated kernel: sorted(reads ∪ writes).
+std::vector<int32_t> kernel_bindings(const plan::PlanKernel& k);
+// Input buffers whose element 0 is not at the start of their bound range (a negative stride):
+// their offsets follow the symbols in the push constants, in this order.
+std::vector<int32_t> offset_buffers(const plan::KernelPlan& p);
+
+// GEMM tile edge of the generated matmul shaders (workgroup = kGemmTile x kGemmTile).
+inline constexpr int64_t kGemmTile = 16;
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,830 @@
+// Kernel IR -> GLSL 450 compute shaders (see codegen.h for the strategies). Values come from the
+// shared C-style printer (targets/cstyle) through GlslDialect; this file writes bindings, push
+// constants, the invocation structure and the reductions' shared-memory combines.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "glsl_helpers.h"
+#include "kiln/config/config.h"
+#include "kiln/cstyle/printer.h"
+#include "kiln/graph/error.h"
+#include "kiln/vulkan/codegen.h"
+
+namespace kiln::vulkan {
+
+using cstyle::CT;
+using cstyle::KernelPrinter;
+using cstyle::Scope;
+using cstyle::Value;
+using schedule::Instr;
+using schedule::InstrKind;
+using schedule::Kernel;
+using schedule::KernelKind;
+using schedule::ReduceKind;
+
+std::string DeviceCaps::str() const {
+  std::string s;
+  if (storage16) s += "16bit-storage ";
+  if (storage8) s += "8bit-storage ";
+  if (float64) s += "f64 ";
+  if (int64) s += "int64 ";
+  return s + "wg<=" + std::to_string(max_workgroup);
+}
+
+CodegenOptions CodegenOptions::from_config() {
+  CodegenOptions o;
+  o.emulate_precision_casts = config::get<bool>("emulate_precision_casts");
+  return o;
+}
+
+std::vector<int32_t> kernel_bindings(const plan::PlanKernel& k) {
+  std::vector<int32_t> b = k.reads;
+  b.insert(b.end(), k.writes.begin(), k.writes.end());
+  std::sort(b.begin(), b.end());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  return b;
+}
+
+namespace {
+
+bool maybe_negative(const SymInt& s) {
+  if (s.is_static()) return s.hint() < 0;
+  const SymExpr e = s.expr();
+  for (const SymTerm& t : e.terms())
+    if (t.coeff < 0) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<int32_t> offset_buffers(const plan::KernelPlan& p) {
+  std::vector<int32_t> out;
+  for (const plan::PlanBuffer& b : p.buffers) {
+    if (b.kind != "input") continue;
+    if (std::any_of(b.strides.begin(), b.strides.end(), maybe_negative)) out.push_back(b.id);
+  }
+  return out;
+}
+
+namespace {
+
+// How a buffer of dtype t is stored in a shader: its element type and, for packed storage, how
+// many elements share one uint.
+struct Storage {
+  std::string type;
+  int pack = 1;  // elements per uint (1: not packed)
+};
+
+Storage storage_of(DType t, const DeviceCaps& caps) {
+  switch (t) {
+    case DType::f32: return {"float"};
+    case DType::f64: return {"double"};
+    case DType::i32: return {"int"};
+    case DType::i64: return {"int64_t"};
+    case DType::f16: case DType::bf16: return caps.storage16 ? Storage{"uint16_t"} : Storage{"uint", 2};
+    case DType::bool_: return caps.storage8 ? Storage{"uint8_t"} : Storage{"uint", 4};
+  }
+  return {"?"};
+}
+
+std::string decimal(double v, const char* fmt, const char* suffix) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  s += suffix;
+  return s[0] == '-' ? "(" + s + ")" : s;
+}
+
+struct GlslDialect final : cstyle::Dialect {
+  DeviceCaps caps;
+  std::map<int32_t, std::string> offsets;  // buffer -> push-constant offset name
+
+  std::string type(CT c) const override {
+    switch (c) {
+      case CT::f32: return "float";
+      case CT::f64: return "double";
+      case CT::i64: return "int64_t";
+      case CT::b: return "bool";
+    }
+    return "?";
+  }
+  std::string literal(double v, CT c) const override {
+    switch (c) {
+      case CT::b: return v != 0.0 ? "true" : "false";
+      case CT::i64: return int_literal(static_cast<int64_t>(v));
+      case CT::f32: {
+        const float f = static_cast<float>(v);
+        if (std::isnan(f)) return "uintBitsToFloat(0x7fc00000u)";
+        if (std::isinf(f)) return f > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
+        if (f == 0 && std::signbit(f)) return "(-0.0)";
+        return decimal(static_cast<double>(f), "%.9g", "");
+      }
+      case CT::f64:
+        if (std::isnan(v)) return "packDouble2x32(uvec2(0u, 0x7ff80000u))";
+        if (std::isinf(v)) return v > 0 ? "packDouble2x32(uvec2(0u, 0x7ff00000u))" : "packDouble2x32(uvec2(0u, 0xfff00000u))";
+        if (v == 0 && std::signbit(v)) return "(-0.0LF)";
+        return decimal(v, "%.17g", "LF");
+    }
+    return "0";
+  }
+  std::string int_literal(int64_t v) const override {
+    // Zero is read from the push constants: lavapipe (Mesa 22.3) miscompiles 64-bit integer
+    // compares against a constant 0 (abs, relu and sign of i32/i64 gave x for negative x), and
+    // a value it cannot see keeps its pattern matching away from them.
+    if (v == 0) return "pc.kz";
+    if (v == INT64_MIN) return "(-9223372036854775807l - 1l)";
+    return v < 0 ? "(" + std::to_string(v) + "l)" : std::to_string(v) + "l";
+  }
+  std::string convert(const std::string& x, CT from, CT to) const override {
+    if (to == CT::b) return "(" + x + " != " + literal(0, from) + ")";
+    if (from == CT::b) return "(" + x + " ? " + literal(1, to) + " : " + literal(0, to) + ")";
+    return type(to) + "(" + x + ")";
+  }
+  std::string math(std::string_view fn, CT c, const std::vector<std::string>& args) const override {
+    auto call = [&](const std::string& name) {
+      std::string s = name + "(";
+      for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i];
+      return s + ")";
+    };
+    static const std::map<std::string_view, const char*> native{
+        {"sqrt", "sqrt"}, {"floor", "floor"}, {"ceil", "ceil"}, {"rint", "roundEven"}, {"fabs", "abs"},
+        {"fmax", "max"},  {"fmin", "min"}};
+    if (auto it = native.find(fn); it != native.end()) return call(it->second);
+    if (c == CT::f32) {
+      // exp and log of lavapipe and GPUs are within the tolerance of f32; sin, cos (large
+      // arguments) and tanh (tiny ones) are not everywhere: through f64 where the device has it.
+      if (fn == "exp" || fn == "log") return call(std::string(fn));
+      if (fn == "sin" || fn == "cos" || fn == "tanh") {
+        if (caps.float64) return "float(kiln_" + std::string(fn) + "_d(double(" + args[0] + ")))";
+        return call(std::string(fn));
+      }
+      if (fn == "pow") {
+        if (caps.float64) return "float(kiln_pow_d(double(" + args[0] + "), double(" + args[1] + ")))";
+        return call("kiln_pow_f");
+      }
+      if (fn == "erf") {
+        if (caps.float64) return "float(kiln_erf_d(double(" + args[0] + ")))";
+        return call("kiln_erf_f");
+      }
+    } else {
+      return call("kiln_" + std::string(fn) + "_d");
+    }
+    fail("vulkan codegen: no GLSL form of ", fn);
+  }
+  // buffer[index] as an int index, shifted by the buffer's push-constant offset where it has one.
+  std::string at(const std::string& buffer, const std::string& index) const {
+    const int32_t id = std::stoi(buffer.substr(1));
+    auto it = offsets.find(id);
+    return it == offsets.end() ? index : "(" + index + " + " + it->second + ")";
+  }
+  std::string load(DType t, const std::string& buffer, const std::string& index) const override {
+    const Storage st = storage_of(t, caps);
+    const std::string i = at(buffer, index);
+    std::string raw;  // the element as a uint (16-/8-bit types)
+    if (st.pack == 2) raw = "((" + buffer + "[int(" + i + " >> 1)] >> (uint(" + i + " & 1l) * 16u)) & 0xffffu)";
+    else if (st.pack == 4) raw = "((" + buffer + "[int(" + i + " >> 2)] >> (uint(" + i + " & 3l) * 8u)) & 0xffu)";
+    else raw = "uint(" + buffer + "[int(" + i + ")])";
+    const std::string e = buffer + "[int(" + i + ")]";
+    switch (t) {
+      case DType::f16: return "unpackHalf2x16(" + raw + ").x";
+      case DType::bf16: return "uintBitsToFloat(" + raw + " << 16)";
+      case DType::bool_: return "(" + raw + " != 0u)";
+      case DType::i32: return "int64_t(" + e + ")";
+      default: return e;
+    }
+  }
+  std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
+    const Storage st = storage_of(t, caps);
+    const std::string i = at(buffer, index);
+    std::string bits;  // the element as uint (16-/8-bit types)
+    switch (t) {
+      case DType::f16: bits = "kiln_f2h(" + x + ")"; break;
+      case DType::bf16: bits = "kiln_f2bf(" + x + ")"; break;
+      case DType::bool_: bits = "(" + x + " ? 1u : 0u)"; break;
+      case DType::i32: return buffer + "[int(" + i + ")] = int(" + x + ");";
+      default: return buffer + "[int(" + i + ")] = " + x + ";";
+    }
+    if (st.pack == 1) return buffer + "[int(" + i + ")] = " + st.type + "(" + bits + ");";
+    // Packed: this element's bits of the shared word, replaced atomically (neighbours may be
+    // written by other invocations at the same time).
+    const std::string shift = st.pack == 2 ? "(uint(" + i + " & 1l) * 16u)" : "(uint(" + i + " & 3l) * 8u)";
+    const std::string word = buffer + "[int(" + i + (st.pack == 2 ? " >> 1)]" : " >> 2)]");
+    const std::string mask = st.pack == 2 ? "0xffffu" : "0xffu";
+    return "{ const uint kb = " + bits + "; atomicAnd(" + word + ", ~(" + mask + " << " + shift + ")); atomicOr(" + word +
+           ", kb << " + shift + "); }";
+  }
+  std::string round_to(DType t, const std::string& x) const override {
+    return t == DType::f16 ? "unpackHalf2x16(kiln_f2h(" + x + ")).x" : "uintBitsToFloat(kiln_f2bf(" + x + ") << 16)";
+  }
+  std::string wrap_i32(const std::string& x) const override { return "int64_t(int(" + x + "))"; }
+  std::string ipow(const std::string& x, const std::string& y) const override { return "kiln_ipow(" + x + ", " + y + ")"; }
+  std::string isnan(const std::string& x, CT) const override { return "isnan(" + x + ")"; }
+  std::string symbol_name(SymbolId s) const override { return "pc.s" + std::to_string(s); }
+};
+
+// Column strategy: outer points per workgroup and groups of invocations splitting the inner dims.
+constexpr int64_t kColumnLanes = 32;
+constexpr int64_t kColumnGroups = 8;
+
+bool uses_column_strategy(const Kernel& k) {
+  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
+  if (k.kind != KernelKind::reduction || no == 0 || no == n) return false;
+  bool outer_unit = false, inner_unit = false;
+  for (const Instr& in : k.instrs) {
+    if (in.kind != InstrKind::load || !in.inner) continue;
+    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
+    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
+  }
+  return outer_unit && !inner_unit;
+}
+
+// Invocations per workgroup of a row reduction: about 8 inner elements each, 32 to max.
+int64_t row_block(int64_t inner, int64_t max) {
+  int64_t b = 32;
+  while (b < max && b * 8 < inner) b *= 2;
+  return b;
+}
+
+bool uses_dtype(const schedule::Schedule& s, const std::vector<int32_t>& bufs, const Kernel* k, DType t) {
+  for (int32_t b : bufs)
+    if (s.buffers[static_cast<size_t>(b)].dtype == t) return true;
+  if (k)
+    for (const Instr& in : k->instrs)
+      if (in.dtype == t) return true;
+  return false;
+}
+
+// The shader's head: version, extensions, workgroup size, bindings, push constants.
+std::string shader_head(const schedule::Schedule& s, const std::vector<int32_t>& bufs, const std::vector<int32_t>& writes,
+                        const Kernel* k, const GlslDialect& d, const std::string& name) {
+  const DeviceCaps& caps = d.caps;
+  const bool f64 = uses_dtype(s, bufs, k, DType::f64);
+  KILN_CHECK(!f64 || caps.float64, "vulkan codegen: kernel ", name,
+             " computes in f64, but the device has no shaderFloat64 (Vulkan feature); run it on the CPU or cast to f32");
+  KILN_CHECK(caps.int64, "vulkan codegen: kernel ", name,
+             ": the device has no shaderInt64 (Vulkan feature), which Kiln's shaders need for sizes and integers");
+  std::ostringstream h;
+  h << "#version 450\n";
+  h << "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  bool any16 = false, any8 = false;
+  for (int32_t b : bufs) {
+    const DType t = s.buffers[static_cast<size_t>(b)].dtype;
+    any16 = any16 || ((t == DType::f16 || t == DType::bf16) && caps.storage16);
+    any8 = any8 || (t == DType::bool_ && caps.storage8);
+  }
+  if (any16) h << "#extension GL_EXT_shader_16bit_storage : require\n";
+  if (any8) h << "#extension GL_EXT_shader_8bit_storage : require\n";
+  h << "// kernel " << name << "\n";
+  h << "layout(local_size_x_id = 0) in;\n";
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const int32_t b = bufs[i];
+    const bool written = std::find(writes.begin(), writes.end(), b) != writes.end();
+    h << "layout(std430, set = 0, binding = " << i << ") " << (written ? "" : "readonly ") << "buffer B" << b << " { "
+      << storage_of(s.buffers[static_cast<size_t>(b)].dtype, caps).type << " b" << b << "[]; };\n";
+  }
+  std::string pcs;
+  for (const SymbolInfo& sym : s.graph.shapes().symbols()) pcs += " int64_t s" + std::to_string(sym.id) + ";";
+  for (const auto& [b, n] : d.offsets) pcs += " int64_t o" + std::to_string(b) + ";";
+  h << "layout(push_constant) uniform PC {" << pcs << " int64_t kz; } pc;\n";
+  return h.str();
+}
+
+// Every `(c ? x : y)` of a kernel body as `mix(y, x, c)` (an OpSelect). glslang turns a ternary
+// whose operands are not plain names into branches and a phi, and lavapipe (Mesa 22.3) computes
+// 64-bit phis after divergent branches wrongly (integer abs/relu/sign gave x for negative x);
+// selects are also what a SIMD device wants. Every ternary of a body has pure operands (loads are
+// bound to temporaries first) and is parenthesised, as the C-style printer and this file write them.
+std::string selects(std::string s) {
+  for (size_t q = s.rfind('?'); q != std::string::npos; q = s.rfind('?')) {
+    // The enclosing '(' of the last '?', and the ':' and ')' that close it.
+    size_t open = q;
+    int depth = 0;
+    while (open-- > 0) {
+      if (s[open] == ')') depth += 1;
+      else if (s[open] == '(') {
+        if (depth == 0) break;
+        depth -= 1;
+      }
+    }
+    KILN_CHECK(open != std::string::npos, "vulkan codegen: an unparenthesised ?: in a kernel body");
+    size_t colon = std::string::npos, close = q + 1;
+    depth = 0;
+    for (; close < s.size(); ++close) {
+      const char c = s[close];
+      if (c == '(') depth += 1;
+      else if (c == ')') {
+        if (depth == 0) break;
+        depth -= 1;
+      } else if (c == ':' && depth == 0 && colon == std::string::npos) colon = close;
+    }
+    KILN_CHECK(colon != std::string::npos && close < s.size(), "vulkan codegen: a malformed ?: in a kernel body");
+    const std::string cond = s.substr(open + 1, q - open - 1), x = s.substr(q + 1, colon - q - 1),
+                      y = s.substr(colon + 1, close - colon - 1);
+    s = s.substr(0, open) + "mix(" + y + ", " + x + ", " + cond + ")" + s.substr(close + 1);
+  }
+  return s;
+}
+
+// The helpers the body calls (and theirs), in dependency order.
+std::string helpers_for(const std::string& body) {
+  std::set<std::string> need;
+  std::function<void(const std::string&)> add = [&](const std::string& name) {
+    if (!need.insert(name).second) return;
+    for (const detail::Helper& h : detail::kHelpers) {
+      if (name != h.name) continue;
+      std::istringstream deps(h.deps);
+      std::string dname;
+      while (deps >> dname) add(dname);
+    }
+  };
+  for (const detail::Helper& h : detail::kHelpers)
+    if (body.find(std::string(h.name) + "(") != std::string::npos) add(h.name);
+  std::string out;
+  for (const detail::Helper& h : detail::kHelpers)  // the table lists callees before callers
+    if (need.count(h.name)) out += h.code;
+  return out;
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, const GlslDialect& d)
+      : k_(k), s_(s), o_(o), d_(d), p_(k, s, d, o.emulate_precision_casts) {}
+
+  std::string emit(plan::PlanLaunch& launch, const std::vector<int32_t>& bindings, const std::vector<int32_t>& writes) {
+    const int64_t block = choose_block();
+    launch.block = block;
+    launch.max_blocks = o_.max_workgroups;
+    if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
+      if (uses_column_strategy(k_)) {
+        launch.items_per_block = kColumnLanes;
+        emit_column();
+      } else {
+        emit_row();
+      }
+    } else {
+      launch.items_per_block = block * o_.pointwise_items_per_thread;
+      emit_pointwise();
+    }
+    const std::string body = selects(p_.out().str());
+    std::string shared;
+    for (const std::string& l : shared_) shared += l + "\n";
+    return shader_head(s_, bindings, writes, &k_, d_, k_.name) + shared + helpers_for(body) + "void main() {\n" + body + "}\n";
+  }
+
+ private:
+  const Kernel& k_;
+  const schedule::Schedule& s_;
+  const CodegenOptions& o_;
+  const GlslDialect& d_;
+  KernelPrinter p_;
+  std::vector<std::string> shared_;
+
+  int64_t choose_block() const {
+    if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return o_.pointwise_block;
+    if (uses_column_strategy(k_)) return kColumnLanes * kColumnGroups;
+    return row_block(inner_extent().evaluate(s_.graph.shapes().examples()), o_.caps.max_workgroup);
+  }
+
+  SymInt inner_extent() const {
+    SymInt n = 1;
+    for (size_t d = static_cast<size_t>(k_.num_outer); d < k_.domain.size(); ++d) n = n * k_.domain[d];
+    return n;
+  }
+
+  void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
+    std::string rest = flat;
+    for (size_t d = last; d-- > first;) {
+      if (d == first) {
+        sc.vars[d] = rest;
+        break;
+      }
+      const std::string e = p_.sym(k_.domain[d]);
+      sc.vars[d] = p_.let(CT::i64, rest + " % " + e);
+      rest = p_.let(CT::i64, rest + " / " + e);
+    }
+  }
+
+  void emit_pointwise() {
+    const size_t n = k_.domain.size();
+    SymInt total = 1;
+    for (const SymInt& e : k_.domain) total = total * e;
+    p_.line("const int64_t total = " + p_.sym(total) + ";");
+    p_.line("const int64_t stride = int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);");
+    p_.line("for (int64_t i = int64_t(gl_GlobalInvocationID.x); i < total; i += stride) {");
+    p_.indent();
+    Scope sc;
+    sc.vars.assign(n, "");
+    if (n > 0) unflatten("i", 0, n, sc);
+    for (const schedule::Store& st : k_.stores) p_.store(st, sc);
+    p_.dedent();
+    p_.line("}");
+  }
+
+  // ---- reductions (the same state machine as the CUDA codegen's) ----
+  struct Component {
+    CT ct;
+    std::string name;
+  };
+  std::vector<Component> state(int32_t r, const std::string& prefix) const {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const CT c = cstyle::compute_type(in.dtype);
+    const CT ac = cstyle::compute_type(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: return {{c, prefix + "_acc"}};
+      case ReduceKind::max: case ReduceKind::min:
+        if (cstyle::is_float(ac)) return {{ac, prefix + "_acc"}, {CT::b, prefix + "_nan"}};
+        return {{ac, prefix + "_acc"}};
+      case ReduceKind::argmax: case ReduceKind::argmin: {
+        const CT vc = ac == CT::b ? CT::i64 : ac;
+        if (cstyle::is_float(vc)) return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}, {CT::b, prefix + "_nan"}};
+        return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}};
+      }
+    }
+    return {};
+  }
+  std::vector<std::string> initial(int32_t r) const {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const std::vector<Component> st = state(r, "");
+    const bool mx = in.reduce == ReduceKind::max || in.reduce == ReduceKind::argmax;
+    auto extreme = [&](CT c) {
+      if (cstyle::is_float(c)) return d_.literal(mx ? -INFINITY : INFINITY, c);
+      if (c == CT::i64) return d_.int_literal(mx ? INT64_MIN : INT64_MAX);
+      return std::string(mx ? "false" : "true");
+    };
+    switch (in.reduce) {
+      case ReduceKind::sum: return {d_.literal(0, st[0].ct)};
+      case ReduceKind::prod: return {d_.literal(1, st[0].ct)};
+      case ReduceKind::max: case ReduceKind::min:
+        if (st.size() == 2) return {extreme(st[0].ct), "false"};
+        return {extreme(st[0].ct)};
+      case ReduceKind::argmax: case ReduceKind::argmin:
+        if (st.size() == 3) return {extreme(st[0].ct), d_.int_literal(INT64_MAX), "false"};
+        return {extreme(st[0].ct), d_.int_literal(INT64_MAX)};
+    }
+    return {};
+  }
+  void merge(int32_t r, const std::vector<Component>& a, const std::vector<std::string>& b) {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const CT c = a[0].ct;
+    switch (in.reduce) {
+      case ReduceKind::sum: p_.line(a[0].name + " += " + b[0] + ";"); return;
+      case ReduceKind::prod: p_.line(a[0].name + " *= " + b[0] + ";"); return;
+      case ReduceKind::max: case ReduceKind::min: {
+        const bool mx = in.reduce == ReduceKind::max;
+        if (cstyle::is_float(c)) {
+          // (GLSL's max/min are undefined for NaN operands: NaN is tracked by the flag, and a NaN
+          // operand never replaces the running value.)
+          p_.line("if (" + b[0] + (mx ? " > " : " < ") + a[0].name + ") " + a[0].name + " = " + b[0] + ";");
+          p_.line(a[1].name + " = " + a[1].name + " || " + b[1] + ";");
+        } else if (c == CT::i64) {
+          p_.line(a[0].name + " = (" + b[0] + (mx ? " > " : " < ") + a[0].name + " ? " + b[0] + " : " + a[0].name + ");");
+        } else {
+          p_.line(a[0].name + " = " + a[0].name + (mx ? " || " : " && ") + b[0] + ";");
+        }
+        return;
+      }
+      case ReduceKind::argmax: case ReduceKind::argmin: {
+        const char* better = in.reduce == ReduceKind::argmax ? " > " : " < ";
+        const std::string tie = "(" + b[0] + " == " + a[0].name + " && " + b[1] + " < " + a[1].name + ")";
+        std::string take = "(" + b[0] + better + a[0].name + " || " + tie + ")";
+        if (a.size() == 3)
+          take = "(" + b[2] + " ? (!" + a[2].name + " || " + b[1] + " < " + a[1].name + ") : (!" + a[2].name + " && " + take + "))";
+        p_.line("if (" + take + ") {");
+        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + a[i].name + " = " + b[i] + ";");
+        p_.line("}");
+        return;
+      }
+    }
+  }
+  std::vector<std::string> element(int32_t r, const Value& x0, const std::string& j) {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const std::vector<Component> st = state(r, "");
+    const Value x = p_.convert(x0, st[0].ct);
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: return {x.v};
+      case ReduceKind::max: case ReduceKind::min:
+        if (st.size() == 2) return {x.v, d_.isnan(x.v, x.ct)};
+        return {x.v};
+      case ReduceKind::argmax: case ReduceKind::argmin:
+        if (st.size() == 3) return {x.v, j, d_.isnan(x.v, x.ct)};
+        return {x.v, j};
+    }
+    return {};
+  }
+  std::string finish(int32_t r, const std::vector<std::string>& st) {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const std::vector<Component> comps = state(r, "");
+    Value v;
+    switch (in.reduce) {
+      case ReduceKind::sum: case ReduceKind::prod: v = {st[0], comps[0].ct}; break;
+      case ReduceKind::max: case ReduceKind::min:
+        v = {st[0], comps[0].ct};
+        if (comps.size() == 2) v.v = "(" + st[1] + " ? " + d_.literal(NAN, v.ct) + " : " + st[0] + ")";
+        break;
+      case ReduceKind::argmax: case ReduceKind::argmin: v = {st[1], CT::i64}; break;
+    }
+    return p_.to_dtype(v, in.dtype).v;
+  }
+
+  std::vector<int32_t> reductions_of_pass(int32_t pass) const {
+    std::vector<int32_t> reds;
+    for (size_t i = 0; i < k_.instrs.size(); ++i)
+      if (k_.instrs[i].kind == InstrKind::reduce && k_.instrs[i].pass - 1 == pass) reds.push_back(static_cast<int32_t>(i));
+    return reds;
+  }
+
+  void declare_state(int32_t r) {
+    const std::vector<Component> st = state(r, "a" + std::to_string(r));
+    const std::vector<std::string> init = initial(r);
+    for (size_t i = 0; i < st.size(); ++i) p_.line(d_.type(st[i].ct) + " " + st[i].name + " = " + init[i] + ";");
+  }
+
+  void pass_step(int32_t pass, const std::vector<int32_t>& reds, Scope& sc, const std::string& j) {
+    for (int32_t r : reds) {
+      const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
+      merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
+    }
+    for (const schedule::Store& st : k_.stores)
+      if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) p_.store(st, sc);
+  }
+
+  // Shared arrays (one per state component) of the workgroup's size.
+  void shared_arrays(int32_t r) {
+    for (const Component& c : state(r, "sh" + std::to_string(r)))
+      shared_.push_back("shared " + d_.type(c.ct) + " " + c.name + "[gl_WorkGroupSize.x];");
+  }
+
+  // Tree combine of every invocation's state in shared memory over `width` entries with
+  // `stride` between the combined entries' groups (row: all invocations; column: the groups of
+  // each lane). Leaves the result in entry `base`.
+  void tree_combine(int32_t r, const std::vector<Component>& a, const std::vector<Component>& sh, const std::string& me,
+                    const std::string& count, const std::string& scale, const std::string& guard) {
+    for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[gl_LocalInvocationID.x] = " + a[i].name + ";");
+    p_.line("barrier();");
+    p_.line("for (uint h = " + count + " / 2u; h > 0u; h >>= 1) {");
+    p_.indent();
+    p_.line("if (" + me + " < h" + guard + ") {");
+    p_.indent();
+    std::vector<std::string> other;
+    for (const Component& c : sh) other.push_back(c.name + "[gl_LocalInvocationID.x + h" + scale + "]");
+    merge(r, a, other);
+    for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[gl_LocalInvocationID.x] = " + a[i].name + ";");
+    p_.dedent();
+    p_.line("}");
+    p_.line("barrier();");
+    p_.dedent();
+    p_.line("}");
+  }
+
+  void emit_row() {
+    const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
+    const int32_t passes = k_.num_passes();
+    for (int32_t pass = 0; pass < passes; ++pass)
+      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r);
+    p_.line("const int64_t outer_total = " + p_.sym(k_.outer_extent()) + ";");
+    p_.line("const int64_t inner_total = " + p_.sym(inner_extent()) + ";");
+    p_.line("const uint lid = gl_LocalInvocationID.x;");
+    p_.line("for (int64_t o = int64_t(gl_WorkGroupID.x); o < outer_total; o += int64_t(gl_NumWorkGroups.x)) {");
+    p_.indent();
+    Scope outer;
+    outer.vars.assign(n, "");
+    if (no > 0) unflatten("o", 0, no, outer);
+    for (int32_t pass = 0; pass < passes; ++pass) {
+      const std::vector<int32_t> reds = reductions_of_pass(pass);
+      for (int32_t r : reds) declare_state(r);
+      p_.line("for (int64_t j = int64_t(lid); j < inner_total; j += int64_t(gl_WorkGroupSize.x)) {");
+      p_.indent();
+      {
+        Scope sc = outer.child();
+        unflatten("j", no, n, sc);
+        pass_step(pass, reds, sc, "j");
+      }
+      p_.dedent();
+      p_.line("}");
+      for (int32_t r : reds) {
+        const std::string id = std::to_string(r);
+        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+        tree_combine(r, a, sh, "lid", "gl_WorkGroupSize.x", "", "");
+        std::vector<std::string> fin;
+        for (const Component& c : sh) fin.push_back(c.name + "[0]");
+        const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);
+        p_.line("const " + d_.type(rc) + " r" + id + " = " + finish(r, fin) + ";");
+        p_.line("barrier();");
+        p_.reduction_results()[r] = "r" + id;
+      }
+    }
+    emit_outer_stores(outer, "lid == 0u");
+    p_.dedent();
+    p_.line("}");
+  }
+
+  void emit_column() {
+    const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
+    const int32_t passes = k_.num_passes();
+    const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(kColumnGroups);
+    for (int32_t pass = 0; pass < passes; ++pass)
+      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r);
+    p_.line("const int64_t outer_total = " + p_.sym(k_.outer_extent()) + ";");
+    p_.line("const int64_t inner_total = " + p_.sym(inner_extent()) + ";");
+    p_.line("const uint klane = gl_LocalInvocationID.x % " + lanes + "u, kgroup = gl_LocalInvocationID.x / " + lanes + "u;");
+    p_.line("for (int64_t ob = int64_t(gl_WorkGroupID.x) * " + lanes + "l; ob < outer_total; ob += int64_t(gl_NumWorkGroups.x) * " +
+            lanes + "l) {");
+    p_.indent();
+    p_.line("const int64_t o = ob + int64_t(klane);");
+    p_.line("const bool kactive = o < outer_total;");
+    Scope outer;
+    outer.vars.assign(n, "");
+    unflatten("o", 0, no, outer);
+    for (int32_t pass = 0; pass < passes; ++pass) {
+      const std::vector<int32_t> reds = reductions_of_pass(pass);
+      for (int32_t r : reds) declare_state(r);
+      p_.line("if (kactive) {");
+      p_.indent();
+      p_.line("for (int64_t j = int64_t(kgroup); j < inner_total; j += " + groups + "l) {");
+      p_.indent();
+      {
+        Scope sc = outer.child();
+        unflatten("j", no, n, sc);
+        pass_step(pass, reds, sc, "j");
+      }
+      p_.dedent();
+      p_.line("}");
+      p_.dedent();
+      p_.line("}");
+      for (int32_t r : reds) {
+        const std::string id = std::to_string(r);
+        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+        tree_combine(r, a, sh, "kgroup", groups + "u", " * " + lanes + "u", "");
+        std::vector<std::string> fin;
+        for (const Component& c : sh) fin.push_back(c.name + "[klane]");
+        const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);
+        p_.line("const " + d_.type(rc) + " r" + id + " = " + finish(r, fin) + ";");
+        p_.line("barrier();");
+        p_.reduction_results()[r] = "r" + id;
+      }
+    }
+    emit_outer_stores(outer, "kactive && kgroup == 0u");
+    p_.dedent();
+    p_.line("}");
+  }
+
+  void emit_outer_stores(const Scope& outer, const std::string& who) {
+    bool any = false;
+    for (const schedule::Store& st : k_.stores) any = any || !k_.store_is_inner(st);
+    if (!any) return;
+    p_.line("if (" + who + ") {");
+    p_.indent();
+    Scope sc = outer.child();
+    for (const schedule::Store& st : k_.stores)
+      if (!k_.store_is_inner(st)) p_.store(st, sc);
+    p_.dedent();
+    p_.line("}");
+  }
+};
+
+plan::PlanGemm plan_gemm(const schedule::Gemm& g) {
+  plan::PlanGemm p;
+  p.a = g.a;
+  p.b = g.b;
+  p.c = g.c;
+  p.dtype = g.dtype;
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.batch = g.batch;
+  p.a_batch_strides = g.a_batch_strides;
+  p.b_batch_strides = g.b_batch_strides;
+  p.a_offset = g.a_offset;
+  p.b_offset = g.b_offset;
+  p.a_row_stride = g.a_row_stride;
+  p.a_col_stride = g.a_col_stride;
+  p.b_row_stride = g.b_row_stride;
+  p.b_col_stride = g.b_col_stride;
+  return p;
+}
+
+// The tiled GEMM shader: C[b] = A[b] @ B[b], one kGemmTile x kGemmTile output tile per workgroup
+// step (x: column tiles, y: row tiles, z: batch elements, each grid-stride), K walked in tiles
+// staged through shared memory; accumulation in the operands' type, in k order.
+std::string gemm_shader(const schedule::Schedule& s, const schedule::Gemm& g, const plan::PlanKernel& pk,
+                        const GlslDialect& d) {
+  KILN_CHECK(g.dtype == DType::f32 || g.dtype == DType::f64, "vulkan codegen: kernel ", pk.name, ": a gemm of ",
+             dtype_name(g.dtype), " (only f32 and f64 gemms are generated)");
+  const std::vector<int32_t> bufs = kernel_bindings(pk);
+  Kernel dummy;  // (shader_head looks at buffers only when given no kernel)
+  std::string src = shader_head(s, bufs, pk.writes, nullptr, d, pk.name);
+  const std::string T = g.dtype == DType::f64 ? "double" : "float";
+  const std::string zero = g.dtype == DType::f64 ? "0.0LF" : "0.0";
+  const std::string ts = std::to_string(kGemmTile);
+  KernelPrinter p(dummy, s, d);
+  auto sym = [&](const SymInt& x) { return p.sym(x); };
+  std::ostringstream o;
+  o << "shared " << T << " As[" << ts << "][" << ts << " + 1];\n";
+  o << "shared " << T << " Bs[" << ts << "][" << ts << " + 1];\n";
+  o << "void main() {\n";
+  o << "  const int64_t M = " << sym(g.m) << ", N = " << sym(g.n) << ", K = " << sym(g.k) << ";\n";
+  SymInt batches = 1;
+  for (const SymInt& e : g.batch) batches = batches * e;
+  o << "  const int64_t batches = " << sym(batches) << ";\n";
+  o << "  const uint tx = gl_LocalInvocationID.x % " << ts << "u, ty = gl_LocalInvocationID.x / " << ts << "u;\n";
+  o << "  for (int64_t bt = int64_t(gl_WorkGroupID.z); bt < batches; bt += int64_t(gl_NumWorkGroups.z)) {\n";
+  o << "    int64_t abase = " << sym(g.a_offset) << ", bbase = " << sym(g.b_offset) << ";\n";
+  if (!g.batch.empty()) {
+    o << "    int64_t rest = bt;\n";
+    for (size_t i = g.batch.size(); i-- > 0;) {
+      o << "    { const int64_t bi = rest % " << sym(g.batch[i]) << "; rest /= " << sym(g.batch[i]) << "; abase += bi * "
+        << sym(g.a_batch_strides[i]) << "; bbase += bi * " << sym(g.b_batch_strides[i]) << "; }\n";
+    }
+  }
+  o << "    const int64_t cbase = bt * M * N;\n";
+  o << "    for (int64_t tm = int64_t(gl_WorkGroupID.y) * " << ts << "l; tm < M; tm += int64_t(gl_NumWorkGroups.y) * " << ts
+    << "l) {\n";
+  o << "      for (int64_t tn = int64_t(gl_WorkGroupID.x) * " << ts << "l; tn < N; tn += int64_t(gl_NumWorkGroups.x) * " << ts
+    << "l) {\n";
+  o << "        const int64_t row = tm + int64_t(ty), col = tn + int64_t(tx);\n";
+  o << "        " << T << " acc = " << zero << ";\n";
+  o << "        for (int64_t k0 = 0l; k0 < K; k0 += " << ts << "l) {\n";
+  const std::string a = "b" + std::to_string(g.a), b = "b" + std::to_string(g.b), c = "b" + std::to_string(g.c);
+  o << "          As[ty][tx] = (row < M && k0 + int64_t(tx) < K) ? " << a << "[int(" << d.at(a, "abase + row * " + sym(g.a_row_stride) + " + (k0 + int64_t(tx)) * " + sym(g.a_col_stride)) << ")] : " << zero << ";\n";
+  o << "          Bs[ty][tx] = (k0 + int64_t(ty) < K && col < N) ? " << b << "[int(" << d.at(b, "bbase + (k0 + int64_t(ty)) * " + sym(g.b_row_stride) + " + col * " + sym(g.b_col_stride)) << ")] : " << zero << ";\n";
+  o << "          barrier();\n";
+  o << "          for (uint kk = 0u; kk < " << ts << "u; ++kk) acc += As[ty][kk] * Bs[kk][tx];\n";
+  o << "          barrier();\n";
+  o << "        }\n";
+  o << "        if (row < M && col < N) " << c << "[int(cbase + row * N + col)] = acc;\n";
+  o << "      }\n    }\n  }\n}\n";
+  return src + o.str();
+}
+
+}  // namespace
+
+plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
+  plan::KernelPlan p = plan::plan_skeleton(s, "vulkan");
+  p.prelude = "// kiln vulkan GLSL 450; device caps: " + options.caps.str() + "\n";
+  GlslDialect d;
+  d.caps = options.caps;
+  for (int32_t b : offset_buffers(p)) d.offsets[b] = "pc.o" + std::to_string(b);
+  const size_t pc_bytes = 8 * (s.graph.shapes().symbols().size() + d.offsets.size() + 1);
+  KILN_CHECK(pc_bytes <= 128, "vulkan codegen: the plan needs ", pc_bytes,
+             " bytes of push constants (sizes and offsets), more than the 128 every Vulkan device offers");
+  for (const Kernel& k : s.kernels) {
+    plan::PlanKernel pk;
+    pk.name = k.name;
+    pk.kind = std::string(schedule::kernel_kind_name(k.kind));
+    pk.provenance = k.provenance;
+    pk.reads = k.reads();
+    pk.writes = k.writes();
+    if (k.reference) {
+      pk.op = k.reference->op;
+      pk.attrs = k.reference->attrs;
+      pk.inputs = k.reference->inputs;
+      pk.output = k.reference->output;
+      p.kernels.push_back(std::move(pk));
+      continue;
+    }
+    if (k.gemm) {
+      // The product as its own shader, then the epilogue (when there is one) over it.
+      plan::PlanKernel gk;
+      gk.name = k.name + "_gemm";
+      gk.kind = "matmul";
+      gk.entry = "main";
+      gk.provenance = k.provenance;
+      gk.reads = {k.gemm->a, k.gemm->b};
+      std::sort(gk.reads.begin(), gk.reads.end());
+      gk.reads.erase(std::unique(gk.reads.begin(), gk.reads.end()), gk.reads.end());
+      gk.writes = {k.gemm->c};
+      gk.gemm = plan_gemm(*k.gemm);
+      gk.parallel_extent = k.gemm->m * k.gemm->n;
+      gk.launch.block = kGemmTile * kGemmTile;
+      gk.launch.items_per_block = kGemmTile * kGemmTile;
+      gk.launch.max_blocks = options.max_workgroups;
+      gk.source = gemm_shader(s, *k.gemm, gk, d);
+      p.kernels.push_back(std::move(gk));
+      if (k.stores.empty()) continue;
+      pk.kind = "pointwise";
+    }
+    if (k.kind == KernelKind::reduction && k.num_passes() > 0) {
+      pk.parallel_extent = k.outer_extent();
+    } else {
+      pk.parallel_extent = 1;
+      for (const SymInt& e : k.domain) pk.parallel_extent = pk.parallel_extent * e;
+    }
+    pk.entry = "main";
+    pk.source = KernelEmitter(k, s, options, d).emit(pk.launch, kernel_bindings(pk), pk.writes);
+    p.kernels.push_back(std::move(pk));
+  }
+  return p;
+}
+
+plan::KernelPlan generate_plan(const Graph& g, const CodegenOptions& options) {
+  return generate(schedule::schedule_graph(g), options);
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,200 @@
+// GLSL helper functions the generated shaders may call (included into a shader only when its
+// body names them). Double-precision transcendental functions are written out here because GLSL
+// has exp/log/sin/cos/tanh/pow only for 32-bit floats; they are accurate to a few ulp over the
+// ranges Kiln computes (Cody-Waite argument reduction, then Taylor/atanh series).
+#pragma once
+
+namespace kiln::vulkan::detail {
+
+struct Helper {
+  const char* name;  // a call to it in the body is "<name>("
+  const char* deps;  // space-separated helper names it calls
+  const char* code;
+};
+
+inline constexpr Helper kHelpers[] = {
+    {"kiln_f2h", "", R"(uint kiln_f2h(float f) {
+  const uint x = floatBitsToUint(f);
+  const uint sign = (x >> 16) & 0x8000u;
+  const uint ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return sign | 0x7e00u;
+  if (ax >= 0x477ff000u) return sign | 0x7c00u;
+  if (ax >= 0x38800000u) {
+    const uint h = ax - 0x38000000u;
+    return sign | ((h + 0xfffu + ((h >> 13) & 1u)) >> 13);
+  }
+  return sign | uint(roundEven(uintBitsToFloat(ax) * 16777216.0));
+}
+)"},
+    {"kiln_f2bf", "", R"(uint kiln_f2bf(float f) {
+  const uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+)"},
+    {"kiln_ipow", "", R"(int64_t kiln_ipow(int64_t b, int64_t e) {
+  if (e < 0l) return 0l;
+  int64_t r = 1l;
+  while (e != 0l) { if ((e & 1l) != 0l) r *= b; b *= b; e >>= 1; }
+  return r;
+}
+)"},
+    {"kiln_exp_d", "", R"(double kiln_exp_d(double x) {
+  if (isnan(x)) return x;
+  if (x > 709.782712893384LF) return packDouble2x32(uvec2(0u, 0x7ff00000u));
+  if (x < -745.2LF) return 0.0LF;
+  const double k = roundEven(x * 1.4426950408889634LF);
+  const double r = (x - k * 6.93147180369123816490e-01LF) - k * 1.90821492927058770002e-10LF;
+  double p = 1.0LF;
+  for (int n = 13; n >= 1; --n) p = 1.0LF + p * r / double(n);
+  const int ki = int(k);
+  return ldexp(ldexp(p, ki / 2), ki - ki / 2);
+}
+)"},
+    {"kiln_expm1_d", "kiln_exp_d", R"(double kiln_expm1_d(double x) {
+  if (abs(x) < 0.5LF) {
+    double t = x, s = x;
+    for (int n = 2; n <= 18; ++n) { t *= x / double(n); s += t; }
+    return s;
+  }
+  return kiln_exp_d(x) - 1.0LF;
+}
+)"},
+    {"kiln_log_d", "", R"(double kiln_log_d(double x) {
+  if (isnan(x) || x == packDouble2x32(uvec2(0u, 0x7ff00000u))) return x;
+  if (x < 0.0LF) return packDouble2x32(uvec2(0u, 0x7ff80000u));
+  if (x == 0.0LF) return packDouble2x32(uvec2(0u, 0xfff00000u));
+  int e;
+  double m = frexp(x, e);
+  if (m < 0.70710678118654752440LF) { m *= 2.0LF; e -= 1; }
+  const double f = (m - 1.0LF) / (m + 1.0LF);
+  const double s = f * f;
+  double p = 1.0LF / 25.0LF;
+  for (int n = 11; n >= 0; --n) p = 1.0LF / double(2 * n + 1) + s * p;
+  const double de = double(e);
+  return (de * 6.93147180369123816490e-01LF + 2.0LF * f * p) + de * 1.90821492927058770002e-10LF;
+}
+)"},
+    {"kiln_sincos_d", "", R"(double kiln_sincos_d(double x, int shift) {
+  if (isnan(x) || isinf(x)) return packDouble2x32(uvec2(0u, 0x7ff80000u));
+  // x - k pi/2 with pi/2 in three parts (fdlibm's 33 + 33 + 53 bits) and k split into a multiple
+  // of 2^20 and the rest, so every product of the first two parts is exact up to |k| ~ 2^40.
+  const double k = roundEven(x * 0.63661977236758134308LF);
+  // (precise: the compiler must not reassociate the exact steps.)
+  precise const double kh = trunc(k / 1048576.0LF) * 1048576.0LF, kl = k - kh;
+  precise double r = x - kh * 1.57079632673412561417e+00LF;
+  r -= kl * 1.57079632673412561417e+00LF;
+  r -= kh * 6.07710050630396597660e-11LF;
+  r -= kl * 6.07710050630396597660e-11LF;
+  r -= k * 2.02226624871116645580e-21LF;
+  const int q = (int(mod(k, 4.0LF)) + shift) & 3;
+  const double r2 = r * r;
+  double v;
+  if ((q & 1) == 0) {
+    double t = r, s = r;
+    for (int n = 1; n <= 10; ++n) { t *= -r2 / double((2 * n) * (2 * n + 1)); s += t; }
+    v = s;
+  } else {
+    double t = 1.0LF, s = 1.0LF;
+    for (int n = 1; n <= 10; ++n) { t *= -r2 / double((2 * n - 1) * (2 * n)); s += t; }
+    v = s;
+  }
+  return q >= 2 ? -v : v;
+}
+)"},
+    {"kiln_sin_d", "kiln_sincos_d", "double kiln_sin_d(double x) { return kiln_sincos_d(x, 0); }\n"},
+    {"kiln_cos_d", "kiln_sincos_d", "double kiln_cos_d(double x) { return kiln_sincos_d(x, 1); }\n"},
+    {"kiln_tanh_d", "kiln_expm1_d", R"(double kiln_tanh_d(double x) {
+  if (isnan(x)) return x;
+  if (abs(x) > 22.0LF) return x > 0.0LF ? 1.0LF : -1.0LF;
+  const double e = kiln_expm1_d(2.0LF * x);
+  return e / (e + 2.0LF);
+}
+)"},
+    {"kiln_pow_d", "kiln_exp_d kiln_log_d", R"(double kiln_pow_d(double x, double y) {
+  const double inf = packDouble2x32(uvec2(0u, 0x7ff00000u));
+  if (y == 0.0LF || x == 1.0LF) return 1.0LF;
+  if (isnan(x) || isnan(y)) return x + y;
+  const bool yint = floor(y) == y;
+  const bool yodd = yint && abs(y) < 9007199254740992.0LF && mod(y, 2.0LF) != 0.0LF;
+  if (isinf(y)) {
+    const double ax = abs(x);
+    if (ax == 1.0LF) return 1.0LF;
+    return ((ax > 1.0LF) == (y > 0.0LF)) ? inf : 0.0LF;
+  }
+  const bool neg = (unpackDouble2x32(x).y >> 31) != 0u;
+  if (x == 0.0LF) {
+    if (y > 0.0LF) return yodd ? x : 0.0LF;
+    return (yodd && neg) ? -inf : inf;
+  }
+  if (isinf(x)) {
+    if (!neg) return y > 0.0LF ? inf : 0.0LF;
+    if (y > 0.0LF) return yodd ? -inf : inf;
+    return yodd ? -0.0LF : 0.0LF;
+  }
+  if (neg && !yint) return packDouble2x32(uvec2(0u, 0x7ff80000u));
+  const double r = kiln_exp_d(y * kiln_log_d(abs(x)));
+  return (neg && yodd) ? -r : r;
+}
+)"},
+    {"kiln_erf_d", "kiln_exp_d", R"(double kiln_erf_d(double x) {
+  if (isnan(x)) return x;
+  const double ax = abs(x);
+  if (ax >= 6.0LF) return x > 0.0LF ? 1.0LF : -1.0LF;
+  const double x2 = ax * ax;
+  double t = ax, s = ax;
+  for (int n = 1; n < 400; ++n) {
+    t *= 2.0LF * x2 / double(2 * n + 1);
+    s += t;
+    if (t < s * 1e-17LF) break;
+  }
+  const double r = 1.12837916709551257390LF * kiln_exp_d(-x2) * s;
+  return x < 0.0LF ? -r : r;
+}
+)"},
+    // f32 forms for devices without shaderFloat64 (pow with C's special cases; erf by the same
+    // series in float).
+    {"kiln_pow_f", "", R"(float kiln_pow_f(float x, float y) {
+  const float inf = uintBitsToFloat(0x7f800000u);
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return x + y;
+  const bool yint = floor(y) == y;
+  const bool yodd = yint && abs(y) < 16777216.0 && mod(y, 2.0) != 0.0;
+  if (isinf(y)) {
+    const float ax = abs(x);
+    if (ax == 1.0) return 1.0;
+    return ((ax > 1.0) == (y > 0.0)) ? inf : 0.0;
+  }
+  const bool neg = (floatBitsToUint(x) >> 31) != 0u;
+  if (x == 0.0) {
+    if (y > 0.0) return yodd ? x : 0.0;
+    return (yodd && neg) ? -inf : inf;
+  }
+  if (isinf(x)) {
+    if (!neg) return y > 0.0 ? inf : 0.0;
+    if (y > 0.0) return yodd ? -inf : inf;
+    return yodd ? -0.0 : 0.0;
+  }
+  if (neg && !yint) return uintBitsToFloat(0x7fc00000u);
+  const float r = pow(abs(x), y);
+  return (neg && yodd) ? -r : r;
+}
+)"},
+    {"kiln_erf_f", "", R"(float kiln_erf_f(float x) {
+  if (isnan(x)) return x;
+  const float ax = abs(x);
+  if (ax >= 4.0) return x > 0.0 ? 1.0 : -1.0;
+  const float x2 = ax * ax;
+  float t = ax, s = ax;
+  for (int n = 1; n < 100; ++n) {
+    t *= 2.0 * x2 / float(2 * n + 1);
+    s += t;
+    if (t < s * 1e-8) break;
+  }
+  const float r = 1.12837916709551257390 * exp(-x2) * s;
+  return x < 0.0 ? -r : r;
+}
+)"},
+};
+
+}  // namespace kiln::vulkan::detail

@@ -1,0 +1,92 @@
+// targets/vulkan/runtime (native): runs a KernelPlan of target "vulkan".
+//
+// The Vulkan loader (libvulkan.so.1) is opened with dlopen on first use, so the same binary runs
+// where there is none: available() then says why ("no Vulkan device: ..."). Devices are picked by
+// index among those the loader reports (list_devices(), `kiln list-devices`). GLSL is compiled to
+// SPIR-V with shaderc (linked statically, Debian's libshaderc-dev); SPIR-V is cached per process
+// by source, pipelines per device in a VkPipelineCache. Buffer memory comes from a small pool
+// sub-allocator (blocks of 64 MiB, first fit, host-visible memory: device-local where the device
+// offers it host-visible). Validation layers: KILN_VULKAN_VALIDATION=1 (or enable_validation()
+// before the first device is opened) turns on VK_LAYER_KHRONOS_validation and collects every
+// warning and error it reports; take_validation_messages() returns them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/tensor_data.h"
+#include "kiln/plan/plan.h"
+#include "kiln/vulkan/codegen.h"
+
+namespace kiln::vulkan {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;          // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string type;          // "cpu", "discrete-gpu", "integrated-gpu", "virtual-gpu", "other"
+  std::string api_version;   // "1.3.230"
+  std::string driver;        // driver name and info where the device reports them
+  uint32_t vendor_id = 0, device_id = 0;
+  DeviceCaps caps;
+  int64_t subgroup_size = 0;
+  int64_t max_workgroup_invocations = 0;
+  int64_t max_storage_buffer_range = 0;
+  double timestamp_period_ns = 0;  // 0: no timestamps on the compute queue
+  std::string str() const;         // one readable line
+};
+
+// Whether a Vulkan device can be used here; `why` gets the reason when not.
+bool available(std::string* why = nullptr);
+// Every device the loader reports (empty without loader or driver; `why` says which).
+std::vector<DeviceInfo> list_devices(std::string* why = nullptr);
+
+// Turns on validation layers for devices opened afterwards (also KILN_VULKAN_VALIDATION=1);
+// throws kiln::Error when VK_LAYER_KHRONOS_validation is not installed.
+void enable_validation();
+bool validation_enabled();
+// Validation warnings and errors reported since the last call (and clears them).
+std::vector<std::string> take_validation_messages();
+
+// Codegen options for device `index` (its caps and workgroup limits).
+CodegenOptions codegen_options_for(int index = 0);
+
+// GLSL -> SPIR-V (shaderc, cached per process by source). kiln::Error with shaderc's log and
+// the numbered source when it does not compile.
+std::vector<uint32_t> compile_glsl(const std::string& source, const std::string& name, double* seconds = nullptr);
+
+struct ExecutableOptions {
+  int device = 0;
+};
+
+// A loaded plan: one compute pipeline per generated kernel; run() binds the size symbols from
+// the inputs, checks them against the plan's buffers, copies host inputs into device buffers,
+// runs every kernel in one command buffer (recorded once per set of sizes and resubmitted while
+// they stay the same; split where a reference kernel runs on the host between dispatches), and
+// copies the outputs back to new contiguous host tensors. Calls are serialised per executable.
+class PlanExecutable {
+ public:
+  // Throws kiln::Error: "no Vulkan device: ..." without one; shaderc's log when a shader does
+  // not compile; a sentence naming the feature when the plan needs one the device lacks.
+  static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, const ExecutableOptions& options = {});
+  ~PlanExecutable();
+
+  std::vector<TensorData> run_host(std::span<const TensorData> inputs) const;
+
+  const plan::KernelPlan& plan() const;
+  double compile_seconds() const;  // shaderc + pipeline creation at load
+  // Per kernel of the plan, GPU time of its dispatch in the last run (timestamp queries), ms;
+  // empty when the device has no timestamps.
+  std::vector<double> last_kernel_ms() const;
+  int64_t command_buffer_recordings() const;  // how many times the command buffers were recorded
+
+  struct Impl;
+
+ private:
+  PlanExecutable();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::vulkan

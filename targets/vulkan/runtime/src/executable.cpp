@@ -1,0 +1,492 @@
+// PlanExecutable for Vulkan: pipelines at load; per set of sizes an arena (buffers, descriptor
+// sets, command buffers recorded once); per run: copy in, submit, reference kernels on the host
+// between segments, copy out. See runtime.h.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "device.h"
+#include "kiln/graph/error.h"
+#include "kiln/reference/reference.h"
+
+namespace kiln::vulkan {
+
+namespace {
+
+std::vector<int64_t> eval(const SymShape& s, const std::vector<int64_t>& syms) {
+  std::vector<int64_t> v;
+  for (const SymInt& x : s) v.push_back(x.evaluate(syms));
+  return v;
+}
+
+std::string sizes_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Elements [lo, hi] a strided view reaches relative to its element 0 (size-1 dims ignored).
+std::pair<int64_t, int64_t> span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  int64_t lo = 0, hi = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] <= 1) continue;
+    const int64_t ext = (sizes[d] - 1) * strides[d];
+    (ext < 0 ? lo : hi) += ext;
+  }
+  return {lo, hi};
+}
+
+int64_t numel(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace
+
+struct PlanExecutable::Impl {
+  plan::KernelPlan plan;
+  ExecutableOptions options;
+  Device* dev = nullptr;
+  VkDevice vd = VK_NULL_HANDLE;
+  struct Pipe {
+    VkShaderModule module = VK_NULL_HANDLE;
+    VkDescriptorSetLayout dsl = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    std::vector<int32_t> bindings;
+  };
+  std::vector<Pipe> pipes;  // per kernel (empty for reference kernels)
+  std::vector<int32_t> offset_buffers;
+  uint32_t push_bytes = 0;
+  std::vector<std::shared_ptr<Buffer>> constants;  // by buffer id
+  size_t num_inputs = 0;
+  std::vector<int32_t> input_buffer;
+  double compile_seconds = 0;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  VkQueryPool queries = VK_NULL_HANDLE;
+
+  // The arena for one set of sizes.
+  struct Segment {
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    size_t first = 0, last = 0;  // kernels [first, last) dispatched in it
+    bool empty = true;
+  };
+  bool arena_valid = false;
+  std::vector<int64_t> arena_syms;
+  std::vector<std::shared_ptr<Buffer>> bufs;    // by buffer id (inputs, outputs, intermediates' slots)
+  std::vector<std::shared_ptr<Buffer>> slots;
+  std::vector<int64_t> input_lo;                // by input: element 0's offset in its buffer
+  VkDescriptorPool dpool = VK_NULL_HANDLE;
+  std::vector<Segment> segments;
+  std::vector<bool> dispatched;                 // per kernel: has timestamps in the last run
+  int64_t recordings = 0;
+  std::vector<double> kernel_ms;
+  mutable std::mutex mu;
+
+  ~Impl();
+  void free_arena();
+  void build_arena(const std::vector<int64_t>& syms, const std::vector<int64_t>& lo);
+  void record(Segment& seg, const std::vector<int64_t>& syms);
+};
+
+PlanExecutable::Impl::~Impl() {
+  if (!vd) return;
+  vk::vkDeviceWaitIdle(vd);
+  free_arena();
+  for (Pipe& p : pipes) {
+    if (p.pipeline) vk::vkDestroyPipeline(vd, p.pipeline, nullptr);
+    if (p.layout) vk::vkDestroyPipelineLayout(vd, p.layout, nullptr);
+    if (p.dsl) vk::vkDestroyDescriptorSetLayout(vd, p.dsl, nullptr);
+    if (p.module) vk::vkDestroyShaderModule(vd, p.module, nullptr);
+  }
+  if (queries) vk::vkDestroyQueryPool(vd, queries, nullptr);
+  if (fence) vk::vkDestroyFence(vd, fence, nullptr);
+  if (pool) vk::vkDestroyCommandPool(vd, pool, nullptr);
+}
+
+void PlanExecutable::Impl::free_arena() {
+  for (Segment& s : segments)
+    if (s.cb) vk::vkFreeCommandBuffers(vd, pool, 1, &s.cb);
+  segments.clear();
+  if (dpool) vk::vkDestroyDescriptorPool(vd, dpool, nullptr);
+  dpool = VK_NULL_HANDLE;
+  bufs.clear();
+  slots.clear();
+  arena_valid = false;
+}
+
+PlanExecutable::PlanExecutable() = default;
+PlanExecutable::~PlanExecutable() = default;
+
+std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const ExecutableOptions& options) {
+  KILN_CHECK(p.target == "vulkan", "vulkan runtime: the plan is for target '", p.target, "', not vulkan");
+  Device& dev = Device::get(options.device);
+  auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
+  exe->impl_ = std::make_unique<Impl>();
+  Impl& im = *exe->impl_;
+  im.plan = std::move(p);
+  im.options = options;
+  im.dev = &dev;
+  im.vd = dev.device();
+  const DeviceCaps& caps = dev.info().caps;
+  for (const plan::PlanKernel& k : im.plan.kernels) {
+    if (k.source.empty()) continue;
+    auto needs = [&](const char* ext) { return k.source.find(ext) != std::string::npos; };
+    KILN_CHECK(!needs("GL_EXT_shader_16bit_storage") || caps.storage16, "vulkan runtime: kernel ", k.name,
+               " uses 16-bit storage, which device ", dev.info().name, " lacks (generate the plan with its caps: codegen_options_for)");
+    KILN_CHECK(!needs("GL_EXT_shader_8bit_storage") || caps.storage8, "vulkan runtime: kernel ", k.name,
+               " uses 8-bit storage, which device ", dev.info().name, " lacks (generate the plan with its caps: codegen_options_for)");
+    KILN_CHECK(!needs("double") || caps.float64, "vulkan runtime: kernel ", k.name, " uses f64, which device ",
+               dev.info().name, " lacks (no shaderFloat64)");
+  }
+  for (const plan::PlanBuffer& b : im.plan.buffers)
+    if (b.kind == "input") im.num_inputs = std::max(im.num_inputs, static_cast<size_t>(b.index + 1));
+  im.input_buffer.assign(im.num_inputs, -1);
+  for (const plan::PlanBuffer& b : im.plan.buffers)
+    if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
+  im.offset_buffers = offset_buffers(im.plan);
+  im.push_bytes = static_cast<uint32_t>(8 * (im.plan.symbols.size() + im.offset_buffers.size() + 1));
+
+  VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  cpi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  cpi.queueFamilyIndex = dev.queue_family();
+  KILN_VK(vk::vkCreateCommandPool(im.vd, &cpi, nullptr, &im.pool));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  KILN_VK(vk::vkCreateFence(im.vd, &fci, nullptr, &im.fence));
+  if (dev.info().timestamp_period_ns > 0 && !im.plan.kernels.empty()) {
+    VkQueryPoolCreateInfo qci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qci.queryCount = static_cast<uint32_t>(2 * im.plan.kernels.size());
+    KILN_VK(vk::vkCreateQueryPool(im.vd, &qci, nullptr, &im.queries));
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  im.pipes.resize(im.plan.kernels.size());
+  for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
+    const plan::PlanKernel& k = im.plan.kernels[ki];
+    if (k.source.empty()) continue;
+    Impl::Pipe& pp = im.pipes[ki];
+    pp.bindings = kernel_bindings(k);
+    const std::vector<uint32_t> spv = compile_glsl(k.source, k.name);
+    VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    smi.codeSize = spv.size() * 4;
+    smi.pCode = spv.data();
+    KILN_VK(vk::vkCreateShaderModule(im.vd, &smi, nullptr, &pp.module));
+    std::vector<VkDescriptorSetLayoutBinding> lb(pp.bindings.size());
+    for (size_t i = 0; i < lb.size(); ++i) {
+      lb[i].binding = static_cast<uint32_t>(i);
+      lb[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      lb[i].descriptorCount = 1;
+      lb[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    dli.bindingCount = static_cast<uint32_t>(lb.size());
+    dli.pBindings = lb.data();
+    KILN_VK(vk::vkCreateDescriptorSetLayout(im.vd, &dli, nullptr, &pp.dsl));
+    VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, im.push_bytes};
+    VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pli.setLayoutCount = 1;
+    pli.pSetLayouts = &pp.dsl;
+    pli.pushConstantRangeCount = im.push_bytes ? 1 : 0;
+    pli.pPushConstantRanges = &pcr;
+    KILN_VK(vk::vkCreatePipelineLayout(im.vd, &pli, nullptr, &pp.layout));
+    const uint32_t block = static_cast<uint32_t>(k.launch.block);
+    VkSpecializationMapEntry me{0, 0, sizeof(uint32_t)};
+    VkSpecializationInfo si{1, &me, sizeof(uint32_t), &block};
+    VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    cpci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    cpci.stage.module = pp.module;
+    cpci.stage.pName = "main";
+    cpci.stage.pSpecializationInfo = &si;
+    cpci.layout = pp.layout;
+    KILN_VK(vk::vkCreateComputePipelines(im.vd, dev.pipeline_cache(), 1, &cpci, nullptr, &pp.pipeline));
+  }
+  im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  im.constants.resize(im.plan.buffers.size());
+  for (const plan::PlanBuffer& b : im.plan.buffers) {
+    if (b.kind != "constant") continue;
+    const size_t n = b.data->bytes.size();
+    im.constants[static_cast<size_t>(b.id)] = dev.allocate(n);
+    if (n) std::memcpy(im.constants[static_cast<size_t>(b.id)]->mapped, b.data->bytes.data(), n);
+  }
+  return exe;
+}
+
+const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
+double PlanExecutable::compile_seconds() const { return impl_->compile_seconds; }
+std::vector<double> PlanExecutable::last_kernel_ms() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->kernel_ms;
+}
+int64_t PlanExecutable::command_buffer_recordings() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->recordings;
+}
+
+void PlanExecutable::Impl::build_arena(const std::vector<int64_t>& syms, const std::vector<int64_t>& lo) {
+  free_arena();
+  const plan::KernelPlan& pl = plan;
+  bufs.assign(pl.buffers.size(), nullptr);
+  for (const SymInt& s : pl.slots) slots.push_back(dev->allocate(static_cast<size_t>(s.evaluate(syms))));
+  for (const plan::PlanBuffer& b : pl.buffers) {
+    const size_t id = static_cast<size_t>(b.id);
+    const std::vector<int64_t> sizes = eval(b.sizes, syms);
+    const int64_t es = dtype_size(b.dtype);
+    if (b.kind == "constant") {
+      bufs[id] = constants[id];
+    } else if (b.kind == "output") {
+      bufs[id] = dev->allocate(static_cast<size_t>(numel(sizes) * es));
+    } else if (b.kind == "intermediate") {
+      bufs[id] = slots[static_cast<size_t>(b.slot)];
+    } else if (b.kind == "input") {
+      const auto [l, h] = span_of(sizes, eval(b.strides, syms));
+      bufs[id] = dev->allocate(numel(sizes) == 0 ? 0 : static_cast<size_t>((h - l + 1) * es));
+    }
+  }
+  input_lo = lo;
+  // Descriptor sets: one per generated kernel.
+  uint32_t sets = 0, descriptors = 0;
+  for (const Pipe& p : pipes)
+    if (p.pipeline) {
+      sets += 1;
+      descriptors += static_cast<uint32_t>(std::max<size_t>(1, p.bindings.size()));
+    }
+  std::vector<VkDescriptorSet> ds(pipes.size(), VK_NULL_HANDLE);
+  if (sets) {
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptors};
+    VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dpi.maxSets = sets;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &ps;
+    KILN_VK(vk::vkCreateDescriptorPool(vd, &dpi, nullptr, &dpool));
+    for (size_t ki = 0; ki < pipes.size(); ++ki) {
+      const Pipe& p = pipes[ki];
+      if (!p.pipeline) continue;
+      VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+      ai.descriptorPool = dpool;
+      ai.descriptorSetCount = 1;
+      ai.pSetLayouts = &p.dsl;
+      KILN_VK(vk::vkAllocateDescriptorSets(vd, &ai, &ds[ki]));
+      std::vector<VkDescriptorBufferInfo> infos(p.bindings.size());
+      std::vector<VkWriteDescriptorSet> writes(p.bindings.size());
+      for (size_t i = 0; i < p.bindings.size(); ++i) {
+        const Buffer& b = *bufs[static_cast<size_t>(p.bindings[i])];
+        infos[i] = {b.buffer, b.offset, b.size};
+        writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes[i].dstSet = ds[ki];
+        writes[i].dstBinding = static_cast<uint32_t>(i);
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
+      }
+      vk::vkUpdateDescriptorSets(vd, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    }
+  }
+  // Segments: runs of generated kernels between reference kernels.
+  Segment cur;
+  cur.first = 0;
+  for (size_t ki = 0; ki <= pl.kernels.size(); ++ki) {
+    const bool boundary = ki == pl.kernels.size() || pl.kernels[ki].kind == "reference";
+    if (!boundary) continue;
+    cur.last = ki;
+    segments.push_back(cur);
+    cur = Segment{};
+    cur.first = ki + 1;
+  }
+  // Push constants: the symbols, then the offset buffers' element-0 offsets.
+  std::vector<int64_t> push(syms.begin(), syms.end());
+  for (int32_t b : offset_buffers) push.push_back(-lo[static_cast<size_t>(pl.buffers[static_cast<size_t>(b)].index)]);
+  push.push_back(0);  // pc.kz: the shaders' integer zero
+  dispatched.assign(pl.kernels.size(), false);
+  for (Segment& seg : segments) {
+    VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cai.commandPool = pool;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    KILN_VK(vk::vkAllocateCommandBuffers(vd, &cai, &seg.cb));
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    KILN_VK(vk::vkBeginCommandBuffer(seg.cb, &bi));
+    if (queries && seg.last > seg.first)
+      vk::vkCmdResetQueryPool(seg.cb, queries, static_cast<uint32_t>(2 * seg.first), static_cast<uint32_t>(2 * (seg.last - seg.first)));
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vk::vkCmdPipelineBarrier(seg.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    for (size_t ki = seg.first; ki < seg.last; ++ki) {
+      const plan::PlanKernel& k = pl.kernels[ki];
+      const Pipe& p = pipes[ki];
+      if (!p.pipeline) continue;
+      uint32_t gx = 1, gy = 1, gz = 1;
+      const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(k.launch.max_blocks > 0 ? k.launch.max_blocks : 65535, 65535));
+      if (k.gemm) {
+        const int64_t m = k.gemm->m.evaluate(syms), n = k.gemm->n.evaluate(syms);
+        const int64_t batches = numel(eval(k.gemm->batch, syms));
+        if (m * n * batches == 0) continue;
+        gx = static_cast<uint32_t>(std::min(cap, (n + kGemmTile - 1) / kGemmTile));
+        gy = static_cast<uint32_t>(std::min(cap, (m + kGemmTile - 1) / kGemmTile));
+        gz = static_cast<uint32_t>(std::min(cap, batches));
+      } else {
+        const int64_t extent = k.parallel_extent.evaluate(syms);
+        if (extent <= 0) continue;
+        const int64_t per = std::max<int64_t>(1, k.launch.items_per_block);
+        gx = static_cast<uint32_t>(std::clamp<int64_t>((extent + per - 1) / per, 1, cap));
+      }
+      if (queries) vk::vkCmdWriteTimestamp(seg.cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, static_cast<uint32_t>(2 * ki));
+      vk::vkCmdBindPipeline(seg.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+      vk::vkCmdBindDescriptorSets(seg.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &ds[ki], 0, nullptr);
+      if (push_bytes) vk::vkCmdPushConstants(seg.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push.data());
+      vk::vkCmdDispatch(seg.cb, gx, gy, gz);
+      VkMemoryBarrier kb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      kb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      kb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+      vk::vkCmdPipelineBarrier(seg.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &kb, 0, nullptr, 0, nullptr);
+      if (queries) vk::vkCmdWriteTimestamp(seg.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, static_cast<uint32_t>(2 * ki + 1));
+      dispatched[ki] = true;
+      seg.empty = false;
+    }
+    KILN_VK(vk::vkEndCommandBuffer(seg.cb));
+  }
+  recordings += 1;
+  arena_syms = syms;
+  arena_valid = true;
+}
+
+std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inputs) const {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mu);
+  const plan::KernelPlan& pl = im.plan;
+  KILN_CHECK(inputs.size() == im.num_inputs, "vulkan runtime: the plan takes ", im.num_inputs, " inputs, got ", inputs.size());
+  std::vector<int64_t> syms(pl.symbols.size(), 0);
+  for (const plan::SymbolBinding& b : pl.bindings) {
+    const TensorData& t = inputs[static_cast<size_t>(b.input)];
+    KILN_CHECK(b.dim < t.rank(), "vulkan runtime: input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ", b.dim,
+               " of it");
+    syms[b.symbol] = t.sizes[static_cast<size_t>(b.dim)];
+  }
+  for (const SymbolInfo& s : pl.symbols)
+    KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, "vulkan runtime: size s", s.id, " = ", syms[s.id], " (", s.source,
+               ") is outside the plan's range [", s.min, ", ", s.max, "]");
+  // Check the inputs; decide how each is copied in.
+  std::vector<int64_t> lo(im.num_inputs, 0);
+  std::vector<TensorData> src(im.num_inputs);  // what is copied: t itself (plan strides) or a contiguous copy
+  for (size_t k = 0; k < im.num_inputs; ++k) {
+    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(im.input_buffer[k])];
+    const TensorData& t = inputs[k];
+    KILN_CHECK(t.dtype == b.dtype, "vulkan runtime: input ", k, " has dtype ", dtype_name(t.dtype), ", the plan expects ",
+               dtype_name(b.dtype));
+    KILN_CHECK(t.rank() == static_cast<int64_t>(b.sizes.size()), "vulkan runtime: input ", k, " has rank ", t.rank(),
+               ", the plan expects ", b.sizes.size());
+    for (size_t d = 0; d < b.sizes.size(); ++d) {
+      const int64_t want = b.sizes[d].evaluate(syms);
+      KILN_CHECK(t.sizes[d] == want, "vulkan runtime: input ", k, " has sizes ", sizes_str(t.sizes), ", but the plan needs ",
+                 want, " at dim ", d, " (", b.sizes[d].str(), ")");
+    }
+    KILN_CHECK(t.device().type == DeviceType::cpu, "vulkan runtime: input ", k, " is on ", t.device().str(),
+               "; run_host takes host tensors");
+    const std::vector<int64_t> ps = eval(b.strides, syms);
+    bool strides_ok = true;
+    for (size_t d = 0; d < ps.size() && strides_ok; ++d) strides_ok = t.sizes[d] == 1 || t.strides[d] == ps[d];
+    if (strides_ok) {
+      src[k] = t;
+      lo[k] = span_of(t.sizes, ps).first;
+    } else {
+      KILN_CHECK(b.strides == contiguous_strides(b.sizes), "vulkan runtime: input ", k, " has strides ", sizes_str(t.strides),
+                 ", the plan was made for other strides");
+      src[k] = reference::contiguous(t);
+    }
+  }
+  if (!im.arena_valid || im.arena_syms != syms || im.input_lo != lo) im.build_arena(syms, lo);
+  // Copy in.
+  for (size_t k = 0; k < im.num_inputs; ++k) {
+    const TensorData& t = src[k];
+    if (t.numel() == 0) continue;
+    const int64_t es = dtype_size(t.dtype);
+    const auto [l, h] = span_of(t.sizes, t.strides);
+    Buffer& dst = *im.bufs[static_cast<size_t>(im.input_buffer[k])];
+    std::memcpy(dst.mapped, static_cast<const char*>(t.data()) + l * es, static_cast<size_t>((h - l + 1) * es));
+  }
+  auto host_view = [&](int32_t id) {
+    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
+    TensorData t;
+    t.dtype = b.dtype;
+    t.sizes = eval(b.sizes, syms);
+    t.strides = eval(b.strides, syms);
+    const Buffer& buf = *im.bufs[static_cast<size_t>(id)];
+    int64_t off = 0;
+    if (b.kind == "input") off = -im.input_lo[static_cast<size_t>(b.index)];
+    t.storage = std::make_shared<Storage>(kiln::Device::cpu(), buf.mapped, static_cast<size_t>(buf.size), nullptr);
+    t.offset = off;
+    return t;
+  };
+  // Submit segment by segment; reference kernels on the host in between.
+  for (size_t si = 0; si < im.segments.size(); ++si) {
+    const Impl::Segment& seg = im.segments[si];
+    if (!seg.empty) {
+      VkSubmitInfo sub{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+      sub.commandBufferCount = 1;
+      sub.pCommandBuffers = &seg.cb;
+      {
+        std::lock_guard<std::mutex> qlock(im.dev->queue_mutex());
+        KILN_VK(vk::vkQueueSubmit(im.dev->queue(), 1, &sub, im.fence));
+      }
+      KILN_VK(vk::vkWaitForFences(im.vd, 1, &im.fence, VK_TRUE, UINT64_MAX));
+      KILN_VK(vk::vkResetFences(im.vd, 1, &im.fence));
+    }
+    if (seg.last < pl.kernels.size()) {  // the reference kernel after it
+      const plan::PlanKernel& k = pl.kernels[seg.last];
+      std::vector<TensorData> args;
+      for (int32_t b : k.inputs) args.push_back(host_view(b));
+      const plan::PlanBuffer& ob = pl.buffers[static_cast<size_t>(k.output)];
+      const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, syms));
+      const TensorData rc = r.is_contiguous() ? r : reference::contiguous(r);
+      const size_t bytes = static_cast<size_t>(rc.numel() * dtype_size(rc.dtype));
+      if (bytes) std::memcpy(im.bufs[static_cast<size_t>(k.output)]->mapped, rc.data(), bytes);
+    }
+  }
+  // Kernel times.
+  im.kernel_ms.clear();
+  if (im.queries) {
+    std::vector<uint64_t> ts(2 * pl.kernels.size(), 0);
+    im.kernel_ms.assign(pl.kernels.size(), 0.0);
+    for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
+      if (!im.dispatched[ki]) continue;
+      const VkResult r = vk::vkGetQueryPoolResults(im.vd, im.queries, static_cast<uint32_t>(2 * ki), 2, 2 * sizeof(uint64_t),
+                                                   &ts[2 * ki], sizeof(uint64_t), VK_QUERY_RESULT_64_BIT);
+      if (r == VK_SUCCESS)
+        im.kernel_ms[ki] = static_cast<double>(ts[2 * ki + 1] - ts[2 * ki]) * im.dev->info().timestamp_period_ns * 1e-6;
+    }
+  }
+  // Copy out.
+  std::vector<TensorData> outs(pl.outputs.size());
+  for (size_t o = 0; o < pl.outputs.size(); ++o) {
+    const int32_t id = pl.outputs[o];
+    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
+    if (b.kind == "input") {
+      outs[o] = inputs[static_cast<size_t>(b.index)];
+    } else if (b.kind == "constant") {
+      TensorData h;
+      h.dtype = b.dtype;
+      h.sizes = eval(b.sizes, syms);
+      h.strides = eval(b.strides, syms);
+      h.storage = std::make_shared<Storage>(kiln::Device::cpu(), const_cast<std::byte*>(b.data->bytes.data()), b.data->bytes.size(),
+                                            nullptr);
+      outs[o] = reference::contiguous(h);
+    } else {
+      KILN_CHECK(b.kind == "output", "vulkan runtime: output ", o, " is buffer b", id, ", which is not an output buffer");
+      TensorData t = TensorData::empty_host(b.dtype, eval(b.sizes, syms));
+      const size_t bytes = static_cast<size_t>(t.numel() * dtype_size(b.dtype));
+      if (bytes) std::memcpy(t.data(), im.bufs[static_cast<size_t>(id)]->mapped, bytes);
+      outs[o] = std::move(t);
+    }
+  }
+  return outs;
+}
+
+}  // namespace kiln::vulkan

@@ -69,6 +69,9 @@ test('the transformer sample written in JavaScript compiles like the graph file'
   const cuda = kl.compile(file, { target: 'cuda' });
   assert.ok(cuda.kernels.some((kern) => kern.source.includes('__global__')), 'CUDA C');
   assert.strictEqual(JSON.parse(cuda.plan).target, 'cuda');
+  const vulkan = kl.compile(file, { target: 'vulkan' });
+  assert.ok(vulkan.kernels.some((kern) => kern.source.includes('#version 450')), 'GLSL');
+  assert.strictEqual(JSON.parse(vulkan.plan).target, 'vulkan');
   assert.ok(r.timing_ms.total > 0);
 });
 
@@ -96,7 +99,7 @@ for (const [label, text] of Object.entries(badGraphs)) {
 }
 
 const badRequests = {
-  'unknown target': { target: 'vulkan' },
+  'unknown target': { target: 'metal' },
   'unknown mode': { mode: 'fastest' },
   'unknown option': { options: { 'fusion.max_fusion_sise': 3 } },
   'option of the wrong type': { options: { 'fusion.max_fusion_size': 'many' } },

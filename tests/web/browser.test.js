@@ -113,6 +113,13 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.strictEqual(await page.locator('#kernels > li').count(), expectedCuda);
     assert.match(await page.textContent('#kernels'), /__global__/);
 
+    // The Vulkan target: GLSL compute shaders, highlighted; then back to CUDA for the download.
+    await page.selectOption('#target', 'vulkan');
+    await page.waitForFunction(() => window.kilnInspector.last.target === 'vulkan');
+    assert.match(await page.textContent('#kernels'), /#version 450/);
+    await page.selectOption('#target', 'cuda');
+    await page.waitForFunction(() => window.kilnInspector.last.target === 'cuda');
+
     // Download the plan and parse it.
     const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
     const file = path.join(artifacts, download.suggestedFilename());

@@ -18,6 +18,8 @@ const requests = [
   { target: 'cuda', mode: 'max-autotune' },
   { target: 'cpu', options: { 'fusion.max_fusion_size': 4, 'emulate_precision_casts': true } },
   { target: 'cuda', options: { 'fusion.aggressive_fusion': true } },
+  { target: 'vulkan' },
+  { target: 'vulkan', mode: 'max-autotune', options: { 'emulate_precision_casts': true } },
 ];
 
 test('there are sample graphs', () => assert.ok(samples.length >= 5, samples.join(', ')));
@@ -100,10 +102,11 @@ test('cache keys change with target, mode, codegen options and graph, not with n
   const keys = new Set([
     k.cacheKey(text, { target: 'cpu' }),
     k.cacheKey(text, { target: 'cuda' }),
+    k.cacheKey(text, { target: 'vulkan' }),
     k.cacheKey(text, { target: 'cpu', options: { 'fusion.max_fusion_size': 4 } }),
     k.cacheKey(readSample('layernorm.json'), { target: 'cpu' }),
   ]);
-  assert.strictEqual(keys.size, 4);
+  assert.strictEqual(keys.size, 5);
   const renamed = JSON.parse(text);
   renamed.nodes[0].name = 'renamed_input';
   assert.strictEqual(k.cacheKey(JSON.stringify(renamed), { target: 'cpu' }), k.cacheKey(text, { target: 'cpu' }));

@@ -112,7 +112,7 @@ function show(r) {
   $('kernel-count').textContent = `(${r.kernels.length})`;
   const list = $('kernels');
   list.replaceChildren();
-  const lang = r.target === 'cpu' ? 'llvm' : 'cpp';
+  const lang = { cpu: 'llvm', cuda: 'cpp', vulkan: 'glsl' }[r.target] || 'plaintext';
   r.kernels.forEach((k, i) => {
     const code = el('code', { class: 'language-' + lang });
     code.textContent = k.source || '(no generated source: ' + k.kind + ')';
@@ -219,6 +219,7 @@ async function loadHighlighter() {
   const hljs = module.exports;
   hljs.registerLanguage('llvm', (await import('/npm/highlight.js/es/languages/llvm.js')).default);
   hljs.registerLanguage('cpp', (await import('/npm/highlight.js/es/languages/cpp.js')).default);
+  hljs.registerLanguage('glsl', (await import('/npm/highlight.js/es/languages/glsl.js')).default);
   return hljs;
 }
 

@@ -115,7 +115,7 @@
       this.M = M;
       this.version = M.version();
       this.ops = JSON.parse(M.opTable());
-      this.targets = ['cpu', 'cuda'];
+      this.targets = ['cpu', 'cuda', 'vulkan'];
     }
     builder() { return new Builder(this); }
     // A graph from graph JSON (text or object).

@@ -11,6 +11,7 @@
 #include "kiln/config/config.h"
 #include "kiln/cpu/codegen.h"
 #include "kiln/cuda/codegen.h"
+#include "kiln/vulkan/codegen.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/format/plan_json.h"
 #include "kiln/graph/error.h"
@@ -66,7 +67,8 @@ auto with_request(const Request& r, Fn&& fn) {
 plan::KernelPlan generate(const schedule::Schedule& s, const std::string& target) {
   if (target == "cpu") return cpu::generate(s);
   if (target == "cuda") return cuda::generate(s);
-  fail("unknown target '", target, "' (this build has: cpu, cuda)");
+  if (target == "vulkan") return vulkan::generate(s);
+  fail("unknown target '", target, "' (this build has: cpu, cuda, vulkan)");
 }
 
 json graph_object(const Graph& g) { return json::parse(format::to_json(g, -1)); }
@@ -116,7 +118,7 @@ constexpr int64_t kMaxRunElements = int64_t{1} << 22;  // per tensor: the page s
 
 std::string version() { return "0.1.0"; }
 
-std::vector<std::string> targets() { return {"cpu", "cuda"}; }
+std::vector<std::string> targets() { return {"cpu", "cuda", "vulkan"}; }
 
 std::string op_table_json() {
   static constexpr const char* kCategory[] = {"source", "unary", "binary", "ternary",
@@ -145,7 +147,7 @@ Request parse_request(std::string_view request_json) {
       r.target = value.get<std::string>();
       const std::vector<std::string> known = targets();
       KILN_CHECK(std::find(known.begin(), known.end(), r.target) != known.end(), "unknown target '", r.target,
-                 "' (this build has: cpu, cuda)");
+                 "' (this build has: cpu, cuda, vulkan)");
     } else if (key == "mode") {
       KILN_CHECK(value.is_string(), "compile request: 'mode' must be a string");
       r.mode = value.get<std::string>();

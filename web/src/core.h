@@ -5,7 +5,7 @@
 // targets/reference) and shapes their results as JSON for the page.
 //
 // Takes: graph JSON text (docs/graph-format.md) or a GraphBuilder, and a compile request
-//   {"target": "cpu"|"cuda", "mode": "default"|..., "options": {"fusion.max_fusion_size": 8}}.
+//   {"target": "cpu"|"cuda"|"vulkan", "mode": "default"|..., "options": {"fusion.max_fusion_size": 8}}.
 // Gives: JSON text (compile_report, run_reference, op_table_json, cache_key) or throws
 //   kiln::Error with the same message native code gives for the same input.
 #pragma once
@@ -29,7 +29,7 @@ std::string version();
 // The op table as JSON: [{"name", "category", "min_inputs", "max_inputs", "attrs": [{"name", "kind"}]}].
 std::string op_table_json();
 
-// The target names compile() knows ("cpu", "cuda").
+// The target names compile() knows ("cpu", "cuda", "vulkan").
 std::vector<std::string> targets();
 
 // A compile request, parsed and checked from JSON (unknown keys, targets, modes and options are

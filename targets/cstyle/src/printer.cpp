@@ -100,7 +100,16 @@ Value KernelPrinter::value(int32_t i, Scope& sc) {
     case InstrKind::index: r = {let(CT::i64, affine(in.index, sc)), CT::i64}; break;
     case InstrKind::load: {
       const DType t = buffer_dtype(in.buffer);
-      const Value raw{let(compute_type(t), d_.load(t, d_.buffer_name(in.buffer), affine(in.index, sc))), compute_type(t)};
+      Value raw;
+      if (auto it = load_reads_.find(i); it != load_reads_.end()) {
+        raw = {it->second, compute_type(t)};
+      } else {
+        raw = {let(compute_type(t), d_.load(t, d_.buffer_name(in.buffer), affine(in.index, sc))), compute_type(t)};
+        if (auto rec = load_records_.find(i); rec != load_records_.end()) {
+          line(rec->second + " = " + raw.v + ";");
+          recorded_.insert(i);
+        }
+      }
       r = to_dtype(raw, in.dtype);
       break;
     }

@@ -147,6 +147,8 @@ __device__ __forceinline__ long long kiln_ipow(long long b, long long e) {
 // groups splitting the inner dims.
 constexpr int64_t kColumnLanes = 32;
 constexpr int64_t kColumnGroups = 8;
+// Row cache: at most this many elements of a row per thread kept in registers.
+constexpr int64_t kMaxCachedItems = 16;
 
 // Column strategy when the reduced dims are the strided ones (as the CPU codegen decides).
 bool uses_column_strategy(const Kernel& k) {
@@ -176,6 +178,7 @@ class KernelEmitter {
   // The kernel's source and its launch.
   std::string emit(plan::PlanLaunch& launch) {
     const int64_t block = choose_block();
+    block_ = block;
     launch.block = block;
     if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
       if (uses_column_strategy(k_)) {
@@ -198,6 +201,7 @@ class KernelEmitter {
   const schedule::Schedule& s_;
   const CodegenOptions& o_;
   KernelPrinter p_;
+  int64_t block_ = 0;
 
   int64_t choose_block() const {
     if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return o_.pointwise_block;
@@ -435,13 +439,42 @@ class KernelEmitter {
     Scope outer;
     outer.vars.assign(n, "");
     if (no > 0) unflatten("o", 0, no, outer);
+    // The row cache: each thread's elements of the row in registers (static rows only, the loop
+    // over them unrolled so the arrays stay in registers).
+    int64_t items = 0;
+    std::vector<int32_t> cached;
+    if (o_.cache_rows && passes >= 2 && inner_extent().is_static() && block_ > 0) {
+      items = (inner_extent().hint() + block_ - 1) / block_;
+      if (items >= 1 && items <= kMaxCachedItems)
+        for (size_t i = 0; i < k_.instrs.size(); ++i)
+          if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
+    }
+    for (int32_t i : cached)
+      p_.line(kDialect.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
+              std::to_string(i) + "[" + std::to_string(items) + "];");
     for (int32_t pass = 0; pass < passes; ++pass) {
       const std::vector<int32_t> reds = reductions_of_pass(pass);
       for (int32_t r : reds) {
         p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
         declare_state(r);
       }
-      p_.line("for (long long j = threadIdx.x; j < inner_total; j += blockDim.x) {");
+      if (!cached.empty()) {
+        // Loads recorded in an earlier pass are read from the registers; the others load (and
+        // record) as they are first needed.
+        p_.load_reads().clear();
+        for (int32_t i : cached) {
+          const std::string slot = "lc" + std::to_string(i) + "[k]";
+          p_.load_records()[i] = slot;
+          if (p_.recorded().count(i)) p_.load_reads()[i] = slot;
+        }
+        p_.line("#pragma unroll");
+        p_.line("for (int k = 0; k < " + std::to_string(items) + "; ++k) {");
+        p_.indent();
+        p_.line("const long long j = (long long)threadIdx.x + (long long)k * " + std::to_string(block_) + ";");
+        p_.line("if (j < inner_total) {");
+      } else {
+        p_.line("for (long long j = threadIdx.x; j < inner_total; j += blockDim.x) {");
+      }
       p_.indent();
       {
         Scope sc = outer.child();
@@ -450,6 +483,10 @@ class KernelEmitter {
       }
       p_.dedent();
       p_.line("}");
+      if (!cached.empty()) {
+        p_.dedent();
+        p_.line("}");
+      }
       for (int32_t r : reds) {
         const std::string id = std::to_string(r);
         const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
@@ -477,6 +514,8 @@ class KernelEmitter {
         p_.reduction_results()[r] = "r" + id;
       }
     }
+    p_.load_reads().clear();
+    p_.load_records().clear();
     emit_outer_stores(outer, "threadIdx.x == 0");
     p_.dedent();
     p_.line("}");

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -102,6 +103,14 @@ class KernelPrinter {
   // compute type); must be set before a value depending on it is asked for.
   std::map<int32_t, std::string>& reduction_results() { return reductions_; }
 
+  // Loads served from registers (the CUDA row reductions keep a thread's share of the row):
+  // load_reads()[i] replaces every load of instruction i by that expression (of the buffer
+  // dtype's compute type); load_records()[i] is an lvalue each fresh load of i is also written
+  // to, and recorded() lists the instructions that were written so.
+  std::map<int32_t, std::string>& load_reads() { return load_reads_; }
+  std::map<int32_t, std::string>& load_records() { return load_records_; }
+  const std::set<int32_t>& recorded() const { return recorded_; }
+
   const schedule::Kernel& kernel() const { return k_; }
   const schedule::Schedule& schedule() const { return s_; }
   const Dialect& dialect() const { return d_; }
@@ -116,6 +125,8 @@ class KernelPrinter {
   int depth_ = 1;
   int tmp_ = 0;
   std::map<int32_t, std::string> reductions_;
+  std::map<int32_t, std::string> load_reads_, load_records_;
+  std::set<int32_t> recorded_;
 
   Value narrow(const Value& x, DType t);
   Value pointwise(const schedule::Instr& in, Scope& sc);

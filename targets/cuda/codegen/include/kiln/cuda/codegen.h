@@ -8,7 +8,9 @@
 // - pointwise: a grid-stride loop over the flattened domain, one element per thread per step;
 // - reductions, row strategy (reduced dims contiguous): one block per outer point, threads stride
 //   over the inner dims, warp shuffles then shared memory combine each pass's partials, and the
-//   result is broadcast to the block for the next pass and the epilogue;
+//   result is broadcast to the block for the next pass and the epilogue; with cache_rows, a
+//   static row of <= 16 elements per thread is loaded once into registers and later passes read
+//   them there;
 // - reductions, column strategy (reduced dims strided): a block covers 32 consecutive outer points
 //   (coalesced) with 8 groups of threads splitting the inner dims, combined in shared memory;
 // - matmul: the runtime multiplies through cuBLASLt (PlanKernel::gemm); the generated kernel is
@@ -26,6 +28,10 @@ struct CodegenOptions {
   bool emulate_precision_casts = false;  // round f16/bf16 after every op
   int64_t pointwise_block = 256;         // threads per block of pointwise kernels
   int64_t pointwise_items_per_thread = 4;  // grid sized for this many elements per thread
+  // Row reductions of several passes over a static row of at most 16 elements per thread keep
+  // each thread's loaded elements in registers after the first pass (softmax, layer_norm read
+  // their row from memory once).
+  bool cache_rows = true;
   static CodegenOptions from_config();
 };
 

@@ -1,0 +1,149 @@
+// targets/vulkan/runtime beyond the op cases: the device list, command buffers recorded once per
+// set of sizes, timestamps, the codegen's fallbacks for devices without 16-/8-bit storage (run on
+// this device, which accepts both forms), a device without f64, and bad inputs.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "harness.h"
+#include "kiln/graph/error.h"
+#include "kiln/passes/passes.h"
+#include "kiln/schedule/schedule.h"
+#include "kiln/vulkan/codegen.h"
+#include "kiln/vulkan/runtime.h"
+
+using namespace kiln;
+using namespace cpu_test;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+TensorMeta m(DType t, SymShape s) { return TensorMeta{t, Device::cpu(), std::move(s), {}}; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TensorData values(DType t, Ints sizes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return tensor(t, sizes, random_values(t, n, Domain::normal, rng));
+}
+
+// softmax(x * x, 1) + x over [s0, 37] (s0 dynamic).
+Graph softmax_graph(DType t) {
+  Graph g;
+  const SymInt s0 = g.shapes().create_symbol(5, 2, 1 << 20, "x.size(0)", true);
+  const NodeId x = g.add_input(m(t, {s0, 37}));
+  const NodeId two = g.add(OpId::mul, {x, x}, {});
+  const NodeId sm = g.add(OpId::softmax, {two}, {int64_t{1}});
+  g.set_outputs({g.add(OpId::add, {sm, x}, {})});
+  return g;
+}
+
+std::shared_ptr<vulkan::PlanExecutable> load(const Graph& g, const vulkan::CodegenOptions& o) {
+  const Graph opt = passes::run_default_pipeline(g);
+  return vulkan::PlanExecutable::load(vulkan::generate(schedule::schedule_graph(opt), o));
+}
+
+void expect_matches(const Graph& g, const std::vector<TensorData>& in, const std::vector<TensorData>& got, DType t) {
+  const std::vector<TensorData> want = reference::run_graph(g, in);
+  BOOST_REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const OutputDiff d = compare(got[k], want[k], tolerance_for(t, true));
+    BOOST_TEST(d.ok, "output " << k << ": " << d.what);
+  }
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(vulkan_runtime)
+
+BOOST_AUTO_TEST_CASE(device_list) {
+  std::string why;
+  const std::vector<vulkan::DeviceInfo> ds = vulkan::list_devices(&why);
+  BOOST_REQUIRE_MESSAGE(!ds.empty(), why);
+  for (const vulkan::DeviceInfo& d : ds) {
+    BOOST_TEST_MESSAGE(d.str());
+    BOOST_TEST(!d.name.empty());
+    BOOST_TEST(d.str().find("vulkan:" + std::to_string(d.index)) == 0);
+    BOOST_TEST(d.caps.int64);
+  }
+  const std::string e = error_of([&] { vulkan::codegen_options_for(static_cast<int>(ds.size()) + 2); });
+  BOOST_TEST(e.find("no device vulkan:") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(recorded_once_per_sizes) {
+  const Graph g = softmax_graph(DType::f32);
+  auto exe = load(g, vulkan::codegen_options_for(0));
+  const TensorData a = values(DType::f32, {5, 37}, 1), b = values(DType::f32, {9, 37}, 2);
+  expect_matches(g, {a}, exe->run_host(std::vector<TensorData>{a}), DType::f32);
+  expect_matches(g, {a}, exe->run_host(std::vector<TensorData>{a}), DType::f32);
+  BOOST_TEST(exe->command_buffer_recordings() == 1);
+  expect_matches(g, {b}, exe->run_host(std::vector<TensorData>{b}), DType::f32);
+  BOOST_TEST(exe->command_buffer_recordings() == 2);
+  const std::vector<double> ms = exe->last_kernel_ms();
+  if (vulkan::list_devices()[0].timestamp_period_ns > 0) {
+    BOOST_TEST(ms.size() == exe->plan().kernels.size());
+    double total = 0;
+    for (double x : ms) total += x;
+    BOOST_TEST(total > 0);
+  }
+  // Bad input: a sentence naming the input and the dim.
+  const std::string e = error_of([&] { exe->run_host(std::vector<TensorData>{values(DType::f32, {5, 36}, 3)}); });
+  BOOST_TEST(e.find("input 0 has sizes [5, 36], but the plan needs 37 at dim 1") != std::string::npos, e);
+}
+
+// Without 16-bit / 8-bit storage f16, bf16 and bool are packed in uints and converted in the
+// shader (stores replace their bits atomically): the same results.
+BOOST_AUTO_TEST_CASE(packed_storage_fallback) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+    o.caps.storage16 = false;
+    o.caps.storage8 = false;
+    Graph g;
+    const SymInt s0 = g.shapes().create_symbol(7, 2, 1 << 20, "x.size(0)", true);
+    const NodeId x = g.add_input(m(t, {s0, 33}));
+    const NodeId y = g.add_input(m(t, {s0, 33}));
+    const NodeId sum = g.add(OpId::add, {x, y}, {});
+    const NodeId gt = g.add(OpId::gt, {x, y}, {});
+    const NodeId sm = g.add(OpId::softmax, {sum}, {int64_t{1}});
+    g.set_outputs({sum, gt, sm});
+    auto exe = load(g, o);
+    for (const plan::PlanKernel& k : exe->plan().kernels) {
+      BOOST_TEST(k.source.find("16bit_storage") == std::string::npos);
+      BOOST_TEST(k.source.find("8bit_storage") == std::string::npos);
+    }
+    for (int64_t rows : {7, 3}) {
+      const std::vector<TensorData> in{values(t, {rows, 33}, 4), values(t, {rows, 33}, 5)};
+      expect_matches(g, in, exe->run_host(in), t);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(no_f64_is_a_clear_error) {
+  vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+  o.caps.float64 = false;
+  const std::string e = error_of([&] { load(softmax_graph(DType::f64), o); });
+  BOOST_TEST(e.find("has no shaderFloat64") != std::string::npos, e);
+  // f32 pow and erf without f64: the float forms.
+  Graph g;
+  const NodeId x = g.add_input(m(DType::f32, {64}));
+  const NodeId p = g.add(OpId::pow, {x, x}, {});
+  g.set_outputs({p, g.add(OpId::erf, {x}, {})});
+  auto exe = load(g, o);
+  std::mt19937_64 rng(9);
+  const std::vector<TensorData> in{tensor(DType::f32, {64}, random_values(DType::f32, 64, Domain::positive, rng))};
+  expect_matches(g, in, exe->run_host(in), DType::f32);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -12,6 +12,7 @@ const CommandSpec& run_spec();
 const CommandSpec& show_spec();
 const CommandSpec& list_options_spec();
 const CommandSpec& list_backends_spec();
+const CommandSpec& list_devices_spec();
 const CommandSpec& bench_spec();
 const CommandSpec& cache_spec();
 
@@ -19,6 +20,7 @@ int cmd_run(std::span<char* const> args);
 int cmd_show(std::span<char* const> args);
 int cmd_list_options(std::span<char* const> args);
 int cmd_list_backends(std::span<char* const> args);
+int cmd_list_devices(std::span<char* const> args);
 int cmd_bench(std::span<char* const> args);
 int cmd_cache(std::span<char* const> args);
 

@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"show", kiln::cli::show_spec, kiln::cli::cmd_show},
     {"list-options", kiln::cli::list_options_spec, kiln::cli::cmd_list_options},
     {"list-backends", kiln::cli::list_backends_spec, kiln::cli::cmd_list_backends},
+    {"list-devices", kiln::cli::list_devices_spec, kiln::cli::cmd_list_devices},
     {"bench", kiln::cli::bench_spec, kiln::cli::cmd_bench},
     {"cache", kiln::cli::cache_spec, kiln::cli::cmd_cache},
 };

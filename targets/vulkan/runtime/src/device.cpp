@@ -128,7 +128,9 @@ Instance& instance() {
     if (in.validation) ci.pNext = &dci;
     const VkResult r = vk::vkCreateInstance(&ci, nullptr, &in.instance);
     if (r != VK_SUCCESS) {
-      in.error = std::string("no Vulkan device: vkCreateInstance failed (") + vk::result_name(r) + ")";
+      in.error = r == VK_ERROR_INCOMPATIBLE_DRIVER
+                     ? "no Vulkan device: the Vulkan loader found no driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER; Debian's mesa-vulkan-drivers gives lavapipe)"
+                     : std::string("no Vulkan device: vkCreateInstance failed (") + vk::result_name(r) + ")";
       in.instance = VK_NULL_HANDLE;
       return in;
     }

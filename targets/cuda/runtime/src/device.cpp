@@ -197,11 +197,13 @@ Context::Context(int ordinal) : impl_(std::make_unique<Impl>()) {
 Context::~Context() = default;  // lives for the process: the driver tears contexts down at exit
 
 Context& Context::get(int ordinal) {
-  static std::mutex mu;
-  static std::map<int, std::unique_ptr<Context>> contexts;
+  // Never destroyed: device storage held by other statics (plan caches) returns its blocks to
+  // the context at exit, whatever the order statics are destroyed in.
+  static std::mutex& mu = *new std::mutex;
+  static std::map<int, Context*>& contexts = *new std::map<int, Context*>;
   std::lock_guard<std::mutex> lock(mu);
   auto it = contexts.find(ordinal);
-  if (it == contexts.end()) it = contexts.emplace(ordinal, std::unique_ptr<Context>(new Context(ordinal))).first;
+  if (it == contexts.end()) it = contexts.emplace(ordinal, new Context(ordinal)).first;
   it->second->make_current();
   return *it->second;
 }

@@ -185,6 +185,7 @@ int bench(const ParsedArgs& a) {
     } else {
       std::cout << "yes, same result\n";
     }
+    std::cout.flush();  // a row per workload as it finishes
   }
   std::filesystem::remove_all(root);
   return status;

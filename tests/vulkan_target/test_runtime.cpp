@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(device_list) {
     BOOST_TEST(d.caps.int64);
   }
   const std::string e = error_of([&] { vulkan::codegen_options_for(static_cast<int>(ds.size()) + 2); });
-  BOOST_TEST(e.find("no device vulkan:") != std::string::npos, e);
+  BOOST_TEST(e.find("no Vulkan device vulkan:") != std::string::npos, e);
 }
 
 BOOST_AUTO_TEST_CASE(recorded_once_per_sizes) {

@@ -14,6 +14,7 @@
 #include "kiln/reference/reference.h"
 #include "cpu_backend.h"
 #include "cuda_backend.h"
+#include "vulkan_backend.h"
 #include "trace.h"
 
 namespace kiln {
@@ -40,6 +41,7 @@ void register_builtin_backends() {
       Graph optimised = passes::run_default_pipeline(g);
       if (detail::cpu_target_applies(optimised)) return detail::cpu_executable(optimised);
       if (detail::cuda_target_applies(optimised)) return detail::cuda_executable(optimised);
+      if (detail::vulkan_target_applies(optimised)) return detail::vulkan_executable(optimised);
       return reference_executable(std::move(optimised));
     });
     BackendRegistry::add("cudagraphs", [](const Graph&, std::span<const TensorMeta>) -> Executable {

@@ -7,6 +7,7 @@
 #include "kiln/ops.h"
 #include "kiln/reference/reference.h"
 #include "cuda_backend.h"
+#include "vulkan_backend.h"
 #include "trace.h"
 
 namespace kiln {
@@ -14,6 +15,7 @@ namespace kiln {
 namespace {
 // The data itself when it is on the host, else a host copy (CUDA tensors read from the host).
 TensorData on_host(const TensorData& d) {
+  if (d.device().type == DeviceType::vulkan) return detail::vulkan_move(d, Device::cpu());
   return d.device().type == DeviceType::cpu ? d : detail::cuda_move(d, Device::cpu());
 }
 
@@ -53,9 +55,10 @@ Tensor Tensor::to(Device device) const {
     case DeviceType::cuda:
       return from_data(detail::cuda_move(data("to()"), device));
     case DeviceType::vulkan:
-      fail("to(", device.str(), "): no Vulkan device: this build of Kiln has no Vulkan runtime (KILN_WITH_VULKAN=OFF)");
+      return from_data(detail::vulkan_move(this->device().type == DeviceType::cuda ? on_host(data("to()")) : data("to()"), device));
     case DeviceType::cpu:
       if (this->device().type == DeviceType::cuda) return from_data(detail::cuda_move(data("to()"), device));
+      if (this->device().type == DeviceType::vulkan) return from_data(detail::vulkan_move(data("to()"), device));
       break;
   }
   fail("to(", device.str(), "): cannot move a tensor from ", this->device().str());
@@ -69,6 +72,8 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::contiguous() const {
   checked(impl_, "contiguous()");
   if (is_traced() || impl_->data->is_contiguous()) return *this;
+  if (impl_->data->device().type == DeviceType::vulkan)
+    return from_data(detail::vulkan_move(reference::contiguous(on_host(*impl_->data)), device()));
   if (impl_->data->device().type != DeviceType::cpu)
     return from_data(detail::cuda_move(reference::contiguous(on_host(*impl_->data)), device()));
   return from_data(reference::contiguous(*impl_->data));

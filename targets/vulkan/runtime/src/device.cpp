@@ -303,7 +303,7 @@ Device& Device::get(int index) {
     in = &instance();
   }
   KILN_CHECK(in->error.empty() && !in->physical.empty(), in->error);
-  KILN_CHECK(index >= 0 && static_cast<size_t>(index) < in->physical.size(), "vulkan: no device vulkan:", index, " (there are ",
+  KILN_CHECK(index >= 0 && static_cast<size_t>(index) < in->physical.size(), "no Vulkan device vulkan:", index, " (there are ",
              in->physical.size(), "; `kiln list-devices` lists them)");
   auto d = std::unique_ptr<Device>(new Device);
   d->open(index, in->physical[static_cast<size_t>(index)]);

@@ -388,8 +388,9 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
       KILN_CHECK(t.sizes[d] == want, "vulkan runtime: input ", k, " has sizes ", sizes_str(t.sizes), ", but the plan needs ",
                  want, " at dim ", d, " (", b.sizes[d].str(), ")");
     }
-    KILN_CHECK(t.device().type == DeviceType::cpu, "vulkan runtime: input ", k, " is on ", t.device().str(),
-               "; run_host takes host tensors");
+    // (Tensors on this device live in host-visible pool memory: read like host tensors.)
+    KILN_CHECK(t.device().type == DeviceType::cpu || t.device() == kiln::Device::vulkan(im.options.device),
+               "vulkan runtime: input ", k, " is on ", t.device().str(), "; the plan runs on vulkan:", im.options.device);
     const std::vector<int64_t> ps = eval(b.strides, syms);
     bool strides_ok = true;
     for (size_t d = 0; d < ps.size() && strides_ok; ++d) strides_ok = t.sizes[d] == 1 || t.strides[d] == ps[d];
@@ -469,7 +470,8 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
     const int32_t id = pl.outputs[o];
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
     if (b.kind == "input") {
-      outs[o] = inputs[static_cast<size_t>(b.index)];
+      outs[o] = inputs[static_cast<size_t>(b.index)].device().type == DeviceType::cpu ? inputs[static_cast<size_t>(b.index)]
+                                                                                     : to_host(inputs[static_cast<size_t>(b.index)]);
     } else if (b.kind == "constant") {
       TensorData h;
       h.dtype = b.dtype;
@@ -487,6 +489,32 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
     }
   }
   return outs;
+}
+
+TensorData to_device(const TensorData& host, int device) {
+  KILN_CHECK(host.device().type == DeviceType::cpu, "vulkan: to_device takes a host tensor, not one on ", host.device().str());
+  Device& dev = Device::get(device);
+  const TensorData c = host.is_contiguous() ? host : reference::contiguous(host);
+  const size_t bytes = static_cast<size_t>(c.numel() * dtype_size(c.dtype));
+  std::shared_ptr<Buffer> buf = dev.allocate(bytes);
+  if (bytes) std::memcpy(buf->mapped, c.data(), bytes);
+  TensorData t;
+  t.dtype = c.dtype;
+  t.sizes = c.sizes;
+  t.strides = contiguous_strides(std::span<const int64_t>(c.sizes));
+  void* p = buf->mapped;
+  t.storage = std::make_shared<Storage>(kiln::Device::vulkan(device), p, bytes, [buf](void*) mutable { buf.reset(); });
+  return t;
+}
+
+TensorData to_host(const TensorData& t) {
+  if (t.device().type == DeviceType::cpu) return t;
+  KILN_CHECK(t.device().type == DeviceType::vulkan, "vulkan: to_host: the tensor is on ", t.device().str());
+  // Pool memory is host-visible and coherent, and every run waits for its kernels.
+  TensorData view = t;
+  view.storage = std::make_shared<Storage>(kiln::Device::cpu(), t.storage->data(), t.storage->nbytes(), nullptr);
+  TensorData h = reference::contiguous(view);
+  return h;
 }
 
 }  // namespace kiln::vulkan

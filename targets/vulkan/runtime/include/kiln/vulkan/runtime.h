@@ -57,6 +57,11 @@ CodegenOptions codegen_options_for(int index = 0);
 // the numbered source when it does not compile.
 std::vector<uint32_t> compile_glsl(const std::string& source, const std::string& name, double* seconds = nullptr);
 
+// Tensors on vulkan:<i>: contiguous copies in the device's pool memory (host-visible, so the
+// storage's data() is its mapped address). to_host copies back to a new contiguous host tensor.
+TensorData to_device(const TensorData& host, int device = 0);
+TensorData to_host(const TensorData& t);
+
 struct ExecutableOptions {
   int device = 0;
 };
@@ -73,6 +78,7 @@ class PlanExecutable {
   static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, const ExecutableOptions& options = {});
   ~PlanExecutable();
 
+  // Inputs on the host or on this device (vulkan:<i>); outputs on the host.
   std::vector<TensorData> run_host(std::span<const TensorData> inputs) const;
 
   const plan::KernelPlan& plan() const;

@@ -14,6 +14,9 @@
 #include "../bench/suite.h"
 #include "commands.h"
 #include "kiln/graph/error.h"
+#if KILN_HAVE_VULKAN_TARGET
+#include "kiln/vulkan/runtime.h"
+#endif
 #if KILN_HAVE_CUDA_TARGET
 #include "kiln/cuda/device.h"
 #endif
@@ -218,15 +221,27 @@ int cmd_bench(std::span<char* const> args) {
     return 0;
   }
   const std::string device = a.has("--device") ? a.get("--device") : "cpu";
+#if KILN_HAVE_VULKAN_TARGET
+  // Vulkan (lavapipe for orientation here): compiled mode only (eager ops do not run on Vulkan
+  // tensors yet); calls are synchronous, so wall-clock medians.
+  const bool vk = device == "vulkan";
+  if (vk) {
+    std::string why;
+    KILN_CHECK(vulkan::available(&why), "bench --device vulkan: ", why);
+    std::printf("device: %s\n", vulkan::list_devices()[0].str().c_str());
+  }
+#else
+  const bool vk = false;
+#endif
 #if KILN_HAVE_CUDA_TARGET
-  KILN_CHECK(device == "cpu" || device == "cuda", "bench: device '", device,
+  KILN_CHECK(device == "cpu" || device == "cuda" || vk, "bench: device '", device,
              "' is not available in this build (cpu and cuda are)");
   if (device == "cuda") {
     std::string why;
     KILN_CHECK(cuda::available(&why), "bench --device cuda: ", why);
   }
 #else
-  KILN_CHECK(device == "cpu", "bench: device '", device, "' is not available in this build (only cpu)");
+  KILN_CHECK(device == "cpu" || vk, "bench: device '", device, "' is not available in this build (only cpu)");
 #endif
   const bool gpu = device == "cuda";
   // Cold compiles are measured here, so the on-disk compile cache (which would serve graphs an
@@ -234,7 +249,7 @@ int cmd_bench(std::span<char* const> args) {
   config::set("cache.plan_cache", false);
   const bool small = a.has("--small");
   const auto only = a.has("--only") ? split(a.get("--only")) : std::vector<std::string>{};
-  const auto modes = split(a.has("--modes") ? a.get("--modes") : "default,eager");
+  const auto modes = split(a.has("--modes") ? a.get("--modes") : (vk ? "default" : "default,eager"));
   int reps = 10;
   if (a.has("--reps")) {
     reps = std::atoi(a.get("--reps").c_str());
@@ -271,6 +286,8 @@ int cmd_bench(std::span<char* const> args) {
     Tensors inputs = host_inputs;
     if (gpu)
       for (Tensor& t : inputs) t = t.to(Device::cuda(0));
+    if (vk)
+      for (Tensor& t : inputs) t = t.to(Device::vulkan(0));
     Tensors expected;
     if (gpu && (w.name == "mlp_bf16" || w.name == "attention_bf16")) {
       // The same code eager on the CPU (compiled single-op kernels and OpenBLAS: the reference
@@ -322,7 +339,7 @@ int cmd_bench(std::span<char* const> args) {
     }
 
     const bool f32 = std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.dtype() == DType::f32; });
-    if (references && f32 && !gpu) {
+    if (references && f32 && !gpu && !vk) {
       std::vector<std::vector<int64_t>> shapes;
       std::vector<const float*> in;
       for (const Tensor& t : inputs) {

@@ -24,16 +24,9 @@ const requests = [
 
 test('there are sample graphs', () => assert.ok(samples.length >= 5, samples.join(', ')));
 
-// Known divergence, to be fixed where it is (not here): targets/cpu/codegen/src/llvm_ir.cpp
-// passes two instruction-emitting calls as arguments of one call in several places (e.g.
-// op("getelementptr ", ..., buffer(buf), ", i64 ", affine(index, sc))). C++ leaves the order of
-// evaluating function arguments unspecified: g++ evaluates them right to left, clang (and so
-// em++) left to right, so the SSA temporaries are numbered differently and the LLVM IR text
-// differs although it computes the same thing. Until then the cpu comparisons run and report
-// as TODO (a failure shows the first differing line) instead of failing the suite.
-const TODO = {
-  cpu: 'targets/cpu/codegen emits LLVM IR in an order that depends on the compiler (unspecified argument evaluation order)',
-};
+// Every target's plan is the same text from the wasm module and natively (the codegens never let
+// the compiler's order of evaluating arguments number their temporaries).
+const TODO = {};
 
 for (const sample of samples) {
   for (const req of requests) {

@@ -379,7 +379,8 @@ class FunctionEmitter {
       case DType::i32: raw = op("trunc i64 ", x.v, " to i32"); break;
       case DType::bool_: raw = op("zext i1 ", x.v, " to i8"); break;
     }
-    const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", buffer(buf), ", i64 ", affine(index, sc));
+    const std::string base = buffer(buf), idx = affine(index, sc);
+    const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", base, ", i64 ", idx);
     line("store ", storage_ty(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t), alias(buf));
   }
 
@@ -459,10 +460,10 @@ class FunctionEmitter {
         if (!is_float(a[0].ct)) return {"false", CT::i1};
         return {op("fcmp uno ", ty(a[0].ct), " ", a[0].v, ", ", a[0].v), CT::i1};
       case OpId::logical_and:
-      case OpId::logical_or:
-        return {op(in.op == OpId::logical_and ? "and i1 " : "or i1 ", convert(a[0], CT::i1).v, ", ",
-                   convert(a[1], CT::i1).v),
-                CT::i1};
+      case OpId::logical_or: {
+        const std::string x = convert(a[0], CT::i1).v, y = convert(a[1], CT::i1).v;
+        return {op(in.op == OpId::logical_and ? "and i1 " : "or i1 ", x, ", ", y), CT::i1};
+      }
       case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge: {
         const DType ct = promote_types(at[0], at[1]);
         const CT c = is_floating(ct) ? (ct == DType::f64 ? CT::f64 : CT::f32) : CT::i64;
@@ -476,7 +477,8 @@ class FunctionEmitter {
       }
       case OpId::where: {
         const Val c = convert(a[0], CT::i1);
-        return select(c.v, oc, to_dtype(a[1], out).v, to_dtype(a[2], out).v);
+        const std::string x = to_dtype(a[1], out).v, y = to_dtype(a[2], out).v;
+        return select(c.v, oc, x, y);
       }
       default: break;
     }
@@ -536,10 +538,11 @@ class FunctionEmitter {
           // exp of softmax). In f64 and rounded once, so the result is x / s rounded to f32 (a
           // reciprocal in f32 would be 1.5 ulp off and overflow for subnormal s).
           if (c == CT::f32 && divides_by_row_value(in))
-            return finish({op("fptrunc double ", op("fmul double ", convert({x[0], c}, CT::f64).v, ", ",
-                                                    op("fdiv double 1.0, ", convert({x[1], c}, CT::f64).v)),
-                              " to float"),
-                           c});
+          {
+            const std::string num = convert({x[0], c}, CT::f64).v;
+            const std::string rcp = op("fdiv double 1.0, ", convert({x[1], c}, CT::f64).v);
+            return finish({op("fptrunc double ", op("fmul double ", num, ", ", rcp), " to float"), c});
+          }
           return finish(fbin("fdiv", c, x[0], x[1]));
         case OpId::pow:
           return finish({op("call ", ty(c), " @llvm.pow.", sfx(c), "(", ty(c), " ", x[0], ", ", ty(c), " ", x[1], ")"), c});
@@ -760,7 +763,8 @@ class FunctionEmitter {
           const std::string have_nan = op("load i1, ptr ", np);
           const std::string xnan = op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v);
           const std::string better = op("fcmp ", mx ? "ogt " : "olt ", ty(x.ct), " ", x.v, ", ", a);
-          take = op("and i1 ", op("xor i1 ", have_nan, ", true"), ", ", op("or i1 ", xnan, ", ", better));
+          const std::string fresh = op("xor i1 ", have_nan, ", true"), wins = op("or i1 ", xnan, ", ", better);
+          take = op("and i1 ", fresh, ", ", wins);
           line("store i1 ", op("or i1 ", have_nan, ", ", xnan), ", ptr ", np);
         } else {
           take = op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a);
@@ -791,7 +795,8 @@ class FunctionEmitter {
         r = to_dtype({op("load i64, ptr ", slot(idx_, i, CT::i64, lane)), CT::i64}, in.dtype);
         break;
     }
-    line("store ", ty(c), " ", convert(r, c).v, ", ptr ", slot(red_, i, c, lane));
+    const std::string v = convert(r, c).v, p = slot(red_, i, c, lane);
+    line("store ", ty(c), " ", v, ", ptr ", p);
   }
 
   // The row-major position over the inner dims (argmax's index).
@@ -1075,8 +1080,9 @@ class FunctionEmitter {
       };
       const std::string aoff = base(g.a_offset, g.a_batch_strides, g.a_row_stride, m0);
       const std::string boff = base(g.b_offset, g.b_batch_strides, g.b_row_stride, "");
-      const std::string coff =
-          op("add i64 ", op("mul i64 ", b, ", ", op("mul i64 ", M, ", ", N)), ", ", op("mul i64 ", m0, ", ", N));
+      const std::string matrix = op("mul i64 ", M, ", ", N);
+      const std::string batch_off = op("mul i64 ", b, ", ", matrix), row_off = op("mul i64 ", m0, ", ", N);
+      const std::string coff = op("add i64 ", batch_off, ", ", row_off);
       const char* et = g.dtype == DType::f64 ? "double" : "float";
       const std::string ap = op("getelementptr ", et, ", ptr ", buffer(g.a), ", i64 ", aoff);
       const std::string bp = op("getelementptr ", et, ", ptr ", buffer(g.b), ", i64 ", boff);
@@ -1090,11 +1096,13 @@ class FunctionEmitter {
         auto at_least = [&](const std::string& x, const std::string& lo) {
           return select(op("icmp slt i64 ", x, ", ", lo), CT::i64, lo, x).v;
         };
-        ld = select(unit, CT::i64, at_least(sym(rs), cols), at_least(sym(cs), rows)).v;
+        const std::string ld_rows = at_least(sym(rs), cols), ld_cols = at_least(sym(cs), rows);
+        ld = select(unit, CT::i64, ld_rows, ld_cols).v;
         return op("zext i1 ", op("xor i1 ", unit, ", true"), " to i32");
       };
       if (generated_gemm()) {
-        tiled_gemm(ap, bp, cp, rows, N, K, sym(g.a_row_stride), sym(g.a_col_stride), sym(g.b_row_stride));
+        const std::string a_rs = sym(g.a_row_stride), a_cs = sym(g.a_col_stride), b_rs = sym(g.b_row_stride);
+        tiled_gemm(ap, bp, cp, rows, N, K, a_rs, a_cs, b_rs);
       } else {
       std::string lda, ldb;
       const std::string ta = trans(g.a_row_stride, g.a_col_stride, M, K, lda);

@@ -9,13 +9,15 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "kiln_fingerprint.h"
+
 #ifndef KILN_VERSION_STRING
 #error "KILN_VERSION_STRING must be defined by the build"
 #endif
 
 namespace kiln::cache {
 
-std::string kiln_version() { return KILN_VERSION_STRING; }
+std::string kiln_version() { return KILN_VERSION_STRING "+" KILN_SOURCE_FINGERPRINT; }
 
 std::string hash_hex(std::string_view bytes) {
   const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());

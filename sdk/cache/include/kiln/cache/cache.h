@@ -36,7 +36,9 @@ namespace kiln::cache {
 inline constexpr uint32_t kEntryFormatVersion = 1;
 inline constexpr uint32_t kBundleFormatVersion = 1;
 
-std::string kiln_version();  // the project's version, e.g. "0.1.0"
+// The project's version and a fingerprint of the sources that make plans and binaries, e.g.
+// "0.1.0+3f2a9c0d11e4b7a2": entries and bundles of other code never load.
+std::string kiln_version();
 
 // ---- the key ----------------------------------------------------------------------------------
 // Everything that can change what a compile produces. Each field is hashed length-prefixed, in

@@ -380,7 +380,7 @@ int cmd_bench(std::span<char* const> args) {
     all.insert(all.end(), results.begin(), results.end());
     std::fflush(stdout);
   }
-  if (!gpu) print_target_checks(all);
+  if (device == "cpu") print_target_checks(all);  // the targets are the CPU's
   if (failures) std::fprintf(stderr, "kiln bench: %d result(s) outside tolerance\n", failures);
   return failures ? 1 : 0;
 }

@@ -120,9 +120,9 @@ std::vector<OptionDef> build_options() {
     {"cudagraph_trees", T::Bool, true, kCodegen, kLater,
      "Share one memory pool across the CUDA graphs of related compiled functions. Not yet used "
      "(targets/cuda will read it)."},
-    {"cuda.allow_tf32", T::Bool, false, kCodegen, kLater,
-     "Let float32 matmuls use TF32 tensor cores (faster, ~10 mantissa bits). Not yet used "
-     "(targets/cuda will read it)."},
+    {"cuda.allow_tf32", T::Bool, false, kCodegen, kUsed,
+     "Let float32 matmuls use TF32 tensor cores (faster, ~10 mantissa bits; cuBLASLt's "
+     "CUBLAS_COMPUTE_32F_FAST_TF32)."},
     {"cpu.keep_buffers", T::Bool, false, kNoCodegen, kUsed,
      "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
     {"cpu.eager_compile_threshold", T::Int, 4096, kNoCodegen, kUsed,

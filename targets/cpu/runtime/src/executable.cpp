@@ -21,7 +21,10 @@ namespace kiln::cpu {
 
 namespace {
 
-// Freed blocks by rounded size; reused when a request of the same rounded size comes.
+// Freed blocks by rounded size; reused when a request of the same rounded size comes, the most
+// recently freed first: it is the one still in cache. (Oldest-first reuse cycled a compiled
+// rmsnorm's output through every 32 MiB block that earlier eager ops had freed: 2.6 ms a call
+// instead of 1.6.)
 class HostPool {
  public:
   static HostPool& get() {
@@ -32,9 +35,9 @@ class HostPool {
     {
       std::lock_guard lock(mu_);
       auto it = free_.find(bytes);
-      if (it != free_.end()) {
-        void* p = it->second;
-        free_.erase(it);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
         cached_ -= bytes;
         return p;
       }
@@ -47,7 +50,7 @@ class HostPool {
     {
       std::lock_guard lock(mu_);
       if (cached_ + bytes <= kLimit) {
-        free_.emplace(bytes, p);
+        free_[bytes].push_back(p);
         cached_ += bytes;
         return;
       }
@@ -58,7 +61,7 @@ class HostPool {
  private:
   static constexpr size_t kLimit = size_t{2} << 30;
   std::mutex mu_;
-  std::multimap<size_t, void*> free_;
+  std::map<size_t, std::vector<void*>> free_;  // by size, most recently freed last
   size_t cached_ = 0;
 };
 

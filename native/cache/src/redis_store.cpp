@@ -59,7 +59,13 @@ std::optional<std::string> unsign_entry(std::string_view s, const std::string& s
   return std::string(payload);
 }
 
-RedisStore::RedisStore(RedisOptions options) : o_(std::move(options)) {}
+RedisStore::RedisStore(RedisOptions options) : o_(std::move(options)) {
+  // OpenSSL initialises itself on first use. Do that here, on the caller's thread: puts run on
+  // the background writer, and a first HMAC there while the process exits raced OpenSSL's own
+  // exit-time cleanup (a crash seen in the tests). Initialised now, its cleanup is also
+  // registered before the writer's flush at exit, so it runs after it.
+  if (!o_.secret.empty()) (void)mac_of("", o_.secret);
+}
 
 RedisStore::~RedisStore() {
   if (c_) redisFree(c_);

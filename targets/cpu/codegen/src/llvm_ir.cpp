@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 
+#include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cpu/codegen.h"
 #include "kiln/graph/error.h"

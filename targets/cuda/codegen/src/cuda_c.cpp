@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
 #include "kiln/cuda/codegen.h"

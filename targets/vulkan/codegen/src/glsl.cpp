@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "glsl_helpers.h"
+#include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
 #include "kiln/graph/error.h"

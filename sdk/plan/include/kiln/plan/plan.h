@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "kiln/graph/graph.h"
-#include "kiln/schedule/schedule.h"
 
 namespace kiln::plan {
 
@@ -106,11 +105,5 @@ struct KernelPlan {
   // The whole module: prelude then every generated kernel's source.
   std::string module_source() const;
 };
-
-// What every target's plan of a schedule shares: symbols, facts and their guards, symbol
-// bindings (each symbol bound from the first input dim that is exactly that symbol; a symbol no
-// input binds is a kiln::Error naming `target`), buffers, slots, outputs and peak memory. The
-// codegen then adds its prelude and one kernel per schedule kernel.
-KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view target);
 
 }  // namespace kiln::plan

@@ -58,4 +58,20 @@ KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view target) {
   return p;
 }
 
+PlanKernel kernel_skeleton(const schedule::Kernel& k) {
+  PlanKernel pk;
+  pk.name = k.name;
+  pk.kind = std::string(schedule::kernel_kind_name(k.kind));
+  pk.provenance = k.provenance;
+  pk.reads = k.reads();
+  pk.writes = k.writes();
+  if (k.reference) {
+    pk.op = k.reference->op;
+    pk.attrs = k.reference->attrs;
+    pk.inputs = k.reference->inputs;
+    pk.output = k.reference->output;
+  }
+  return pk;
+}
+
 }  // namespace kiln::plan

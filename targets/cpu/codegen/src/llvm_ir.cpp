@@ -1302,18 +1302,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   const ShapeEnv& env = s.graph.shapes();
   for (size_t pk_index = 0; pk_index < s.kernels.size(); ++pk_index) {
     const Kernel& k = s.kernels[pk_index];
-    plan::PlanKernel pk;
-    pk.name = k.name;
-    pk.kind = std::string(schedule::kernel_kind_name(k.kind));
-    pk.provenance = k.provenance;
-    pk.reads = k.reads();
-    pk.writes = k.writes();
-    if (k.reference) {
-      pk.op = k.reference->op;
-      pk.attrs = k.reference->attrs;
-      pk.inputs = k.reference->inputs;
-      pk.output = k.reference->output;
-    } else {
+    plan::PlanKernel pk = plan::kernel_skeleton(k);
+    if (!k.reference) {
       pk.entry = k.name;
       // Metadata ids: a range of 4096 per function, so kernels can share any module.
       int64_t next_metadata = static_cast<int64_t>(pk_index) * 16 * 4096 + 1;

@@ -630,17 +630,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   plan::KernelPlan p = plan::plan_skeleton(s, "cuda");
   p.prelude = kPrelude;
   for (const Kernel& k : s.kernels) {
-    plan::PlanKernel pk;
-    pk.name = k.name;
-    pk.kind = std::string(schedule::kernel_kind_name(k.kind));
-    pk.provenance = k.provenance;
-    pk.reads = k.reads();
-    pk.writes = k.writes();
+    plan::PlanKernel pk = plan::kernel_skeleton(k);
     if (k.reference) {
-      pk.op = k.reference->op;
-      pk.attrs = k.reference->attrs;
-      pk.inputs = k.reference->inputs;
-      pk.output = k.reference->output;
       p.kernels.push_back(std::move(pk));
       continue;
     }

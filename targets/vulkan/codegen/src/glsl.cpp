@@ -776,17 +776,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   KILN_CHECK(pc_bytes <= 128, "vulkan codegen: the plan needs ", pc_bytes,
              " bytes of push constants (sizes and offsets), more than the 128 every Vulkan device offers");
   for (const Kernel& k : s.kernels) {
-    plan::PlanKernel pk;
-    pk.name = k.name;
-    pk.kind = std::string(schedule::kernel_kind_name(k.kind));
-    pk.provenance = k.provenance;
-    pk.reads = k.reads();
-    pk.writes = k.writes();
+    plan::PlanKernel pk = plan::kernel_skeleton(k);
     if (k.reference) {
-      pk.op = k.reference->op;
-      pk.attrs = k.reference->attrs;
-      pk.inputs = k.reference->inputs;
-      pk.output = k.reference->output;
       p.kernels.push_back(std::move(pk));
       continue;
     }

@@ -16,4 +16,9 @@ namespace kiln::plan {
 // codegen then adds its prelude and one kernel per schedule kernel.
 KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view target);
 
+// A plan kernel's fields every target fills alike: name, kind, provenance, buffers read and
+// written, and for a reference kernel its op, attributes and buffers. The codegen adds the
+// source, entry and launch.
+PlanKernel kernel_skeleton(const schedule::Kernel& k);
+
 }  // namespace kiln::plan

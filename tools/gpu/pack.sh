@@ -3,16 +3,20 @@
 # it, stripped, with the shared library that machine lacks (Boost.Test; it has CUDA 13, so NVRTC and
 # cuBLASLt are its own), into devcarry/
 # (git-ignored; name it in the device tool's `carry`). Usage: tools/gpu/pack.sh [build dir]
+# KILN_CARRY names another folder (e.g. devcarry-a: one per engineer sharing the tree); run.sh
+# reads the same variable.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/cuda}
 [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j2 --target test_cuda_target kiln
-rm -rf devcarry && mkdir -p devcarry/bin devcarry/lib
-strip -o devcarry/bin/test_cuda_target "$build/tests/cuda_target/test_cuda_target"
-strip -o devcarry/bin/kiln "$build/native/kiln"
-for lib in $(ldd devcarry/bin/* | awk '/boost/ {print $3}' | sort -u); do
-  cp -L "$lib" devcarry/lib/
+carry=${KILN_CARRY:-devcarry}
+case "$carry" in devcarry*) ;; *) echo "pack.sh: KILN_CARRY must name a devcarry* folder (git-ignored), not $carry" >&2; exit 2 ;; esac
+rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib"
+strip -o "$carry/bin/test_cuda_target" "$build/tests/cuda_target/test_cuda_target"
+strip -o "$carry/bin/kiln" "$build/native/kiln"
+for lib in $(ldd "$carry"/bin/* | awk '/boost/ {print $3}' | sort -u); do
+  cp -L "$lib" "$carry/lib/"
 done
-cp ../shared/bench/torch_anchor.py devcarry/ 2>/dev/null || true
-du -sh devcarry; ls -la devcarry/bin devcarry/lib
+cp ../shared/bench/torch_anchor.py "$carry/" 2>/dev/null || true
+du -sh "$carry"; ls -la "$carry/bin" "$carry/lib"

@@ -6,11 +6,13 @@
 # Usage: tools/gpu/run.sh [tests] [memcheck] [bench] [torch]     (default: tests)
 # bench: kiln bench --device cuda (KILN_BENCH_ARGS adds options); torch: shared/bench/torch_anchor.py
 # --device cuda (copied into devcarry/ by pack.sh; TORCH_ANCHOR_ARGS adds options), same machine.
+# KILN_CARRY: the carried folder pack.sh filled (default devcarry).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out/gpu}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+carry=${KILN_CARRY:-devcarry}
+export LD_LIBRARY_PATH="$PWD/$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests)
 start=$(date +%s)
@@ -21,7 +23,7 @@ for step in "${steps[@]}"; do
   case "$step" in
     tests)
       stamp "test_cuda_target (ops + differential + runtime) on the GPU"
-      devcarry/bin/test_cuda_target --log_level=message --report_level=short ${KILN_GPU_TEST_ARGS:-} >"$out/cuda_target.log" 2>&1
+      $carry/bin/test_cuda_target --log_level=message --report_level=short ${KILN_GPU_TEST_ARGS:-} >"$out/cuda_target.log" 2>&1
       rc=$?; [ $rc -ne 0 ] && status=$rc
       grep -E "^cuda target|test cases|assertions|failure|No errors" "$out/cuda_target.log" | tee -a "$out/summary.txt"
       grep -E "op [a-z_0-9]+: .* cases" "$out/cuda_target.log" | sed 's/\x1b\[[0-9;]*m//g' | grep -v " 0 failing outputs" | tee -a "$out/summary.txt"
@@ -30,20 +32,20 @@ for step in "${steps[@]}"; do
       stamp "compute-sanitizer memcheck over the op tests of ${KILN_MEMCHECK_OPS:-add,sum,softmax,matmul,layer_norm}"
       filter=$(echo "${KILN_MEMCHECK_OPS:-add,sum,softmax,matmul,layer_norm}" | sed 's/,/:ops\//g')
       timeout "${KILN_MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 \
-        devcarry/bin/test_cuda_target --run_test="ops/$filter" --log_level=message \
+        $carry/bin/test_cuda_target --run_test="ops/$filter" --log_level=message \
         >"$out/memcheck.log" 2>&1
       rc=$?; [ $rc -ne 0 ] && status=$rc
       grep -E "op [a-z_]+: |ERROR SUMMARY|Invalid|errors detected|failure" "$out/memcheck.log" | sed "s/\x1b\[[0-9;]*m//g" | tee -a "$out/summary.txt"
       ;;
     bench)
       stamp "kiln bench --device cuda ${KILN_BENCH_ARGS:-}"
-      devcarry/bin/kiln bench --device cuda --json "$out/kiln_bench.jsonl" ${KILN_BENCH_ARGS:-} >"$out/bench.log" 2>&1
+      $carry/bin/kiln bench --device cuda --json "$out/kiln_bench.jsonl" ${KILN_BENCH_ARGS:-} >"$out/bench.log" 2>&1
       rc=$?; [ $rc -ne 0 ] && status=$rc
       cat "$out/bench.log" | tee -a "$out/summary.txt"
       ;;
     torch)
       stamp "python3 torch_anchor.py --device cuda ${TORCH_ANCHOR_ARGS:-}"
-      PYTHONUNBUFFERED=1 python3 devcarry/torch_anchor.py --device cuda ${TORCH_ANCHOR_ARGS:-} >"$out/torch_anchor.jsonl" 2>"$out/torch_anchor.err"
+      PYTHONUNBUFFERED=1 python3 $carry/torch_anchor.py --device cuda ${TORCH_ANCHOR_ARGS:-} >"$out/torch_anchor.jsonl" 2>"$out/torch_anchor.err"
       rc=$?; [ $rc -ne 0 ] && status=$rc
       cat "$out/torch_anchor.jsonl" | tee -a "$out/summary.txt"
       tail -5 "$out/torch_anchor.err"

@@ -6,6 +6,11 @@
 //   --child save FILE V          compile variant V, then write save_cache_artifacts() to FILE
 //   --child load FILE V          load_cache_artifacts(FILE), print "loaded N", then compile V
 //   --child write DIR MB         put entries of MB MiB into a disk store at DIR, forever
+//   --child compile V W ...      variants V, W, ... one after the other (one stats line each)
+//   --child pgo                  one function called on [8, 16] then [8, 24] (automatic dynamic
+//                                makes dim 1 dynamic): "stats compiles=N ..." and "result ok"
+//   --child autotune             a max-autotune matmul + bias + relu; prints the tuning
+//                                decisions ("tuned: ...") and "result ok"
 #include <kiln/caches.h>
 #include <kiln/kiln.h>
 
@@ -64,12 +69,62 @@ int run_variant(int v) {
   return 0;
 }
 
+// Profile-guided dynamic shapes: the same function on two sizes of dim 1.
+int run_pgo() {
+  auto f = kiln::compile([](const Tensor& x) { return sum(x * 3.0, {-1}); });
+  int64_t compiles = 0;
+  for (int64_t cols : {16, 24}) {
+    const Tensor x = randn({8, cols}, DType::f32, Device::cpu(), /*seed=*/static_cast<uint64_t>(cols));
+    const std::vector<float> xv = x.to_vector<float>();
+    const std::vector<double> got = f(x).to_vector<double>();
+    for (int64_t r = 0; r < 8; ++r) {
+      double want = 0;
+      for (int64_t c = 0; c < cols; ++c) want += 3.0 * xv[static_cast<size_t>(r * cols + c)];
+      if (std::abs(got[static_cast<size_t>(r)] - want) > 1e-4 * (1 + std::abs(want))) {
+        std::cout << "wrong result at " << r << ": " << got[static_cast<size_t>(r)] << " vs " << want << "\n";
+        return 3;
+      }
+    }
+    compiles = f.stats().compiles;
+  }
+  std::cout << "stats compiles=" << compiles << "\nresult ok\n";
+  return 0;
+}
+
+// max-autotune: a matmul with an epilogue, so the BLAS call and the generated tiles are timed.
+int run_autotune() {
+  CompileOptions o;
+  o.mode = "max-autotune-no-cudagraphs";
+  auto f = kiln::compile([](const Tensor& a, const Tensor& b) { return relu(matmul(a, b) + 1.0); }, o);
+  const Tensor a = randn({96, 64}, DType::f32, Device::cpu(), 1), b = randn({64, 80}, DType::f32, Device::cpu(), 2);
+  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+  const std::vector<double> got = f(a, b).to_vector<double>();
+  for (int64_t i = 0; i < 96; ++i)
+    for (int64_t j = 0; j < 80; ++j) {
+      double want = 1;
+      for (int64_t k = 0; k < 64; ++k) want += double(av[static_cast<size_t>(i * 64 + k)]) * bv[static_cast<size_t>(k * 80 + j)];
+      want = std::max(want, 0.0);
+      if (std::abs(got[static_cast<size_t>(i * 80 + j)] - want) > 1e-3 * (1 + std::abs(want))) {
+        std::cout << "wrong result at " << i << "," << j << "\n";
+        return 3;
+      }
+    }
+  std::cout << "result ok\n";
+  return 0;
+}
+
 }  // namespace
 
 int child_main(int argc, char** argv) {
   try {
     const std::string mode = argc >= 3 ? argv[2] : "";
-    if (mode == "compile" && argc == 4) return run_variant(std::stoi(argv[3]));
+    if (mode == "compile" && argc >= 4) {
+      for (int i = 3; i < argc; ++i)
+        if (const int rc = run_variant(std::stoi(argv[i])); rc != 0) return rc;
+      return 0;
+    }
+    if (mode == "pgo" && argc == 3) return run_pgo();
+    if (mode == "autotune" && argc == 3) return run_autotune();
     if (mode == "save" && argc == 5) {
       const int rc = run_variant(std::stoi(argv[4]));
       std::ofstream(argv[3], std::ios::binary) << kiln::save_cache_artifacts();

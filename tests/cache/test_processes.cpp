@@ -113,9 +113,70 @@ void check_all_entries_whole(const CacheDir& d) {
   }
 }
 
+// Entries of the directory whose `kiln cache ls` description starts with `prefix`.
+size_t count_described(const CacheDir& d, const std::string& prefix) {
+  size_t n = 0;
+  for (const fs::path& p : d.entries()) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    if (decode_entry(s.str(), p.string()).description.rfind(prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(processes)
+
+BOOST_AUTO_TEST_CASE(profile_guided_dynamic_shapes_with_a_job_id) {
+  CacheDir d;
+  // The first run of the job compiles the static shape, then recompiles with dim 1 dynamic.
+  const Run first = child({"pgo"}, d.env({{"KILN_JOB_ID", "job-a"}}));
+  BOOST_TEST_REQUIRE(first.ok(), first.out);
+  BOOST_TEST(first.stats().at("compiles") == "2", first.out);
+  BOOST_TEST(count_described(d, "dynamic-shape profile of ") == 1u);
+  // The next run of the same job compiles dim 1 dynamic at once: one compile serves both sizes.
+  const Run second = child({"pgo"}, d.env({{"KILN_JOB_ID", "job-a"}, {"KILN_LOGS", "cache"}}));
+  BOOST_TEST_REQUIRE(second.ok(), second.out);
+  BOOST_TEST(second.stats().at("compiles") == "1", second.out);
+  BOOST_TEST(second.out.find("1 dims dynamic from the start") != std::string::npos, second.out);
+  // Without a job id nothing is read (two compiles) and nothing is saved.
+  const Run none = child({"pgo"}, d.env());
+  BOOST_TEST_REQUIRE(none.ok(), none.out);
+  BOOST_TEST(none.stats().at("compiles") == "2", none.out);
+  BOOST_TEST(count_described(d, "dynamic-shape profile of ") == 1u);
+  // Another job does not read job-a's profile, and keeps its own.
+  const Run other = child({"pgo"}, d.env({{"KILN_JOB_ID", "job-b"}}));
+  BOOST_TEST(other.stats().at("compiles") == "2", other.out);
+  BOOST_TEST(count_described(d, "dynamic-shape profile of ") == 2u);
+  const Run other2 = child({"pgo"}, d.env({{"KILN_JOB_ID", "job-b"}}));
+  BOOST_TEST(other2.stats().at("compiles") == "1", other2.out);
+  // force_disable_caches: the profile is not read either.
+  const Run off = child({"pgo"}, d.env({{"KILN_JOB_ID", "job-a"}, {"KILN_FORCE_DISABLE_CACHES", "1"}}));
+  BOOST_TEST(off.stats().at("compiles") == "2", off.out);
+}
+
+BOOST_AUTO_TEST_CASE(autotune_choices_are_cached_across_processes) {
+  CacheDir d;
+  const auto env = d.env({{"KILN_LOGS", "perf_hints"}});
+  // The first process times the candidates (the BLAS call and the generated tiles, chunk
+  // sizes) and keeps the winners.
+  const Run cold = child({"autotune"}, env);
+  BOOST_TEST_REQUIRE(cold.ok(), cold.out);
+  BOOST_TEST(cold.out.find("candidates)") != std::string::npos, cold.out);
+  BOOST_TEST(cold.out.find("(from the autotune cache)") == std::string::npos, cold.out);
+  BOOST_TEST(count_described(d, "autotune cpu ") >= 1u);
+  // The second takes them from the cache and times nothing.
+  const Run warm = child({"autotune"}, env);
+  BOOST_TEST_REQUIRE(warm.ok(), warm.out);
+  BOOST_TEST(warm.out.find("(from the autotune cache)") != std::string::npos, warm.out);
+  BOOST_TEST(warm.out.find("candidates)") == std::string::npos, warm.out);
+  // With every cache off it times again.
+  const Run off = child({"autotune"}, d.env({{"KILN_LOGS", "perf_hints"}, {"KILN_FORCE_DISABLE_CACHES", "1"}}));
+  BOOST_TEST_REQUIRE(off.ok(), off.out);
+  BOOST_TEST(off.out.find("candidates)") != std::string::npos, off.out);
+}
 
 BOOST_AUTO_TEST_CASE(cold_then_warm_then_assert_no_compile) {
   CacheDir d;

@@ -131,13 +131,18 @@ struct Run {
   }
 };
 
-Run child(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+FILE* start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
   std::string cmd = "env";
   for (const auto& [k, v] : env) cmd += " " + k + "='" + v + "'";
   cmd += " '" + fs::read_symlink("/proc/self/exe").string() + "' --child";
   for (const std::string& a : args) cmd += " '" + a + "'";
   cmd += " 2>&1";
   FILE* f = ::popen(cmd.c_str(), "r");
+  BOOST_REQUIRE(f);
+  return f;
+}
+
+Run finish(FILE* f) {
   Run r;
   char buf[4096];
   size_t n;
@@ -145,6 +150,31 @@ Run child(const std::vector<std::string>& args, const std::map<std::string, std:
   const int st = ::pclose(f);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
   return r;
+}
+
+Run child(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  return finish(start(args, env));
+}
+
+// The "compiles=N" of every stats line (one per compiled function).
+std::vector<std::string> compiles_per_function(const std::string& out) {
+  std::vector<std::string> v;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("stats compiles=", 0) == 0) v.push_back(line.substr(15, line.find(' ', 15) - 15));
+  return v;
+}
+
+// Every entry decodes whole and is stored under its own key.
+void check_whole(Store& store, const std::string& where) {
+  for (const StoredInfo& i : store.list()) {
+    const std::optional<std::string> bytes = store.get(i.key);
+    BOOST_REQUIRE_MESSAGE(bytes, where << ": " << i.key << " listed but not readable");
+    Entry e;
+    BOOST_CHECK_NO_THROW(e = decode_entry(*bytes, where + " " + i.key));
+    BOOST_TEST(e.key == i.key, where);
+  }
 }
 
 fs::path temp_dir(const std::string& tag) {
@@ -245,9 +275,9 @@ BOOST_AUTO_TEST_CASE(down_slow_and_password_protected_servers_are_survived) {
 BOOST_AUTO_TEST_CASE(processes_share_code_through_redis) {
   Server server;
   const fs::path a = temp_dir("a"), b = temp_dir("b"), c = temp_dir("c");
-  const std::map<std::string, std::string> remote = {{"KILN_CACHE_REMOTE", "1"},
-                                                     {"KILN_CACHE_REDIS_HOST", "127.0.0.1"},
-                                                     {"KILN_CACHE_REDIS_PORT", std::to_string(server.port)},
+  const std::map<std::string, std::string> remote = {{"KILN_REMOTE_CACHE", "1"},
+                                                     {"KILN_REDIS_HOST", "127.0.0.1"},
+                                                     {"KILN_REDIS_PORT", std::to_string(server.port)},
                                                      {"KILN_CACHE_SECRET", "cluster-secret"}};
   auto with = [&](const fs::path& dir, std::map<std::string, std::string> extra = {}) {
     extra.insert(remote.begin(), remote.end());
@@ -277,6 +307,83 @@ BOOST_AUTO_TEST_CASE(processes_share_code_through_redis) {
   BOOST_TEST(down.out.find("result ok") != std::string::npos, down.out);
   BOOST_TEST(down.out.find("going on with the local cache (warned once)") != std::string::npos, down.out);
   for (const fs::path& p : {a, b, c}) fs::remove_all(p);
+}
+
+BOOST_AUTO_TEST_CASE(eight_processes_share_one_directory_and_one_redis) {
+  Server server;
+  const fs::path shared = temp_dir("shared");
+  const std::map<std::string, std::string> remote = {{"KILN_REMOTE_CACHE", "1"},
+                                                     {"KILN_REDIS_HOST", "127.0.0.1"},
+                                                     {"KILN_REDIS_PORT", std::to_string(server.port)},
+                                                     {"KILN_CACHE_SECRET", "cluster-secret"},
+                                                     {"KILN_CACHE_DIR", shared.string()}};
+  // Eight processes at once against one directory and one server: each compiles the graph they
+  // all share (variant 20) and one of four others (so pairs compile the same graph too).
+  std::vector<FILE*> running;
+  for (int i = 0; i < 8; ++i) running.push_back(start({"compile", "20", std::to_string(30 + i % 4)}, remote));
+  for (FILE* f : running) {
+    const Run r = finish(f);
+    BOOST_TEST(r.status == 0, r.out);
+    BOOST_TEST(r.out.find("result ok") != std::string::npos, r.out);
+    // Each graph compiled at most once per process.
+    BOOST_TEST((compiles_per_function(r.out) == std::vector<std::string>{"1", "1"}), r.out);
+  }
+  // No torn entry in the directory or in Redis, and every graph is in both.
+  DiskStore disk(shared.string(), uint64_t{1} << 40);
+  check_whole(disk, "disk");
+  BOOST_TEST(disk.list().size() == 5u);
+  RedisOptions o = opts(server.port, "cluster-secret");
+  RedisStore store(o);
+  check_whole(store, "redis");
+  BOOST_TEST(store.list().size() == 5u);
+  // Eight more at once, each with an empty directory of its own (other machines) and no
+  // compiling allowed: everything comes from Redis, correct.
+  std::vector<fs::path> dirs;
+  running.clear();
+  for (int i = 0; i < 8; ++i) {
+    dirs.push_back(temp_dir("machine"));
+    auto env = remote;
+    env["KILN_CACHE_DIR"] = dirs.back().string();
+    env["KILN_ASSERT_NO_COMPILE"] = "1";
+    running.push_back(start({"compile", "20", std::to_string(30 + i % 4)}, env));
+  }
+  for (FILE* f : running) {
+    const Run r = finish(f);
+    BOOST_TEST(r.status == 0, r.out);
+    BOOST_TEST(r.stat("remote") == "1/0", r.out);
+  }
+  for (const fs::path& p : dirs) fs::remove_all(p);
+  fs::remove_all(shared);
+}
+
+BOOST_AUTO_TEST_CASE(autotune_choices_and_profiles_travel_through_redis) {
+  Server server;
+  const fs::path a = temp_dir("tune-a"), b = temp_dir("tune-b");
+  auto env = [&](const fs::path& dir) {
+    return std::map<std::string, std::string>{{"KILN_REMOTE_CACHE", "1"},
+                                              {"KILN_REDIS_HOST", "127.0.0.1"},
+                                              {"KILN_REDIS_PORT", std::to_string(server.port)},
+                                              {"KILN_CACHE_DIR", dir.string()},
+                                              {"KILN_JOB_ID", "redis-job"},
+                                              {"KILN_LOGS", "perf_hints"}};
+  };
+  const Run cold = child({"autotune"}, env(a));
+  BOOST_TEST_REQUIRE(cold.status == 0, cold.out);
+  BOOST_TEST(cold.out.find("candidates)") != std::string::npos, cold.out);
+  // Another machine: the winners come from Redis, nothing is timed.
+  const Run warm = child({"autotune"}, env(b));
+  BOOST_TEST(warm.status == 0, warm.out);
+  BOOST_TEST(warm.out.find("(from the autotune cache)") != std::string::npos, warm.out);
+  BOOST_TEST(warm.out.find("candidates)") == std::string::npos, warm.out);
+  // The dynamic-shape profile of a job too.
+  fs::remove_all(a);
+  fs::remove_all(b);
+  const Run first = child({"pgo"}, env(a));
+  BOOST_TEST(first.stat("compiles") == "2", first.out);
+  const Run second = child({"pgo"}, env(b));
+  BOOST_TEST(second.stat("compiles") == "1", second.out);
+  fs::remove_all(a);
+  fs::remove_all(b);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

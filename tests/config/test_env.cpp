@@ -29,7 +29,7 @@ BOOST_AUTO_TEST_CASE(int_and_string_values) {
 BOOST_AUTO_TEST_CASE(dotted_names_map_to_underscores) {
   set_env("KILN_FUSION_MAX_FUSION_SIZE", "32");
   BOOST_TEST(config::get<int64_t>("fusion.max_fusion_size") == 32);
-  set_env("KILN_CACHE_REDIS_HOST", "redis.internal");
+  set_env("KILN_REDIS_HOST", "redis.internal");
   BOOST_TEST(config::get<std::string>("cache.redis_host") == "redis.internal");
   set_env("KILN_CUDA_ALLOW_TF32", "on");
   BOOST_TEST(config::get<bool>("cuda.allow_tf32") == true);

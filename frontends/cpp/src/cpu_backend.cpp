@@ -25,6 +25,7 @@
 #include "kiln/passes/passes.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/format/plan_json.h"
+#include <nlohmann/json.hpp>
 
 #if KILN_HAVE_CPU_TARGET
 #include "kiln/cpu/codegen.h"
@@ -41,6 +42,13 @@ std::string& debug_dump_dir() {
 }
 
 bool cpu_target_available() { return KILN_HAVE_CPU_TARGET != 0; }
+
+void install_remote_cache() {
+#if KILN_HAVE_REDIS
+  static std::once_flag redis_installed;
+  std::call_once(redis_installed, [] { cache::install_redis_remote(); });
+#endif
+}
 
 bool cpu_target_applies(const Graph& g) {
   if (!cpu_target_available()) return false;
@@ -95,10 +103,7 @@ void check_may_compile(const Graph& g, std::string_view pipeline, const std::str
 std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::string_view pipeline,
                                                  const std::function<plan::KernelPlan()>& make_plan,
                                                  const cpu::ExecutableOptions& o) {
-#if KILN_HAVE_REDIS
-  static std::once_flag redis_installed;
-  std::call_once(redis_installed, [] { cache::install_redis_remote(); });
-#endif
+  install_remote_cache();
   const cache::Enabled on = cache::enabled_layers();
   if (!on.memory && !on.disk && !on.remote) {
     check_may_compile(canonical, pipeline, "");
@@ -164,6 +169,27 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   return exe;
 }
 
+// max-autotune's choices go through sdk/cache's autotune cache (docs/cache.md): a kernel timed
+// once on this device is not timed again, in this process or another that shares the caches.
+void use_autotune_cache(cpu::ExecutableOptions& o) {
+  o.recall = [](const std::string& signature) -> std::optional<cpu::ExecutableOptions::TuneChoice> {
+    const std::optional<std::string> v = cache::autotune_lookup("cpu", cpu_device(), signature, "");
+    if (!v) return std::nullopt;
+    const nlohmann::json j = nlohmann::json::parse(*v, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("function") || !j["function"].is_string() ||
+        !j.contains("chunk") || !j["chunk"].is_number_integer()) {
+      KILN_LOG(cache, "autotune cache: ignoring a choice that is not {\"function\": string, \"chunk\": integer}: ", *v);
+      return std::nullopt;
+    }
+    return cpu::ExecutableOptions::TuneChoice{j["function"].get<std::string>(), j["chunk"].get<int64_t>()};
+  };
+  o.remember = [](const std::string& signature, const std::string& kernel, const cpu::ExecutableOptions::TuneChoice& c) {
+    const nlohmann::json j = {{"function", c.function}, {"chunk", c.chunk}};
+    cache::autotune_store("cpu", cpu_device(), signature, "", j.dump(),
+                          kernel + ": " + c.function + ", chunks of " + std::to_string(c.chunk));
+  };
+}
+
 }  // namespace
 #endif
 
@@ -226,6 +252,7 @@ Executable cpu_compile(const Graph& g) {
   cpu::ExecutableOptions o;
   o.keep_buffers = config::get<bool>("cpu.keep_buffers");
   o.autotune = config::get<bool>("max_autotune");
+  if (o.autotune) use_autotune_cache(o);
   auto exe = cached_plan(g.canonical(), "cpu.graph", [&] { return cpu_plan(g); }, o);
   if (!o.autotune) return [exe](std::span<const TensorData* const> inputs) { return exe->run(inputs); };
   auto logged = std::make_shared<std::once_flag>();

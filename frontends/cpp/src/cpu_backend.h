@@ -10,6 +10,9 @@
 namespace kiln::detail {
 
 bool cpu_target_available();
+// Plugs the Redis remote store into sdk/cache (once; builds with KILN_WITH_REDIS): before the
+// first lookup of a process, including the dynamic-shape profile read before the first trace.
+void install_remote_cache();
 // While a compiled function's graph is compiled with debug_dir set: the directory its dumps go
 // to (backends add theirs there); empty otherwise. Per thread.
 std::string& debug_dump_dir();

@@ -308,7 +308,8 @@ std::string save_cache_artifacts(const std::string& device) {
     std::optional<std::string> bytes = m.get(i.key);
     if (!bytes) continue;
     const Entry e = decode_entry(*bytes, "cache entry " + i.key + " (artifacts)");
-    if (device_of(e) == device) entries.emplace_back(i.key, std::move(*bytes));
+    // Device-independent records (dynamic-shape profiles) have an empty device.
+    if (const std::string d = device_of(e); d == device || d.empty()) entries.emplace_back(i.key, std::move(*bytes));
   }
   detail::Writer w;
   w.out.append(kBundleMagic, sizeof kBundleMagic);
@@ -371,7 +372,7 @@ LoadResult load_cache_artifacts(std::string_view bytes, const std::string& devic
   }
   r.expect_end();
   for (const Entry& e : entries) {
-    if (device_of(e) != device) continue;
+    if (const std::string d = device_of(e); d != device && !d.empty()) continue;
     store(e);
     ++result.loaded;
   }

@@ -1,10 +1,58 @@
 #include <algorithm>
+#include <sstream>
 
 #include "kiln/capture/capture.h"
+#include "kiln/cache/cache.h"
+#include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 
 namespace kiln {
+
+namespace {
+
+// Profile-guided dynamic shapes (docs/cache.md): with job_id set, the dims automatic dynamic
+// marked dynamic are a record of the compile caches keyed by the function's name (which holds
+// its source location) and the job id. The value is one line per dim: "arg rank dim".
+cache::RecordKey profile_key(const std::string& function, const std::string& job) {
+  return cache::RecordKey{"dynamic_profile", function, "job " + job, "", ""};
+}
+
+}  // namespace
+
+std::vector<ProfileDim> load_dynamic_profile(const std::string& function) {
+  const std::string job = config::get<std::string>("job_id");
+  if (job.empty()) return {};
+  const std::optional<std::string> v = cache::get_record(profile_key(function, job));
+  if (!v) return {};
+  std::vector<ProfileDim> dims;
+  std::istringstream in(*v);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    ProfileDim d{};
+    std::string rest;
+    if (!(l >> d.arg >> d.rank >> d.dim) || (l >> rest) || d.dim >= d.rank) {
+      logs::warn("dynamic-shape profile of " + function + " (job " + job + "): bad line '" + line +
+                 "'; compiling without the profile");
+      return {};
+    }
+    dims.push_back(d);
+  }
+  KILN_LOG(cache, "dynamic-shape profile of ", function, " (job ", job, "): ", dims.size(), " dims dynamic from the start");
+  return dims;
+}
+
+void save_dynamic_profile(const std::string& function, const std::vector<ProfileDim>& dims) {
+  const std::string job = config::get<std::string>("job_id");
+  if (job.empty()) return;
+  std::string v;
+  for (const ProfileDim& d : dims)
+    v += std::to_string(d.arg) + " " + std::to_string(d.rank) + " " + std::to_string(d.dim) + "\n";
+  cache::put_record(profile_key(function, job), v,
+                    "dynamic-shape profile of " + function + " (job " + job + "): " + std::to_string(dims.size()) + " dims");
+  KILN_LOG(cache, "saved the dynamic-shape profile of ", function, " (job ", job, "): ", dims.size(), " dims");
+}
 
 namespace {
 
@@ -135,6 +183,11 @@ std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgVi
   const bool all_dynamic =
       options_.dynamic.value_or(false) || (!options_.dynamic && !config::get<bool>("assume_static_by_default"));
   if (seen_sizes_.size() != args.size()) seen_sizes_.assign(args.size(), {});
+  if (automatic && !profile_loaded_) {
+    profile_loaded_ = true;
+    profile_ = load_dynamic_profile(name_);
+  }
+  bool profile_changed = false;
   std::vector<std::vector<DimPlan>> plan(args.size());
   for (size_t a = 0; a < args.size(); ++a) {
     if (args[a].kind != ArgView::Kind::tensor) continue;
@@ -143,9 +196,15 @@ std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgVi
     auto& seen = seen_sizes_[a];
     if (seen.size() != t.sizes.size()) {
       seen = t.sizes;  // first sight, or the rank changed: start over for this argument
+      // Profile-guided: dims an earlier run of this job found dynamic are dynamic at once.
+      for (const auto& [arg, rank, dim] : profile_)
+        if (arg == a && rank == seen.size() && dim < rank) seen[dim] = -1;
     } else {
       for (size_t d = 0; d < seen.size(); ++d)
-        if (seen[d] != t.sizes[d]) seen[d] = -1;
+        if (seen[d] != t.sizes[d] && seen[d] != -1) {
+          seen[d] = -1;
+          profile_changed = true;
+        }
     }
     auto& p = plan[a];
     p.resize(t.sizes.size());
@@ -169,6 +228,15 @@ std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgVi
         dp.max = m.max;
       }
     }
+  }
+  if (profile_changed) {
+    for (size_t a = 0; a < seen_sizes_.size(); ++a)
+      for (size_t d = 0; d < seen_sizes_[a].size(); ++d)
+        if (seen_sizes_[a][d] == -1) {
+          const ProfileDim pd{a, seen_sizes_[a].size(), d};
+          if (std::find(profile_.begin(), profile_.end(), pd) == profile_.end()) profile_.push_back(pd);
+        }
+    save_dynamic_profile(name_, profile_);
   }
   return plan;
 }

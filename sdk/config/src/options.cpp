@@ -74,9 +74,9 @@ std::vector<OptionDef> build_options() {
      "check that a warm run compiles nothing)."},
     {"cache_dir", T::String, "", kNoCodegen, kUsed,
      "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln."},
-    {"job_id", T::String, "", kNoCodegen, kLater,
+    {"job_id", T::String, "", kNoCodegen, kUsed,
      "Names a workload across runs: profile state (which sizes turned out dynamic) is reused "
-     "only between runs with the same non-empty job_id. Not yet used (sdk/cache will read it)."},
+     "only between runs with the same non-empty job_id (kept in the compile caches)."},
     {"debug_dir", T::String, "", kNoCodegen, kUsed,
      "Directory for debug dumps (captured graphs, explain reports); empty = no dumps."},
     {"verbose", T::Bool, false, kNoCodegen, kUsed,
@@ -195,6 +195,17 @@ std::vector<ModeDef> build_modes() {
 }  // namespace
 
 std::string env_var_name(std::string_view option_name) {
+  // The remote cache's variables are named as issue 6 (and torch.compile's TORCHINDUCTOR_REDIS_*)
+  // spell them, not after the option: KILN_REMOTE_CACHE=1, KILN_REDIS_HOST, ...
+  static const std::pair<std::string_view, std::string_view> kRenamed[] = {
+      {"cache.remote", "KILN_REMOTE_CACHE"},
+      {"cache.redis_host", "KILN_REDIS_HOST"},
+      {"cache.redis_port", "KILN_REDIS_PORT"},
+      {"cache.redis_password", "KILN_REDIS_PASSWORD"},
+      {"cache.redis_timeout_ms", "KILN_REDIS_TIMEOUT_MS"},
+  };
+  for (const auto& [option, env] : kRenamed)
+    if (option_name == option) return std::string(env);
   std::string out = "KILN_";
   for (char c : option_name)
     out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -117,8 +117,24 @@ struct PlanExecutable::Impl {
   // fastest. Only kernels that may run twice with the same result: none that reads a buffer it
   // writes (in place), except matmuls, whose gemm rewrites their result first.
   template <class Launch>
-  void tune_kernel(size_t k, int64_t extent, Launch& launch) {
+  void tune_kernel(size_t k, int64_t extent, std::span<const int64_t> syms, Launch& launch) {
     const plan::PlanKernel& pk = plan.kernels[k];
+    // The signature the choice is remembered under: the kernel's code and the sizes it ran on.
+    std::string signature;
+    if (options.recall || options.remember) {
+      signature = pk.source + "\nextent=" + std::to_string(extent) + " grain=" + std::to_string(pk.grain) + " sizes=";
+      for (int64_t v : syms) signature += std::to_string(v) + ",";
+    }
+    if (options.recall)
+      if (std::optional<ExecutableOptions::TuneChoice> c = options.recall(signature); c && c->chunk >= 1)
+        for (const auto& [name, fn] : candidates[k])
+          if (name == c->function) {
+            fns[k] = fn;
+            grains[k] = c->chunk;
+            report += pk.name + ": " + name + ", chunks of " + std::to_string(c->chunk) +
+                      (c->chunk >= extent ? " (one thread)" : "") + " (from the autotune cache)\n";
+            return;
+          }
     auto slot_of = [&](int32_t b) {
       const plan::PlanBuffer& pb = plan.buffers[static_cast<size_t>(b)];
       return pb.kind == "intermediate" ? "s" + std::to_string(pb.slot) : "b" + std::to_string(b);
@@ -153,6 +169,8 @@ struct PlanExecutable::Impl {
           grains[k] = c;
         }
       }
+    if (options.remember && !best_name.empty())
+      options.remember(signature, pk.name, ExecutableOptions::TuneChoice{best_name, grains[k]});
     report += pk.name + ": " + best_name + ", chunks of " + std::to_string(grains[k]) +
               (grains[k] >= extent ? " (one thread)" : "") + ", " + std::to_string(best * 1e3) + " ms (" +
               std::to_string(candidates[k].size() * chunks.size()) + " candidates)\n";
@@ -391,7 +409,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
       auto launch = [&](KernelFn* f, int64_t grain) {
         pool.parallel_for(extent, grain, [f, ptrs, sp](int64_t b, int64_t e) { f(ptrs, sp, b, e); });
       };
-      if (tune) im.tune_kernel(ki, extent, launch);
+      if (tune) im.tune_kernel(ki, extent, std::span<const int64_t>(syms), launch);
       launch(im.fns[ki], im.grains[ki]);
     } else {
       std::vector<TensorData> args;

@@ -15,8 +15,11 @@
 //     eviction);
 //   - Cache: the layers a compile looks up in order (memory, then disk), per-layer hit and miss
 //     counts, a bad entry deleted, logged (KILN_LOGS=cache) and reported as a miss;
-//   - save_cache_artifacts()/load_cache_artifacts(): every entry this process made or loaded,
-//     as one portable bundle, and back.
+//   - records (get_record/put_record): small values kept in the same layers, e.g. the autotune
+//     cache (autotune_lookup/autotune_store: max-autotune's winning configuration per kernel
+//     signature and device) and the profiles of profile-guided dynamic shapes (sdk/capture);
+//   - save_cache_artifacts()/load_cache_artifacts(): every entry and record this process made or
+//     loaded, as one portable bundle, and back.
 #pragma once
 
 #include <cstdint>
@@ -220,6 +223,41 @@ bool flush_remote_writes(double timeout_seconds = 5);
 CacheStats process_stats();
 // Forgets the memory layer and the process totals (tests).
 void reset_memory_for_testing();
+
+// ---- records: autotune choices and dynamic-shape profiles -------------------------------------
+// Small values the compilers keep beside the compiled entries, in the same layers (artifacts,
+// disk, remote, with the same signing) and in bundles. A record is an Entry whose `plan` field
+// holds the value (a short JSON or text) and which has no blobs; its key is make_key() over the
+// RecordKey with the pipeline "<kind>" (so it never collides with a plan). A record of another
+// device, Kiln version or kind fails its guards and is not used.
+struct RecordKey {
+  std::string kind;     // "autotune", "dynamic_profile", ...
+  std::string subject;  // what it is about: a kernel's generated code, a function's name and place
+  std::string context;  // what else the value depends on: problem sizes, a job id
+  std::string target;   // "cpu", "cuda", ...
+  std::string device;   // the device description the value was measured on ("" = any)
+};
+KeyInputs record_key_inputs(const RecordKey& k);
+// The value, or nullopt (absent, disabled, or a bad record: deleted and logged).
+std::optional<std::string> get_record(const RecordKey& k, CacheStats* stats = nullptr);
+// Stores (or replaces) the value in every enabled layer; `description` is the `kiln cache ls`
+// line ("autotune cpu k0: k0_tiled, chunks of 64").
+void put_record(const RecordKey& k, const std::string& value, const std::string& description,
+                CacheStats* stats = nullptr);
+
+// The autotune cache: the winning configuration of max-autotune for one kernel on one device,
+// so another process (or machine, through Redis or a bundle) does not time the candidates
+// again. `kernel` is the kernel's signature (its generated code: entry and variants, or for a
+// CUDA kernel its source and template parameters), `problem` what the timing depended on (the
+// sizes), `config_json` the chosen configuration as a small JSON object whose fields the target
+// defines (cpu: {"function": "k0_tiled", "chunk": 64}; a CUDA launch configuration would be
+// {"block": [..], "grid": [..], ...}). Keys include the target, the device and Kiln's version.
+std::optional<std::string> autotune_lookup(const std::string& target, const std::string& device,
+                                           const std::string& kernel, const std::string& problem,
+                                           CacheStats* stats = nullptr);
+void autotune_store(const std::string& target, const std::string& device, const std::string& kernel,
+                    const std::string& problem, const std::string& config_json, const std::string& description,
+                    CacheStats* stats = nullptr);
 
 // ---- bundles ----------------------------------------------------------------------------------
 // Every entry this process stored or loaded, as one buffer: "KILNBNDL" magic, bundle version,

@@ -95,6 +95,19 @@ struct CompiledEntry {
   std::vector<int32_t> tensor_arg_of_input;  // graph input k <- call argument index
 };
 
+// Profile-guided dynamic shapes: one dim automatic dynamic found dynamic (tensor argument,
+// its rank, the dim). With job_id set (KILN_JOB_ID) they are kept in the compile caches per
+// function (its name, which holds its source location) and job; without one nothing is read or
+// saved.
+struct ProfileDim {
+  size_t arg = 0;
+  size_t rank = 0;
+  size_t dim = 0;
+  bool operator==(const ProfileDim&) const = default;
+};
+std::vector<ProfileDim> load_dynamic_profile(const std::string& function);
+void save_dynamic_profile(const std::string& function, const std::vector<ProfileDim>& dims);
+
 // What to do with a call that no entry accepts.
 enum class MissAction { compile, run_eager };
 
@@ -141,6 +154,9 @@ class FunctionCache {
   bool limit_warned_ = false;
   // Automatic dynamic: the sizes seen so far per tensor argument; -1 marks a dim that changed.
   std::vector<std::vector<int64_t>> seen_sizes_;
+  // Profile-guided dynamic shapes (job_id): read once, at the first plan_dims.
+  bool profile_loaded_ = false;
+  std::vector<ProfileDim> profile_;
   struct Segment {
     Graph graph;  // canonical
     uint64_t config_hash = 0;

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +29,16 @@ struct ExecutableOptions {
   // Mode max-autotune: on the first call, time each generated kernel's variants and launch
   // configurations (chunk sizes, one thread or all) on the real inputs and keep the fastest.
   bool autotune = false;
+  // Where autotune choices outlive the process (the frontend plugs in sdk/cache's autotune
+  // cache): `recall` gets a kernel's signature (its generated code, entry and variants, and the
+  // size symbols' values) and returns a choice made before, `remember` keeps a new one. A
+  // recalled choice naming no candidate of the kernel is ignored (the kernel is timed).
+  struct TuneChoice {
+    std::string function;  // the entry or one of its variants
+    int64_t chunk = 0;     // elements of the parallel extent per task
+  };
+  std::function<std::optional<TuneChoice>(const std::string& signature)> recall;
+  std::function<void(const std::string& signature, const std::string& kernel, const TuneChoice& choice)> remember;
 };
 
 class PlanExecutable {

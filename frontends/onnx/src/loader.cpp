@@ -1,0 +1,614 @@
+// Reading ONNX protobufs (models and tensors) and turning a ModelProto's graph into a Kiln
+// Graph: inputs with symbolic dims, initializers, nodes in order through the converters of
+// ops.cpp, outputs cast to their declared types.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "importer.h"
+#include "kiln/onnx/onnx.h"
+#include "kiln/reference/reference.h"
+
+namespace kiln::onnx {
+
+namespace pb = ::onnx;
+using namespace detail;
+
+namespace detail {
+
+namespace {
+
+const char* kElemNames[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",   "UINT16",    "INT16",     "INT32",
+                            "INT64",     "STRING", "BOOL",   "FLOAT16", "DOUBLE",   "UINT32",    "UINT64",
+                            "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+
+// Everything else is refused by the default of ParseFromArray (no size limit games): the
+// input is bounded by the file size, which protobuf reads with a 2 GiB ceiling.
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), "onnx: cannot open ", what, " '", path, "'");
+  std::ostringstream s;
+  s << f.rdbuf();
+  KILN_CHECK(!f.bad(), "onnx: error reading ", what, " '", path, "'");
+  return s.str();
+}
+
+int64_t checked_numel(const std::vector<int64_t>& sizes, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    KILN_CHECK(s >= 0, "onnx: ", what, " has a negative dim (", s, ")");
+    KILN_CHECK(s == 0 || n <= (int64_t{1} << 40) / s, "onnx: ", what, " is too large");
+    n *= s;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string elem_type_name(int32_t e) {
+  if (e >= 0 && e < static_cast<int32_t>(std::size(kElemNames))) return kElemNames[e];
+  return "type " + std::to_string(e);
+}
+
+DType dtype_of(int32_t e, const std::string& what) {
+  switch (e) {
+    case pb::TensorProto::FLOAT: return DType::f32;
+    case pb::TensorProto::DOUBLE: return DType::f64;
+    case pb::TensorProto::FLOAT16: return DType::f16;
+    case pb::TensorProto::BFLOAT16: return DType::bf16;
+    case pb::TensorProto::INT32: return DType::i32;
+    case pb::TensorProto::INT64: return DType::i64;
+    case pb::TensorProto::BOOL: return DType::bool_;
+    default:
+      fail(what, " has element type ", elem_type_name(e),
+           ", which Kiln does not support (it has FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, INT64 and BOOL)");
+  }
+}
+
+TensorData make_tensor(DType t, std::vector<int64_t> sizes, const std::vector<double>& values) {
+  TensorData out = TensorData::empty_host(t, std::move(sizes));
+  const int64_t n = out.numel();
+  KILN_CHECK(static_cast<int64_t>(values.size()) == n || values.size() == 1, "onnx: internal: ", values.size(),
+             " values for ", n, " elements");
+  // Written as f64 and converted with the reference's cast semantics.
+  TensorData d = TensorData::empty_host(DType::f64, out.sizes);
+  for (int64_t k = 0; k < n; ++k) d.data_as<double>()[k] = values.size() == 1 ? values[0] : values[k];
+  return t == DType::f64 ? d : reference::convert(d, t);
+}
+
+std::vector<double> doubles_of(const TensorData& t) {
+  const TensorData d = reference::convert(t, DType::f64);
+  return {d.data_as<double>(), d.data_as<double>() + d.numel()};
+}
+
+std::vector<int64_t> ints_of(const TensorData& t) {
+  const TensorData d = reference::convert(t, DType::i64);
+  return {d.data_as<int64_t>(), d.data_as<int64_t>() + d.numel()};
+}
+
+TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_dir) {
+  const std::string what = "tensor '" + t.name() + "'";
+  const DType dt = dtype_of(t.data_type(), what);
+  std::vector<int64_t> sizes(t.dims().begin(), t.dims().end());
+  const int64_t n = checked_numel(sizes, what);
+  KILN_CHECK(!t.has_segment() || t.segment().end() <= t.segment().begin(), "onnx: ", what,
+             " is segmented, which is not supported");
+  TensorData out = TensorData::empty_host(dt, sizes);
+  const size_t nbytes = static_cast<size_t>(n * dtype_size(dt));
+  auto count_is = [&](int64_t got, const char* field) {
+    KILN_CHECK(got == n, "onnx: ", what, " holds ", got, " values in ", field, ", expected ", n, " for shape [",
+               [&] {
+                 std::string s;
+                 for (size_t k = 0; k < sizes.size(); ++k) s += (k ? ", " : "") + std::to_string(sizes[k]);
+                 return s;
+               }(),
+               "]");
+  };
+  if (t.data_location() == pb::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const pb::StringStringEntryProto& e : t.external_data()) {
+      if (e.key() == "location") location = e.value();
+      else if (e.key() == "offset" || e.key() == "length") {
+        int64_t v = 0;
+        try {
+          size_t used = 0;
+          v = std::stoll(e.value(), &used);
+          KILN_CHECK(used == e.value().size() && v >= 0, "");
+        } catch (const std::exception&) {
+          fail("onnx: ", what, " has external data ", e.key(), " '", e.value(), "', not a non-negative integer");
+        }
+        (e.key() == "offset" ? offset : length) = v;
+      }
+    }
+    KILN_CHECK(!location.empty(), "onnx: ", what, " has external data without a location");
+    KILN_CHECK(!base_dir.empty(), "onnx: ", what, " has its data in external file '", location,
+               "', and the model was not loaded from a file (no directory to look in)");
+    const std::filesystem::path rel(location);
+    KILN_CHECK(rel.is_relative() && std::none_of(rel.begin(), rel.end(), [](const auto& p) { return p == ".."; }),
+               "onnx: ", what, " has external data location '", location,
+               "', which must be a relative path inside the model's directory");
+    const std::filesystem::path file = std::filesystem::path(base_dir) / rel;
+    std::ifstream f(file, std::ios::binary);
+    KILN_CHECK(f.good(), "onnx: ", what, ": cannot open its external data file '", file.string(), "'");
+    f.seekg(0, std::ios::end);
+    const int64_t size = static_cast<int64_t>(f.tellg());
+    if (length < 0) length = size - offset;
+    KILN_CHECK(length == static_cast<int64_t>(nbytes), "onnx: ", what, " has ", length,
+               " bytes of external data, expected ", nbytes);
+    KILN_CHECK(offset <= size && length <= size - offset, "onnx: ", what, ": external data file '", file.string(),
+               "' has ", size, " bytes, too few for offset ", offset, " + length ", length);
+    f.seekg(offset);
+    f.read(static_cast<char*>(out.data()), static_cast<std::streamsize>(nbytes));
+    KILN_CHECK(f.good() || nbytes == 0, "onnx: ", what, ": error reading '", file.string(), "'");
+    return out;
+  }
+  if (t.has_raw_data()) {
+    KILN_CHECK(t.raw_data().size() == nbytes, "onnx: ", what, " has ", t.raw_data().size(),
+               " bytes of raw data, expected ", nbytes);
+    if (nbytes) std::memcpy(out.data(), t.raw_data().data(), nbytes);
+    if (dt == DType::bool_)
+      for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = out.data_as<uint8_t>()[k] != 0;
+    return out;
+  }
+  switch (dt) {
+    case DType::f32:
+      count_is(t.float_data_size(), "float_data");
+      if (n) std::memcpy(out.data(), t.float_data().data(), nbytes);
+      break;
+    case DType::f64:
+      count_is(t.double_data_size(), "double_data");
+      if (n) std::memcpy(out.data(), t.double_data().data(), nbytes);
+      break;
+    case DType::i64:
+      count_is(t.int64_data_size(), "int64_data");
+      if (n) std::memcpy(out.data(), t.int64_data().data(), nbytes);
+      break;
+    case DType::i32:
+      count_is(t.int32_data_size(), "int32_data");
+      if (n) std::memcpy(out.data(), t.int32_data().data(), nbytes);
+      break;
+    case DType::bool_:
+      count_is(t.int32_data_size(), "int32_data");
+      for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = t.int32_data(static_cast<int>(k)) != 0;
+      break;
+    case DType::f16:
+    case DType::bf16:  // 16-bit patterns in int32_data
+      count_is(t.int32_data_size(), "int32_data");
+      for (int64_t k = 0; k < n; ++k)
+        out.data_as<uint16_t>()[k] = static_cast<uint16_t>(t.int32_data(static_cast<int>(k)));
+      break;
+  }
+  return out;
+}
+
+// ---- NodeCtx --------------------------------------------------------------------------
+
+const pb::AttributeProto* NodeCtx::attr(const std::string& name) const {
+  for (const pb::AttributeProto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t NodeCtx::i(const std::string& name, int64_t def) const {
+  const pb::AttributeProto* a = attr(name);
+  if (!a) return def;
+  KILN_CHECK(a->type() == pb::AttributeProto::INT || (a->type() == pb::AttributeProto::UNDEFINED && a->has_i()),
+             "attribute '", name, "' must be an int");
+  return a->i();
+}
+
+double NodeCtx::f(const std::string& name, double def) const {
+  const pb::AttributeProto* a = attr(name);
+  if (!a) return def;
+  KILN_CHECK(a->type() == pb::AttributeProto::FLOAT || (a->type() == pb::AttributeProto::UNDEFINED && a->has_f()),
+             "attribute '", name, "' must be a float");
+  return a->f();
+}
+
+std::string NodeCtx::s(const std::string& name, const std::string& def) const {
+  const pb::AttributeProto* a = attr(name);
+  if (!a) return def;
+  KILN_CHECK(a->type() == pb::AttributeProto::STRING || (a->type() == pb::AttributeProto::UNDEFINED && a->has_s()),
+             "attribute '", name, "' must be a string");
+  return a->s();
+}
+
+std::vector<int64_t> NodeCtx::ints(const std::string& name) const {
+  const pb::AttributeProto* a = attr(name);
+  if (!a) return {};
+  KILN_CHECK(a->type() == pb::AttributeProto::INTS || a->type() == pb::AttributeProto::UNDEFINED,
+             "attribute '", name, "' must be a list of ints");
+  return {a->ints().begin(), a->ints().end()};
+}
+
+std::vector<double> NodeCtx::floats(const std::string& name) const {
+  const pb::AttributeProto* a = attr(name);
+  if (!a) return {};
+  KILN_CHECK(a->type() == pb::AttributeProto::FLOATS || a->type() == pb::AttributeProto::UNDEFINED,
+             "attribute '", name, "' must be a list of floats");
+  return {a->floats().begin(), a->floats().end()};
+}
+
+const V& NodeCtx::input(size_t k) const {
+  KILN_CHECK(present(k), "input ", k, " is required but missing");
+  return in[k];
+}
+
+size_t NodeCtx::outputs() const {
+  size_t n = 0;
+  for (const std::string& o : node.output()) n += !o.empty();
+  return n;
+}
+
+// ---- Importer -------------------------------------------------------------------------
+
+V Importer::input(NodeId id) {
+  auto v = std::make_shared<Val>();
+  v->id = id;
+  v->dtype = g_.node(id).meta.dtype;
+  v->sizes = g_.node(id).meta.sizes;
+  return v;
+}
+
+V Importer::constant(TensorData t) {
+  auto v = std::make_shared<Val>();
+  v->dtype = t.dtype;
+  v->sizes = static_shape(t.sizes);
+  if (t.rank() <= 1 && (is_integral(t.dtype))) {
+    SymShape s;
+    for (int64_t x : ints_of(t)) s.push_back(x);
+    v->ints = std::move(s);
+  }
+  v->data = std::make_shared<const TensorData>(reference::contiguous(t));
+  return v;
+}
+
+V Importer::scalar(double x, DType t) { return constant(make_tensor(t, {}, {x})); }
+
+V Importer::known_ints(SymShape values, bool is_scalar) {
+  KILN_CHECK(!is_scalar || values.size() == 1, "internal: a scalar of ", values.size(), " values");
+  if (shape_is_static(values)) {
+    std::vector<double> d;
+    for (const SymInt& s : values) d.push_back(static_cast<double>(s.hint()));
+    std::vector<int64_t> sizes;
+    if (!is_scalar) sizes.push_back(static_cast<int64_t>(values.size()));
+    TensorData t = TensorData::empty_host(DType::i64, sizes);
+    for (size_t k = 0; k < values.size(); ++k) t.data_as<int64_t>()[k] = values[k].hint();
+    return constant(std::move(t));
+  }
+  auto v = std::make_shared<Val>();
+  v->dtype = DType::i64;
+  if (!is_scalar) v->sizes = {static_cast<int64_t>(values.size())};
+  v->ints = std::move(values);
+  return v;
+}
+
+NodeId Importer::id(const V& v) {
+  if (v->id >= 0) return v->id;
+  if (v->data) {
+    auto c = std::make_shared<ConstantData>();
+    c->dtype = v->data->dtype;
+    c->sizes = v->data->sizes;
+    c->bytes.resize(static_cast<size_t>(v->data->numel() * dtype_size(c->dtype)));
+    if (!c->bytes.empty()) std::memcpy(c->bytes.data(), v->data->data(), c->bytes.size());
+    v->id = g_.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(std::move(c))});
+    return v->id;
+  }
+  std::string s;
+  for (const SymInt& x : *v->ints) s += (s.empty() ? "" : ", ") + x.str();
+  fail("the integer tensor [", s,
+       "] depends on dynamic input sizes and is used as tensor data; Kiln keeps such values only as sizes "
+       "(Reshape, Expand, ConstantOfShape, Slice and similar shape inputs)");
+}
+
+V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
+  bool known = !inputs.empty();
+  for (const V& v : inputs) known = known && v->data;
+  if (known) {
+    std::vector<TensorData> args;
+    for (const V& v : inputs) args.push_back(*v->data);
+    return constant(reference::eval_op(o, args, attrs));
+  }
+  std::vector<NodeId> ids;
+  for (const V& v : inputs) ids.push_back(id(v));
+  return input(g_.add(o, std::move(ids), std::move(attrs)));
+}
+
+V Importer::permute(const V& v, std::vector<int64_t> dims) {
+  bool identity = true;
+  for (size_t k = 0; k < dims.size(); ++k) identity = identity && dims[k] == static_cast<int64_t>(k);
+  return identity ? v : op(OpId::permute, {v}, {std::move(dims)});
+}
+
+V Importer::slice(const V& v, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return op(OpId::slice, {v}, {dim, start, end, step});
+}
+
+V Importer::reduce(OpId r, const V& v, std::vector<int64_t> dims, bool keepdim) {
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  return op(r, {v}, {std::move(dims), keepdim});
+}
+
+std::vector<int64_t> Importer::static_ints(const V& v, const std::string& what) {
+  if (v->data) {
+    KILN_CHECK(is_integral(v->data->dtype) || v->data->dtype == DType::bool_, what, " must be an integer tensor, got ",
+               dtype_name(v->data->dtype));
+    return ints_of(*v->data);
+  }
+  if (v->ints) {
+    std::vector<int64_t> out;
+    for (const SymInt& s : *v->ints) {
+      KILN_CHECK(s.is_static(), what, " depends on the dynamic size ", s.str(), ", and must be known at import");
+      out.push_back(s.hint());
+    }
+    return out;
+  }
+  if (!v->input_name.empty())
+    throw InputValueNeeded(what + " must be known at import, and graph input '" + v->input_name +
+                               "' gives it: bind that input to a value (LoadOptions::constant_inputs)",
+                           v->input_name);
+  fail(what, " must be a constant (an initializer, a Constant node, or computed from them and from shapes)");
+}
+
+std::vector<double> Importer::static_doubles(const V& v, const std::string& what) {
+  if (v->data) return doubles_of(*v->data);
+  std::vector<double> out;
+  for (int64_t x : static_ints(v, what)) out.push_back(static_cast<double>(x));
+  return out;
+}
+
+SymShape Importer::sym_ints(const V& v, const std::string& what) {
+  if (v->ints) return *v->ints;
+  return static_shape(static_ints(v, what));
+}
+
+}  // namespace detail
+
+// ---- the model ------------------------------------------------------------------------
+
+namespace {
+
+std::string node_label(const pb::NodeProto& n, size_t index, int64_t opset) {
+  std::string s = "node ";
+  s += n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'";
+  s += " (" + n.op_type() + ", domain " + (n.domain().empty() ? std::string("ai.onnx") : n.domain()) + ", opset " +
+       std::to_string(opset) + ")";
+  return s;
+}
+
+constexpr int64_t kMinOpset = 1, kMaxOpset = 17;
+
+Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const LoadOptions& options) {
+  Model m;
+  m.ir_version = mp.ir_version();
+  m.producer = mp.producer_name() + (mp.producer_version().empty() ? "" : " " + mp.producer_version());
+  std::map<std::string, int64_t> opsets;
+  for (const pb::OperatorSetIdProto& o : mp.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  KILN_CHECK(mp.has_graph(), "onnx: the model has no graph");
+  KILN_CHECK(opsets.count(""), "onnx: the model imports no opset of the default domain (ai.onnx)");
+  m.opset = opsets[""];
+  KILN_CHECK(m.opset >= kMinOpset && m.opset <= kMaxOpset, "onnx: the model uses opset ", m.opset,
+             " of domain ai.onnx; Kiln imports opsets ", kMinOpset, " to ", kMaxOpset);
+  const pb::GraphProto& gp = mp.graph();
+  KILN_CHECK(gp.sparse_initializer_size() == 0, "onnx: sparse initializers are not supported");
+
+  Graph& g = m.graph;
+  Importer im(g, options.device, base_dir);
+  std::map<std::string, V> env;
+  for (const pb::TensorProto& t : gp.initializer()) {
+    KILN_CHECK(!t.name().empty(), "onnx: an initializer has no name");
+    env[t.name()] = im.constant(tensor_from_proto(t, base_dir));
+  }
+  std::map<std::string, SymInt> named_dims;
+  int64_t next_hint = 2;
+  for (const pb::ValueInfoProto& vi : gp.input()) {
+    if (env.count(vi.name())) continue;  // an initializer listed as an input (IR < 4): a constant
+    const std::string what = "onnx: graph input '" + vi.name() + "'";
+    KILN_CHECK(vi.type().has_tensor_type(), what, " is not a tensor (sequence, map and optional inputs are not supported)");
+    const pb::TypeProto::Tensor& tt = vi.type().tensor_type();
+    const DType dt = dtype_of(tt.elem_type(), what);
+    KILN_CHECK(tt.has_shape(), what, " has no shape (its rank must be known)");
+    const auto ex = options.example_sizes.find(vi.name());
+    const std::vector<int64_t>* example = ex == options.example_sizes.end() ? nullptr : &ex->second;
+    KILN_CHECK(!example || static_cast<int>(example->size()) == tt.shape().dim_size(), what, " has rank ",
+               tt.shape().dim_size(), " but its example has rank ", example ? example->size() : 0);
+    TensorMeta meta;
+    meta.dtype = dt;
+    meta.device = options.device;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const pb::TensorShapeProto::Dimension& dim = tt.shape().dim(d);
+      if (dim.has_dim_value()) {
+        KILN_CHECK(dim.dim_value() >= 0, what, " has negative size ", dim.dim_value(), " at dim ", d);
+        meta.sizes.push_back(dim.dim_value());
+        continue;
+      }
+      const std::string source = "input " + std::to_string(m.input_names.size()) + " (" + vi.name() + ") dim " +
+                                 std::to_string(d) + (dim.has_dim_param() ? " '" + dim.dim_param() + "'" : "");
+      const int64_t hint = example ? (*example)[static_cast<size_t>(d)] : -1;
+      if (hint >= 0 && hint < 2) {
+        meta.sizes.push_back(hint);  // sizes 0 and 1 are specialised
+        continue;
+      }
+      if (dim.has_dim_param() && !dim.dim_param().empty()) {
+        auto it = named_dims.find(dim.dim_param());
+        if (it != named_dims.end()) {
+          meta.sizes.push_back(it->second);
+          continue;
+        }
+      }
+      const SymInt s = g.shapes().create_symbol(hint >= 2 ? hint : next_hint++, 2,
+                                                std::numeric_limits<int64_t>::max(), source, false);
+      if (dim.has_dim_param() && !dim.dim_param().empty()) named_dims.emplace(dim.dim_param(), s);
+      meta.sizes.push_back(s);
+    }
+    const NodeId in = g.add_input(meta, vi.name());
+    const auto bound = options.constant_inputs.find(vi.name());
+    if (bound != options.constant_inputs.end()) {
+      KILN_CHECK(bound->second.dtype == dt && static_cast<int64_t>(bound->second.sizes.size()) == meta.rank(), what,
+                 " is bound to a value of another dtype or rank");
+      env[vi.name()] = im.constant(bound->second);
+    } else {
+      env[vi.name()] = im.input(in);
+      env[vi.name()]->input_name = vi.name();
+    }
+    m.input_names.push_back(vi.name());
+  }
+
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const pb::NodeProto& n = gp.node(k);
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    const auto os = opsets.find(domain);
+    const int64_t opset = os == opsets.end() ? -1 : os->second;
+    const std::string label = node_label(n, static_cast<size_t>(k), opset);
+    KILN_CHECK(domain.empty(), "onnx: ", label, ": the domain '", n.domain(),
+               "' is not supported (Kiln imports the default domain ai.onnx)");
+    const Converter* conv = find_converter(n.op_type());
+    KILN_CHECK(conv, "onnx: ", label, ": unsupported op type '", n.op_type(), "'");
+    NodeCtx ctx{im, n, {}, opset};
+    for (const std::string& name : n.input()) {
+      if (name.empty()) {
+        ctx.in.push_back(nullptr);
+        continue;
+      }
+      const auto it = env.find(name);
+      KILN_CHECK(it != env.end(), "onnx: ", label, ": input '", name, "' is not defined before the node");
+      ctx.in.push_back(it->second);
+    }
+    for (const pb::AttributeProto& a : n.attribute())
+      KILN_CHECK(a.ref_attr_name().empty(), "onnx: ", label, ": attribute '", a.name(),
+                 "' refers to a function attribute, which is not supported");
+    std::vector<V> outs;
+    try {
+      outs = (*conv)(ctx);
+    } catch (const InputValueNeeded& e) {
+      throw InputValueNeeded("onnx: " + label + ": " + e.what(), e.input);
+    } catch (const Error& e) {
+      fail("onnx: ", label, ": ", e.what());
+    } catch (const std::exception& e) {
+      fail("onnx: ", label, ": ", e.what());
+    }
+    for (int j = 0; j < n.output_size(); ++j) {
+      if (n.output(j).empty()) continue;
+      KILN_CHECK(static_cast<size_t>(j) < outs.size() && outs[static_cast<size_t>(j)], "onnx: ", label, ": output ", j,
+                 " ('", n.output(j), "') is not supported");
+      env[n.output(j)] = outs[static_cast<size_t>(j)];
+    }
+  }
+
+  std::vector<NodeId> outputs;
+  for (const pb::ValueInfoProto& vi : gp.output()) {
+    const auto it = env.find(vi.name());
+    KILN_CHECK(it != env.end(), "onnx: graph output '", vi.name(), "' is not computed by any node");
+    V v = it->second;
+    try {
+      if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+        v = im.cast(v, dtype_of(vi.type().tensor_type().elem_type(), "graph output '" + vi.name() + "'"));
+      outputs.push_back(im.id(v));
+    } catch (const Error& e) {
+      fail("onnx: graph output '", vi.name(), "': ", e.what());
+    }
+    m.output_names.push_back(vi.name());
+  }
+  KILN_CHECK(!outputs.empty(), "onnx: the graph has no outputs");
+  g.set_outputs(outputs);
+  if (options.device != Device::cpu()) {
+    // Off the CPU only 0-d constants may join device tensors: the others become inputs.
+    Graph lifted;
+    for (const SymbolInfo& s : g.shapes().symbols()) lifted.shapes().add_symbol(s);
+    for (const ShapeFact& f : g.shapes().facts()) lifted.shapes().add_fact(f);
+    std::vector<NodeId> map(g.size(), -1);
+    for (NodeId i : g.inputs()) map[i] = lifted.add_input(g.node(i).meta, g.node(i).name);
+    for (size_t i = 0; i < g.size(); ++i) {
+      const Node& n = g.node(static_cast<NodeId>(i));
+      if (n.op == OpId::input) continue;
+      if (n.op == OpId::constant && n.meta.rank() > 0) {
+        const ConstantData& c = n.attrs.tensor(0);
+        TensorData t = TensorData::empty_host(c.dtype, c.sizes);
+        if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
+        TensorMeta meta = n.meta;
+        meta.device = options.device;
+        map[i] = lifted.add_input(meta, "param" + std::to_string(m.parameters.size()));
+        m.parameters.push_back(std::move(t));
+        continue;
+      }
+      std::vector<NodeId> ins;
+      for (NodeId x : n.inputs) ins.push_back(map[x]);
+      map[i] = lifted.add(n.op, std::move(ins), n.attrs);
+    }
+    std::vector<NodeId> outs;
+    for (NodeId o : g.outputs()) outs.push_back(map[o]);
+    lifted.set_outputs(outs);
+    m.graph = std::move(lifted);
+  }
+  return m;
+}
+
+}  // namespace
+
+Model load_bytes(std::span<const std::byte> bytes, const std::string& base_dir, const LoadOptions& options) {
+  pb::ModelProto mp;
+  KILN_CHECK(bytes.size() < (size_t{1} << 31), "onnx: the model is larger than 2 GiB (protobuf's limit)");
+  KILN_CHECK(mp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
+             "onnx: the model is not a valid ONNX protobuf (malformed or truncated ModelProto, ", bytes.size(), " bytes)");
+  return import_model(mp, base_dir, options);
+}
+
+Model load(const std::string& path, const LoadOptions& options) {
+  const std::string bytes = read_file(path, "model");
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  try {
+    return load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), dir, options);
+  } catch (const InputValueNeeded& e) {
+    throw InputValueNeeded(path + ": " + e.what(), e.input);
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+std::vector<std::string> input_names(const std::string& path) {
+  const std::string bytes = read_file(path, "model");
+  pb::ModelProto mp;
+  KILN_CHECK(bytes.size() < (size_t{1} << 31) && mp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
+             "onnx: ", path, " is not a valid ONNX protobuf (malformed or truncated ModelProto)");
+  std::set<std::string> inits;
+  for (const pb::TensorProto& t : mp.graph().initializer()) inits.insert(t.name());
+  std::vector<std::string> out;
+  for (const pb::ValueInfoProto& vi : mp.graph().input())
+    if (!inits.count(vi.name())) out.push_back(vi.name());
+  return out;
+}
+
+TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& what) {
+  pb::TensorProto t;
+  KILN_CHECK(bytes.size() < (size_t{1} << 31) && t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
+             "onnx: ", what, " is not a valid TensorProto (malformed or truncated)");
+  return tensor_from_proto(t, "");
+}
+
+TensorData load_tensor(const std::string& path) {
+  const std::string bytes = read_file(path, "tensor file");
+  return parse_tensor(std::as_bytes(std::span(bytes.data(), bytes.size())), "'" + path + "'");
+}
+
+std::string describe(const Model& m) {
+  std::ostringstream s;
+  s << "onnx model: ir_version " << m.ir_version << ", opset " << m.opset;
+  if (!m.producer.empty()) s << ", producer " << m.producer;
+  s << "\n";
+  for (size_t k = 0; k < m.input_names.size(); ++k)
+    s << "input " << k << " " << m.input_names[k] << ": " << m.graph.node(m.graph.inputs()[k]).meta.str() << "\n";
+  for (size_t k = 0; k < m.output_names.size(); ++k)
+    s << "output " << k << " " << m.output_names[k] << ": " << m.graph.node(m.graph.outputs()[k]).meta.str() << "\n";
+  s << m.graph.str();
+  return s.str();
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,1170 @@
+// The ONNX op converters: each maps one ONNX op (default domain, opsets 7..17) onto op-table
+// primitives and composites through the Importer, which folds whatever is known at import.
+// Attribute and input conventions that changed between opsets are handled per op.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "importer.h"
+#include "kiln/reference/reference.h"
+
+namespace kiln::onnx::detail {
+
+namespace {
+
+using O = OpId;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+int64_t norm_axis(int64_t a, int64_t rank, const char* what = "axis") {
+  KILN_CHECK(a >= -rank && a < rank, what, " ", a, " is out of range for rank ", rank);
+  return a < 0 ? a + rank : a;
+}
+
+std::vector<int64_t> norm_axes(std::vector<int64_t> axes, int64_t rank) {
+  for (int64_t& a : axes) a = norm_axis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  KILN_CHECK(std::adjacent_find(axes.begin(), axes.end()) == axes.end(), "axes are repeated");
+  return axes;
+}
+
+int64_t rank_of(const V& v) { return static_cast<int64_t>(v->sizes.size()); }
+
+int64_t static_dim(Importer& im, const V& v, int64_t d, const char* op) {
+  const SymInt& s = v->sizes[static_cast<size_t>(d)];
+  return s.is_static() ? s.hint() : im.graph().shapes().specialize(s, op);
+}
+
+std::vector<int64_t> static_sizes(Importer& im, const V& v, const char* op) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < rank_of(v); ++d) out.push_back(static_dim(im, v, d, op));
+  return out;
+}
+
+// A constant of x's dtype (0-d, so it never changes the promoted type).
+V sc(NodeCtx& c, double v, const V& like) { return c.im.scalar(v, is_floating(like->dtype) ? like->dtype : like->dtype); }
+
+std::vector<V> one(V v) { return {std::move(v)}; }
+
+V where(Importer& im, const V& cond, const V& a, const V& b) { return im.op(O::where, {cond, a, b}); }
+
+// ---- pointwise ---------------------------------------------------------------------------
+
+Converter unary(O op) {
+  return [op](NodeCtx& c) { return one(c.im.op(op, {c.input(0)})); };
+}
+
+// Binary ops keep the first operand's type (ONNX operands agree; Pow's exponent may not).
+Converter binary(O op, bool keep_type = true) {
+  return [op, keep_type](NodeCtx& c) {
+    V r = c.im.op(op, {c.input(0), c.input(1)});
+    return one(keep_type ? c.im.cast(r, c.input(0)->dtype) : r);
+  };
+}
+
+// Integer Div truncates toward zero; kiln's div of integers is true division.
+std::vector<V> div_op(NodeCtx& c) {
+  const V& a = c.input(0);
+  const V& b = c.input(1);
+  if (!is_floating(a->dtype)) {
+    V q = c.im.op(O::div, {c.im.cast(a, DType::f64), c.im.cast(b, DType::f64)});
+    return one(c.im.cast(q, a->dtype));
+  }
+  return one(c.im.op(O::div, {a, b}));
+}
+
+V trunc(Importer& im, const V& x) {
+  return where(im, im.op(O::lt, {x, im.scalar(0, x->dtype)}), im.op(O::ceil, {x}), im.op(O::floor, {x}));
+}
+
+std::vector<V> mod_op(NodeCtx& c) {
+  const V& a = c.input(0);
+  const V& b = c.input(1);
+  const bool fmod = c.i("fmod", 0) != 0;
+  const DType t = a->dtype;
+  KILN_CHECK(fmod || !is_floating(t), "fmod=0 is defined for integer inputs only");
+  const V x = c.im.cast(a, DType::f64), y = c.im.cast(b, DType::f64);
+  const V q = c.im.div(x, y);
+  const V r = c.im.sub(x, c.im.mul(fmod ? trunc(c.im, q) : c.im.op(O::floor, {q}), y));
+  return one(c.im.cast(r, t));
+}
+
+std::vector<V> variadic(NodeCtx& c, O op) {
+  KILN_CHECK(!c.in.empty(), "needs at least one input");
+  V acc = c.input(0);
+  for (size_t k = 1; k < c.in.size(); ++k) acc = c.im.cast(c.im.op(op, {acc, c.input(k)}), c.input(0)->dtype);
+  return one(acc);
+}
+
+std::vector<V> mean_op(NodeCtx& c) {
+  V s = variadic(c, O::add)[0];
+  return one(c.im.div(s, sc(c, static_cast<double>(c.in.size()), s)));
+}
+
+std::vector<V> clip_op(NodeCtx& c) {
+  V x = c.input(0);
+  V lo, hi;
+  if (c.opset < 11) {
+    if (c.has("min")) lo = c.im.scalar(c.f("min", 0), x->dtype);
+    if (c.has("max")) hi = c.im.scalar(c.f("max", 0), x->dtype);
+  } else {
+    if (c.present(1)) lo = c.im.cast(c.input(1), x->dtype);
+    if (c.present(2)) hi = c.im.cast(c.input(2), x->dtype);
+  }
+  if (lo) x = c.im.op(O::maximum, {x, lo});
+  if (hi) x = c.im.op(O::minimum, {x, hi});
+  return one(x);
+}
+
+std::vector<V> cast_op(NodeCtx& c) {
+  const DType to = dtype_of(static_cast<int32_t>(c.i("to", 0)), "the target type of Cast");
+  const V& x = c.input(0);
+  if (x->ints && !x->data && is_integral(to)) return one(x);  // known sizes stay known
+  return one(c.im.cast(x, to));
+}
+
+std::vector<V> elu(NodeCtx& c) {
+  const V& x = c.input(0);
+  const V a = sc(c, c.f("alpha", 1.0), x);
+  const V neg = c.im.mul(a, c.im.sub(c.im.op(O::exp, {x}), sc(c, 1, x)));
+  return one(where(c.im, c.im.op(O::lt, {x, sc(c, 0, x)}), neg, x));
+}
+
+std::vector<V> selu(NodeCtx& c) {
+  const V& x = c.input(0);
+  const V a = sc(c, c.f("alpha", 1.67326319217681884765625), x);
+  const V gm = sc(c, c.f("gamma", 1.05070102214813232421875), x);
+  const V neg = c.im.mul(a, c.im.sub(c.im.op(O::exp, {x}), sc(c, 1, x)));
+  return one(c.im.mul(gm, where(c.im, c.im.op(O::le, {x, sc(c, 0, x)}), neg, x)));
+}
+
+std::vector<V> leaky_relu(NodeCtx& c) {
+  const V& x = c.input(0);
+  return one(where(c.im, c.im.op(O::lt, {x, sc(c, 0, x)}), c.im.mul(x, sc(c, c.f("alpha", 0.01), x)), x));
+}
+
+std::vector<V> prelu(NodeCtx& c) {
+  const V& x = c.input(0);
+  return one(c.im.cast(where(c.im, c.im.op(O::lt, {x, sc(c, 0, x)}), c.im.mul(x, c.input(1)), x), x->dtype));
+}
+
+std::vector<V> thresholded_relu(NodeCtx& c) {
+  const V& x = c.input(0);
+  return one(where(c.im, c.im.op(O::gt, {x, sc(c, c.f("alpha", 1.0), x)}), x, sc(c, 0, x)));
+}
+
+V clamp01(Importer& im, const V& v) {
+  return im.op(O::minimum, {im.op(O::maximum, {v, im.scalar(0, v->dtype)}), im.scalar(1, v->dtype)});
+}
+
+std::vector<V> hard_sigmoid(NodeCtx& c) {
+  const V& x = c.input(0);
+  return one(clamp01(c.im, c.im.add(c.im.mul(x, sc(c, c.f("alpha", 0.2), x)), sc(c, c.f("beta", 0.5), x))));
+}
+
+std::vector<V> hard_swish(NodeCtx& c) {
+  const V& x = c.input(0);
+  return one(c.im.mul(x, clamp01(c.im, c.im.add(c.im.mul(x, sc(c, 1.0 / 6, x)), sc(c, 0.5, x)))));
+}
+
+V softplus(Importer& im, const V& x) {
+  return im.op(O::log, {im.add(im.op(O::exp, {x}), im.scalar(1, x->dtype))});
+}
+
+std::vector<V> celu(NodeCtx& c) {
+  const V& x = c.input(0);
+  const double alpha = c.f("alpha", 1.0);
+  const V e = c.im.mul(sc(c, alpha, x), c.im.sub(c.im.op(O::exp, {c.im.div(x, sc(c, alpha, x))}), sc(c, 1, x)));
+  return one(c.im.add(c.im.op(O::maximum, {x, sc(c, 0, x)}), c.im.op(O::minimum, {e, sc(c, 0, x)})));
+}
+
+std::vector<V> shrink(NodeCtx& c) {
+  const V& x = c.input(0);
+  const double bias = c.f("bias", 0), lambd = c.f("lambd", 0.5);
+  const V lo = c.im.op(O::lt, {x, sc(c, -lambd, x)});
+  const V hi = c.im.op(O::gt, {x, sc(c, lambd, x)});
+  const V r = where(c.im, lo, c.im.add(x, sc(c, bias, x)),
+                    where(c.im, hi, c.im.sub(x, sc(c, bias, x)), sc(c, 0, x)));
+  return one(c.im.cast(r, x->dtype));
+}
+
+std::vector<V> is_inf(NodeCtx& c) {
+  const V& x = c.input(0);
+  const bool pos = c.i("detect_positive", 1) != 0, neg = c.i("detect_negative", 1) != 0;
+  V p = c.im.op(O::eq, {x, sc(c, kInf, x)});
+  V n = c.im.op(O::eq, {x, sc(c, -kInf, x)});
+  if (pos && neg) return one(c.im.op(O::logical_or, {p, n}));
+  if (pos) return one(p);
+  if (neg) return one(n);
+  return one(c.im.op(O::logical_and, {p, n}));  // all false
+}
+
+// Hyperbolic functions and their inverses through exp, log and sqrt.
+std::vector<V> hyperbolic(NodeCtx& c, const std::string& which) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  auto half = [&](const V& v) { return im.mul(v, sc(c, 0.5, x)); };
+  if (which == "Sinh") return one(half(im.sub(im.op(O::exp, {x}), im.op(O::exp, {im.op(O::neg, {x})}))));
+  if (which == "Cosh") return one(half(im.add(im.op(O::exp, {x}), im.op(O::exp, {im.op(O::neg, {x})}))));
+  if (which == "Asinh")
+    return one(im.op(O::log, {im.add(x, im.op(O::sqrt, {im.add(im.mul(x, x), sc(c, 1, x))}))}));
+  if (which == "Acosh")
+    return one(im.op(O::log, {im.add(x, im.op(O::sqrt, {im.sub(im.mul(x, x), sc(c, 1, x))}))}));
+  if (which == "Atanh")
+    return one(half(im.op(O::log, {im.div(im.add(sc(c, 1, x), x), im.sub(sc(c, 1, x), x))})));
+  // Tan
+  return one(im.div(im.op(O::sin, {x}), im.op(O::cos, {x})));
+}
+
+// ---- reductions --------------------------------------------------------------------------
+
+// Axes of a reduction: the attribute (before opset 13, or 18 for all but ReduceSum) or input 1.
+std::vector<V> reduce_op(NodeCtx& c, const std::string& kind) {
+  Importer& im = c.im;
+  V x = c.input(0);
+  const int64_t rank = rank_of(x);
+  std::vector<int64_t> axes;
+  bool from_input = kind == "ReduceSum" && c.opset >= 13;
+  if (from_input) {
+    if (c.present(1)) axes = im.static_ints(c.input(1), "the axes input");
+  } else {
+    axes = c.ints("axes");
+  }
+  const bool keep = c.i("keepdims", 1) != 0;
+  if (axes.empty() && c.i("noop_with_empty_axes", 0) != 0) return one(x);
+  axes = norm_axes(axes, rank);
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  const DType t = x->dtype;
+  auto fix = [&](const V& r) { return im.cast(r, t); };
+  if (kind == "ReduceSum") return one(fix(im.reduce(O::sum, x, axes, keep)));
+  if (kind == "ReduceMean") return one(fix(im.reduce(O::mean, x, axes, keep)));
+  if (kind == "ReduceMax") return one(im.reduce(O::max, x, axes, keep));
+  if (kind == "ReduceMin") return one(im.reduce(O::min, x, axes, keep));
+  if (kind == "ReduceProd") return one(fix(im.reduce(O::prod, x, axes, keep)));
+  if (kind == "ReduceSumSquare") return one(fix(im.reduce(O::sum, im.mul(x, x), axes, keep)));
+  if (kind == "ReduceL1") return one(fix(im.reduce(O::sum, im.op(O::abs, {x}), axes, keep)));
+  if (kind == "ReduceL2") {
+    const V s = im.reduce(O::sum, im.mul(x, x), axes, keep);
+    return one(fix(im.op(O::sqrt, {s})));
+  }
+  if (kind == "ReduceLogSum") return one(fix(im.op(O::log, {im.reduce(O::sum, x, axes, keep)})));
+  if (kind == "ReduceLogSumExp") return one(fix(im.reduce(O::logsumexp, x, axes, keep)));
+  fail("internal: unknown reduction ", kind);
+}
+
+std::vector<V> arg_op(NodeCtx& c, O op) {
+  Importer& im = c.im;
+  V x = c.input(0);
+  const int64_t axis = norm_axis(c.i("axis", 0), rank_of(x));
+  const bool keep = c.i("keepdims", 1) != 0;
+  if (c.i("select_last_index", 0) == 0) return one(im.op(op, {x}, {std::vector<int64_t>{axis}, keep}));
+  // The last extreme: the first of the reversed axis, mapped back.
+  const int64_t n = static_dim(im, x, axis, "ArgMax");
+  std::vector<double> rev;
+  for (int64_t k = n - 1; k >= 0; --k) rev.push_back(static_cast<double>(k));
+  const V flipped = im.op(O::index_select, {x, im.constant(make_tensor(DType::i64, {n}, rev))}, {axis});
+  const V i = im.op(op, {flipped}, {std::vector<int64_t>{axis}, keep});
+  return one(im.sub(im.scalar(static_cast<double>(n - 1), DType::i64), i));
+}
+
+// ---- layout ------------------------------------------------------------------------------
+
+// Reshape's target: 0 copies the input's dim (unless allowzero), -1 takes what is left.
+SymShape reshape_target(Importer& im, const V& x, SymShape want, bool allowzero) {
+  int64_t infer = -1;
+  for (size_t k = 0; k < want.size(); ++k) {
+    const SymInt& s = want[k];
+    if (s == 0 && !allowzero) {
+      KILN_CHECK(k < x->sizes.size(), "shape ", shape_str(want), ": 0 at dim ", k, " has no input dim to copy");
+      want[k] = x->sizes[k];
+    } else if (s == -1) {
+      KILN_CHECK(infer < 0, "shape ", shape_str(want), " has more than one -1");
+      infer = static_cast<int64_t>(k);
+    } else {
+      KILN_CHECK(s.is_symbolic() || s.hint() >= 0, "shape ", shape_str(want), " has a negative size");
+    }
+  }
+  if (infer < 0) return want;
+  // What is left: cancel equal factors of the input and the other target dims, then divide.
+  std::vector<SymInt> num(x->sizes.begin(), x->sizes.end()), den;
+  for (size_t k = 0; k < want.size(); ++k)
+    if (static_cast<int64_t>(k) != infer) den.push_back(want[k]);
+  for (auto it = den.begin(); it != den.end();) {
+    auto m = std::find(num.begin(), num.end(), *it);
+    if (it->is_symbolic() && m != num.end()) {
+      num.erase(m);
+      it = den.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const SymInt n = shape_numel(num), d = shape_numel(den);
+  std::optional<SymInt> q;
+  if (d.is_static() && d.hint() != 0) q = n.exact_div(d.hint());
+  if (!q && n.is_static() && d.is_symbolic()) {
+    const int64_t dv = im.graph().shapes().specialize(d, "Reshape");
+    if (dv != 0 && n.hint() % dv == 0) q = SymInt(n.hint() / dv);
+  }
+  KILN_CHECK(q.has_value(), "cannot infer the -1 of shape ", shape_str(want), " for input shape ", shape_str(x->sizes));
+  want[static_cast<size_t>(infer)] = *q;
+  return want;
+}
+
+std::vector<V> reshape_op(NodeCtx& c) {
+  const V& x = c.input(0);
+  SymShape want = c.opset < 5 ? static_shape(c.ints("shape")) : c.im.sym_ints(c.input(1), "the shape input");
+  want = reshape_target(c.im, x, std::move(want), c.i("allowzero", 0) != 0);
+  if (x->ints && !x->data && shape_numel(want) == static_cast<int64_t>(x->ints->size()) && want.size() <= 1)
+    return one(c.im.known_ints(*x->ints, want.empty()));
+  return one(c.im.reshape(x, want));
+}
+
+std::vector<V> flatten_op(NodeCtx& c) {
+  const V& x = c.input(0);
+  const int64_t r = rank_of(x);
+  int64_t axis = c.i("axis", 1);
+  KILN_CHECK(axis >= -r && axis <= r, "axis ", axis, " is out of range for rank ", r);
+  if (axis < 0) axis += r;
+  SymInt a = 1, b = 1;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? a : b) = (d < axis ? a : b) * x->sizes[static_cast<size_t>(d)];
+  return one(c.im.reshape(x, {a, b}));
+}
+
+std::vector<V> transpose_op(NodeCtx& c) {
+  const V& x = c.input(0);
+  std::vector<int64_t> perm = c.ints("perm");
+  if (perm.empty())
+    for (int64_t d = rank_of(x) - 1; d >= 0; --d) perm.push_back(d);
+  for (int64_t& p : perm) p = norm_axis(p, rank_of(x), "perm entry");
+  return one(c.im.permute(x, perm));
+}
+
+std::vector<int64_t> axes_arg(NodeCtx& c, int64_t since_input) {
+  if (c.opset >= since_input) return c.present(1) ? c.im.static_ints(c.input(1), "the axes input") : std::vector<int64_t>{};
+  return c.ints("axes");
+}
+
+std::vector<V> squeeze_op(NodeCtx& c) {
+  const V& x = c.input(0);
+  std::vector<int64_t> axes = norm_axes(axes_arg(c, 13), rank_of(x));
+  if (axes.empty())
+    for (int64_t d = 0; d < rank_of(x); ++d)
+      if (x->sizes[static_cast<size_t>(d)] == 1) axes.push_back(d);
+  if (x->ints && !x->data && x->sizes.size() == 1 && axes == std::vector<int64_t>{0})
+    return one(c.im.known_ints(*x->ints, true));
+  return one(axes.empty() ? x : c.im.op(O::squeeze, {x}, {axes}));
+}
+
+std::vector<V> unsqueeze_op(NodeCtx& c) {
+  V x = c.input(0);
+  const int64_t out_rank = rank_of(x) + static_cast<int64_t>(axes_arg(c, 13).size());
+  const std::vector<int64_t> axes = norm_axes(axes_arg(c, 13), out_rank);
+  if (x->ints && !x->data && x->sizes.empty() && axes.size() == 1) return one(c.im.known_ints(*x->ints, false));
+  for (int64_t a : axes) x = c.im.unsqueeze(x, a);
+  return one(x);
+}
+
+std::vector<V> expand_op(NodeCtx& c) {
+  const V& x = c.input(0);
+  const SymShape shape = c.im.sym_ints(c.input(1), "the shape input");
+  const SymShape out = broadcast_shapes(x->sizes, shape, c.im.graph().shapes(), "Expand");
+  return one(out == x->sizes ? x : c.im.op(O::expand, {x}, {out}));
+}
+
+std::vector<V> concat_op(NodeCtx& c) {
+  std::vector<V> in;
+  for (size_t k = 0; k < c.in.size(); ++k) in.push_back(c.input(k));
+  KILN_CHECK(!in.empty(), "needs at least one input");
+  const int64_t axis = norm_axis(c.i("axis", 0), rank_of(in[0]));
+  bool sym = true, any_sym = false;
+  for (const V& v : in) {
+    sym = sym && v->ints && v->sizes.size() == 1;
+    any_sym = any_sym || (v->ints && !v->data);
+  }
+  if (sym && any_sym) {  // shape arithmetic over dynamic dims
+    SymShape all;
+    for (const V& v : in) all.insert(all.end(), v->ints->begin(), v->ints->end());
+    return one(c.im.known_ints(all, false));
+  }
+  return one(c.im.cast(c.im.op(O::cat, in, {axis}), in[0]->dtype));
+}
+
+std::vector<V> split_op(NodeCtx& c) {
+  const V& x = c.input(0);
+  const int64_t axis = norm_axis(c.i("axis", 0), rank_of(x));
+  const int64_t n = static_dim(c.im, x, axis, "Split");
+  std::vector<int64_t> parts = c.opset >= 13 ? (c.present(1) ? c.im.static_ints(c.input(1), "the split input")
+                                                             : std::vector<int64_t>{})
+                                             : c.ints("split");
+  const int64_t outs = static_cast<int64_t>(c.node.output_size());
+  if (parts.empty()) {
+    KILN_CHECK(outs > 0 && n % outs == 0, "dim ", axis, " of size ", n, " does not split into ", outs, " equal parts");
+    parts.assign(static_cast<size_t>(outs), n / outs);
+  }
+  KILN_CHECK(static_cast<int64_t>(parts.size()) == outs, "split has ", parts.size(), " sizes for ", outs, " outputs");
+  KILN_CHECK(std::accumulate(parts.begin(), parts.end(), int64_t{0}) == n, "split sizes do not add up to ", n);
+  std::vector<V> out;
+  int64_t at = 0;
+  for (int64_t p : parts) {
+    KILN_CHECK(p >= 0, "split size ", p, " is negative");
+    out.push_back(c.im.slice(x, axis, at, at + p));
+    at += p;
+  }
+  return out;
+}
+
+// Elements [start, end) by step of a dim of size n, ONNX Slice clamping.
+std::vector<int64_t> slice_indices(int64_t n, int64_t start, int64_t end, int64_t step) {
+  KILN_CHECK(step != 0, "slice step must not be 0");
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  std::vector<int64_t> idx;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, n);
+    end = std::clamp<int64_t>(end, 0, n);
+    for (int64_t i = start; i < end; i += step) idx.push_back(i);
+  } else {
+    start = std::clamp<int64_t>(start, 0, n - 1);
+    end = std::clamp<int64_t>(end, -1, n - 1);
+    for (int64_t i = start; i > end; i += step) idx.push_back(i);
+  }
+  return idx;
+}
+
+std::vector<V> slice_op(NodeCtx& c) {
+  Importer& im = c.im;
+  V x = c.input(0);
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.ints("starts");
+    ends = c.ints("ends");
+    axes = c.ints("axes");
+  } else {
+    starts = im.static_ints(c.input(1), "the starts input");
+    ends = im.static_ints(c.input(2), "the ends input");
+    if (c.present(3)) axes = im.static_ints(c.input(3), "the axes input");
+    if (c.present(4)) steps = im.static_ints(c.input(4), "the steps input");
+  }
+  KILN_CHECK(starts.size() == ends.size(), "starts and ends differ in length");
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  KILN_CHECK(axes.size() == starts.size() && steps.size() == starts.size(), "starts, ends, axes and steps differ in length");
+  if (x->ints && !x->data && x->sizes.size() == 1) {  // a slice of known sizes
+    const std::vector<int64_t> idx =
+        slice_indices(static_cast<int64_t>(x->ints->size()), starts[0], ends[0], steps[0]);
+    SymShape out;
+    for (int64_t i : idx) out.push_back((*x->ints)[static_cast<size_t>(i)]);
+    return one(im.known_ints(out, false));
+  }
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = norm_axis(axes[k], rank_of(x));
+    constexpr int64_t kBig = std::numeric_limits<int64_t>::max() / 2;
+    if (steps[k] > 0) {
+      const int64_t e = std::min(ends[k], kBig + 1);
+      const int64_t s = std::max(starts[k], -kBig);
+      x = im.slice(x, a, s, std::max(e, -kBig), steps[k]);
+    } else {
+      const int64_t n = static_dim(im, x, a, "Slice");
+      const std::vector<int64_t> idx = slice_indices(n, starts[k], ends[k], steps[k]);
+      std::vector<double> d(idx.begin(), idx.end());
+      x = im.op(O::index_select, {x, im.constant(make_tensor(DType::i64, {static_cast<int64_t>(idx.size())}, d))}, {a});
+    }
+  }
+  return one(x);
+}
+
+std::vector<V> gather_op(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const V& idx = c.input(1);
+  const int64_t axis = norm_axis(c.i("axis", 0), rank_of(x));
+  if (x->ints && !x->data && x->sizes.size() == 1) {  // Gather on a shape
+    const std::vector<int64_t> at = im.static_ints(idx, "the indices");
+    SymShape out;
+    for (int64_t i : at) {
+      const int64_t n = static_cast<int64_t>(x->ints->size());
+      KILN_CHECK(i >= -n && i < n, "index ", i, " out of range for size ", n);
+      out.push_back((*x->ints)[static_cast<size_t>(i < 0 ? i + n : i)]);
+    }
+    return one(im.known_ints(out, idx->sizes.empty()));
+  }
+  KILN_CHECK(idx->dtype == DType::i32 || idx->dtype == DType::i64, "indices must be int32 or int64");
+  V flat;
+  if (idx->data) {
+    const int64_t n = static_dim(im, x, axis, "Gather");
+    std::vector<double> v;
+    for (int64_t i : ints_of(*idx->data)) {
+      KILN_CHECK(i >= -n && i < n, "index ", i, " out of range for dim ", axis, " of size ", n);
+      v.push_back(static_cast<double>(i < 0 ? i + n : i));
+    }
+    flat = im.constant(make_tensor(DType::i64, {static_cast<int64_t>(v.size())}, v));
+  } else {
+    // Negative indices count from the end.
+    V i = im.cast(idx, DType::i64);
+    const SymInt& n = x->sizes[static_cast<size_t>(axis)];
+    const V nv = n.is_static() ? im.scalar(static_cast<double>(n.hint()), DType::i64)
+                               : im.scalar(static_cast<double>(static_dim(im, x, axis, "Gather")), DType::i64);
+    i = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, nv), i);
+    flat = im.reshape(i, {shape_numel(idx->sizes)});
+  }
+  V r = im.op(O::index_select, {x, flat}, {axis});
+  SymShape out(x->sizes.begin(), x->sizes.begin() + axis);
+  out.insert(out.end(), idx->sizes.begin(), idx->sizes.end());
+  out.insert(out.end(), x->sizes.begin() + axis + 1, x->sizes.end());
+  return one(im.reshape(r, out));
+}
+
+std::vector<V> shape_op(NodeCtx& c) {
+  const V& x = c.input(0);
+  const int64_t r = rank_of(x);
+  int64_t start = c.i("start", 0), end = c.i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, 0, r);
+  SymShape s;
+  for (int64_t d = start; d < end; ++d) s.push_back(x->sizes[static_cast<size_t>(d)]);
+  return one(c.im.known_ints(s, false));
+}
+
+std::vector<V> size_op(NodeCtx& c) { return one(c.im.known_ints({shape_numel(c.input(0)->sizes)}, true)); }
+
+std::vector<V> tile_op(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const std::vector<int64_t> reps = im.static_ints(c.input(1), "the repeats input");
+  KILN_CHECK(static_cast<int64_t>(reps.size()) == rank_of(x), "repeats has ", reps.size(), " entries for rank ",
+             rank_of(x));
+  SymShape inter, big, out;
+  for (size_t d = 0; d < reps.size(); ++d) {
+    KILN_CHECK(reps[d] >= 0, "repeat ", reps[d], " is negative");
+    inter.push_back(1);
+    inter.push_back(x->sizes[d]);
+    big.push_back(reps[d]);
+    big.push_back(x->sizes[d]);
+    out.push_back(x->sizes[d] * SymInt(reps[d]));
+  }
+  const V e = im.op(O::expand, {im.reshape(x, inter)}, {big});
+  return one(im.reshape(e, out));
+}
+
+// Indices of a padded dim of size n: reflect or edge.
+std::vector<double> pad_indices(int64_t n, int64_t before, int64_t after, bool reflect) {
+  std::vector<double> idx;
+  for (int64_t i = -before; i < n + after; ++i) {
+    int64_t j = i;
+    if (reflect) {
+      KILN_CHECK(n >= 2 || (before == 0 && after == 0), "reflect padding needs a dim of size >= 2");
+      const int64_t period = 2 * (n - 1);
+      j = ((j % period) + period) % period;
+      if (j >= n) j = period - j;
+    } else {
+      j = std::clamp<int64_t>(j, 0, n - 1);
+    }
+    idx.push_back(static_cast<double>(j));
+  }
+  return idx;
+}
+
+std::vector<V> pad_op(NodeCtx& c) {
+  Importer& im = c.im;
+  V x = c.input(0);
+  const int64_t r = rank_of(x);
+  const std::string mode = c.s("mode", "constant");
+  std::vector<int64_t> pads = c.opset < 11 ? c.ints("pads") : im.static_ints(c.input(1), "the pads input");
+  double value = c.opset < 11 ? c.f("value", 0) : 0;
+  if (c.opset >= 11 && c.present(2)) {
+    const std::vector<double> v = im.static_doubles(c.input(2), "the constant_value input");
+    KILN_CHECK(v.size() == 1, "constant_value must hold one element");
+    value = v[0];
+  }
+  std::vector<int64_t> axes;
+  if (c.present(3)) axes = norm_axes(im.static_ints(c.input(3), "the axes input"), r);
+  else
+    for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+  KILN_CHECK(pads.size() == 2 * axes.size(), "pads has ", pads.size(), " entries, expected ", 2 * axes.size());
+  const size_t na = axes.size();
+  if (mode == "constant") {
+    std::vector<int64_t> kp(static_cast<size_t>(2 * r), 0);  // last dim first
+    for (size_t k = 0; k < na; ++k) {
+      const size_t slot = static_cast<size_t>(r - 1 - axes[k]);
+      kp[2 * slot] = pads[k];
+      kp[2 * slot + 1] = pads[k + na];
+    }
+    return one(im.op(O::pad, {x}, {kp, value}));
+  }
+  KILN_CHECK(mode == "reflect" || mode == "edge", "pad mode '", mode, "' is not supported");
+  for (size_t k = 0; k < na; ++k) {
+    if (pads[k] == 0 && pads[k + na] == 0) continue;
+    KILN_CHECK(pads[k] >= 0 && pads[k + na] >= 0, "negative pads are supported in constant mode only");
+    const int64_t n = static_dim(im, x, axes[k], "Pad");
+    const std::vector<double> idx = pad_indices(n, pads[k], pads[k + na], mode == "reflect");
+    x = im.op(O::index_select, {x, im.constant(make_tensor(DType::i64, {static_cast<int64_t>(idx.size())}, idx))},
+              {axes[k]});
+  }
+  return one(x);
+}
+
+std::vector<V> constant_op(NodeCtx& c) {
+  const auto* a = c.node.attribute_size() == 1 ? &c.node.attribute(0) : nullptr;
+  KILN_CHECK(a, "a Constant node has exactly one attribute");
+  const std::string& n = a->name();
+  if (n == "value") return one(c.im.constant(tensor_from_proto(a->t(), c.im.base_dir())));
+  if (n == "value_float") return one(c.im.scalar(a->f(), DType::f32));
+  if (n == "value_int") return one(c.im.scalar(static_cast<double>(a->i()), DType::i64));
+  if (n == "value_floats") {
+    std::vector<double> v(a->floats().begin(), a->floats().end());
+    return one(c.im.constant(make_tensor(DType::f32, {static_cast<int64_t>(v.size())}, v)));
+  }
+  if (n == "value_ints") {
+    std::vector<double> v(a->ints().begin(), a->ints().end());
+    return one(c.im.constant(make_tensor(DType::i64, {static_cast<int64_t>(v.size())}, v)));
+  }
+  fail("Constant with attribute '", n, "' is not supported (strings and sparse tensors are not)");
+}
+
+std::vector<V> constant_of_shape(NodeCtx& c) {
+  Importer& im = c.im;
+  const SymShape shape = im.sym_ints(c.input(0), "the shape input");
+  DType t = DType::f32;
+  double value = 0;
+  if (const auto* a = c.attr("value")) {
+    const TensorData v = tensor_from_proto(a->t(), "");
+    KILN_CHECK(v.numel() == 1, "value must hold one element");
+    t = v.dtype;
+    value = doubles_of(v)[0];
+  }
+  if (shape_is_static(shape)) {
+    std::vector<int64_t> s = shape_hints(shape);
+    int64_t n = 1;
+    for (int64_t x : s) n *= x;
+    KILN_CHECK(n <= (int64_t{1} << 28), "the constant of shape ", shape_str(shape), " is too large");
+    return one(im.constant(make_tensor(t, s, {value})));
+  }
+  return one(im.op(O::full, {}, {shape, value, t}));
+}
+
+std::vector<V> range_op(NodeCtx& c) {
+  const V& s = c.input(0);
+  const double start = c.im.static_doubles(s, "start").at(0), limit = c.im.static_doubles(c.input(1), "limit").at(0),
+               delta = c.im.static_doubles(c.input(2), "delta").at(0);
+  KILN_CHECK(delta != 0, "delta must not be 0");
+  const double n = std::max(std::ceil((limit - start) / delta), 0.0);
+  KILN_CHECK(n < (1 << 28), "the range has too many elements (", n, ")");
+  std::vector<double> v;
+  for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) v.push_back(start + static_cast<double>(k) * delta);
+  return one(c.im.constant(make_tensor(s->dtype, {static_cast<int64_t>(n)}, v)));
+}
+
+std::vector<V> identity(NodeCtx& c) { return one(c.input(0)); }
+
+std::vector<V> dropout(NodeCtx& c) {
+  if (c.present(2)) {
+    KILN_CHECK(c.im.static_doubles(c.input(2), "training_mode").at(0) == 0,
+               "training_mode true (random dropout) is not supported");
+  }
+  std::vector<V> out{c.input(0)};
+  if (c.node.output_size() > 1) {
+    std::vector<int64_t> s = static_sizes(c.im, c.input(0), "Dropout");
+    out.push_back(c.im.constant(make_tensor(DType::bool_, s, {1})));
+  }
+  return out;
+}
+
+std::vector<V> where_op(NodeCtx& c) {
+  return one(c.im.cast(where(c.im, c.input(0), c.input(1), c.input(2)), c.input(1)->dtype));
+}
+
+std::vector<V> eye_like(NodeCtx& c) {
+  const V& x = c.input(0);
+  const std::vector<int64_t> s = static_sizes(c.im, x, "EyeLike");
+  KILN_CHECK(s.size() == 2, "input must be 2-D");
+  const DType t = c.has("dtype") ? dtype_of(static_cast<int32_t>(c.i("dtype", 1)), "dtype") : x->dtype;
+  const int64_t k = c.i("k", 0);
+  std::vector<double> v(static_cast<size_t>(s[0] * s[1]), 0);
+  for (int64_t i = 0; i < s[0]; ++i)
+    if (i + k >= 0 && i + k < s[1]) v[static_cast<size_t>(i * s[1] + i + k)] = 1;
+  return one(c.im.constant(make_tensor(t, s, v)));
+}
+
+std::vector<V> trilu(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  KILN_CHECK(rank_of(x) >= 2, "input must have rank >= 2");
+  const int64_t k = c.present(1) ? im.static_ints(c.input(1), "k").at(0) : 0;
+  const bool upper = c.i("upper", 1) != 0;
+  const int64_t rows = static_dim(im, x, rank_of(x) - 2, "Trilu"), cols = static_dim(im, x, rank_of(x) - 1, "Trilu");
+  std::vector<double> m(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) m[static_cast<size_t>(i * cols + j)] = upper ? (j - i >= k) : (j - i <= k);
+  const V mask = im.constant(make_tensor(DType::bool_, {rows, cols}, m));
+  return one(where(im, mask, x, sc(c, 0, x)));
+}
+
+std::vector<V> one_hot(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& idx = c.input(0);
+  const V& values = c.input(2);
+  const int64_t depth = static_cast<int64_t>(im.static_doubles(c.input(1), "depth").at(0));
+  KILN_CHECK(depth > 0, "depth must be positive");
+  const int64_t r = rank_of(idx) + 1;
+  const int64_t axis = norm_axis(c.i("axis", -1), r);
+  V i = im.cast(idx, DType::i64);
+  i = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, im.scalar(static_cast<double>(depth), DType::i64)), i);
+  i = im.unsqueeze(i, axis);
+  std::vector<double> ar(static_cast<size_t>(depth));
+  std::iota(ar.begin(), ar.end(), 0.0);
+  std::vector<int64_t> shape(static_cast<size_t>(r), 1);
+  shape[static_cast<size_t>(axis)] = depth;
+  const V range = im.constant(make_tensor(DType::i64, shape, ar));
+  const V off = im.slice(values, 0, 0, 1), on = im.slice(values, 0, 1, 2);
+  const V offs = im.reshape(off, {}), ons = im.reshape(on, {});
+  return one(im.cast(where(im, im.op(O::eq, {i, range}), ons, offs), values->dtype));
+}
+
+std::vector<V> cumsum(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const int64_t axis = norm_axis(im.static_ints(c.input(1), "the axis input").at(0), rank_of(x));
+  const bool exclusive = c.i("exclusive", 0) != 0, reverse = c.i("reverse", 0) != 0;
+  const int64_t n = static_dim(im, x, axis, "CumSum");
+  // out[j] = sum_i x[i] * T[i][j]: a matmul over the axis moved last.
+  std::vector<double> t(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const bool in = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
+      t[static_cast<size_t>(i * n + j)] = in;
+    }
+  const DType ct = is_floating(x->dtype) ? x->dtype : DType::f64;
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank_of(x); ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  std::vector<int64_t> inv(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
+  const V moved = im.permute(im.cast(x, ct), perm);
+  const V y = im.op(O::matmul, {moved, im.constant(make_tensor(ct, {n, n}, t))});
+  return one(im.cast(im.permute(y, inv), x->dtype));
+}
+
+std::vector<V> depth_to_space(NodeCtx& c, bool to_space) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const std::vector<int64_t> s = static_sizes(im, x, "DepthToSpace");
+  KILN_CHECK(s.size() == 4, "input must be 4-D");
+  const int64_t b = c.i("blocksize", 0);
+  KILN_CHECK(b > 0, "blocksize must be positive");
+  const int64_t n = s[0], ch = s[1], h = s[2], w = s[3];
+  if (to_space) {
+    KILN_CHECK(ch % (b * b) == 0, "channels ", ch, " not divisible by blocksize^2");
+    const bool crd = c.s("mode", "DCR") == "CRD";
+    V t = crd ? im.reshape(x, {n, ch / (b * b), b, b, h, w}) : im.reshape(x, {n, b, b, ch / (b * b), h, w});
+    t = crd ? im.permute(t, {0, 1, 4, 2, 5, 3}) : im.permute(t, {0, 3, 4, 1, 5, 2});
+    return one(im.reshape(t, {n, ch / (b * b), h * b, w * b}));
+  }
+  KILN_CHECK(h % b == 0 && w % b == 0, "spatial dims not divisible by blocksize");
+  V t = im.reshape(x, {n, ch, h / b, b, w / b, b});
+  t = im.permute(t, {0, 3, 5, 1, 2, 4});
+  return one(im.reshape(t, {n, ch * b * b, h / b, w / b}));
+}
+
+// ---- matmul, conv, pooling ---------------------------------------------------------------
+
+std::vector<V> gemm(NodeCtx& c) {
+  Importer& im = c.im;
+  V a = c.input(0), b = c.input(1);
+  KILN_CHECK(rank_of(a) == 2 && rank_of(b) == 2, "A and B must be 2-D");
+  if (c.i("transA", 0)) a = im.permute(a, {1, 0});
+  if (c.i("transB", 0)) b = im.permute(b, {1, 0});
+  V y = im.op(O::matmul, {a, b});
+  const double alpha = c.f("alpha", 1.0), beta = c.f("beta", 1.0);
+  if (alpha != 1.0) y = im.mul(y, sc(c, alpha, y));
+  if (c.present(2)) {
+    V cc = c.input(2);
+    if (beta != 1.0) cc = im.mul(cc, sc(c, beta, cc));
+    y = im.add(y, cc);
+  }
+  return one(im.cast(y, c.input(0)->dtype));
+}
+
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, out;
+  std::vector<int64_t> extra_end;  // of pads_end: what ceil_mode adds past the given pads
+};
+
+// Output sizes and padding of a convolution or pooling window over spatial sizes `in`.
+Window window(NodeCtx& c, const std::vector<int64_t>& in, std::vector<int64_t> kernel, bool ceil_mode) {
+  const size_t n = in.size();
+  Window w;
+  w.kernel = std::move(kernel);
+  KILN_CHECK(w.kernel.size() == n, "kernel has ", w.kernel.size(), " dims for ", n, " spatial dims");
+  w.strides = c.ints("strides");
+  if (w.strides.empty()) w.strides.assign(n, 1);
+  w.dilations = c.ints("dilations");
+  if (w.dilations.empty()) w.dilations.assign(n, 1);
+  KILN_CHECK(w.strides.size() == n && w.dilations.size() == n, "strides and dilations need ", n, " entries");
+  std::vector<int64_t> pads = c.ints("pads");
+  const std::string auto_pad = c.s("auto_pad", "NOTSET");
+  if (pads.empty()) pads.assign(2 * n, 0);
+  KILN_CHECK(pads.size() == 2 * n, "pads needs ", 2 * n, " entries");
+  for (size_t k = 0; k < n; ++k) {
+    KILN_CHECK(w.kernel[k] >= 1 && w.strides[k] >= 1 && w.dilations[k] >= 1,
+               "kernel sizes, strides and dilations must be positive");
+    const int64_t span = (w.kernel[k] - 1) * w.dilations[k] + 1;
+    int64_t pb = pads[k], pe = pads[k + n];
+    KILN_CHECK(pb >= 0 && pe >= 0, "pads must not be negative");
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t o = (in[k] + w.strides[k] - 1) / w.strides[k];
+      const int64_t total = std::max<int64_t>((o - 1) * w.strides[k] + span - in[k], 0);
+      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe = total - pb;
+    } else if (auto_pad == "VALID") {
+      pb = pe = 0;
+    } else {
+      KILN_CHECK(auto_pad == "NOTSET", "auto_pad '", auto_pad, "' is not supported");
+    }
+    const int64_t room = in[k] + pb + pe - span;
+    KILN_CHECK(room >= 0, "the window (", span, ") is larger than the padded input (", in[k] + pb + pe, ")");
+    int64_t o = (ceil_mode ? (room + w.strides[k] - 1) / w.strides[k] : room / w.strides[k]) + 1;
+    if (ceil_mode && (o - 1) * w.strides[k] >= in[k] + pb) --o;  // the last window must start inside
+    // Windows running past the end (ceil_mode) read padding too.
+    const int64_t need = std::max(pe, (o - 1) * w.strides[k] + span - in[k] - pb);
+    w.extra_end.push_back(need - pe);
+    pe = need;
+    w.pads_begin.push_back(pb);
+    w.pads_end.push_back(pe);
+    w.out.push_back(o);
+  }
+  return w;
+}
+
+// [N, C, *S] -> [N, C, P, *O]: the P = prod(kernel) strided windows, padded with `fill`.
+V patches(Importer& im, const V& x, const Window& w, double fill) {
+  const size_t n = w.kernel.size();
+  std::vector<int64_t> kp;  // last dim first
+  for (size_t k = n; k-- > 0;) {
+    kp.push_back(w.pads_begin[k]);
+    kp.push_back(w.pads_end[k]);
+  }
+  bool any = false;
+  for (int64_t p : kp) any = any || p != 0;
+  const V xp = any ? im.op(O::pad, {x}, {kp, fill}) : x;
+  std::vector<V> cols;
+  std::vector<int64_t> pos(n, 0);
+  for (;;) {
+    V p = xp;
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t s = pos[k] * w.dilations[k];
+      p = im.slice(p, static_cast<int64_t>(2 + k), s, s + (w.out[k] - 1) * w.strides[k] + 1, w.strides[k]);
+    }
+    cols.push_back(im.unsqueeze(p, 2));
+    size_t k = n;
+    while (k > 0 && ++pos[k - 1] == w.kernel[k - 1]) pos[--k] = 0;
+    if (k == 0) break;
+  }
+  return cols.size() == 1 ? cols[0] : im.op(O::cat, cols, {int64_t{2}});
+}
+
+std::vector<V> conv(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const V& wt = c.input(1);
+  KILN_CHECK(rank_of(x) >= 3 && rank_of(wt) == rank_of(x), "X and W must have the same rank >= 3");
+  const std::vector<int64_t> xs = static_sizes(im, x, "Conv"), ws = static_sizes(im, wt, "Conv");
+  const int64_t group = c.i("group", 1);
+  const int64_t ch = xs[1], m = ws[0];
+  KILN_CHECK(group >= 1 && ch % group == 0 && m % group == 0 && ws[1] * group == ch, "W shape [", m, ", ", ws[1],
+             ", ...] does not match ", ch, " input channels in ", group, " groups");
+  std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  if (c.has("kernel_shape")) KILN_CHECK(c.ints("kernel_shape") == kernel, "kernel_shape does not match W");
+  const Window w = window(c, std::vector<int64_t>(xs.begin() + 2, xs.end()), kernel, false);
+  const V cols = patches(im, x, w, 0);  // [N, C, P, *O]
+  int64_t p = 1, l = 1;
+  for (int64_t k : kernel) p *= k;
+  for (int64_t o : w.out) l *= o;
+  const SymInt nb = x->sizes[0];
+  const V a = im.reshape(cols, {nb, group, ch / group * p, l});
+  const V b = im.reshape(wt, {group, m / group, ch / group * p});
+  V y = im.op(O::matmul, {b, a});  // [N, g, M/g, L]
+  SymShape out{nb, m};
+  for (int64_t o : w.out) out.push_back(o);
+  y = im.reshape(y, out);
+  if (c.present(2)) {
+    SymShape bs{m};
+    for (size_t k = 0; k < kernel.size(); ++k) bs.push_back(1);
+    y = im.add(y, im.reshape(c.input(2), bs));
+  }
+  return one(im.cast(y, x->dtype));
+}
+
+std::vector<V> pool(NodeCtx& c, bool is_max) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  KILN_CHECK(rank_of(x) >= 3, "X must have rank >= 3");
+  KILN_CHECK(c.outputs() == 1, "the Indices output is not supported");
+  KILN_CHECK(c.i("storage_order", 0) == 0, "storage_order 1 is not supported");
+  const std::vector<int64_t> xs = static_sizes(im, x, is_max ? "MaxPool" : "AveragePool");
+  const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
+  const Window w = window(c, spatial, c.ints("kernel_shape"), c.i("ceil_mode", 0) != 0);
+  const V cols = patches(im, x, w, is_max ? -kInf : 0);
+  if (is_max) return one(im.reduce(O::max, cols, {2}, false));
+  const V sum = im.reduce(O::sum, cols, {2}, false);
+  // The divisor counts the window's elements inside the input, or inside input and explicit
+  // pads with count_include_pad; a ones tensor pooled the same way gives it (folded here).
+  std::vector<int64_t> ones_shape{1, 1};
+  ones_shape.insert(ones_shape.end(), spatial.begin(), spatial.end());
+  V ones = im.constant(make_tensor(x->dtype, ones_shape, {1}));
+  Window wd = w;
+  if (c.i("count_include_pad", 0) != 0) {
+    // The explicit (or automatic) pads count; what ceil_mode adds past them does not.
+    std::vector<int64_t> kp;
+    const size_t n = spatial.size();
+    for (size_t k = n; k-- > 0;) {
+      kp.push_back(w.pads_begin[k]);
+      kp.push_back(w.pads_end[k] - w.extra_end[k]);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      wd.pads_begin[k] = 0;
+      wd.pads_end[k] = w.extra_end[k];
+    }
+    ones = im.op(O::pad, {ones}, {kp, 1.0});
+  }
+  const V count = im.reduce(O::sum, patches(im, ones, wd, 0), {2}, false);
+  return one(im.cast(im.div(sum, count), x->dtype));
+}
+
+std::vector<V> global_pool(NodeCtx& c, bool is_max) {
+  const V& x = c.input(0);
+  std::vector<int64_t> dims;
+  for (int64_t d = 2; d < rank_of(x); ++d) dims.push_back(d);
+  return one(c.im.reduce(is_max ? O::max : O::mean, x, dims, true));
+}
+
+// ---- normalisation -----------------------------------------------------------------------
+
+// Softmax-like ops: opset < 13 coerces the input to 2-D at `axis` (default 1).
+std::vector<V> softmax_like(NodeCtx& c, const std::string& kind) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const int64_t r = rank_of(x);
+  auto apply = [&](const V& v, int64_t axis) -> V {
+    if (kind == "Softmax") return im.op(O::softmax, {v}, {axis});
+    if (kind == "LogSoftmax") return im.op(O::log_softmax, {v}, {axis});
+    // Hardmax: one at the first maximum.
+    const V i = im.op(O::argmax, {v}, {std::vector<int64_t>{axis}, true});
+    const int64_t n = static_dim(im, v, axis, "Hardmax");
+    std::vector<int64_t> shape(static_cast<size_t>(rank_of(v)), 1);
+    shape[static_cast<size_t>(axis)] = n;
+    std::vector<double> ar(static_cast<size_t>(n));
+    std::iota(ar.begin(), ar.end(), 0.0);
+    return im.cast(im.op(O::eq, {i, im.constant(make_tensor(DType::i64, shape, ar))}), v->dtype);
+  };
+  if (r == 0) return one(apply(im.reshape(x, {1}), 0));
+  if (c.opset >= 13) return one(im.cast(apply(x, norm_axis(c.i("axis", -1), r)), x->dtype));
+  int64_t axis = c.i("axis", 1);
+  KILN_CHECK(axis >= -r && axis <= r, "axis ", axis, " out of range for rank ", r);
+  if (axis < 0) axis += r;
+  SymInt a = 1, b = 1;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? a : b) = (d < axis ? a : b) * x->sizes[static_cast<size_t>(d)];
+  const V y = apply(im.reshape(x, {a, b}), 1);
+  return one(im.cast(im.reshape(y, x->sizes), x->dtype));
+}
+
+std::vector<V> layer_norm(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const int64_t r = rank_of(x);
+  const int64_t axis = norm_axis(c.i("axis", -1), r);
+  const double eps = c.f("epsilon", 1e-5);
+  KILN_CHECK(c.i("stash_type", 1) == 1, "stash_type other than 1 (float) is not supported");
+  std::vector<int64_t> dims;
+  for (int64_t d = axis; d < r; ++d) dims.push_back(d);
+  const V xf = im.cast(x, is_floating(x->dtype) && x->dtype != DType::f16 && x->dtype != DType::bf16 ? x->dtype
+                                                                                                      : DType::f32);
+  const V mean = im.reduce(O::mean, xf, dims, true);
+  const V d = im.sub(xf, mean);
+  const V var = im.reduce(O::mean, im.mul(d, d), dims, true);
+  const V inv = im.op(O::rsqrt, {im.add(var, im.scalar(eps, xf->dtype))});
+  V y = im.mul(d, inv);
+  y = im.mul(y, c.input(1));
+  if (c.present(2)) y = im.add(y, c.input(2));
+  return {im.cast(y, x->dtype), mean, inv};
+}
+
+// Per-channel parameters [C] broadcast against [N, C, *S].
+V channel(Importer& im, const V& p, int64_t rank) {
+  SymShape s{p->sizes.at(0)};
+  for (int64_t d = 2; d < rank; ++d) s.push_back(1);
+  return im.reshape(p, s);
+}
+
+std::vector<V> batch_norm(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  KILN_CHECK(c.i("training_mode", 0) == 0 && c.outputs() == 1, "training mode is not supported");
+  const int64_t r = rank_of(x);
+  KILN_CHECK(r >= 2, "X must have rank >= 2");
+  const double eps = c.f("epsilon", 1e-5);
+  const V scale = channel(im, c.input(1), r), bias = channel(im, c.input(2), r);
+  const V mean = channel(im, c.input(3), r), var = channel(im, c.input(4), r);
+  const V inv = im.op(O::rsqrt, {im.add(var, sc(c, eps, var))});
+  return one(im.cast(im.add(im.mul(im.mul(im.sub(x, mean), inv), scale), bias), x->dtype));
+}
+
+std::vector<V> instance_norm(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const int64_t r = rank_of(x);
+  KILN_CHECK(r >= 3, "input must have rank >= 3");
+  std::vector<int64_t> dims;
+  for (int64_t d = 2; d < r; ++d) dims.push_back(d);
+  const V mean = im.reduce(O::mean, x, dims, true);
+  const V d = im.sub(x, mean);
+  const V var = im.reduce(O::mean, im.mul(d, d), dims, true);
+  const V y = im.mul(d, im.op(O::rsqrt, {im.add(var, sc(c, c.f("epsilon", 1e-5), x))}));
+  return one(im.cast(im.add(im.mul(y, channel(im, c.input(1), r)), channel(im, c.input(2), r)), x->dtype));
+}
+
+std::vector<V> lp_norm(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const int64_t axis = norm_axis(c.i("axis", -1), rank_of(x));
+  const int64_t p = c.i("p", 2);
+  KILN_CHECK(p == 1 || p == 2, "p must be 1 or 2");
+  const V n = p == 1 ? im.reduce(O::sum, im.op(O::abs, {x}), {axis}, true)
+                     : im.op(O::sqrt, {im.reduce(O::sum, im.mul(x, x), {axis}, true)});
+  return one(im.cast(im.div(x, n), x->dtype));
+}
+
+std::vector<V> mvn(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  std::vector<int64_t> axes = c.ints("axes");
+  if (axes.empty()) axes = {0, 2, 3};
+  axes = norm_axes(axes, rank_of(x));
+  const V mean = im.reduce(O::mean, x, axes, true);
+  const V d = im.sub(x, mean);
+  const V var = im.reduce(O::mean, im.mul(d, d), axes, true);
+  return one(im.cast(im.div(d, im.add(im.op(O::sqrt, {var}), sc(c, 1e-9, x))), x->dtype));
+}
+
+std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }
+
+std::map<std::string, Converter> build() {
+  std::map<std::string, Converter> m;
+  const std::pair<const char*, O> unaries[] = {
+      {"Abs", O::abs},       {"Neg", O::neg},         {"Exp", O::exp},   {"Log", O::log},
+      {"Sqrt", O::sqrt},     {"Reciprocal", O::reciprocal}, {"Sin", O::sin}, {"Cos", O::cos},
+      {"Tanh", O::tanh},     {"Sigmoid", O::sigmoid}, {"Relu", O::relu}, {"Erf", O::erf},
+      {"Floor", O::floor},   {"Ceil", O::ceil},       {"Round", O::round}, {"Sign", O::sign},
+      {"Not", O::logical_not}, {"IsNaN", O::isnan},
+  };
+  for (const auto& [name, op] : unaries) m[name] = unary(op);
+  const std::pair<const char*, O> binaries[] = {
+      {"Add", O::add}, {"Sub", O::sub}, {"Mul", O::mul}, {"Pow", O::pow},
+  };
+  for (const auto& [name, op] : binaries) m[name] = binary(op);
+  const std::pair<const char*, O> compares[] = {
+      {"Equal", O::eq}, {"Less", O::lt}, {"LessOrEqual", O::le}, {"Greater", O::gt}, {"GreaterOrEqual", O::ge},
+      {"And", O::logical_and}, {"Or", O::logical_or}, {"Xor", O::ne},
+  };
+  for (const auto& [name, op] : compares) m[name] = binary(op, false);
+  m["Div"] = div_op;
+  m["Mod"] = mod_op;
+  m["Max"] = [](NodeCtx& c) { return variadic(c, O::maximum); };
+  m["Min"] = [](NodeCtx& c) { return variadic(c, O::minimum); };
+  m["Sum"] = [](NodeCtx& c) { return variadic(c, O::add); };
+  m["Mean"] = mean_op;
+  m["Clip"] = clip_op;
+  m["Cast"] = cast_op;
+  m["CastLike"] = [](NodeCtx& c) { return one(c.im.cast(c.input(0), c.input(1)->dtype)); };
+  m["Where"] = where_op;
+  m["Elu"] = elu;
+  m["Selu"] = selu;
+  m["LeakyRelu"] = leaky_relu;
+  m["PRelu"] = prelu;
+  m["ThresholdedRelu"] = thresholded_relu;
+  m["HardSigmoid"] = hard_sigmoid;
+  m["HardSwish"] = hard_swish;
+  m["Softplus"] = [](NodeCtx& c) { return one(softplus(c.im, c.input(0))); };
+  m["Softsign"] = [](NodeCtx& c) {
+    const V& x = c.input(0);
+    return one(c.im.div(x, c.im.add(c.im.op(O::abs, {x}), sc(c, 1, x))));
+  };
+  m["Mish"] = [](NodeCtx& c) {
+    const V& x = c.input(0);
+    return one(c.im.mul(x, c.im.op(O::tanh, {softplus(c.im, x)})));
+  };
+  m["Celu"] = celu;
+  m["Shrink"] = shrink;
+  m["IsInf"] = is_inf;
+  for (const char* h : {"Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tan"})
+    m[h] = [name = std::string(h)](NodeCtx& c) { return hyperbolic(c, name); };
+  for (const char* r : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+                        "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
+    m[r] = [name = std::string(r)](NodeCtx& c) { return reduce_op(c, name); };
+  m["ArgMax"] = [](NodeCtx& c) { return arg_op(c, O::argmax); };
+  m["ArgMin"] = [](NodeCtx& c) { return arg_op(c, O::argmin); };
+  m["Reshape"] = reshape_op;
+  m["Flatten"] = flatten_op;
+  m["Transpose"] = transpose_op;
+  m["Squeeze"] = squeeze_op;
+  m["Unsqueeze"] = unsqueeze_op;
+  m["Expand"] = expand_op;
+  m["Concat"] = concat_op;
+  m["Split"] = split_op;
+  m["Slice"] = slice_op;
+  m["Gather"] = gather_op;
+  m["Shape"] = shape_op;
+  m["Size"] = size_op;
+  m["Tile"] = tile_op;
+  m["Pad"] = pad_op;
+  m["Constant"] = constant_op;
+  m["ConstantOfShape"] = constant_of_shape;
+  m["Range"] = range_op;
+  m["Identity"] = identity;
+  m["Dropout"] = dropout;
+  m["EyeLike"] = eye_like;
+  m["Trilu"] = trilu;
+  m["OneHot"] = one_hot;
+  m["CumSum"] = cumsum;
+  m["DepthToSpace"] = [](NodeCtx& c) { return depth_to_space(c, true); };
+  m["SpaceToDepth"] = [](NodeCtx& c) { return depth_to_space(c, false); };
+  m["MatMul"] = matmul_op;
+  m["Gemm"] = gemm;
+  m["Conv"] = conv;
+  m["MaxPool"] = [](NodeCtx& c) { return pool(c, true); };
+  m["AveragePool"] = [](NodeCtx& c) { return pool(c, false); };
+  m["GlobalMaxPool"] = [](NodeCtx& c) { return global_pool(c, true); };
+  m["GlobalAveragePool"] = [](NodeCtx& c) { return global_pool(c, false); };
+  for (const char* s : {"Softmax", "LogSoftmax", "Hardmax"})
+    m[s] = [name = std::string(s)](NodeCtx& c) { return softmax_like(c, name); };
+  m["LayerNormalization"] = layer_norm;
+  m["BatchNormalization"] = batch_norm;
+  m["InstanceNormalization"] = instance_norm;
+  m["LpNormalization"] = lp_norm;
+  m["MeanVarianceNormalization"] = mvn;
+  return m;
+}
+
+const std::map<std::string, Converter>& table() {
+  static const std::map<std::string, Converter> t = build();
+  return t;
+}
+
+}  // namespace
+
+const Converter* find_converter(const std::string& op_type) {
+  const auto it = table().find(op_type);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : table()) out.push_back(k);
+  return out;
+}
+
+}  // namespace kiln::onnx::detail

@@ -1,5 +1,10 @@
 // kiln cache ls|stats|clear|export FILE|import FILE|bench: the on-disk compile cache
 // (docs/cache.md).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +39,9 @@ const char* kDetails =
     "                 nothing and says why (exit status 1)\n"
     "  bench          time to the first result of each suite workload in a fresh process, with an\n"
     "                 empty cache directory (cold) and then the one the cold run filled (warm); the\n"
-    "                 warm run is also checked to compile nothing (assert_no_compile)\n"
+    "                 warm run is also checked to compile nothing (assert_no_compile); with\n"
+    "                 redis-server installed, also from Redis alone (an empty directory, the\n"
+    "                 bench's own server holding what the cold run wrote)\n"
     "The directory is cache_dir (KILN_CACHE_DIR), else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.";
 
 std::string read_file(const std::string& path) {
@@ -104,6 +111,65 @@ double logged_ms(const std::string& out, const std::string& what) {
   return total;
 }
 
+// A redis-server of the bench's own on a free loopback port, for the warm-remote column; stopped
+// by the destructor. port == 0: none (redis-server is not installed or did not start).
+struct OwnRedis {
+  pid_t pid = 0;
+  int port = 0;
+  OwnRedis() {
+    std::string exe;
+    for (const char* p : {"/usr/bin/redis-server", "/usr/local/bin/redis-server"})
+      if (std::filesystem::exists(p)) exe = p;
+    if (exe.empty()) return;
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ::close(s);
+      return;
+    }
+    ::close(s);
+    const int p = ntohs(a.sin_port);
+    pid = ::fork();
+    KILN_CHECK(pid >= 0, "cache bench: cannot fork");
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      const std::string port = std::to_string(p);
+      ::execl(exe.c_str(), exe.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+              "no", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 300 && !port; ++i) {  // up to 3 s for it to listen
+      const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+      a.sin_port = htons(static_cast<uint16_t>(p));
+      if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) port = p;
+      ::close(c);
+      if (!port) ::usleep(10000);
+    }
+  }
+  ~OwnRedis() {
+    if (!pid) return;
+    ::kill(pid, SIGTERM);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+  }
+};
+
+// How many "cpu plan KEY: <what> in" lines of KILN_LOGS=cache `out` holds (graphs and eager kernels).
+int logged_count(const std::string& out, const std::string& what) {
+  int n = 0;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("[kiln:cache] cpu plan ", 0) == 0 && line.find(": " + what + " in ") != std::string::npos) ++n;
+  return n;
+}
+
 // The child of `kiln cache bench`: one workload's first call, timed from before the compiled
 // function exists to its result; prints "first_ms <ms> output <hash> run_ms <ms>".
 int bench_one(const std::string& name, bool small) {
@@ -135,51 +201,112 @@ int bench_one(const std::string& name, bool small) {
 
 int bench(const ParsedArgs& a) {
   const bool small = a.has("--small");
+  const int repeat = a.has("--repeat") ? std::stoi(a.get("--repeat")) : 3;
+  KILN_CHECK(repeat >= 1, "kiln cache bench: --repeat must be at least 1, but got ", repeat);
   const auto only = a.has("--only") ? split(a.get("--only")) : std::vector<std::string>{};
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / ("kiln-cache-bench-" + std::to_string(::getpid()));
-  std::cout << "ms; cold/warm: time to the first result in a fresh process (trace, passes, compile or cache\n"
-               "hit, one run on fresh memory); run: a later call; compile/hit: the compiles of the cold process\n"
-               "and the cache hits (key, read, decode, check, link) of the warm one, all its graphs\n";
-  std::cout << std::left << std::setw(18) << "workload" << std::right << std::setw(10) << "cold" << std::setw(10)
-            << "warm" << std::setw(10) << "run" << std::setw(12) << "compile" << std::setw(10) << "hit"
-            << std::setw(10) << "ratio" << "  warm compiles nothing\n";
+  // The warm-remote column: a Redis server of our own (flushed per workload, so each remote
+  // run finds only what that workload's cold run wrote).
+  OwnRedis redis;
+  std::cout << "ms; cold/warm/remote: time to the first result in a fresh process (trace, passes, compile or\n"
+               "cache hit, one run on fresh memory) with an empty cache, the cache directory the cold run\n"
+               "filled, and an empty directory with Redis holding what the cold run wrote (remote only);\n"
+               "graphs: graphs and eager kernels the warm process took from the cache; run: a later call;\n"
+               "compile: the cold process's compiles; hit/rhit: the cache hits (key, read,\n"
+               "decode, check, link) of the warm and the remote process, all graphs; ratio: compile / hit;\n"
+               "each the fastest of " << repeat << " fresh processes\n";
+  if (!redis.port) std::cout << "(no redis-server installed: no remote column)\n";
+  std::cout << std::left << std::setw(18) << "workload" << std::right << std::setw(7) << "graphs" << std::setw(9) << "cold" << std::setw(8)
+            << "warm" << std::setw(8) << "remote" << std::setw(8) << "run" << std::setw(9) << "compile"
+            << std::setw(7) << "hit" << std::setw(7) << "rhit" << std::setw(8) << "ratio"
+            << "  warm runs compile nothing\n";
   int status = 0;
   for (const bench::Workload& w : bench::suite()) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
-    const std::filesystem::path dir = root / w.name;
+    const std::filesystem::path dir = root / w.name, remote_dir = root / (w.name + ".remote");
     std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(remote_dir);
     std::vector<std::string> argv = {self, "cache", "bench-one", w.name};
     if (small) argv.push_back("--small");
-    const std::vector<std::string> cold_env = {"KILN_CACHE_DIR=" + dir.string(), "KILN_LOGS=cache", "KILN_LOG_FILE="};
+    std::vector<std::string> remote_env;
+    if (redis.port)
+      remote_env = {"KILN_REMOTE_CACHE=1", "KILN_REDIS_HOST=127.0.0.1", "KILN_REDIS_PORT=" + std::to_string(redis.port)};
+    std::vector<std::string> cold_env = {"KILN_CACHE_DIR=" + dir.string(), "KILN_LOGS=cache", "KILN_LOG_FILE="};
+    cold_env.insert(cold_env.end(), remote_env.begin(), remote_env.end());
     const std::vector<std::string> warm_env = {"KILN_CACHE_DIR=" + dir.string(), "KILN_ASSERT_NO_COMPILE=1", "KILN_LOGS=cache",
                                                "KILN_LOG_FILE="};
-    std::string cold_out, warm_out;
-    const int cold_rc = run_child(argv, cold_env, cold_out);
-    const int warm_rc = run_child(argv, warm_env, warm_out);
-    double cold_ms = 0, warm_ms = 0, cold_run = 0, warm_run = 0;
-    std::string cold_hash, warm_hash, word;
-    auto parse = [&](const std::string& out, double& ms, std::string& hash, double& run) {
-      const size_t at = out.find("first_ms ");
-      if (at != std::string::npos) std::istringstream(out.substr(at)) >> word >> ms >> word >> hash >> word >> run;
+    std::vector<std::string> rwarm_env = {"KILN_CACHE_DIR=" + remote_dir.string(), "KILN_ASSERT_NO_COMPILE=1",
+                                          "KILN_LOGS=cache", "KILN_LOG_FILE="};
+    rwarm_env.insert(rwarm_env.end(), remote_env.begin(), remote_env.end());
+    // Each column is the fastest of `repeat` fresh processes (a loaded machine preempts some
+    // runs for a scheduler slice or more); every run is checked. A cold run starts from an empty
+    // directory and an empty Redis; the last one leaves them filled for the warm runs.
+    struct Col {
+      int rc = 0;
+      double ms = 1e300, run = 1e300, logged = 1e300;
+      int count = 0;  // graphs (and eager kernels) compiled or hit
+      std::string hash;
+      bool same = true;
     };
-    parse(cold_out, cold_ms, cold_hash, cold_run);
-    parse(warm_out, warm_ms, warm_hash, warm_run);
-    const double run = std::min(cold_run, warm_run);
-    // Measured inside the processes (KILN_LOGS=cache): the compiles of the cold run, and the
-    // cache hits (key, read, decode, check, link) of the warm one, all graphs together.
-    const double compile = logged_ms(cold_out, "compiled"), hit = logged_ms(warm_out, "cache hit");
+    auto measure = [&](const std::vector<std::string>& env, const std::string& logged_what, bool cold) {
+      Col c;
+      for (int i = 0; i < repeat; ++i) {
+        if (cold) {
+          std::filesystem::remove_all(dir);
+          if (redis.port) {
+            std::string ignored;
+            run_child({"/usr/bin/env", "redis-cli", "-p", std::to_string(redis.port), "FLUSHALL"}, {}, ignored);
+          }
+        }
+        std::string out, word, hash;
+        const int rc = run_child(argv, env, out);
+        double ms = 0, run = 0;
+        const size_t at = out.find("first_ms ");
+        if (at != std::string::npos) std::istringstream(out.substr(at)) >> word >> ms >> word >> hash >> word >> run;
+        if (rc != 0 || hash.empty()) {
+          c.rc = rc != 0 ? rc : 1;
+          break;
+        }
+        if (!c.hash.empty() && hash != c.hash) c.same = false;
+        c.hash = hash;
+        c.ms = std::min(c.ms, ms);
+        c.run = std::min(c.run, run);
+        // Measured inside the process (KILN_LOGS=cache): the compiles of a cold run, the cache
+        // hits (key, read, decode, check, link) of a warm one, all its graphs together.
+        c.logged = std::min(c.logged, logged_ms(out, logged_what));
+        c.count = logged_count(out, logged_what);
+      }
+      return c;
+    };
+    const Col cold = measure(cold_env, "compiled", true);
+    const Col warm = cold.rc == 0 ? measure(warm_env, "cache hit", false) : Col{};
+    const Col rwarm = cold.rc == 0 && redis.port ? measure(rwarm_env, "cache hit", false) : Col{};
+    const int cold_rc = cold.rc, warm_rc = warm.rc, rwarm_rc = rwarm.rc;
+    const std::string &cold_hash = cold.hash, &warm_hash = warm.hash, &rwarm_hash = rwarm.hash;
+    const double cold_ms = cold.ms, warm_ms = warm.ms, rwarm_ms = rwarm.ms;
+    const double run = std::min(cold.run, warm.run);
+    const double compile = cold.logged, hit = warm.logged, rhit = rwarm.logged;
     std::cout << std::left << std::setw(18) << w.name << std::right << std::fixed << std::setprecision(1)
-              << std::setw(10) << cold_ms << std::setw(10) << warm_ms << std::setw(10) << run << std::setw(12)
-              << compile << std::setw(10) << hit << std::setw(9) << (hit > 0 ? compile / hit : 0) << "x  ";
+              << std::setw(7) << warm.count << std::setw(9) << cold_ms << std::setw(8) << warm_ms << std::setw(8);
+    if (redis.port) std::cout << rwarm_ms;
+    else std::cout << "-";
+    std::cout << std::setw(8) << run << std::setw(9) << compile << std::setw(7) << hit << std::setw(7);
+    if (redis.port) std::cout << rhit;
+    else std::cout << "-";
+    std::cout << std::setw(7) << (hit > 0 ? compile / hit : 0) << "x  ";
     if (cold_rc != 0 || cold_hash.empty()) {
       std::cout << "cold run failed (status " << cold_rc << ")\n";
       status = 1;
     } else if (warm_rc != 0 || warm_hash.empty()) {
       std::cout << "NO: the warm run failed (status " << warm_rc << "; it compiled, or broke)\n";
       status = 1;
-    } else if (warm_hash != cold_hash) {
+    } else if (redis.port && (rwarm_rc != 0 || rwarm_hash.empty())) {
+      std::cout << "NO: the remote-only run failed (status " << rwarm_rc << "; it compiled, or broke)\n";
+      status = 1;
+    } else if (warm_hash != cold_hash || (redis.port && rwarm_hash != cold_hash) || !cold.same || !warm.same ||
+               !rwarm.same) {
       std::cout << "NO: warm and cold results differ\n";
       status = 1;
     } else {
@@ -199,7 +326,8 @@ const CommandSpec& cache_spec() {
       "Lists, measures, clears, exports and imports the on-disk compile cache.",
       kDetails,
       {{"--small", "", "bench: the suite's small sizes"},
-       {"--only", "A,B", "bench: only these workloads"}}};
+       {"--only", "A,B", "bench: only these workloads"},
+       {"--repeat", "N", "bench: fresh processes per column, the fastest kept (default 3)"}}};
   return spec;
 }
 
@@ -218,7 +346,7 @@ int cmd_cache(std::span<char* const> args) {
     const std::string s = args[i];
     if (s.rfind("--", 0) == 0) {
       flags.push_back(args[i]);
-      if (s == "--only" && i + 1 < args.size()) flags.push_back(args[++i]);
+      if ((s == "--only" || s == "--repeat") && i + 1 < args.size()) flags.push_back(args[++i]);
     } else {
       positional.push_back(s);
     }

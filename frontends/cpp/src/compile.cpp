@@ -179,7 +179,9 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
   t.label = cache.name();
   t.fullgraph = cache.options().fullgraph;
   // Segments are traced static: they are found by their whole graph.
-  detail::install_remote_cache();  // plan_dims may read a dynamic-shape profile from it
+  // The remote cache (plan_dims may read a dynamic-shape profile from it) and the CPU target's
+  // one-time set-up, started while this thread traces.
+  detail::prepare_before_first_trace();
   const auto plan = cache.segmented() ? std::vector<std::vector<DimPlan>>{} : cache.plan_dims(args, marks);
   Outputs result;
   {

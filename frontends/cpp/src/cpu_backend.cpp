@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "kiln/cache/cache.h"
 #if KILN_HAVE_REDIS
@@ -47,6 +48,29 @@ void install_remote_cache() {
 #if KILN_HAVE_REDIS
   static std::once_flag redis_installed;
   std::call_once(redis_installed, [] { cache::install_redis_remote(); });
+#endif
+}
+
+void prepare_before_first_trace() {
+  install_remote_cache();
+#if KILN_HAVE_CPU_TARGET
+  // LLVM's one-time set-up (~2 ms of CPU: the x86 target, a TargetMachine and its subtarget for
+  // the host's facts, the ORC session) on another core while this thread traces and runs the
+  // graph passes, so that the first cache hit of a process only links. Joined at exit, before
+  // LLVM's own statics go.
+  struct Setup {
+    std::thread thread;
+    ~Setup() {
+      if (thread.joinable()) thread.join();
+    }
+  };
+  static Setup setup{std::thread([] {
+    try {
+      cpu::prepare_jit();
+    } catch (const std::exception&) {
+      // The compile that needs the target reports the same failure itself.
+    }
+  })};
 #endif
 }
 

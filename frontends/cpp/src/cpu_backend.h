@@ -13,6 +13,9 @@ bool cpu_target_available();
 // Plugs the Redis remote store into sdk/cache (once; builds with KILN_WITH_REDIS): before the
 // first lookup of a process, including the dynamic-shape profile read before the first trace.
 void install_remote_cache();
+// Called before the first trace of a process: install_remote_cache(), and the CPU target's
+// one-time LLVM/JIT set-up started on a background thread (it overlaps tracing and the passes).
+void prepare_before_first_trace();
 // While a compiled function's graph is compiled with debug_dir set: the directory its dumps go
 // to (backends add theirs there); empty otherwise. Per thread.
 std::string& debug_dump_dir();

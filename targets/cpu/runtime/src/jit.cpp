@@ -278,6 +278,11 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
   return result;
 }
 
+void prepare_jit() {
+  host_info();
+  session();
+}
+
 void define_host_symbol(std::string_view name, void* address) {
   auto& jit = *session().jit;
   llvm::orc::SymbolMap symbols;

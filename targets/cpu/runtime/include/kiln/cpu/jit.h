@@ -31,6 +31,12 @@ struct HostInfo {
 };
 HostInfo host_info();  // computed once, then cached
 
+// The one-time set-up of the CPU target (LLVM's x86 target, the host's facts, the process's
+// ORC session) done now, so that a later compile() or load_object() does not pay for it: the
+// frontend runs it on a background thread while it traces the first compiled function, so that
+// a process's first cache hit only links. Any thread, any number of times.
+void prepare_jit();
+
 std::string llvm_version();   // "16.0.6"
 std::string target_triple();  // the host triple, e.g. "x86_64-pc-linux-gnu"
 std::string data_layout();    // the host data layout string the codegen must put in a module

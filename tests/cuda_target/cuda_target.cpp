@@ -107,7 +107,7 @@ struct CudaRunner final : Runner {
 void compile_for_cuda(Compiled& c, const CompileOptions& o) {
   cuda::CodegenOptions co = cuda::CodegenOptions::from_config();
   co.emulate_precision_casts = co.emulate_precision_casts || o.emulate_precision_casts;
-  c.plan = cuda::generate(schedule::schedule_graph(c.optimized), co);
+  c.plan = cuda::generate(schedule::schedule_graph(c.optimized, cuda::schedule_target()), co);
   if (!device_mode()) {
     nvrtc_check(c.plan, "kiln_test");
     return;

@@ -64,7 +64,7 @@ int device_of(const Graph& g) {
 }
 
 std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
-  const schedule::Schedule s = schedule::schedule_graph(g);
+  const schedule::Schedule s = schedule::schedule_graph(g, cuda::schedule_target());
   KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
   plan::KernelPlan p = cuda::generate(s);
   KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());

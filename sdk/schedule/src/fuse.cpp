@@ -61,12 +61,16 @@ std::string Schedule::str() const {
 namespace detail {
 namespace {
 
-bool is_reference_op(const Graph& g, const Node& n) {
+bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
   switch (n.op) {
     case OpId::randn: case OpId::cat: case OpId::pad: case OpId::index_select: return true;
-    case OpId::matmul:  // the gemm is f32 or f64; integer products stay exact on the reference
-      return g.node(n.inputs[0]).meta.rank() < 2 || g.node(n.inputs[1]).meta.rank() < 2 ||
-             !(n.meta.dtype == DType::f32 || n.meta.dtype == DType::f64);
+    case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
+                          // integer products stay exact on the reference
+      const DType t = n.meta.dtype;
+      const bool gemm_dtype = t == DType::f32 || t == DType::f64 ||
+                              (target.low_precision_gemm && (t == DType::f16 || t == DType::bf16));
+      return g.node(n.inputs[0]).meta.rank() < 2 || g.node(n.inputs[1]).meta.rank() < 2 || !gemm_dtype;
+    }
     default: return false;
   }
 }
@@ -145,7 +149,7 @@ class Fuser {
         continue;
       }
       const OpCategory cat = op_def(node.op).category;
-      if (is_reference_op(g, node)) {
+      if (is_reference_op(g, node, opt_.target)) {
         realize_node(id, "runs on the reference kernel");
         for (NodeId i : node.inputs) realize_node(i, "input of reference kernel " + label(id));
         continue;
@@ -326,7 +330,7 @@ class Fuser {
       const Node& node = g.node(id);
       Group ng;
       ng.members = {id};
-      if (is_reference_op(g, node)) {
+      if (is_reference_op(g, node, opt_.target)) {
         ng.reference = true;
         log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (reference kernel)");
         start(std::move(ng));
@@ -467,11 +471,28 @@ class Fuser {
 }  // namespace
 }  // namespace detail
 
+Target Target::gpu() {
+  Target t;
+  // Thousands of partials: 132 SMs (H100) want a few blocks each; slices of >= 4096 elements
+  // keep a block's threads busy. The second stage folds the partials in one block.
+  t.split_parts = {2048, 1024, 512, 256, 128, 64, 48, 32, 16, 8};
+  t.min_split_elements = int64_t{1} << 15;
+  t.min_split_chunk = 4096;
+  t.low_precision_gemm = true;
+  return t;
+}
+
+Schedule schedule_graph(const Graph& g, const Target& target) {
+  Options o = Options::from_config();
+  o.target = target;
+  return schedule_graph(g, o);
+}
+
 Schedule schedule_graph(const Graph& g, const Options& options) {
   Schedule s;
-  s.graph = detail::prepare(g);
+  s.graph = detail::prepare(g, options.target);
   detail::Fuser(s, options).run();
-  if (options.split_reductions) detail::split_reductions(s);
+  if (options.split_reductions) detail::split_reductions(s, options.target);
   detail::plan_buffers(s);
   return s;
 }

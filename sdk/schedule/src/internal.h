@@ -105,11 +105,12 @@ class KernelBuilder {
   size_t rank() const { return dom_.extents.size(); }
 };
 
-// Graph preparation before scheduling: composites decomposed, matmul operands and results in f32.
-Graph prepare(const Graph& g);
+// Graph preparation before scheduling: composites decomposed, matmul operands and results in f32
+// (f16/bf16 ones kept in their dtype when the target multiplies them so).
+Graph prepare(const Graph& g, const Target& target);
 
 // Large full reductions -> two kernels (partials in parallel, then the fold and the epilogue).
-void split_reductions(Schedule& s);
+void split_reductions(Schedule& s, const Target& target);
 
 // Buffer planning: keeps the buffers kernels use, marks outputs, assigns intermediates to slots.
 void plan_buffers(Schedule& s);

@@ -1,6 +1,7 @@
 // prepare: the graph the scheduler works on. Composites are decomposed (passes::decompose);
 // every f16/bf16 matmul multiplies f32 operands into an f32 result, with casts around it (the gemm
-// runs in f32, as kernels accumulate in f32 anyway; the casts become its prologue and epilogue);
+// runs in f32, as kernels accumulate in f32 anyway; the casts become its prologue and epilogue),
+// unless the target multiplies them in their own dtype (Target::low_precision_gemm: GPUs);
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
@@ -40,7 +41,7 @@ NodeId view_base(const Graph& g, NodeId id) {
 
 }  // namespace
 
-Graph prepare(const Graph& in) {
+Graph prepare(const Graph& in, const Target& target) {
   Graph g = passes::decompose(in);
   Graph out;
   out.shapes() = g.shapes();
@@ -76,7 +77,12 @@ Graph prepare(const Graph& in) {
       for (NodeId& i : ins)
         if (out.node(i).meta.dtype != n.meta.dtype) i = out.add(OpId::cast, {i}, Attrs{n.meta.dtype});
     }
-    if (low_precision_matmul(n)) {
+    if (low_precision_matmul(n) && target.low_precision_gemm) {
+      // The gemm multiplies f16/bf16 as they are: operands of another dtype take the result's.
+      for (NodeId& i : ins)
+        if (out.node(i).meta.dtype != n.meta.dtype) i = out.add(OpId::cast, {i}, Attrs{n.meta.dtype});
+      map[static_cast<size_t>(id)] = out.add(n.op, ins, n.attrs);
+    } else if (low_precision_matmul(n)) {
       for (NodeId& i : ins)
         if (out.node(i).meta.dtype != DType::f32) i = out.add(OpId::cast, {i}, Attrs{DType::f32});
       const NodeId mm = out.add(OpId::matmul, ins);

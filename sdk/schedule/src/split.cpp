@@ -12,13 +12,11 @@ namespace kiln::schedule::detail {
 
 namespace {
 
-constexpr int64_t kMinSplit = int64_t{1} << 16;  // elements below which one thread is fine
-
-bool splittable(const Kernel& k, int64_t& n) {
+bool splittable(const Kernel& k, int64_t min_elements, int64_t& n) {
   if (k.kind != KernelKind::reduction || k.num_outer != 0 || k.domain.size() != 1) return false;
   if (!k.domain[0].is_static()) return false;
   n = k.domain[0].hint();
-  if (n < kMinSplit) return false;
+  if (n < min_elements) return false;
   for (const Instr& in : k.instrs) {
     if (in.kind == InstrKind::reduce) {
       if (in.pass != 1) return false;
@@ -32,17 +30,17 @@ bool splittable(const Kernel& k, int64_t& n) {
 
 }  // namespace
 
-void split_reductions(Schedule& s) {
+void split_reductions(Schedule& s, const Target& target) {
   std::vector<Kernel> out;
   for (Kernel& k : s.kernels) {
     int64_t n = 0;
-    if (!splittable(k, n)) {
+    if (!splittable(k, target.min_split_elements, n)) {
       out.push_back(std::move(k));
       continue;
     }
     int64_t parts = 0;
-    for (int64_t p : {64, 48, 32, 16, 8})
-      if (n % p == 0) {
+    for (int64_t p : target.split_parts)
+      if (p > 1 && n % p == 0 && n / p >= target.min_split_chunk) {
         parts = p;
         break;
       }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "kiln/plan/skeleton.h"
@@ -171,6 +172,37 @@ int64_t row_block(int64_t inner) {
   return b;
 }
 
+// 128-bit (f32, i32) or 64-bit (f16, bf16) accesses: kVec consecutive elements of the last
+// domain dim per thread, as one vector load or store.
+constexpr int kVec = 4;
+const char* vec_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float4";
+    case DType::i32: return "int4";
+    case DType::f16: case DType::bf16: return "ushort4";
+    default: return nullptr;
+  }
+}
+constexpr const char* kLane[kVec] = {"x", "y", "z", "w"};
+// A stored element (as its storage type) read as its compute type, like Dialect::load.
+std::string from_storage(DType t, const std::string& e) {
+  switch (t) {
+    case DType::f16: return "kiln_h2f(" + e + ")";
+    case DType::bf16: return "kiln_bf2f(" + e + ")";
+    case DType::i32: return "((long long)" + e + ")";
+    default: return e;
+  }
+}
+// A compute value as the storage type, like Dialect::store.
+std::string to_storage(DType t, const std::string& x) {
+  switch (t) {
+    case DType::f16: return "kiln_f2h(" + x + ")";
+    case DType::bf16: return "kiln_f2bf(" + x + ")";
+    case DType::i32: return "(int)" + x;
+    default: return x;
+  }
+}
+
 class KernelEmitter {
  public:
   KernelEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o)
@@ -256,11 +288,131 @@ class KernelEmitter {
     }
   }
 
+  // ---- vector accesses ----
+  // The loads (instructions) and stores (indices into k_.stores) done kVec elements at a time:
+  // unit stride in the last domain dim, whose extent is a static multiple of kVec, so a group of
+  // kVec consecutive positions of that dim never crosses a row. Alignment (the buffer's address,
+  // offsets and other strides multiples of kVec) is checked once per launch into `vec`; where it
+  // fails the group's elements are loaded and stored one by one (same results).
+  size_t vd_ = 0;
+  std::set<int32_t> vec_loads_;
+  std::set<size_t> vec_stores_;
+
+  bool plan_vectors(size_t first_dim, bool inner_loads_only) {
+    vec_loads_.clear();
+    vec_stores_.clear();
+    const size_t n = k_.domain.size();
+    if (!o_.vector_accesses || n == 0 || n - 1 < first_dim) return false;
+    vd_ = n - 1;
+    const SymInt& ext = k_.domain[vd_];
+    if (!ext.is_static() || ext.hint() % kVec != 0 || ext.hint() == 0) return false;
+    std::vector<std::string> conds;
+    auto usable = [&](int32_t buffer, const schedule::Affine& a) {
+      const DType t = p_.buffer_dtype(buffer);
+      if (!vec_type(t) || !(a.coeffs[vd_] == 1)) return false;
+      std::vector<std::string> c;
+      auto multiple = [&](const SymInt& x) {
+        if (x.is_static()) return x.hint() % kVec == 0;
+        c.push_back("(" + p_.sym(x) + ") % " + std::to_string(kVec) + " == 0");
+        return true;
+      };
+      if (!multiple(a.offset)) return false;
+      for (size_t d = 0; d < n; ++d)
+        if (d != vd_ && !multiple(a.coeffs[d])) return false;
+      const int bytes = t == DType::f16 || t == DType::bf16 ? 2 * kVec : 4 * kVec;
+      c.push_back("((unsigned long long)" + kDialect.buffer_name(buffer) + ") % " + std::to_string(bytes) + " == 0");
+      conds.insert(conds.end(), c.begin(), c.end());
+      return true;
+    };
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const Instr& in = k_.instrs[i];
+      if (in.kind != InstrKind::load || (inner_loads_only && !in.inner)) continue;
+      if (usable(in.buffer, in.index)) vec_loads_.insert(static_cast<int32_t>(i));
+    }
+    for (size_t si = 0; si < k_.stores.size(); ++si) {
+      const schedule::Store& st = k_.stores[si];
+      if (inner_loads_only && !k_.store_is_inner(st)) continue;
+      if (usable(st.buffer, st.index)) vec_stores_.insert(si);
+    }
+    if (vec_loads_.empty() && vec_stores_.empty()) return false;
+    std::sort(conds.begin(), conds.end());
+    conds.erase(std::unique(conds.begin(), conds.end()), conds.end());
+    std::string flag;
+    for (const std::string& c : conds) flag += (flag.empty() ? "" : " && ") + c;
+    p_.line("const bool vec = " + (flag.empty() ? std::string("true") : flag) + ";");
+    return true;
+  }
+
+  // `const T name` holding the kVec elements of load i from the group at scope base.
+  void vector_load(int32_t i, const Scope& base, const std::string& name) {
+    const Instr& in = k_.instrs[static_cast<size_t>(i)];
+    const DType t = p_.buffer_dtype(in.buffer);
+    const std::string vt = vec_type(t), at = p_.let(CT::i64, p_.affine(in.index, base));
+    const std::string buf = kDialect.buffer_name(in.buffer);
+    p_.line(vt + " " + name + ";");
+    std::string scalar;
+    for (int c = 0; c < kVec; ++c) scalar += " " + name + "." + kLane[c] + " = " + buf + "[" + at + " + " + std::to_string(c) + "];";
+    p_.line("if (vec) " + name + " = *(const " + vt + "*)(" + buf + " + " + at + "); else {" + scalar + " }");
+  }
+  void vector_store(size_t si, const Scope& base, const std::string& name) {
+    const schedule::Store& st = k_.stores[si];
+    const DType t = p_.buffer_dtype(st.buffer);
+    const std::string vt = vec_type(t), at = p_.let(CT::i64, p_.affine(st.index, base));
+    const std::string buf = kDialect.buffer_name(st.buffer);
+    std::string scalar;
+    for (int c = 0; c < kVec; ++c) scalar += " " + buf + "[" + at + " + " + std::to_string(c) + "] = " + name + "." + kLane[c] + ";";
+    p_.line("if (vec) *(" + vt + "*)(" + buf + " + " + at + ") = " + name + "; else {" + scalar + " }");
+  }
+  // Component c of a vector store: the store's value at scope sc.
+  void vector_store_lane(size_t si, Scope& sc, const std::string& name, int c) {
+    const schedule::Store& st = k_.stores[si];
+    const DType t = p_.buffer_dtype(st.buffer);
+    const Value x = p_.convert(p_.value(st.value, sc), cstyle::compute_type(t));
+    p_.line(name + "." + kLane[c] + " = " + to_storage(t, x.v) + ";");
+  }
+  // The scope of element c of the group at base (the last dim's variable advanced by c).
+  Scope lane_scope(const Scope& base, int c) const {
+    Scope sc = base.child();
+    if (c > 0) sc.vars[vd_] = "(" + base.vars[vd_] + " + " + std::to_string(c) + ")";
+    return sc;
+  }
+
   void emit_pointwise() {
     const size_t n = k_.domain.size();
     SymInt total = 1;
     for (const SymInt& e : k_.domain) total = total * e;
     p_.line("const long long total = " + p_.sym(total) + ";");
+    if (plan_vectors(0, false)) {
+      // Each thread takes kVec consecutive elements (one vector per access) per step.
+      p_.line("for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + std::to_string(kVec) +
+              "; i < total; i += (long long)gridDim.x * blockDim.x * " + std::to_string(kVec) + ") {");
+      p_.indent();
+      Scope base;
+      base.vars.assign(n, "");
+      unflatten("i", 0, n, base);
+      std::map<int32_t, std::string> vl;
+      for (int32_t li : vec_loads_) vector_load(li, base, vl[li] = p_.temp("vl"));
+      std::map<size_t, std::string> vs;
+      for (size_t si : vec_stores_) p_.line(std::string(vec_type(p_.buffer_dtype(k_.stores[si].buffer))) + " " + (vs[si] = p_.temp("vs")) + ";");
+      for (int c = 0; c < kVec; ++c) {
+        p_.line("{");
+        p_.indent();
+        for (const auto& [li, name] : vl)
+          p_.load_reads()[li] = from_storage(p_.buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), name + "." + kLane[c]);
+        Scope sc = lane_scope(base, c);
+        for (size_t si = 0; si < k_.stores.size(); ++si) {
+          if (vs.count(si)) vector_store_lane(si, sc, vs[si], c);
+          else p_.store(k_.stores[si], sc);
+        }
+        p_.dedent();
+        p_.line("}");
+      }
+      p_.load_reads().clear();
+      for (const auto& [si, name] : vs) vector_store(si, base, name);
+      p_.dedent();
+      p_.line("}");
+      return;
+    }
     p_.line("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {");
     p_.indent();
     Scope sc;
@@ -427,6 +579,239 @@ class KernelEmitter {
     p_.line("}");
   }
 
+  // Combines each reduction of `reds` over the block (warp shuffles, then shared memory) and
+  // binds its result r<id>, the same in every thread.
+  void block_combine(const std::vector<int32_t>& reds) {
+    for (int32_t r : reds) {
+      const std::string id = std::to_string(r);
+      const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+      warp_combine(r, a);
+      p_.line("if (lane == 0) {");
+      for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[warp] = " + a[i].name + ";");
+      p_.line("}");
+      p_.line("__syncthreads();");
+      p_.line("if (warp == 0) {");
+      p_.indent();
+      const std::vector<std::string> init = initial(r);
+      for (size_t i = 0; i < a.size(); ++i)
+        p_.line(a[i].name + " = lane < warps ? " + sh[i].name + "[lane] : " + init[i] + ";");
+      warp_combine(r, a);
+      p_.line("if (lane == 0) {");
+      for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[0] = " + a[i].name + ";");
+      p_.line("}");
+      p_.dedent();
+      p_.line("}");
+      p_.line("__syncthreads();");
+      std::vector<std::string> fin;
+      for (const Component& c : sh) fin.push_back(c.name + "[0]");
+      p_.line("r" + id + " = " + finish(r, fin) + ";");
+      p_.line("__syncthreads();");
+      p_.reduction_results()[r] = "r" + id;
+    }
+  }
+
+  // Loads of instructions that pass `pass` computes (its reductions' arguments and its inner
+  // stores), through their arguments but not through earlier reductions' results.
+  std::set<int32_t> loads_of_pass(int32_t pass) const {
+    std::set<int32_t> loads, seen;
+    std::vector<int32_t> todo;
+    for (int32_t r : reductions_of_pass(pass)) todo.push_back(k_.instrs[static_cast<size_t>(r)].args[0]);
+    for (const schedule::Store& st : k_.stores)
+      if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) todo.push_back(st.value);
+    while (!todo.empty()) {
+      const int32_t i = todo.back();
+      todo.pop_back();
+      if (!seen.insert(i).second) continue;
+      const Instr& in = k_.instrs[static_cast<size_t>(i)];
+      if (in.kind == InstrKind::load) loads.insert(i);
+      if (in.kind == InstrKind::reduce) continue;
+      for (int32_t a : in.args) todo.push_back(a);
+    }
+    return loads;
+  }
+
+  // The passes of a row reduction, kVec consecutive elements of the row per thread and step
+  // (vector loads and stores). A static row of at most kMaxCachedItems elements per thread is
+  // kept in registers (lcN) from the pass that first loads it, as the scalar row cache does.
+  void emit_row_vector_passes(const Scope& outer) {
+    const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
+    const int32_t passes = k_.num_passes();
+    const std::string V = std::to_string(kVec);
+    int64_t groups = 0;
+    if (o_.cache_rows && passes >= 2 && inner_extent().is_static() && block_ > 0) {
+      groups = (inner_extent().hint() + block_ * kVec - 1) / (block_ * kVec);
+      if (groups * kVec > kMaxCachedItems) groups = 0;
+    }
+    const bool cached = groups > 0;
+    if (cached)
+      for (int32_t i : vec_loads_)
+        p_.line(kDialect.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
+                std::to_string(i) + "[" + std::to_string(groups * kVec) + "];");
+    std::set<int32_t> in_registers;
+    const std::optional<OnlinePair> online = cached ? std::nullopt : online_pair();
+    for (int32_t pass = 0; pass < passes; ++pass) {
+      if (online && pass == 1) continue;  // folded into pass 0
+      std::vector<int32_t> reds = reductions_of_pass(pass);
+      if (online && pass == 0) reds.push_back(online->sum);
+      for (int32_t r : reds) {
+        p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
+        declare_state(r);
+      }
+      if (cached) {
+        p_.line("#pragma unroll");
+        p_.line("for (int g = 0; g < " + std::to_string(groups) + "; ++g) {");
+        p_.indent();
+        p_.line("const long long jg = ((long long)threadIdx.x + (long long)g * " + std::to_string(block_) + ") * " + V + ";");
+        p_.line("if (jg < inner_total) {");
+      } else {
+        p_.line("for (long long jg = (long long)threadIdx.x * " + V + "; jg < inner_total; jg += (long long)blockDim.x * " + V + ") {");
+      }
+      p_.indent();
+      Scope base = outer.child();
+      base.vars.assign(n, "");
+      for (size_t d = 0; d < no; ++d) base.vars[d] = outer.vars[d];
+      unflatten("jg", no, n, base);
+      std::map<int32_t, std::string> fresh;  // vector loads made in this step
+      for (int32_t li : loads_of_pass(pass)) {
+        if (!vec_loads_.count(li) || in_registers.count(li)) continue;
+        const std::string name = p_.temp("vl");
+        vector_load(li, base, name);
+        fresh[li] = name;
+        if (cached)
+          for (int c = 0; c < kVec; ++c)
+            p_.line("lc" + std::to_string(li) + "[g * " + V + " + " + std::to_string(c) + "] = " +
+                    from_storage(p_.buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), name + "." + kLane[c]) + ";");
+      }
+      std::map<size_t, std::string> vs;
+      for (size_t si : vec_stores_)
+        if (k_.instrs[static_cast<size_t>(k_.stores[si].value)].pass == pass)
+          p_.line(std::string(vec_type(p_.buffer_dtype(k_.stores[si].buffer))) + " " + (vs[si] = p_.temp("vs")) + ";");
+      for (int c = 0; c < kVec; ++c) {
+        p_.line("{");
+        p_.indent();
+        p_.load_reads().clear();
+        for (int32_t li : in_registers) p_.load_reads()[li] = "lc" + std::to_string(li) + "[g * " + V + " + " + std::to_string(c) + "]";
+        for (const auto& [li, name] : fresh)
+          p_.load_reads()[li] = from_storage(p_.buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), name + "." + kLane[c]);
+        Scope sc = lane_scope(base, c);
+        const std::string j = c == 0 ? std::string("jg") : "(jg + " + std::to_string(c) + ")";
+        if (online && pass == 0) {
+          online_step(*online, sc);
+        } else {
+          for (int32_t r : reds) {
+            const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
+            merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
+          }
+        }
+        for (size_t si = 0; si < k_.stores.size(); ++si) {
+          const schedule::Store& st = k_.stores[si];
+          if (!k_.store_is_inner(st) || k_.instrs[static_cast<size_t>(st.value)].pass != pass) continue;
+          if (vs.count(si)) vector_store_lane(si, sc, vs[si], c);
+          else p_.store(st, sc);
+        }
+        p_.dedent();
+        p_.line("}");
+      }
+      p_.load_reads().clear();
+      for (const auto& [si, name] : vs) vector_store(si, base, name);
+      if (cached)
+        for (const auto& [li, name] : fresh) in_registers.insert(li);
+      p_.dedent();
+      p_.line("}");
+      if (cached) {
+        p_.dedent();
+        p_.line("}");
+      }
+      if (online && pass == 0) online_combine(*online);
+      else block_combine(reds);
+    }
+  }
+
+  // ---- online softmax ----
+  // A row kernel whose pass 0 is m = max(a) and pass 1 is s = sum(exp(a - m)) (softmax,
+  // log_softmax, logsumexp), with nothing else in those passes, computes both in one pass over
+  // the row when the row is not kept in registers: a running (m, s) per thread, rescaled by
+  // exp(m_old - m_new) when the maximum grows, merged pairwise across threads the same way.
+  struct OnlinePair {
+    int32_t max = -1, sum = -1, arg = -1;
+  };
+  std::optional<OnlinePair> online_pair() const {
+    if (!o_.online_softmax || k_.num_passes() < 2) return std::nullopt;
+    const std::vector<int32_t> p0 = reductions_of_pass(0), p1 = reductions_of_pass(1);
+    if (p0.size() != 1 || p1.size() != 1) return std::nullopt;
+    auto at = [&](int32_t i) -> const Instr& { return k_.instrs[static_cast<size_t>(i)]; };
+    const Instr& m = at(p0[0]);
+    const Instr& s = at(p1[0]);
+    if (m.reduce != ReduceKind::max || s.reduce != ReduceKind::sum) return std::nullopt;
+    const Instr& e = at(s.args[0]);
+    if (e.kind != InstrKind::pointwise || e.op != OpId::exp) return std::nullopt;
+    const Instr& d = at(e.args[0]);
+    if (d.kind != InstrKind::pointwise || d.op != OpId::sub || d.args[0] != m.args[0] || d.args[1] != p0[0])
+      return std::nullopt;
+    const DType t = m.dtype;
+    if (t != DType::f32 && t != DType::f64) return std::nullopt;
+    for (const Instr* x : {&s, &e, &d, &at(m.args[0])})
+      if (x->dtype != t) return std::nullopt;
+    for (const schedule::Store& st : k_.stores)
+      if (k_.store_is_inner(st) && at(st.value).pass <= 1) return std::nullopt;
+    return OnlinePair{p0[0], p1[0], m.args[0]};
+  }
+  // Folds (om, os) into the running (m, s) of the pair (variables named by prefixes).
+  void online_merge(const OnlinePair& op, const std::string& m, const std::string& s, const std::string& om,
+                    const std::string& os) {
+    const CT c = cstyle::compute_type(k_.instrs[static_cast<size_t>(op.max)].dtype);
+    const std::string ninf = kDialect.literal(-INFINITY, c), zero = kDialect.literal(0, c);
+    const std::string mn = p_.let(c, kDialect.math("fmax", c, {m, om}));
+    p_.line(s + " = (" + m + " == " + ninf + " ? " + zero + " : " + s + " * " + kDialect.math("exp", c, {m + " - " + mn}) +
+            ") + (" + om + " == " + ninf + " ? " + zero + " : " + os + " * " + kDialect.math("exp", c, {om + " - " + mn}) + ");");
+    p_.line(m + " = " + mn + ";");
+  }
+  void online_step(const OnlinePair& op, Scope& sc) {
+    const CT c = cstyle::compute_type(k_.instrs[static_cast<size_t>(op.max)].dtype);
+    const std::string m = "a" + std::to_string(op.max) + "_acc", nan = "a" + std::to_string(op.max) + "_nan";
+    const std::string s = "a" + std::to_string(op.sum) + "_acc";
+    const Value x = p_.convert(p_.value(op.arg, sc), c);
+    const std::string one = kDialect.literal(1, c), ninf = kDialect.literal(-INFINITY, c);
+    p_.line("if (" + x.v + " > " + m + ") { " + s + " = " + s + " * " + kDialect.math("exp", c, {m + " - " + x.v}) + " + " + one +
+            "; " + m + " = " + x.v + "; } else if (" + x.v + " != " + ninf + ") { " + s + " += " +
+            kDialect.math("exp", c, {x.v + " - " + m}) + "; }");
+    p_.line(nan + " = " + nan + " || " + kDialect.isnan(x.v, c) + ";");
+  }
+  void online_combine(const OnlinePair& op) {
+    const CT c = cstyle::compute_type(k_.instrs[static_cast<size_t>(op.max)].dtype);
+    const std::string mi = std::to_string(op.max), si = std::to_string(op.sum);
+    const std::string m = "a" + mi + "_acc", nan = "a" + mi + "_nan", s = "a" + si + "_acc";
+    const std::string shm = "sh" + mi + "_acc", shn = "sh" + mi + "_nan", shs = "sh" + si + "_acc";
+    auto warp = [&] {
+      p_.line("for (int off = 16; off > 0; off >>= 1) {");
+      p_.indent();
+      const std::string om = p_.let(c, "__shfl_xor_sync(0xffffffffu, " + m + ", off)");
+      const std::string os = p_.let(c, "__shfl_xor_sync(0xffffffffu, " + s + ", off)");
+      p_.line(nan + " = " + nan + " || (__shfl_xor_sync(0xffffffffu, (int)" + nan + ", off) != 0);");
+      online_merge(op, m, s, om, os);
+      p_.dedent();
+      p_.line("}");
+    };
+    warp();
+    p_.line("if (lane == 0) { " + shm + "[warp] = " + m + "; " + shn + "[warp] = " + nan + "; " + shs + "[warp] = " + s + "; }");
+    p_.line("__syncthreads();");
+    p_.line("if (warp == 0) {");
+    p_.indent();
+    p_.line(m + " = lane < warps ? " + shm + "[lane] : " + kDialect.literal(-INFINITY, c) + ";");
+    p_.line(nan + " = lane < warps ? " + shn + "[lane] : false;");
+    p_.line(s + " = lane < warps ? " + shs + "[lane] : " + kDialect.literal(0, c) + ";");
+    warp();
+    p_.line("if (lane == 0) { " + shm + "[0] = " + m + "; " + shn + "[0] = " + nan + "; " + shs + "[0] = " + s + "; }");
+    p_.dedent();
+    p_.line("}");
+    p_.line("__syncthreads();");
+    p_.line("r" + mi + " = " + finish(op.max, {shm + "[0]", shn + "[0]"}) + ";");
+    p_.line("r" + si + " = " + finish(op.sum, {shs + "[0]"}) + ";");
+    p_.line("__syncthreads();");
+    p_.reduction_results()[op.max] = "r" + mi;
+    p_.reduction_results()[op.sum] = "r" + si;
+  }
+
   void emit_row() {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
@@ -435,11 +820,19 @@ class KernelEmitter {
     p_.line("const long long outer_total = " + p_.sym(k_.outer_extent()) + ";");
     p_.line("const long long inner_total = " + p_.sym(inner_extent()) + ";");
     p_.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;");
+    const bool vectors = plan_vectors(no, true);
     p_.line("for (long long o = blockIdx.x; o < outer_total; o += gridDim.x) {");
     p_.indent();
     Scope outer;
     outer.vars.assign(n, "");
     if (no > 0) unflatten("o", 0, no, outer);
+    if (vectors) {
+      emit_row_vector_passes(outer);
+      emit_outer_stores(outer, "threadIdx.x == 0");
+      p_.dedent();
+      p_.line("}");
+      return;
+    }
     // The row cache: each thread's elements of the row in registers (static rows only, the loop
     // over them unrolled so the arrays stay in registers).
     int64_t items = 0;
@@ -453,8 +846,11 @@ class KernelEmitter {
     for (int32_t i : cached)
       p_.line(kDialect.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
               std::to_string(i) + "[" + std::to_string(items) + "];");
+    const std::optional<OnlinePair> online = cached.empty() ? online_pair() : std::nullopt;
     for (int32_t pass = 0; pass < passes; ++pass) {
-      const std::vector<int32_t> reds = reductions_of_pass(pass);
+      if (online && pass == 1) continue;  // folded into pass 0
+      std::vector<int32_t> reds = reductions_of_pass(pass);
+      if (online && pass == 0) reds.push_back(online->sum);
       for (int32_t r : reds) {
         p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
         declare_state(r);
@@ -480,7 +876,8 @@ class KernelEmitter {
       {
         Scope sc = outer.child();
         unflatten("j", no, n, sc);
-        pass_step(pass, reds, sc, "j");
+        if (online && pass == 0) online_step(*online, sc);
+        else pass_step(pass, reds, sc, "j");
       }
       p_.dedent();
       p_.line("}");
@@ -488,32 +885,8 @@ class KernelEmitter {
         p_.dedent();
         p_.line("}");
       }
-      for (int32_t r : reds) {
-        const std::string id = std::to_string(r);
-        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
-        warp_combine(r, a);
-        p_.line("if (lane == 0) {");
-        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[warp] = " + a[i].name + ";");
-        p_.line("}");
-        p_.line("__syncthreads();");
-        p_.line("if (warp == 0) {");
-        p_.indent();
-        const std::vector<std::string> init = initial(r);
-        for (size_t i = 0; i < a.size(); ++i)
-          p_.line(a[i].name + " = lane < warps ? " + sh[i].name + "[lane] : " + init[i] + ";");
-        warp_combine(r, a);
-        p_.line("if (lane == 0) {");
-        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[0] = " + a[i].name + ";");
-        p_.line("}");
-        p_.dedent();
-        p_.line("}");
-        p_.line("__syncthreads();");
-        std::vector<std::string> fin;
-        for (const Component& c : sh) fin.push_back(c.name + "[0]");
-        p_.line("r" + id + " = " + finish(r, fin) + ";");
-        p_.line("__syncthreads();");
-        p_.reduction_results()[r] = "r" + id;
-      }
+      if (online && pass == 0) online_combine(*online);
+      else block_combine(reds);
     }
     p_.load_reads().clear();
     p_.load_records().clear();
@@ -654,6 +1027,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   return p;
 }
 
-plan::KernelPlan generate_plan(const Graph& g) { return generate(schedule::schedule_graph(g)); }
+schedule::Target schedule_target() { return schedule::Target::gpu(); }
+
+plan::KernelPlan generate_plan(const Graph& g) { return generate(schedule::schedule_graph(g, schedule_target())); }
 
 }  // namespace kiln::cuda

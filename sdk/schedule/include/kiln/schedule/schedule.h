@@ -48,7 +48,25 @@ struct Slot {
   SymInt bytes = 0;
 };
 
+// What the scheduler needs to know about the target it schedules for: how wide to split full
+// reductions (a GPU needs thousands of partials to fill its SMs, a CPU a few dozen) and whether
+// f16/bf16 matmul operands reach the gemm in their own dtype (tensor cores) or as f32 (the CPU's
+// sgemm). cpu() is the default; every GPU target passes gpu() or its own values.
+struct Target {
+  // Split factors for full reductions, tried in order: the first that divides the element count
+  // and leaves slices of at least min_split_chunk elements wins.
+  std::vector<int64_t> split_parts = {64, 48, 32, 16, 8};
+  int64_t min_split_elements = int64_t{1} << 16;  // full reductions below this stay one kernel
+  int64_t min_split_chunk = 1;
+  // f16/bf16 matmuls multiply their operands as they are (f32 accumulation in the gemm, the
+  // result in the graph's dtype) instead of casting them to f32 first.
+  bool low_precision_gemm = false;
+  static Target cpu() { return {}; }
+  static Target gpu();
+};
+
 struct Options {
+  Target target;                 // what the schedule is for (Target::cpu() unless a target says)
   int64_t max_fusion_size = 64;  // most realized nodes in one kernel
   bool epilogue_fusion = true;   // pointwise consumers join reductions and matmuls
   bool aggressive_fusion = false;  // recompute more rather than store intermediates
@@ -72,5 +90,7 @@ struct Schedule {
 
 // Schedules a graph; throws kiln::Error for a graph it cannot schedule (naming node and op).
 Schedule schedule_graph(const Graph& g, const Options& options = Options::from_config());
+// The same with the options of sdk/config and the given target description.
+Schedule schedule_graph(const Graph& g, const Target& target);
 
 }  // namespace kiln::schedule

@@ -5,12 +5,16 @@
 // structure around them. Each kernel is `extern "C" __global__ void name(<buffer pointers in
 // buffer-id order>, <every plan symbol as long long, in id order>)` with the launch in the
 // plan (PlanLaunch):
-// - pointwise: a grid-stride loop over the flattened domain, one element per thread per step;
+// - pointwise: a grid-stride loop over the flattened domain, one element per thread per step, or
+//   four consecutive elements when the last dim is a static multiple of 4 (unit-stride operands
+//   and outputs then move as float4/int4/ushort4, checked for alignment once per launch, with
+//   scalar accesses where the check fails);
 // - reductions, row strategy (reduced dims contiguous): one block per outer point, threads stride
 //   over the inner dims, warp shuffles then shared memory combine each pass's partials, and the
 //   result is broadcast to the block for the next pass and the epilogue; with cache_rows, a
 //   static row of <= 16 elements per thread is loaded once into registers and later passes read
-//   them there;
+//   them there; unit-stride rows move four elements at a time as in pointwise kernels; rows not
+//   kept in registers take softmax's max and sum in one pass (online, rescaling the running sum);
 // - reductions, column strategy (reduced dims strided): a block covers 32 consecutive outer points
 //   (coalesced) with 8 groups of threads splitting the inner dims, combined in shared memory;
 // - matmul: the runtime multiplies through cuBLASLt (PlanKernel::gemm); the generated kernel is
@@ -32,8 +36,19 @@ struct CodegenOptions {
   // each thread's loaded elements in registers after the first pass (softmax, layer_norm read
   // their row from memory once).
   bool cache_rows = true;
+  // Pointwise kernels and row reductions access unit-stride operands of a last dim that is a
+  // static multiple of 4 four elements at a time (float4/int4, ushort4 for f16/bf16), with a
+  // per-launch alignment check falling back to scalar accesses.
+  bool vector_accesses = true;
+  // Rows not kept in registers: max(a) and sum(exp(a - max)) (softmax, log_softmax, logsumexp)
+  // in one pass over the row with a running rescaled sum, instead of two.
+  bool online_softmax = true;
   static CodegenOptions from_config();
 };
+
+// What the scheduler is told about this target (schedule::Target::gpu(): thousands of partials
+// for full reductions, f16/bf16 gemms on tensor cores). Every CUDA caller schedules with it.
+schedule::Target schedule_target();
 
 // The plan of a schedule for target "cuda".
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options = CodegenOptions::from_config());

@@ -1,0 +1,139 @@
+// What the CUDA codegen makes of the benchmark suite's workloads (shared/bench/suite.md) at their
+// GPU sizes, without a GPU: vector accesses where the last dim allows them, registers for short
+// rows, full reductions split over thousands of blocks, bf16 gemms kept in bf16. Every module is
+// compiled with NVRTC for sm_90. --log_level=message prints the modules.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "kiln/cuda/codegen.h"
+#include "kiln/cuda/nvrtc.h"
+#include "kiln/passes/passes.h"
+#include "kiln/schedule/schedule.h"
+#include "kiln_test_util.h"
+
+using namespace kiln;
+using kiln_test_util::contains;
+
+namespace {
+
+TensorMeta meta(DType t, SymShape s) { return TensorMeta{t, Device::cuda(0), std::move(s), {}}; }
+
+plan::KernelPlan plan_of(const Graph& g, const cuda::CodegenOptions& o = {}) {
+  const Graph opt = passes::run_default_pipeline(g);
+  plan::KernelPlan p = cuda::generate(schedule::schedule_graph(opt, cuda::schedule_target()), o);
+  BOOST_TEST_MESSAGE(p.module_source());
+  cuda::nvrtc_compile(p.module_source(), "suite", 90, true);  // throws with the log on an error
+  return p;
+}
+
+const plan::PlanKernel& launched(const plan::KernelPlan& p, size_t i) {
+  size_t n = 0;
+  for (const plan::PlanKernel& k : p.kernels)
+    if (!k.source.empty() && n++ == i) return k;
+  BOOST_FAIL("plan has fewer than " << i + 1 << " generated kernels");
+  return p.kernels.front();
+}
+
+NodeId scalar(Graph& g, double v) { return g.add(OpId::full, {}, {SymShape{}, v, DType::f32}); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(suite_codegen)
+
+BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
+  Graph g;  // sincos
+  const NodeId x = g.add_input(meta(DType::f32, {16777216}), "x");
+  g.set_outputs({g.add(OpId::add, {g.add(OpId::sin, {x}), g.add(OpId::cos, {x})})});
+  const plan::KernelPlan p = plan_of(g);
+  const std::string& src = launched(p, 0).source;
+  BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
+  BOOST_TEST(contains(src, "*(float4*)(b1 + "), src);
+  BOOST_TEST(contains(src, "% 16 == 0"), src);  // the alignment check
+
+  Graph h;  // gelu_bias: the bias is a vector too (unit stride in the last dim)
+  const NodeId a = h.add_input(meta(DType::f32, {64, 8192}), "x");
+  const NodeId b = h.add_input(meta(DType::f32, {8192}), "b");
+  h.set_outputs({h.add(OpId::gelu, {h.add(OpId::add, {a, b})}, {std::string("tanh")})});
+  const std::string& hs = launched(plan_of(h), 0).source;
+  BOOST_TEST(contains(hs, "*(const float4*)(b0 + "), hs);
+  BOOST_TEST(contains(hs, "*(const float4*)(b1 + "), hs);
+
+  // A last dim that is not a multiple of 4: scalar accesses only.
+  Graph odd;
+  const NodeId y = odd.add_input(meta(DType::f32, {7, 33}), "y");
+  odd.set_outputs({odd.add(OpId::exp, {y})});
+  BOOST_TEST(!contains(launched(plan_of(odd), 0).source, "float4"));
+  // Turned off: scalar accesses.
+  cuda::CodegenOptions off;
+  off.vector_accesses = false;
+  BOOST_TEST(!contains(launched(plan_of(g, off), 0).source, "float4"));
+}
+
+BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
+  for (OpId op : {OpId::softmax, OpId::layer_norm}) {
+    Graph g;
+    const NodeId x = g.add_input(meta(DType::f32, {64, 8192}), "x");
+    if (op == OpId::softmax) {
+      g.set_outputs({g.add(OpId::softmax, {x}, {int64_t{1}})});
+    } else {
+      const NodeId w = g.add_input(meta(DType::f32, {8192}), "w");
+      const NodeId b = g.add_input(meta(DType::f32, {8192}), "b");
+      g.set_outputs({g.add(OpId::layer_norm, {x, w, b}, {int64_t{1}, 1e-5})});
+    }
+    const plan::KernelPlan p = plan_of(g);
+    BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
+    const std::string& src = p.kernels[0].source;
+    BOOST_TEST(p.kernels[0].launch.block == 512);
+    BOOST_TEST(contains(src, "[16];"), src);  // 16 elements a thread in registers
+    BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
+    BOOST_TEST(contains(src, "float4*)(b"), src);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(full_reductions_spread_over_thousands_of_blocks) {
+  Graph g;  // sum_all
+  const NodeId x = g.add_input(meta(DType::f32, {int64_t{1} << 26}), "x");
+  g.set_outputs({g.add(OpId::sum, {x}, {std::vector<int64_t>{}, false})});
+  const plan::KernelPlan p = plan_of(g);
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 2u);
+  BOOST_TEST(p.kernels[0].parallel_extent.hint() == 2048);
+  BOOST_TEST(contains(p.kernels[0].source, "float4"), p.kernels[0].source);
+}
+
+BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {
+  Graph g;  // mlp_bf16's first layer
+  const NodeId x = g.add_input(meta(DType::bf16, {256, 512}), "x");
+  const NodeId w = g.add_input(meta(DType::bf16, {512, 512}), "w");
+  const NodeId b = g.add_input(meta(DType::bf16, {512}), "b");
+  g.set_outputs({g.add(OpId::gelu, {g.add(OpId::add, {g.add(OpId::matmul, {x, w}), b})}, {std::string("tanh")})});
+  const plan::KernelPlan p = plan_of(g);
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);  // the gemm and its epilogue; no casts
+  BOOST_REQUIRE(p.kernels[0].gemm.has_value());
+  BOOST_TEST((p.kernels[0].gemm->dtype == DType::bf16), "gemm dtype");
+  BOOST_TEST(contains(p.kernels[0].source, "ushort4"), p.kernels[0].source);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(suite_codegen_online)
+
+BOOST_AUTO_TEST_CASE(long_rows_take_max_and_sum_in_one_pass) {
+  // 65536 elements a row: more than a block keeps in registers, so the row is read twice
+  // (max and sum together, then the output) instead of three times.
+  for (int64_t cols : {int64_t{65536}, int64_t{65537}}) {
+    Graph g;
+    const NodeId x = g.add_input(meta(DType::f32, {8, cols}), "x");
+    g.set_outputs({g.add(OpId::softmax, {x}, {int64_t{1}})});
+    const plan::KernelPlan p = plan_of(g);
+    BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
+    const std::string& src = p.kernels[0].source;
+    BOOST_TEST(contains(src, "_acc * expf("), src);
+    BOOST_TEST(!contains(src, "lc"), src);
+    cuda::CodegenOptions off;
+    off.online_softmax = false;
+    BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_acc * expf("));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

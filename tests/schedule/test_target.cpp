@@ -1,0 +1,93 @@
+// schedule::Target: what a target tells the scheduler. Full reductions split wider for GPUs;
+// f16/bf16 matmuls keep their operands' dtype for GPUs (tensor cores) and go through f32 for the
+// CPU; Target::cpu() (the default) schedules exactly as before.
+#include <kiln/graph/graph.h>
+#include <kiln/schedule/schedule.h>
+
+#include <boost/test/unit_test.hpp>
+
+using namespace kiln;
+using schedule::KernelKind;
+
+namespace {
+
+TensorMeta meta(DType t, SymShape s) { return TensorMeta{t, Device::cpu(), std::move(s), {}}; }
+
+Graph full_sum(int64_t n) {
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::f32, {n}), "x");
+  g.set_outputs({g.add(OpId::sum, {x}, {std::vector<int64_t>{}, false})});
+  return g;
+}
+
+Graph matmul(DType a, DType b, int64_t m) {
+  Graph g;
+  const NodeId x = g.add_input(meta(a, {m, 32}), "x");
+  const NodeId w = g.add_input(meta(b, {32, 16}), "w");
+  g.set_outputs({g.add(OpId::matmul, {x, w}, {})});
+  return g;
+}
+
+const schedule::Kernel& gemm_kernel(const schedule::Schedule& s) {
+  for (const schedule::Kernel& k : s.kernels)
+    if (k.gemm) return k;
+  BOOST_FAIL("no gemm kernel in\n" << s.str());
+  return s.kernels.front();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(target)
+
+BOOST_AUTO_TEST_CASE(full_reductions_split_by_the_targets_factors) {
+  const Graph g = full_sum(int64_t{1} << 26);
+  const schedule::Schedule cpu = schedule::schedule_graph(g, schedule::Target::cpu());
+  BOOST_REQUIRE_EQUAL(cpu.kernels.size(), 2u);
+  BOOST_TEST(cpu.kernels[0].domain[0].hint() == 64);
+  BOOST_TEST(cpu.kernels[1].domain[0].hint() == 64);
+  const schedule::Schedule gpu = schedule::schedule_graph(g, schedule::Target::gpu());
+  BOOST_REQUIRE_EQUAL(gpu.kernels.size(), 2u);
+  BOOST_TEST(gpu.kernels[0].domain[0].hint() == 2048);  // partials
+  BOOST_TEST(gpu.kernels[0].num_outer == 1);
+  BOOST_TEST(gpu.kernels[1].domain[0].hint() == 2048);  // folded by one block
+  // The default is the CPU's.
+  BOOST_TEST(schedule::schedule_graph(g).kernels[0].domain[0].hint() == 64);
+
+  // Slices stay at least min_split_chunk long: 2^17 elements on the GPU split 32 ways (4096 each).
+  const schedule::Schedule small = schedule::schedule_graph(full_sum(int64_t{1} << 17), schedule::Target::gpu());
+  BOOST_REQUIRE_EQUAL(small.kernels.size(), 2u);
+  BOOST_TEST(small.kernels[0].domain[0].hint() == 32);
+  // Too small to split, or no factor divides: one kernel.
+  BOOST_TEST(schedule::schedule_graph(full_sum(1000), schedule::Target::gpu()).kernels.size() == 1u);
+  BOOST_TEST(schedule::schedule_graph(full_sum(1000003), schedule::Target::gpu()).kernels.size() == 1u);
+  schedule::Target none = schedule::Target::gpu();
+  none.split_parts = {};
+  BOOST_TEST(schedule::schedule_graph(full_sum(int64_t{1} << 20), none).kernels.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(low_precision_gemms_keep_their_dtype_where_the_target_says) {
+  for (DType t : {DType::bf16, DType::f16}) {
+    const Graph g = matmul(t, t, 64);
+    // CPU: f32 operands (cast kernels before), an f32 product, cast back in the epilogue.
+    const schedule::Schedule cpu = schedule::schedule_graph(g, schedule::Target::cpu());
+    BOOST_TEST((gemm_kernel(cpu).gemm->dtype == DType::f32), "gemm dtype");
+    BOOST_TEST(cpu.kernels.size() > 1u);
+    // GPU: the gemm multiplies the operands as they are, writing the output buffer directly.
+    const schedule::Schedule gpu = schedule::schedule_graph(g, schedule::Target::gpu());
+    BOOST_REQUIRE_EQUAL(gpu.kernels.size(), 1u);
+    const schedule::Kernel& k = gemm_kernel(gpu);
+    BOOST_TEST((k.gemm->dtype == t), dtype_name(t));
+    BOOST_TEST((gpu.buffers[static_cast<size_t>(k.gemm->a)].dtype == t), "operand dtype");
+    BOOST_TEST((gpu.buffers[static_cast<size_t>(k.gemm->c)].dtype == t), "product dtype");
+    BOOST_TEST((gpu.buffers[static_cast<size_t>(k.gemm->c)].kind == schedule::BufferKind::output), "product is the output");
+  }
+  // Mixed operands multiply in the result's dtype: bf16 @ f32 is an f32 gemm on every target.
+  const schedule::Schedule mixed = schedule::schedule_graph(matmul(DType::bf16, DType::f32, 64), schedule::Target::gpu());
+  BOOST_TEST((gemm_kernel(mixed).gemm->dtype == DType::f32), "gemm dtype");
+  // Integer products stay on the reference kernel.
+  const schedule::Schedule ints = schedule::schedule_graph(matmul(DType::i32, DType::i32, 8), schedule::Target::gpu());
+  BOOST_REQUIRE_EQUAL(ints.kernels.size(), 1u);
+  BOOST_TEST((ints.kernels[0].kind == KernelKind::reference), "reference kernel");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

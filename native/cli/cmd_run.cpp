@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "input_checks.h"
+#include "model_files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/format/plan_json.h"
 #include "kiln/graph/error.h"
@@ -114,7 +115,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 const CommandSpec& run_spec() {
   static const CommandSpec spec{
       "run",
-      "GRAPH.json",
+      "GRAPH.json|MODEL.onnx",
       "Runs a graph file on a target and prints each output's type and first values.",
       "Inputs come from .npy files, one per graph input in order (their count, dtypes and sizes are\n"
       "checked against the graph: a symbolic size takes the file's size, within the symbol's range),\n"
@@ -196,7 +197,7 @@ int cmd_run(std::span<char* const> args) {
 #endif
     }
   }
-  const Graph g = format::load_graph(a.positional[0]);
+  const Graph g = load_model_graph(a.positional[0]);
   const size_t n_inputs = g.inputs().size();
 
   std::vector<TensorData> inputs;

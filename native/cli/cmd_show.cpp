@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "input_checks.h"
+#include "model_files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/format/plan_json.h"
 #include "kiln/graph/error.h"
@@ -19,7 +20,7 @@ namespace kiln::cli {
 const CommandSpec& show_spec() {
   static const CommandSpec spec{
       "show",
-      "GRAPH.json",
+      "GRAPH.json|MODEL.onnx",
       "Prints a graph file (or a kernel plan file, kiln.plan JSON): its nodes, its size symbols with their ranges, and its guards (the\n"
       "checks an input must pass: dtype, device, rank, each size exact or within a symbol's\n"
       "range, and the shape facts the graph relies on).",
@@ -48,7 +49,8 @@ int cmd_show(std::span<char* const> args) {
       return 0;
     }
   }
-  const Graph g = format::load_graph(a.positional[0]);
+  const Graph g = load_model_graph(a.positional[0]);
+  std::cout << model_summary(a.positional[0]);
   std::cout << "graph " << a.positional[0] << ": " << g.size() << " nodes (" << g.op_count() << " ops), "
             << g.inputs().size() << " input" << (g.inputs().size() == 1 ? "" : "s") << ", " << g.outputs().size()
             << " output" << (g.outputs().size() == 1 ? "" : "s") << "\n\n";

@@ -420,8 +420,7 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
     KILN_CHECK(!example || static_cast<int>(example->size()) == tt.shape().dim_size(), what, " has rank ",
                tt.shape().dim_size(), " but its example has rank ", example ? example->size() : 0);
     TensorMeta meta;
-    meta.dtype = dt;
-    meta.device = options.device;
+    meta.dtype = dt;  // imported on the CPU; moved to options.device below
     for (int d = 0; d < tt.shape().dim_size(); ++d) {
       const pb::TensorShapeProto::Dimension& dim = tt.shape().dim(d);
       if (dim.has_dim_value()) {
@@ -519,12 +518,17 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
   KILN_CHECK(!outputs.empty(), "onnx: the graph has no outputs");
   g.set_outputs(outputs);
   if (options.device != Device::cpu()) {
-    // Off the CPU only 0-d constants may join device tensors: the others become inputs.
+    // Off the CPU only 0-d constants may join device tensors: the others become inputs, and
+    // the graph is built again over inputs on the device.
     Graph lifted;
     for (const SymbolInfo& s : g.shapes().symbols()) lifted.shapes().add_symbol(s);
     for (const ShapeFact& f : g.shapes().facts()) lifted.shapes().add_fact(f);
     std::vector<NodeId> map(g.size(), -1);
-    for (NodeId i : g.inputs()) map[i] = lifted.add_input(g.node(i).meta, g.node(i).name);
+    for (NodeId i : g.inputs()) {
+      TensorMeta meta = g.node(i).meta;
+      meta.device = options.device;
+      map[i] = lifted.add_input(meta, g.node(i).name);
+    }
     for (size_t i = 0; i < g.size(); ++i) {
       const Node& n = g.node(static_cast<NodeId>(i));
       if (n.op == OpId::input) continue;

@@ -1050,6 +1050,88 @@ std::vector<V> mvn(NodeCtx& c) {
   return one(im.cast(im.div(d, im.add(im.op(O::sqrt, {var}), sc(c, 1e-9, x))), x->dtype));
 }
 
+
+// A [1, .., n (at dim), .., 1] i64 tensor 0..n-1 of rank `rank`.
+V iota_along(Importer& im, int64_t n, int64_t dim, int64_t rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[static_cast<size_t>(dim)] = n;
+  std::vector<double> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0.0);
+  return im.constant(make_tensor(DType::i64, shape, v));
+}
+
+// Negative indices count from the end of a dim of size n.
+V wrap_index(Importer& im, const V& idx, int64_t n) {
+  const V i = im.cast(idx, DType::i64);
+  return where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, im.scalar(static_cast<double>(n), DType::i64)), i);
+}
+
+// GatherElements through a one-hot mask over the gathered axis (sizes known at import).
+std::vector<V> gather_elements(NodeCtx& c) {
+  Importer& im = c.im;
+  V x = c.input(0);
+  const V& idx = c.input(1);
+  const int64_t r = rank_of(x);
+  KILN_CHECK(rank_of(idx) == r, "indices must have the rank of data (", r, ")");
+  const int64_t axis = norm_axis(c.i("axis", 0), r);
+  const int64_t n = static_dim(im, x, axis, "GatherElements");
+  for (int64_t d = 0; d < r; ++d)  // data beyond the indices' sizes is never read
+    if (d != axis && !(x->sizes[static_cast<size_t>(d)] == idx->sizes[static_cast<size_t>(d)]))
+      x = im.slice(x, d, 0, static_dim(im, idx, d, "GatherElements"));
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  const V xe = im.unsqueeze(im.permute(x, perm), axis);              // [.., 1 at axis, .., n]
+  const V ie = im.unsqueeze(wrap_index(im, idx, n), r);               // [.., m at axis, .., 1]
+  const V mask = im.op(O::eq, {ie, iota_along(im, n, r, r + 1)});     // [.., m, .., n]
+  return one(im.reduce(O::sum, where(im, mask, xe, sc(c, 0, x)), {r}, false));
+}
+
+// NegativeLogLikelihoodLoss over log-probabilities [N, C, d..] and targets [N, d..].
+V nll(NodeCtx& c, const V& input, const V& target, const V& weight, const std::string& reduction) {
+  Importer& im = c.im;
+  const int64_t r = rank_of(input);
+  KILN_CHECK(r >= 2 && rank_of(target) == r - 1, "input must be [N, C, ...] and target [N, ...]");
+  const int64_t classes = static_dim(im, input, 1, "NegativeLogLikelihoodLoss");
+  const V t = im.cast(target, DType::i64);
+  const V mask = im.op(O::eq, {im.unsqueeze(t, 1), iota_along(im, classes, 1, r)});  // [N, C, d..]
+  const V zero = sc(c, 0, input);
+  const V picked = im.reduce(O::sum, where(im, mask, input, zero), {1}, false);
+  V w;
+  if (weight) {
+    SymShape ws{classes};
+    for (int64_t d = 2; d < r; ++d) ws.push_back(1);
+    w = im.reduce(O::sum, where(im, mask, im.reshape(weight, ws), zero), {1}, false);
+  } else {
+    w = im.op(O::expand, {sc(c, 1, input)}, {t->sizes});  // every target counts once
+  }
+  if (c.has("ignore_index")) {
+    const V valid = im.op(O::ne, {t, im.scalar(static_cast<double>(c.i("ignore_index", 0)), DType::i64)});
+    w = where(im, valid, w, zero);
+  }
+  const V loss = im.mul(im.op(O::neg, {picked}), w);
+  if (reduction == "none") return im.cast(loss, input->dtype);
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < r - 1; ++d) all.push_back(d);
+  const V total = im.reduce(O::sum, loss, all, false);
+  if (reduction == "sum") return im.cast(total, input->dtype);
+  KILN_CHECK(reduction == "mean", "reduction '", reduction, "' is not supported (none, sum, mean)");
+  return im.cast(im.div(total, im.reduce(O::sum, w, all, false)), input->dtype);
+}
+
+std::vector<V> nll_loss(NodeCtx& c) {
+  return one(nll(c, c.input(0), c.input(1), c.present(2) ? c.input(2) : nullptr, c.s("reduction", "mean")));
+}
+
+std::vector<V> softmax_cross_entropy(NodeCtx& c) {
+  const V& scores = c.input(0);
+  KILN_CHECK(rank_of(scores) >= 2, "scores must be [N, C, ...]");
+  const V logp = c.im.op(O::log_softmax, {scores}, {int64_t{1}});
+  const V loss = nll(c, logp, c.input(1), c.present(2) ? c.input(2) : nullptr, c.s("reduction", "mean"));
+  return {loss, c.im.cast(logp, scores->dtype)};
+}
+
 std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }
 
 std::map<std::string, Converter> build() {
@@ -1133,6 +1215,9 @@ std::map<std::string, Converter> build() {
   m["DepthToSpace"] = [](NodeCtx& c) { return depth_to_space(c, true); };
   m["SpaceToDepth"] = [](NodeCtx& c) { return depth_to_space(c, false); };
   m["MatMul"] = matmul_op;
+  m["GatherElements"] = gather_elements;
+  m["NegativeLogLikelihoodLoss"] = nll_loss;
+  m["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
   m["Gemm"] = gemm;
   m["Conv"] = conv;
   m["MaxPool"] = [](NodeCtx& c) { return pool(c, true); };

@@ -369,3 +369,46 @@ BOOST_AUTO_TEST_CASE(bundle_round_trip_and_refusals) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(records)
+
+BOOST_AUTO_TEST_CASE(autotune_and_profile_records_round_trip_and_travel_in_bundles) {
+  TempDir d;
+  config::Patch p({{"cache_dir", d.path.string()}});
+  reset_memory_for_testing();
+  const std::string device = sample_inputs().device;
+  // Absent, then stored, then found again from the disk by a process that has nothing in memory.
+  BOOST_TEST(!autotune_lookup("cpu", device, "kernel text", "sizes=64,"));
+  autotune_store("cpu", device, "kernel text", "sizes=64,", R"({"function":"k0_tiled","chunk":64})", "k0: k0_tiled");
+  reset_memory_for_testing();
+  BOOST_TEST(autotune_lookup("cpu", device, "kernel text", "sizes=64,").value() == R"({"function":"k0_tiled","chunk":64})");
+  // Every part of the key matters: other code, other sizes, another device, another target.
+  BOOST_TEST(!autotune_lookup("cpu", device, "kernel text 2", "sizes=64,"));
+  BOOST_TEST(!autotune_lookup("cpu", device, "kernel text", "sizes=128,"));
+  BOOST_TEST(!autotune_lookup("cpu", "another cpu", "kernel text", "sizes=64,"));
+  BOOST_TEST(!autotune_lookup("cuda", device, "kernel text", "sizes=64,"));
+  // A record never answers a plan lookup of the same text, and a replaced value wins.
+  const RecordKey profile{"dynamic_profile", "f at a.cpp:3", "job j", "", ""};
+  put_record(profile, "0 2 1\n", "profile");
+  put_record(profile, "0 2 1\n1 2 0\n", "profile");
+  BOOST_TEST(get_record(profile).value() == "0 2 1\n1 2 0\n");
+  BOOST_TEST(!get_record(RecordKey{"dynamic_profile", "f at a.cpp:3", "job k", "", ""}));
+  // Bundles carry this device's autotune records and the device-independent profiles, not
+  // another device's records.
+  autotune_store("cpu", "another cpu", "kernel text", "sizes=64,", R"({"function":"k0","chunk":8})", "k0: k0");
+  const std::string bundle = save_cache_artifacts(device);
+  reset_memory_for_testing();
+  DiskStore(d.path.string(), 1 << 20).clear();
+  BOOST_TEST(!get_record(profile));
+  const LoadResult r = load_cache_artifacts(bundle, device);
+  BOOST_TEST(r.loaded == 2u);
+  BOOST_TEST(autotune_lookup("cpu", device, "kernel text", "sizes=64,").has_value());
+  BOOST_TEST(get_record(profile).value() == "0 2 1\n1 2 0\n");
+  BOOST_TEST(!autotune_lookup("cpu", "another cpu", "kernel text", "sizes=64,"));
+  // Off with every cache.
+  config::Patch off({{"force_disable_caches", true}});
+  BOOST_TEST(!get_record(profile));
+  reset_memory_for_testing();
+}
+
+BOOST_AUTO_TEST_SUITE_END()

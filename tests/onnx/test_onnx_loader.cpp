@@ -1,0 +1,362 @@
+// Unit tests of the ONNX loader (frontends/onnx): models built here with ONNX's protobuf classes,
+// written to a temporary directory, loaded and run on the reference interpreter and through
+// kiln::onnx::compile (cpu), checked against values computed by hand.
+#define BOOST_TEST_MODULE onnx_loader
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "kiln/graph/error.h"
+#include "kiln/onnx/onnx.h"
+#include "kiln/reference/reference.h"
+#include "kiln/tensor.h"
+#include "onnx/onnx_pb.h"
+
+namespace fs = std::filesystem;
+using kiln::DType;
+using kiln::Error;
+using kiln::Tensor;
+using kiln::TensorData;
+using kiln::TensorMeta;
+namespace reference = kiln::reference;
+namespace konnx = kiln::onnx;
+namespace pb = ::onnx;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("kiln_onnx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+pb::ModelProto model(int64_t opset = 13) {
+  pb::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("kiln-test");
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  return m;
+}
+
+// A tensor input/output: dims > 0 are sizes, -1 unknown, and names give dim_params.
+void value(pb::ValueInfoProto* v, const std::string& name, int elem, const std::vector<std::string>& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  auto* shape = t->mutable_shape();
+  for (const std::string& d : dims) {
+    auto* dim = shape->add_dim();
+    if (d == "?") continue;
+    if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+    else dim->set_dim_param(d);
+  }
+}
+
+pb::NodeProto* node(pb::GraphProto* g, const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                    const std::string& name = "") {
+  pb::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (auto& s : in) n->add_input(s);
+  for (auto& s : out) n->add_output(s);
+  return n;
+}
+
+void ints_attr(pb::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+void int_attr(pb::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::INT);
+  a->set_i(v);
+}
+
+pb::TensorProto floats(const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+  pb::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(pb::TensorProto::FLOAT);
+  for (int64_t d : dims) t.add_dims(d);
+  for (float x : v) t.add_float_data(x);
+  return t;
+}
+
+pb::TensorProto int64s(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
+  pb::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(pb::TensorProto::INT64);
+  for (int64_t d : dims) t.add_dims(d);
+  for (int64_t x : v) t.add_int64_data(x);
+  return t;
+}
+
+std::string save(const TempDir& dir, const pb::ModelProto& m, const std::string& file = "model.onnx") {
+  const std::string path = (dir.path / file).string();
+  std::ofstream f(path, std::ios::binary);
+  BOOST_REQUIRE(m.SerializeToOstream(&f));
+  return path;
+}
+
+TensorData host(std::vector<int64_t> sizes, std::vector<float> v) {
+  TensorData t = TensorData::empty_host(DType::f32, std::move(sizes));
+  BOOST_REQUIRE_EQUAL(t.numel(), static_cast<int64_t>(v.size()));
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> values(const TensorData& t) {
+  const TensorData c = reference::contiguous(t);
+  return {c.data_as<float>(), c.data_as<float>() + c.numel()};
+}
+
+// The error of `f`, which must throw kiln::Error.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  BOOST_FAIL("expected a kiln::Error");
+  return "";
+}
+
+void check_contains(const std::string& text, const std::string& part) {
+  BOOST_TEST_INFO("message: " << text);
+  BOOST_CHECK(text.find(part) != std::string::npos);
+}
+
+// y = Relu(x @ W + b) with W and b initializers, x: [batch, 3] with batch a dim_param.
+pb::ModelProto mlp() {
+  pb::ModelProto m = model();
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"batch", "3"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"batch", "2"});
+  *g->add_initializer() = floats("W", {3, 2}, {1, 0, 0, 1, 1, -1});
+  *g->add_initializer() = floats("b", {2}, {0.5f, -0.5f});
+  node(g, "MatMul", {"x", "W"}, {"xw"});
+  node(g, "Add", {"xw", "b"}, {"z"});
+  node(g, "Relu", {"z"}, {"y"});
+  return m;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(initializers_and_named_inputs) {
+  TempDir dir;
+  const konnx::Model m = konnx::load(save(dir, mlp()));
+  BOOST_CHECK_EQUAL(m.input_names.size(), 1u);
+  BOOST_CHECK_EQUAL(m.input_names[0], "x");
+  BOOST_CHECK_EQUAL(m.output_names[0], "y");
+  BOOST_CHECK_EQUAL(m.opset, 13);
+  // The dim_param is a size symbol: the graph serves every batch size.
+  BOOST_CHECK(m.graph.node(m.graph.inputs()[0]).meta.sizes[0].is_symbolic());
+  for (int64_t batch : {2, 5}) {
+    std::vector<float> x;
+    for (int64_t k = 0; k < batch * 3; ++k) x.push_back(static_cast<float>(k % 4) - 1.0f);
+    const std::vector<TensorData> out = reference::run_graph(m.graph, std::vector<TensorData>{host({batch, 3}, x)});
+    const std::vector<float> y = values(out[0]);
+    BOOST_REQUIRE_EQUAL(y.size(), static_cast<size_t>(batch * 2));
+    for (int64_t r = 0; r < batch; ++r) {
+      const float* xr = &x[static_cast<size_t>(r * 3)];
+      BOOST_CHECK_CLOSE(y[static_cast<size_t>(r * 2)], std::max(0.0f, xr[0] + xr[2] + 0.5f), 1e-4);
+      BOOST_CHECK_CLOSE(y[static_cast<size_t>(r * 2 + 1)], std::max(0.0f, xr[1] - xr[2] - 0.5f), 1e-4);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(compile_serves_every_batch_size_on_cpu) {
+  TempDir dir;
+  const konnx::CompiledModel f = konnx::compile(save(dir, mlp()));
+  for (int64_t batch : {1, 3, 7}) {
+    std::vector<float> x(static_cast<size_t>(batch * 3), 1.0f);
+    const std::vector<Tensor> out = f({Tensor::from_data(host({batch, 3}, x))});
+    BOOST_REQUIRE_EQUAL(out.size(), 1u);
+    BOOST_CHECK(out[0].data().sizes == (std::vector<int64_t>{batch, 2}));
+    for (float v : values(out[0].data())) BOOST_CHECK(v == 2.5f || v == 0.0f);
+  }
+}
+
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape over a dynamic dim, as exporters write it:
+// y = Reshape(x, [batch, -1]) with x: [batch, 2, 3].
+BOOST_AUTO_TEST_CASE(shape_arithmetic_over_dynamic_dims_stays_symbolic) {
+  TempDir dir;
+  pb::ModelProto m = model();
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"N", "2", "3"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"N", "6"});
+  *g->add_initializer() = int64s("zero", {}, {0});
+  *g->add_initializer() = int64s("axes0", {1}, {0});
+  *g->add_initializer() = int64s("minus1", {1}, {-1});
+  node(g, "Shape", {"x"}, {"s"});
+  node(g, "Gather", {"s", "zero"}, {"n"});
+  node(g, "Unsqueeze", {"n", "axes0"}, {"n1"});
+  node(g, "Concat", {"n1", "minus1"}, {"shape"});
+  int_attr(g->mutable_node(3), "axis", 0);
+  node(g, "Reshape", {"x", "shape"}, {"y"});
+  const konnx::Model im = konnx::load(save(dir, m));
+  const TensorMeta& out = im.graph.node(im.graph.outputs()[0]).meta;
+  BOOST_REQUIRE_EQUAL(out.rank(), 2);
+  BOOST_CHECK(out.sizes[0].is_symbolic());
+  BOOST_CHECK(out.sizes[1] == 6);
+  // Nothing of the shape computation is left in the graph: input, reshape.
+  BOOST_CHECK_EQUAL(im.graph.op_count(), 1u);
+  std::vector<float> x(24);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k);
+  const std::vector<TensorData> r = reference::run_graph(im.graph, std::vector<TensorData>{host({4, 2, 3}, x)});
+  BOOST_CHECK(r[0].sizes == (std::vector<int64_t>{4, 6}));
+  BOOST_CHECK(values(r[0]) == x);
+}
+
+BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
+  TempDir dir;
+  pb::ModelProto m = model();
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"4"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"4"});
+  // w lives in weights.bin beside the model, at offset 8.
+  pb::TensorProto w;
+  w.set_name("w");
+  w.set_data_type(pb::TensorProto::FLOAT);
+  w.add_dims(4);
+  w.set_data_location(pb::TensorProto::EXTERNAL);
+  auto add_entry = [&](const std::string& k, const std::string& v) {
+    auto* e = w.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add_entry("location", "weights.bin");
+  add_entry("offset", "8");
+  add_entry("length", "16");
+  *g->add_initializer() = w;
+  {
+    const float data[6] = {0, 0, 1, 2, 3, 4};
+    std::ofstream f(dir.path / "weights.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(data), sizeof data);
+  }
+  pb::NodeProto* c = node(g, "Constant", {}, {"two"});
+  auto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(pb::AttributeProto::TENSOR);
+  *a->mutable_t() = floats("", {}, {2.0f});
+  node(g, "Mul", {"x", "w"}, {"xw"});
+  node(g, "Add", {"xw", "two"}, {"y"});
+  const konnx::Model im = konnx::load(save(dir, m));
+  const std::vector<TensorData> r = reference::run_graph(im.graph, std::vector<TensorData>{host({4}, {1, 1, 2, 2})});
+  BOOST_CHECK(values(r[0]) == (std::vector<float>{3, 4, 8, 10}));
+
+  // A location outside the model's directory is refused, as is a file too short.
+  g->mutable_initializer(0)->mutable_external_data(0)->set_value("../weights.bin");
+  check_contains(error_of([&] { konnx::load(save(dir, m)); }), "relative path inside the model's directory");
+  g->mutable_initializer(0)->mutable_external_data(0)->set_value("weights.bin");
+  g->mutable_initializer(0)->mutable_external_data(1)->set_value("16");
+  check_contains(error_of([&] { konnx::load(save(dir, m)); }), "too few for offset 16");
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_node_op_domain_and_opset) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"2"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"2"});
+  node(g, "Acos", {"x"}, {"y"}, "my_acos");
+  const std::string e = error_of([&] { konnx::load(save(dir, m)); });
+  check_contains(e, "node 'my_acos' (Acos, domain ai.onnx, opset 13): unsupported op type 'Acos'");
+
+  g->mutable_node(0)->set_op_type("Relu");
+  g->mutable_node(0)->set_domain("com.microsoft");
+  check_contains(error_of([&] { konnx::load(save(dir, m)); }), "the domain 'com.microsoft' is not supported");
+
+  pb::ModelProto newer = model(19);
+  *newer.mutable_graph() = *g;
+  check_contains(error_of([&] { konnx::load(save(dir, newer)); }), "opset 19 of domain ai.onnx");
+
+  // A bad attribute inside a converter: the node is named too.
+  pb::ModelProto t = model(13);
+  pb::GraphProto* tg = t.mutable_graph();
+  value(tg->add_input(), "x", pb::TensorProto::FLOAT, {"2", "3"});
+  value(tg->add_output(), "y", pb::TensorProto::FLOAT, {"3", "2"});
+  ints_attr(node(tg, "Transpose", {"x"}, {"y"}, "tr"), "perm", {0, 5});
+  check_contains(error_of([&] { konnx::load(save(dir, t)); }), "node 'tr' (Transpose, domain ai.onnx, opset 13)");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_and_truncated_files_are_errors) {
+  TempDir dir;
+  std::string bytes;
+  BOOST_REQUIRE(mlp().SerializeToString(&bytes));
+  // Every prefix of a valid model: an error or a model, never a crash.
+  int errors = 0;
+  for (size_t n = 0; n < bytes.size(); n += 3) {
+    try {
+      (void)konnx::load_bytes(std::as_bytes(std::span(bytes.data(), n)), dir.path.string());
+    } catch (const Error& e) {
+      ++errors;
+      BOOST_CHECK(std::string(e.what()).find("onnx") != std::string::npos);
+    }
+  }
+  BOOST_CHECK_GT(errors, 0);
+  const std::string junk = "\x0a\xff\xff\xff\xff\x0f garbage";
+  check_contains(error_of([&] { konnx::load_bytes(std::as_bytes(std::span(junk.data(), junk.size())), ""); }),
+                 "not a valid ONNX protobuf");
+  check_contains(error_of([&] { konnx::load((dir.path / "missing.onnx").string()); }), "cannot open model");
+}
+
+BOOST_AUTO_TEST_CASE(conv_and_pooling_against_hand_values) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"1", "1", "3", "3"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"1", "1", "3", "3"});
+  value(g->add_output(), "p", pb::TensorProto::FLOAT, {"1", "1", "2", "2"});
+  *g->add_initializer() = floats("w", {1, 1, 3, 3}, {0, 1, 0, 1, 1, 1, 0, 1, 0});  // a plus-shaped kernel
+  ints_attr(node(g, "Conv", {"x", "w"}, {"y"}), "pads", {1, 1, 1, 1});
+  pb::NodeProto* p = node(g, "MaxPool", {"x"}, {"p"});
+  ints_attr(p, "kernel_shape", {2, 2});
+  const konnx::Model im = konnx::load(save(dir, m));
+  const std::vector<TensorData> r =
+      reference::run_graph(im.graph, std::vector<TensorData>{host({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})});
+  BOOST_CHECK(values(r[0]) == (std::vector<float>{7, 11, 11, 17, 25, 23, 19, 29, 23}));
+  BOOST_CHECK(values(r[1]) == (std::vector<float>{5, 6, 8, 9}));
+}
+
+BOOST_AUTO_TEST_CASE(inputs_whose_values_the_import_needs) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"2", "3"});
+  value(g->add_input(), "shape", pb::TensorProto::INT64, {"2"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"?", "?"});
+  node(g, "Reshape", {"x", "shape"}, {"y"});
+  const std::string path = save(dir, m);
+  const std::string e = error_of([&] { konnx::load(path); });
+  check_contains(e, "graph input 'shape' gives it");
+  // compile binds it per call (an entry per value).
+  const konnx::CompiledModel f = konnx::compile(path);
+  TensorData shape = TensorData::empty_host(DType::i64, {2});
+  shape.data_as<int64_t>()[0] = 3;
+  shape.data_as<int64_t>()[1] = -1;
+  const std::vector<TensorData> out = f.run(std::vector<TensorData>{host({2, 3}, {1, 2, 3, 4, 5, 6}), shape});
+  BOOST_CHECK(out[0].sizes == (std::vector<int64_t>{3, 2}));
+  shape.data_as<int64_t>()[0] = 1;
+  const std::vector<TensorData> out2 = f.run(std::vector<TensorData>{host({2, 3}, {1, 2, 3, 4, 5, 6}), shape});
+  BOOST_CHECK(out2[0].sizes == (std::vector<int64_t>{1, 6}));
+}

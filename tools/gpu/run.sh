@@ -12,6 +12,7 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-out/gpu}
 mkdir -p "$out"
 carry=${KILN_CARRY:-devcarry}
+for z in "$carry"/bin/*.gz; do [ -f "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 export LD_LIBRARY_PATH="$PWD/$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests)

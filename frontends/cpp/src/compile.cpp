@@ -44,11 +44,15 @@ void register_builtin_backends() {
       if (detail::vulkan_target_applies(optimised)) return detail::vulkan_executable(optimised);
       return reference_executable(std::move(optimised));
     });
-    BackendRegistry::add("cudagraphs", [](const Graph&, std::span<const TensorMeta>) -> Executable {
-      if (detail::cuda_target_available())
-        fail("backend 'cudagraphs' (eager kernels under a CUDA graph) is not implemented yet; use backend 'kiln'");
-      fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime "
-           "(KILN_WITH_CUDA=OFF)");
+    // "cudagraphs": eager kernels (no fusion) replayed as a CUDA graph, as torch.compile's.
+    BackendRegistry::add("cudagraphs", [](const Graph& g, std::span<const TensorMeta>) -> Executable {
+      if (!detail::cuda_target_available())
+        fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime "
+             "(KILN_WITH_CUDA=OFF)");
+      Graph optimised = passes::run_default_pipeline(g);
+      KILN_CHECK(detail::cuda_target_applies(optimised), "backend 'cudagraphs' runs graphs whose inputs are all on one ",
+                 "CUDA device (and not empty); use backend 'kiln' for others");
+      return detail::cuda_graphs_executable(optimised);
     });
     return true;
   }();

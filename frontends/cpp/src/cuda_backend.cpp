@@ -3,13 +3,19 @@
 // the device, run it with targets/cuda/runtime).
 #include "cuda_backend.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 
+#include <nlohmann/json.hpp>
+
+#include "kiln/cache/cache.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
+#include "kiln/tensor.h"
 
 #if KILN_HAVE_CUDA_TARGET
 #include "kiln/cuda/codegen.h"
@@ -63,16 +69,72 @@ int device_of(const Graph& g) {
   return 0;
 }
 
+// max-autotune: the same schedule generated with other launch configurations (threads per
+// block and elements per thread of pointwise kernels, rows kept in registers or re-read); the
+// runtime compiles them all and times each kernel's distinct versions on the first call.
+std::vector<plan::KernelPlan> autotune_alternatives(const schedule::Schedule& s, const cuda::CodegenOptions& base) {
+  std::vector<plan::KernelPlan> alts;
+  for (int64_t block : {128, 256, 512, 1024})
+    for (int64_t items : {1, 4, 8})
+      for (bool rows : {true, false}) {
+        cuda::CodegenOptions o = base;
+        o.pointwise_block = block;
+        o.pointwise_items_per_thread = items;
+        o.cache_rows = rows;
+        if (block == base.pointwise_block && items == base.pointwise_items_per_thread && rows == base.cache_rows) continue;
+        alts.push_back(cuda::generate(s, o));
+      }
+  return alts;
+}
+
+std::string cuda_device_string(int device) {
+  const cuda::DeviceInfo& d = cuda::Context::get(device).info();
+  return d.name + " sm_" + std::to_string(d.arch());
+}
+
 std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  const auto t0 = Clock::now();
   const schedule::Schedule s = schedule::schedule_graph(g, cuda::schedule_target());
   KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
-  plan::KernelPlan p = cuda::generate(s);
+  const double schedule_ms = ms_since(t0);
+  const auto t1 = Clock::now();
+  const cuda::CodegenOptions co = cuda::CodegenOptions::from_config();
+  plan::KernelPlan p = cuda::generate(s, co);
   KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
+  const bool autotune = config::get<bool>("max_autotune") && config::get<bool>("max_autotune_pointwise");
+  std::vector<plan::KernelPlan> alternatives;
+  if (autotune) alternatives = autotune_alternatives(s, co);
+  const double codegen_ms = ms_since(t1);
   cuda::ExecutableOptions o;
   o.device = device_of(g);
   o.keep_buffers = config::get<bool>("cpu.keep_buffers");  // mode reduce-overhead sets it
   o.allow_tf32 = config::get<bool>("cuda.allow_tf32");
-  return cuda::PlanExecutable::load(std::move(p), o);
+  o.cuda_graph = config::get<bool>("cudagraphs");  // reduce-overhead, max-autotune, backend cudagraphs
+  o.autotune_trials = static_cast<int>(config::get<int64_t>("autotune.num_trials"));
+  if (autotune && config::get<bool>("autotune.cache")) {
+    const std::string device = cuda_device_string(o.device);
+    o.recall = [device](const std::string& signature, const std::string& problem) -> std::optional<int> {
+      const std::optional<std::string> v = cache::autotune_lookup("cuda", device, signature, problem);
+      if (!v) return std::nullopt;
+      const nlohmann::json j = nlohmann::json::parse(*v, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j["version"].is_number_integer()) {
+        KILN_LOG(cache, "autotune cache: ignoring a cuda choice that is not {\"version\": integer}: ", *v);
+        return std::nullopt;
+      }
+      return j["version"].get<int>();
+    };
+    o.remember = [device](const std::string& signature, const std::string& problem, int choice, const std::string& what) {
+      cache::autotune_store("cuda", device, signature, problem, nlohmann::json{{"version", choice}}.dump(), "cuda " + what);
+    };
+  }
+  const auto t2 = Clock::now();
+  auto exe = alternatives.empty() ? cuda::PlanExecutable::load(std::move(p), o)
+                                  : cuda::PlanExecutable::load(std::move(p), std::move(alternatives), o);
+  KILN_LOG(cache, "cuda plan of ", g.op_count(), " ops: schedule ", schedule_ms, " ms, codegen ", codegen_ms,
+           " ms, NVRTC and module load ", ms_since(t2), " ms (", exe->compile_log(), ")");
+  return exe;
 }
 
 }  // namespace
@@ -102,6 +164,16 @@ Executable cuda_executable(const Graph& g) {
     }
   }
   return [exe](std::span<const TensorData* const> inputs) { return exe->run(inputs); };
+}
+
+Executable cuda_graphs_executable(const Graph& g) {
+  // Each op its own kernel (what eager mode launches), recorded once as a CUDA graph and replayed.
+  config::Patch eager_kernels({{"fusion.max_fusion_size", int64_t{1}},
+                               {"fusion.epilogue_fusion", false},
+                               {"fusion.horizontal", false},
+                               {"cudagraphs", true},
+                               {"cpu.keep_buffers", true}});
+  return cuda_executable(g);
 }
 
 TensorData cuda_eager(OpId op, std::span<const TensorData> inputs, const Attrs& attrs) {
@@ -178,6 +250,9 @@ TensorData cuda_move(const TensorData&, Device to) {
 }
 bool cuda_target_applies(const Graph&) { return false; }
 Executable cuda_executable(const Graph&) { fail("this build of Kiln has no CUDA target (KILN_WITH_CUDA=OFF)"); }
+Executable cuda_graphs_executable(const Graph&) {
+  fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime (KILN_WITH_CUDA=OFF)");
+}
 TensorData cuda_eager(OpId op, std::span<const TensorData>, const Attrs&) {
   fail(op_name(op), ": no CUDA device: this build of Kiln has no CUDA target (KILN_WITH_CUDA=OFF)");
 }
@@ -185,3 +260,18 @@ TensorData cuda_eager(OpId op, std::span<const TensorData>, const Attrs&) {
 #endif
 
 }  // namespace kiln::detail
+
+namespace kiln {
+
+void synchronize(Device device) {
+  if (device.type != DeviceType::cuda) return;
+#if KILN_HAVE_CUDA_TARGET
+  std::string why;
+  if (!cuda::available(&why)) fail("synchronize(", device.str(), "): ", why);
+  cuda::Context::get(device.index).synchronize();
+#else
+  fail("synchronize(", device.str(), "): no CUDA device: this build of Kiln has no CUDA target (KILN_WITH_CUDA=OFF)");
+#endif
+}
+
+}  // namespace kiln

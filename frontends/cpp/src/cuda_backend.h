@@ -19,6 +19,9 @@ bool cuda_target_applies(const Graph& g);
 // Schedule + CUDA C + NVRTC + module load of an optimised graph, through an in-memory cache of
 // plans keyed by the canonical graph and the codegen options.
 Executable cuda_executable(const Graph& g);
+// Backend "cudagraphs": the graph's ops as unfused kernels (one per op, as eager mode runs them),
+// recorded once as a CUDA graph and replayed (cudagraphs on: see cuda/executable.h).
+Executable cuda_graphs_executable(const Graph& g);
 // Eager mode on CUDA tensors: one op as a compiled single-op kernel on the device, cached by op,
 // attributes, dtypes and sizes. Composites run as their decomposition op by op.
 TensorData cuda_eager(OpId op, std::span<const TensorData> inputs, const Attrs& attrs);

@@ -115,6 +115,11 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape = {}, Device
   return Tensor::from_data(std::move(d)).to(device);
 }
 
+// Waits until the work queued on `device` is done (a CUDA device's kernels and copies are
+// queued on its stream; CPU and Vulkan calls return when done, so for them this returns at
+// once). For timing device work with a host clock.
+void synchronize(Device device);
+
 }  // namespace kiln
 
 namespace kiln {

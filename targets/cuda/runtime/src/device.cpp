@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "driver_api.h"
+#include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::cuda {
@@ -70,6 +71,18 @@ const Loaded& loaded() {
     sym(a.cuEventRecord, "cuEventRecord");
     sym(a.cuEventSynchronize, "cuEventSynchronize");
     sym(a.cuEventElapsedTime, "cuEventElapsedTime_v2");
+    sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
+    sym(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+    sym(a.cuStreamEndCapture, "cuStreamEndCapture");
+    sym(a.cuGraphCreate, "cuGraphCreate");
+    sym(a.cuGraphDestroy, "cuGraphDestroy");
+    sym(a.cuGraphAddKernelNode, "cuGraphAddKernelNode_v2");
+    sym(a.cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode");
+    sym(a.cuGraphInstantiate, "cuGraphInstantiateWithFlags");
+    sym(a.cuGraphExecDestroy, "cuGraphExecDestroy");
+    sym(a.cuGraphLaunch, "cuGraphLaunch");
+    sym(a.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2");
+    sym(a.cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams");
     if (missing) return l;
     const CUresult r = a.cuInit(0);
     if (r != CUDA_SUCCESS) {
@@ -192,6 +205,8 @@ Context::Context(int ordinal) : impl_(std::make_unique<Impl>()) {
   check(a.cuDeviceTotalMem(&total, im.dev), "cuDeviceTotalMem");
   d.total_memory = static_cast<int64_t>(total);
   check(a.cuDriverGetVersion(&d.driver_version), "cuDriverGetVersion");
+  // The first plan of the process would otherwise also pay NVRTC's start-up.
+  nvrtc_prewarm(d.arch());
 }
 
 Context::~Context() = default;  // lives for the process: the driver tears contexts down at exit
@@ -352,11 +367,13 @@ void* Context::function(const Module& m, const std::string& entry) {
   return f;
 }
 
-void Context::launch(void* f, int64_t grid, int64_t block, int64_t shared_bytes, void** args, const std::string& kernel) {
+void Context::launch(void* f, int64_t grid, int64_t block, int64_t shared_bytes, void** args, const std::string& kernel,
+                     void* stream) {
   KILN_CHECK(grid >= 1 && grid <= 0x7fffffff && block >= 1 && block <= 1024, "CUDA: kernel ", kernel,
              ": launch of ", grid, " blocks of ", block, " threads is out of range");
   check(driver().cuLaunchKernel(static_cast<CUfunction>(f), static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
-                                1, 1, static_cast<unsigned>(shared_bytes), impl_->stream, args, nullptr),
+                                1, 1, static_cast<unsigned>(shared_bytes),
+                                stream ? static_cast<CUstream>(stream) : impl_->stream, args, nullptr),
         "cuLaunchKernel", "(kernel " + kernel + ", " + std::to_string(grid) + " blocks of " + std::to_string(block) + ")");
 }
 

@@ -39,6 +39,19 @@ struct DriverApi {
   decltype(&::cuEventRecord) cuEventRecord = nullptr;
   decltype(&::cuEventSynchronize) cuEventSynchronize = nullptr;
   decltype(&::cuEventElapsedTime_v2) cuEventElapsedTime = nullptr;
+  // CUDA graphs (reduce-overhead, backend cudagraphs)
+  decltype(&::cuStreamDestroy_v2) cuStreamDestroy = nullptr;
+  decltype(&::cuStreamBeginCapture_v2) cuStreamBeginCapture = nullptr;
+  decltype(&::cuStreamEndCapture) cuStreamEndCapture = nullptr;
+  decltype(&::cuGraphCreate) cuGraphCreate = nullptr;
+  decltype(&::cuGraphDestroy) cuGraphDestroy = nullptr;
+  decltype(&::cuGraphAddKernelNode_v2) cuGraphAddKernelNode = nullptr;
+  decltype(&::cuGraphAddChildGraphNode) cuGraphAddChildGraphNode = nullptr;
+  decltype(&::cuGraphInstantiateWithFlags) cuGraphInstantiate = nullptr;
+  decltype(&::cuGraphExecDestroy) cuGraphExecDestroy = nullptr;
+  decltype(&::cuGraphLaunch) cuGraphLaunch = nullptr;
+  decltype(&::cuGraphExecKernelNodeSetParams_v2) cuGraphExecKernelNodeSetParams = nullptr;
+  decltype(&::cuGraphExecChildGraphNodeSetParams) cuGraphExecChildGraphNodeSetParams = nullptr;
 };
 
 // The loaded driver (after a successful cuInit), or a kiln::Error "no CUDA device: ...".

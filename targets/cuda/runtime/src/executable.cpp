@@ -4,16 +4,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <atomic>
 #include <mutex>
+#include <sstream>
+#include <thread>
 
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
+#include "driver_api.h"
 
 namespace kiln::cuda {
 
@@ -66,27 +71,171 @@ CompiledModule compile_module(const std::string& source, int arch, const std::st
   return c;
 }
 
+namespace {
+
+// Threads NVRTC may use for one plan: KILN_CUDA_COMPILE_THREADS, else the hardware's (up to 8);
+// 1 compiles each plan as one program.
+size_t compile_threads() {
+  static const size_t n = [] {
+    if (const char* e = std::getenv("KILN_CUDA_COMPILE_THREADS"); e && *e) return static_cast<size_t>(std::max(1, std::atoi(e)));
+    return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  }();
+  return n;
+}
+
+// Compiles each source (in parallel threads when there are several: NVRTC is thread-safe and a
+// plan's programs are independent) through the process cache.
+std::vector<CompiledModule> compile_all(const std::vector<std::string>& sources, int arch, const std::string& name) {
+  std::vector<CompiledModule> out(sources.size());
+  if (sources.size() == 1 || compile_threads() == 1) {
+    for (size_t i = 0; i < sources.size(); ++i) out[i] = compile_module(sources[i], arch, name + "_" + std::to_string(i));
+    return out;
+  }
+  std::vector<std::string> errors(sources.size());
+  std::vector<std::thread> threads;
+  const size_t width = std::min(sources.size(), compile_threads());
+  std::atomic<size_t> next{0};
+  for (size_t t = 0; t < width; ++t)
+    threads.emplace_back([&] {
+      for (size_t i; (i = next++) < sources.size();) {
+        try {
+          out[i] = compile_module(sources[i], arch, name + "_" + std::to_string(i));
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) fail(e);
+  return out;
+}
+
+// Same buffers, symbols and kernels (names, kinds, entries, reads and writes): the versions of
+// one kernel in `b` may stand in for those of `a`.
+bool interchangeable(const plan::KernelPlan& a, const plan::KernelPlan& b) {
+  if (a.buffers.size() != b.buffers.size() || a.slots != b.slots || a.kernels.size() != b.kernels.size() ||
+      a.symbols.size() != b.symbols.size() || a.outputs != b.outputs)
+    return false;
+  for (size_t i = 0; i < a.kernels.size(); ++i) {
+    const plan::PlanKernel &x = a.kernels[i], &y = b.kernels[i];
+    if (x.name != y.name || x.kind != y.kind || x.entry != y.entry || x.reads != y.reads || x.writes != y.writes ||
+        x.gemm != y.gemm || !(x.parallel_extent == y.parallel_extent))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// One version of a generated kernel: its function and launch shape.
+struct KernelVersion {
+  void* fn = nullptr;
+  plan::PlanLaunch launch;
+  const std::string* source = nullptr;
+};
+
+// The arguments of one launch of a kernel version.
+struct LaunchArgs {
+  void* fn = nullptr;
+  int64_t grid = 0, block = 0, shared = 0;
+  std::vector<DevicePtr> bufs;
+  std::vector<long long> syms;
+  std::vector<void*> argv;
+  void bind() {
+    argv.clear();
+    for (DevicePtr& p : bufs) argv.push_back(&p);
+    for (long long& s : syms) argv.push_back(&s);
+  }
+};
+
+// One call's bindings: symbol values, each buffer's device address, and the memory behind them.
+struct Bound {
+  std::vector<int64_t> syms;
+  std::vector<DevicePtr> ptrs;
+  std::vector<TensorData> held;  // device copies of host inputs
+  std::vector<std::shared_ptr<Storage>> slot_mem, out_mem;
+};
+
+// The recorded CUDA graph of one set of sizes (reduce-overhead).
+struct GraphState {
+  std::vector<int64_t> syms;  // the sizes the graph (or the warm-up) was made for
+  bool warmed = false;        // a direct run of these sizes happened (lazy loading done)
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CUstream capture = nullptr;  // private stream gemms are captured on
+  struct Node {
+    size_t kernel = 0;
+    bool gemm = false;
+    CUgraphNode node = nullptr;
+    std::vector<DevicePtr> bound;  // the addresses the node was last given
+  };
+  std::vector<Node> nodes;
+  void drop() {
+    const detail::DriverApi& a = detail::driver();
+    if (exec) a.cuGraphExecDestroy(exec);
+    if (graph) a.cuGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+    nodes.clear();
+  }
+  ~GraphState() {
+    if (!available()) return;
+    drop();
+    if (capture) detail::driver().cuStreamDestroy(capture);
+  }
+};
+
 struct PlanExecutable::Impl {
   plan::KernelPlan plan;
   ExecutableOptions options;
   Context* ctx = nullptr;
-  std::shared_ptr<Context::Module> module;
-  std::vector<void*> fns;  // per kernel: CUfunction or null
+  std::vector<std::shared_ptr<Context::Module>> modules;
+  std::vector<std::string> sources;                  // of every kernel version (stable addresses)
+  std::vector<std::vector<KernelVersion>> versions;  // per kernel: [0] the plan's own, then alternatives
+  std::vector<int> chosen;                           // per kernel: the version in use
+  std::atomic<bool> tuned{true};
+  std::mutex tune_mu;
+  std::string tuning_report;
   std::vector<std::vector<int32_t>> params;  // per kernel: the buffers it takes, in id order
   std::vector<std::shared_ptr<Storage>> constants;  // by buffer id
   size_t num_inputs = 0;
   std::vector<int32_t> input_buffer;
+  bool graphable = true;  // no reference kernels
   double compile_seconds = 0;
+  std::string compile_log;  // programs and their NVRTC times
   int arch = 0;
   mutable std::mutex kept_mu;
   mutable std::vector<int64_t> kept_syms;
   mutable std::vector<std::shared_ptr<Storage>> kept_slots;
+  mutable std::mutex graph_mu;
+  mutable std::unique_ptr<GraphState> graph;
+  mutable std::atomic<int64_t> graphs_recorded{0}, replays{0}, node_updates{0}, direct_runs{0};
+
+  Bound bind(std::span<const TensorData> inputs);
+  LaunchArgs args(size_t ki, int version, const Bound& b) const;
+  // Queues every kernel (kernel `override_kernel` as version `override_version`); with a timer,
+  // times that kernel alone.
+  void launch_all(const Bound& b, void* stream, int override_kernel = -1, int override_version = -1,
+                  Context::Timer* timer = nullptr, double* ms = nullptr);
+  void tune(const Bound& b);
+  // The recorded graph of b's sizes, updated and launched; false when it cannot be used yet (the
+  // warm-up call of new sizes), and the caller launches directly.
+  bool replay(const Bound& b);
+  void record(GraphState& g, const Bound& b);
+  CUgraph capture_gemm(GraphState& g, size_t ki, const Bound& b);
+  std::vector<DevicePtr> node_addresses(const GraphState::Node& n, const Bound& b) const;
 };
 
 PlanExecutable::PlanExecutable() = default;
 PlanExecutable::~PlanExecutable() = default;
 
 std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const ExecutableOptions& options) {
+  return load(std::move(p), {}, options);
+}
+
+std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::vector<plan::KernelPlan> alternatives,
+                                                     const ExecutableOptions& options) {
   KILN_CHECK(p.target == "cuda", "cuda runtime: the plan is for target '", p.target, "', not cuda");
   auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
   exe->impl_ = std::make_unique<Impl>();
@@ -99,25 +248,74 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   im.input_buffer.assign(im.num_inputs, -1);
   for (const plan::PlanBuffer& b : im.plan.buffers)
     if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
-  bool any = false;
-  for (const plan::PlanKernel& k : im.plan.kernels) any = any || !k.source.empty();
+  std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
   const auto t0 = std::chrono::steady_clock::now();
   im.arch = im.ctx->info().arch();
-  if (any) {
-    const CompiledModule cm = compile_module(im.plan.module_source(), im.arch, "kiln_plan");
-    im.module = im.ctx->load_module(cm.image, "kiln_plan");
-    im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (cm.seconds == 0) im.compile_seconds = 0;
-    im.arch = cm.arch;
+  // The programs: one per plan (the plan's module, then each alternative's that differs), or,
+  // with several generated kernels and cores to spare, one per kernel version, compiled in
+  // parallel threads (a plan's compile then takes about as long as its slowest kernel's).
+  std::vector<const plan::KernelPlan*> plans = {&im.plan};
+  for (const plan::KernelPlan& a : alternatives) plans.push_back(&a);
+  size_t generated = 0;
+  for (const plan::PlanKernel& k : im.plan.kernels) generated += k.source.empty() ? 0 : 1;
+  const bool split = generated > 1 && compile_threads() > 1;
+  std::vector<std::string> program_sources;
+  // program_of[pi][ki]: the program holding kernel ki of plan pi (-1: none)
+  std::vector<std::vector<int>> program_of(plans.size(), std::vector<int>(im.plan.kernels.size(), -1));
+  auto program = [&](std::string src) {
+    auto it = std::find(program_sources.begin(), program_sources.end(), src);
+    if (it == program_sources.end()) it = program_sources.insert(program_sources.end(), std::move(src));
+    return static_cast<int>(it - program_sources.begin());
+  };
+  for (size_t pi = 0; pi < plans.size() && generated > 0; ++pi) {
+    const int whole = split ? -1 : program(plans[pi]->module_source());
+    for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
+      const plan::PlanKernel& k = plans[pi]->kernels[ki];
+      if (k.entry.empty()) continue;
+      program_of[pi][ki] = split ? program(plans[pi]->prelude + "\n" + k.source) : whole;
+    }
   }
-  for (const plan::PlanKernel& k : im.plan.kernels) {
-    im.fns.push_back(k.entry.empty() ? nullptr : im.ctx->function(*im.module, k.entry));
+  bool fresh = false;
+  if (!program_sources.empty()) {
+    const std::vector<CompiledModule> cms = compile_all(program_sources, im.arch, "kiln_plan");
+    for (size_t m = 0; m < cms.size(); ++m) {
+      im.modules.push_back(im.ctx->load_module(cms[m].image, "kiln_plan" + (m ? "_" + std::to_string(m) : "")));
+      fresh = fresh || cms[m].seconds > 0;
+      im.compile_log += (m ? ", " : "") + std::to_string(cms[m].seconds * 1e3).substr(0, 6);
+    }
+    im.arch = cms[0].arch;
+  }
+  if (fresh) im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  im.compile_log = std::to_string(program_sources.size()) + " NVRTC program" + (program_sources.size() == 1 ? "" : "s") +
+                   " (ms: " + im.compile_log + ")";
+  im.sources.reserve(plans.size() * im.plan.kernels.size());
+  im.versions.resize(im.plan.kernels.size());
+  im.chosen.assign(im.plan.kernels.size(), 0);
+  bool tunable = false;
+  for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
+    const plan::PlanKernel& k = im.plan.kernels[ki];
+    if (k.kind == "reference") im.graphable = false;
+    for (size_t pi = 0; pi < plans.size(); ++pi) {
+      const plan::PlanKernel& v = plans[pi]->kernels[ki];
+      if (v.entry.empty()) {
+        if (pi == 0) im.versions[ki].push_back(KernelVersion{nullptr, v.launch, nullptr});
+        continue;
+      }
+      bool seen = false;
+      for (const KernelVersion& e : im.versions[ki]) seen = seen || (e.source && *e.source == v.source && e.launch == v.launch);
+      if (seen) continue;
+      im.sources.push_back(v.source);
+      im.versions[ki].push_back(KernelVersion{
+          im.ctx->function(*im.modules[static_cast<size_t>(program_of[pi][ki])], v.entry), v.launch, &im.sources.back()});
+    }
+    tunable = tunable || im.versions[ki].size() > 1;
     std::vector<int32_t> bufs = k.reads;
     bufs.insert(bufs.end(), k.writes.begin(), k.writes.end());
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
     im.params.push_back(std::move(bufs));
   }
+  im.tuned = !tunable;
   im.constants.resize(im.plan.buffers.size());
   for (const plan::PlanBuffer& b : im.plan.buffers) {
     if (b.kind != "constant") continue;
@@ -132,6 +330,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
 const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
 double PlanExecutable::compile_seconds() const { return impl_->compile_seconds; }
 int PlanExecutable::arch() const { return impl_->arch; }
+std::string PlanExecutable::compile_log() const { return impl_->compile_log; }
 
 std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inputs) const {
   std::vector<TensorData> outs = run(inputs);
@@ -147,13 +346,13 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   return run(std::span<const TensorData>(v));
 }
 
-std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
-  Impl& im = *impl_;
-  Context& ctx = *im.ctx;
-  ctx.make_current();
-  const plan::KernelPlan& pl = im.plan;
-  KILN_CHECK(inputs.size() == im.num_inputs, "cuda runtime: the plan takes ", im.num_inputs, " inputs, got ", inputs.size());
-  std::vector<int64_t> syms(pl.symbols.size(), 0);
+Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
+  Context& ctx = *this->ctx;
+  const plan::KernelPlan& pl = plan;
+  KILN_CHECK(inputs.size() == num_inputs, "cuda runtime: the plan takes ", num_inputs, " inputs, got ", inputs.size());
+  Bound bound;
+  std::vector<int64_t>& syms = bound.syms;
+  syms.assign(pl.symbols.size(), 0);
   for (const plan::SymbolBinding& b : pl.bindings) {
     const TensorData& t = inputs[static_cast<size_t>(b.input)];
     KILN_CHECK(b.dim < t.rank(), "cuda runtime: input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ", b.dim,
@@ -163,12 +362,13 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
   for (const SymbolInfo& s : pl.symbols)
     KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, "cuda runtime: size s", s.id, " = ", syms[s.id], " (", s.source,
                ") is outside the plan's range [", s.min, ", ", s.max, "]");
-  std::vector<DevicePtr> ptrs(pl.buffers.size(), 0);
-  std::vector<TensorData> held;  // device copies of host inputs, alive until the run is queued
+  std::vector<DevicePtr>& ptrs = bound.ptrs;
+  ptrs.assign(pl.buffers.size(), 0);
+  std::vector<TensorData>& held = bound.held;  // device copies of host inputs, alive until the run is queued
   held.reserve(inputs.size());
   const int dev = ctx.info().ordinal;
-  for (size_t k = 0; k < im.num_inputs; ++k) {
-    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(im.input_buffer[k])];
+  for (size_t k = 0; k < num_inputs; ++k) {
+    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(input_buffer[k])];
     const TensorData& t = inputs[k];
     KILN_CHECK(t.dtype == b.dtype, "cuda runtime: input ", k, " has dtype ", dtype_name(t.dtype), ", the plan expects ",
                dtype_name(b.dtype));
@@ -213,23 +413,24 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
     held.push_back(std::move(d));
   }
   // Slots, outputs, constants.
-  std::vector<std::shared_ptr<Storage>> slot_mem;
-  std::unique_lock<std::mutex> kept_lock(im.kept_mu, std::defer_lock);
-  const bool keep = im.options.keep_buffers && kept_lock.try_lock();
-  if (keep && im.kept_syms == syms && im.kept_slots.size() == pl.slots.size()) {
-    slot_mem = im.kept_slots;
+  std::vector<std::shared_ptr<Storage>>& slot_mem = bound.slot_mem;
+  std::unique_lock<std::mutex> kept_lock(kept_mu, std::defer_lock);
+  const bool keep = options.keep_buffers && kept_lock.try_lock();
+  if (keep && kept_syms == syms && kept_slots.size() == pl.slots.size()) {
+    slot_mem = kept_slots;
   } else {
     for (const SymInt& s : pl.slots) slot_mem.push_back(ctx.allocate(static_cast<size_t>(s.evaluate(syms))));
     if (keep) {
-      im.kept_syms = syms;
-      im.kept_slots = slot_mem;
+      kept_syms = syms;
+      kept_slots = slot_mem;
     }
   }
-  std::vector<std::shared_ptr<Storage>> out_mem(pl.buffers.size());
+  std::vector<std::shared_ptr<Storage>>& out_mem = bound.out_mem;
+  out_mem.resize(pl.buffers.size());
   for (const plan::PlanBuffer& b : pl.buffers) {
     const size_t id = static_cast<size_t>(b.id);
     if (b.kind == "constant") {
-      ptrs[id] = reinterpret_cast<DevicePtr>(im.constants[id]->data());
+      ptrs[id] = reinterpret_cast<DevicePtr>(constants[id]->data());
     } else if (b.kind == "output") {
       size_t n = static_cast<size_t>(dtype_size(b.dtype));
       for (const SymInt& s : b.sizes) n *= static_cast<size_t>(s.evaluate(syms));
@@ -239,45 +440,254 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
       ptrs[id] = reinterpret_cast<DevicePtr>(slot_mem[static_cast<size_t>(b.slot)]->data());
     }
   }
+  return bound;
+}
+
+LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) const {
+  const plan::PlanKernel& k = plan.kernels[ki];
+  const KernelVersion& v = versions[ki][static_cast<size_t>(version)];
+  LaunchArgs a;
+  a.fn = v.fn;
+  const int64_t extent = k.parallel_extent.evaluate(b.syms);
+  if (!v.fn || extent <= 0) return a;
+  int64_t grid = (extent + v.launch.items_per_block - 1) / std::max<int64_t>(1, v.launch.items_per_block);
+  if (v.launch.max_blocks > 0) grid = std::min(grid, v.launch.max_blocks);
+  a.grid = std::clamp<int64_t>(grid, 1, 0x7fffffff);
+  a.block = v.launch.block;
+  a.shared = v.launch.shared_bytes;
+  for (int32_t id : params[ki]) a.bufs.push_back(b.ptrs[static_cast<size_t>(id)]);
+  a.syms.assign(b.syms.begin(), b.syms.end());
+  a.bind();
+  return a;
+}
+
+void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override_kernel, int override_version,
+                                      Context::Timer* timer, double* ms) {
+  Context& c = *ctx;
+  const plan::KernelPlan& pl = plan;
+  const int dev = c.info().ordinal;
   auto device_view = [&](int32_t id) {
-    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
+    const plan::PlanBuffer& buf = pl.buffers[static_cast<size_t>(id)];
     TensorData t;
-    t.dtype = b.dtype;
-    t.sizes = eval(b.sizes, syms);
-    t.strides = eval(b.strides, syms);
+    t.dtype = buf.dtype;
+    t.sizes = eval(buf.sizes, b.syms);
+    t.strides = eval(buf.strides, b.syms);
     int64_t span = 1;
     for (size_t d = 0; d < t.sizes.size(); ++d) span += (t.sizes[d] - 1) * t.strides[d];
-    t.storage = std::make_shared<Storage>(Device::cuda(dev), reinterpret_cast<void*>(ptrs[static_cast<size_t>(id)]),
-                                          static_cast<size_t>(std::max<int64_t>(span, 0) * dtype_size(b.dtype)), nullptr);
+    t.storage = std::make_shared<Storage>(Device::cuda(dev), reinterpret_cast<void*>(b.ptrs[static_cast<size_t>(id)]),
+                                          static_cast<size_t>(std::max<int64_t>(span, 0) * dtype_size(buf.dtype)), nullptr);
     return t;
   };
-  // Kernels, in order, on the stream.
-  std::vector<long long> sym_args(syms.begin(), syms.end());
   for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
     if (k.kind == "reference") {
       std::vector<TensorData> args;
-      for (int32_t b : k.inputs) args.push_back(to_host(device_view(b)));
+      for (int32_t id : k.inputs) args.push_back(to_host(device_view(id)));
       const plan::PlanBuffer& ob = pl.buffers[static_cast<size_t>(k.output)];
-      const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, syms));
+      const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, b.syms));
       const TensorData rc = r.is_contiguous() ? r : reference::contiguous(r);
       const size_t bytes = static_cast<size_t>(rc.numel() * dtype_size(rc.dtype));
-      if (bytes) ctx.copy_to_device(ptrs[static_cast<size_t>(k.output)], rc.data(), bytes);
+      if (bytes) c.copy_to_device(b.ptrs[static_cast<size_t>(k.output)], rc.data(), bytes);
       continue;
     }
-    if (k.gemm) run_gemm(ctx, *k.gemm, ptrs, syms, im.options.allow_tf32, k.name);
-    if (!im.fns[ki]) continue;
-    const int64_t extent = k.parallel_extent.evaluate(syms);
-    if (extent <= 0) continue;
-    int64_t grid = (extent + k.launch.items_per_block - 1) / std::max<int64_t>(1, k.launch.items_per_block);
-    if (k.launch.max_blocks > 0) grid = std::min(grid, k.launch.max_blocks);
-    grid = std::clamp<int64_t>(grid, 1, 0x7fffffff);
-    std::vector<DevicePtr> bufs;
-    for (int32_t b : im.params[ki]) bufs.push_back(ptrs[static_cast<size_t>(b)]);
-    std::vector<void*> args;
-    for (DevicePtr& p : bufs) args.push_back(&p);
-    for (long long& s : sym_args) args.push_back(&s);
-    ctx.launch(im.fns[ki], grid, k.launch.block, k.launch.shared_bytes, args.data(), k.name);
+    const bool timed = timer && static_cast<int>(ki) == override_kernel;
+    if (timed) timer->start();
+    if (k.gemm) run_gemm(c, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, stream);
+    LaunchArgs a = args(ki, static_cast<int>(ki) == override_kernel ? override_version : chosen[ki], b);
+    if (a.fn && a.grid > 0) c.launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
+    if (timed) *ms = timer->stop_ms();
+  }
+}
+
+void PlanExecutable::Impl::tune(const Bound& b) {
+  std::lock_guard<std::mutex> lock(tune_mu);
+  if (tuned) return;
+  std::string problem;
+  for (int64_t s : b.syms) problem += std::to_string(s) + ",";
+  auto timer = ctx->timer();
+  std::ostringstream report;
+  for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+    const std::vector<KernelVersion>& vs = versions[ki];
+    if (vs.size() < 2) continue;
+    std::string signature;
+    for (const KernelVersion& v : vs)
+      signature += *v.source + "\n// launch " + std::to_string(v.launch.block) + " " + std::to_string(v.launch.items_per_block) +
+                   " " + std::to_string(v.launch.max_blocks) + " " + std::to_string(v.launch.shared_bytes) + "\n";
+    auto describe = [&](int i) {
+      const plan::PlanLaunch& l = vs[static_cast<size_t>(i)].launch;
+      return plan.kernels[ki].name + ": version " + std::to_string(i) + " of " + std::to_string(vs.size()) + " (block " +
+             std::to_string(l.block) + ", " + std::to_string(l.items_per_block) + " items per block)";
+    };
+    if (options.recall) {
+      if (const std::optional<int> c = options.recall(signature, problem); c && *c >= 0 && *c < static_cast<int>(vs.size())) {
+        chosen[ki] = *c;
+        report << describe(*c) << " (from the autotune cache)\n";
+        continue;
+      }
+    }
+    int best = 0;
+    double best_ms = 0;
+    std::string times;
+    for (int v = 0; v < static_cast<int>(vs.size()); ++v) {
+      double ms = 0;
+      launch_all(b, nullptr, static_cast<int>(ki), v, timer.get(), &ms);  // warm-up (lazy loading)
+      std::vector<double> t;
+      for (int r = 0; r < std::max(1, options.autotune_trials); ++r) {
+        launch_all(b, nullptr, static_cast<int>(ki), v, timer.get(), &ms);
+        t.push_back(ms);
+      }
+      std::sort(t.begin(), t.end());
+      const double med = t[t.size() / 2];
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%.4f", v ? " " : "", med);
+      times += buf;
+      if (v == 0 || med < best_ms) {
+        best = v;
+        best_ms = med;
+      }
+    }
+    chosen[ki] = best;
+    report << describe(best) << ", " << best_ms << " ms (medians in ms of the versions: " << times << ")\n";
+    if (options.remember) options.remember(signature, problem, best, describe(best));
+  }
+  ctx->synchronize();
+  tuning_report = report.str();
+  tuned = true;
+}
+
+std::vector<DevicePtr> PlanExecutable::Impl::node_addresses(const GraphState::Node& n, const Bound& b) const {
+  std::vector<DevicePtr> v;
+  const plan::PlanKernel& k = plan.kernels[n.kernel];
+  if (n.gemm) {
+    for (int32_t id : {k.gemm->a, k.gemm->b, k.gemm->c}) v.push_back(b.ptrs[static_cast<size_t>(id)]);
+  } else {
+    for (int32_t id : params[n.kernel]) v.push_back(b.ptrs[static_cast<size_t>(id)]);
+  }
+  return v;
+}
+
+CUgraph PlanExecutable::Impl::capture_gemm(GraphState& g, size_t ki, const Bound& b) {
+  const detail::DriverApi& d = detail::driver();
+  const plan::PlanKernel& k = plan.kernels[ki];
+  detail::check(d.cuStreamBeginCapture(g.capture, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture",
+                "(recording gemm " + k.name + ")");
+  CUgraph child = nullptr;
+  try {
+    run_gemm(*ctx, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, g.capture);
+  } catch (...) {
+    d.cuStreamEndCapture(g.capture, &child);
+    if (child) d.cuGraphDestroy(child);
+    throw;
+  }
+  detail::check(d.cuStreamEndCapture(g.capture, &child), "cuStreamEndCapture", "(recording gemm " + k.name + ")");
+  return child;
+}
+
+namespace {
+CUDA_KERNEL_NODE_PARAMS node_params(LaunchArgs& a) {
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = static_cast<CUfunction>(a.fn);
+  p.gridDimX = static_cast<unsigned>(a.grid);
+  p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = static_cast<unsigned>(a.block);
+  p.blockDimY = p.blockDimZ = 1;
+  p.sharedMemBytes = static_cast<unsigned>(a.shared);
+  p.kernelParams = a.argv.data();
+  return p;
+}
+}  // namespace
+
+void PlanExecutable::Impl::record(GraphState& g, const Bound& b) {
+  const detail::DriverApi& d = detail::driver();
+  g.drop();
+  if (!g.capture) detail::check(d.cuStreamCreate(&g.capture, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "(graph capture)");
+  detail::check(d.cuGraphCreate(&g.graph, 0), "cuGraphCreate");
+  CUgraphNode prev = nullptr;
+  for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+    const plan::PlanKernel& k = plan.kernels[ki];
+    if (k.gemm) {
+      CUgraph child = capture_gemm(g, ki, b);
+      GraphState::Node n{ki, true, nullptr, {}};
+      const CUresult r = d.cuGraphAddChildGraphNode(&n.node, g.graph, prev ? &prev : nullptr, prev ? 1 : 0, child);
+      d.cuGraphDestroy(child);
+      detail::check(r, "cuGraphAddChildGraphNode", "(gemm " + k.name + ")");
+      n.bound = node_addresses(n, b);
+      prev = n.node;
+      g.nodes.push_back(std::move(n));
+    }
+    LaunchArgs a = args(ki, chosen[ki], b);
+    if (!a.fn || a.grid <= 0) continue;
+    const CUDA_KERNEL_NODE_PARAMS p = node_params(a);
+    GraphState::Node n{ki, false, nullptr, a.bufs};
+    detail::check(d.cuGraphAddKernelNode(&n.node, g.graph, prev ? &prev : nullptr, prev ? 1 : 0, &p), "cuGraphAddKernelNode",
+                  "(kernel " + k.name + ")");
+    prev = n.node;
+    g.nodes.push_back(std::move(n));
+  }
+  detail::check(d.cuGraphInstantiate(&g.exec, g.graph, 0), "cuGraphInstantiate",
+                "(" + std::to_string(g.nodes.size()) + " nodes)");
+  g.syms = b.syms;
+  ++graphs_recorded;
+}
+
+bool PlanExecutable::Impl::replay(const Bound& b) {
+  const detail::DriverApi& d = detail::driver();
+  if (!graph) graph = std::make_unique<GraphState>();
+  GraphState& g = *graph;
+  if (g.syms != b.syms || !g.warmed) {
+    g.drop();
+    g.syms = b.syms;
+    g.warmed = true;
+    return false;  // the warm-up call of these sizes: direct launches
+  }
+  if (!g.exec) {
+    record(g, b);
+  } else {
+    for (GraphState::Node& n : g.nodes) {
+      std::vector<DevicePtr> now = node_addresses(n, b);
+      if (now == n.bound) continue;
+      CUresult r;
+      if (n.gemm) {
+        CUgraph child = capture_gemm(g, n.kernel, b);
+        r = d.cuGraphExecChildGraphNodeSetParams(g.exec, n.node, child);
+        d.cuGraphDestroy(child);
+      } else {
+        LaunchArgs a = args(n.kernel, chosen[n.kernel], b);
+        const CUDA_KERNEL_NODE_PARAMS p = node_params(a);
+        r = d.cuGraphExecKernelNodeSetParams(g.exec, n.node, &p);
+      }
+      if (r != CUDA_SUCCESS) {  // an update the driver refuses: record the graph again
+        record(g, b);
+        break;
+      }
+      n.bound = std::move(now);
+      ++node_updates;
+    }
+  }
+  detail::check(d.cuGraphLaunch(g.exec, static_cast<CUstream>(ctx->stream())), "cuGraphLaunch",
+                "(the plan's graph of " + std::to_string(g.nodes.size()) + " nodes)");
+  ++replays;
+  return true;
+}
+
+std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
+  Impl& im = *impl_;
+  Context& ctx = *im.ctx;
+  ctx.make_current();
+  const plan::KernelPlan& pl = im.plan;
+  const Bound bound = im.bind(inputs);
+  const std::vector<int64_t>& syms = bound.syms;
+  const std::vector<std::shared_ptr<Storage>>& out_mem = bound.out_mem;
+  const int dev = ctx.info().ordinal;
+  if (!im.tuned.load()) im.tune(bound);
+  bool done = false;
+  if (im.options.cuda_graph && im.graphable) {
+    std::unique_lock<std::mutex> lock(im.graph_mu, std::try_to_lock);
+    if (lock.owns_lock()) done = im.replay(bound);
+  }
+  if (!done) {
+    im.launch_all(bound, nullptr);
+    ++im.direct_runs;
   }
   std::vector<TensorData> outs(pl.outputs.size());
   for (size_t o = 0; o < pl.outputs.size(); ++o) {
@@ -306,8 +716,18 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
   // Host inputs' device copies must outlive the kernels reading them: wait when there are any
   // (their blocks return to the cache, and a later allocation on another thread's call could
   // be written by a host copy before the queued kernels read them).
-  if (!held.empty()) ctx.synchronize();
+  if (!bound.held.empty()) ctx.synchronize();
   return outs;
+}
+
+std::string PlanExecutable::tuning_report() const {
+  std::lock_guard<std::mutex> lock(impl_->tune_mu);
+  return impl_->tuning_report;
+}
+
+PlanExecutable::GraphStats PlanExecutable::graph_stats() const {
+  const Impl& im = *impl_;
+  return GraphStats{im.graphs_recorded.load(), im.replays.load(), im.node_updates.load(), im.direct_runs.load()};
 }
 
 }  // namespace kiln::cuda

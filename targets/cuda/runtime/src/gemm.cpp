@@ -76,7 +76,7 @@ Operand as_column_major(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 }  // namespace
 
 void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
-              bool allow_tf32, const std::string& kernel) {
+              bool allow_tf32, const std::string& kernel, void* stream) {
   const int64_t m = g.m.evaluate(syms), n = g.n.evaluate(syms), k = g.k.evaluate(syms);
   std::vector<int64_t> batch, sa, sb;
   int64_t batches = 1;
@@ -174,7 +174,7 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
     const DevicePtr c = c_base + static_cast<DevicePtr>(o * inner_count * m * n * es);
     check_lt(cublasLtMatmul(h.h, desc, alpha, reinterpret_cast<const void*>(b), lb.l, reinterpret_cast<const void*>(a),
                             la.l, beta, reinterpret_cast<void*>(c), lc.l, reinterpret_cast<void*>(c), lc.l, &heur.algo,
-                            reinterpret_cast<void*>(h.workspace), h.workspace_bytes, static_cast<cudaStream_t>(ctx.stream())),
+                            reinterpret_cast<void*>(h.workspace), h.workspace_bytes, static_cast<cudaStream_t>(stream ? stream : ctx.stream())),
              "cublasLtMatmul", kernel);
     for (size_t d = idx.size(); d-- > 0;) {
       if (++idx[d] < batch[d]) break;

@@ -74,8 +74,10 @@ class Context {
   struct Module;
   std::shared_ptr<Module> load_module(const std::string& image, const std::string& name);
   void* function(const Module& m, const std::string& entry);  // CUfunction; throws naming both
-  // Launches f on the stream: grid x blocks of `block` threads, `args` as cuLaunchKernel takes them.
-  void launch(void* f, int64_t grid, int64_t block, int64_t shared_bytes, void** args, const std::string& kernel);
+  // Launches f on the stream (or on `stream`, a CUstream of this context): grid x blocks of
+  // `block` threads, `args` as cuLaunchKernel takes them.
+  void launch(void* f, int64_t grid, int64_t block, int64_t shared_bytes, void** args, const std::string& kernel,
+              void* stream = nullptr);
 
   // Device events for timing (milliseconds between two recorded points on the stream).
   struct Timer;

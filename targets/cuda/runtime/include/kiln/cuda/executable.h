@@ -5,9 +5,26 @@
 // from the context's caching allocator, and runs the kernels in order on the context's stream:
 // generated kernels with the plan's launch shape, gemms through cuBLASLt (gemm.h) before their
 // epilogue, reference kernels on the reference interpreter (through host copies).
+//
+// Modes:
+// - cuda_graph (reduce-overhead, max-autotune, backend cudagraphs): the first call of a set of
+//   sizes runs as above (it loads lazily loaded kernels and cuBLASLt's); the second records the
+//   plan's launches as a CUDA graph (kernel nodes; each gemm a child graph captured from cuBLASLt)
+//   and every later call replays it with one cuGraphLaunch. Inputs are not copied into fixed
+//   buffers: where a call's input, output or slot addresses differ from the last replay's, only
+//   the nodes that read them are updated in place (cuGraphExecKernelNodeSetParams, a re-captured
+//   gemm through cuGraphExecChildGraphNodeSetParams). New sizes record a new graph. Plans with
+//   reference kernels, and calls made while another thread replays the graph, launch directly.
+// - alternatives (max-autotune): plans of the same schedule generated with other launch
+//   configurations (block size, items per thread, row caching); each kernel's distinct versions
+//   are timed with device events on the first call's real inputs (autotune_trials runs each,
+//   median) and the fastest is kept for the executable's life (and through recall/remember, in
+//   the autotune cache).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +38,15 @@ struct ExecutableOptions {
   int device = 0;             // cuda:<device>
   bool keep_buffers = false;  // intermediate slots kept between calls while the sizes stay (reduce-overhead)
   bool allow_tf32 = false;    // f32 gemms on TF32 tensor cores (config cuda.allow_tf32)
+  bool cuda_graph = false;    // replay the plan's launches as a CUDA graph (see above)
+  int autotune_trials = 30;   // timed runs of each candidate (config autotune.num_trials)
+  // Autotune cache hooks (optional): recall(signature, problem) gives the alternative a kernel
+  // chose before (its index among the kernel's distinct versions), remember stores a new choice
+  // with a description. `signature` identifies the kernel's candidates (their sources and
+  // launches), `problem` the sizes they were timed at.
+  std::function<std::optional<int>(const std::string& signature, const std::string& problem)> recall;
+  std::function<void(const std::string& signature, const std::string& problem, int choice, const std::string& description)>
+      remember;
 };
 
 class PlanExecutable {
@@ -28,6 +54,11 @@ class PlanExecutable {
   // Throws kiln::Error: "no CUDA device: ..." without one; NVRTC's log and the source when the
   // module does not compile (a codegen bug).
   static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, const ExecutableOptions& options = {});
+  // max-autotune: `alternatives` are plans of the same schedule made with other codegen options
+  // (the same buffers and kernels; one that differs is ignored). All modules are compiled (in
+  // parallel threads) now; the kernels' versions are timed on the first run.
+  static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, std::vector<plan::KernelPlan> alternatives,
+                                              const ExecutableOptions& options);
   ~PlanExecutable();
 
   // Inputs on the host or on this device; outputs on the device (contiguous). Queued on the
@@ -40,6 +71,15 @@ class PlanExecutable {
   const plan::KernelPlan& plan() const;
   double compile_seconds() const;  // NVRTC + module load (0 when the module came from the process cache)
   int arch() const;                // the compute capability compiled for
+  std::string compile_log() const;  // "2 NVRTC programs (ms: 21.3, 19.8)": what load() compiled
+  // max-autotune: one line per tuned kernel (versions timed, the winner's launch and time);
+  // empty before the first run or without alternatives.
+  std::string tuning_report() const;
+  // CUDA graph statistics of this executable (cuda_graph): graphs recorded, replays, node updates.
+  struct GraphStats {
+    int64_t recorded = 0, replays = 0, node_updates = 0, direct_runs = 0;
+  };
+  GraphStats graph_stats() const;
 
   struct Impl;
 

@@ -14,7 +14,9 @@
 namespace kiln::cuda {
 
 // `ptrs`: device address of element 0 of each buffer (by buffer id); `syms`: symbol values.
+// `stream`: a CUstream of ctx's device to queue on (a capture stream when recording a CUDA
+// graph); null means the context's stream.
 void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
-              bool allow_tf32, const std::string& kernel);
+              bool allow_tf32, const std::string& kernel, void* stream = nullptr);
 
 }  // namespace kiln::cuda

@@ -27,6 +27,11 @@ std::string nvrtc_version();
 // Compute capabilities NVRTC can target (e.g. 75, 80, 86, 89, 90, 100, 120).
 std::vector<int> nvrtc_supported_archs();
 
+// Starts (once per process) a background compile of an empty program for `arch`, so that NVRTC's
+// one-time start (loading its builtins, initialising the compiler) is done before the first
+// plan needs it. Context::get calls it when it makes a device's context.
+void nvrtc_prewarm(int arch);
+
 // `source` with line numbers, for error messages.
 std::string numbered_source(const std::string& source);
 

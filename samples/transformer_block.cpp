@@ -1,5 +1,7 @@
 // A pre-norm transformer block written against the C++ Tensor API, compiled with
-// kiln::compile and run on the CPU:
+// kiln::compile and run on the CPU, or with `--device cuda` on the GPU (inputs and parameters on
+// cuda:0, so the CUDA target compiles it; results are compared with the CPU's eager and
+// reference results):
 //   h = layer_norm(x); q, k, v = h Wq + bq, h Wk + bk, h Wv + bv  (split into heads:
 //   [batch, heads, seq, head_dim]); a = softmax(q k^T / sqrt(head_dim)) v; x = x + a Wo + bo;
 //   x = x + linear(gelu(linear(layer_norm(x))))
@@ -16,6 +18,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 using namespace kiln;
@@ -81,29 +85,64 @@ Tensor block(const Tensor& x, const Tensor& ln1_w, const Tensor& ln1_b, const Te
   return x1 + linear(gelu(linear(h2, w1, b1)), w2, b2);
 }
 
+// --device cpu (default) or --device cuda (cuda:0): where the compiled function's inputs live,
+// and so which target compiles it.
+Device device_from_args(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], v;
+    if (a.rfind("--device=", 0) == 0) v = a.substr(9);
+    else if (a == "--device" && i + 1 < argc) v = argv[++i];
+    else v = "?";
+    if (v == "cpu") return Device::cpu();
+    if (v == "cuda" || v == "cuda:0") {
+      try {
+        ones({1}).to(Device::cuda(0));  // a device to run on, or why there is none
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
+        std::exit(1);
+      }
+      return Device::cuda(0);
+    }
+    std::fprintf(stderr, "usage: %s [--device cpu|cuda]\n", argv[0]);
+    std::exit(2);
+  }
+  return Device::cpu();
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const Device dev = device_from_args(argc, argv);
+  const bool gpu = dev.type != DeviceType::cpu;
   const Params p;
+  // The parameters on the device (the compiled block's), and on the host (the comparisons').
+  Params dp = p;
+  if (gpu)
+    for (Tensor* t : {&dp.ln1_w, &dp.ln1_b, &dp.wq, &dp.bq, &dp.wk, &dp.bk, &dp.wv, &dp.bv, &dp.wo, &dp.bo, &dp.ln2_w,
+                      &dp.ln2_b, &dp.w1, &dp.b1, &dp.w2, &dp.b2})
+      *t = t->to(dev);
   // Calls fn(x, every parameter).
-  auto run = [&p](auto&& fn, const Tensor& x) {
+  auto run_with = [](const Params& p, auto&& fn, const Tensor& x) {
     return fn(x, p.ln1_w, p.ln1_b, p.wq, p.bq, p.wk, p.bk, p.wv, p.bv, p.wo, p.bo, p.ln2_w, p.ln2_b, p.w1, p.b1, p.w2,
               p.b2);
   };
+  auto run = [&](auto&& fn, const Tensor& x) { return run_with(p, fn, x); };              // on the host
+  auto run_dev = [&](auto&& fn, const Tensor& x) { return run_with(dp, fn, gpu ? x.to(dev) : x); };  // on `dev`
   auto eager = [](auto&&... a) { return block(a...); };
   auto compiled = kiln::compile(eager, CompileOptions{.fullgraph = true, .arg_names = {"x"}});
 
   const Tensor x = randn({kBatch, kSeq, kModel}, DType::f32, Device::cpu(), /*seed=*/0);
+  std::printf("device: %s\n", dev.str().c_str());
   std::printf("transformer block: x %s, %lld heads of %lld, mlp %lld\n", shape_str(x.shape()).c_str(),
               static_cast<long long>(kHeads), static_cast<long long>(kHeadDim), static_cast<long long>(kFf));
   const ExplainOutput e = run([&](const auto&... a) { return kiln::explain(eager, a...); }, x);
-  std::printf("ops traced: %lld, kernels after fusion: %lld\n", static_cast<long long>(e.op_count),
+  std::printf("ops traced: %lld, kernels after fusion (CPU compiler): %lld\n", static_cast<long long>(e.op_count),
               static_cast<long long>(e.kernel_count));
   for (const std::string& k : e.kernels) std::printf("  %s\n", k.c_str());
 
   bool ok = true;
   auto check = [&](const Tensor& in, const char* what) {
-    const Tensor y = run(compiled, in);
+    const Tensor y = run_dev(compiled, in).to(Device::cpu());
     const Tensor expected = run(eager, in);
     const double err = max(abs(y - expected)).item<double>();
     double ref_err = 0;
@@ -121,17 +160,26 @@ int main() {
 
   // Side by side: warm-up calls of both, then each rep times one compiled and one eager call.
   // (A build without the CPU target runs everything on the reference interpreter: one call each.)
-  const bool cpu = e.kernel_count > 0;
+  const bool cpu = e.kernel_count > 0 || gpu;
   if (!cpu) std::printf("this build has no CPU target (KILN_WITH_LLVM=OFF): timing one call on the reference target\n");
   const int warmup = cpu ? kWarmup : 0, reps = cpu ? kReps : 1;
+  // On the GPU each timed call waits for its kernels (synchronize).
+  const Tensor xd = gpu ? x.to(dev) : x;
   for (int i = 0; i < warmup; ++i) {
-    run(compiled, x);
-    run(eager, x);
+    run_with(dp, compiled, xd);
+    run_with(dp, eager, xd);
   }
+  synchronize(dev);
   std::vector<double> t_compiled, t_eager;
   for (int i = 0; i < reps; ++i) {
-    t_compiled.push_back(time_ms([&] { run(compiled, x); }));
-    t_eager.push_back(time_ms([&] { run(eager, x); }));
+    t_compiled.push_back(time_ms([&] {
+      run_with(dp, compiled, xd);
+      synchronize(dev);
+    }));
+    t_eager.push_back(time_ms([&] {
+      run_with(dp, eager, xd);
+      synchronize(dev);
+    }));
   }
   const double mc = median(t_compiled), me = median(t_eager);
   std::printf("median time per call (%d calls after %d warm-up): compiled %.2f ms, eager %.2f ms (%.2fx)\n", reps,

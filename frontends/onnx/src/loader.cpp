@@ -71,6 +71,8 @@ DType dtype_of(int32_t e, const std::string& what) {
 }
 
 TensorData make_tensor(DType t, std::vector<int64_t> sizes, const std::vector<double>& values) {
+  const int64_t want = checked_numel(sizes, "a constant made while importing");
+  KILN_CHECK(want <= (int64_t{1} << 24), "onnx: a constant of ", want, " elements made while importing is too large");
   TensorData out = TensorData::empty_host(t, std::move(sizes));
   const int64_t n = out.numel();
   KILN_CHECK(static_cast<int64_t>(values.size()) == n || values.size() == 1, "onnx: internal: ", values.size(),
@@ -98,8 +100,10 @@ TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_d
   const int64_t n = checked_numel(sizes, what);
   KILN_CHECK(!t.has_segment() || t.segment().end() <= t.segment().begin(), "onnx: ", what,
              " is segmented, which is not supported");
-  TensorData out = TensorData::empty_host(dt, sizes);
   const size_t nbytes = static_cast<size_t>(n * dtype_size(dt));
+  // Allocated once the data is known to be there (a fuzzed size must not allocate).
+  TensorData out;
+  auto allocate = [&] { out = TensorData::empty_host(dt, sizes); };
   auto count_is = [&](int64_t got, const char* field) {
     KILN_CHECK(got == n, "onnx: ", what, " holds ", got, " values in ", field, ", expected ", n, " for shape [",
                [&] {
@@ -143,6 +147,7 @@ TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_d
                " bytes of external data, expected ", nbytes);
     KILN_CHECK(offset <= size && length <= size - offset, "onnx: ", what, ": external data file '", file.string(),
                "' has ", size, " bytes, too few for offset ", offset, " + length ", length);
+    allocate();
     f.seekg(offset);
     f.read(static_cast<char*>(out.data()), static_cast<std::streamsize>(nbytes));
     KILN_CHECK(f.good() || nbytes == 0, "onnx: ", what, ": error reading '", file.string(), "'");
@@ -151,35 +156,34 @@ TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_d
   if (t.has_raw_data()) {
     KILN_CHECK(t.raw_data().size() == nbytes, "onnx: ", what, " has ", t.raw_data().size(),
                " bytes of raw data, expected ", nbytes);
+    allocate();
     if (nbytes) std::memcpy(out.data(), t.raw_data().data(), nbytes);
     if (dt == DType::bool_)
       for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = out.data_as<uint8_t>()[k] != 0;
     return out;
   }
+  count_is(dt == DType::f32 ? t.float_data_size() : dt == DType::f64 ? t.double_data_size()
+           : dt == DType::i64 ? t.int64_data_size() : t.int32_data_size(),
+           dt == DType::f32 ? "float_data" : dt == DType::f64 ? "double_data" : dt == DType::i64 ? "int64_data" : "int32_data");
+  allocate();
   switch (dt) {
     case DType::f32:
-      count_is(t.float_data_size(), "float_data");
       if (n) std::memcpy(out.data(), t.float_data().data(), nbytes);
       break;
     case DType::f64:
-      count_is(t.double_data_size(), "double_data");
       if (n) std::memcpy(out.data(), t.double_data().data(), nbytes);
       break;
     case DType::i64:
-      count_is(t.int64_data_size(), "int64_data");
       if (n) std::memcpy(out.data(), t.int64_data().data(), nbytes);
       break;
     case DType::i32:
-      count_is(t.int32_data_size(), "int32_data");
       if (n) std::memcpy(out.data(), t.int32_data().data(), nbytes);
       break;
     case DType::bool_:
-      count_is(t.int32_data_size(), "int32_data");
       for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = t.int32_data(static_cast<int>(k)) != 0;
       break;
     case DType::f16:
     case DType::bf16:  // 16-bit patterns in int32_data
-      count_is(t.int32_data_size(), "int32_data");
       for (int64_t k = 0; k < n; ++k)
         out.data_as<uint16_t>()[k] = static_cast<uint16_t>(t.int32_data(static_cast<int>(k)));
       break;
@@ -307,9 +311,19 @@ NodeId Importer::id(const V& v) {
        "(Reshape, Expand, ConstantOfShape, Slice and similar shape inputs)");
 }
 
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
+
 V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
   bool known = !inputs.empty();
   for (const V& v : inputs) known = known && v->data;
+  if (known) {
+    // Folded only when the result is small: a constant that big stays a node over constants.
+    Graph scratch;
+    std::vector<NodeId> ids;
+    for (const V& v : inputs) ids.push_back(scratch.add_input(TensorMeta{v->dtype, Device::cpu(), v->sizes, {}}));
+    const TensorMeta out = scratch.node(scratch.add(o, ids, attrs)).meta;
+    known = shape_is_static(out.sizes) && out.numel().hint() <= kMaxFoldedElements;
+  }
   if (known) {
     std::vector<TensorData> args;
     for (const V& v : inputs) args.push_back(*v->data);

@@ -636,13 +636,8 @@ std::vector<V> constant_of_shape(NodeCtx& c) {
     t = v.dtype;
     value = doubles_of(v)[0];
   }
-  if (shape_is_static(shape)) {
-    std::vector<int64_t> s = shape_hints(shape);
-    int64_t n = 1;
-    for (int64_t x : s) n *= x;
-    KILN_CHECK(n <= (int64_t{1} << 28), "the constant of shape ", shape_str(shape), " is too large");
-    return one(im.constant(make_tensor(t, s, {value})));
-  }
+  if (shape_is_static(shape) && shape_numel(shape).hint() <= (int64_t{1} << 16))
+    return one(im.constant(make_tensor(t, shape_hints(shape), {value})));
   return one(im.op(O::full, {}, {shape, value, t}));
 }
 

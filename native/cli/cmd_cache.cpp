@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -176,10 +177,19 @@ int bench_one(const std::string& name, bool small) {
   for (const bench::Workload& w : bench::suite()) {
     if (w.name != name) continue;
     const bench::Tensors inputs = w.make_inputs(small);
+    // CPU time of the whole process (every thread) over the same span: on a loaded machine the
+    // wall time also holds the time other processes had the cores.
+    auto cpu_ms = [] {
+      rusage u{};
+      ::getrusage(RUSAGE_SELF, &u);
+      return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+    };
+    const double c0 = cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     auto fn = w.compiled(CompileOptions{});
     const bench::Tensors got = fn(inputs);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = cpu_ms() - c0;
     // What a call costs once compiled (the fastest of 3 more), so that first - run is the
     // compile (cold) or the cache lookup and link (warm).
     double run_ms = 1e300;
@@ -193,7 +203,8 @@ int bench_one(const std::string& name, bool small) {
       const std::vector<float> v = t.contiguous().to(DType::f32).to_vector<float>();
       bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
     }
-    std::cout << "first_ms " << ms << " output " << cache::hash_hex(bytes) << " run_ms " << run_ms << "\n";
+    std::cout << "first_ms " << ms << " output " << cache::hash_hex(bytes) << " run_ms " << run_ms << " cpu_ms " << cpu
+              << "\n";
     return 0;
   }
   fail("cache bench: no workload '", name, "'");
@@ -213,13 +224,14 @@ int bench(const ParsedArgs& a) {
   std::cout << "ms; cold/warm/remote: time to the first result in a fresh process (trace, passes, compile or\n"
                "cache hit, one run on fresh memory) with an empty cache, the cache directory the cold run\n"
                "filled, and an empty directory with Redis holding what the cold run wrote (remote only);\n"
-               "graphs: graphs and eager kernels the warm process took from the cache; run: a later call;\n"
+               "graphs: graphs and eager kernels the warm process took from the cache; cpu c/w/r: CPU time of\n"
+               "the process (all threads) over the cold/warm/remote first result; run: a later call;\n"
                "compile: the cold process's compiles; hit/rhit: the cache hits (key, read,\n"
                "decode, check, link) of the warm and the remote process, all graphs; ratio: compile / hit;\n"
                "each the fastest of " << repeat << " fresh processes\n";
   if (!redis.port) std::cout << "(no redis-server installed: no remote column)\n";
   std::cout << std::left << std::setw(18) << "workload" << std::right << std::setw(7) << "graphs" << std::setw(9) << "cold" << std::setw(8)
-            << "warm" << std::setw(8) << "remote" << std::setw(8) << "run" << std::setw(9) << "compile"
+            << "warm" << std::setw(8) << "remote" << std::setw(14) << "cpu c/w/r" << std::setw(8) << "run" << std::setw(9) << "compile"
             << std::setw(7) << "hit" << std::setw(7) << "rhit" << std::setw(8) << "ratio"
             << "  warm runs compile nothing\n";
   int status = 0;
@@ -245,7 +257,7 @@ int bench(const ParsedArgs& a) {
     // directory and an empty Redis; the last one leaves them filled for the warm runs.
     struct Col {
       int rc = 0;
-      double ms = 1e300, run = 1e300, logged = 1e300;
+      double ms = 1e300, run = 1e300, logged = 1e300, cpu = 1e300;
       int count = 0;  // graphs (and eager kernels) compiled or hit
       std::string hash;
       bool same = true;
@@ -262,9 +274,10 @@ int bench(const ParsedArgs& a) {
         }
         std::string out, word, hash;
         const int rc = run_child(argv, env, out);
-        double ms = 0, run = 0;
+        double ms = 0, run = 0, cpu = 0;
         const size_t at = out.find("first_ms ");
-        if (at != std::string::npos) std::istringstream(out.substr(at)) >> word >> ms >> word >> hash >> word >> run;
+        if (at != std::string::npos)
+          std::istringstream(out.substr(at)) >> word >> ms >> word >> hash >> word >> run >> word >> cpu;
         if (rc != 0 || hash.empty()) {
           c.rc = rc != 0 ? rc : 1;
           break;
@@ -273,6 +286,7 @@ int bench(const ParsedArgs& a) {
         c.hash = hash;
         c.ms = std::min(c.ms, ms);
         c.run = std::min(c.run, run);
+        c.cpu = std::min(c.cpu, cpu);
         // Measured inside the process (KILN_LOGS=cache): the compiles of a cold run, the cache
         // hits (key, read, decode, check, link) of a warm one, all its graphs together.
         c.logged = std::min(c.logged, logged_ms(out, logged_what));
@@ -292,6 +306,13 @@ int bench(const ParsedArgs& a) {
               << std::setw(7) << warm.count << std::setw(9) << cold_ms << std::setw(8) << warm_ms << std::setw(8);
     if (redis.port) std::cout << rwarm_ms;
     else std::cout << "-";
+    {
+      std::ostringstream c;
+      c << std::fixed << std::setprecision(0) << cold.cpu << "/" << warm.cpu << "/";
+      if (redis.port) c << rwarm.cpu;
+      else c << "-";
+      std::cout << std::setw(14) << c.str();
+    }
     std::cout << std::setw(8) << run << std::setw(9) << compile << std::setw(7) << hit << std::setw(7);
     if (redis.port) std::cout << rhit;
     else std::cout << "-";

@@ -185,6 +185,7 @@ std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgVi
   if (seen_sizes_.size() != args.size()) seen_sizes_.assign(args.size(), {});
   if (automatic && !profile_loaded_) {
     profile_loaded_ = true;
+    config::CompileScope scope(options_.mode, options_.options);  // job_id may be a per-compile option
     profile_ = load_dynamic_profile(name_);
   }
   bool profile_changed = false;
@@ -236,6 +237,7 @@ std::vector<std::vector<DimPlan>> FunctionCache::plan_dims(std::span<const ArgVi
           const ProfileDim pd{a, seen_sizes_[a].size(), d};
           if (std::find(profile_.begin(), profile_.end(), pd) == profile_.end()) profile_.push_back(pd);
         }
+    config::CompileScope scope(options_.mode, options_.options);
     save_dynamic_profile(name_, profile_);
   }
   return plan;

@@ -111,7 +111,34 @@ double time_ms_cuda(F&& call, int reps, bool launch_bound) {
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
+#endif
 
+#if KILN_HAVE_VULKAN_TARGET
+// On Vulkan every call is synchronous (submit, wait): its GPU time is the span of the timestamps
+// around its command buffers (vulkan::thread_device_ms, what device events around a CUDA call
+// measure), the median of `reps` (at least 30) calls after 3 warm-ups; launch-bound workloads:
+// host wall time per call over 2000 calls.
+template <class F>
+double time_ms_vulkan(F&& call, int reps, bool launch_bound) {
+  for (int i = 0; i < 3; ++i) call();
+  if (launch_bound) {
+    constexpr int kCalls = 2000;
+    const auto t = Clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    return seconds_since(t) * 1e3 / kCalls;
+  }
+  std::vector<double> times;
+  for (int i = 0; i < std::max(reps, 30); ++i) {
+    const double before = vulkan::thread_device_ms();
+    call();
+    times.push_back(vulkan::thread_device_ms() - before);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+#endif
+
+#if KILN_HAVE_CUDA_TARGET
 // Device-to-device copy bandwidth (bytes read plus written per second), median of 30 copies of
 // 1 GiB: the ceiling of every memory-bound workload.
 double copy_gbps() {
@@ -221,6 +248,7 @@ int cmd_bench(std::span<char* const> args) {
     return 0;
   }
   const std::string device = a.has("--device") ? a.get("--device") : "cpu";
+  double vk_copy = -1;  // Vulkan's device-to-device copy, GB/s
 #if KILN_HAVE_VULKAN_TARGET
   // Vulkan (lavapipe for orientation here): compiled mode only (eager ops do not run on Vulkan
   // tensors yet); calls are synchronous, so wall-clock medians.
@@ -228,7 +256,9 @@ int cmd_bench(std::span<char* const> args) {
   if (vk) {
     std::string why;
     KILN_CHECK(vulkan::available(&why), "bench --device vulkan: ", why);
-    std::printf("device: %s\n", vulkan::list_devices()[0].str().c_str());
+    const vulkan::DeviceInfo d = vulkan::list_devices()[0];
+    vk_copy = vulkan::copy_gbps(0, d.type == "cpu" ? size_t{64} << 20 : size_t{1} << 30, 30);
+    std::printf("device: %s; device-to-device copy %.0f GB/s (read + write)\n", d.str().c_str(), vk_copy);
   }
 #else
   const bool vk = false;
@@ -267,6 +297,8 @@ int cmd_bench(std::span<char* const> args) {
                "bench: unknown workload '", name, "'");
   }
 
+  if (vk_copy >= 0 && json.is_open())
+    json << "{\"workload\": \"d2d_copy\", \"device\": \"vulkan\", \"impl\": \"vkCmdCopyBuffer\", \"gbps\": " << vk_copy << "}\n";
 #if KILN_HAVE_CUDA_TARGET
   if (gpu) {
     const double copy = copy_gbps();
@@ -326,6 +358,11 @@ int cmd_bench(std::span<char* const> args) {
 #if KILN_HAVE_CUDA_TARGET
       if (gpu)
         r.median_ms = time_ms_cuda([&] { fn(inputs); }, reps, w.launch_bound);
+      else
+#endif
+#if KILN_HAVE_VULKAN_TARGET
+      if (vk)
+        r.median_ms = time_ms_vulkan([&] { fn(inputs); }, reps, w.launch_bound);
       else
 #endif
         r.median_ms = time_ms([&] { fn(inputs); }, reps, w.launch_bound);

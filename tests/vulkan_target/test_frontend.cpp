@@ -5,6 +5,12 @@
 
 #include <cmath>
 
+#include <filesystem>
+#include <unistd.h>
+
+#include "kiln/cache/cache.h"
+#include "kiln/config/config.h"
+#include "kiln/format/plan_json.h"
 #include "kiln/kiln.h"
 #include "kiln/vulkan/runtime.h"
 
@@ -48,6 +54,48 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_vulkan_inputs) {
   const Tensor again = f(xv, wv, bv);
   BOOST_TEST(max_diff(again, want) < 1e-4);
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
+// The plan cache: a compile on Vulkan stores its plan, each kernel's SPIR-V and the pipeline
+// cache's data; an executable loaded from that entry (no shaderc) computes the same.
+BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kiln-vk-cache-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  config::Patch patch({{"cache_dir", dir}, {"cache.plan_cache", true}});
+  const Tensor x = randn({33, 70}, DType::f32, Device::cpu(), 7);
+  auto f = kiln::compile([](const Tensor& x) { return softmax(x * 3.0, -1) + x; });
+  const Tensor got = f(x.to(Device::vulkan(0)));
+  BOOST_TEST(max_diff(got, softmax(x * 3.0, -1) + x) < 1e-5);
+  cache::DiskStore disk(dir, uint64_t{1} << 30);
+  int vulkan_entries = 0;
+  for (const cache::StoredInfo& info : disk.list()) {
+    const cache::Entry e = cache::decode_entry(*disk.get(info.key), info.key);
+    if (e.description.rfind("vulkan.graph", 0) != 0) continue;  // (the CPU's eager entries)
+    plan::KernelPlan p = format::plan_from_json(e.plan, "entry");
+    BOOST_TEST(p.target == "vulkan");
+    vulkan_entries += 1;
+    vulkan::ExecutableOptions o;
+    o.spirv.assign(p.kernels.size(), "");
+    bool has_pipeline_cache = false;
+    for (const auto& [name, bytes] : e.blobs) {
+      if (name == "pipeline_cache") {
+        has_pipeline_cache = true;
+        o.pipeline_cache = bytes;
+      } else {
+        o.spirv.at(std::stoul(name.substr(5))) = bytes;
+      }
+    }
+    BOOST_TEST(has_pipeline_cache);
+    auto exe = vulkan::PlanExecutable::load(std::move(p), o);
+    BOOST_TEST(exe->spirv() == o.spirv);
+    const std::vector<TensorData> in{x.to(Device::vulkan(0)).data()};
+    const Tensor again = Tensor::from_data(exe->run_host(in).at(0));
+    BOOST_TEST(max_diff(again, got) == 0.0);
+  }
+  BOOST_TEST(vulkan_entries == 1);
+  std::filesystem::remove_all(dir);
   const std::vector<std::string> msgs = vulkan::take_validation_messages();
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
 }

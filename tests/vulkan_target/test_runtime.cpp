@@ -1,6 +1,7 @@
 // targets/vulkan/runtime beyond the op cases: the device list, command buffers recorded once per
-// set of sizes, timestamps, the codegen's fallbacks for devices without 16-/8-bit storage (run on
-// this device, which accepts both forms), a device without f64, and bad inputs.
+// set of sizes, timestamps, outputs kept on the device and inputs bound where they lie, the
+// codegen's fallbacks for devices without 16-/8-bit storage or subgroup arithmetic (run on this
+// device, which accepts both forms), a device without f64, and bad inputs.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -126,6 +127,72 @@ BOOST_AUTO_TEST_CASE(packed_storage_fallback) {
     for (int64_t rows : {7, 3}) {
       const std::vector<TensorData> in{values(t, {rows, 33}, 4), values(t, {rows, 33}, 5)};
       expect_matches(g, in, exe->run_host(in), t);
+    }
+  }
+}
+
+// run_device: inputs on the device are bound in place, outputs stay on the device (the plan's
+// buffers handed over), and the command buffers are recorded again only when a binding changes:
+// an output still held by the caller is not overwritten by the next run.
+BOOST_AUTO_TEST_CASE(device_inputs_and_outputs) {
+  const Graph g = softmax_graph(DType::f32);
+  auto exe = load(g, vulkan::codegen_options_for(0));
+  const TensorData a = values(DType::f32, {5, 37}, 11), b = values(DType::f32, {5, 37}, 12);
+  const TensorData da = vulkan::to_device(a), db = vulkan::to_device(b);
+  BOOST_TEST((da.device() == Device::vulkan(0)));
+  const OutputDiff round_trip = compare(vulkan::to_host(da), a, tolerance_for(DType::f32, true));
+  BOOST_TEST(round_trip.ok, round_trip.what);
+  std::vector<TensorData> first = exe->run_device(std::vector<TensorData>{da});
+  BOOST_TEST((first.at(0).device() == Device::vulkan(0)));
+  const int64_t recorded = exe->command_buffer_recordings();
+  // Same input, output dropped: resubmitted as recorded.
+  first.clear();
+  expect_matches(g, {a}, {vulkan::to_host(exe->run_device(std::vector<TensorData>{da}).at(0))}, DType::f32);
+  BOOST_TEST(exe->command_buffer_recordings() == recorded);
+  // Output held: the next run (another input tensor) writes elsewhere; both stay right.
+  const TensorData held = exe->run_device(std::vector<TensorData>{da}).at(0);
+  const TensorData other = exe->run_device(std::vector<TensorData>{db}).at(0);
+  BOOST_TEST(exe->command_buffer_recordings() > recorded);
+  expect_matches(g, {a}, {vulkan::to_host(held)}, DType::f32);
+  expect_matches(g, {b}, {vulkan::to_host(other)}, DType::f32);
+  // A device output as the next input, and a host input again, through run_host.
+  expect_matches(g, {vulkan::to_host(held)}, exe->run_host(std::vector<TensorData>{held}), DType::f32);
+  expect_matches(g, {b}, exe->run_host(std::vector<TensorData>{b}), DType::f32);
+  // A view at an offset (not aligned for binding: copied on the device first).
+  TensorData view = vulkan::to_device(values(DType::f32, {6, 37}, 13));
+  view.offset = 37 + 1;  // 152 bytes: not a multiple of minStorageBufferOffsetAlignment (16 or more)
+  view.sizes = {4, 37};
+  const TensorData host_view = vulkan::to_host(view);
+  expect_matches(g, {host_view}, exe->run_host(std::vector<TensorData>{view}), DType::f32);
+  if (vulkan::list_devices()[0].timestamp_period_ns > 0) {
+    const double before = vulkan::thread_device_ms();
+    exe->run_host(std::vector<TensorData>{b});
+    BOOST_TEST(exe->last_run_ms() > 0);
+    BOOST_TEST(vulkan::thread_device_ms() - before == exe->last_run_ms(), boost::test_tools::tolerance(1e-9));
+  }
+}
+
+// Row reductions combine with subgroup arithmetic where the device has it, and with the
+// shared-memory tree alone where not: the same results (sum, max with NaN, mean/var passes).
+BOOST_AUTO_TEST_CASE(subgroup_and_shared_memory_combines) {
+  for (bool sub : {true, false}) {
+    vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+    if (!sub) o.caps.subgroup = false;
+    else if (!o.caps.subgroup) continue;  // this device has no subgroup arithmetic
+    Graph g;
+    const SymInt s0 = g.shapes().create_symbol(6, 1, 1 << 20, "x.size(0)", true);
+    const NodeId x = g.add_input(m(DType::f32, {s0, 1000}));
+    const NodeId sm = g.add(OpId::softmax, {x}, {int64_t{1}});
+    const NodeId mx = g.add(OpId::max, {x}, {Ints{1}, false});
+    g.set_outputs({sm, mx});
+    auto exe = load(g, o);
+    bool uses = false;
+    for (const plan::PlanKernel& k : exe->plan().kernels) uses = uses || k.source.find("subgroupAdd") != std::string::npos;
+    BOOST_TEST(uses == sub);
+    for (int64_t rows : {6, 1, 3}) {
+      TensorData in = values(DType::f32, {rows, 1000}, 20 + static_cast<uint64_t>(rows));
+      in.data_as<float>()[999] = NAN;  // row 0's max is NaN
+      expect_matches(g, {in}, exe->run_host(std::vector<TensorData>{in}), DType::f32);
     }
   }
 }

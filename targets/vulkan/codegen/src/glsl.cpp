@@ -35,6 +35,7 @@ std::string DeviceCaps::str() const {
   if (storage8) s += "8bit-storage ";
   if (float64) s += "f64 ";
   if (int64) s += "int64 ";
+  if (subgroup) s += "subgroup-arith ";
   return s + "wg<=" + std::to_string(max_workgroup);
 }
 
@@ -376,7 +377,13 @@ class KernelEmitter {
     const std::string body = selects(p_.out().str());
     std::string shared;
     for (const std::string& l : shared_) shared += l + "\n";
-    return shader_head(s_, bindings, writes, &k_, d_, k_.name) + shared + helpers_for(body) + "void main() {\n" + body + "}\n";
+    std::string head = shader_head(s_, bindings, writes, &k_, d_, k_.name);
+    if (subgroup_used_) {
+      const size_t at = head.find("// kernel ");
+      head.insert(at, "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_vote : require\n"
+                      "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
+    }
+    return head + shared + helpers_for(body) + "void main() {\n" + body + "}\n";
   }
 
  private:
@@ -386,6 +393,9 @@ class KernelEmitter {
   const GlslDialect& d_;
   KernelPrinter p_;
   std::vector<std::string> shared_;
+  bool subgroup_used_ = false;
+
+
 
   int64_t choose_block() const {
     if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return o_.pointwise_block;
@@ -584,6 +594,47 @@ class KernelEmitter {
     p_.line("}");
   }
 
+  // Whether reduction r's state can be combined with subgroup arithmetic: sum, prod, max, min of
+  // float values (f32/f64, whose max/min never hold NaN: NaN is the separate flag, combined with
+  // subgroupAny). Integer states (64-bit subgroup arithmetic is an extension) and arg-reductions
+  // (index ties) use the shared-memory tree.
+  bool subgroup_combinable(int32_t r) const {
+    if (!o_.caps.subgroup) return false;
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    if (in.reduce == ReduceKind::argmax || in.reduce == ReduceKind::argmin) return false;
+    const std::vector<Component> st = state(r, "");
+    return st[0].ct == CT::f32 || st[0].ct == CT::f64;
+  }
+
+  // Subgroup combine, then a shared-memory tree over the subgroups' partials (any count, not only
+  // powers of two); the result in entry 0. Every invocation of the workgroup runs it.
+  void subgroup_combine(int32_t r, const std::vector<Component>& a, const std::vector<Component>& sh) {
+    subgroup_used_ = true;
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    const char* op = in.reduce == ReduceKind::sum ? "subgroupAdd" : in.reduce == ReduceKind::prod ? "subgroupMul"
+                     : in.reduce == ReduceKind::max ? "subgroupMax" : "subgroupMin";
+    p_.line(a[0].name + " = " + op + "(" + a[0].name + ");");
+    if (a.size() == 2) p_.line(a[1].name + " = subgroupAny(" + a[1].name + ");");
+    p_.line("if (subgroupElect()) {");
+    for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[gl_SubgroupID] = " + a[i].name + ";");
+    p_.line("}");
+    p_.line("barrier();");
+    p_.line("for (uint n = gl_NumSubgroups; n > 1u; n = (n + 1u) / 2u) {");
+    p_.indent();
+    p_.line("const uint h = (n + 1u) / 2u;");
+    p_.line("if (gl_LocalInvocationID.x + h < n) {");
+    p_.indent();
+    for (size_t i = 0; i < a.size(); ++i) p_.line(a[i].name + " = " + sh[i].name + "[gl_LocalInvocationID.x];");
+    std::vector<std::string> other;
+    for (const Component& c : sh) other.push_back(c.name + "[gl_LocalInvocationID.x + h]");
+    merge(r, a, other);
+    for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[gl_LocalInvocationID.x] = " + a[i].name + ";");
+    p_.dedent();
+    p_.line("}");
+    p_.line("barrier();");
+    p_.dedent();
+    p_.line("}");
+  }
   void emit_row() {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
@@ -612,7 +663,10 @@ class KernelEmitter {
       for (int32_t r : reds) {
         const std::string id = std::to_string(r);
         const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
-        tree_combine(r, a, sh, "lid", "gl_WorkGroupSize.x", "", "");
+        if (subgroup_combinable(r))
+          subgroup_combine(r, a, sh);
+        else
+          tree_combine(r, a, sh, "lid", "gl_WorkGroupSize.x", "", "");
         std::vector<std::string> fin;
         for (const Component& c : sh) fin.push_back(c.name + "[0]");
         const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);

@@ -3,6 +3,7 @@
 #include "device.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -227,6 +228,10 @@ DeviceInfo describe(int index, VkPhysicalDevice pd) {
     d.caps.storage8 = f.v12.storageBuffer8BitAccess;
     d.caps.float64 = f.f2.features.shaderFloat64;
     d.caps.int64 = f.f2.features.shaderInt64;
+    const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    d.caps.subgroup = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (p11.subgroupSupportedOperations & need) == need;
+    // KILN_VULKAN_SUBGROUP=0: the shared-memory combine alone (comparisons, driver problems).
+    if (const char* e = std::getenv("KILN_VULKAN_SUBGROUP"); e && std::string(e) == "0") d.caps.subgroup = false;
   } else {
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     vk::vkGetPhysicalDeviceFeatures2(pd, &f2);
@@ -356,9 +361,29 @@ void Device::open(int index, VkPhysicalDevice pd) {
   VkPhysicalDeviceProperties props{};
   vk::vkGetPhysicalDeviceProperties(pd, &props);
   alignment_ = std::max<VkDeviceSize>(256, props.limits.minStorageBufferOffsetAlignment);
+  storage_alignment_ = std::max<VkDeviceSize>(4, props.limits.minStorageBufferOffsetAlignment);
+  // A discrete GPU reads device-local memory at its full bandwidth and host-visible memory over
+  // PCIe: pool memory is device-only there, filled and read through staging copies. CPU drivers
+  // and integrated GPUs share the host's memory: mapped, no copies. KILN_VULKAN_STAGING=1 (or 0)
+  // forces the device-only (mapped) path, so the staging copies are tested on lavapipe too.
+  host_visible_ = props.deviceType != VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  if (const char* e = std::getenv("KILN_VULKAN_STAGING"); e && *e) host_visible_ = std::string(e) == "0";
 }
 
-uint32_t Device::memory_type(uint32_t bits) const {
+uint32_t Device::memory_type(uint32_t bits, bool device_only) const {
+  if (device_only) {
+    // Device-local and not host-visible first (on NVIDIA the host-visible device-local type is
+    // the small BAR heap), then any device-local type, then any.
+    int best = -1, rank = -1;
+    for (uint32_t i = 0; i < memory_props_.memoryTypeCount; ++i) {
+      if (!(bits & (1u << i))) continue;
+      const VkMemoryPropertyFlags f = memory_props_.memoryTypes[i].propertyFlags;
+      const int r = (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) ? ((f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) ? 1 : 2) : 0;
+      if (r > rank) best = static_cast<int>(i), rank = r;
+    }
+    KILN_CHECK(best >= 0, "vulkan: device ", info_.name, " has no memory type for storage buffers");
+    return static_cast<uint32_t>(best);
+  }
   const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   int best = -1;
   for (uint32_t i = 0; i < memory_props_.memoryTypeCount; ++i) {
@@ -405,15 +430,24 @@ std::shared_ptr<Buffer> Device::allocate(size_t bytes) {
   vk::vkGetBufferMemoryRequirements(device_, b.buffer, &req);
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
-  ai.memoryTypeIndex = memory_type(req.memoryTypeBits);
+  ai.memoryTypeIndex = memory_type(req.memoryTypeBits, !host_visible_);
   const VkResult r = vk::vkAllocateMemory(device_, &ai, nullptr, &b.memory);
   if (r != VK_SUCCESS) {
     vk::vkDestroyBuffer(device_, b.buffer, nullptr);
     fail("vulkan: cannot allocate ", req.size, " bytes on ", info_.name, ": ", vk::result_name(r));
   }
   KILN_VK(vk::vkBindBufferMemory(device_, b.buffer, b.memory, 0));
-  KILN_VK(vk::vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
+  if (host_visible_) {
+    KILN_VK(vk::vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
+    b.address = static_cast<char*>(b.mapped);
+  } else {
+    // Addresses for the tensors in this block: reserved, never backed (a host read faults).
+    void* p = mmap(nullptr, b.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    KILN_CHECK(p != MAP_FAILED, "vulkan: cannot reserve ", b.size, " bytes of address space for a device memory block");
+    b.address = static_cast<char*>(p);
+  }
   if (b.size > size) b.free[size] = b.size - size;
+  by_address_[b.address] = blocks_.size();
   blocks_.push_back(std::move(b));
   return make_buffer(blocks_.size() - 1, 0, size);
 }
@@ -426,8 +460,196 @@ std::shared_ptr<Buffer> Device::make_buffer(size_t block, VkDeviceSize offset, V
   buf->buffer = blocks_[block].buffer;
   buf->offset = offset;
   buf->size = size;
-  buf->mapped = static_cast<char*>(blocks_[block].mapped) + offset;
+  buf->mapped = blocks_[block].mapped ? static_cast<char*>(blocks_[block].mapped) + offset : nullptr;
+  buf->address = blocks_[block].address + offset;
   return buf;
+}
+
+Location Device::locate(const void* address) const {
+  const char* p = static_cast<const char*>(address);
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  auto it = by_address_.upper_bound(p);
+  KILN_CHECK(it != by_address_.begin(), "vulkan: address ", address, " is not in the memory pool of ", info_.name);
+  --it;
+  const Block& b = blocks_[it->second];
+  const VkDeviceSize off = static_cast<VkDeviceSize>(p - b.address);
+  KILN_CHECK(off < b.size || (off == b.size && b.size > 0), "vulkan: address ", address, " is not in the memory pool of ",
+             info_.name);
+  Location l;
+  l.buffer = b.buffer;
+  l.offset = off;
+  l.left = b.size - off;
+  l.mapped = b.mapped ? static_cast<char*>(b.mapped) + off : nullptr;
+  return l;
+}
+
+void Device::staging_ready(VkDeviceSize bytes) {
+  if (staging_size_ >= bytes) return;
+  if (staging_) {
+    vk::vkDestroyBuffer(device_, staging_, nullptr);
+    vk::vkFreeMemory(device_, staging_memory_, nullptr);
+    staging_ = VK_NULL_HANDLE;
+    staging_memory_ = VK_NULL_HANDLE;
+    staging_size_ = 0;
+  }
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = bytes;
+  bci.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  KILN_VK(vk::vkCreateBuffer(device_, &bci, nullptr, &staging_));
+  VkMemoryRequirements req{};
+  vk::vkGetBufferMemoryRequirements(device_, staging_, &req);
+  // Host-visible and coherent; host-cached where offered (reads back at memcpy speed).
+  const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  int best = -1;
+  for (uint32_t i = 0; i < memory_props_.memoryTypeCount; ++i) {
+    if (!(req.memoryTypeBits & (1u << i))) continue;
+    const VkMemoryPropertyFlags f = memory_props_.memoryTypes[i].propertyFlags;
+    if ((f & want) != want) continue;
+    const bool cached = f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT, local = f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    if (best < 0 || (cached && !local)) best = static_cast<int>(i);
+  }
+  KILN_CHECK(best >= 0, "vulkan: device ", info_.name, " has no host-visible coherent memory for staging copies");
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = static_cast<uint32_t>(best);
+  KILN_VK(vk::vkAllocateMemory(device_, &ai, nullptr, &staging_memory_));
+  KILN_VK(vk::vkBindBufferMemory(device_, staging_, staging_memory_, 0));
+  void* m = nullptr;
+  KILN_VK(vk::vkMapMemory(device_, staging_memory_, 0, VK_WHOLE_SIZE, 0, &m));
+  staging_mapped_ = static_cast<char*>(m);
+  staging_size_ = bytes;
+}
+
+template <class F>
+void Device::submit_transfer(F&& fill) {
+  if (!transfer_cb_) {
+    VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cai.commandPool = command_pool_;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    KILN_VK(vk::vkAllocateCommandBuffers(device_, &cai, &transfer_cb_));
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    KILN_VK(vk::vkCreateFence(device_, &fci, nullptr, &transfer_fence_));
+  }
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  KILN_VK(vk::vkBeginCommandBuffer(transfer_cb_, &bi));
+  // Earlier dispatches, copies and host writes before the copy; the copy before later
+  // dispatches, copies and host reads.
+  VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  before.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  before.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  vk::vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                           VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
+  fill(transfer_cb_);
+  VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT |
+                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  vk::vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                           &after, 0, nullptr, 0, nullptr);
+  KILN_VK(vk::vkEndCommandBuffer(transfer_cb_));
+  VkSubmitInfo sub{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  sub.commandBufferCount = 1;
+  sub.pCommandBuffers = &transfer_cb_;
+  {
+    std::lock_guard<std::mutex> qlock(queue_mu_);
+    KILN_VK(vk::vkQueueSubmit(queue_, 1, &sub, transfer_fence_));
+  }
+  KILN_VK(vk::vkWaitForFences(device_, 1, &transfer_fence_, VK_TRUE, UINT64_MAX));
+  KILN_VK(vk::vkResetFences(device_, 1, &transfer_fence_));
+}
+
+namespace {
+constexpr VkDeviceSize kStagingChunk = VkDeviceSize{64} << 20;
+}
+
+void Device::upload(const void* address, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  const Location l = locate(address);
+  KILN_CHECK(bytes <= l.left, "vulkan: a copy of ", bytes, " bytes runs past the end of its device memory block");
+  if (l.mapped) {
+    std::memcpy(l.mapped, src, bytes);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(transfer_mu_);
+  staging_ready(std::min<VkDeviceSize>(bytes, kStagingChunk));
+  for (VkDeviceSize done = 0; done < bytes;) {
+    const VkDeviceSize n = std::min<VkDeviceSize>(bytes - done, staging_size_);
+    std::memcpy(staging_mapped_, static_cast<const char*>(src) + done, n);
+    submit_transfer([&](VkCommandBuffer cb) {
+      VkBufferCopy region{0, l.offset + done, n};
+      vk::vkCmdCopyBuffer(cb, staging_, l.buffer, 1, &region);
+    });
+    done += n;
+  }
+}
+
+void Device::download(void* dst, const void* address, size_t bytes) {
+  if (bytes == 0) return;
+  const Location l = locate(address);
+  KILN_CHECK(bytes <= l.left, "vulkan: a copy of ", bytes, " bytes runs past the end of its device memory block");
+  if (l.mapped) {
+    std::memcpy(dst, l.mapped, bytes);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(transfer_mu_);
+  staging_ready(std::min<VkDeviceSize>(bytes, kStagingChunk));
+  for (VkDeviceSize done = 0; done < bytes;) {
+    const VkDeviceSize n = std::min<VkDeviceSize>(bytes - done, staging_size_);
+    submit_transfer([&](VkCommandBuffer cb) {
+      VkBufferCopy region{l.offset + done, 0, n};
+      vk::vkCmdCopyBuffer(cb, l.buffer, staging_, 1, &region);
+    });
+    std::memcpy(static_cast<char*>(dst) + done, staging_mapped_, n);
+    done += n;
+  }
+}
+
+void Device::copy(const Location& src, const Location& dst, VkDeviceSize bytes) {
+  if (bytes == 0) return;
+  KILN_CHECK(bytes <= src.left && bytes <= dst.left, "vulkan: a device copy of ", bytes, " bytes runs past a memory block");
+  std::lock_guard<std::mutex> lock(transfer_mu_);
+  submit_transfer([&](VkCommandBuffer cb) {
+    VkBufferCopy region{src.offset, dst.offset, bytes};
+    vk::vkCmdCopyBuffer(cb, src.buffer, dst.buffer, 1, &region);
+  });
+}
+
+double Device::copy_gbps(size_t bytes, int reps) {
+  KILN_CHECK(info_.timestamp_period_ns > 0, "vulkan: device ", info_.name, " has no timestamps to time a copy with");
+  const std::shared_ptr<Buffer> a = allocate(bytes), b = allocate(bytes);
+  std::vector<unsigned char> pattern(std::min<size_t>(bytes, kStagingChunk));
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (size_t done = 0; done < bytes; done += pattern.size())
+    upload(a->address + done, pattern.data(), std::min(pattern.size(), bytes - done));
+  VkQueryPool qp = VK_NULL_HANDLE;
+  VkQueryPoolCreateInfo qci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  qci.queryCount = 2;
+  KILN_VK(vk::vkCreateQueryPool(device_, &qci, nullptr, &qp));
+  std::vector<double> ms;
+  {
+    std::lock_guard<std::mutex> lock(transfer_mu_);
+    for (int i = 0; i < reps + 3; ++i) {
+      submit_transfer([&](VkCommandBuffer cb) {
+        vk::vkCmdResetQueryPool(cb, qp, 0, 2);
+        vk::vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0);
+        VkBufferCopy region{a->offset, b->offset, bytes};
+        vk::vkCmdCopyBuffer(cb, a->buffer, b->buffer, 1, &region);
+        vk::vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1);
+      });
+      uint64_t ts[2] = {0, 0};
+      KILN_VK(vk::vkGetQueryPoolResults(device_, qp, 0, 2, sizeof(ts), ts, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT));
+      if (i >= 3) ms.push_back(static_cast<double>(ts[1] - ts[0]) * info_.timestamp_period_ns * 1e-6);
+    }
+  }
+  vk::vkDestroyQueryPool(device_, qp, nullptr);
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  return 2.0 * static_cast<double>(bytes) / (med * 1e-3) / 1e9;
 }
 
 void Device::release(size_t block, VkDeviceSize offset, VkDeviceSize size) {
@@ -453,6 +675,11 @@ int64_t Device::pool_bytes() const {
   int64_t n = 0;
   for (const Block& b : blocks_) n += static_cast<int64_t>(b.size);
   return n;
+}
+
+double copy_gbps(int device, size_t bytes, int reps) {
+  KILN_CHECK(reps > 0 && bytes > 0, "vulkan: copy_gbps needs a positive size and repetition count");
+  return Device::get(device).copy_gbps(bytes, reps);
 }
 
 // ---- shaderc ----

@@ -58,6 +58,8 @@ struct PlanExecutable::Impl {
     std::vector<int32_t> bindings;
   };
   std::vector<Pipe> pipes;  // per kernel (empty for reference kernels)
+  std::vector<std::string> spirv;  // per kernel, bytes
+  VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
   std::vector<int32_t> offset_buffers;
   uint32_t push_bytes = 0;
   std::vector<std::shared_ptr<Buffer>> constants;  // by buffer id
@@ -74,23 +76,37 @@ struct PlanExecutable::Impl {
     size_t first = 0, last = 0;  // kernels [first, last) dispatched in it
     bool empty = true;
   };
+  // What a buffer is bound as in the descriptor sets.
+  struct Binding {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceSize offset = 0, range = 0;
+    bool operator==(const Binding&) const = default;
+  };
   bool arena_valid = false;
   std::vector<int64_t> arena_syms;
   std::vector<std::shared_ptr<Buffer>> bufs;    // by buffer id (inputs, outputs, intermediates' slots)
   std::vector<std::shared_ptr<Buffer>> slots;
   std::vector<int64_t> input_lo;                // by input: element 0's offset in its buffer
   VkDescriptorPool dpool = VK_NULL_HANDLE;
+  std::vector<VkDescriptorSet> sets;            // per kernel
+  std::vector<Binding> recorded;                // by buffer id, as the command buffers were recorded
   std::vector<Segment> segments;
   std::vector<bool> dispatched;                 // per kernel: has timestamps in the last run
   int64_t recordings = 0;
   std::vector<double> kernel_ms;
+  double run_ms = -1;
   mutable std::mutex mu;
 
   ~Impl();
   void free_arena();
   void build_arena(const std::vector<int64_t>& syms, const std::vector<int64_t>& lo);
-  void record(Segment& seg, const std::vector<int64_t>& syms);
+  void bind_and_record(const std::vector<Binding>& binding);
+  std::vector<TensorData> run(std::span<const TensorData> inputs, bool device_outputs);
 };
+
+namespace {
+thread_local double t_device_ms = 0;  // thread_device_ms
+}
 
 PlanExecutable::Impl::~Impl() {
   if (!vd) return;
@@ -102,6 +118,7 @@ PlanExecutable::Impl::~Impl() {
     if (p.dsl) vk::vkDestroyDescriptorSetLayout(vd, p.dsl, nullptr);
     if (p.module) vk::vkDestroyShaderModule(vd, p.module, nullptr);
   }
+  if (pipeline_cache) vk::vkDestroyPipelineCache(vd, pipeline_cache, nullptr);
   if (queries) vk::vkDestroyQueryPool(vd, queries, nullptr);
   if (fence) vk::vkDestroyFence(vd, fence, nullptr);
   if (pool) vk::vkDestroyCommandPool(vd, pool, nullptr);
@@ -113,6 +130,8 @@ void PlanExecutable::Impl::free_arena() {
   segments.clear();
   if (dpool) vk::vkDestroyDescriptorPool(vd, dpool, nullptr);
   dpool = VK_NULL_HANDLE;
+  sets.clear();
+  recorded.clear();
   bufs.clear();
   slots.clear();
   arena_valid = false;
@@ -139,6 +158,9 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
                " uses 16-bit storage, which device ", dev.info().name, " lacks (generate the plan with its caps: codegen_options_for)");
     KILN_CHECK(!needs("GL_EXT_shader_8bit_storage") || caps.storage8, "vulkan runtime: kernel ", k.name,
                " uses 8-bit storage, which device ", dev.info().name, " lacks (generate the plan with its caps: codegen_options_for)");
+    KILN_CHECK(!needs("GL_KHR_shader_subgroup_arithmetic") || caps.subgroup, "vulkan runtime: kernel ", k.name,
+               " uses subgroup arithmetic, which device ", dev.info().name,
+               " lacks (generate the plan with its caps: codegen_options_for)");
     KILN_CHECK(!needs("double") || caps.float64, "vulkan runtime: kernel ", k.name, " uses f64, which device ",
                dev.info().name, " lacks (no shaderFloat64)");
   }
@@ -164,13 +186,33 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   }
 
   const auto t0 = std::chrono::steady_clock::now();
+  KILN_CHECK(options.spirv.empty() || options.spirv.size() == im.plan.kernels.size(), "vulkan runtime: ",
+             options.spirv.size(), " SPIR-V modules were given for a plan of ", im.plan.kernels.size(), " kernels");
+  // This plan's own pipeline cache, seeded from a cache entry where there is one, so that its
+  // data can be stored with the plan.
+  VkPipelineCacheCreateInfo pcci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  pcci.initialDataSize = options.pipeline_cache.size();
+  pcci.pInitialData = options.pipeline_cache.data();
+  KILN_VK(vk::vkCreatePipelineCache(im.vd, &pcci, nullptr, &im.pipeline_cache));
+  im.spirv.assign(im.plan.kernels.size(), "");
   im.pipes.resize(im.plan.kernels.size());
   for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
     const plan::PlanKernel& k = im.plan.kernels[ki];
     if (k.source.empty()) continue;
     Impl::Pipe& pp = im.pipes[ki];
     pp.bindings = kernel_bindings(k);
-    const std::vector<uint32_t> spv = compile_glsl(k.source, k.name);
+    std::vector<uint32_t> spv;
+    if (!options.spirv.empty() && !options.spirv[ki].empty()) {
+      const std::string& b = options.spirv[ki];
+      KILN_CHECK(b.size() % 4 == 0 && b.size() >= 20, "vulkan runtime: the SPIR-V given for kernel ", k.name, " is not a module (",
+                 b.size(), " bytes)");
+      spv.resize(b.size() / 4);
+      std::memcpy(spv.data(), b.data(), b.size());
+      KILN_CHECK(spv[0] == 0x07230203u, "vulkan runtime: the SPIR-V given for kernel ", k.name, " has no SPIR-V magic number");
+    } else {
+      spv = compile_glsl(k.source, k.name);
+    }
+    im.spirv[ki].assign(reinterpret_cast<const char*>(spv.data()), spv.size() * 4);
     VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     smi.codeSize = spv.size() * 4;
     smi.pCode = spv.data();
@@ -203,7 +245,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     cpci.stage.pName = "main";
     cpci.stage.pSpecializationInfo = &si;
     cpci.layout = pp.layout;
-    KILN_VK(vk::vkCreateComputePipelines(im.vd, dev.pipeline_cache(), 1, &cpci, nullptr, &pp.pipeline));
+    KILN_VK(vk::vkCreateComputePipelines(im.vd, im.pipeline_cache, 1, &cpci, nullptr, &pp.pipeline));
   }
   im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -212,13 +254,22 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     if (b.kind != "constant") continue;
     const size_t n = b.data->bytes.size();
     im.constants[static_cast<size_t>(b.id)] = dev.allocate(n);
-    if (n) std::memcpy(im.constants[static_cast<size_t>(b.id)]->mapped, b.data->bytes.data(), n);
+    dev.upload(im.constants[static_cast<size_t>(b.id)]->address, b.data->bytes.data(), n);
   }
   return exe;
 }
 
 const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
 double PlanExecutable::compile_seconds() const { return impl_->compile_seconds; }
+std::vector<std::string> PlanExecutable::spirv() const { return impl_->spirv; }
+std::string PlanExecutable::pipeline_cache_data() const {
+  size_t n = 0;
+  KILN_VK(vk::vkGetPipelineCacheData(impl_->vd, impl_->pipeline_cache, &n, nullptr));
+  std::string data(n, '\0');
+  if (n) KILN_VK(vk::vkGetPipelineCacheData(impl_->vd, impl_->pipeline_cache, &n, data.data()));
+  data.resize(n);
+  return data;
+}
 std::vector<double> PlanExecutable::last_kernel_ms() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->kernel_ms;
@@ -227,6 +278,11 @@ int64_t PlanExecutable::command_buffer_recordings() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->recordings;
 }
+double PlanExecutable::last_run_ms() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->run_ms;
+}
+double thread_device_ms() { return t_device_ms; }
 
 void PlanExecutable::Impl::build_arena(const std::vector<int64_t>& syms, const std::vector<int64_t>& lo) {
   free_arena();
@@ -249,42 +305,28 @@ void PlanExecutable::Impl::build_arena(const std::vector<int64_t>& syms, const s
     }
   }
   input_lo = lo;
-  // Descriptor sets: one per generated kernel.
-  uint32_t sets = 0, descriptors = 0;
+  // Descriptor sets: one per generated kernel (written by bind_and_record).
+  uint32_t nsets = 0, descriptors = 0;
   for (const Pipe& p : pipes)
     if (p.pipeline) {
-      sets += 1;
+      nsets += 1;
       descriptors += static_cast<uint32_t>(std::max<size_t>(1, p.bindings.size()));
     }
-  std::vector<VkDescriptorSet> ds(pipes.size(), VK_NULL_HANDLE);
-  if (sets) {
+  sets.assign(pipes.size(), VK_NULL_HANDLE);
+  if (nsets) {
     VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptors};
     VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    dpi.maxSets = sets;
+    dpi.maxSets = nsets;
     dpi.poolSizeCount = 1;
     dpi.pPoolSizes = &ps;
     KILN_VK(vk::vkCreateDescriptorPool(vd, &dpi, nullptr, &dpool));
     for (size_t ki = 0; ki < pipes.size(); ++ki) {
-      const Pipe& p = pipes[ki];
-      if (!p.pipeline) continue;
+      if (!pipes[ki].pipeline) continue;
       VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
       ai.descriptorPool = dpool;
       ai.descriptorSetCount = 1;
-      ai.pSetLayouts = &p.dsl;
-      KILN_VK(vk::vkAllocateDescriptorSets(vd, &ai, &ds[ki]));
-      std::vector<VkDescriptorBufferInfo> infos(p.bindings.size());
-      std::vector<VkWriteDescriptorSet> writes(p.bindings.size());
-      for (size_t i = 0; i < p.bindings.size(); ++i) {
-        const Buffer& b = *bufs[static_cast<size_t>(p.bindings[i])];
-        infos[i] = {b.buffer, b.offset, b.size};
-        writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-        writes[i].dstSet = ds[ki];
-        writes[i].dstBinding = static_cast<uint32_t>(i);
-        writes[i].descriptorCount = 1;
-        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[i].pBufferInfo = &infos[i];
-      }
-      vk::vkUpdateDescriptorSets(vd, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+      ai.pSetLayouts = &pipes[ki].dsl;
+      KILN_VK(vk::vkAllocateDescriptorSets(vd, &ai, &sets[ki]));
     }
   }
   // Segments: runs of generated kernels between reference kernels.
@@ -298,25 +340,56 @@ void PlanExecutable::Impl::build_arena(const std::vector<int64_t>& syms, const s
     cur = Segment{};
     cur.first = ki + 1;
   }
-  // Push constants: the symbols, then the offset buffers' element-0 offsets.
-  std::vector<int64_t> push(syms.begin(), syms.end());
-  for (int32_t b : offset_buffers) push.push_back(-lo[static_cast<size_t>(pl.buffers[static_cast<size_t>(b)].index)]);
-  push.push_back(0);  // pc.kz: the shaders' integer zero
-  dispatched.assign(pl.kernels.size(), false);
   for (Segment& seg : segments) {
     VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     cai.commandPool = pool;
     cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cai.commandBufferCount = 1;
     KILN_VK(vk::vkAllocateCommandBuffers(vd, &cai, &seg.cb));
+  }
+  arena_syms = syms;
+  arena_valid = true;
+}
+
+// Writes the descriptor sets for `binding` (by buffer id) and records every segment's command
+// buffer: once per set of sizes, and again only when a buffer's binding changes (a call with
+// other input tensors on the device, or an output still held by the caller).
+void PlanExecutable::Impl::bind_and_record(const std::vector<Binding>& binding) {
+  const plan::KernelPlan& pl = plan;
+  const std::vector<int64_t>& syms = arena_syms;
+  for (size_t ki = 0; ki < pipes.size(); ++ki) {
+    const Pipe& p = pipes[ki];
+    if (!p.pipeline) continue;
+    std::vector<VkDescriptorBufferInfo> infos(p.bindings.size());
+    std::vector<VkWriteDescriptorSet> writes(p.bindings.size());
+    for (size_t i = 0; i < p.bindings.size(); ++i) {
+      const Binding& b = binding[static_cast<size_t>(p.bindings[i])];
+      infos[i] = {b.buffer, b.offset, b.range};
+      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = sets[ki];
+      writes[i].dstBinding = static_cast<uint32_t>(i);
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    vk::vkUpdateDescriptorSets(vd, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  }
+  // Push constants: the symbols, then the offset buffers' element-0 offsets.
+  std::vector<int64_t> push(syms.begin(), syms.end());
+  for (int32_t b : offset_buffers) push.push_back(-input_lo[static_cast<size_t>(pl.buffers[static_cast<size_t>(b)].index)]);
+  push.push_back(0);  // pc.kz: the shaders' integer zero
+  dispatched.assign(pl.kernels.size(), false);
+  for (Segment& seg : segments) {
+    seg.empty = true;
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     KILN_VK(vk::vkBeginCommandBuffer(seg.cb, &bi));
     if (queries && seg.last > seg.first)
       vk::vkCmdResetQueryPool(seg.cb, queries, static_cast<uint32_t>(2 * seg.first), static_cast<uint32_t>(2 * (seg.last - seg.first)));
+    // Host writes, staging copies and earlier dispatches before the first dispatch.
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    vk::vkCmdPipelineBarrier(seg.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+    vk::vkCmdPipelineBarrier(seg.cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     for (size_t ki = seg.first; ki < seg.last; ++ki) {
       const plan::PlanKernel& k = pl.kernels[ki];
@@ -339,29 +412,39 @@ void PlanExecutable::Impl::build_arena(const std::vector<int64_t>& syms, const s
       }
       if (queries) vk::vkCmdWriteTimestamp(seg.cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, static_cast<uint32_t>(2 * ki));
       vk::vkCmdBindPipeline(seg.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-      vk::vkCmdBindDescriptorSets(seg.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &ds[ki], 0, nullptr);
+      vk::vkCmdBindDescriptorSets(seg.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets[ki], 0, nullptr);
       if (push_bytes) vk::vkCmdPushConstants(seg.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push.data());
       vk::vkCmdDispatch(seg.cb, gx, gy, gz);
       VkMemoryBarrier kb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
       kb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-      kb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+      kb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
       vk::vkCmdPipelineBarrier(seg.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &kb, 0, nullptr, 0, nullptr);
+                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                               1, &kb, 0, nullptr, 0, nullptr);
       if (queries) vk::vkCmdWriteTimestamp(seg.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, static_cast<uint32_t>(2 * ki + 1));
       dispatched[ki] = true;
       seg.empty = false;
     }
     KILN_VK(vk::vkEndCommandBuffer(seg.cb));
   }
+  recorded = binding;
   recordings += 1;
-  arena_syms = syms;
-  arena_valid = true;
 }
 
 std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inputs) const {
-  Impl& im = *impl_;
-  std::lock_guard<std::mutex> lock(im.mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->run(inputs, false);
+}
+
+std::vector<TensorData> PlanExecutable::run_device(std::span<const TensorData> inputs) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->run(inputs, true);
+}
+
+std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> inputs, bool device_outputs) {
+  Impl& im = *this;
   const plan::KernelPlan& pl = im.plan;
+  const kiln::Device here = kiln::Device::vulkan(im.options.device);
   KILN_CHECK(inputs.size() == im.num_inputs, "vulkan runtime: the plan takes ", im.num_inputs, " inputs, got ", inputs.size());
   std::vector<int64_t> syms(pl.symbols.size(), 0);
   for (const plan::SymbolBinding& b : pl.bindings) {
@@ -373,9 +456,14 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
   for (const SymbolInfo& s : pl.symbols)
     KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, "vulkan runtime: size s", s.id, " = ", syms[s.id], " (", s.source,
                ") is outside the plan's range [", s.min, ", ", s.max, "]");
-  // Check the inputs; decide how each is copied in.
+  // Check the inputs; decide how each reaches the kernels: bound where it lies (a tensor on this
+  // device with the plan's strides at an aligned offset: no copy), copied on the device into the
+  // plan's buffer (the same, unaligned), or copied in from the host (a host tensor, or one made
+  // contiguous first).
   std::vector<int64_t> lo(im.num_inputs, 0);
-  std::vector<TensorData> src(im.num_inputs);  // what is copied: t itself (plan strides) or a contiguous copy
+  std::vector<TensorData> src(im.num_inputs);       // what is copied from the host
+  std::vector<Binding> bound(im.num_inputs);        // bound in place (buffer set) ...
+  std::vector<Location> device_src(im.num_inputs);  // ... or copied on the device (buffer set)
   for (size_t k = 0; k < im.num_inputs; ++k) {
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(im.input_buffer[k])];
     const TensorData& t = inputs[k];
@@ -388,42 +476,85 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
       KILN_CHECK(t.sizes[d] == want, "vulkan runtime: input ", k, " has sizes ", sizes_str(t.sizes), ", but the plan needs ",
                  want, " at dim ", d, " (", b.sizes[d].str(), ")");
     }
-    // (Tensors on this device live in host-visible pool memory: read like host tensors.)
-    KILN_CHECK(t.device().type == DeviceType::cpu || t.device() == kiln::Device::vulkan(im.options.device),
-               "vulkan runtime: input ", k, " is on ", t.device().str(), "; the plan runs on vulkan:", im.options.device);
+    const bool on_device = t.device().type != DeviceType::cpu;
+    KILN_CHECK(!on_device || t.device() == here, "vulkan runtime: input ", k, " is on ", t.device().str(),
+               "; the plan runs on vulkan:", im.options.device);
     const std::vector<int64_t> ps = eval(b.strides, syms);
     bool strides_ok = true;
     for (size_t d = 0; d < ps.size() && strides_ok; ++d) strides_ok = t.sizes[d] == 1 || t.strides[d] == ps[d];
     if (strides_ok) {
-      src[k] = t;
       lo[k] = span_of(t.sizes, ps).first;
+      if (on_device && t.numel() > 0) {
+        const auto [l, h] = span_of(t.sizes, t.strides);
+        const int64_t es = dtype_size(t.dtype);
+        const Location at = im.dev->locate(static_cast<const char*>(t.data()) + l * es);
+        const VkDeviceSize bytes = static_cast<VkDeviceSize>((h - l + 1) * es);
+        KILN_CHECK(bytes <= at.left, "vulkan runtime: input ", k, " reaches past the end of its device memory");
+        if (at.offset % im.dev->offset_alignment() == 0)
+          // The range rounded up to 16 bytes (shaders reading packed 16/8-bit storage read whole
+          // words), within the pool allocation (16-byte multiples).
+          bound[k] = {at.buffer, at.offset, std::min<VkDeviceSize>((bytes + 15) / 16 * 16, at.left)};
+        else
+          device_src[k] = at;
+      } else {
+        src[k] = t;
+      }
     } else {
       KILN_CHECK(b.strides == contiguous_strides(b.sizes), "vulkan runtime: input ", k, " has strides ", sizes_str(t.strides),
                  ", the plan was made for other strides");
-      src[k] = reference::contiguous(t);
+      src[k] = reference::contiguous(on_device ? to_host(t) : t);
     }
   }
   if (!im.arena_valid || im.arena_syms != syms || im.input_lo != lo) im.build_arena(syms, lo);
+  // Outputs still held by the caller (returned by an earlier run_device) get new buffers.
+  if (device_outputs)
+    for (const plan::PlanBuffer& b : pl.buffers)
+      if (b.kind == "output" && im.bufs[static_cast<size_t>(b.id)].use_count() > 1)
+        im.bufs[static_cast<size_t>(b.id)] = im.dev->allocate(static_cast<size_t>(im.bufs[static_cast<size_t>(b.id)]->size));
+  std::vector<Binding> binding(pl.buffers.size());
+  for (const plan::PlanBuffer& b : pl.buffers) {
+    const size_t id = static_cast<size_t>(b.id);
+    if (b.kind == "input" && bound[static_cast<size_t>(b.index)].buffer)
+      binding[id] = bound[static_cast<size_t>(b.index)];
+    else if (im.bufs[id])
+      binding[id] = {im.bufs[id]->buffer, im.bufs[id]->offset, im.bufs[id]->size};
+  }
+  if (binding != im.recorded) im.bind_and_record(binding);
   // Copy in.
   for (size_t k = 0; k < im.num_inputs; ++k) {
+    Buffer& dst = *im.bufs[static_cast<size_t>(im.input_buffer[k])];
+    if (bound[k].buffer) continue;
+    if (device_src[k].buffer) {
+      const auto [l, h] = span_of(inputs[k].sizes, inputs[k].strides);
+      Location to{dst.buffer, dst.offset, dst.size, nullptr};
+      im.dev->copy(device_src[k], to, static_cast<VkDeviceSize>((h - l + 1) * dtype_size(inputs[k].dtype)));
+      continue;
+    }
     const TensorData& t = src[k];
     if (t.numel() == 0) continue;
     const int64_t es = dtype_size(t.dtype);
     const auto [l, h] = span_of(t.sizes, t.strides);
-    Buffer& dst = *im.bufs[static_cast<size_t>(im.input_buffer[k])];
-    std::memcpy(dst.mapped, static_cast<const char*>(t.data()) + l * es, static_cast<size_t>((h - l + 1) * es));
+    im.dev->upload(dst.address, static_cast<const char*>(t.data()) + l * es, static_cast<size_t>((h - l + 1) * es));
   }
+  // A host view of a plan buffer for the reference kernels: the input itself (on the host), the
+  // mapped memory, or a copy of the buffer.
   auto host_view = [&](int32_t id) {
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
+    if (b.kind == "input") {
+      const TensorData& t = inputs[static_cast<size_t>(b.index)];
+      return t.device().type == DeviceType::cpu ? t : to_host(t);
+    }
     TensorData t;
     t.dtype = b.dtype;
     t.sizes = eval(b.sizes, syms);
     t.strides = eval(b.strides, syms);
     const Buffer& buf = *im.bufs[static_cast<size_t>(id)];
-    int64_t off = 0;
-    if (b.kind == "input") off = -im.input_lo[static_cast<size_t>(b.index)];
-    t.storage = std::make_shared<Storage>(kiln::Device::cpu(), buf.mapped, static_cast<size_t>(buf.size), nullptr);
-    t.offset = off;
+    if (buf.mapped) {
+      t.storage = std::make_shared<Storage>(kiln::Device::cpu(), buf.mapped, static_cast<size_t>(buf.size), nullptr);
+    } else {
+      t.storage = Storage::allocate_host(static_cast<size_t>(buf.size));
+      im.dev->download(t.storage->data(), buf.address, static_cast<size_t>(buf.size));
+    }
     return t;
   };
   // Submit segment by segment; reference kernels on the host in between.
@@ -448,30 +579,42 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
       const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, syms));
       const TensorData rc = r.is_contiguous() ? r : reference::contiguous(r);
       const size_t bytes = static_cast<size_t>(rc.numel() * dtype_size(rc.dtype));
-      if (bytes) std::memcpy(im.bufs[static_cast<size_t>(k.output)]->mapped, rc.data(), bytes);
+      im.dev->upload(im.bufs[static_cast<size_t>(k.output)]->address, rc.data(), bytes);
     }
   }
-  // Kernel times.
+  // Kernel times, and the run's: per segment, from its first dispatch's start to its last's end.
   im.kernel_ms.clear();
+  im.run_ms = -1;
   if (im.queries) {
     std::vector<uint64_t> ts(2 * pl.kernels.size(), 0);
+    std::vector<bool> ok(pl.kernels.size(), false);
     im.kernel_ms.assign(pl.kernels.size(), 0.0);
+    const double period = im.dev->info().timestamp_period_ns;
     for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
       if (!im.dispatched[ki]) continue;
       const VkResult r = vk::vkGetQueryPoolResults(im.vd, im.queries, static_cast<uint32_t>(2 * ki), 2, 2 * sizeof(uint64_t),
                                                    &ts[2 * ki], sizeof(uint64_t), VK_QUERY_RESULT_64_BIT);
-      if (r == VK_SUCCESS)
-        im.kernel_ms[ki] = static_cast<double>(ts[2 * ki + 1] - ts[2 * ki]) * im.dev->info().timestamp_period_ns * 1e-6;
+      ok[ki] = r == VK_SUCCESS;
+      if (ok[ki]) im.kernel_ms[ki] = static_cast<double>(ts[2 * ki + 1] - ts[2 * ki]) * period * 1e-6;
+    }
+    im.run_ms = 0;
+    for (const Segment& seg : im.segments) {
+      uint64_t first = UINT64_MAX, last = 0;
+      for (size_t ki = seg.first; ki < seg.last; ++ki)
+        if (ok[ki]) first = std::min(first, ts[2 * ki]), last = std::max(last, ts[2 * ki + 1]);
+      if (last > first) im.run_ms += static_cast<double>(last - first) * period * 1e-6;
     }
   }
-  // Copy out.
+  if (im.run_ms > 0) t_device_ms += im.run_ms;
+  // Outputs: on the host (copied out), or on this device (the plan's buffer itself, handed over).
   std::vector<TensorData> outs(pl.outputs.size());
   for (size_t o = 0; o < pl.outputs.size(); ++o) {
     const int32_t id = pl.outputs[o];
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
     if (b.kind == "input") {
-      outs[o] = inputs[static_cast<size_t>(b.index)].device().type == DeviceType::cpu ? inputs[static_cast<size_t>(b.index)]
-                                                                                     : to_host(inputs[static_cast<size_t>(b.index)]);
+      const TensorData& t = inputs[static_cast<size_t>(b.index)];
+      const bool on_device = t.device().type != DeviceType::cpu;
+      outs[o] = on_device == device_outputs ? t : device_outputs ? to_device(t, im.options.device) : to_host(t);
     } else if (b.kind == "constant") {
       TensorData h;
       h.dtype = b.dtype;
@@ -480,12 +623,24 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
       h.storage = std::make_shared<Storage>(kiln::Device::cpu(), const_cast<std::byte*>(b.data->bytes.data()), b.data->bytes.size(),
                                             nullptr);
       outs[o] = reference::contiguous(h);
+      if (device_outputs) outs[o] = to_device(outs[o], im.options.device);
     } else {
       KILN_CHECK(b.kind == "output", "vulkan runtime: output ", o, " is buffer b", id, ", which is not an output buffer");
-      TensorData t = TensorData::empty_host(b.dtype, eval(b.sizes, syms));
-      const size_t bytes = static_cast<size_t>(t.numel() * dtype_size(b.dtype));
-      if (bytes) std::memcpy(t.data(), im.bufs[static_cast<size_t>(id)]->mapped, bytes);
-      outs[o] = std::move(t);
+      const std::vector<int64_t> sizes = eval(b.sizes, syms);
+      if (device_outputs) {
+        std::shared_ptr<Buffer> buf = im.bufs[static_cast<size_t>(id)];
+        TensorData t;
+        t.dtype = b.dtype;
+        t.sizes = sizes;
+        t.strides = contiguous_strides(std::span<const int64_t>(sizes));
+        t.storage = std::make_shared<Storage>(here, buf->address, static_cast<size_t>(buf->size), [buf](void*) mutable { buf.reset(); });
+        outs[o] = std::move(t);
+      } else {
+        TensorData t = TensorData::empty_host(b.dtype, sizes);
+        const size_t bytes = static_cast<size_t>(t.numel() * dtype_size(b.dtype));
+        im.dev->download(t.data(), im.bufs[static_cast<size_t>(id)]->address, bytes);
+        outs[o] = std::move(t);
+      }
     }
   }
   return outs;
@@ -497,24 +652,34 @@ TensorData to_device(const TensorData& host, int device) {
   const TensorData c = host.is_contiguous() ? host : reference::contiguous(host);
   const size_t bytes = static_cast<size_t>(c.numel() * dtype_size(c.dtype));
   std::shared_ptr<Buffer> buf = dev.allocate(bytes);
-  if (bytes) std::memcpy(buf->mapped, c.data(), bytes);
+  dev.upload(buf->address, c.data(), bytes);
   TensorData t;
   t.dtype = c.dtype;
   t.sizes = c.sizes;
   t.strides = contiguous_strides(std::span<const int64_t>(c.sizes));
-  void* p = buf->mapped;
-  t.storage = std::make_shared<Storage>(kiln::Device::vulkan(device), p, bytes, [buf](void*) mutable { buf.reset(); });
+  t.storage = std::make_shared<Storage>(kiln::Device::vulkan(device), buf->address, bytes, [buf](void*) mutable { buf.reset(); });
   return t;
 }
 
 TensorData to_host(const TensorData& t) {
   if (t.device().type == DeviceType::cpu) return t;
   KILN_CHECK(t.device().type == DeviceType::vulkan, "vulkan: to_host: the tensor is on ", t.device().str());
-  // Pool memory is host-visible and coherent, and every run waits for its kernels.
+  // Every run waits for its kernels, so the memory holds the values: copy out the span the view
+  // reaches (mapped memory: memcpy; device-only: staging copies), then make it contiguous.
+  Device& dev = Device::get(t.device().index);
   TensorData view = t;
-  view.storage = std::make_shared<Storage>(kiln::Device::cpu(), t.storage->data(), t.storage->nbytes(), nullptr);
-  TensorData h = reference::contiguous(view);
-  return h;
+  const int64_t es = dtype_size(t.dtype);
+  if (t.numel() == 0) {
+    view.storage = Storage::allocate_host(0);
+    view.offset = 0;
+    return reference::contiguous(view);
+  }
+  const auto [l, h] = span_of(t.sizes, t.strides);
+  const size_t bytes = static_cast<size_t>((h - l + 1) * es);
+  view.storage = Storage::allocate_host(bytes);
+  dev.download(view.storage->data(), static_cast<const char*>(t.data()) + l * es, bytes);
+  view.offset = -l;
+  return reference::contiguous(view);
 }
 
 }  // namespace kiln::vulkan

@@ -56,6 +56,8 @@
   X(vkCmdBindDescriptorSets)           \
   X(vkCmdPushConstants)                \
   X(vkCmdDispatch)                     \
+  X(vkCmdCopyBuffer)                   \
+  X(vkGetPipelineCacheData)            \
   X(vkCmdPipelineBarrier)              \
   X(vkCmdResetQueryPool)               \
   X(vkCmdWriteTimestamp)               \

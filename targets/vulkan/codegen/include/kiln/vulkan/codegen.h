@@ -14,7 +14,9 @@
 // - pointwise: a grid-stride loop over the flattened domain;
 // - reductions, row strategy: one workgroup per outer point (grid-stride over them), invocations
 //   stride over the inner dims, partials combined by a shared-memory tree (fixed order, so results
-//   are deterministic); each pass's result is broadcast to the workgroup for the next pass;
+//   are deterministic), or where the device has subgroup arithmetic (DeviceCaps::subgroup) and the
+//   states are floats, within each subgroup by subgroupAdd/Max/... first and by the tree over the
+//   subgroups' partials; each pass's result is broadcast to the workgroup for the next pass;
 // - reductions, column strategy (reduced dims strided): 32 consecutive outer points per workgroup,
 //   8 groups of invocations splitting the inner dims, combined in shared memory;
 // - matmul: a generated tiled GEMM shader (16x16 output tiles, operands staged through shared
@@ -43,6 +45,10 @@ struct DeviceCaps {
   bool storage8 = true;   // storageBuffer8BitAccess: bool buffers as uint8_t
   bool float64 = true;    // shaderFloat64
   bool int64 = true;      // shaderInt64 (required: sizes and integer values are 64-bit)
+  // Subgroup basic, vote and arithmetic operations in compute shaders: row reductions of float
+  // states combine each subgroup with subgroupAdd/Mul/Max/Min (flags with subgroupAny) before
+  // the shared-memory tree over the subgroups. Off: the shared-memory tree alone.
+  bool subgroup = false;
   int64_t max_workgroup = 256;  // largest workgroup the codegen asks for
   std::string str() const;      // "16bit-storage 8bit-storage f64 int64 wg<=256"
 };

@@ -5,8 +5,9 @@
 // index among those the loader reports (list_devices(), `kiln list-devices`). GLSL is compiled to
 // SPIR-V with shaderc (linked statically, Debian's libshaderc-dev); SPIR-V is cached per process
 // by source, pipelines per device in a VkPipelineCache. Buffer memory comes from a small pool
-// sub-allocator (blocks of 64 MiB, first fit, host-visible memory: device-local where the device
-// offers it host-visible). Validation layers: KILN_VULKAN_VALIDATION=1 (or enable_validation()
+// sub-allocator (blocks of 64 MiB, first fit): device-local memory that only the device reads on
+// a discrete GPU, filled and read back through staging copies; host-visible (mapped) memory on
+// CPU drivers and integrated GPUs. KILN_VULKAN_STAGING=1 forces the staging path (tests). Validation layers: KILN_VULKAN_VALIDATION=1 (or enable_validation()
 // before the first device is opened) turns on VK_LAYER_KHRONOS_validation and collects every
 // warning and error it reports; take_validation_messages() returns them.
 #pragma once
@@ -57,20 +58,41 @@ CodegenOptions codegen_options_for(int index = 0);
 // the numbered source when it does not compile.
 std::vector<uint32_t> compile_glsl(const std::string& source, const std::string& name, double* seconds = nullptr);
 
-// Tensors on vulkan:<i>: contiguous copies in the device's pool memory (host-visible, so the
-// storage's data() is its mapped address). to_host copies back to a new contiguous host tensor.
+// Tensors on vulkan:<i>: contiguous copies in the device's pool memory. The storage's data() is
+// the mapped address where pool memory is host-visible, else an address the host must not read
+// (a reserved range the runtime maps back to the device buffer): read them with to_host, which
+// copies back to a new contiguous host tensor.
 TensorData to_device(const TensorData& host, int device = 0);
 TensorData to_host(const TensorData& t);
 
+// Device-to-device copy bandwidth of vulkan:<device> (bytes read plus written per second):
+// vkCmdCopyBuffer of `bytes` timed with timestamps, median of `reps` after 3 warm-ups.
+double copy_gbps(int device = 0, size_t bytes = size_t{1} << 30, int reps = 30);
+// GPU time of every run made on this thread so far (any executable), ms: per command buffer
+// submitted, from its first dispatch's start to its last's end (timestamps); a difference of two
+// readings times the runs in between, as device events around them would. Stays 0 without
+// timestamps.
+double thread_device_ms();
+
 struct ExecutableOptions {
   int device = 0;
+  // From a cache entry (PlanExecutable::spirv / pipeline_cache_data of an earlier load): the
+  // SPIR-V of each kernel of the plan (empty strings for reference kernels; shaderc is skipped)
+  // and the VkPipelineCache's data to start from (the driver skips compiling what it holds, and
+  // ignores data of another device or driver version).
+  std::vector<std::string> spirv;
+  std::string pipeline_cache;
 };
 
-// A loaded plan: one compute pipeline per generated kernel; run() binds the size symbols from
-// the inputs, checks them against the plan's buffers, copies host inputs into device buffers,
-// runs every kernel in one command buffer (recorded once per set of sizes and resubmitted while
-// they stay the same; split where a reference kernel runs on the host between dispatches), and
-// copies the outputs back to new contiguous host tensors. Calls are serialised per executable.
+// A loaded plan: one compute pipeline per generated kernel; a run binds the size symbols from
+// the inputs, checks them against the plan's buffers, binds inputs on this device where they lie
+// (the plan's strides at an aligned offset; else copies them on the device) and copies host
+// inputs into device buffers, runs every kernel in one command buffer (recorded once per set of
+// sizes and resubmitted while the sizes and the bound buffers stay the same; split where a
+// reference kernel runs on the host between dispatches), and returns the outputs: copied back to
+// new contiguous host tensors (run_host) or as tensors on the device (run_device: the plan's
+// output buffers themselves; a later run that finds one still held writes to a new buffer).
+// Calls are serialised per executable.
 class PlanExecutable {
  public:
   // Throws kiln::Error: "no Vulkan device: ..." without one; shaderc's log when a shader does
@@ -80,13 +102,20 @@ class PlanExecutable {
 
   // Inputs on the host or on this device (vulkan:<i>); outputs on the host.
   std::vector<TensorData> run_host(std::span<const TensorData> inputs) const;
+  // Inputs on the host or on this device; outputs on this device.
+  std::vector<TensorData> run_device(std::span<const TensorData> inputs) const;
 
   const plan::KernelPlan& plan() const;
   double compile_seconds() const;  // shaderc + pipeline creation at load
+  // What a plan cache entry keeps with the plan: each kernel's SPIR-V (bytes; empty for
+  // reference kernels) and the data of this executable's VkPipelineCache (vkGetPipelineCacheData).
+  std::vector<std::string> spirv() const;
+  std::string pipeline_cache_data() const;
   // Per kernel of the plan, GPU time of its dispatch in the last run (timestamp queries), ms;
   // empty when the device has no timestamps.
   std::vector<double> last_kernel_ms() const;
   int64_t command_buffer_recordings() const;  // how many times the command buffers were recorded
+  double last_run_ms() const;  // GPU time of the last run (see thread_device_ms), -1 without timestamps
 
   struct Impl;
 

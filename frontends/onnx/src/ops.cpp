@@ -862,6 +862,29 @@ V patches(Importer& im, const V& x, const Window& w, double fill) {
   return cols.size() == 1 ? cols[0] : im.op(O::cat, cols, {int64_t{2}});
 }
 
+// y = conv(x, w) + bias (input 2 when present): the windows of x as columns, one matmul per group.
+V conv_apply(NodeCtx& c, const V& x, const V& wt, int64_t group, const Window& w) {
+  Importer& im = c.im;
+  const int64_t ch = static_dim(im, x, 1, "Conv"), m = static_dim(im, wt, 0, "Conv");
+  const V cols = patches(im, x, w, 0);  // [N, C, P, *O]
+  int64_t p = 1, l = 1;
+  for (int64_t k : w.kernel) p *= k;
+  for (int64_t o : w.out) l *= o;
+  const SymInt nb = x->sizes[0];
+  const V a = im.reshape(cols, {nb, group, ch / group * p, l});
+  const V b = im.reshape(wt, {group, m / group, ch / group * p});
+  V y = im.op(O::matmul, {b, a});  // [N, g, M/g, L]
+  SymShape out{nb, m};
+  for (int64_t o : w.out) out.push_back(o);
+  y = im.reshape(y, out);
+  if (c.present(2)) {
+    SymShape bs{m};
+    for (size_t k = 0; k < w.kernel.size(); ++k) bs.push_back(1);
+    y = im.add(y, im.reshape(c.input(2), bs));
+  }
+  return y;
+}
+
 std::vector<V> conv(NodeCtx& c) {
   Importer& im = c.im;
   const V& x = c.input(0);
@@ -875,23 +898,96 @@ std::vector<V> conv(NodeCtx& c) {
   std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
   if (c.has("kernel_shape")) KILN_CHECK(c.ints("kernel_shape") == kernel, "kernel_shape does not match W");
   const Window w = window(c, std::vector<int64_t>(xs.begin() + 2, xs.end()), kernel, false);
-  const V cols = patches(im, x, w, 0);  // [N, C, P, *O]
-  int64_t p = 1, l = 1;
-  for (int64_t k : kernel) p *= k;
-  for (int64_t o : w.out) l *= o;
-  const SymInt nb = x->sizes[0];
-  const V a = im.reshape(cols, {nb, group, ch / group * p, l});
-  const V b = im.reshape(wt, {group, m / group, ch / group * p});
-  V y = im.op(O::matmul, {b, a});  // [N, g, M/g, L]
-  SymShape out{nb, m};
-  for (int64_t o : w.out) out.push_back(o);
-  y = im.reshape(y, out);
-  if (c.present(2)) {
-    SymShape bs{m};
-    for (size_t k = 0; k < kernel.size(); ++k) bs.push_back(1);
-    y = im.add(y, im.reshape(c.input(2), bs));
+  return one(im.cast(conv_apply(c, x, wt, group, w), x->dtype));
+}
+
+// ConvTranspose as a convolution: the input dilated by the strides (zeros between elements),
+// padded by (K-1)*d minus the pads (negative crops), convolved with stride 1 and dilation d by
+// the kernel flipped in space, with its channel axes swapped within each group.
+std::vector<V> conv_transpose(NodeCtx& c) {
+  Importer& im = c.im;
+  V x = c.input(0);
+  const V& wt = c.input(1);
+  const int64_t r = rank_of(x);
+  KILN_CHECK(r >= 3 && rank_of(wt) == r, "X and W must have the same rank >= 3");
+  const std::vector<int64_t> xs = static_sizes(im, x, "ConvTranspose"), ws = static_sizes(im, wt, "ConvTranspose");
+  const size_t n = static_cast<size_t>(r - 2);
+  const int64_t group = c.i("group", 1);
+  const int64_t ch = xs[1];
+  KILN_CHECK(group >= 1 && ws[0] == ch && ch % group == 0, "W shape does not match ", ch, " input channels in ",
+             group, " groups");
+  const int64_t m = ws[1] * group;
+  std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  auto list = [&](const char* name, int64_t def) {
+    std::vector<int64_t> v = c.ints(name);
+    if (v.empty()) v.assign(n, def);
+    KILN_CHECK(v.size() == n, name, " needs ", n, " entries");
+    return v;
+  };
+  const std::vector<int64_t> strides = list("strides", 1), dil = list("dilations", 1), outpad = list("output_padding", 0);
+  std::vector<int64_t> pads = c.ints("pads");
+  if (pads.empty()) pads.assign(2 * n, 0);
+  KILN_CHECK(pads.size() == 2 * n, "pads needs ", 2 * n, " entries");
+  const std::string auto_pad = c.s("auto_pad", "NOTSET");
+  std::vector<int64_t> out_shape = c.ints("output_shape");
+  if (out_shape.size() == n + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
+    for (size_t k = 0; k < n; ++k) out_shape.push_back(xs[2 + k] * strides[k]);
+  if (!out_shape.empty()) {
+    KILN_CHECK(out_shape.size() == n, "output_shape needs ", n, " entries");
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t total = strides[k] * (xs[2 + k] - 1) + outpad[k] + (kernel[k] - 1) * dil[k] + 1 - out_shape[k];
+      const bool lower = auto_pad == "SAME_LOWER";
+      pads[k] = lower ? total - total / 2 : total / 2;
+      pads[k + n] = total - pads[k];
+    }
   }
-  return one(im.cast(y, x->dtype));
+  // Dilate by the strides: [.., S, ..] -> [.., S, s, ..] padded with zeros -> [.., S*s] -> first (S-1)*s+1.
+  for (size_t k = 0; k < n; ++k) {
+    if (strides[k] == 1) continue;
+    const int64_t d = static_cast<int64_t>(2 + k);
+    SymShape merged = x->sizes;
+    V u = im.unsqueeze(x, d + 1);
+    std::vector<int64_t> kp(static_cast<size_t>(2 * (r - d)), 0);  // pairs from the last dim (rank r+1) to d+1
+    kp[kp.size() - 1] = strides[k] - 1;
+    u = im.op(O::pad, {u}, {kp, 0.0});
+    merged[static_cast<size_t>(d)] = xs[2 + k] * strides[k];
+    x = im.slice(im.reshape(u, merged), d, 0, (xs[2 + k] - 1) * strides[k] + 1);
+  }
+  std::vector<int64_t> kp;
+  for (size_t k = n; k-- > 0;) {
+    const int64_t span = (kernel[k] - 1) * dil[k];
+    kp.push_back(span - pads[k]);
+    kp.push_back(span - pads[k + n] + outpad[k]);
+  }
+  x = im.op(O::pad, {x}, {kp, 0.0});
+  // W [C, M/g, *K] -> [M, C/g, *K], flipped in space.
+  std::vector<int64_t> gshape{group, ch / group, m / group};
+  gshape.insert(gshape.end(), kernel.begin(), kernel.end());
+  std::vector<int64_t> perm{0, 2, 1};
+  for (size_t k = 0; k < n; ++k) perm.push_back(static_cast<int64_t>(3 + k));
+  SymShape wshape{m, ch / group};
+  wshape.insert(wshape.end(), kernel.begin(), kernel.end());
+  V w2 = im.reshape(im.permute(im.reshape(wt, static_shape(gshape)), perm), wshape);
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<double> rev;
+    for (int64_t i = kernel[k] - 1; i >= 0; --i) rev.push_back(static_cast<double>(i));
+    w2 = im.op(O::index_select, {w2, im.constant(make_tensor(DType::i64, {kernel[k]}, rev))},
+               {static_cast<int64_t>(2 + k)});
+  }
+  Window w;
+  w.kernel = kernel;
+  w.strides.assign(n, 1);
+  w.dilations = dil;
+  w.pads_begin.assign(n, 0);
+  w.pads_end.assign(n, 0);
+  w.extra_end.assign(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t size = static_dim(im, x, static_cast<int64_t>(2 + k), "ConvTranspose");
+    w.out.push_back(size - (kernel[k] - 1) * dil[k]);
+    KILN_CHECK(w.out.back() >= 1, "the output would be empty");
+  }
+  return one(im.cast(conv_apply(c, x, w2, group, w), c.input(0)->dtype));
 }
 
 std::vector<V> pool(NodeCtx& c, bool is_max) {
@@ -1215,6 +1311,7 @@ std::map<std::string, Converter> build() {
   m["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
   m["Gemm"] = gemm;
   m["Conv"] = conv;
+  m["ConvTranspose"] = conv_transpose;
   m["MaxPool"] = [](NodeCtx& c) { return pool(c, true); };
   m["AveragePool"] = [](NodeCtx& c) { return pool(c, false); };
   m["GlobalMaxPool"] = [](NodeCtx& c) { return global_pool(c, true); };

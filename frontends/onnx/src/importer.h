@@ -25,7 +25,7 @@ struct Val {
   SymShape sizes;
   std::shared_ptr<const TensorData> data;  // the value when known at import
   std::optional<SymShape> ints;            // known integer elements (rank 0 or 1)
-  std::string input_name;                  // set for graph inputs
+  std::string input_name;                  // the graph input it is computed from (with constants)
 };
 using V = std::shared_ptr<Val>;
 

@@ -331,7 +331,17 @@ V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
   }
   std::vector<NodeId> ids;
   for (const V& v : inputs) ids.push_back(id(v));
-  return input(g_.add(o, std::move(ids), std::move(attrs)));
+  V r = input(g_.add(o, std::move(ids), std::move(attrs)));
+  // A value computed from one graph input (and constants) remembers it: binding that input
+  // at import makes the value known (InputValueNeeded).
+  std::string source;
+  for (const V& v : inputs) {
+    if (v->data) continue;
+    if (v->input_name.empty() || (!source.empty() && source != v->input_name)) return r;
+    source = v->input_name;
+  }
+  r->input_name = source;
+  return r;
 }
 
 V Importer::permute(const V& v, std::vector<int64_t> dims) {
@@ -365,8 +375,8 @@ std::vector<int64_t> Importer::static_ints(const V& v, const std::string& what) 
     return out;
   }
   if (!v->input_name.empty())
-    throw InputValueNeeded(what + " must be known at import, and graph input '" + v->input_name +
-                               "' gives it: bind that input to a value (LoadOptions::constant_inputs)",
+    throw InputValueNeeded(what + " must be known at import, and it is computed from graph input '" + v->input_name +
+                               "': bind that input to a value (LoadOptions::constant_inputs)",
                            v->input_name);
   fail(what, " must be a constant (an initializer, a Constant node, or computed from them and from shapes)");
 }

@@ -1223,6 +1223,48 @@ std::vector<V> softmax_cross_entropy(NodeCtx& c) {
   return {loss, c.im.cast(logp, scores->dtype)};
 }
 
+// atan by Cephes' range reduction (|x| > tan(3pi/8): pi/2 + atan(-1/x); > tan(pi/8):
+// pi/4 + atan((x-1)/(x+1))) and its degree-9 odd polynomial, ~1e-7 relative in f32.
+V atan_of(Importer& im, const V& x0) {
+  const V x = im.cast(x0, is_floating(x0->dtype) ? x0->dtype : DType::f32);
+  auto k = [&](double v) { return im.scalar(v, x->dtype); };
+  const V a = im.op(O::abs, {x});
+  const V big = im.op(O::gt, {a, k(2.414213562373095)});
+  const V mid = im.op(O::gt, {a, k(0.4142135623730950)});
+  const V t = where(im, big, im.div(k(-1), a), where(im, mid, im.div(im.sub(a, k(1)), im.add(a, k(1))), a));
+  const V y0 = where(im, big, k(M_PI / 2), where(im, mid, k(M_PI / 4), k(0)));
+  const V z = im.mul(t, t);
+  V p = k(8.05374449538e-2);
+  for (double c : {-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1}) p = im.add(im.mul(p, z), k(c));
+  const V r = im.add(y0, im.add(im.mul(im.mul(p, z), t), t));
+  return im.mul(im.op(O::sign, {x}), r);
+}
+
+std::vector<V> inverse_trig(NodeCtx& c, const std::string& which) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  if (which == "Atan") return one(atan_of(im, x));
+  // asin(x) = atan(x / sqrt(1 - x^2)); acos(x) = pi/2 - asin(x).
+  const V as = atan_of(im, im.div(x, im.op(O::sqrt, {im.sub(sc(c, 1, x), im.mul(x, x))})));
+  return one(which == "Asin" ? as : im.sub(sc(c, M_PI / 2, x), as));
+}
+
+// Hann, Hamming and Blackman windows of a size known at import.
+std::vector<V> window_fn(NodeCtx& c, const std::string& which) {
+  const int64_t size = static_cast<int64_t>(c.im.static_doubles(c.input(0), "size").at(0));
+  KILN_CHECK(size >= 0 && size <= (int64_t{1} << 20), "size ", size, " is out of range");
+  const DType t = dtype_of(static_cast<int32_t>(c.i("output_datatype", 1)), "output_datatype");
+  const double n_den = static_cast<double>(c.i("periodic", 1) ? size : size - 1);
+  std::vector<double> v;
+  for (int64_t n = 0; n < size; ++n) {
+    const double w = 2 * M_PI * static_cast<double>(n) / n_den;
+    if (which == "HannWindow") v.push_back(0.5 - 0.5 * std::cos(w));
+    else if (which == "HammingWindow") v.push_back(25.0 / 46 - 21.0 / 46 * std::cos(w));
+    else v.push_back(0.42 - 0.5 * std::cos(w) + 0.08 * std::cos(2 * w));
+  }
+  return one(c.im.constant(make_tensor(t, {size}, v)));
+}
+
 std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }
 
 std::map<std::string, Converter> build() {
@@ -1271,6 +1313,10 @@ std::map<std::string, Converter> build() {
     return one(c.im.mul(x, c.im.op(O::tanh, {softplus(c.im, x)})));
   };
   m["Celu"] = celu;
+  for (const char* t : {"Atan", "Asin", "Acos"})
+    m[t] = [name = std::string(t)](NodeCtx& c) { return inverse_trig(c, name); };
+  for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"})
+    m[w] = [name = std::string(w)](NodeCtx& c) { return window_fn(c, name); };
   m["Shrink"] = shrink;
   m["IsInf"] = is_inf;
   for (const char* h : {"Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tan"})

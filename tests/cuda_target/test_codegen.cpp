@@ -8,6 +8,7 @@
 
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/nvrtc.h"
+#include "kiln/format/plan_json.h"
 #include "kiln/passes/passes.h"
 #include "kiln/schedule/schedule.h"
 #include "kiln_test_util.h"
@@ -110,8 +111,38 @@ BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {
   const plan::KernelPlan p = plan_of(g);
   BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);  // the gemm and its epilogue; no casts
   BOOST_REQUIRE(p.kernels[0].gemm.has_value());
-  BOOST_TEST((p.kernels[0].gemm->dtype == DType::bf16), "gemm dtype");
-  BOOST_TEST(contains(p.kernels[0].source, "ushort4"), p.kernels[0].source);
+  const plan::PlanGemm& gm = *p.kernels[0].gemm;
+  BOOST_TEST((gm.dtype == DType::bf16), "gemm dtype");
+  // bias + gelu_tanh is cuBLASLt's GELU_BIAS epilogue: the gemm writes the output, no kernel.
+  BOOST_TEST(gm.epilogue == "gelu_bias");
+  BOOST_TEST(gm.bias == 2);
+  BOOST_TEST(gm.c == p.outputs[0]);
+  BOOST_TEST(p.kernels[0].entry.empty());
+  // The plan file keeps the epilogue.
+  BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "mlp").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
+
+  // Without epilogues (or with an epilogue cuBLASLt has not: erf GELU): a vectorised kernel.
+  cuda::CodegenOptions off;
+  off.gemm_epilogues = false;
+  const plan::KernelPlan q = plan_of(g, off);
+  BOOST_TEST(q.kernels[0].gemm->epilogue.empty());
+  BOOST_TEST(contains(q.kernels[0].source, "ushort4"), q.kernels[0].source);
+  Graph h;
+  const NodeId hx = h.add_input(meta(DType::bf16, {256, 512}), "x");
+  const NodeId hw = h.add_input(meta(DType::bf16, {512, 512}), "w");
+  const NodeId hb = h.add_input(meta(DType::bf16, {512}), "b");
+  h.set_outputs({h.add(OpId::gelu, {h.add(OpId::add, {h.add(OpId::matmul, {hx, hw}), hb})}, {std::string("none")})});
+  const plan::KernelPlan r = plan_of(h);
+  BOOST_TEST(r.kernels[0].gemm->epilogue.empty());
+  BOOST_TEST(!r.kernels[0].entry.empty());
+
+  // A bias alone (the MLP's second layer).
+  Graph b2;
+  const NodeId y = b2.add_input(meta(DType::bf16, {256, 512}), "y");
+  const NodeId w2 = b2.add_input(meta(DType::bf16, {512, 128}), "w2");
+  const NodeId bias2 = b2.add_input(meta(DType::bf16, {128}), "b2");
+  b2.set_outputs({b2.add(OpId::add, {b2.add(OpId::matmul, {y, w2}), bias2})});
+  BOOST_TEST(plan_of(b2).kernels[0].gemm->epilogue == "bias");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

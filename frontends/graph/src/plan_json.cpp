@@ -92,6 +92,10 @@ json kernel_json(const PlanKernel& k, size_t i) {
     m["b_offset"] = size_json(g.b_offset);
     m["a_strides"] = shape_json(SymShape{g.a_row_stride, g.a_col_stride});
     m["b_strides"] = shape_json(SymShape{g.b_row_stride, g.b_col_stride});
+    if (!g.epilogue.empty()) {
+      m["epilogue"] = g.epilogue;
+      m["bias"] = g.bias;
+    }
     j["gemm"] = std::move(m);
   }
   j["provenance"] = json(k.provenance);
@@ -349,7 +353,7 @@ plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where
 plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   const json& m = object(v, where, "");
   only_keys(m, {"a", "b", "c", "dtype", "m", "n", "k", "batch", "a_batch_strides", "b_batch_strides", "a_offset",
-                "b_offset", "a_strides", "b_strides"},
+                "b_offset", "a_strides", "b_strides", "epilogue", "bias"},
             where);
   plan::PlanGemm g;
   g.a = buffer_ref(need(m, "a", where), where, "a");
@@ -377,6 +381,15 @@ plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) co
   g.a_col_stride = as[1];
   g.b_row_stride = bs[0];
   g.b_col_stride = bs[1];
+  if (m.contains("epilogue")) {
+    const json& e = m["epilogue"];
+    if (!e.is_string() || (e.get<std::string>() != "bias" && e.get<std::string>() != "gelu_bias"))
+      fail_at(where, "epilogue", "is \"bias\" or \"gelu_bias\"");
+    g.epilogue = e.get<std::string>();
+    g.bias = buffer_ref(need(m, "bias", where), where, "bias");
+    if (p_.buffers[static_cast<size_t>(g.bias)].dtype != g.dtype)
+      fail_at(where, "bias", "the bias buffer must be of the gemm's dtype (" + std::string(dtype_name(g.dtype)) + ")");
+  }
   return g;
 }
 

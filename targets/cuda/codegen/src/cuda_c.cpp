@@ -148,7 +148,10 @@ __device__ __forceinline__ long long kiln_ipow(long long b, long long e) {
 // Column strategy: outer points per block (one warp's width, so loads coalesce) and thread
 // groups splitting the inner dims.
 constexpr int64_t kColumnLanes = 32;
-constexpr int64_t kColumnGroups = 8;
+// Groups per block: 8, or 32 (1024 threads) when the reduced extent is long enough to keep them
+// busy, so that few outer points (sum(x, 0) of [8192, 8192]: 256 blocks) still fill the GPU with
+// loads in flight.
+int64_t column_groups(int64_t inner) { return inner >= 1024 ? 32 : 8; }
 // Row cache: at most this many elements of a row per thread kept in registers.
 constexpr int64_t kMaxCachedItems = 16;
 
@@ -238,7 +241,17 @@ class KernelEmitter {
 
   int64_t choose_block() const {
     if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return o_.pointwise_block;
-    if (uses_column_strategy(k_)) return kColumnLanes * kColumnGroups;
+    if (uses_column_strategy(k_)) {
+      int64_t groups = column_groups(inner_extent().evaluate(s_.graph.shapes().examples()));
+      // Shared memory holds every reduction's state per thread: stay well under 48 KiB.
+      int64_t state_bytes = 0;
+      for (size_t i = 0; i < k_.instrs.size(); ++i)
+        if (k_.instrs[i].kind == InstrKind::reduce)
+          for (const Component& c : state(static_cast<int32_t>(i), ""))
+            state_bytes += c.ct == CT::b ? 1 : c.ct == CT::f32 ? 4 : 8;
+      if (state_bytes * kColumnLanes * groups > 16384) groups = 8;
+      return kColumnLanes * groups;
+    }
     return row_block(inner_extent().evaluate(s_.graph.shapes().examples()));
   }
 
@@ -326,7 +339,7 @@ class KernelEmitter {
     };
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       const Instr& in = k_.instrs[i];
-      if (in.kind != InstrKind::load || (inner_loads_only && !in.inner)) continue;
+      if (!in.plain_load() || (inner_loads_only && !in.inner)) continue;  // masked or gathered: one by one
       if (usable(in.buffer, in.index)) vec_loads_.insert(static_cast<int32_t>(i));
     }
     for (size_t si = 0; si < k_.stores.size(); ++si) {
@@ -898,9 +911,10 @@ class KernelEmitter {
   void emit_column() {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
-    const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(kColumnGroups);
+    const int64_t ngroups = block_ / kColumnLanes;
+    const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(ngroups);
     for (int32_t pass = 0; pass < passes; ++pass)
-      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r, kColumnLanes * kColumnGroups);
+      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r, block_);
     p_.line("const long long outer_total = " + p_.sym(k_.outer_extent()) + ";");
     p_.line("const long long inner_total = " + p_.sym(inner_extent()) + ";");
     p_.line("const int lane = threadIdx.x % " + lanes + ", group = threadIdx.x / " + lanes + ";");
@@ -995,6 +1009,54 @@ plan::PlanGemm plan_gemm(const schedule::Gemm& g) {
   return p;
 }
 
+// cuBLASLt epilogues: a matmul kernel of a 2-D gemm whose whole body is out = c + bias[j] or
+// out = gelu_tanh(c + bias[j]) (out and bias in the gemm's dtype, out contiguous) is done by the
+// gemm itself, writing `out` directly; no kernel runs after it. Returns whether it applied.
+bool fuse_gemm_epilogue(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, plan::PlanGemm& g) {
+  if (!o.gemm_epilogues || o.emulate_precision_casts || !k.gemm || !k.gemm->batch.empty() || k.stores.size() != 1 ||
+      k.domain.size() != 2 || !k.gemm->k.is_static() || k.gemm->k.hint() == 0)  // k == 0: no gemm runs
+    return false;
+  const DType t = g.dtype;
+  if (t != DType::f32 && t != DType::f16 && t != DType::bf16) return false;
+  auto at = [&](int32_t i) -> const Instr& { return k.instrs[static_cast<size_t>(i)]; };
+  auto buf = [&](int32_t b) -> const schedule::Buffer& { return s.buffers[static_cast<size_t>(b)]; };
+  const schedule::Store& st = k.stores[0];
+  if (buf(st.buffer).dtype != t) return false;
+  // out contiguous over [m, n]
+  if (!(st.index.offset == 0) || !(st.index.coeffs[1] == 1) || !(st.index.coeffs[0] == k.domain[1])) return false;
+  int32_t v = st.value;
+  std::string epilogue = "bias";
+  if (at(v).kind == InstrKind::pointwise && at(v).op == OpId::gelu) {
+    if (at(v).attrs.s(0) != "tanh" || at(v).dtype != t) return false;
+    epilogue = "gelu_bias";
+    v = at(v).args[0];
+  }
+  const Instr& add = at(v);
+  if (add.kind != InstrKind::pointwise || add.op != OpId::add || add.dtype != t) return false;
+  int32_t bias = -1;
+  bool product = false;
+  for (int32_t a : add.args) {
+    const Instr& l = at(a);
+    if (l.kind != InstrKind::load || l.dtype != t || buf(l.buffer).dtype != t) return false;
+    if (l.buffer == k.gemm->c && l.index == st.index) {
+      product = true;
+    } else if (l.index.offset == 0 && l.index.coeffs[0] == 0 && l.index.coeffs[1] == 1) {
+      bias = l.buffer;
+    }
+  }
+  if (!product || bias < 0) return false;
+  // The gemm writes out while reading its operands and the bias: none may share out's memory.
+  auto memory = [&](int32_t b) {
+    return buf(b).kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf(b).slot) : "b" + std::to_string(b);
+  };
+  for (int32_t b : {k.gemm->a, k.gemm->b, bias})
+    if (memory(b) == memory(st.buffer)) return false;
+  g.epilogue = epilogue;
+  g.bias = bias;
+  g.c = st.buffer;
+  return true;
+}
+
 }  // namespace
 
 const char* prelude() { return kPrelude; }
@@ -1008,7 +1070,11 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       p.kernels.push_back(std::move(pk));
       continue;
     }
-    if (k.gemm) pk.gemm = plan_gemm(*k.gemm);
+    bool fused_epilogue = false;
+    if (k.gemm) {
+      pk.gemm = plan_gemm(*k.gemm);
+      fused_epilogue = fuse_gemm_epilogue(k, s, options, *pk.gemm);
+    }
     // Reductions launch over their outer points, everything else over the whole domain.
     if (k.kind == KernelKind::reduction && k.num_passes() > 0) {
       pk.parallel_extent = k.outer_extent();
@@ -1016,7 +1082,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       pk.parallel_extent = 1;
       for (const SymInt& e : k.domain) pk.parallel_extent = pk.parallel_extent * e;
     }
-    if (k.kind != KernelKind::matmul || !k.stores.empty()) {
+    if (k.kind != KernelKind::matmul || (!k.stores.empty() && !fused_epilogue)) {
       pk.entry = k.name;
       pk.source = KernelEmitter(k, s, options).emit(pk.launch);
     } else {

@@ -118,6 +118,14 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
   // Column-major: C^T (n x m) = op(B^T) (n x k) * op(A^T) (k x m): the first operand is B.
   check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &B.op, sizeof B.op), "set TRANSA", kernel);
   check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof A.op), "set TRANSB", kernel);
+  if (!g.epilogue.empty()) {
+    // The bias runs along the product's last dim: the rows of the column-major C^T.
+    KILN_CHECK(g.batch.empty() && g.bias >= 0, "cuda runtime: kernel ", kernel, ": a gemm epilogue needs a 2-D gemm and a bias");
+    const cublasLtEpilogue_t ep = g.epilogue == "gelu_bias" ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const void* bias = reinterpret_cast<const void*>(ptrs[static_cast<size_t>(g.bias)]);
+    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "set EPILOGUE", kernel);
+    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER", kernel);
+  }
   Layout lb, la, lc;
   check_lt(cublasLtMatrixLayoutCreate(&lb.l, t, B.rows, B.cols, B.ld), "cublasLtMatrixLayoutCreate (B)", kernel);
   check_lt(cublasLtMatrixLayoutCreate(&la.l, t, A.rows, A.cols, A.ld), "cublasLtMatrixLayoutCreate (A)", kernel);

@@ -56,6 +56,11 @@ struct PlanGemm {
   SymInt a_offset = 0, b_offset = 0;
   SymInt a_row_stride = 0, a_col_stride = 0;
   SymInt b_row_stride = 0, b_col_stride = 0;
+  // What the gemm itself applies to its product where the target fuses it (cuBLASLt epilogues):
+  // "" (nothing), "bias" (c[.., i, j] += bias[j]) or "gelu_bias" (c = gelu_tanh(c + bias[j])),
+  // rounded once to dtype; bias is then a buffer of dtype holding n elements.
+  std::string epilogue;
+  int32_t bias = -1;
   bool operator==(const PlanGemm&) const = default;
 };
 

@@ -16,9 +16,10 @@
 //   them there; unit-stride rows move four elements at a time as in pointwise kernels; rows not
 //   kept in registers take softmax's max and sum in one pass (online, rescaling the running sum);
 // - reductions, column strategy (reduced dims strided): a block covers 32 consecutive outer points
-//   (coalesced) with 8 groups of threads splitting the inner dims, combined in shared memory;
+//   (coalesced) with 8 or 32 groups of threads splitting the inner dims, combined in shared memory;
 // - matmul: the runtime multiplies through cuBLASLt (PlanKernel::gemm); the generated kernel is
-//   the epilogue, a pointwise kernel over the product (absent when there is none).
+//   the epilogue, a pointwise kernel over the product (absent when there is none, or when it is
+//   only a bias and a tanh-GELU that cuBLASLt applies itself: PlanGemm::epilogue).
 // Reductions combine partials in a fixed order, so results are deterministic run to run.
 #pragma once
 
@@ -43,6 +44,9 @@ struct CodegenOptions {
   // Rows not kept in registers: max(a) and sum(exp(a - max)) (softmax, log_softmax, logsumexp)
   // in one pass over the row with a running rescaled sum, instead of two.
   bool online_softmax = true;
+  // A 2-D gemm followed only by `+ bias[j]` or `gelu_tanh(+ bias[j])` applies them as cuBLASLt
+  // epilogues (PlanGemm::epilogue) instead of an epilogue kernel.
+  bool gemm_epilogues = true;
   static CodegenOptions from_config();
 };
 

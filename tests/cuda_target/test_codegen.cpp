@@ -92,6 +92,22 @@ BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(add_layernorm_stores_both_outputs_as_vectors) {
+  Graph g;  // add_layernorm: h = x + y is an output too, stored in the first pass
+  const NodeId x = g.add_input(meta(DType::f32, {64, 8192}), "x");
+  const NodeId y = g.add_input(meta(DType::f32, {64, 8192}), "y");
+  const NodeId w = g.add_input(meta(DType::f32, {8192}), "w");
+  const NodeId b = g.add_input(meta(DType::f32, {8192}), "b");
+  const NodeId h = g.add(OpId::add, {x, y});
+  g.set_outputs({h, g.add(OpId::layer_norm, {h, w, b}, {int64_t{1}, 1e-5})});
+  const plan::KernelPlan p = plan_of(g);
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
+  const std::string& src = p.kernels[0].source;
+  for (int buffer : {0, 1, 2, 3}) BOOST_TEST(contains(src, "*(const float4*)(b" + std::to_string(buffer) + " + "), src);
+  BOOST_TEST(contains(src, "*(float4*)(b4 + "), src);
+  BOOST_TEST(contains(src, "*(float4*)(b5 + "), src);
+}
+
 BOOST_AUTO_TEST_CASE(full_reductions_spread_over_thousands_of_blocks) {
   Graph g;  // sum_all
   const NodeId x = g.add_input(meta(DType::f32, {int64_t{1} << 26}), "x");

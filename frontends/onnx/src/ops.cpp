@@ -1265,6 +1265,135 @@ std::vector<V> window_fn(NodeCtx& c, const std::string& which) {
   return one(c.im.constant(make_tensor(t, {size}, v)));
 }
 
+// Resize (opset 11+), one axis at a time from the last, each output element a weighted sum of
+// up to four input elements along the axis: the taps and weights of ONNX's reference
+// implementation (neighbours by distance over the edge-padded axis), computed at import.
+struct Taps {
+  std::vector<std::vector<int64_t>> index;  // [tap][output position], clamped into the input
+  std::vector<std::vector<double>> weight;  // [tap][output position]
+  std::vector<double> outside;              // 1 where the position extrapolates
+};
+
+Taps resize_taps(NodeCtx& c, int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
+  const std::string mode = c.s("mode", "nearest");
+  const std::string ctm = c.s("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest_mode = c.s("nearest_mode", "round_prefer_floor");
+  const double a = c.f("cubic_coeff_a", -0.75);
+  const bool exclude = c.i("exclude_outside", 0) != 0;
+  const size_t n = mode == "cubic" ? 4 : 2;
+  KILN_CHECK(mode == "nearest" || mode == "linear" || mode == "cubic", "mode '", mode, "' is not supported");
+  Taps t;
+  t.index.assign(n, {});
+  t.weight.assign(n, {});
+  const double out_w = scale * static_cast<double>(in);
+  for (int64_t o = 0; o < out; ++o) {
+    const double x = static_cast<double>(o), w = static_cast<double>(in);
+    double xo = 0;
+    bool outside = false;
+    if (ctm == "align_corners") xo = out_w == 1 ? 0 : x * (w - 1) / (out_w - 1);
+    else if (ctm == "asymmetric") xo = x / scale;
+    else if (ctm == "tf_crop_and_resize") {
+      xo = out_w == 1 ? (roi_end - roi_start) * (w - 1) / 2 : x * (roi_end - roi_start) * (w - 1) / (out_w - 1);
+      xo += roi_start * (w - 1);
+      outside = xo < 0 || xo > w - 1;
+    } else if (ctm == "pytorch_half_pixel") xo = out_w == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+    else if (ctm == "half_pixel") xo = (x + 0.5) / scale - 0.5;
+    else if (ctm == "tf_half_pixel_for_nearest" || ctm == "tf_half_pixel_for_nn") xo = (x + 0.5) / scale;
+    else fail("coordinate_transformation_mode '", ctm, "' is not supported");
+    const double fl = std::floor(xo);
+    const double ratio = xo == fl ? 1.0 : xo - fl;
+    std::vector<double> k;
+    if (mode == "nearest") {
+      if (xo == fl) k = {0, 1};
+      else if (nearest_mode == "round_prefer_floor") k = {double(ratio <= 0.5), double(ratio > 0.5)};
+      else if (nearest_mode == "round_prefer_ceil") k = {double(ratio < 0.5), double(ratio >= 0.5)};
+      else if (nearest_mode == "floor") k = {1, 0};
+      else if (nearest_mode == "ceil") k = {0, 1};
+      else fail("nearest_mode '", nearest_mode, "' is not supported");
+    } else if (mode == "linear") {
+      k = {1 - ratio, ratio};
+    } else {
+      const double r = ratio, q = 1 - ratio;
+      k = {((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a, ((a + 2) * r - (a + 3)) * r * r + 1,
+           ((a + 2) * q - (a + 3)) * q * q + 1, ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a};
+    }
+    // The n positions of the edge-padded axis nearest to xo (ties to the lower), in order.
+    const int64_t pad = static_cast<int64_t>((n + 1) / 2);
+    const double xp = xo + static_cast<double>(pad);
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < in + 2 * pad; ++i) idx.push_back(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t p, int64_t q2) {
+      return std::abs(xp - static_cast<double>(p)) < std::abs(xp - static_cast<double>(q2));
+    });
+    idx.resize(n);
+    std::sort(idx.begin(), idx.end());
+    if (exclude) {
+      double sum = 0;
+      for (size_t j = 0; j < n; ++j) {
+        const int64_t src = idx[j] - pad;
+        if (src < 0 || src >= in) k[j] = 0;
+        sum += k[j];
+      }
+      for (double& v : k) v /= sum;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      t.index[j].push_back(std::clamp<int64_t>(idx[j] - pad, 0, in - 1));
+      t.weight[j].push_back(outside ? 0 : k[j]);
+    }
+    t.outside.push_back(outside);
+  }
+  return t;
+}
+
+std::vector<V> resize(NodeCtx& c) {
+  Importer& im = c.im;
+  V x = c.input(0);
+  KILN_CHECK(c.opset >= 11, "Resize before opset 11 is not supported");
+  const int64_t r = rank_of(x);
+  const std::vector<int64_t> xs = static_sizes(im, x, "Resize");
+  std::vector<double> roi, scales;
+  std::vector<int64_t> sizes;
+  if (c.present(1)) roi = im.static_doubles(c.input(1), "the roi input");
+  if (c.present(2)) scales = im.static_doubles(c.input(2), "the scales input");
+  if (c.present(3)) sizes = im.static_ints(c.input(3), "the sizes input");
+  KILN_CHECK(sizes.empty() || scales.empty(), "only one of scales and sizes may be given");
+  KILN_CHECK(!sizes.empty() || static_cast<int64_t>(scales.size()) == r, "scales needs ", r, " entries");
+  KILN_CHECK(sizes.empty() || static_cast<int64_t>(sizes.size()) == r, "sizes needs ", r, " entries");
+  const DType t = x->dtype;
+  const V xf = im.cast(x, is_floating(t) ? t : DType::f32);
+  x = xf;
+  const double extrapolation = c.f("extrapolation_value", 0);
+  for (int64_t d = r - 1; d >= 0; --d) {
+    const int64_t in = xs[static_cast<size_t>(d)];
+    const double scale = sizes.empty() ? scales[static_cast<size_t>(d)]
+                                       : static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(in);
+    KILN_CHECK(scale > 0, "scale ", scale, " must be positive");
+    const int64_t out = sizes.empty() ? static_cast<int64_t>(std::floor(static_cast<double>(in) * scale))
+                                      : sizes[static_cast<size_t>(d)];
+    const double rs = roi.size() == static_cast<size_t>(2 * r) ? roi[static_cast<size_t>(d)] : 0;
+    const double re = roi.size() == static_cast<size_t>(2 * r) ? roi[static_cast<size_t>(d + r)] : 1;
+    if (out == in && scale == 1.0 && c.s("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize") continue;
+    const Taps taps = resize_taps(c, in, out, scale, rs, re);
+    std::vector<int64_t> wshape(static_cast<size_t>(r), 1);
+    wshape[static_cast<size_t>(d)] = out;
+    V acc;
+    for (size_t j = 0; j < taps.index.size(); ++j) {
+      std::vector<double> iv(taps.index[j].begin(), taps.index[j].end());
+      const V g = im.op(O::index_select, {x, im.constant(make_tensor(DType::i64, {out}, iv))}, {d});
+      const V term = im.mul(g, im.constant(make_tensor(x->dtype, wshape, taps.weight[j])));
+      acc = acc ? im.add(acc, term) : term;
+    }
+    if (std::any_of(taps.outside.begin(), taps.outside.end(), [](double v) { return v != 0; })) {
+      std::vector<double> fill;
+      for (double o : taps.outside) fill.push_back(o * extrapolation);
+      acc = im.add(acc, im.constant(make_tensor(x->dtype, wshape, fill)));
+    }
+    x = acc;
+  }
+  if (!is_floating(t)) x = im.cast(im.op(O::round, {x}), t);
+  return one(im.cast(x, t));
+}
+
 std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }
 
 std::map<std::string, Converter> build() {
@@ -1358,6 +1487,7 @@ std::map<std::string, Converter> build() {
   m["Gemm"] = gemm;
   m["Conv"] = conv;
   m["ConvTranspose"] = conv_transpose;
+  m["Resize"] = resize;
   m["MaxPool"] = [](NodeCtx& c) { return pool(c, true); };
   m["AveragePool"] = [](NodeCtx& c) { return pool(c, false); };
   m["GlobalMaxPool"] = [](NodeCtx& c) { return global_pool(c, true); };

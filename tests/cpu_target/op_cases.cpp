@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <sstream>
 
@@ -831,6 +832,7 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(cs, {A(t, {3}), A(D::i32, {2})}, fixed({int64_t{0}}), "promotes");
         add_both(sym, {A(t, {-1, 3}), A(t, {-1, 2})}, fixed({int64_t{1}}));
         add_both(sym, {A(t, {-1, 3}), A(t, {-2, 3})}, fixed({int64_t{0}}));
+        add_both(sym, {A(t, {2, -1}), A(t, {2, 3}), A(t, {2, -1})}, fixed({int64_t{1}}), "one symbol twice");
         break;
       }
       case OpId::pad: {
@@ -840,6 +842,8 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(cs, {A(t, {2, 2})}, fixed({Ints{0, 1, -1, 0}, 7.0}));
         add_both(cs, {A(t, {3, 5}, dom, Layout::permuted)}, fixed({Ints{2, 2}, 0.5}), "strided");
         add_both(sym, {A(t, {-1, 4})}, fixed({Ints{1, 1}, 2.0}));
+        add_both(sym, {A(t, {-1, 4})}, fixed({Ints{0, 0, 2, 1}, 3.0}), "symbolic dim padded");
+        add_both(sym, {A(t, {-1, 4})}, fixed({Ints{-1, 2, 1, -1}, 0.0}), "crop and pad");
         break;
       }
       case OpId::index_select: {
@@ -852,6 +856,21 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(cs, {A(t, {5, 3}), idx(D::i32, 7, 3)}, fixed({int64_t{1}}));
         add_both(cs, {A(t, {4, 5, 6}, dom, Layout::permuted), idx(D::i64, 3, 5)}, fixed({int64_t{1}}), "strided");
         add_both(sym, {A(t, {-1, 3}), idx(D::i64, 4, 2)}, fixed({int64_t{0}}));
+        // A constant index compiles to a gathering load (an input index runs on the reference).
+        auto constant_index = [](Ints v, int64_t d) -> BuildFn {
+          return [v, d](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            auto c = std::make_shared<ConstantData>();
+            c->dtype = D::i64;
+            c->sizes = {static_cast<int64_t>(v.size())};
+            c->bytes.resize(v.size() * sizeof(int64_t));
+            std::memcpy(c->bytes.data(), v.data(), c->bytes.size());
+            const NodeId i = g.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(c)});
+            return g.add(OpId::index_select, {in[0], i}, {d});
+          };
+        };
+        add_both(cs, {A(t, {5, 3})}, constant_index({4, 0, 0, 2}, 0), "constant index");
+        add_both(cs, {A(t, {4, 5, 6}, dom, Layout::permuted)}, constant_index({1, 4}, 1), "constant index, strided");
+        add_both(sym, {A(t, {-1, 3})}, constant_index({2, 0, 1, 1}, 1), "constant index");
         break;
       }
       case OpId::flatten: {

@@ -1,7 +1,11 @@
-// values_reused_across_passes: which per-row values a target may keep between the passes of a
-// reduction kernel instead of recomputing them.
+// The kernel IR: values_reused_across_passes (which per-row values a target may keep between
+// the passes of a reduction kernel instead of recomputing them), and the masked and gathered
+// loads that pad, cat and index_select lower to.
 #include <kiln/graph/graph.h>
 #include <kiln/schedule/schedule.h>
+
+#include <cstring>
+#include <memory>
 
 #include <boost/test/unit_test.hpp>
 
@@ -77,6 +81,75 @@ BOOST_AUTO_TEST_CASE(single_pass_kernels_keep_nothing) {
   g.set_outputs({g.add(OpId::sum, {e}, {std::vector<int64_t>{1}, false}), g.add(OpId::tanh, {e}, {})});
   for (const schedule::Kernel& k : schedule::schedule_graph(g).kernels)
     BOOST_TEST(schedule::values_reused_across_passes(k, 1).empty(), "kernel " << k.name);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// pad, cat and index_select with a constant index are loads that read only where they should
+// (masked) or at a position read from the index (gathered), inside whatever kernel uses them.
+BOOST_AUTO_TEST_SUITE(reading_at_other_positions)
+
+namespace {
+int count_loads(const schedule::Kernel& k, bool masked, bool gathered) {
+  int n = 0;
+  for (const schedule::Instr& in : k.instrs)
+    if (in.kind == InstrKind::load && in.masked == masked && in.gathered == gathered) ++n;
+  return n;
+}
+std::shared_ptr<const ConstantData> i64s(std::vector<int64_t> v) {
+  auto c = std::make_shared<ConstantData>();
+  c->dtype = DType::i64;
+  c->sizes = {static_cast<int64_t>(v.size())};
+  c->bytes.resize(v.size() * sizeof(int64_t));
+  std::memcpy(c->bytes.data(), v.data(), c->bytes.size());
+  return c;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(pad_and_cat_fuse_into_their_consumer) {
+  Graph g;
+  const NodeId a = g.add_input(f32({4, g.shapes().create_symbol(6, 2, 1 << 20, "s0", false)}), "a");
+  const NodeId b = g.add_input(f32({4, 3}), "b");
+  const NodeId c = g.add(OpId::cat, {a, b, a}, {int64_t{1}});
+  const NodeId p = g.add(OpId::pad, {b}, {std::vector<int64_t>{1, 2, 0, 1}, 0.5});
+  g.set_outputs({g.add(OpId::relu, {c}, {}), g.add(OpId::exp, {p}, {})});
+  const schedule::Schedule s = schedule::schedule_graph(g);
+  BOOST_REQUIRE_EQUAL(s.kernels.size(), 2u);
+  for (const schedule::Kernel& k : s.kernels) BOOST_TEST((k.kind == schedule::KernelKind::pointwise), k.str());
+  // relu(cat(a, b, a)): three loads, each masked to its part of the row.
+  BOOST_TEST(count_loads(s.kernels[0], true, false) == 3, s.kernels[0].str());
+  BOOST_TEST(count_loads(s.kernels[0], false, false) == 0);
+  // exp(pad(b)): one masked load.
+  BOOST_TEST(count_loads(s.kernels[1], true, false) == 1, s.kernels[1].str());
+}
+
+BOOST_AUTO_TEST_CASE(a_computed_input_is_stored_first) {
+  Graph g;
+  const NodeId a = g.add_input(f32({4, 5}), "a");
+  const NodeId e = g.add(OpId::exp, {a}, {});
+  g.set_outputs({g.add(OpId::pad, {e}, {std::vector<int64_t>{1, 1}, 0.0})});
+  const schedule::Schedule s = schedule::schedule_graph(g);
+  BOOST_REQUIRE_EQUAL(s.kernels.size(), 2u);
+  BOOST_TEST(count_loads(s.kernels[1], true, false) == 1, s.kernels[1].str());
+}
+
+BOOST_AUTO_TEST_CASE(index_select_gathers_only_a_checked_constant_index) {
+  auto kinds = [](const std::vector<int64_t>& index, bool constant) {
+    Graph g;
+    const NodeId x = g.add_input(f32({5, 3}), "x");
+    const NodeId i = constant ? g.add(OpId::constant, {}, {i64s(index)})
+                              : g.add_input(TensorMeta{DType::i64, Device::cpu(), {SymInt(2)}, {}}, "i");
+    g.set_outputs({g.add(OpId::neg, {g.add(OpId::index_select, {x, i}, {int64_t{0}})}, {})});
+    std::vector<std::string> r;
+    for (const schedule::Kernel& k : schedule::schedule_graph(g).kernels)
+      r.emplace_back(std::string(schedule::kernel_kind_name(k.kind)) + (count_loads(k, false, true) ? "+gather" : ""));
+    return r;
+  };
+  BOOST_TEST(kinds({4, 0, 2}, true) == std::vector<std::string>{"pointwise+gather"}, boost::test_tools::per_element());
+  // Out of range, or known only when run: the reference kernel checks every index.
+  BOOST_TEST(kinds({4, 5}, true) == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds({-1}, true) == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds({}, false) == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

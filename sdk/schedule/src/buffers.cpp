@@ -50,7 +50,7 @@ bool in_place_ok(const Kernel& k, int32_t r, int32_t w, const std::vector<Buffer
     }
   if (!store) return false;
   for (const Instr& in : k.instrs)
-    if (in.kind == InstrKind::load && in.buffer == r && !(in.index == *store)) return false;
+    if (in.kind == InstrKind::load && in.buffer == r && (!in.plain_load() || !(in.index == *store))) return false;
   return true;
 }
 

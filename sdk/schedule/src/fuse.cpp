@@ -13,6 +13,7 @@
 //    depends on the other.
 // Every decision and refusal is logged under KILN_LOGS=fusion.
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -61,9 +62,35 @@ std::string Schedule::str() const {
 namespace detail {
 namespace {
 
+// index_select compiles to a gathering load when its index is a constant that is inside the
+// selected dim for every size the plan serves; any other index runs on the reference kernel,
+// which reports an index out of range as an error instead of reading past the input.
+bool constant_index_in_range(const Graph& g, const Node& n) {
+  const Node& index = g.node(n.inputs[1]);
+  const SymInt& size = g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))];
+  if (index.op != OpId::constant || !size.is_static()) return false;
+  const ConstantData& c = index.attrs.tensor(0);
+  const size_t count = c.bytes.size() / dtype_size(c.dtype);
+  for (size_t i = 0; i < count; ++i) {
+    int64_t v = 0;
+    if (c.dtype == DType::i64) {
+      std::memcpy(&v, c.bytes.data() + 8 * i, 8);
+    } else if (c.dtype == DType::i32) {
+      int32_t w = 0;
+      std::memcpy(&w, c.bytes.data() + 4 * i, 4);
+      v = w;
+    } else {
+      return false;
+    }
+    if (v < 0 || v >= size.hint()) return false;
+  }
+  return true;
+}
+
 bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
   switch (n.op) {
-    case OpId::randn: case OpId::cat: case OpId::pad: case OpId::index_select: return true;
+    case OpId::randn: return true;
+    case OpId::index_select: return !constant_index_in_range(g, n);
     case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
                           // integer products stay exact on the reference
       const DType t = n.meta.dtype;
@@ -157,6 +184,12 @@ class Fuser {
       if (cat == OpCategory::reduction) {
         realize_node(id, "reduction");
         continue;
+      }
+      if (node.op == OpId::pad || node.op == OpId::cat || node.op == OpId::index_select) {
+        // They read their input at other positions than they write: from memory, through views.
+        for (size_t j = 0; j < (node.op == OpId::index_select ? 1 : node.inputs.size()); ++j)
+          if (!ctx_.layout(node.inputs[j], nullptr))
+            realize_node(node.inputs[j], "read at other positions by " + label(id));
       }
       if (cat == OpCategory::matmul) {
         realize_node(id, "matmul");

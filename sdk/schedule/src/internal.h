@@ -100,6 +100,16 @@ class KernelBuilder {
   int32_t emit_reduction(NodeId n, const Map& map);
   int32_t add(Instr in);
   int32_t load(NodeId base, const Layout& layout, const Map& map, DType dtype);
+  // A load through `layout` that reads only where `mask` (a bool value, -1: everywhere) holds,
+  // at `map` plus the element offset `offset` (an i64 value, -1: none).
+  int32_t load_where(const Layout& layout, const Map& map, DType dtype, int32_t mask, int32_t offset);
+  // The layout an op reading its input at other positions (pad, cat, index_select) loads through.
+  Layout layout_of_input(NodeId reader, NodeId input) const;
+  int32_t index_value(const Affine& a);
+  int32_t size_value(const SymInt& s);
+  int32_t emit_pad(NodeId n, const Map& map);
+  int32_t emit_cat(NodeId n, const Map& map);
+  int32_t emit_index_select(NodeId n, const Map& map);
   int32_t constant(double v, DType t);
   int32_t pointwise(OpId op, DType t, std::vector<int32_t> args, Attrs attrs = {});
   size_t rank() const { return dom_.extents.size(); }

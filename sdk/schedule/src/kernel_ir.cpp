@@ -76,6 +76,13 @@ void finish_kernel(Kernel& k) {
       case InstrKind::index:
         check_affine(k, in.index, "an index");
         in.inner = inner_index(in.index, k.num_outer);
+        KILN_CHECK(in.kind == InstrKind::load ? in.args.size() == size_t{in.masked} + size_t{in.gathered}
+                                              : in.args.empty(),
+                   "kernel ", k.name, ": instruction ", i, " has operands its kind does not take");
+        for (int32_t a : in.args) {  // a masked or gathered load varies with its mask and offset
+          in.inner = in.inner || k.instrs[static_cast<size_t>(a)].inner;
+          in.pass = std::max(in.pass, k.instrs[static_cast<size_t>(a)].pass);
+        }
         break;
       case InstrKind::constant:
       case InstrKind::size: break;
@@ -245,7 +252,12 @@ std::string Kernel::str() const {
     const Instr& in = instrs[i];
     os << "  v" << i << " = ";
     switch (in.kind) {
-      case InstrKind::load: os << "load b" << in.buffer << "[" << in.index.str() << "]"; break;
+      case InstrKind::load:
+        os << "load b" << in.buffer << "[" << in.index.str();
+        if (in.gathered) os << " + v" << in.gather_offset();
+        os << "]";
+        if (in.masked) os << " if v" << in.mask();
+        break;
       case InstrKind::constant: os << "constant " << in.value; break;
       case InstrKind::size: os << "size " << in.size.str(); break;
       case InstrKind::index: os << "index " << in.index.str(); break;

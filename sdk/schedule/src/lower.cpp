@@ -292,6 +292,130 @@ int32_t KernelBuilder::load(NodeId base, const Layout& layout, const Map& map, D
   return add(std::move(in));
 }
 
+int32_t KernelBuilder::load_where(const Layout& layout, const Map& map, DType dtype, int32_t mask, int32_t offset) {
+  if (mask < 0 && offset < 0) return load(layout.base, layout, map, dtype);
+  const int32_t buffer = ctx_.buffer_of[static_cast<size_t>(layout.base)];
+  KILN_CHECK(buffer >= 0, "schedule: node %", layout.base, " has no buffer");
+  Instr in;
+  in.kind = InstrKind::load;
+  in.dtype = dtype;
+  in.buffer = buffer;
+  in.index = compose(map, layout.strides, layout.offset, rank());
+  in.masked = mask >= 0;
+  in.gathered = offset >= 0;
+  if (in.masked) in.args.push_back(mask);
+  if (in.gathered) in.args.push_back(offset);
+  return add(std::move(in));
+}
+
+Layout KernelBuilder::layout_of_input(NodeId reader, NodeId input) const {
+  // The scheduler realizes these inputs (fuse.cpp), so they are buffers or views of buffers,
+  // unless this kernel computes them itself: then the reader must wait for another kernel.
+  std::optional<Layout> l = ctx_.layout(input, &member_);
+  if (!l)
+    throw Refusal(std::string(op_name(ctx_.g.node(reader).op)) + " %" + std::to_string(reader) +
+                  " reads %" + std::to_string(input) + " at other positions than this kernel computes it");
+  return *l;
+}
+
+int32_t KernelBuilder::index_value(const Affine& a) {
+  for (size_t i = 0; i < k_.instrs.size(); ++i)
+    if (k_.instrs[i].kind == InstrKind::index && k_.instrs[i].index == a) return static_cast<int32_t>(i);
+  Instr in;
+  in.kind = InstrKind::index;
+  in.dtype = DType::i64;
+  in.index = a;
+  return add(std::move(in));
+}
+
+int32_t KernelBuilder::size_value(const SymInt& s) {
+  if (s.is_static()) return constant(static_cast<double>(s.hint()), DType::i64);
+  Instr in;
+  in.kind = InstrKind::size;
+  in.dtype = DType::i64;
+  in.size = s;
+  return add(std::move(in));
+}
+
+// pad: the input element at position - before in each dim, where that is inside the input;
+// the pad value elsewhere (negative pads crop: their bound always holds).
+int32_t KernelBuilder::emit_pad(NodeId n, const Map& map) {
+  const Node& node = ctx_.g.node(n);
+  const NodeId x = node.inputs[0];
+  const TensorMeta& im = ctx_.g.node(x).meta;
+  const std::vector<int64_t>& pads = node.attrs.ints(0);
+  const size_t r = im.sizes.size();
+  Map in_map = map;
+  std::vector<int32_t> conds;
+  for (size_t i = 0; 2 * i < pads.size(); ++i) {
+    const size_t d = r - 1 - i;
+    const int64_t before = pads[2 * i], after = pads[2 * i + 1];
+    in_map[d].offset = in_map[d].offset - SymInt(before);
+    if (before == 0 && after == 0) continue;
+    const int32_t at = index_value(in_map[d]);
+    if (before > 0) conds.push_back(pointwise(OpId::ge, DType::bool_, {at, constant(0.0, DType::i64)}));
+    if (after > 0) conds.push_back(pointwise(OpId::lt, DType::bool_, {at, size_value(im.sizes[d])}));
+  }
+  int32_t mask = -1;
+  for (int32_t c : conds) mask = mask < 0 ? c : pointwise(OpId::logical_and, DType::bool_, {mask, c});
+  const int32_t v = load_where(layout_of_input(n, x), in_map, node.meta.dtype, mask, -1);
+  if (mask < 0) return v;
+  return pointwise(OpId::where, node.meta.dtype, {mask, v, constant(node.attrs.f(1), node.meta.dtype)});
+}
+
+// cat: input j covers [offset_j, offset_j + size_j) of the cat dim; each input's load reads
+// only inside its range, and a chain of selects picks the one that holds.
+int32_t KernelBuilder::emit_cat(NodeId n, const Map& map) {
+  const Node& node = ctx_.g.node(n);
+  const size_t d = static_cast<size_t>(node.attrs.i(0));
+  const DType t = node.meta.dtype;
+  struct Part {
+    NodeId x;
+    SymInt begin, end;
+  };
+  std::vector<Part> parts;
+  SymInt at = 0;
+  for (NodeId x : node.inputs) {
+    const SymInt& len = ctx_.g.node(x).meta.sizes[d];
+    if (!(len == 0)) parts.push_back({x, at, at + len});
+    at = at + len;
+  }
+  if (parts.empty()) return constant(0.0, t);  // an empty result: nothing is ever read
+  int32_t result = -1;
+  for (size_t j = parts.size(); j-- > 0;) {
+    const Part& p = parts[j];
+    Map in_map = map;
+    in_map[d].offset = in_map[d].offset - p.begin;
+    // Upper bounds select among the parts (the chain runs first to last); the load also needs
+    // its lower bound so that it never reads before its own input.
+    const int32_t pos = index_value(map[d]);
+    int32_t upper = -1, lower = -1;
+    if (j + 1 < parts.size()) upper = pointwise(OpId::lt, DType::bool_, {pos, size_value(p.end)});
+    if (j > 0) lower = pointwise(OpId::ge, DType::bool_, {pos, size_value(p.begin)});
+    int32_t mask = upper;
+    if (lower >= 0) mask = mask < 0 ? lower : pointwise(OpId::logical_and, DType::bool_, {lower, upper});
+    const int32_t v = load_where(layout_of_input(n, p.x), in_map, t, mask, -1);
+    result = result < 0 ? v : pointwise(OpId::where, t, {upper, v, result});
+  }
+  return result;
+}
+
+// index_select with a constant index (checked against the input when scheduled, fuse.cpp):
+// the load's position in the selected dim comes from the index tensor.
+int32_t KernelBuilder::emit_index_select(NodeId n, const Map& map) {
+  const Node& node = ctx_.g.node(n);
+  const NodeId x = node.inputs[0], idx = node.inputs[1];
+  const size_t d = static_cast<size_t>(node.attrs.i(0));
+  const Layout l = layout_of_input(n, x);
+  const int32_t pos = emit(idx, Map{map[d]});
+  int32_t offset = pos;
+  if (k_.instrs[static_cast<size_t>(pos)].dtype != DType::i64) offset = pointwise(OpId::cast, DType::i64, {pos}, Attrs{DType::i64});
+  if (!(l.strides[d] == 1)) offset = pointwise(OpId::mul, DType::i64, {offset, size_value(l.strides[d])});
+  Map in_map = map;
+  in_map[d] = zero(rank());
+  return load_where(l, in_map, node.meta.dtype, -1, offset);
+}
+
 int32_t KernelBuilder::emit(NodeId n, const Map& map) {
   auto& seen = memo_[n];
   for (const auto& [m, id] : seen)
@@ -426,6 +550,9 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
           if (!l) throw Refusal("reshape %" + std::to_string(n) + " of a value computed in this kernel");
           return load(l->base, *l, map, meta.dtype);
         }
+        case OpId::pad: return emit_pad(n, map);
+        case OpId::cat: return emit_cat(n, map);
+        case OpId::index_select: return emit_index_select(n, map);
         default: break;
       }
       break;

@@ -104,7 +104,19 @@ Value KernelPrinter::value(int32_t i, Scope& sc) {
       if (auto it = load_reads_.find(i); it != load_reads_.end()) {
         raw = {it->second, compute_type(t)};
       } else {
-        raw = {let(compute_type(t), d_.load(t, d_.buffer_name(in.buffer), affine(in.index, sc))), compute_type(t)};
+        std::string index = affine(in.index, sc);
+        if (in.gathered) index = "(" + index + " + " + convert(value(in.gather_offset(), sc), CT::i64).v + ")";
+        const std::string read = d_.load(t, d_.buffer_name(in.buffer), index);
+        if (in.masked) {
+          // Only where the mask holds (pad, cat): no read outside the buffer's own range.
+          const std::string mask = convert(value(in.mask(), sc), CT::b).v;
+          const std::string name = temp();
+          line(d_.type(compute_type(t)) + " " + name + " = " + d_.literal(0, compute_type(t)) + ";");
+          line("if (" + mask + ") " + name + " = " + read + ";");
+          raw = {name, compute_type(t)};
+        } else {
+          raw = {let(compute_type(t), read), compute_type(t)};
+        }
         if (auto rec = load_records_.find(i); rec != load_records_.end()) {
           line(rec->second + " = " + raw.v + ";");
           recorded_.insert(i);

@@ -351,11 +351,30 @@ class FunctionEmitter {
   // Converts to dtype t's compute type, with t's rounding or wrapping.
   Val to_dtype(const Val& x, DType t) { return narrow(convert(x, ct_of(t)), t); }
 
-  Val load(const Instr& in, const Scope& sc) {
+  Val load(const Instr& in, Scope& sc) {
     const DType t = s_.buffers[static_cast<size_t>(in.buffer)].dtype;
-    const std::string idx = affine(in.index, sc);
+    std::string idx = affine(in.index, sc);
+    if (in.gathered) idx = op("add i64 ", idx, ", ", convert(value(in.gather_offset(), sc), CT::i64).v);
     const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", buffer(in.buffer), ", i64 ", idx);
-    const std::string raw = op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer));
+    std::string raw;
+    if (in.masked) {
+      // Only where the mask holds: a branch around the load (the loop vectorizer turns it into a
+      // masked load or gather), the slot holding 0 otherwise.
+      const std::string m = convert(value(in.mask(), sc), CT::i1).v;
+      const std::string slot = alloca(storage_ty(t));
+      const std::string ld = label("mload"), join = label("mjoin");
+      line("store ", storage_ty(t), " ", t == DType::f32 || t == DType::f64 || t == DType::f16 ? "0.0" : "0",
+           ", ptr ", slot);
+      line("br i1 ", m, ", label %", ld, ", label %", join);
+      block(ld);
+      line("store ", storage_ty(t), " ",
+           op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer)), ", ptr ", slot);
+      line("br label %", join);
+      block(join);
+      raw = op("load ", storage_ty(t), ", ptr ", slot);
+    } else {
+      raw = op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer));
+    }
     Val v;
     switch (t) {
       case DType::f32: v = {raw, CT::f32}; break;

@@ -6,6 +6,8 @@
 // loads whose index is affine in the loop variables (views never become kernels: lowering folds
 // reshape/permute/expand/slice/squeeze into load indices), constants, symbolic sizes, pointwise
 // ops of the op table, and reductions over all inner dims. Stores write values back, affinely.
+// A load may also be masked (pad, cat: where a bool value is false it reads nothing and yields
+// 0) and gathered (index_select: an i64 value adds an element offset to its affine index).
 // Targets choose tiling, threads and vector width; they never change what is computed.
 //
 // Two kinds of kernels do more than the loop nest: a matmul kernel first multiplies its
@@ -33,7 +35,8 @@ struct Affine {
 };
 
 enum class InstrKind : uint8_t {
-  load,      // buffer, index: the element of `buffer` at `index`, as `dtype`
+  load,      // buffer, index: the element of `buffer` at `index`, as `dtype`; args: the mask
+             // (if `masked`) then the gather offset (if `gathered`), see Instr::mask()
   constant,  // value (dtype says how to read it)
   size,      // size: a symbolic size's value (i64)
   index,     // index: the affine expression's value (i64), e.g. arange's position
@@ -55,6 +58,14 @@ struct Instr {
   double value = 0.0;        // constant
   SymInt size = 0;           // size
   ReduceKind reduce = ReduceKind::sum;
+  // Loads: `masked` makes args[0] a bool value; where it is false the load touches no memory
+  // and yields 0. `gathered` makes args.back() an i64 value added to the affine index (the
+  // lowering guarantees it is in bounds wherever the mask holds).
+  bool masked = false, gathered = false;
+  int32_t mask() const { return masked ? args.front() : -1; }
+  int32_t gather_offset() const { return gathered ? args.back() : -1; }
+  // A load whose address is its affine index alone (what vector loads and in-place rules need).
+  bool plain_load() const { return kind == InstrKind::load && !masked && !gathered; }
   // Filled by finish_kernel(): whether the value varies over inner dims, and the pass (loop
   // over the inner dims) where it is computed: 0 unless it depends on a reduction's result.
   bool inner = false;

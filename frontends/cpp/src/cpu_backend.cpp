@@ -53,6 +53,21 @@ void install_remote_cache() {
 
 void prepare_before_first_trace() {
   install_remote_cache();
+  // Profile-guided dynamic shapes keep their profiles as records of the compile caches (same
+  // layers, signing and bundles as the plans; device-independent).
+  static std::once_flag profiles;
+  std::call_once(profiles, [] {
+    auto key = [](const std::string& function, const std::string& job) {
+      return cache::RecordKey{"dynamic_profile", function, "job " + job, "", ""};
+    };
+    set_dynamic_profile_store(ProfileStore{
+        [key](const std::string& function, const std::string& job) { return cache::get_record(key(function, job)); },
+        [key](const std::string& function, const std::string& job, const std::string& profile) {
+          const size_t dims = static_cast<size_t>(std::count(profile.begin(), profile.end(), '\n'));
+          cache::put_record(key(function, job), profile,
+                            "dynamic-shape profile of " + function + " (job " + job + "): " + std::to_string(dims) + " dims");
+        }});
+  });
 #if KILN_HAVE_CPU_TARGET
   // LLVM's one-time set-up (~2 ms of CPU: the x86 target, a TargetMachine and its subtarget for
   // the host's facts, the ORC session) on another core while this thread traces and runs the
@@ -275,6 +290,7 @@ plan::KernelPlan cpu_plan(const Graph& g) {
 Executable cpu_compile(const Graph& g) {
   cpu::ExecutableOptions o;
   o.keep_buffers = config::get<bool>("cpu.keep_buffers");
+  o.threads = static_cast<int>(config::get<int64_t>("cpu.threads"));
   o.autotune = config::get<bool>("max_autotune");
   if (o.autotune) use_autotune_cache(o);
   auto exe = cached_plan(g.canonical(), "cpu.graph", [&] { return cpu_plan(g); }, o);

@@ -1,8 +1,8 @@
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 
 #include "kiln/capture/capture.h"
-#include "kiln/cache/cache.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
@@ -12,18 +12,29 @@ namespace kiln {
 namespace {
 
 // Profile-guided dynamic shapes (docs/cache.md): with job_id set, the dims automatic dynamic
-// marked dynamic are a record of the compile caches keyed by the function's name (which holds
-// its source location) and the job id. The value is one line per dim: "arg rank dim".
-cache::RecordKey profile_key(const std::string& function, const std::string& job) {
-  return cache::RecordKey{"dynamic_profile", function, "job " + job, "", ""};
+// marked dynamic are kept per function (its name holds its source location) and job in the
+// store the frontend plugs in (the native frontend: the compile caches' records). The value
+// is one line per dim: "arg rank dim".
+std::mutex g_profile_mu;
+ProfileStore g_profile_store;
+
+ProfileStore profile_store() {
+  std::lock_guard lock(g_profile_mu);
+  return g_profile_store;
 }
 
 }  // namespace
 
+void set_dynamic_profile_store(ProfileStore store) {
+  std::lock_guard lock(g_profile_mu);
+  g_profile_store = std::move(store);
+}
+
 std::vector<ProfileDim> load_dynamic_profile(const std::string& function) {
   const std::string job = config::get<std::string>("job_id");
-  if (job.empty()) return {};
-  const std::optional<std::string> v = cache::get_record(profile_key(function, job));
+  const ProfileStore store = profile_store();
+  if (job.empty() || !store.load) return {};
+  const std::optional<std::string> v = store.load(function, job);
   if (!v) return {};
   std::vector<ProfileDim> dims;
   std::istringstream in(*v);
@@ -45,12 +56,12 @@ std::vector<ProfileDim> load_dynamic_profile(const std::string& function) {
 
 void save_dynamic_profile(const std::string& function, const std::vector<ProfileDim>& dims) {
   const std::string job = config::get<std::string>("job_id");
-  if (job.empty()) return;
+  const ProfileStore store = profile_store();
+  if (job.empty() || !store.save) return;
   std::string v;
   for (const ProfileDim& d : dims)
     v += std::to_string(d.arg) + " " + std::to_string(d.rank) + " " + std::to_string(d.dim) + "\n";
-  cache::put_record(profile_key(function, job), v,
-                    "dynamic-shape profile of " + function + " (job " + job + "): " + std::to_string(dims.size()) + " dims");
+  store.save(function, job, v);
   KILN_LOG(cache, "saved the dynamic-shape profile of ", function, " (job ", job, "): ", dims.size(), " dims");
 }
 

@@ -136,8 +136,8 @@ std::vector<OptionDef> build_options() {
      "kernel; it needs a unit column stride in the right operand, else the BLAS is used), or "
      "'auto' (the BLAS call; with max_autotune_gemm both are timed on the first call and the "
      "faster kept).", matmul_backend},
-    {"cpu.threads", T::Int, 0, kCodegen, kLater,
-     "Threads for CPU kernels; 0 = all cores. Not yet used (targets/cpu will read it).",
+    {"cpu.threads", T::Int, 0, kCodegen, kUsed,
+     "Threads the CPU kernels run on; 0 = every hardware thread the process may use.",
      at_least_0},
     {"cpu.vector_width", T::Int, 0, kCodegen, kUsed,
      "SIMD width in bits the CPU kernels prefer: 128, 256 or 512; 0 = Kiln's choice for the host "

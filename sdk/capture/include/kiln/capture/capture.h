@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -96,15 +97,22 @@ struct CompiledEntry {
 };
 
 // Profile-guided dynamic shapes: one dim automatic dynamic found dynamic (tensor argument,
-// its rank, the dim). With job_id set (KILN_JOB_ID) they are kept in the compile caches per
-// function (its name, which holds its source location) and job; without one nothing is read or
-// saved.
+// its rank, the dim). With job_id set (KILN_JOB_ID) they are kept per function (its name, which
+// holds its source location) and job in the store set_dynamic_profile_store() plugs in (the
+// native frontend plugs in the compile caches' records: docs/cache.md); without a job id, or
+// without a store, nothing is read or saved.
 struct ProfileDim {
   size_t arg = 0;
   size_t rank = 0;
   size_t dim = 0;
   bool operator==(const ProfileDim&) const = default;
 };
+struct ProfileStore {
+  // The profile text ("arg rank dim" lines) kept for (function, job), or nullopt.
+  std::function<std::optional<std::string>(const std::string& function, const std::string& job)> load;
+  std::function<void(const std::string& function, const std::string& job, const std::string& profile)> save;
+};
+void set_dynamic_profile_store(ProfileStore store);
 std::vector<ProfileDim> load_dynamic_profile(const std::string& function);
 void save_dynamic_profile(const std::string& function, const std::vector<ProfileDim>& dims);
 

@@ -58,6 +58,18 @@ BOOST_AUTO_TEST_CASE(pools_of_other_sizes) {
   for (int rep = 0; rep < 50; ++rep) check_covers(eight, 10000 + rep, 7);
 }
 
+BOOST_AUTO_TEST_CASE(process_pools_by_size) {
+  // cpu.threads picks one of these: 0 (and every hardware thread) is the global pool.
+  BOOST_TEST(&ThreadPool::of_size(0) == &ThreadPool::global());
+  BOOST_TEST(&ThreadPool::of_size(kiln::cpu::hardware_threads()) == &ThreadPool::global());
+  if (kiln::cpu::hardware_threads() > 1) {
+    ThreadPool& one = ThreadPool::of_size(1);
+    BOOST_TEST(one.size() == 1);
+    BOOST_TEST(&ThreadPool::of_size(1) == &one);  // made once, kept
+    check_covers(one, 100000, 10);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(small_ranges_run_inline) {
   ThreadPool pool(4);
   std::thread::id where;

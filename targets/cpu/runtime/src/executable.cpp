@@ -392,7 +392,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     return t;
   };
   // Kernels.
-  ThreadPool& pool = ThreadPool::global();
+  ThreadPool& pool = ThreadPool::of_size(im.options.threads);
   // The first call tunes (others wait for it); later calls just read the choices.
   std::unique_lock<std::mutex> tune_lock(im.tune_mu, std::defer_lock);
   bool tune = false;

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -167,6 +169,16 @@ ThreadPool::~ThreadPool() {
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool(0);
   return pool;
+}
+
+ThreadPool& ThreadPool::of_size(int threads) {
+  if (threads <= 0 || threads >= hardware_threads()) return global();
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<ThreadPool>>* pools = new std::map<int, std::unique_ptr<ThreadPool>>();
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<ThreadPool>& p = (*pools)[threads];
+  if (!p) p = std::make_unique<ThreadPool>(threads);
+  return *p;
 }
 
 int ThreadPool::size() const { return impl_->threads; }

@@ -26,6 +26,8 @@ struct ExecutableOptions {
   // Keep the intermediate slots allocated between calls (mode reduce-overhead).
   bool keep_buffers = false;
   int opt_level = 3;
+  // Threads the kernels run on (config cpu.threads): 0 = every hardware thread.
+  int threads = 0;
   // Mode max-autotune: on the first call, time each generated kernel's variants and launch
   // configurations (chunk sizes, one thread or all) on the real inputs and keep the fastest.
   bool autotune = false;

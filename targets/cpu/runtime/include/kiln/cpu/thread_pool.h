@@ -21,6 +21,9 @@ class ThreadPool {
 
   // The process-wide pool (all hardware threads), created on first use.
   static ThreadPool& global();
+  // A process-wide pool of `threads` threads (config cpu.threads), created on first use and
+  // kept: global() for 0 or for at least every hardware thread.
+  static ThreadPool& of_size(int threads);
 
   int size() const;  // threads that run chunks, the caller included
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);

@@ -416,7 +416,12 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
   std::map<std::string, int64_t> opsets;
   for (const pb::OperatorSetIdProto& o : mp.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
   KILN_CHECK(mp.has_graph(), "onnx: the model has no graph");
-  KILN_CHECK(opsets.count(""), "onnx: the model imports no opset of the default domain (ai.onnx)");
+  if (!opsets.count("")) {
+    std::string domains;
+    for (const auto& [d, v] : opsets) domains += (domains.empty() ? "" : ", ") + d + " " + std::to_string(v);
+    fail("onnx: the model imports no opset of the default domain (ai.onnx), only ", domains.empty() ? "none" : domains,
+         "; Kiln imports the default domain");
+  }
   m.opset = opsets[""];
   KILN_CHECK(m.opset >= kMinOpset && m.opset <= kMaxOpset, "onnx: the model uses opset ", m.opset,
              " of domain ai.onnx; Kiln imports opsets ", kMinOpset, " to ", kMaxOpset);

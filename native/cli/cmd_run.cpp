@@ -23,7 +23,15 @@
 #if KILN_HAVE_CPU_TARGET
 #include "kiln/cpu/codegen.h"
 #include "kiln/cpu/executable.h"
+#endif
 #include "kiln/passes/passes.h"
+#if KILN_HAVE_CUDA_TARGET
+#include "kiln/cuda/codegen.h"
+#include "kiln/cuda/device.h"
+#include "kiln/cuda/executable.h"
+#endif
+#if KILN_HAVE_VULKAN_TARGET
+#include "kiln/vulkan/runtime.h"
 #endif
 
 namespace kiln::cli {
@@ -32,12 +40,40 @@ namespace {
 
 // The targets `kiln run` can use in this build.
 const std::vector<std::string>& available_targets() {
-#if KILN_HAVE_CPU_TARGET
-  static const std::vector<std::string> targets = {"reference", "cpu"};
-#else
-  static const std::vector<std::string> targets = {"reference"};
-#endif
+  static const std::vector<std::string> targets = [] {
+    std::vector<std::string> t = {"reference"};
+    if (KILN_HAVE_CPU_TARGET) t.push_back("cpu");
+    if (KILN_HAVE_CUDA_TARGET) t.push_back("cuda");
+    if (KILN_HAVE_VULKAN_TARGET) t.push_back("vulkan");
+    return t;
+  }();
   return targets;
+}
+
+// Runs a kernel plan on its target's runtime (device 0), outputs on the host. A plan made for
+// another target, or a target without a device here, is a kiln::Error saying so.
+std::vector<TensorData> run_plan(const std::string& target, plan::KernelPlan p, const std::vector<TensorData>& inputs) {
+  KILN_CHECK(p.target == target, "kiln run: the plan is for target '", p.target, "', not '", target,
+             "' (run it with --target ", p.target, ")");
+  const std::span<const TensorData> in(inputs);
+#if KILN_HAVE_CPU_TARGET
+  if (target == "cpu") return cpu::PlanExecutable::load(std::move(p))->run(in);
+#endif
+#if KILN_HAVE_CUDA_TARGET
+  if (target == "cuda") {
+    std::string why;
+    KILN_CHECK(cuda::available(&why), "kiln run --target cuda: ", why);
+    return cuda::PlanExecutable::load(std::move(p))->run_host(in);
+  }
+#endif
+#if KILN_HAVE_VULKAN_TARGET
+  if (target == "vulkan") {
+    std::string why;
+    KILN_CHECK(vulkan::available(&why), "kiln run --target vulkan: ", why);
+    return vulkan::PlanExecutable::load(std::move(p))->run_host(in);
+  }
+#endif
+  fail("this build of kiln cannot run plans on target '", target, "'");
 }
 
 constexpr int64_t kShowValues = 8;
@@ -98,6 +134,18 @@ TensorData random_tensor(DType dtype, const std::vector<int64_t>& sizes, uint64_
   return t;
 }
 
+// --out DIR: output k to DIR/out<k>.npy.
+void write_outputs(const std::string& dir, const std::vector<TensorData>& outputs) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  KILN_CHECK(!ec, "cannot create output directory '", dir, "': ", ec.message());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const std::string path = (std::filesystem::path(dir) / ("out" + std::to_string(k) + ".npy")).string();
+    npy::save_npy(outputs[k], path);
+    std::cout << "wrote " << path << "\n";
+  }
+}
+
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -123,11 +171,15 @@ const CommandSpec& run_spec() {
       "floating types, 0..3 for integers, 0/1 for bool. A bf16 input accepts a '<f4' file (numpy has\n"
       "no bfloat16), rounded to bf16. With --out DIR each output k is written to DIR/out<k>.npy\n"
       "(bf16 outputs as '<f4').\n"
-      "--target cpu compiles the graph as the \"kiln\" backend does (passes, fusion, LLVM); --check\n"
+      "--target cpu compiles the graph as the \"kiln\" backend does (passes, fusion, LLVM; cuda and vulkan:\n"
+      "their codegen and runtime on device 0); --check\n"
       "then also runs it on the reference target and reports the largest relative error per output\n"
       "(exit status 1 when one exceeds the dtype's tolerance: 1e-5 f32/f64, 1e-2 f16/bf16, exact\n"
-      "for integers and bool).\n",
-      {{"--target", "NAME", "where to run it (default: reference)"},
+      "for integers and bool).\n"
+      "A kernel plan file (kiln.plan JSON: `kiln show --save-plan`, debug_dir, or downloaded from the\n"
+      "browser inspector) runs with --random on its target's runtime (--target, default the plan's):\n"
+      "inputs at the symbols' example sizes, the values a graph run with the same seed makes.\n",
+      {{"--target", "NAME", "where to run it: reference (default), cpu, cuda, vulkan"},
        {"--inputs", "A.npy,B.npy", "the inputs, comma separated, in the graph's input order"},
        {"--random", "", "make random inputs instead"},
        {"--seed", "N", "seed for --random (default 0)"},
@@ -169,10 +221,11 @@ int cmd_run(std::span<char* const> args) {
     std::ifstream in(a.positional[0]);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
-#if KILN_HAVE_CPU_TARGET
       KILN_CHECK(a.has("--random") && !a.has("--check"), "kiln run: a plan file runs with --random (and no --check: ",
                  "the plan has no graph to compare with)");
       plan::KernelPlan p = format::plan_from_json(text, a.positional[0]);
+      // Without --target, on the target the plan was made for.
+      const std::string plan_target = a.has("--target") ? target : p.target;
       std::vector<int64_t> examples;
       for (const SymbolInfo& si : p.symbols) examples.push_back(si.example);
       std::vector<TensorData> plan_inputs;
@@ -183,18 +236,15 @@ int cmd_run(std::span<char* const> args) {
           for (const SymInt& x : b.sizes) sizes.push_back(x.evaluate(examples));
           plan_inputs[static_cast<size_t>(b.index)] = random_tensor(b.dtype, sizes, splitmix64(seed + static_cast<uint64_t>(b.index)));
         }
-      auto exe = cpu::PlanExecutable::load(std::move(p));
-      const std::vector<TensorData> outs = exe->run(std::span<const TensorData>(plan_inputs));
+      const std::vector<TensorData> outs = run_plan(plan_target, std::move(p), plan_inputs);
       for (size_t k = 0; k < outs.size(); ++k) {
         std::cout << "output " << k << ": " << dtype_name(outs[k].dtype) << shape_str(static_shape(outs[k].sizes)) << "\n  [";
         for (int64_t i = 0; i < std::min(outs[k].numel(), kShowValues); ++i)
           std::cout << (i ? ", " : "") << format_value(outs[k].dtype, element(outs[k], i));
         std::cout << (outs[k].numel() > kShowValues ? ", ...]\n" : "]\n");
       }
+      if (a.has("--out")) write_outputs(a.get("--out"), outs);
       return 0;
-#else
-      fail("this build of kiln has no CPU target to run a plan on");
-#endif
     }
   }
   const Graph g = load_model_graph(a.positional[0]);
@@ -232,6 +282,20 @@ int cmd_run(std::span<char* const> args) {
   std::vector<TensorData> outputs;
   if (target == "reference") {
     outputs = reference::run_graph(g, inputs);
+  } else if (target != "cpu") {
+    // cuda, vulkan: the default passes, the scheduler and the target's codegen (for device 0's
+    // capabilities on Vulkan), then its runtime.
+    const Graph optimised = passes::run_default_pipeline(g);
+#if KILN_HAVE_CUDA_TARGET
+    if (target == "cuda") outputs = run_plan(target, cuda::generate_plan(optimised), inputs);
+#endif
+#if KILN_HAVE_VULKAN_TARGET
+    if (target == "vulkan") {
+      std::string why;
+      KILN_CHECK(vulkan::available(&why), "kiln run --target vulkan: ", why);
+      outputs = run_plan(target, vulkan::generate_plan(optimised, vulkan::codegen_options_for(0)), inputs);
+    }
+#endif
   } else {
 #if KILN_HAVE_CPU_TARGET
     auto exe = cpu::PlanExecutable::load(cpu::generate_plan(passes::run_default_pipeline(g)));
@@ -295,17 +359,7 @@ int cmd_run(std::span<char* const> args) {
     if (n > kShowValues) std::cout << " (first " << kShowValues << " of " << n << ")";
     std::cout << "\n";
   }
-  if (a.has("--out")) {
-    const std::string dir = a.get("--out");
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    KILN_CHECK(!ec, "cannot create output directory '", dir, "': ", ec.message());
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      const std::string path = (std::filesystem::path(dir) / ("out" + std::to_string(k) + ".npy")).string();
-      npy::save_npy(outputs[k], path);
-      std::cout << "wrote " << path << "\n";
-    }
-  }
+  if (a.has("--out")) write_outputs(a.get("--out"), outputs);
   return bad ? 1 : 0;
 }
 

@@ -161,6 +161,27 @@ BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {
   BOOST_TEST(plan_of(b2).kernels[0].gemm->epilogue == "bias");
 }
 
+BOOST_AUTO_TEST_CASE(a_scaled_product_is_scaled_by_the_gemm) {
+  Graph g;  // q k^T * 0.125 as an output of its own (in attention the softmax kernel scales inline)
+  const NodeId q = g.add_input(meta(DType::bf16, {2, 4, 256, 64}), "q");
+  const NodeId k = g.add_input(meta(DType::bf16, {2, 4, 256, 64}), "k");
+  const NodeId s = g.add(OpId::matmul, {q, g.add(OpId::transpose, {k}, {int64_t{2}, int64_t{3}})});
+  g.set_outputs({g.add(OpId::mul, {s, g.add(OpId::full, {}, {SymShape{}, 0.125, DType::bf16})})});
+  const plan::KernelPlan p = plan_of(g);
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
+  BOOST_REQUIRE(p.kernels[0].gemm.has_value());
+  BOOST_TEST(p.kernels[0].gemm->alpha == 0.125);
+  BOOST_TEST(p.kernels[0].gemm->c == p.outputs[0]);
+  BOOST_TEST(p.kernels[0].entry.empty());
+  BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "scaled").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
+  // Without gemm epilogues the scale is the epilogue kernel's.
+  cuda::CodegenOptions off;
+  off.gemm_epilogues = false;
+  const plan::KernelPlan r = plan_of(g, off);
+  BOOST_TEST(r.kernels[0].gemm->alpha == 1.0);
+  BOOST_TEST(!r.kernels[0].entry.empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(suite_codegen_online)

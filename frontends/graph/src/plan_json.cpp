@@ -96,6 +96,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
       m["epilogue"] = g.epilogue;
       m["bias"] = g.bias;
     }
+    if (g.alpha != 1.0) m["alpha"] = g.alpha;
     j["gemm"] = std::move(m);
   }
   j["provenance"] = json(k.provenance);
@@ -353,7 +354,7 @@ plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where
 plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   const json& m = object(v, where, "");
   only_keys(m, {"a", "b", "c", "dtype", "m", "n", "k", "batch", "a_batch_strides", "b_batch_strides", "a_offset",
-                "b_offset", "a_strides", "b_strides", "epilogue", "bias"},
+                "b_offset", "a_strides", "b_strides", "epilogue", "bias", "alpha"},
             where);
   plan::PlanGemm g;
   g.a = buffer_ref(need(m, "a", where), where, "a");
@@ -381,6 +382,10 @@ plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) co
   g.a_col_stride = as[1];
   g.b_row_stride = bs[0];
   g.b_col_stride = bs[1];
+  if (m.contains("alpha")) {
+    if (!m["alpha"].is_number()) fail_at(where, "alpha", "is a number");
+    g.alpha = m["alpha"].get<double>();
+  }
   if (m.contains("epilogue")) {
     const json& e = m["epilogue"];
     if (!e.is_string() || (e.get<std::string>() != "bias" && e.get<std::string>() != "gelu_bias"))

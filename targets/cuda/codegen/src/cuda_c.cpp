@@ -1009,6 +1009,45 @@ plan::PlanGemm plan_gemm(const schedule::Gemm& g) {
   return p;
 }
 
+// A matmul kernel whose whole body is out = c * K (K a constant, f32/f16/bf16 gemm, out the
+// gemm's dtype and read where c is) has the gemm scale its product (alpha = K) and write out
+// directly (attention's q k^T * s); no kernel runs after it.
+bool fuse_gemm_scale(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, plan::PlanGemm& g) {
+  if (!o.gemm_epilogues || o.emulate_precision_casts || !k.gemm || k.stores.size() != 1 || !k.gemm->k.is_static() ||
+      k.gemm->k.hint() == 0)
+    return false;
+  const DType t = g.dtype;
+  if (t != DType::f32 && t != DType::f16 && t != DType::bf16) return false;
+  auto at = [&](int32_t i) -> const Instr& { return k.instrs[static_cast<size_t>(i)]; };
+  auto buf = [&](int32_t b) -> const schedule::Buffer& { return s.buffers[static_cast<size_t>(b)]; };
+  const schedule::Store& st = k.stores[0];
+  const Instr& mul = at(st.value);
+  if (buf(st.buffer).dtype != t || mul.kind != InstrKind::pointwise || mul.op != OpId::mul || mul.dtype != t) return false;
+  int32_t product = -1, scale = -1;
+  for (int32_t a : mul.args) {
+    if (at(a).kind == InstrKind::load && at(a).buffer == k.gemm->c && at(a).index == st.index && at(a).dtype == t) product = a;
+    else if (at(a).kind == InstrKind::constant) scale = a;
+  }
+  if (product < 0 || scale < 0) return false;
+  // Only a constant the dtype holds exactly, so the gemm scales by what the kernel would.
+  const double K = at(scale).value;
+  const float f = static_cast<float>(K);
+  if (!std::isfinite(K) || static_cast<double>(f) != K || at(scale).dtype != t) return false;
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  if (t == DType::bf16 && (bits & 0xffffu) != 0) return false;
+  if (t == DType::f16 && f != 0.0f && ((bits & 0x1fffu) != 0 || std::fabs(f) < 6.103515625e-05f || std::fabs(f) > 65504.0f))
+    return false;
+  auto memory = [&](int32_t b) {
+    return buf(b).kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf(b).slot) : "b" + std::to_string(b);
+  };
+  for (int32_t b : {k.gemm->a, k.gemm->b})
+    if (memory(b) == memory(st.buffer)) return false;
+  g.alpha = K;
+  g.c = st.buffer;
+  return true;
+}
+
 // cuBLASLt epilogues: a matmul kernel of a 2-D gemm whose whole body is out = c + bias[j] or
 // out = gelu_tanh(c + bias[j]) (out and bias in the gemm's dtype, out contiguous) is done by the
 // gemm itself, writing `out` directly; no kernel runs after it. Returns whether it applied.
@@ -1073,7 +1112,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     bool fused_epilogue = false;
     if (k.gemm) {
       pk.gemm = plan_gemm(*k.gemm);
-      fused_epilogue = fuse_gemm_epilogue(k, s, options, *pk.gemm);
+      fused_epilogue = fuse_gemm_epilogue(k, s, options, *pk.gemm) || fuse_gemm_scale(k, s, options, *pk.gemm);
     }
     // Reductions launch over their outer points, everything else over the whole domain.
     if (k.kind == KernelKind::reduction && k.num_passes() > 0) {

@@ -163,8 +163,8 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
            "cublasLtMatmulAlgoGetHeuristic", kernel);
   KILN_CHECK(found > 0, "cuBLASLt: no algorithm for the ", dtype_name(g.dtype), " gemm of kernel ", kernel, " (m ", m,
              ", n ", n, ", k ", k, ")");
-  const float alpha32 = 1, beta32 = 0;
-  const double alpha64 = 1, beta64 = 0;
+  const float alpha32 = static_cast<float>(g.alpha), beta32 = 0;
+  const double alpha64 = g.alpha, beta64 = 0;
   const void* alpha = scale == CUDA_R_64F ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = scale == CUDA_R_64F ? static_cast<const void*>(&beta64) : &beta32;
   // Outer batch dims: every index but the last dim's.

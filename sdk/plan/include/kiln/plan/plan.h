@@ -61,6 +61,7 @@ struct PlanGemm {
   // rounded once to dtype; bias is then a buffer of dtype holding n elements.
   std::string epilogue;
   int32_t bias = -1;
+  double alpha = 1.0;  // the product is scaled by alpha (before the epilogue), in the gemm
   bool operator==(const PlanGemm&) const = default;
 };
 

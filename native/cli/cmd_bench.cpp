@@ -116,11 +116,13 @@ double time_ms_cuda(F&& call, int reps, bool launch_bound) {
 #if KILN_HAVE_VULKAN_TARGET
 // On Vulkan every call is synchronous (submit, wait): its GPU time is the span of the timestamps
 // around its command buffers (vulkan::thread_device_ms, what device events around a CUDA call
-// measure), the median of `reps` (at least 30) calls after 3 warm-ups; launch-bound workloads:
+// measure), the median of `reps` (at least 30) calls after warm-ups; launch-bound workloads:
 // host wall time per call over 2000 calls.
 template <class F>
 double time_ms_vulkan(F&& call, int reps, bool launch_bound) {
-  for (int i = 0; i < 3; ++i) call();
+  // Warm-up: 3 calls, and more until 0.3 s have passed (the GPU's clocks ramp up under load).
+  const auto warm = Clock::now();
+  for (int i = 0; i < 3 || seconds_since(warm) < 0.3; ++i) call();
   if (launch_bound) {
     constexpr int kCalls = 2000;
     const auto t = Clock::now();

@@ -48,10 +48,17 @@ for step in "${steps[@]}"; do
     bench)
       for dev in vulkan cuda; do
         stamp "kiln bench --device $dev ${KILN_BENCH_ARGS:-}"
+        # The GPU's clocks and performance state while it runs (read-only queries).
+        nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,power.draw --format=csv,noheader -lms 250 \
+          >"$out/clocks_$dev.csv" 2>/dev/null &
+        smi=$!
         timeout "${KILN_BENCH_TIMEOUT:-200}" "$bin/kiln" bench --device $dev --modes default --json "$out/bench_$dev.jsonl" \
           ${KILN_BENCH_ARGS:-} >"$out/bench_$dev.log" 2>&1
         rc=$?; [ $rc -ne 0 ] && status=$rc
+        kill $smi 2>/dev/null; wait $smi 2>/dev/null
         cat "$out/bench_$dev.log" | tee -a "$out/summary.txt"
+        echo "clocks during the $dev bench (pstate, sm MHz, mem MHz: counts):" | tee -a "$out/summary.txt"
+        awk -F', ' '{print $2, $3, $4}' "$out/clocks_$dev.csv" | sort | uniq -c | sort -rn | head -4 | tee -a "$out/summary.txt"
       done
       ;;
     torch)

@@ -36,6 +36,8 @@ std::string DeviceCaps::str() const {
   if (float64) s += "f64 ";
   if (int64) s += "int64 ";
   if (subgroup) s += "subgroup-arith ";
+  if (denorm_preserve) s += "denorm-preserve ";
+  if (nan_preserve) s += "nan-preserve ";
   return s + "wg<=" + std::to_string(max_workgroup);
 }
 
@@ -161,10 +163,12 @@ struct GlslDialect final : cstyle::Dialect {
     if (auto it = native.find(fn); it != native.end()) return call(it->second);
     if (c == CT::f32) {
       // exp and log of lavapipe and GPUs are within the tolerance of f32; sin, cos (large
-      // arguments) and tanh (tiny ones) are not everywhere: through f64 where the device has it.
+      // arguments) and tanh (tiny ones) are not everywhere: written out in f32 (glsl_helpers.h;
+      // sin/cos fall back to the f64 form for |x| > 8192, so only where the device has f64).
       if (fn == "exp" || fn == "log") return call(std::string(fn));
-      if (fn == "sin" || fn == "cos" || fn == "tanh") {
-        if (caps.float64) return "float(kiln_" + std::string(fn) + "_d(double(" + args[0] + ")))";
+      if (fn == "tanh") return call("kiln_tanh_f");
+      if (fn == "sin" || fn == "cos") {
+        if (caps.float64) return call("kiln_" + std::string(fn) + "_f");
         return call(std::string(fn));
       }
       if (fn == "pow") {
@@ -283,12 +287,21 @@ std::string shader_head(const schedule::Schedule& s, const std::vector<int32_t>&
   }
   if (any16) h << "#extension GL_EXT_shader_16bit_storage : require\n";
   if (any8) h << "#extension GL_EXT_shader_8bit_storage : require\n";
+  if (caps.denorm_preserve || caps.nan_preserve) {
+    // Float controls as SPIR-V execution modes (capability DenormPreserve 4464 / mode 4459,
+    // SignedZeroInfNanPreserve 4466 / 4461), for 32-bit floats.
+    h << "#extension GL_EXT_spirv_intrinsics : require\n";
+    if (caps.denorm_preserve) h << "spirv_execution_mode(capabilities = [4464], 4459, 32);\n";
+    if (caps.nan_preserve) h << "spirv_execution_mode(capabilities = [4466], 4461, 32);\n";
+  }
   h << "// kernel " << name << "\n";
   h << "layout(local_size_x_id = 0) in;\n";
   for (size_t i = 0; i < bufs.size(); ++i) {
     const int32_t b = bufs[i];
     const bool written = std::find(writes.begin(), writes.end(), b) != writes.end();
-    h << "layout(std430, set = 0, binding = " << i << ") " << (written ? "" : "readonly ") << "buffer B" << b << " { "
+    // restrict: a kernel's bindings never overlap (distinct plan buffers; only read-only inputs
+    // may be the same tensor), so loads may move past stores to other buffers.
+    h << "layout(std430, set = 0, binding = " << i << ") restrict " << (written ? "" : "readonly ") << "buffer B" << b << " { "
       << storage_of(s.buffers[static_cast<size_t>(b)].dtype, caps).type << " b" << b << "[]; };\n";
   }
   std::string pcs;
@@ -428,12 +441,45 @@ class KernelEmitter {
     for (const SymInt& e : k_.domain) total = total * e;
     p_.line("const int64_t total = " + p_.sym(total) + ";");
     p_.line("const int64_t stride = int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);");
-    p_.line("for (int64_t i = int64_t(gl_GlobalInvocationID.x); i < total; i += stride) {");
+    auto body = [&](const std::string& i) {
+      Scope sc;
+      sc.vars.assign(n, "");
+      if (n > 0) unflatten(i, 0, n, sc);
+      for (const schedule::Store& st : k_.stores) p_.store(st, sc);
+    };
+    p_.line("int64_t i = int64_t(gl_GlobalInvocationID.x);");
+    unrolled("i", "total", "stride", body);
+  }
+
+  // `for (; v < limit; v += step) body(v)`, with the first part unrolled by CodegenOptions::unroll:
+  // the unrolled bodies' loads are independent, so each invocation has several in flight (one
+  // 4-byte load per invocation at a time left a GPU far under its memory bandwidth). The order
+  // of the bodies is the loop's, so reductions combine in the same order either way.
+  void unrolled(const std::string& v, const std::string& limit, const std::string& step,
+                const std::function<void(const std::string&)>& body) {
+    const int64_t u = std::max<int64_t>(1, o_.unroll);
+    if (u > 1) {
+      p_.line("for (; " + v + " + " + std::to_string(u - 1) + "l * " + step + " < " + limit + "; " + v + " += " +
+              std::to_string(u) + "l * " + step + ") {");
+      p_.indent();
+      for (int64_t c = 0; c < u; ++c) {
+        p_.line("{");
+        p_.indent();
+        std::string vc = v;
+        if (c > 0) {
+          vc = v + "u" + std::to_string(c);
+          p_.line("const int64_t " + vc + " = " + v + " + " + std::to_string(c) + "l * " + step + ";");
+        }
+        body(vc);
+        p_.dedent();
+        p_.line("}");
+      }
+      p_.dedent();
+      p_.line("}");
+    }
+    p_.line("for (; " + v + " < " + limit + "; " + v + " += " + step + ") {");
     p_.indent();
-    Scope sc;
-    sc.vars.assign(n, "");
-    if (n > 0) unflatten("i", 0, n, sc);
-    for (const schedule::Store& st : k_.stores) p_.store(st, sc);
+    body(v);
     p_.dedent();
     p_.line("}");
   }
@@ -651,13 +697,14 @@ class KernelEmitter {
     for (int32_t pass = 0; pass < passes; ++pass) {
       const std::vector<int32_t> reds = reductions_of_pass(pass);
       for (int32_t r : reds) declare_state(r);
-      p_.line("for (int64_t j = int64_t(lid); j < inner_total; j += int64_t(gl_WorkGroupSize.x)) {");
+      p_.line("{");
       p_.indent();
-      {
+      p_.line("int64_t j = int64_t(lid);");
+      unrolled("j", "inner_total", "int64_t(gl_WorkGroupSize.x)", [&](const std::string& j) {
         Scope sc = outer.child();
-        unflatten("j", no, n, sc);
-        pass_step(pass, reds, sc, "j");
-      }
+        unflatten(j, no, n, sc);
+        pass_step(pass, reds, sc, j);
+      });
       p_.dedent();
       p_.line("}");
       for (int32_t r : reds) {
@@ -702,15 +749,12 @@ class KernelEmitter {
       for (int32_t r : reds) declare_state(r);
       p_.line("if (kactive) {");
       p_.indent();
-      p_.line("for (int64_t j = int64_t(kgroup); j < inner_total; j += " + groups + "l) {");
-      p_.indent();
-      {
+      p_.line("int64_t j = int64_t(kgroup);");
+      unrolled("j", "inner_total", groups + "l", [&](const std::string& j) {
         Scope sc = outer.child();
-        unflatten("j", no, n, sc);
-        pass_step(pass, reds, sc, "j");
-      }
-      p_.dedent();
-      p_.line("}");
+        unflatten(j, no, n, sc);
+        pass_step(pass, reds, sc, j);
+      });
       p_.dedent();
       p_.line("}");
       for (int32_t r : reds) {

@@ -104,6 +104,39 @@ inline constexpr Helper kHelpers[] = {
 )"},
     {"kiln_sin_d", "kiln_sincos_d", "double kiln_sin_d(double x) { return kiln_sincos_d(x, 0); }\n"},
     {"kiln_cos_d", "kiln_sincos_d", "double kiln_cos_d(double x) { return kiln_sincos_d(x, 1); }\n"},
+    // f32 sin/cos: for |x| <= 8192, x - k pi/2 in f32 with pi/2 in three parts (cephes: the
+    // first two have 8 and 11 bits, so their products with k < 2^13 are exact), then minimax
+    // polynomials on [-pi/4, pi/4] (cephes sinf/cosf, ~2 ulp); larger |x|, inf and NaN go
+    // through the f64 form. The f64 series for every element made sin/cos compute-bound on a GPU.
+    {"kiln_sincos_f", "kiln_sincos_d", R"(float kiln_sincos_f(float x, int shift) {
+  if (!(abs(x) <= 8192.0)) return float(kiln_sincos_d(double(x), shift));
+  const float k = roundEven(x * 0.636619772367581343);
+  precise float r = x - k * 1.5703125;
+  r -= k * 4.837512969970703125e-4;
+  r -= k * 7.54978995489188216e-8;
+  const int q = (int(k) + shift) & 3;
+  const float z = r * r;
+  // (selects and a sign bit, no branches: lavapipe miscomputes values merged after branches)
+  const float vs = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+  const float vc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
+  const float v = mix(vc, vs, (q & 1) == 0);
+  return uintBitsToFloat(floatBitsToUint(v) ^ (uint(q >> 1) << 31));
+}
+)"},
+    {"kiln_sin_f", "kiln_sincos_f", "float kiln_sin_f(float x) { return kiln_sincos_f(x, 0); }\n"},
+    {"kiln_cos_f", "kiln_sincos_f", "float kiln_cos_f(float x) { return kiln_sincos_f(x, 1); }\n"},
+    // f32 tanh (cephes tanhf, ~2 ulp): an odd polynomial below 0.625 (tiny values stay exact),
+    // 1 - 2 / (exp(2|x|) + 1) above, +-1 past 44, NaN kept.
+    {"kiln_tanh_f", "", R"(float kiln_tanh_f(float x) {
+  // (selects and a sign bit, no branches: lavapipe lost the sign of values merged after them)
+  const float a = abs(x);
+  const float z = x * x;
+  const float small = x + x * z * ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1);
+  const float big = 1.0 - 2.0 / (exp(2.0 * min(a, 44.0)) + 1.0);
+  const float r = mix(uintBitsToFloat(floatBitsToUint(big) | (floatBitsToUint(x) & 0x80000000u)), small, a < 0.625);
+  return mix(r, x, isnan(x));
+}
+)"},
     {"kiln_tanh_d", "kiln_expm1_d", R"(double kiln_tanh_d(double x) {
   if (isnan(x)) return x;
   if (abs(x) > 22.0LF) return x > 0.0LF ? 1.0LF : -1.0LF;

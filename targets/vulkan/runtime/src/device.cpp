@@ -216,9 +216,13 @@ DeviceInfo describe(int index, VkPhysicalDevice pd) {
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
     VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
     p2.pNext = &p11;
     p11.pNext = &drv;
+    drv.pNext = &fc;
     vk::vkGetPhysicalDeviceProperties2(pd, &p2);
+    d.caps.denorm_preserve = fc.shaderDenormPreserveFloat32;
+    d.caps.nan_preserve = fc.shaderSignedZeroInfNanPreserveFloat32;
     d.subgroup_size = p11.subgroupSize;
     d.driver = std::string(drv.driverName) + " " + drv.driverInfo;
     Features f;
@@ -633,7 +637,11 @@ double Device::copy_gbps(size_t bytes, int reps) {
   std::vector<double> ms;
   {
     std::lock_guard<std::mutex> lock(transfer_mu_);
-    for (int i = 0; i < reps + 3; ++i) {
+    // Warm-up: 3 copies, and more until 0.3 s have passed (clocks ramp up under load).
+    const auto warm = std::chrono::steady_clock::now();
+    int warmups = 3;
+    for (int i = 0; i < reps + warmups; ++i) {
+      if (i + 1 == warmups && std::chrono::steady_clock::now() - warm < std::chrono::milliseconds(300)) warmups += 1;
       submit_transfer([&](VkCommandBuffer cb) {
         vk::vkCmdResetQueryPool(cb, qp, 0, 2);
         vk::vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0);
@@ -643,7 +651,7 @@ double Device::copy_gbps(size_t bytes, int reps) {
       });
       uint64_t ts[2] = {0, 0};
       KILN_VK(vk::vkGetQueryPoolResults(device_, qp, 0, 2, sizeof(ts), ts, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT));
-      if (i >= 3) ms.push_back(static_cast<double>(ts[1] - ts[0]) * info_.timestamp_period_ns * 1e-6);
+      if (i >= warmups) ms.push_back(static_cast<double>(ts[1] - ts[0]) * info_.timestamp_period_ns * 1e-6);
     }
   }
   vk::vkDestroyQueryPool(device_, qp, nullptr);

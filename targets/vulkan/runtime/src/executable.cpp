@@ -161,6 +161,10 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     KILN_CHECK(!needs("GL_KHR_shader_subgroup_arithmetic") || caps.subgroup, "vulkan runtime: kernel ", k.name,
                " uses subgroup arithmetic, which device ", dev.info().name,
                " lacks (generate the plan with its caps: codegen_options_for)");
+    KILN_CHECK(!needs("4459, 32)") || caps.denorm_preserve, "vulkan runtime: kernel ", k.name,
+               " asks to keep f32 denormals, which device ", dev.info().name, " cannot (generate the plan with its caps)");
+    KILN_CHECK(!needs("4461, 32)") || caps.nan_preserve, "vulkan runtime: kernel ", k.name,
+               " asks to keep f32 NaN/inf/signed zeros, which device ", dev.info().name, " cannot (generate the plan with its caps)");
     KILN_CHECK(!needs("double") || caps.float64, "vulkan runtime: kernel ", k.name, " uses f64, which device ",
                dev.info().name, " lacks (no shaderFloat64)");
   }

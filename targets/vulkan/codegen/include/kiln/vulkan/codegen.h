@@ -49,6 +49,12 @@ struct DeviceCaps {
   // states combine each subgroup with subgroupAdd/Mul/Max/Min (flags with subgroupAny) before
   // the shared-memory tree over the subgroups. Off: the shared-memory tree alone.
   bool subgroup = false;
+  // Float controls (SPIR-V execution modes, Vulkan 1.2): f32 denormals kept instead of flushed
+  // (shaderDenormPreserveFloat32; NVIDIA flushes them by default) and signed zeros, infinities
+  // and NaN kept through the driver's optimisations (shaderSignedZeroInfNanPreserveFloat32;
+  // without it NVIDIA turned relu's select into a max that drops NaN).
+  bool denorm_preserve = false;
+  bool nan_preserve = false;
   int64_t max_workgroup = 256;  // largest workgroup the codegen asks for
   std::string str() const;      // "16bit-storage 8bit-storage f64 int64 wg<=256"
 };
@@ -57,6 +63,7 @@ struct CodegenOptions {
   bool emulate_precision_casts = false;  // round f16/bf16 after every op
   int64_t pointwise_block = 256;         // invocations per workgroup of pointwise kernels
   int64_t pointwise_items_per_thread = 4;
+  int64_t unroll = 4;                    // bodies per iteration of the grid- and row-stride loops
   int64_t max_workgroups = 65535;        // dispatch cap (maxComputeWorkGroupCount's guaranteed minimum)
   DeviceCaps caps;
   static CodegenOptions from_config();

@@ -15,10 +15,11 @@ case "$carry" in devcarry*) ;; *) echo "pack.sh: KILN_CARRY must name a devcarry
 rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib"
 strip -o "$carry/bin/test_cuda_target" "$build/tests/cuda_target/test_cuda_target"
 strip -o "$carry/bin/kiln" "$build/native/kiln"
-for lib in $(ldd "$carry"/bin/* | awk '/boost/ {print $3}' | sort -u); do
+# Libraries the GPU machine's image lacks (it has CUDA, LLVM 16 and the C/C++ runtimes).
+for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp/ {print $3}' | sort -u); do
   cp -L "$lib" "$carry/lib/"
 done
 cp ../shared/bench/torch_anchor.py "$carry/" 2>/dev/null || true
 # Two stripped binaries are over the device tool's 64 MiB: they travel gzipped (run.sh unpacks).
-gzip -5 "$carry"/bin/*
+gzip -5 "$carry"/bin/* "$carry"/lib/*
 du -sh "$carry"; ls -la "$carry/bin" "$carry/lib"

@@ -12,13 +12,15 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-out/gpu}
 mkdir -p "$out"
 carry=${KILN_CARRY:-devcarry}
-for z in "$carry"/bin/*.gz; do [ -f "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
+for z in "$carry"/bin/*.gz "$carry"/lib/*.gz; do [ -f "$z" ] && gunzip -f "$z"; done
+chmod +x "$carry"/bin/*
 export LD_LIBRARY_PATH="$PWD/$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests)
 start=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - start ))s] $*" | tee -a "$out/summary.txt"; }
 stamp "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+ldd "$carry"/bin/* | grep "not found" | sort -u | tee -a "$out/summary.txt"
 status=0
 for step in "${steps[@]}"; do
   case "$step" in

@@ -172,6 +172,10 @@ BOOST_AUTO_TEST_CASE(autotune_choices_are_cached_across_processes) {
   BOOST_TEST_REQUIRE(warm.ok(), warm.out);
   BOOST_TEST(warm.out.find("(from the autotune cache)") != std::string::npos, warm.out);
   BOOST_TEST(warm.out.find("candidates)") == std::string::npos, warm.out);
+  // autotune.cache off (and no remote): the choices are neither read nor kept.
+  const Run no_tune_cache = child({"autotune"}, d.env({{"KILN_LOGS", "perf_hints"}, {"KILN_AUTOTUNE_CACHE", "0"}}));
+  BOOST_TEST_REQUIRE(no_tune_cache.ok(), no_tune_cache.out);
+  BOOST_TEST(no_tune_cache.out.find("candidates)") != std::string::npos, no_tune_cache.out);
   // With every cache off it times again.
   const Run off = child({"autotune"}, d.env({{"KILN_LOGS", "perf_hints"}, {"KILN_FORCE_DISABLE_CACHES", "1"}}));
   BOOST_TEST_REQUIRE(off.ok(), off.out);

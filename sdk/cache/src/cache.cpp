@@ -191,9 +191,24 @@ std::optional<Entry> lookup_in(Store& store, const std::string& where, const std
 
 }  // namespace
 
+Enabled autotune_layers() {
+  if (config::get<bool>("force_disable_caches")) return Enabled{false, false, false};
+  Enabled e;
+  e.memory = e.disk = config::get<bool>("autotune.cache");
+  if (config::get<bool>("cache.remote") || config::get<bool>("autotune.remote_cache")) {
+    std::lock_guard lock(g_remote_mu);
+    e.remote = static_cast<bool>(g_remote_factory);
+  }
+  return e;
+}
+
 std::optional<Entry> lookup(const std::string& key, const std::vector<Guard>& expected, CacheStats* stats) {
+  return lookup(key, expected, stats, enabled_layers());
+}
+
+std::optional<Entry> lookup(const std::string& key, const std::vector<Guard>& expected, CacheStats* stats,
+                            const Enabled& on) {
   KILN_CHECK(is_valid_key(key), "cache lookup: '", key, "' is not a cache key");
-  const Enabled on = enabled_layers();
   if (on.memory) {
     if (auto e = lookup_in(process().artifacts, "cache entry " + key + " (artifacts)", key, expected, stats)) {
       KILN_LOG(cache, "artifacts hit: ", key, " (", e->description, ")");
@@ -236,9 +251,10 @@ std::optional<Entry> lookup(const std::string& key, const std::vector<Guard>& ex
   return std::nullopt;
 }
 
-void store(const Entry& e, CacheStats* stats) {
+void store(const Entry& e, CacheStats* stats) { store(e, stats, enabled_layers()); }
+
+void store(const Entry& e, CacheStats* stats, const Enabled& on) {
   KILN_CHECK(is_valid_key(e.key), "cache store: '", e.key, "' is not a cache key");
-  const Enabled on = enabled_layers();
   if (!on.memory && !on.disk && !on.remote) return;
   const std::string bytes = encode_entry(e);
   if (on.remote) {

@@ -107,10 +107,11 @@ std::vector<OptionDef> build_options() {
     {"max_autotune_gemm", T::Bool, false, kCodegen, kUsed,
      "Autotune matmul kernels (cpu: the BLAS call and the generated tiled kernel are both "
      "candidates, timed on the first call)."},
-    {"autotune.cache", T::Bool, true, kNoCodegen, kLater,
-     "Keep autotuning results in the local cache. Not yet used (sdk/cache will read it)."},
-    {"autotune.remote_cache", T::Bool, false, kNoCodegen, kLater,
-     "Share autotuning results through the remote cache. Not yet used (sdk/cache will read it)."},
+    {"autotune.cache", T::Bool, true, kNoCodegen, kUsed,
+     "Keep max-autotune's choices in the local caches (memory and cache_dir; docs/cache.md)."},
+    {"autotune.remote_cache", T::Bool, false, kNoCodegen, kUsed,
+     "Share max-autotune's choices through the Redis remote cache even when cache.remote is off "
+     "(with cache.remote on they are shared anyway)."},
     {"autotune.num_trials", T::Int, 30, kNoCodegen, kLater,
      "Timed runs per candidate when autotuning. Not yet used (targets/<t>/runtime will read it).",
      at_least_1},

@@ -190,6 +190,9 @@ struct Enabled {
   bool remote = false;  // cache.remote and a remote factory set
 };
 Enabled enabled_layers();
+// The layers of the autotune cache: memory and disk with autotune.cache (default on), the
+// remote with cache.remote or autotune.remote_cache; none with force_disable_caches.
+Enabled autotune_layers();
 
 // The disk store at cache_dir() with cache.size_limit_mb.
 DiskStore disk_store();
@@ -206,6 +209,11 @@ void discard(const std::string& key, const std::string& why);
 // Stores an entry in every enabled layer (and in the process's bundle registry). A failure to
 // write the disk layer is logged as a warning and the program goes on.
 void store(const Entry& e, CacheStats* stats = nullptr);
+// The same in the layers `on` names (still only those the configuration allows: callers pass
+// enabled_layers() or autotune_layers()).
+std::optional<Entry> lookup(const std::string& key, const std::vector<Guard>& expected, CacheStats* stats,
+                            const Enabled& on);
+void store(const Entry& e, CacheStats* stats, const Enabled& on);
 
 // ---- the remote layer ---------------------------------------------------------------------------
 // A shared store below the disk ("remote": native/cache's Redis store). The factory is asked for
@@ -239,11 +247,12 @@ struct RecordKey {
 };
 KeyInputs record_key_inputs(const RecordKey& k);
 // The value, or nullopt (absent, disabled, or a bad record: deleted and logged).
-std::optional<std::string> get_record(const RecordKey& k, CacheStats* stats = nullptr);
+std::optional<std::string> get_record(const RecordKey& k, CacheStats* stats = nullptr,
+                                      std::optional<Enabled> layers = std::nullopt);  // default: enabled_layers()
 // Stores (or replaces) the value in every enabled layer; `description` is the `kiln cache ls`
 // line ("autotune cpu k0: k0_tiled, chunks of 64").
 void put_record(const RecordKey& k, const std::string& value, const std::string& description,
-                CacheStats* stats = nullptr);
+                CacheStats* stats = nullptr, std::optional<Enabled> layers = std::nullopt);
 
 // The autotune cache: the winning configuration of max-autotune for one kernel on one device,
 // so another process (or machine, through Redis or a bundle) does not time the candidates
@@ -252,6 +261,7 @@ void put_record(const RecordKey& k, const std::string& value, const std::string&
 // sizes), `config_json` the chosen configuration as a small JSON object whose fields the target
 // defines (cpu: {"function": "k0_tiled", "chunk": 64}; a CUDA launch configuration would be
 // {"block": [..], "grid": [..], ...}). Keys include the target, the device and Kiln's version.
+// They use autotune_layers().
 std::optional<std::string> autotune_lookup(const std::string& target, const std::string& device,
                                            const std::string& kernel, const std::string& problem,
                                            CacheStats* stats = nullptr);

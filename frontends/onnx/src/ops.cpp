@@ -1394,6 +1394,127 @@ std::vector<V> resize(NodeCtx& c) {
   return one(im.cast(x, t));
 }
 
+// LRN across channels: x / (bias + alpha/size * sum of squares over the channel window)^beta.
+std::vector<V> lrn(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const int64_t r = rank_of(x);
+  KILN_CHECK(r >= 3, "input must be [N, C, ...]");
+  const int64_t size = c.i("size", 0);
+  KILN_CHECK(size >= 1, "size must be positive");
+  const int64_t ch = static_dim(im, x, 1, "LRN");
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  std::vector<int64_t> kp(static_cast<size_t>(2 * (r - 1)), 0);  // pairs from the last dim to dim 1
+  kp[kp.size() - 2] = before;
+  kp[kp.size() - 1] = after;
+  const V sq = im.op(O::pad, {im.mul(x, x)}, {kp, 0.0});
+  V sum;
+  for (int64_t k = 0; k < size; ++k) {
+    const V part = im.slice(sq, 1, k, k + ch);
+    sum = sum ? im.add(sum, part) : part;
+  }
+  const V base = im.add(sc(c, c.f("bias", 1.0), x), im.mul(sum, sc(c, c.f("alpha", 1e-4) / static_cast<double>(size), x)));
+  return one(im.div(x, im.op(O::pow, {base, sc(c, c.f("beta", 0.75), x)})));
+}
+
+// Einsum without ellipses or repeated letters within an operand: letters used once are summed
+// out, then operands are contracted pairwise as batched matmuls, and the result permuted.
+std::vector<V> einsum(NodeCtx& c) {
+  Importer& im = c.im;
+  std::string eq;
+  for (char ch : c.s("equation", "")) if (ch != ' ') eq += ch;
+  KILN_CHECK(eq.find("...") == std::string::npos, "equations with an ellipsis are not supported");
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::pair<V, std::string>> ops;
+  size_t start = 0;
+  for (size_t k = 0; k <= lhs.size(); ++k) {
+    if (k == lhs.size() || lhs[k] == ',') {
+      const std::string letters = lhs.substr(start, k - start);
+      KILN_CHECK(ops.size() < c.in.size(), "the equation names more operands than the node has");
+      const V& v = c.input(ops.size());
+      KILN_CHECK(static_cast<int64_t>(letters.size()) == rank_of(v), "operand ", ops.size(), " has rank ", rank_of(v),
+                 " but the equation gives it ", letters.size(), " letters");
+      for (char ch : letters) {
+        KILN_CHECK(std::isalpha(static_cast<unsigned char>(ch)), "bad letter '", ch, "' in the equation");
+        KILN_CHECK(std::count(letters.begin(), letters.end(), ch) == 1, "repeated letter '", ch,
+                   "' within an operand (a diagonal) is not supported");
+      }
+      ops.push_back({v, letters});
+      start = k + 1;
+    }
+  }
+  KILN_CHECK(ops.size() == c.in.size(), "the equation names ", ops.size(), " operands, the node has ", c.in.size());
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {
+    for (char ch = 'A'; ch <= 'z'; ++ch)
+      if (std::count(lhs.begin(), lhs.end(), ch) == 1) out += ch;
+  }
+  const DType t = ops[0].first->dtype;
+  // Sums out the letters of op k that no other operand and not the output use.
+  auto reduce_unused = [&](size_t k) {
+    std::vector<int64_t> dims;
+    std::string keep;
+    for (size_t j = 0; j < ops[k].second.size(); ++j) {
+      const char ch = ops[k].second[j];
+      bool used = out.find(ch) != std::string::npos;
+      for (size_t o = 0; o < ops.size(); ++o) used = used || (o != k && ops[o].second.find(ch) != std::string::npos);
+      if (used) keep += ch;
+      else dims.push_back(static_cast<int64_t>(j));
+    }
+    if (!dims.empty()) ops[k] = {im.cast(im.reduce(O::sum, ops[k].first, dims, false), t), keep};
+  };
+  for (size_t k = 0; k < ops.size(); ++k) reduce_unused(k);
+  while (ops.size() > 1) {
+    auto [a, la] = ops[0];
+    auto [b, lb] = ops[1];
+    ops.erase(ops.begin(), ops.begin() + 2);
+    auto kept = [&](char ch) {
+      bool k = out.find(ch) != std::string::npos;
+      for (const auto& o : ops) k = k || o.second.find(ch) != std::string::npos;
+      return k;
+    };
+    std::string batch, contract, aonly, bonly;
+    for (char ch : la) {
+      if (lb.find(ch) == std::string::npos) aonly += ch;
+      else (kept(ch) ? batch : contract) += ch;
+    }
+    for (char ch : lb)
+      if (la.find(ch) == std::string::npos) bonly += ch;
+    auto perm_of = [](const std::string& from, const std::string& to) {
+      std::vector<int64_t> p;
+      for (char ch : to) p.push_back(static_cast<int64_t>(from.find(ch)));
+      return p;
+    };
+    auto size_of = [](const V& v, const std::string& letters, char ch) { return v->sizes[letters.find(ch)]; };
+    auto prod = [&](const V& v, const std::string& letters, const std::string& which) {
+      SymInt n = 1;
+      for (char ch : which) n = n * size_of(v, letters, ch);
+      return n;
+    };
+    const V ap = im.permute(a, perm_of(la, batch + aonly + contract));
+    const V bp = im.permute(b, perm_of(lb, batch + contract + bonly));
+    const SymInt nb = prod(a, la, batch);
+    const V am = im.reshape(ap, {nb, prod(a, la, aonly), prod(a, la, contract)});
+    const V bm = im.reshape(bp, {nb, prod(b, lb, contract), prod(b, lb, bonly)});
+    SymShape rs;
+    for (char ch : batch) rs.push_back(size_of(a, la, ch));
+    for (char ch : aonly) rs.push_back(size_of(a, la, ch));
+    for (char ch : bonly) rs.push_back(size_of(b, lb, ch));
+    ops.insert(ops.begin(), {im.reshape(im.cast(im.op(O::matmul, {am, bm}), t), rs), batch + aonly + bonly});
+  }
+  const auto& [v, letters] = ops[0];
+  KILN_CHECK(letters.size() == out.size(), "the output letters '", out, "' do not match the operands");
+  std::vector<int64_t> p;
+  for (char ch : out) {
+    KILN_CHECK(letters.find(ch) != std::string::npos, "output letter '", ch, "' is not in any operand");
+    p.push_back(static_cast<int64_t>(letters.find(ch)));
+  }
+  return one(im.permute(v, p));
+}
+
 std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }
 
 std::map<std::string, Converter> build() {
@@ -1488,6 +1609,8 @@ std::map<std::string, Converter> build() {
   m["Conv"] = conv;
   m["ConvTranspose"] = conv_transpose;
   m["Resize"] = resize;
+  m["LRN"] = lrn;
+  m["Einsum"] = einsum;
   m["MaxPool"] = [](NodeCtx& c) { return pool(c, true); };
   m["AveragePool"] = [](NodeCtx& c) { return pool(c, false); };
   m["GlobalMaxPool"] = [](NodeCtx& c) { return global_pool(c, true); };

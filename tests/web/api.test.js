@@ -8,7 +8,9 @@ const { kiln, runNative, readSample, samples } = require('./common.js');
 
 test('version and op table', async () => {
   const k = await kiln();
-  assert.match(k.version, /^\d+\.\d+\.\d+$/);
+  // sdk/cache's kiln_version(): the project version and the source fingerprint, as native.
+  assert.match(k.version, /^\d+\.\d+\.\d+\+[0-9a-f]{16}$/);
+  assert.strictEqual(k.version, JSON.parse(runNative('key-inputs', readSample('softmax.json'), '{}').out).kiln_version);
   const names = k.ops.map((o) => o.name);
   for (const op of ['input', 'add', 'softmax', 'layer_norm', 'matmul', 'sum', 'reshape', 'cat', 'where'])
     assert.ok(names.includes(op), op);
@@ -50,6 +52,52 @@ test('named symbols with examples and ranges', async () => {
   const g = k.build(k.matmul(x, w)).toJSON();
   assert.deepStrictEqual(g.symbols[0], { name: 's0', example: 128, min: 2, max: 4096, source: 'symbol seq', user_dynamic: true });
   assert.deepStrictEqual(g.nodes[2].type.shape, [4, 's0', 32]);
+});
+
+test('cache keys: sdk/cache\'s make_key over the same components as native', async () => {
+  const k = await kiln();
+  for (const sample of samples) {
+    const text = readSample(sample);
+    for (const req of [{ target: 'cpu' }, { target: 'vulkan', mode: 'max-autotune' }, { target: 'cuda', options: { cache_key_tag: 'x' } }]) {
+      const key = k.cacheKey(text, req);
+      assert.match(key, /^[0-9a-f]{32}$/);
+      assert.strictEqual(key, runNative('key', text, JSON.stringify(req)).out, `${sample} ${JSON.stringify(req)}`);
+      const parts = k.cacheKeyInputs(text, req);
+      assert.deepStrictEqual(parts, JSON.parse(runNative('key-inputs', text, JSON.stringify(req)).out));
+      assert.strictEqual(parts.pipeline, `${req.target}.plan`);
+      assert.strictEqual(parts.target, req.target);
+      assert.strictEqual(parts.kiln_version, k.version);
+      assert.strictEqual(parts.tag, req.options ? 'x' : '');
+      assert.strictEqual(JSON.parse(parts.graph).format, 'kiln.graph', 'the canonical captured graph, serialised');
+    }
+  }
+});
+
+test('captured graph nodes map to the kernels they end up in', async () => {
+  const k = await kiln();
+  const categories = new Map(k.ops.map((o) => [o.name, o.category]));
+  for (const sample of samples) {
+    const r = k.compile(readSample(sample), { target: 'cpu' });
+    for (const view of ['input', 'optimized', 'scheduled']) {
+      assert.strictEqual(r.node_kernels[view].length, r[view].nodes.length, `${sample} ${view}`);
+      r[view].nodes.forEach((n, i) => {
+        const ks = r.node_kernels[view][i];
+        for (const x of ks) assert.ok(Number.isInteger(x) && x >= 0 && x < r.kernels.length);
+        if (['source', 'layout'].includes(categories.get(n.op))) assert.deepStrictEqual(ks, [], `${sample} ${view} %${i} ${n.op}`);
+        else assert.ok(ks.length > 0, `${sample} ${view} %${i} ${n.op} is in no kernel`);
+      });
+    }
+    // A captured node's kernels are those of the scheduled node it was matched to.
+    r.node_scheduled.input.forEach((s, i) => assert.deepStrictEqual(r.node_kernels.input[i], s < 0 ? [] : r.node_kernels.scheduled[s]));
+  }
+  const r = k.compile(readSample('transformer_block.json'), { target: 'cpu' });
+  const kernelOf = (op, nth = 0) => r.kernels[r.node_kernels.input[r.input.nodes.filter((n) => n.op === op)[nth].id][0]];
+  for (const op of ['exp', 'sum', 'div']) assert.ok(kernelOf('softmax').ops.includes(op), kernelOf('softmax').ops.join());
+  assert.ok(kernelOf('layer_norm', 0).ops.includes('mean'));
+  assert.ok(kernelOf('layer_norm', 1).ops.includes('mean'));
+  assert.notStrictEqual(kernelOf('layer_norm', 0), kernelOf('layer_norm', 1));
+  assert.ok(kernelOf('gelu').ops.includes('gelu'));
+  assert.ok(kernelOf('matmul').ops.includes('matmul'));
 });
 
 test('the transformer sample written in JavaScript compiles like the graph file', async () => {

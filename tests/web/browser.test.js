@@ -46,21 +46,45 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     await page.waitForFunction(() => window.kilnInspector.last && window.kilnInspector.last.graph === 'transformer_block.json');
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.hit), false, 'a fresh browser has no cached plan');
 
-    // Diagram: a node per scheduled-graph node, coloured by kernel; kernel list with the count.
+    // Diagram, first the captured graph (as traced, before the passes): one box per node of the
+    // graph file, each coloured by the fused kernel it ends up in (the module's node_kernels,
+    // matched pass by pass to the scheduled graph); every computing node has one.
+    const report = (await kiln()).compile(readSample('transformer_block.json'), { target: 'cpu' });
+    const categories = new Map((await kiln()).ops.map((o) => [o.name, o.category]));
+    const captured = JSON.parse(readSample('transformer_block.json')).nodes;
+    assert.strictEqual(await page.$eval('#view', (e) => e.value), 'input', 'the page starts on the captured graph');
+    const drawn = await page.$$eval('#diagram g.node', (gs) => gs.map((g) => ({
+      id: Number(g.dataset.node), kernel: g.dataset.kernel, fill: g.querySelector('rect').getAttribute('fill') })));
+    assert.strictEqual(drawn.length, captured.length);
+    for (const d of drawn) {
+      const n = captured[d.id];
+      assert.strictEqual(d.kernel, report.node_kernels.input[d.id].join(' '), `node ${d.id} (${n.op})`);
+      if (!['source', 'layout'].includes(categories.get(n.op))) assert.notStrictEqual(d.kernel, '', `node ${d.id} (${n.op}) has no kernel`);
+    }
+    const capturedKernels = new Set(drawn.filter((d) => d.kernel !== '').map((d) => d.kernel.split(' ')[0]));
+    assert.ok(capturedKernels.size >= expected - 2, `${capturedKernels.size} kernel colours of ${expected} on the captured graph`);
+    // The softmax node: coloured like its kernel's swatch in the list, hover names it.
+    const sm = captured.find((n) => n.op === 'softmax').id;
+    const smKernel = report.node_kernels.input[sm][0];
+    assert.strictEqual(drawn.find((d) => d.id === sm).fill,
+      await page.$eval(`#kernels > li[data-kernel="${smKernel}"] .swatch`, (e) => e.style.background.startsWith('rgb')
+        ? '#' + e.style.background.match(/\d+/g).map((v) => Number(v).toString(16).padStart(2, '0')).join('') : e.style.background));
+    await page.hover(`#diagram g.node[data-node="${sm}"]`);
+    assert.match(await page.textContent('#hover'), new RegExp(`^%${sm} = softmax .*: f32\\[8, 8\\] · kernel ${report.kernels[smKernel].name}$`));
+    await page.hover('#diagram g.node[data-node="0"]');
+    assert.match(await page.textContent('#hover'), /%0 = input .*: f32\[8, 16\] · no kernel/);
+    assert.strictEqual(await page.locator('#kernels > li').count(), expected);
+    assert.ok(await page.locator('#kernels code.hljs span').count() > 0, 'highlighted source');
+
+    // The scheduled graph: a node per scheduled-graph node, coloured by kernel (every kernel).
+    await page.selectOption('#view', 'scheduled');
     const nodes = await page.locator('#diagram g.node').count();
-    assert.ok(nodes > 20, `${nodes} nodes drawn`);
+    assert.strictEqual(nodes, report.scheduled.nodes.length);
     const colouredKernels = await page.$$eval('#diagram g.node', (gs) =>
       new Set(gs.map((g) => g.dataset.kernel).filter((k) => k !== '').map((k) => k.split(' ')[0])).size);
-    assert.strictEqual(await page.locator('#kernels > li').count(), expected);
-    assert.ok(colouredKernels >= expected - 1 && colouredKernels <= expected, `${colouredKernels} kernel colours`);
-    await page.hover('#diagram g.node[data-node="0"]');
-    assert.match(await page.textContent('#hover'), /%0 = input .*: f32\[/);
-    assert.ok(await page.locator('#kernels code.hljs span').count() > 0, 'highlighted source');
-    // The captured graph view: one box per node of the graph file.
+    assert.strictEqual(colouredKernels, expected, `${colouredKernels} kernel colours`);
     await page.selectOption('#view', 'input');
-    assert.strictEqual(await page.locator('#diagram g.node').count(), JSON.parse(readSample('transformer_block.json')).nodes.length);
-    await page.selectOption('#view', 'scheduled');
-    assert.strictEqual(await page.locator('#diagram g.node').count(), nodes);
+    assert.strictEqual(await page.locator('#diagram g.node').count(), captured.length);
     const guards = await page.locator('#guards li').count();
     assert.ok(guards > 0);
 

@@ -5,6 +5,7 @@
 //   plan GRAPH.json REQUEST_JSON    the KernelPlan JSON
 //   report GRAPH.json REQUEST_JSON  compile_report (timings vary; the rest must match)
 //   key GRAPH.json REQUEST_JSON     the cache key
+//   key-inputs GRAPH.json REQUEST_JSON  the components it hashes
 //   run GRAPH.json RUN_JSON         run_reference
 //   normalize GRAPH.json            the graph re-serialised
 // GRAPH.json may be "-" (standard input). On kiln::Error: prints "error: MESSAGE", exits 1.
@@ -20,7 +21,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: kiln_web_native plan|report|key|run|normalize GRAPH.json [ARG]\n";
+    std::cerr << "usage: kiln_web_native plan|report|key|key-inputs|run|normalize GRAPH.json [ARG]\n";
     return 2;
   }
   const std::string cmd = argv[1], path = argv[2], arg = argc > 3 ? argv[3] : "";
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     if (cmd == "plan") std::cout << kiln::web::plan_json(g, kiln::web::parse_request(arg));
     else if (cmd == "report") std::cout << kiln::web::compile_report(g, kiln::web::parse_request(arg));
     else if (cmd == "key") std::cout << kiln::web::cache_key(g, kiln::web::parse_request(arg));
+    else if (cmd == "key-inputs") std::cout << kiln::web::cache_key_inputs_json(g, kiln::web::parse_request(arg));
     else if (cmd == "run") std::cout << kiln::web::run_reference(g, arg);
     else if (cmd == "normalize") std::cout << kiln::format::to_json(g);
     else {

@@ -1,6 +1,6 @@
 // The inspector page: loads the module (window.Kiln from /wasm/kiln.js), compiles the chosen
 // graph for the chosen target, mode and options, and shows what the compiler did. Plans are
-// kept in IndexedDB under the module's cache key (the native cache key's parts), so compiling
+// kept in IndexedDB under the module's cache key (sdk/cache's make_key, as native), so compiling
 // the same thing again is a "cache hit" that runs no optimiser.
 'use strict';
 
@@ -95,19 +95,16 @@ function el(tag, attrs = {}, ...children) {
 function shapeStr(t) { return `${t.dtype}[${t.shape.join(', ')}]`; }
 
 function show(r) {
-  // node id (scheduled graph) -> kernels computing it
-  const kernelsOf = new Map();
-  r.kernels.forEach((k, i) => k.provenance.forEach((n) => {
-    if (!kernelsOf.has(n)) kernelsOf.set(n, []);
-    kernelsOf.get(n).push(i);
-  }));
-  // The scheduled graph is the one the kernels' provenance names; the captured graph and the
-  // graph after the passes are drawn uncoloured (passes rebuild graphs, ids do not carry over).
+  // Every view's nodes with the kernels they end up in (the module matches the captured graph and
+  // the graph after the passes to the scheduled graph, whose nodes the kernels' provenance names).
   const view = $('view').value;
-  drawGraph(r[view], view === 'scheduled' ? kernelsOf : new Map(), r.kernels);
-  $('view-note').textContent = view === 'scheduled'
-    ? '(after the passes and decomposition: nodes coloured by the fused kernel they end up in; hover for op, shape, dtype)'
-    : '(hover for op, shape, dtype; the scheduled graph shows the kernels)';
+  const kernelsOf = new Map(r.node_kernels[view].map((ks, id) => [id, ks]));
+  drawGraph(r[view], kernelsOf, r.kernels);
+  $('view-note').textContent = {
+    input: '(as traced, before the passes: nodes coloured by the fused kernel they end up in; hover for op, shape, dtype)',
+    optimized: '(after the passes: nodes coloured by the fused kernel they end up in; hover for op, shape, dtype)',
+    scheduled: '(after the passes and decomposition, as scheduled: nodes coloured by kernel; hover for op, shape, dtype)',
+  }[view];
 
   $('kernel-count').textContent = `(${r.kernels.length})`;
   const list = $('kernels');
@@ -176,7 +173,7 @@ function drawGraph(g, kernelsOf, kernels) {
     text.setAttribute('text-anchor', 'middle');
     text.textContent = v.label;
     const info = `%${n.id} = ${n.op}${n.name ? ' "' + n.name + '"' : ''} : ${shapeStr(n.type)}` +
-      (kernelsOf.size === 0 ? '' : ks.length ? ` · kernel ${ks.map((k) => kernels[k].name).join(', ')}` : ' · no kernel (input, constant or view)');
+      (ks.length ? ` · kernel ${ks.map((k) => kernels[k].name).join(', ')}` : ' · no kernel (input, constant, view or dead)');
     const title = document.createElementNS(NS, 'title');
     title.textContent = info;
     group.append(title, rect, text);

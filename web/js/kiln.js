@@ -127,6 +127,8 @@
     // Just the KernelPlan JSON text.
     plan(g, opts = {}) { return this.M.planJson(this.graphJson(g), JSON.stringify(opts)); }
     cacheKey(g, opts = {}) { return this.M.cacheKey(this.graphJson(g), JSON.stringify(opts)); }
+    // What cacheKey hashes (sdk/cache's KeyInputs), by name.
+    cacheKeyInputs(g, opts = {}) { return JSON.parse(this.M.cacheKeyInputs(this.graphJson(g), JSON.stringify(opts))); }
     // The reference interpreter: {inputs: [{shape, data}]} or {random: seed, symbols: {s0: 4}}.
     run(g, req = { random: 0 }) { return JSON.parse(this.M.runReference(this.graphJson(g), JSON.stringify(req))); }
   }

@@ -45,6 +45,9 @@ std::string plan_json(const std::string& graph_json, const std::string& request_
 std::string cache_key(const std::string& graph_json, const std::string& request_json) {
   return guarded([&] { return kiln::web::cache_key(graph_of(graph_json), kiln::web::parse_request(request_json)); });
 }
+std::string cache_key_inputs(const std::string& graph_json, const std::string& request_json) {
+  return guarded([&] { return kiln::web::cache_key_inputs_json(graph_of(graph_json), kiln::web::parse_request(request_json)); });
+}
 std::string run_reference(const std::string& graph_json, const std::string& inputs_json) {
   return guarded([&] { return kiln::web::run_reference(graph_of(graph_json), inputs_json); });
 }
@@ -92,6 +95,7 @@ EMSCRIPTEN_BINDINGS(kiln) {
   emscripten::function("compile", &compile);
   emscripten::function("planJson", &plan_json);
   emscripten::function("cacheKey", &cache_key);
+  emscripten::function("cacheKeyInputs", &cache_key_inputs);
   emscripten::function("runReference", &run_reference);
   emscripten::function("normalizeGraph", &normalize_graph);
   emscripten::function("graphText", &graph_text);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "kiln/cache/cache.h"
 #include "kiln/capture/guards.h"
 #include "kiln/config/config.h"
 #include "kiln/cpu/codegen.h"
@@ -31,12 +32,6 @@ json parse(std::string_view text, std::string_view what) {
   json v = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   KILN_CHECK(!v.is_discarded(), what, ": not valid JSON");
   return v;
-}
-
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -112,11 +107,130 @@ json tensor_json(const TensorData& t) {
   return {{"dtype", dtype_name(c.dtype)}, {"shape", c.sizes}, {"data", std::move(data)}};
 }
 
+// Matches nodes of a graph to the nodes of `b` computing the same values (see match_nodes).
+class Matcher {
+ public:
+  // Equal nodes without inputs (the `full`s of two decomposed layer_norms) are one value here:
+  // rep_ names the first of each, and nodes are indexed over their inputs' representatives.
+  explicit Matcher(const Graph& b) : b_(b), rep_(b.size()) {
+    for (NodeId id = 0; id < static_cast<NodeId>(b.size()); ++id) {
+      const Node& n = b.node(id);
+      rep_[static_cast<size_t>(id)] = id;
+      if (n.op == OpId::input) continue;
+      if (n.inputs.empty()) {
+        for (NodeId c : index_[{n.op, {}}])
+          if (same(n, b.node(c))) {
+            rep_[static_cast<size_t>(id)] = c;
+            break;
+          }
+        if (rep_[static_cast<size_t>(id)] != id) continue;
+      }
+      index_[{n.op, reps(n.inputs)}].push_back(id);
+    }
+  }
+
+  // One sweep in order: a node of `a` whose inputs are matched matches a node of `b` with the
+  // same op, attributes, dtype, device and sizes over the matched inputs; a composite whose
+  // inputs are matched, the node of `b` its decomposition's result matches (the scheduler
+  // decomposes composites). Returns whether anything new was matched.
+  bool forward(const Graph& a, std::vector<NodeId>& m, int depth = 0) const {
+    bool progress = false;
+    for (NodeId id = 0; id < static_cast<NodeId>(a.size()); ++id) {
+      const Node& n = a.node(id);
+      if (m[static_cast<size_t>(id)] >= 0 || n.op == OpId::input) continue;
+      std::vector<NodeId> ins;
+      for (NodeId i : n.inputs) ins.push_back(m[static_cast<size_t>(i)]);
+      if (std::find(ins.begin(), ins.end(), -1) != ins.end()) continue;
+      NodeId found = -1;
+      if (const auto it = index_.find({n.op, reps(ins)}); it != index_.end())
+        for (NodeId c : it->second)
+          if (same(n, b_.node(c))) {
+            found = c;
+            break;
+          }
+      if (found < 0 && op_def(n.op).decompose && depth < 4) found = composite(a, n, ins, depth);
+      if (found >= 0) m[static_cast<size_t>(id)] = found, progress = true;
+    }
+    return progress;
+  }
+
+ private:
+  static bool same(const Node& x, const Node& y) {
+    return x.op == y.op && x.attrs == y.attrs && x.meta.dtype == y.meta.dtype && x.meta.device == y.meta.device &&
+           x.meta.sizes == y.meta.sizes;
+  }
+
+  // The node of `b` computing composite `n` of `a` (inputs matched to `ins`), or -1.
+  NodeId composite(const Graph& a, const Node& n, const std::vector<NodeId>& ins, int depth) const {
+    Graph t;
+    t.shapes() = a.shapes();
+    std::vector<NodeId> args;
+    for (NodeId i : n.inputs) args.push_back(t.add_input(a.node(i).meta));
+    t.set_outputs({t.add(n.op, args, n.attrs)});
+    const Graph d = passes::decompose(t);
+    std::vector<NodeId> m(d.size(), -1);
+    for (size_t k = 0; k < d.inputs().size(); ++k) m[static_cast<size_t>(d.inputs()[k])] = ins[k];
+    while (forward(d, m, depth + 1)) {
+    }
+    return m[static_cast<size_t>(d.outputs()[0])];
+  }
+
+  std::vector<NodeId> reps(std::vector<NodeId> ids) const {
+    for (NodeId& i : ids) i = rep_[static_cast<size_t>(i)];
+    return ids;
+  }
+
+  const Graph& b_;
+  std::vector<NodeId> rep_;
+  std::map<std::pair<OpId, std::vector<NodeId>>, std::vector<NodeId>> index_;
+};
+
+// For each node of `a`, the node of `b` holding its value, where `b` is `a` rewritten (a pass, or
+// the scheduler's decomposition): passes rebuild graphs and ids do not carry over, so nodes are
+// matched by what they compute. To a fixpoint: inputs by position; Matcher::forward; output k
+// matches output k; a matched node with the same op and arity as its match has its inputs
+// matched position by position (a rewritten operand: x*1 -> x, a recognized or folded subgraph
+// -> its replacement). What is left (nodes folded into a replacement: the inside of a recognized
+// softmax) takes the match of a matched user. Nodes no output depends on stay unmatched (-1).
+std::vector<NodeId> match_nodes(const Graph& a, const Graph& b) {
+  std::vector<NodeId> m(a.size(), -1);
+  for (size_t k = 0; k < a.inputs().size() && k < b.inputs().size(); ++k) m[a.inputs()[k]] = b.inputs()[k];
+  const Matcher matcher(b);
+  for (bool progress = true; progress;) {
+    progress = matcher.forward(a, m);
+    for (size_t k = 0; k < a.outputs().size() && k < b.outputs().size(); ++k)
+      if (m[a.outputs()[k]] < 0) m[a.outputs()[k]] = b.outputs()[k], progress = true;
+    for (NodeId id = static_cast<NodeId>(a.size()); id-- > 0;) {
+      if (m[id] < 0) continue;
+      const Node &n = a.node(id), &t = b.node(m[id]);
+      if (n.op != t.op || n.inputs.size() != t.inputs.size()) continue;
+      for (size_t j = 0; j < n.inputs.size(); ++j)
+        if (m[n.inputs[j]] < 0) m[n.inputs[j]] = t.inputs[j], progress = true;
+    }
+  }
+  // Users come after their inputs: one sweep from the end reaches every chain of absorbed nodes.
+  std::vector<std::vector<NodeId>> users(a.size());
+  for (NodeId id = 0; id < static_cast<NodeId>(a.size()); ++id)
+    for (NodeId i : a.node(id).inputs) users[i].push_back(id);
+  for (NodeId id = static_cast<NodeId>(a.size()); id-- > 0;)
+    for (NodeId u : users[id])
+      if (m[id] < 0 && m[u] >= 0) m[id] = m[u];
+  return m;
+}
+
+// For each node of a graph, the kernels (indices into the plan) computing the scheduled node
+// `to_scheduled` maps it to.
+json node_kernels(const std::vector<NodeId>& to_scheduled, const std::vector<std::vector<int>>& kernels_of) {
+  json out = json::array();
+  for (NodeId s : to_scheduled) out.push_back(s >= 0 ? kernels_of[static_cast<size_t>(s)] : std::vector<int>{});
+  return out;
+}
+
 constexpr int64_t kMaxRunElements = int64_t{1} << 22;  // per tensor: the page shows small runs
 
 }  // namespace
 
-std::string version() { return "0.1.0"; }
+std::string version() { return cache::kiln_version(); }
 
 std::vector<std::string> targets() { return {"cpu", "cuda", "vulkan"}; }
 
@@ -169,11 +283,36 @@ std::string plan_json(const Graph& g, const Request& r) {
   });
 }
 
-std::string cache_key(const Graph& g, const Request& r) {
+namespace {
+
+// What cache_key() hashes, under the request's config layers.
+cache::KeyInputs key_inputs(const Graph& g, const Request& r) {
   return with_request(r, [&] {
-    return "kiln-" + version() + "-" + r.target + "-" + hex(g.canonical().structural_hash()) + "-" +
-           hex(config::codegen_hash());
+    const Graph canonical = g.canonical();
+    cache::KeyInputs in;
+    in.pipeline = r.target + ".plan";
+    in.graph = format::to_json(canonical, -1);
+    // Each input's metadata, as the native cpu pipeline writes it.
+    for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
+    in.codegen_hash = config::codegen_hash();
+    in.target = r.target;
+    in.kiln_version = cache::kiln_version();
+    in.tag = config::get<std::string>("cache_key_tag");
+    return in;
   });
+}
+
+}  // namespace
+
+std::string cache_key(const Graph& g, const Request& r) { return cache::make_key(key_inputs(g, r)).hex; }
+
+std::string cache_key_inputs_json(const Graph& g, const Request& r) {
+  const cache::KeyInputs in = key_inputs(g, r);
+  return json{{"pipeline", in.pipeline}, {"graph", in.graph},       {"inputs", in.inputs},
+              {"codegen_hash", std::to_string(in.codegen_hash)},   {"target", in.target},
+              {"device", in.device},     {"toolchain", in.toolchain}, {"kiln_version", in.kiln_version},
+              {"tag", in.tag}}
+      .dump();
 }
 
 std::string compile_report(const Graph& g, const Request& r) {
@@ -181,8 +320,7 @@ std::string compile_report(const Graph& g, const Request& r) {
     json out;
     out["target"] = r.target;
     out["mode"] = r.mode;
-    out["cache_key"] = "kiln-" + version() + "-" + r.target + "-" + hex(g.canonical().structural_hash()) + "-" +
-                       hex(config::codegen_hash());
+    out["cache_key"] = cache_key(g, r);
     json codegen = json::object();
     for (const auto& [name, value] : config::codegen_values()) codegen[name] = config::to_string(value);
     out["codegen_options"] = std::move(codegen);
@@ -192,8 +330,10 @@ std::string compile_report(const Graph& g, const Request& r) {
     const auto t0 = std::chrono::steady_clock::now();
     json passes = json::array();
     Graph current = g;
+    std::vector<std::vector<NodeId>> matches;  // per pass: node of its input -> node of its output
     for (const passes::Pass& p : passes::default_pipeline()) {
       passes::PassResult pr = passes::run_pass(p, current);
+      matches.push_back(match_nodes(current, pr.graph));
       passes.push_back({{"name", p.name},
                         {"summary", pr.summary},
                         {"changed", pr.changed},
@@ -237,6 +377,42 @@ std::string compile_report(const Graph& g, const Request& r) {
                          {"parallel_extent", k.parallel_extent.str()}});
     }
     out["kernels"] = std::move(kernels);
+    // Every node of the captured graph, of the graph after the passes and of the scheduled graph
+    // with the kernels it ends up in (the captured and optimised graphs' nodes matched to the
+    // scheduled graph's pass by pass: match_nodes), for the inspector's diagram.
+    std::vector<std::vector<int>> kernels_of(s.graph.size());
+    for (size_t k = 0; k < p.kernels.size(); ++k)
+      for (NodeId n : p.kernels[k].provenance)
+        if (n >= 0 && static_cast<size_t>(n) < s.graph.size()) kernels_of[static_cast<size_t>(n)].push_back(static_cast<int>(k));
+    // A kernel's provenance names the values it stores and reduces; the pointwise ops computed
+    // inline on the way are in the kernels of their users (sources and views stay in none).
+    {
+      std::vector<std::vector<NodeId>> users(s.graph.size());
+      for (NodeId id = 0; id < static_cast<NodeId>(s.graph.size()); ++id)
+        for (NodeId i : s.graph.node(id).inputs) users[static_cast<size_t>(i)].push_back(id);
+      for (NodeId id = static_cast<NodeId>(s.graph.size()); id-- > 0;) {
+        std::vector<int>& ks = kernels_of[static_cast<size_t>(id)];
+        const OpCategory c = op_def(s.graph.node(id).op).category;
+        if (!ks.empty() || c == OpCategory::source || c == OpCategory::layout) continue;
+        for (NodeId u : users[static_cast<size_t>(id)])
+          for (int k : kernels_of[static_cast<size_t>(u)])
+            if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+        std::sort(ks.begin(), ks.end());
+      }
+    }
+    std::vector<NodeId> scheduled_of = match_nodes(current, s.graph);
+    std::vector<NodeId> identity(s.graph.size());
+    for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<NodeId>(i);
+    std::vector<NodeId> from_input(g.size());
+    for (size_t i = 0; i < from_input.size(); ++i) {
+      NodeId id = static_cast<NodeId>(i);
+      for (const std::vector<NodeId>& m : matches) id = id >= 0 ? m[static_cast<size_t>(id)] : -1;
+      from_input[i] = id >= 0 ? scheduled_of[static_cast<size_t>(id)] : -1;
+    }
+    out["node_scheduled"] = {{"input", from_input}, {"optimized", scheduled_of}};
+    out["node_kernels"] = {{"input", node_kernels(from_input, kernels_of)},
+                           {"optimized", node_kernels(scheduled_of, kernels_of)},
+                           {"scheduled", node_kernels(identity, kernels_of)}};
     out["prelude"] = p.prelude;
     // The guards a compiled function over this graph checks (sdk/capture, one argument per
     // graph input, named as the inputs are), then what the plan itself assumes.

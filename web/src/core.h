@@ -23,7 +23,8 @@
 
 namespace kiln::web {
 
-// Kiln's version string ("0.1.0"), part of every cache key.
+// Kiln's version string as in every native cache key: the project version and the fingerprint
+// of the sources that shape plans ("0.1.0+3f2a9c0d11e4b7a2", sdk/cache's kiln_version()).
 std::string version();
 
 // The op table as JSON: [{"name", "category", "min_inputs", "max_inputs", "attrs": [{"name", "kind"}]}].
@@ -50,10 +51,16 @@ std::string plan_json(const Graph& g, const Request& r);
 // guards, the plan (text and JSON), the cache key and the time each stage took.
 std::string compile_report(const Graph& g, const Request& r);
 
-// The cache key of (graph, request): the native in-memory plan cache's key (the canonical
-// graph's structural hash and the codegen options' hash) with the target and Kiln's version,
-// as "kiln-<version>-<target>-<graph hash>-<codegen hash>" (hex).
+// The cache key of (graph, request): sdk/cache's make_key(), the function the native caches
+// key their entries with (XXH3-128 over the length-prefixed components, 32 hex digits), over
+// this compile's components: pipeline "<target>.plan" (passes, scheduler and codegen of the
+// captured graph, so a lookup runs no optimiser), the canonical captured graph serialised
+// losslessly, the inputs' metadata, config::codegen_hash() under the request, the target, no
+// device and no toolchain (a plan is source text, the same wherever it is made), Kiln's version
+// with its source fingerprint, and cache_key_tag.
 std::string cache_key(const Graph& g, const Request& r);
+// The components cache_key() hashes, by name (the codegen hash as a decimal string).
+std::string cache_key_inputs_json(const Graph& g, const Request& r);
 
 // Runs a graph on the reference interpreter. `inputs_json`:
 //   {"inputs": [{"shape": [2, 3], "data": [...]}, ...]}   explicit values (dtype from the graph), or

@@ -4,6 +4,8 @@
 #include "cuda_backend.h"
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -13,6 +15,7 @@
 #include "kiln/cache/cache.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
+#include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
 #include "kiln/tensor.h"
@@ -21,6 +24,7 @@
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/executable.h"
+#include "kiln/cuda/nvrtc.h"
 #include "kiln/schedule/schedule.h"
 #endif
 
@@ -137,6 +141,68 @@ std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
   return exe;
 }
 
+// The plan cache (sdk/cache: the process's artifacts, the disk, the remote store) keeps the
+// NVRTC images of a graph's programs: on a hit they are put into the runtime's process cache and
+// the plan is scheduled and generated again (milliseconds), so NVRTC compiles nothing.
+std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
+  const cache::Enabled on = cache::enabled_layers();
+  if (!on.memory && !on.disk && !on.remote) return compile_plan(g);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const Graph canonical = g.canonical();
+  const int device = device_of(g);
+  const int arch = cuda::Context::get(device).info().arch();
+  cache::KeyInputs in;
+  in.pipeline = "cuda";
+  in.graph = format::to_json(canonical, -1);
+  for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
+  in.codegen_hash = config::codegen_hash();
+  in.target = "cuda";
+  in.device = cuda_device_string(device);
+  in.toolchain = "nvrtc " + cuda::nvrtc_version();
+  in.kiln_version = cache::kiln_version();
+  in.tag = config::get<std::string>("cache_key_tag");
+  const std::string key = cache::make_key(in).hex;
+  const std::vector<cache::Guard> guards = cache::guards_for(in);
+  cache::CacheStats counts;
+  if (std::optional<cache::Entry> e = cache::lookup(key, guards, &counts)) {
+    try {
+      // Blobs in threes: programN.cu (source), programN.bin (image), programN.txt ("<arch> cubin|ptx").
+      KILN_CHECK(e->blobs.size() % 3 == 0, "cache entry ", key, ": ", e->blobs.size(), " blobs, not source/image/arch triples");
+      for (size_t i = 0; i < e->blobs.size(); i += 3) {
+        cuda::CompiledModule m;
+        m.image = e->blobs[i + 1].second;
+        const std::string& meta = e->blobs[i + 2].second;
+        KILN_CHECK(std::sscanf(meta.c_str(), "%d", &m.arch) == 1, "cache entry ", key, ": bad program description '", meta, "'");
+        m.cubin = meta.find("cubin") != std::string::npos;
+        cuda::remember_module(e->blobs[i].second, arch, m);
+      }
+      auto exe = compile_plan(g);
+      KILN_LOG(cache, "cuda plan ", key, ": cache hit in ", std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+               " ms (", e->description, ")");
+      return exe;
+    } catch (const Error& err) {
+      cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
+    }
+  }
+  auto exe = compile_plan(g);
+  cache::Entry entry;
+  entry.key = key;
+  entry.guards = guards;
+  entry.created_unix = static_cast<int64_t>(std::time(nullptr));
+  int n = 0;
+  for (const cuda::ProgramImage& p : exe->programs()) {
+    const std::string stem = "program" + std::to_string(n++);
+    entry.blobs.emplace_back(stem + ".cu", p.source);
+    entry.blobs.emplace_back(stem + ".bin", p.module.image);
+    entry.blobs.emplace_back(stem + ".txt", std::to_string(p.module.arch) + (p.module.cubin ? " cubin" : " ptx"));
+  }
+  entry.description = "cuda: " + std::to_string(canonical.op_count()) + " ops, " + std::to_string(exe->plan().kernels.size()) +
+                      " kernels, " + std::to_string(n) + " NVRTC programs for sm_" + std::to_string(arch);
+  cache::store(entry);
+  return exe;
+}
+
 }  // namespace
 
 Executable cuda_executable(const Graph& g) {
@@ -157,7 +223,7 @@ Executable cuda_executable(const Graph& g) {
       if (c.config == config_hash && c.graph == canonical) exe = c.exe;
   }
   if (!exe) {
-    exe = compile_plan(g);
+    exe = cached_plan(g);
     if (use_cache) {
       std::lock_guard lock(mu);
       cache[key].push_back(Cached{canonical, config_hash, exe});

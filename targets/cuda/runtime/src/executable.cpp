@@ -38,9 +38,28 @@ std::string sizes_str(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-CompiledModule compile_module(const std::string& source, int arch, const std::string& name) {
+namespace {
+std::mutex& module_mu() {
   static std::mutex mu;
+  return mu;
+}
+std::map<std::pair<int, std::string>, CompiledModule>& module_cache() {
   static std::map<std::pair<int, std::string>, CompiledModule> cache;
+  return cache;
+}
+}  // namespace
+
+void remember_module(const std::string& source, int device_arch, const CompiledModule& m) {
+  KILN_CHECK(!m.image.empty(), "cuda runtime: an empty image for a program of ", source.size(), " characters");
+  CompiledModule c = m;
+  c.seconds = 0;
+  std::lock_guard<std::mutex> lock(module_mu());
+  module_cache()[{device_arch, source}] = std::move(c);
+}
+
+CompiledModule compile_module(const std::string& source, int arch, const std::string& name) {
+  std::mutex& mu = module_mu();
+  auto& cache = module_cache();
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find({arch, source});
@@ -204,6 +223,7 @@ struct PlanExecutable::Impl {
   bool graphable = true;  // no reference kernels
   double compile_seconds = 0;
   std::string compile_log;  // programs and their NVRTC times
+  std::vector<ProgramImage> programs;
   int arch = 0;
   mutable std::mutex kept_mu;
   mutable std::vector<int64_t> kept_syms;
@@ -279,6 +299,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   if (!program_sources.empty()) {
     const std::vector<CompiledModule> cms = compile_all(program_sources, im.arch, "kiln_plan");
     for (size_t m = 0; m < cms.size(); ++m) {
+      im.programs.push_back(ProgramImage{program_sources[m], cms[m]});
       im.modules.push_back(im.ctx->load_module(cms[m].image, "kiln_plan" + (m ? "_" + std::to_string(m) : "")));
       fresh = fresh || cms[m].seconds > 0;
       im.compile_log += (m ? ", " : "") + std::to_string(cms[m].seconds * 1e3).substr(0, 6);
@@ -331,6 +352,7 @@ const plan::KernelPlan& PlanExecutable::plan() const { return impl_->plan; }
 double PlanExecutable::compile_seconds() const { return impl_->compile_seconds; }
 int PlanExecutable::arch() const { return impl_->arch; }
 std::string PlanExecutable::compile_log() const { return impl_->compile_log; }
+const std::vector<ProgramImage>& PlanExecutable::programs() const { return impl_->programs; }
 
 std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inputs) const {
   std::vector<TensorData> outs = run(inputs);
@@ -559,7 +581,8 @@ std::vector<DevicePtr> PlanExecutable::Impl::node_addresses(const GraphState::No
   std::vector<DevicePtr> v;
   const plan::PlanKernel& k = plan.kernels[n.kernel];
   if (n.gemm) {
-    for (int32_t id : {k.gemm->a, k.gemm->b, k.gemm->c}) v.push_back(b.ptrs[static_cast<size_t>(id)]);
+    for (int32_t id : {k.gemm->a, k.gemm->b, k.gemm->c, k.gemm->bias})
+      if (id >= 0) v.push_back(b.ptrs[static_cast<size_t>(id)]);
   } else {
     for (int32_t id : params[n.kernel]) v.push_back(b.ptrs[static_cast<size_t>(id)]);
   }

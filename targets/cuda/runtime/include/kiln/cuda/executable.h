@@ -49,6 +49,20 @@ struct ExecutableOptions {
       remember;
 };
 
+// A compiled program: a cubin when NVRTC supports the device's architecture, else PTX for the
+// newest architecture below it.
+struct CompiledModule {
+  std::string image;
+  int arch = 0;
+  bool cubin = true;
+  double seconds = 0;  // 0 on a cache hit
+};
+// Every program a PlanExecutable loaded, with its image (for the plan cache).
+struct ProgramImage {
+  std::string source;
+  CompiledModule module;
+};
+
 class PlanExecutable {
  public:
   // Throws kiln::Error: "no CUDA device: ..." without one; NVRTC's log and the source when the
@@ -72,6 +86,7 @@ class PlanExecutable {
   double compile_seconds() const;  // NVRTC + module load (0 when the module came from the process cache)
   int arch() const;                // the compute capability compiled for
   std::string compile_log() const;  // "2 NVRTC programs (ms: 21.3, 19.8)": what load() compiled
+  const std::vector<ProgramImage>& programs() const;  // their sources and images
   // max-autotune: one line per tuned kernel (versions timed, the winner's launch and time);
   // empty before the first run or without alternatives.
   std::string tuning_report() const;
@@ -88,14 +103,11 @@ class PlanExecutable {
   std::unique_ptr<Impl> impl_;
 };
 
-// The compiled image for `source` and `arch` from a process-wide cache (NVRTC on a miss):
-// a cubin when NVRTC supports `arch`, else PTX for the newest architecture below it.
-struct CompiledModule {
-  std::string image;
-  int arch = 0;
-  bool cubin = true;
-  double seconds = 0;  // 0 on a cache hit
-};
+// The compiled image for `source` and the device's `arch` from a process-wide cache (NVRTC on a
+// miss).
 CompiledModule compile_module(const std::string& source, int arch, const std::string& name);
+// Puts an image compiled earlier (kept in sdk/cache's plan cache) into that process cache, so
+// that compile_module(source, device_arch, ...) returns it without NVRTC.
+void remember_module(const std::string& source, int device_arch, const CompiledModule& m);
 
 }  // namespace kiln::cuda

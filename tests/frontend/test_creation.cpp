@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(to_device) {
     BOOST_TEST((d.device() == Device::cuda(0)));
     check_tensor(d.to(Device::cpu()), {2}, DType::f32, {1, 1});
     check_tensor(zeros({2}, DType::f32, Device::cuda(0)).to(Device::cpu()), {2}, DType::f32, {0, 0});
-    check_tensor(from_vector<float>({1}, {}, Device::cuda(0)).to(Device::cpu()), {}, DType::f32, {1});
+    check_tensor(from_vector<float>({1}, {}, Device::cuda(0)).to(Device::cpu()), {1}, DType::f32, {1});
     msg = error_of([&] { x.to(Device::cuda(1000)); });
     BOOST_TEST(contains(msg, "cuda:1000"), msg);
   } else {

@@ -112,12 +112,13 @@ std::vector<OptionDef> build_options() {
     {"autotune.remote_cache", T::Bool, false, kNoCodegen, kUsed,
      "Share max-autotune's choices through the Redis remote cache even when cache.remote is off "
      "(with cache.remote on they are shared anyway)."},
-    {"autotune.num_trials", T::Int, 30, kNoCodegen, kLater,
-     "Timed runs per candidate when autotuning. Not yet used (targets/<t>/runtime will read it).",
+    {"autotune.num_trials", T::Int, 30, kNoCodegen, kUsed,
+     "Timed runs per candidate when autotuning (cuda: the median of this many event-timed runs of "
+     "each kernel version).",
      at_least_1},
-    {"cudagraphs", T::Bool, false, kCodegen, kLater,
-     "Record kernel launches as CUDA graphs and replay them to cut launch overhead. Not yet used "
-     "(targets/cuda will read it)."},
+    {"cudagraphs", T::Bool, false, kCodegen, kUsed,
+     "Record kernel launches as CUDA graphs and replay them to cut launch overhead (cuda: from the "
+     "second call of a set of sizes; changed addresses update the graph's nodes in place)."},
     {"cudagraph_trees", T::Bool, true, kCodegen, kLater,
      "Share one memory pool across the CUDA graphs of related compiled functions. Not yet used "
      "(targets/cuda will read it)."},

@@ -196,6 +196,29 @@ BOOST_AUTO_TEST_CASE(compile_serves_every_batch_size_on_cpu) {
   }
 }
 
+// On a Vulkan device (lavapipe in CI) where there is one: the weights become graph inputs
+// moved to the device once, the outputs stay there.
+BOOST_AUTO_TEST_CASE(compile_runs_on_vulkan_where_there_is_a_device) {
+  try {
+    (void)Tensor::from_data(TensorData::empty_host(DType::f32, {1})).to(kiln::Device::vulkan(0));
+  } catch (const Error& e) {
+    BOOST_TEST_MESSAGE("skipped: " << e.what());
+    return;
+  }
+  TempDir dir;
+  const konnx::CompiledModel f = konnx::compile(save(dir, mlp()));
+  for (int64_t batch : {2, 5}) {
+    std::vector<float> x;
+    for (int64_t k = 0; k < batch * 3; ++k) x.push_back(static_cast<float>(k % 5) - 2.0f);
+    const std::vector<Tensor> out = f({Tensor::from_data(host({batch, 3}, x)).to(kiln::Device::vulkan(0))});
+    BOOST_CHECK(out[0].data().device() == kiln::Device::vulkan(0));
+    const std::vector<float> y = values(out[0].to(kiln::Device::cpu()).data());
+    const std::vector<float> want =
+        values(f({Tensor::from_data(host({batch, 3}, x))})[0].data());
+    BOOST_CHECK(y == want);
+  }
+}
+
 // Shape -> Gather -> Unsqueeze -> Concat -> Reshape over a dynamic dim, as exporters write it:
 // y = Reshape(x, [batch, -1]) with x: [batch, 2, 3].
 BOOST_AUTO_TEST_CASE(shape_arithmetic_over_dynamic_dims_stays_symbolic) {

@@ -185,7 +185,8 @@ const CommandSpec& run_spec() {
        {"--seed", "N", "seed for --random (default 0)"},
        {"--out", "DIR", "write the outputs to DIR/out0.npy, DIR/out1.npy, ..."},
        {"--check", "", "compare the target's outputs with the reference target's"},
-       {"--repeat", "N", "(cpu) run N more times: median time, and every run must give the same bits"}}};
+       {"--repeat", "N", "(cpu) run N more times: median time, and every run must give the same bits"},
+       {"--plan", "", "the argument is a kernel plan file (kiln run --plan PLAN.json; recognised without it too)"}}};
   return spec;
 }
 
@@ -220,7 +221,9 @@ int cmd_run(std::span<char* const> args) {
     // runs it on random inputs at the symbols' example sizes.
     std::ifstream in(a.positional[0]);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
+    const bool is_plan = in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos;
+    KILN_CHECK(is_plan || !a.has("--plan"), "kiln run --plan: ", a.positional[0], " is not a kernel plan file (kiln.plan JSON)");
+    if (is_plan) {
       KILN_CHECK(a.has("--random") && !a.has("--check"), "kiln run: a plan file runs with --random (and no --check: ",
                  "the plan has no graph to compare with)");
       plan::KernelPlan p = format::plan_from_json(text, a.positional[0]);

@@ -1,5 +1,5 @@
 // A plan made by the WebAssembly module runs natively: for every sample graph, the module's plan
-// for a target, run by `kiln run PLAN.json --target T --random --seed 3 --out DIR` on that
+// for a target, run by `kiln run --plan PLAN.json --target T --random --seed 3 --out DIR` on that
 // target's runtime, gives the reference target's outputs for the same inputs (`kiln run
 // GRAPH.json --random --seed 3 --out DIR`), every element of every output compared.
 //
@@ -56,7 +56,7 @@ for (const target of targets) {
         for (const sample of samples) {
           const planFile = path.join(dir, `${sample}.${target}.plan.json`);
           fs.writeFileSync(planFile, k.plan(readSample(sample), { target }));
-          const got = run(['run', planFile, '--target', target, '--random', '--seed', '3', '--out', path.join(dir, 'got')]);
+          const got = run(['run', '--plan', planFile, '--target', target, '--random', '--seed', '3', '--out', path.join(dir, 'got')]);
           // No device of this kind here: cuda skips (saying why), any other target fails.
           const noDevice = /no CUDA device: .*/.exec(got.out);
           if (!got.ok && target === 'cuda' && noDevice) {
@@ -90,6 +90,9 @@ for (const target of targets) {
         const other = target === 'cpu' ? 'reference' : 'cpu';
         const wrong = run(['run', path.join(dir, `softmax.json.${target}.plan.json`), '--target', other, '--random']);
         assert.ok(!wrong.ok && wrong.out.includes(`the plan is for target '${target}', not '${other}'`), wrong.out);
+        // --plan insists on a plan file.
+        const notPlan = run(['run', '--plan', path.join(samplesDir, 'softmax.json'), '--target', target, '--random']);
+        assert.ok(!notPlan.ok && notPlan.out.includes('is not a kernel plan file'), notPlan.out);
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }

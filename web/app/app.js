@@ -71,7 +71,7 @@ async function compile() {
     const st = $('status');
     st.className = 'status' + (hit ? ' hit' : '');
     st.textContent = hit
-      ? `cache hit (${key.slice(0, 40)}…): ${report.kernels.length} kernels in ${ms.toFixed(1)} ms, no optimiser run`
+      ? `cache hit (key ${key}): ${report.kernels.length} kernels in ${ms.toFixed(1)} ms, no optimiser run`
       : (state.traceMs != null ? `traced in ${state.traceMs.toFixed(1)} ms; ` : '') +
         `compiled for ${report.target} in ${ms.toFixed(1)} ms (passes ${report.timing_ms.passes.toFixed(1)}, schedule ` +
         `${report.timing_ms.schedule.toFixed(1)}, codegen ${report.timing_ms.codegen.toFixed(1)} ms): ${report.kernels.length} kernels`;

@@ -1515,6 +1515,32 @@ std::vector<V> einsum(NodeCtx& c) {
   return one(im.permute(v, p));
 }
 
+// ScatterElements (and Scatter, its older name) through a mask [.., n, m, ..] comparing every
+// index along the axis with every position of data's axis: 'none' takes the update where some
+// index hits (indices are distinct there, as ONNX requires), 'add' and 'mul' combine them all.
+std::vector<V> scatter_elements(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const V& idx = c.input(1);
+  const V& upd = c.input(2);
+  const int64_t r = rank_of(x);
+  KILN_CHECK(rank_of(idx) == r && rank_of(upd) == r, "data, indices and updates must have one rank");
+  const int64_t axis = norm_axis(c.i("axis", 0), r);
+  for (int64_t d = 0; d < r; ++d)
+    KILN_CHECK(d == axis || x->sizes[static_cast<size_t>(d)] == idx->sizes[static_cast<size_t>(d)],
+               "indices smaller than data outside the axis are not supported");
+  const int64_t n = static_dim(im, x, axis, "ScatterElements");
+  const V mask = im.op(O::eq, {im.unsqueeze(wrap_index(im, idx, n), axis), iota_along(im, n, axis, r + 1)});
+  const V u = im.unsqueeze(im.cast(upd, x->dtype), axis);
+  const std::string red = c.s("reduction", "none");
+  if (red == "mul") return one(im.cast(im.mul(x, im.reduce(O::prod, where(im, mask, u, sc(c, 1, x)), {axis + 1}, false)), x->dtype));
+  const V sum = im.cast(im.reduce(O::sum, where(im, mask, u, sc(c, 0, x)), {axis + 1}, false), x->dtype);
+  if (red == "add") return one(im.cast(im.add(x, sum), x->dtype));
+  KILN_CHECK(red == "none", "reduction '", red, "' is not supported");
+  const V hit = im.reduce(O::max, im.cast(mask, DType::i32), {axis + 1}, false);
+  return one(where(im, im.op(O::gt, {hit, im.scalar(0, DType::i32)}), sum, x));
+}
+
 std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }
 
 std::map<std::string, Converter> build() {
@@ -1611,6 +1637,8 @@ std::map<std::string, Converter> build() {
   m["Resize"] = resize;
   m["LRN"] = lrn;
   m["Einsum"] = einsum;
+  m["ScatterElements"] = scatter_elements;
+  m["Scatter"] = scatter_elements;
   m["MaxPool"] = [](NodeCtx& c) { return pool(c, true); };
   m["AveragePool"] = [](NodeCtx& c) { return pool(c, false); };
   m["GlobalMaxPool"] = [](NodeCtx& c) { return global_pool(c, true); };

@@ -11,7 +11,11 @@
 //   range (`pc.o<buffer>`), then an int64 zero (`pc.kz`, see GlslDialect::int_literal);
 // - workgroup size: specialization constant 0 (`local_size_x_id = 0`); the runtime passes
 //   PlanLaunch::block;
-// - pointwise: a grid-stride loop over the flattened domain;
+// - pointwise: a grid-stride loop over the flattened domain; grid-, row- and column-stride loops
+//   are unrolled by CodegenOptions::unroll (independent loads in flight; same combine order) and
+//   buffers are declared restrict;
+// - float controls: f32 DenormPreserve / SignedZeroInfNanPreserve execution modes where the device
+//   supports them (DeviceCaps::denorm_preserve, nan_preserve);
 // - reductions, row strategy: one workgroup per outer point (grid-stride over them), invocations
 //   stride over the inner dims, partials combined by a shared-memory tree (fixed order, so results
 //   are deterministic), or where the device has subgroup arithmetic (DeviceCaps::subgroup) and the
@@ -23,7 +27,8 @@
 //   memory; a PlanKernel named `<kernel>_gemm` of kind "matmul" with PlanKernel::gemm describing
 //   the product and its 3-D dispatch), then the epilogue as a pointwise kernel over the product.
 // Numerics are the CPU codegen's (f16/bf16 computed in f32 and rounded where stored or cast,
-// integers in 64 bits wrapped to 32 where the dtype says, NaN-propagating max/min); f16/bf16 are
+// integers in 64 bits wrapped to 32 where the dtype says, NaN-propagating max/min; f32 sin/cos/tanh
+// written out in f32, sin/cos falling back to f64 for |x| > 8192); f16/bf16 are
 // stored as 16-bit words (GL_EXT_shader_16bit_storage) or, without it, packed two to a uint and
 // converted in the shader; bool as bytes (8-bit storage) or packed four to a uint. f64 and int64
 // need the device's shaderFloat64 / shaderInt64 (lavapipe has both): a plan using f64 for a

@@ -69,8 +69,8 @@ class PlanExecutable {
   // module does not compile (a codegen bug).
   static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, const ExecutableOptions& options = {});
   // max-autotune: `alternatives` are plans of the same schedule made with other codegen options
-  // (the same buffers and kernels; one that differs is ignored). All modules are compiled (in
-  // parallel threads) now; the kernels' versions are timed on the first run.
+  // (the same buffers and kernels; one that differs is ignored). All modules are compiled now;
+  // the kernels' versions are timed on the first run.
   static std::shared_ptr<PlanExecutable> load(plan::KernelPlan plan, std::vector<plan::KernelPlan> alternatives,
                                               const ExecutableOptions& options);
   ~PlanExecutable();

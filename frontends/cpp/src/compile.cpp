@@ -14,6 +14,7 @@
 #include "kiln/reference/reference.h"
 #include "cpu_backend.h"
 #include "cuda_backend.h"
+#include "device_move.h"
 #include "vulkan_backend.h"
 #include "trace.h"
 
@@ -21,13 +22,19 @@ namespace kiln {
 
 namespace {
 
+// The reference interpreter reads and writes host memory: device inputs (of a graph no target
+// takes, such as one with empty tensors) are copied to the host, and each output goes back to
+// the device the graph says it lives on.
 Executable reference_executable(Graph graph) {
   auto g = std::make_shared<const Graph>(std::move(graph));
   return [g](std::span<const TensorData* const> inputs) {
     std::vector<TensorData> values;
     values.reserve(inputs.size());
-    for (const TensorData* t : inputs) values.push_back(*t);
-    return reference::run_graph(*g, values);
+    for (const TensorData* t : inputs) values.push_back(detail::move_data(*t, Device::cpu()));
+    std::vector<TensorData> outputs = reference::run_graph(*g, values);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      outputs[i] = detail::move_data(outputs[i], g->node(g->outputs()[i]).meta.device);
+    return outputs;
   };
 }
 

@@ -7,17 +7,29 @@
 #include "kiln/ops.h"
 #include "kiln/reference/reference.h"
 #include "cuda_backend.h"
+#include "device_move.h"
 #include "vulkan_backend.h"
 #include "trace.h"
 
 namespace kiln {
 
-namespace {
-// The data itself when it is on the host, else a host copy (CUDA tensors read from the host).
-TensorData on_host(const TensorData& d) {
-  if (d.device().type == DeviceType::vulkan) return detail::vulkan_move(d, Device::cpu());
-  return d.device().type == DeviceType::cpu ? d : detail::cuda_move(d, Device::cpu());
+TensorData detail::move_data(const TensorData& t, Device to) {
+  const Device from = t.device();
+  if (from == to) return t;
+  if (from.type != DeviceType::cpu && to.type != DeviceType::cpu && from.type != to.type)
+    return move_data(move_data(t, Device::cpu()), to);  // between kinds of GPU: through the host
+  const DeviceType gpu = from.type == DeviceType::cpu ? to.type : from.type;
+  switch (gpu) {
+    case DeviceType::cuda: return cuda_move(t, to);
+    case DeviceType::vulkan: return vulkan_move(t, to);
+    case DeviceType::cpu: break;
+  }
+  fail("to(", to.str(), "): cannot move a tensor from ", from.str());
 }
+
+namespace {
+// The data itself when it is on the host, else a host copy.
+TensorData on_host(const TensorData& d) { return detail::move_data(d, Device::cpu()); }
 
 const detail::TensorImpl& checked(const std::shared_ptr<detail::TensorImpl>& impl, std::string_view what) {
   KILN_CHECK(impl != nullptr, what, ": the tensor is undefined (default-constructed)");
@@ -51,17 +63,7 @@ int64_t Tensor::size(int64_t dim) const {
 Tensor Tensor::to(Device device) const {
   checked(impl_, "to()");
   if (device == this->device()) return *this;
-  switch (device.type) {
-    case DeviceType::cuda:
-      return from_data(detail::cuda_move(data("to()"), device));
-    case DeviceType::vulkan:
-      return from_data(detail::vulkan_move(this->device().type == DeviceType::cuda ? on_host(data("to()")) : data("to()"), device));
-    case DeviceType::cpu:
-      if (this->device().type == DeviceType::cuda) return from_data(detail::cuda_move(data("to()"), device));
-      if (this->device().type == DeviceType::vulkan) return from_data(detail::vulkan_move(data("to()"), device));
-      break;
-  }
-  fail("to(", device.str(), "): cannot move a tensor from ", this->device().str());
+  return from_data(detail::move_data(data("to()"), device));
 }
 
 Tensor Tensor::to(DType dtype) const {
@@ -72,11 +74,7 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::contiguous() const {
   checked(impl_, "contiguous()");
   if (is_traced() || impl_->data->is_contiguous()) return *this;
-  if (impl_->data->device().type == DeviceType::vulkan)
-    return from_data(detail::vulkan_move(reference::contiguous(on_host(*impl_->data)), device()));
-  if (impl_->data->device().type != DeviceType::cpu)
-    return from_data(detail::cuda_move(reference::contiguous(on_host(*impl_->data)), device()));
-  return from_data(reference::contiguous(*impl_->data));
+  return from_data(detail::move_data(reference::contiguous(on_host(*impl_->data)), device()));
 }
 
 const TensorData& Tensor::data(std::string_view why, std::source_location loc) const {

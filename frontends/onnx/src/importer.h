@@ -70,6 +70,8 @@ class Importer {
 
   // Adds an op; folds it on the reference interpreter when every input is known.
   V op(OpId op, std::vector<V> inputs, Attrs attrs = {});
+  // add/sub/mul of known (possibly symbolic) integer sizes as known sizes; null otherwise.
+  V symbolic_arith(OpId op, const std::vector<V>& inputs);
   V constant(TensorData t);
   V scalar(double v, DType t);
   V known_ints(SymShape values, bool scalar);  // a 0-d (scalar) or 1-D i64 value of known sizes

@@ -313,6 +313,29 @@ NodeId Importer::id(const V& v) {
 
 constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
 
+// Shape arithmetic over dynamic sizes (an exporter's batch * heads, seq * 2, ...): add, sub and
+// mul of integer values whose elements are known sizes (rank 0 or 1, broadcast) give known
+// sizes again, so they can still feed a Reshape; null when `o` is anything else.
+V Importer::symbolic_arith(OpId o, const std::vector<V>& inputs) {
+  if (o != OpId::add && o != OpId::sub && o != OpId::mul) return nullptr;
+  size_t n = 1;
+  bool scalar = true;
+  for (const V& v : inputs) {
+    if (!v->ints || v->sizes.size() > 1 || !is_integral(v->dtype)) return nullptr;
+    scalar = scalar && v->sizes.empty();
+    const size_t k = v->ints->size();
+    if (k != 1 && n != 1 && k != n) return nullptr;
+    n = std::max(n, k);
+  }
+  SymShape out;
+  for (size_t i = 0; i < n; ++i) {
+    const SymInt& a = (*inputs[0]->ints)[inputs[0]->ints->size() == 1 ? 0 : i];
+    const SymInt& b = (*inputs[1]->ints)[inputs[1]->ints->size() == 1 ? 0 : i];
+    out.push_back(o == OpId::add ? a + b : o == OpId::sub ? a - b : a * b);
+  }
+  return known_ints(std::move(out), scalar);
+}
+
 V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
   bool known = !inputs.empty();
   for (const V& v : inputs) known = known && v->data;
@@ -329,6 +352,7 @@ V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
     for (const V& v : inputs) args.push_back(*v->data);
     return constant(reference::eval_op(o, args, attrs));
   }
+  if (V sym = symbolic_arith(o, inputs)) return sym;
   std::vector<NodeId> ids;
   for (const V& v : inputs) ids.push_back(id(v));
   V r = input(g_.add(o, std::move(ids), std::move(attrs)));

@@ -66,6 +66,18 @@ Converter binary(O op, bool keep_type = true) {
 std::vector<V> div_op(NodeCtx& c) {
   const V& a = c.input(0);
   const V& b = c.input(1);
+  // Sizes divided by a constant that divides them exactly (hidden / heads) stay known sizes.
+  if (!is_floating(a->dtype) && a->ints && !a->data && a->sizes.size() <= 1 && b->data && b->ints &&
+      b->ints->size() == 1 && (a->ints->size() == 1 || b->sizes.size() <= 1)) {
+    const int64_t d = (*b->ints)[0].hint();
+    SymShape q;
+    for (const SymInt& x : *a->ints) {
+      std::optional<SymInt> r = d > 0 ? x.exact_div(d) : std::nullopt;
+      if (!r) break;
+      q.push_back(*r);
+    }
+    if (q.size() == a->ints->size()) return one(c.im.known_ints(std::move(q), a->sizes.empty() && b->sizes.empty()));
+  }
   if (!is_floating(a->dtype)) {
     V q = c.im.op(O::div, {c.im.cast(a, DType::f64), c.im.cast(b, DType::f64)});
     return one(c.im.cast(q, a->dtype));

@@ -1,0 +1,117 @@
+// Models as PyTorch users export them: tests/onnx/torch_models/<model>_<exporter>/ hold a small
+// CNN (Conv + BatchNorm + MaxPool + grouped strided Conv + GELU + global average pool + Linear +
+// Softmax) and a transformer encoder layer (nn.TransformerEncoderLayer: attention through
+// Shape/Gather/Concat/Reshape over dynamic batch and sequence dims, LayerNormalization), each
+// written by torch.onnx.export's TorchScript exporter (dynamic_axes) and its dynamo exporter
+// (dynamic_shapes, weights in model.onnx.data beside the model), with inputs and torch's
+// outputs for two batch sizes (tools/onnx/export_torch_models.py made them, PyTorch 2.11).
+// Each runs through kiln::onnx::compile on the cpu target (and Vulkan where there is a device)
+// and matches torch's outputs; one import serves both sizes, the dims staying symbolic. Two
+// exports Kiln cannot take yet are checked to fail with an error that says why.
+#define BOOST_TEST_MODULE onnx_torch_models
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/error.h"
+#include "kiln/npy/npy.h"
+#include "kiln/onnx/onnx.h"
+#include "kiln/reference/reference.h"
+#include "kiln/tensor.h"
+
+namespace fs = std::filesystem;
+namespace konnx = kiln::onnx;
+using kiln::Tensor;
+using kiln::TensorData;
+
+namespace {
+
+const fs::path kModels = fs::path(KILN_TORCH_MODELS);
+
+std::vector<double> values(const TensorData& t) {
+  const TensorData d = kiln::reference::convert(kiln::reference::contiguous(t), kiln::DType::f64);
+  const double* p = static_cast<const double*>(d.data());
+  return std::vector<double>(p, p + d.numel());
+}
+
+// Every case of one exported model on `device`: outputs within rtol 1e-3 / atol 1e-5 of torch's.
+void check_model(const std::string& name, kiln::Device device) {
+  const fs::path dir = kModels / name;
+  const konnx::CompiledModel f = konnx::compile((dir / "model.onnx").string());
+  // The batch dim (and the encoder's sequence dim) is a symbol: one import, every size.
+  BOOST_TEST(f.model().graph.node(0).meta.sizes[0].is_symbolic(), name << ": the batch dim is not symbolic");
+  for (int c = 0; c < 2; ++c) {
+    const std::string at = name + " case " + std::to_string(c) + " on " + device.str();
+    const TensorData x = kiln::npy::load_npy((dir / ("in_" + std::to_string(c) + "_0.npy")).string());
+    const TensorData want = kiln::npy::load_npy((dir / ("out_" + std::to_string(c) + "_0.npy")).string());
+    const std::vector<Tensor> out = f({Tensor::from_data(x).to(device)});
+    BOOST_REQUIRE_EQUAL(out.size(), 1u);
+    BOOST_TEST((out[0].device() == device), at);
+    const TensorData got = out[0].to(kiln::Device::cpu()).data();
+    BOOST_REQUIRE_MESSAGE(got.sizes == want.sizes, at << ": output shape differs from torch's");
+    const std::vector<double> g = values(got), w = values(want);
+    size_t bad = 0;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (!(std::abs(g[i] - w[i]) <= 1e-5 + 1e-3 * std::abs(w[i]))) ++bad;
+    BOOST_TEST(bad == 0u, at << ": " << bad << " of " << w.size() << " elements differ from torch's");
+  }
+}
+
+bool vulkan_device() {
+  try {
+    (void)Tensor::from_data(TensorData::empty_host(kiln::DType::f32, {1})).to(kiln::Device::vulkan(0));
+    return true;
+  } catch (const kiln::Error& e) {
+    BOOST_TEST_MESSAGE("vulkan skipped: " << e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(torch_exports)
+
+BOOST_AUTO_TEST_CASE(torchscript_exporter_models_match_torch) {
+  check_model("cnn_torchscript", kiln::Device::cpu());
+  if (vulkan_device()) check_model("cnn_torchscript", kiln::Device::vulkan(0));
+}
+
+// The TorchScript exporter traced the encoder's attention with the example's sequence length
+// (7) as a Python int: its Reshape says [7, batch * heads, 8] although the model declares the
+// sequence dim dynamic, so the model is only valid for sequences of 7. Kiln imports the dim as
+// declared (a symbol) and refuses the Reshape by name rather than guessing. (Specialising the
+// symbol to 7 with a guard, as torch.export would, is not done yet.)
+BOOST_AUTO_TEST_CASE(a_torchscript_export_that_baked_a_dynamic_dim_is_refused_by_name) {
+  try {
+    (void)konnx::compile((kModels / "encoder_torchscript" / "model.onnx").string());
+    BOOST_FAIL("the export with a baked sequence length loaded with a symbolic one");
+  } catch (const kiln::Error& e) {
+    const std::string msg = e.what();
+    BOOST_TEST_MESSAGE(msg);
+    BOOST_TEST(msg.find("Reshape") != std::string::npos, msg);
+    BOOST_TEST(msg.find("[7, ") != std::string::npos, msg);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dynamo_exporter_models_with_external_weights_match_torch) {
+  check_model("encoder_dynamo", kiln::Device::cpu());
+  if (vulkan_device()) check_model("encoder_dynamo", kiln::Device::vulkan(0));
+}
+
+// The dynamo exporter writes opset 18 unless it can convert down; the CNN stayed at 18, which
+// Kiln does not import yet: the error names the opset and the model, and nothing crashes.
+BOOST_AUTO_TEST_CASE(an_opset_18_export_is_refused_by_name) {
+  try {
+    (void)konnx::compile((kModels / "cnn_dynamo" / "model.onnx").string());
+    BOOST_FAIL("opset 18 loaded");
+  } catch (const kiln::Error& e) {
+    const std::string msg = e.what();
+    BOOST_TEST_MESSAGE(msg);
+    BOOST_TEST(msg.find("18") != std::string::npos, msg);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

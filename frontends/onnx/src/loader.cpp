@@ -431,7 +431,7 @@ std::string node_label(const pb::NodeProto& n, size_t index, int64_t opset) {
   return s;
 }
 
-constexpr int64_t kMinOpset = 1, kMaxOpset = 17;
+constexpr int64_t kMinOpset = 1, kMaxOpset = 18;  // 18: Reduce* axes as input, Split num_outputs, Pad axes
 
 Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const LoadOptions& options) {
   Model m;

@@ -236,7 +236,7 @@ std::vector<V> reduce_op(NodeCtx& c, const std::string& kind) {
   V x = c.input(0);
   const int64_t rank = rank_of(x);
   std::vector<int64_t> axes;
-  bool from_input = kind == "ReduceSum" && c.opset >= 13;
+  bool from_input = (kind == "ReduceSum" && c.opset >= 13) || c.opset >= 18;
   if (from_input) {
     if (c.present(1)) axes = im.static_ints(c.input(1), "the axes input");
   } else {
@@ -410,6 +410,15 @@ std::vector<V> split_op(NodeCtx& c) {
                                                              : std::vector<int64_t>{})
                                              : c.ints("split");
   const int64_t outs = static_cast<int64_t>(c.node.output_size());
+  if (parts.empty() && c.opset >= 18 && c.has("num_outputs")) {
+    // Opset 18: num_outputs parts of ceil(n / num_outputs), the last one smaller.
+    const int64_t k = c.i("num_outputs", 0);
+    KILN_CHECK(k == outs && k > 0, "num_outputs is ", k, " but the node has ", outs, " outputs");
+    const int64_t chunk = (n + k - 1) / k;
+    for (int64_t at = 0; at < n; at += chunk) parts.push_back(std::min(chunk, n - at));
+    KILN_CHECK(static_cast<int64_t>(parts.size()) == k, "dim ", axis, " of size ", n, " does not split into ", k,
+               " parts of ", chunk);
+  }
   if (parts.empty()) {
     KILN_CHECK(outs > 0 && n % outs == 0, "dim ", axis, " of size ", n, " does not split into ", outs, " equal parts");
     parts.assign(static_cast<size_t>(outs), n / outs);
@@ -1361,6 +1370,11 @@ std::vector<V> resize(NodeCtx& c) {
   Importer& im = c.im;
   V x = c.input(0);
   KILN_CHECK(c.opset >= 11, "Resize before opset 11 is not supported");
+  // Opset 18's additions, where they change the result.
+  KILN_CHECK(c.i("antialias", 0) == 0, "Resize with antialias is not supported");
+  KILN_CHECK(c.s("keep_aspect_ratio_policy", "stretch") == "stretch", "Resize keep_aspect_ratio_policy '",
+             c.s("keep_aspect_ratio_policy", "stretch"), "' is not supported");
+  KILN_CHECK(c.ints("axes").empty(), "Resize with axes is not supported");
   const int64_t r = rank_of(x);
   const std::vector<int64_t> xs = static_sizes(im, x, "Resize");
   std::vector<double> roi, scales;

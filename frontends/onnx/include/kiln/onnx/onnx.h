@@ -2,7 +2,7 @@
 // imports it as a Kiln Graph, so a model exported from PyTorch or another framework compiles
 // like a traced C++ function.
 //
-// Takes: a model file (weights inline or in external data files beside it), opsets 1..17 of
+// Takes: a model file (weights inline or in external data files beside it), opsets 1..18 of
 // the default domain. Gives: a Graph whose inputs are the model's inputs (named, in order) and
 // whose outputs are the model's outputs; initializers and Constant nodes become constants.
 // Dynamic dims (dim_param or unknown) become size symbols, one per distinct dim_param name.

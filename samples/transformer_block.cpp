@@ -14,6 +14,8 @@
 // than once.
 #include <kiln/kiln.h>
 
+#include "sample_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,25 +25,15 @@
 #include <vector>
 
 using namespace kiln;
+using kiln::samples::device_from_args;
+using kiln::samples::median;
+using kiln::samples::time_ms;
 
 namespace {
 
 constexpr int64_t kBatch = 4, kSeq = 128, kModel = 256, kHeads = 8, kHeadDim = kModel / kHeads, kFf = 4 * kModel;
 constexpr int kWarmup = 3, kReps = 20;
 constexpr double kTolerance = 1e-4;  // on activations of order 1
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-template <class F>
-double time_ms(F&& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 Tensor weight(int64_t in, int64_t out, uint64_t seed) {  // [in, out], for x @ w
   return randn({in, out}, DType::f32, Device::cpu(), seed) * (1.0 / std::sqrt(static_cast<double>(in)));
@@ -83,30 +75,6 @@ Tensor block(const Tensor& x, const Tensor& ln1_w, const Tensor& ln1_b, const Te
   const Tensor x1 = x + (matmul(merged, wo) + bo);
   const Tensor h2 = layer_norm(x1, {kModel}, ln2_w, ln2_b);
   return x1 + linear(gelu(linear(h2, w1, b1)), w2, b2);
-}
-
-// --device cpu (default) or --device cuda (cuda:0): where the compiled function's inputs live,
-// and so which target compiles it.
-Device device_from_args(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], v;
-    if (a.rfind("--device=", 0) == 0) v = a.substr(9);
-    else if (a == "--device" && i + 1 < argc) v = argv[++i];
-    else v = "?";
-    if (v == "cpu") return Device::cpu();
-    if (v == "cuda" || v == "cuda:0") {
-      try {
-        ones({1}).to(Device::cuda(0));  // a device to run on, or why there is none
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
-        std::exit(1);
-      }
-      return Device::cuda(0);
-    }
-    std::fprintf(stderr, "usage: %s [--device cpu|cuda]\n", argv[0]);
-    std::exit(2);
-  }
-  return Device::cpu();
 }
 
 }  // namespace

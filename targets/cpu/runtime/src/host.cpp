@@ -28,13 +28,15 @@ bool g_vector_math = false;
 
 // The host's features, asked once (each query runs cpuid for every leaf: ~0.1 ms, and a
 // process's first cache hit used to ask four times).
+// The host's facts are made once and never destroyed: the JIT set-up thread that first asks for
+// them (frontends/cpp) may still read them while the process exits and runs static destructors.
 const llvm::StringMap<bool>& host_features() {
-  static const llvm::StringMap<bool> features = [] {
-    llvm::StringMap<bool> f;
-    llvm::sys::getHostCPUFeatures(f);
+  static const llvm::StringMap<bool>* features = [] {
+    auto* f = new llvm::StringMap<bool>();
+    llvm::sys::getHostCPUFeatures(*f);
     return f;
   }();
-  return features;
+  return *features;
 }
 
 bool host_has(const char* feature) {
@@ -94,7 +96,7 @@ struct HostFacts {
 };
 
 const HostFacts& host_facts() {
-  static const HostFacts facts = [] {
+  static const HostFacts& facts = *new HostFacts([] {  // never destroyed, as host_features()
     HostFacts f;
     auto jtmb = detail::host_machine_builder(3);
     auto tm = jtmb.createTargetMachine();
@@ -119,7 +121,7 @@ const HostFacts& host_facts() {
     f.info.cores = hardware_threads();
     f.info.vector_math = detail::vector_math_available();
     return f;
-  }();
+  }());
   return facts;
 }
 }  // namespace

@@ -48,6 +48,15 @@ void install_remote_cache() {
 #if KILN_HAVE_REDIS
   static std::once_flag redis_installed;
   std::call_once(redis_installed, [] { cache::install_redis_remote(); });
+#else
+  // Asked for a remote cache that this build cannot reach: say so once instead of silently
+  // running with the local cache alone.
+  static std::once_flag warned;
+  if (config::get<bool>("cache.remote"))
+    std::call_once(warned, [] {
+      logs::warn("cache.remote (KILN_REMOTE_CACHE) is on, but this build of Kiln has no Redis client "
+                 "(KILN_WITH_REDIS=OFF): only the local caches are used");
+    });
 #endif
 }
 

@@ -56,7 +56,8 @@ BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   const NodeId a = h.add_input(meta(DType::f32, {64, 8192}), "x");
   const NodeId b = h.add_input(meta(DType::f32, {8192}), "b");
   h.set_outputs({h.add(OpId::gelu, {h.add(OpId::add, {a, b})}, {std::string("tanh")})});
-  const std::string& hs = launched(plan_of(h), 0).source;
+  const plan::KernelPlan ph = plan_of(h);  // kept alive: hs refers into it
+  const std::string& hs = launched(ph, 0).source;
   BOOST_TEST(contains(hs, "*(const float4*)(b0 + "), hs);
   BOOST_TEST(contains(hs, "*(const float4*)(b1 + "), hs);
 

@@ -72,17 +72,14 @@ Graph prepare(const Graph& in, const Target& target) {
         if (!ok) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
       }
     }
-    if (n.op == OpId::matmul && (n.meta.dtype == DType::f32 || n.meta.dtype == DType::f64)) {
-      // Mixed operands (f32 @ f16, f64 @ f32): the gemm takes both in the result's dtype.
+    // f16/bf16 products run as f32 gemms unless the target multiplies them as they are.
+    const bool gemm_in_f32 = low_precision_matmul(n) && !target.low_precision_gemm;
+    if (n.op == OpId::matmul && is_floating(n.meta.dtype) && !gemm_in_f32) {
+      // Mixed operands (f32 @ f16, f64 @ f32, bf16 @ f32): the gemm takes both in the result's dtype.
       for (NodeId& i : ins)
         if (out.node(i).meta.dtype != n.meta.dtype) i = out.add(OpId::cast, {i}, Attrs{n.meta.dtype});
     }
-    if (low_precision_matmul(n) && target.low_precision_gemm) {
-      // The gemm multiplies f16/bf16 as they are: operands of another dtype take the result's.
-      for (NodeId& i : ins)
-        if (out.node(i).meta.dtype != n.meta.dtype) i = out.add(OpId::cast, {i}, Attrs{n.meta.dtype});
-      map[static_cast<size_t>(id)] = out.add(n.op, ins, n.attrs);
-    } else if (low_precision_matmul(n)) {
+    if (gemm_in_f32) {
       for (NodeId& i : ins)
         if (out.node(i).meta.dtype != DType::f32) i = out.add(OpId::cast, {i}, Attrs{DType::f32});
       const NodeId mm = out.add(OpId::matmul, ins);

@@ -38,25 +38,37 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// What every timer below shares: the median of `reps` calls, each measured by `one_call` (which
+// makes the call and returns its time in ms), or, for launch-bound workloads, host wall time per
+// call over 2000 back-to-back calls ending with `sync`.
+template <class F, class One, class Sync>
+double median_or_per_launch(F&& call, int reps, bool launch_bound, One&& one_call, Sync&& sync) {
+  if (launch_bound) {
+    constexpr int kCalls = 2000;
+    const auto t = Clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    sync();
+    return seconds_since(t) * 1e3 / kCalls;
+  }
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) times.push_back(one_call());
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // Median wall time of `reps` calls after 3 warm-ups, or, for launch-bound workloads, the mean
 // of 2000 back-to-back calls.
 template <class F>
 double time_ms(F&& call, int reps, bool launch_bound) {
   for (int i = 0; i < 3; ++i) call();
-  if (launch_bound) {
-    constexpr int kCalls = 2000;
-    const auto t = Clock::now();
-    for (int i = 0; i < kCalls; ++i) call();
-    return seconds_since(t) * 1e3 / kCalls;
-  }
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto t = Clock::now();
-    call();
-    times.push_back(seconds_since(t) * 1e3);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_or_per_launch(
+      call, reps, launch_bound,
+      [&] {
+        const auto t = Clock::now();
+        call();
+        return seconds_since(t) * 1e3;
+      },
+      [] {});
 }
 
 // Relative L2 error of `got` against `want`, over every output.
@@ -94,22 +106,15 @@ double time_ms_cuda(F&& call, int reps, bool launch_bound) {
   cuda::Context& ctx = cuda::Context::get(0);
   for (int i = 0; i < 3; ++i) call();
   ctx.synchronize();
-  if (launch_bound) {
-    constexpr int kCalls = 2000;
-    const auto t = Clock::now();
-    for (int i = 0; i < kCalls; ++i) call();
-    ctx.synchronize();
-    return seconds_since(t) * 1e3 / kCalls;
-  }
   auto timer = ctx.timer();
-  std::vector<double> times;
-  for (int i = 0; i < std::max(reps, 30); ++i) {
-    timer->start();
-    call();
-    times.push_back(timer->stop_ms());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_or_per_launch(
+      call, std::max(reps, 30), launch_bound,
+      [&] {
+        timer->start();
+        call();
+        return timer->stop_ms();
+      },
+      [&] { ctx.synchronize(); });
 }
 #endif
 
@@ -123,20 +128,14 @@ double time_ms_vulkan(F&& call, int reps, bool launch_bound) {
   // Warm-up: 3 calls, and more until 0.3 s have passed (the GPU's clocks ramp up under load).
   const auto warm = Clock::now();
   for (int i = 0; i < 3 || seconds_since(warm) < 0.3; ++i) call();
-  if (launch_bound) {
-    constexpr int kCalls = 2000;
-    const auto t = Clock::now();
-    for (int i = 0; i < kCalls; ++i) call();
-    return seconds_since(t) * 1e3 / kCalls;
-  }
-  std::vector<double> times;
-  for (int i = 0; i < std::max(reps, 30); ++i) {
-    const double before = vulkan::thread_device_ms();
-    call();
-    times.push_back(vulkan::thread_device_ms() - before);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_or_per_launch(
+      call, std::max(reps, 30), launch_bound,
+      [&] {
+        const double before = vulkan::thread_device_ms();
+        call();
+        return vulkan::thread_device_ms() - before;
+      },
+      [] {});
 }
 #endif
 

@@ -288,17 +288,9 @@ namespace {
 // What cache_key() hashes, under the request's config layers.
 cache::KeyInputs key_inputs(const Graph& g, const Request& r) {
   return with_request(r, [&] {
+    // The native key's inputs; no device or toolchain: a plan is the same text wherever it is made.
     const Graph canonical = g.canonical();
-    cache::KeyInputs in;
-    in.pipeline = r.target + ".plan";
-    in.graph = format::to_json(canonical, -1);
-    // Each input's metadata, as the native cpu pipeline writes it.
-    for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
-    in.codegen_hash = config::codegen_hash();
-    in.target = r.target;
-    in.kiln_version = cache::kiln_version();
-    in.tag = config::get<std::string>("cache_key_tag");
-    return in;
+    return cache::graph_key_inputs(canonical, format::to_json(canonical, -1), r.target + ".plan", r.target, "", "");
   });
 }
 

@@ -160,16 +160,8 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  cache::KeyInputs in;
-  in.pipeline = std::string(pipeline);
-  in.graph = format::to_json(canonical, -1);
-  for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
-  in.codegen_hash = config::codegen_hash();
-  in.target = "cpu";
-  in.device = cpu_device();
-  in.toolchain = cpu_toolchain(o);
-  in.kiln_version = cache::kiln_version();
-  in.tag = config::get<std::string>("cache_key_tag");
+  const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::to_json(canonical, -1), std::string(pipeline),
+                                                      "cpu", cpu_device(), cpu_toolchain(o));
   const std::string key = cache::make_key(in).hex;
   const double key_ms = ms_since(t0);
   const std::vector<cache::Guard> guards = cache::guards_for(in);

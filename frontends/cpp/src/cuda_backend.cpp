@@ -152,16 +152,8 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   const Graph canonical = g.canonical();
   const int device = device_of(g);
   const int arch = cuda::Context::get(device).info().arch();
-  cache::KeyInputs in;
-  in.pipeline = "cuda";
-  in.graph = format::to_json(canonical, -1);
-  for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
-  in.codegen_hash = config::codegen_hash();
-  in.target = "cuda";
-  in.device = cuda_device_string(device);
-  in.toolchain = "nvrtc " + cuda::nvrtc_version();
-  in.kiln_version = cache::kiln_version();
-  in.tag = config::get<std::string>("cache_key_tag");
+  const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::to_json(canonical, -1), "cuda", "cuda",
+                                                      cuda_device_string(device), "nvrtc " + cuda::nvrtc_version());
   const std::string key = cache::make_key(in).hex;
   const std::vector<cache::Guard> guards = cache::guards_for(in);
   cache::CacheStats counts;

@@ -92,16 +92,8 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  cache::KeyInputs in;
-  in.pipeline = "vulkan.graph";
-  in.graph = format::to_json(canonical, -1);
-  for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
-  in.codegen_hash = config::codegen_hash();
-  in.target = "vulkan";
-  in.device = vulkan_device_key(device);
-  in.toolchain = "shaderc glsl450 vulkan1.2";
-  in.kiln_version = cache::kiln_version();
-  in.tag = config::get<std::string>("cache_key_tag");
+  const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::to_json(canonical, -1), "vulkan.graph", "vulkan",
+                                                      vulkan_device_key(device), "shaderc glsl450 vulkan1.2");
   const std::string key = cache::make_key(in).hex;
   const std::vector<cache::Guard> guards = cache::guards_for(in);
   if (std::optional<cache::Entry> e = cache::lookup(key, guards)) {

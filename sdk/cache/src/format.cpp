@@ -4,6 +4,7 @@
 
 #include "bytes.h"
 #include "kiln/cache/cache.h"
+#include "kiln/config/config.h"
 #include "kiln/graph/error.h"
 
 #define XXH_INLINE_ALL
@@ -49,6 +50,21 @@ Key make_key(const KeyInputs& in) {
   w.str(in.kiln_version);
   w.str(in.tag);
   return Key{hash_hex(w.out)};
+}
+
+KeyInputs graph_key_inputs(const Graph& canonical, std::string graph_json, std::string pipeline, std::string target,
+                           std::string device, std::string toolchain) {
+  KeyInputs in;
+  in.pipeline = std::move(pipeline);
+  in.graph = std::move(graph_json);
+  for (NodeId i : canonical.inputs()) in.inputs += canonical.node(i).meta.str() + ";";
+  in.codegen_hash = config::codegen_hash();
+  in.target = std::move(target);
+  in.device = std::move(device);
+  in.toolchain = std::move(toolchain);
+  in.kiln_version = kiln_version();
+  in.tag = config::get<std::string>("cache_key_tag");
+  return in;
 }
 
 std::vector<Guard> guards_for(const KeyInputs& in) {

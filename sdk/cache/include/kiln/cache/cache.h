@@ -32,6 +32,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/graph/graph.h"
+
 namespace kiln::cache {
 
 // Version of the entry and bundle formats; a change that makes old entries unreadable bumps it
@@ -64,6 +66,12 @@ struct Key {
 };
 Key make_key(const KeyInputs& in);
 bool is_valid_key(std::string_view hex);  // 32 lowercase hex digits
+// The key inputs of a compiled graph, the same for every target and for the browser: `graph_json`
+// the canonical graph serialised losslessly (format::to_json(canonical, -1)), each input's
+// metadata from `canonical`, config::codegen_hash(), cache_key_tag and kiln_version(); the
+// caller names the pipeline, target, device and toolchain.
+KeyInputs graph_key_inputs(const Graph& canonical, std::string graph_json, std::string pipeline, std::string target,
+                           std::string device, std::string toolchain);
 
 // 128-bit XXH3 of bytes, in hex (32 digits). Used for keys, checksums and guards.
 std::string hash_hex(std::string_view bytes);

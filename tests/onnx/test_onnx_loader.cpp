@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kiln/graph/error.h"
+#include "kiln_test_util.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/reference/reference.h"
 #include "kiln/tensor.h"
@@ -26,6 +27,7 @@ using kiln::TensorData;
 using kiln::TensorMeta;
 namespace reference = kiln::reference;
 namespace konnx = kiln::onnx;
+using kiln_test_util::error_of;
 namespace pb = ::onnx;
 
 namespace {
@@ -128,21 +130,8 @@ std::vector<float> values(const TensorData& t) {
   return {c.data_as<float>(), c.data_as<float>() + c.numel()};
 }
 
-// The error of `f`, which must throw kiln::Error.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  BOOST_FAIL("expected a kiln::Error");
-  return "";
-}
-
 void check_contains(const std::string& text, const std::string& part) {
-  BOOST_TEST_INFO("message: " << text);
-  BOOST_CHECK(text.find(part) != std::string::npos);
+  BOOST_TEST(kiln_test_util::contains(text, part), "message: " << text);
 }
 
 // y = Relu(x @ W + b) with W and b initializers, x: [batch, 3] with batch a dim_param.
@@ -192,7 +181,10 @@ BOOST_AUTO_TEST_CASE(compile_serves_every_batch_size_on_cpu) {
     const std::vector<Tensor> out = f({Tensor::from_data(host({batch, 3}, x))});
     BOOST_REQUIRE_EQUAL(out.size(), 1u);
     BOOST_CHECK(out[0].data().sizes == (std::vector<int64_t>{batch, 2}));
-    for (float v : values(out[0].data())) BOOST_CHECK(v == 2.5f || v == 0.0f);
+    // Every row of ones: relu([1, 1, 1] @ W + b) = relu([2.5, -0.5]) = [2.5, 0].
+    std::vector<float> want;
+    for (int64_t r = 0; r < batch; ++r) want.insert(want.end(), {2.5f, 0.0f});
+    BOOST_TEST(values(out[0].data()) == want, boost::test_tools::per_element());
   }
 }
 

@@ -269,7 +269,7 @@ V Importer::constant(TensorData t) {
     for (int64_t x : ints_of(t)) s.push_back(x);
     v->ints = std::move(s);
   }
-  v->data = std::make_shared<const TensorData>(reference::contiguous(t));
+  v->data = std::make_shared<const TensorData>(t.is_contiguous() ? std::move(t) : reference::contiguous(t));
   return v;
 }
 
@@ -278,8 +278,6 @@ V Importer::scalar(double x, DType t) { return constant(make_tensor(t, {}, {x}))
 V Importer::known_ints(SymShape values, bool is_scalar) {
   KILN_CHECK(!is_scalar || values.size() == 1, "internal: a scalar of ", values.size(), " values");
   if (shape_is_static(values)) {
-    std::vector<double> d;
-    for (const SymInt& s : values) d.push_back(static_cast<double>(s.hint()));
     std::vector<int64_t> sizes;
     if (!is_scalar) sizes.push_back(static_cast<int64_t>(values.size()));
     TensorData t = TensorData::empty_host(DType::i64, sizes);
@@ -341,16 +339,16 @@ V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
   for (const V& v : inputs) known = known && v->data;
   if (known) {
     // Folded only when the result is small: a constant that big stays a node over constants.
+    // The shape rule runs once, here; run_op takes its result.
     Graph scratch;
     std::vector<NodeId> ids;
     for (const V& v : inputs) ids.push_back(scratch.add_input(TensorMeta{v->dtype, Device::cpu(), v->sizes, {}}));
     const TensorMeta out = scratch.node(scratch.add(o, ids, attrs)).meta;
-    known = shape_is_static(out.sizes) && out.numel().hint() <= kMaxFoldedElements;
-  }
-  if (known) {
-    std::vector<TensorData> args;
-    for (const V& v : inputs) args.push_back(*v->data);
-    return constant(reference::eval_op(o, args, attrs));
+    if (shape_is_static(out.sizes) && out.numel().hint() <= kMaxFoldedElements) {
+      std::vector<TensorData> args;
+      for (const V& v : inputs) args.push_back(*v->data);
+      return constant(reference::run_op(o, args, attrs, out.dtype, shape_hints(out.sizes)));
+    }
   }
   if (V sym = symbolic_arith(o, inputs)) return sym;
   std::vector<NodeId> ids;

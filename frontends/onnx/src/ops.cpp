@@ -42,7 +42,7 @@ std::vector<int64_t> static_sizes(Importer& im, const V& v, const char* op) {
 }
 
 // A constant of x's dtype (0-d, so it never changes the promoted type).
-V sc(NodeCtx& c, double v, const V& like) { return c.im.scalar(v, is_floating(like->dtype) ? like->dtype : like->dtype); }
+V sc(NodeCtx& c, double v, const V& like) { return c.im.scalar(v, like->dtype); }
 
 std::vector<V> one(V v) { return {std::move(v)}; }
 
@@ -370,8 +370,8 @@ std::vector<V> squeeze_op(NodeCtx& c) {
 
 std::vector<V> unsqueeze_op(NodeCtx& c) {
   V x = c.input(0);
-  const int64_t out_rank = rank_of(x) + static_cast<int64_t>(axes_arg(c, 13).size());
-  const std::vector<int64_t> axes = norm_axes(axes_arg(c, 13), out_rank);
+  const std::vector<int64_t> given = axes_arg(c, 13);
+  const std::vector<int64_t> axes = norm_axes(given, rank_of(x) + static_cast<int64_t>(given.size()));
   if (x->ints && !x->data && x->sizes.empty() && axes.size() == 1) return one(c.im.known_ints(*x->ints, false));
   for (int64_t a : axes) x = c.im.unsqueeze(x, a);
   return one(x);
@@ -524,9 +524,7 @@ std::vector<V> gather_op(NodeCtx& c) {
   } else {
     // Negative indices count from the end.
     V i = im.cast(idx, DType::i64);
-    const SymInt& n = x->sizes[static_cast<size_t>(axis)];
-    const V nv = n.is_static() ? im.scalar(static_cast<double>(n.hint()), DType::i64)
-                               : im.scalar(static_cast<double>(static_dim(im, x, axis, "Gather")), DType::i64);
+    const V nv = im.scalar(static_cast<double>(static_dim(im, x, axis, "Gather")), DType::i64);
     i = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, nv), i);
     flat = im.reshape(i, {shape_numel(idx->sizes)});
   }

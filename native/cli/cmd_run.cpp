@@ -250,7 +250,7 @@ int cmd_run(std::span<char* const> args) {
       return 0;
     }
   }
-  const Graph g = load_model_graph(a.positional[0]);
+  const Graph g = load_model_file(a.positional[0]).graph;
   const size_t n_inputs = g.inputs().size();
 
   std::vector<TensorData> inputs;

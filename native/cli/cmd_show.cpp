@@ -49,8 +49,9 @@ int cmd_show(std::span<char* const> args) {
       return 0;
     }
   }
-  const Graph g = load_model_graph(a.positional[0]);
-  std::cout << model_summary(a.positional[0]);
+  const ModelFile model = load_model_file(a.positional[0]);
+  const Graph& g = model.graph;
+  std::cout << model.summary;
   std::cout << "graph " << a.positional[0] << ": " << g.size() << " nodes (" << g.op_count() << " ops), "
             << g.inputs().size() << " input" << (g.inputs().size() == 1 ? "" : "s") << ", " << g.outputs().size()
             << " output" << (g.outputs().size() == 1 ? "" : "s") << "\n\n";

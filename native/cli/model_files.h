@@ -9,9 +9,11 @@
 namespace kiln::cli {
 
 bool is_onnx_path(const std::string& path);
-// The graph of a JSON graph file or an ONNX model (its inputs named as the model's).
-Graph load_model_graph(const std::string& path);
-// For an ONNX model: its opset, producer, named inputs and outputs (one line each); else "".
-std::string model_summary(const std::string& path);
+struct ModelFile {
+  Graph graph;          // its inputs named as the model's
+  std::string summary;  // an ONNX model's opset, producer, named inputs and outputs; "" for JSON
+};
+// A JSON graph file or an ONNX model, read and imported once.
+ModelFile load_model_file(const std::string& path);
 
 }  // namespace kiln::cli

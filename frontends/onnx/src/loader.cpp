@@ -653,7 +653,9 @@ TensorData load_tensor(const std::string& path) {
   return parse_tensor(std::as_bytes(std::span(bytes.data(), bytes.size())), "'" + path + "'");
 }
 
-std::string describe(const Model& m) {
+std::string describe(const Model& m) { return describe_header(m) + m.graph.str(); }
+
+std::string describe_header(const Model& m) {
   std::ostringstream s;
   s << "onnx model: ir_version " << m.ir_version << ", opset " << m.opset;
   if (!m.producer.empty()) s << ", producer " << m.producer;
@@ -662,7 +664,6 @@ std::string describe(const Model& m) {
     s << "input " << k << " " << m.input_names[k] << ": " << m.graph.node(m.graph.inputs()[k]).meta.str() << "\n";
   for (size_t k = 0; k < m.output_names.size(); ++k)
     s << "output " << k << " " << m.output_names[k] << ": " << m.graph.node(m.graph.outputs()[k]).meta.str() << "\n";
-  s << m.graph.str();
   return s.str();
 }
 

@@ -103,5 +103,7 @@ std::vector<std::string> input_names(const std::string& path);
 
 // Readable summary of a loaded model: inputs, outputs, opset, producer and the graph listing.
 std::string describe(const Model& m);
+// Its first part: ir version, opset, producer, named inputs and outputs (one line each).
+std::string describe_header(const Model& m);
 
 }  // namespace kiln::onnx

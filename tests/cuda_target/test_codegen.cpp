@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
     BOOST_TEST(p.kernels[0].launch.block == 512);
     BOOST_TEST(contains(src, "[16];"), src);  // 16 elements a thread in registers
     BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
-    BOOST_TEST(contains(src, "float4*)(b"), src);
+    BOOST_TEST(contains(src, "*(float4*)(b"), src);  // and stores a vector
   }
 }
 

@@ -7,30 +7,15 @@
 
 #include "kiln/cuda/device.h"
 #include "kiln/kiln.h"
+#include "cuda_test_util.h"
 #include "kiln_test_util.h"
+#include "kiln_tensor_test_util.h"
 
 using namespace kiln;
+using cuda_test::have_device;
 using kiln_test_util::contains;
 using kiln_test_util::error_of;
 
-namespace {
-
-bool have_device() {
-  std::string why;
-  const bool ok = cuda::available(&why);
-  if (!ok) BOOST_TEST_MESSAGE("skipped on this machine: " << why);
-  return ok;
-}
-
-double max_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to(Device::cpu()).to_vector<double>(), y = b.to(Device::cpu()).to_vector<double>();
-  BOOST_REQUIRE_EQUAL(x.size(), y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(frontend_cuda)
 
@@ -45,14 +30,14 @@ BOOST_AUTO_TEST_CASE(round_trip_and_eager_ops) {
   const Tensor x = randn({64, 33}, DType::f32, Device::cpu(), 3);
   const Tensor d = x.to(Device::cuda(0));
   BOOST_TEST((d.device() == Device::cuda(0)));
-  BOOST_TEST(max_diff(d, x) == 0.0);
+  BOOST_TEST(kiln_test_util::max_abs_diff(d, x) == 0.0);
   // Eager ops on the device (views stay views of device memory).
   const Tensor y = softmax(transpose(d, 0, 1) * 2.0f, -1);
   BOOST_TEST((y.device() == Device::cuda(0)));
   const Tensor y_cpu = softmax(transpose(x, 0, 1) * 2.0f, -1);
-  BOOST_TEST(max_diff(y, y_cpu) < 1e-6);
+  BOOST_TEST(kiln_test_util::max_abs_diff(y, y_cpu) < 1e-6);
   const Tensor s = sum(exp(d), {0});
-  BOOST_TEST(max_diff(s, sum(exp(x), {0})) < 1e-4);
+  BOOST_TEST(kiln_test_util::max_abs_diff(s, sum(exp(x), {0})) < 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(compiled_function_on_cuda_inputs) {
@@ -66,7 +51,7 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_cuda_inputs) {
   const Tensor want = f(x, w, b);  // compiled for the CPU
   const Tensor got = f(x.to(Device::cuda(0)), w.to(Device::cuda(0)), b.to(Device::cuda(0)));
   BOOST_TEST((got.device() == Device::cuda(0)));
-  BOOST_TEST(max_diff(got, want) < 1e-4);
+  BOOST_TEST(kiln_test_util::max_abs_diff(got, want) < 1e-4);
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
 }
 

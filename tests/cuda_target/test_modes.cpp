@@ -15,20 +15,16 @@
 #include "kiln/cuda/executable.h"
 #include "kiln/kiln.h"
 #include "kiln/schedule/schedule.h"
+#include "cuda_test_util.h"
 #include "kiln_test_util.h"
+#include "kiln_tensor_test_util.h"
 
 using namespace kiln;
+using cuda_test::have_device;
 using kiln_test_util::contains;
 using kiln_test_util::error_of;
 
 namespace {
-
-bool have_device() {
-  std::string why;
-  const bool ok = cuda::available(&why);
-  if (!ok) BOOST_TEST_MESSAGE("skipped on this machine: " << why);
-  return ok;
-}
 
 TensorData random_host(std::vector<int64_t> sizes, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -42,14 +38,6 @@ bool same_bits(const TensorData& a, const TensorData& b) {
   const TensorData y = b.device().type == DeviceType::cuda ? cuda::to_host(b) : b;
   return x.sizes == y.sizes && x.numel() == y.numel() &&
          std::memcmp(x.data(), y.data(), static_cast<size_t>(x.numel() * dtype_size(x.dtype))) == 0;
-}
-
-double max_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to(Device::cpu()).to_vector<double>(), y = b.to(Device::cpu()).to_vector<double>();
-  BOOST_REQUIRE_EQUAL(x.size(), y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
 }
 
 // x [64, 96] @ w [96, 128] -> gelu(+ b) -> softmax over rows: a gemm, its epilogue and a row
@@ -123,10 +111,10 @@ BOOST_AUTO_TEST_CASE(modes_match_the_default_mode) {
     const Tensor w = randn({256, 64}, DType::f32, Device::cpu(), seed + 1).to(Device::cuda(0));
     const Tensor b = randn({64}, DType::f32, Device::cpu(), seed + 2).to(Device::cuda(0));
     const Tensor want = ref(x, w, b);
-    BOOST_TEST(max_diff(ro(x, w, b), want) == 0.0);    // the same kernels, replayed
-    BOOST_TEST(max_diff(ma(x, w, b), want) < 1e-5);    // other launch configurations
-    BOOST_TEST(max_diff(manc(x, w, b), want) < 1e-5);
-    BOOST_TEST(max_diff(cg(x, w, b), want) < 1e-4);    // unfused: other rounding
+    BOOST_TEST(kiln_test_util::max_abs_diff(ro(x, w, b), want) == 0.0);    // the same kernels, replayed
+    BOOST_TEST(kiln_test_util::max_abs_diff(ma(x, w, b), want) < 1e-5);    // other launch configurations
+    BOOST_TEST(kiln_test_util::max_abs_diff(manc(x, w, b), want) < 1e-5);
+    BOOST_TEST(kiln_test_util::max_abs_diff(cg(x, w, b), want) < 1e-4);    // unfused: other rounding
   }
   BOOST_TEST(ro.stats().compiles == 1);
   BOOST_TEST(cg.stats().compiles == 1);

@@ -10,20 +10,15 @@
 #include "kiln/cuda/executable.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
+#include "cuda_test_util.h"
 #include "kiln_test_util.h"
 
 using namespace kiln;
+using cuda_test::have_device;
 using kiln_test_util::contains;
 using kiln_test_util::error_of;
 
 namespace {
-
-bool have_device() {
-  std::string why;
-  const bool ok = cuda::available(&why);
-  if (!ok) BOOST_TEST_MESSAGE("skipped on this machine: " << why);
-  return ok;
-}
 
 TensorData iota(DType t, std::vector<int64_t> sizes) {
   TensorData d = TensorData::empty_host(t, std::move(sizes));

@@ -13,20 +13,10 @@
 #include "kiln/format/plan_json.h"
 #include "kiln/kiln.h"
 #include "kiln/vulkan/runtime.h"
+#include "kiln_tensor_test_util.h"
 
 using namespace kiln;
 
-namespace {
-
-double max_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to(Device::cpu()).to_vector<double>(), y = b.to(Device::cpu()).to_vector<double>();
-  BOOST_REQUIRE_EQUAL(x.size(), y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(frontend_vulkan)
 
@@ -34,9 +24,9 @@ BOOST_AUTO_TEST_CASE(round_trip) {
   const Tensor x = randn({64, 33}, DType::f32, Device::cpu(), 3);
   const Tensor d = x.to(Device::vulkan(0));
   BOOST_TEST((d.device() == Device::vulkan(0)));
-  BOOST_TEST(max_diff(d, x) == 0.0);
+  BOOST_TEST(kiln_test_util::max_abs_diff(d, x) == 0.0);
   const Tensor t = transpose(x, 0, 1).contiguous();
-  BOOST_TEST(max_diff(transpose(x, 0, 1).to(Device::vulkan(0)), t) == 0.0);
+  BOOST_TEST(kiln_test_util::max_abs_diff(transpose(x, 0, 1).to(Device::vulkan(0)), t) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(compiled_function_on_vulkan_inputs) {
@@ -50,9 +40,9 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_vulkan_inputs) {
   const Tensor xv = x.to(Device::vulkan(0)), wv = w.to(Device::vulkan(0)), bv = b.to(Device::vulkan(0));
   const Tensor got = f(xv, wv, bv);
   BOOST_TEST((got.device() == Device::vulkan(0)));
-  BOOST_TEST(max_diff(got, want) < 1e-4);
+  BOOST_TEST(kiln_test_util::max_abs_diff(got, want) < 1e-4);
   const Tensor again = f(xv, wv, bv);
-  BOOST_TEST(max_diff(again, want) < 1e-4);
+  BOOST_TEST(kiln_test_util::max_abs_diff(again, want) < 1e-4);
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
   const std::vector<std::string> msgs = vulkan::take_validation_messages();
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
@@ -67,7 +57,7 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
   const Tensor x = randn({33, 70}, DType::f32, Device::cpu(), 7);
   auto f = kiln::compile([](const Tensor& x) { return softmax(x * 3.0, -1) + x; });
   const Tensor got = f(x.to(Device::vulkan(0)));
-  BOOST_TEST(max_diff(got, softmax(x * 3.0, -1) + x) < 1e-5);
+  BOOST_TEST(kiln_test_util::max_abs_diff(got, softmax(x * 3.0, -1) + x) < 1e-5);
   cache::DiskStore disk(dir, uint64_t{1} << 30);
   int vulkan_entries = 0;
   for (const cache::StoredInfo& info : disk.list()) {
@@ -92,7 +82,7 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
     BOOST_TEST(exe->spirv() == o.spirv);
     const std::vector<TensorData> in{x.to(Device::vulkan(0)).data()};
     const Tensor again = Tensor::from_data(exe->run_host(in).at(0));
-    BOOST_TEST(max_diff(again, got) == 0.0);
+    BOOST_TEST(kiln_test_util::max_abs_diff(again, got) == 0.0);
   }
   BOOST_TEST(vulkan_entries == 1);
   std::filesystem::remove_all(dir);

@@ -111,12 +111,12 @@ bool cpu_target_applies(const Graph& g) {
 #if KILN_HAVE_CPU_TARGET
 namespace {
 
-// What a cpu binary depends on beyond the graph and the codegen options (docs/cache.md).
+// What a cpu binary depends on beyond the graph and the codegen options (docs/cache.md). The
+// host's identity only (no target machine), so that a cache hit does not wait for one.
 const std::string& cpu_device() {
   static const std::string d = [] {
-    const cpu::HostInfo h = cpu::host_info();
-    return h.cpu_name + " " + h.features + " vector_bits=" + std::to_string(h.vector_bits) +
-           (h.vector_math ? " libmvec" : " no-libmvec");
+    const cpu::HostIdentity h = cpu::host_identity();
+    return h.cpu_name + " " + h.features + (h.vector_math ? " libmvec" : " no-libmvec");
   }();
   return d;
 }

@@ -24,8 +24,6 @@
 namespace kiln::cpu {
 namespace detail {
 namespace {
-bool g_vector_math = false;
-
 // The host's features, asked once (each query runs cpuid for every leaf: ~0.1 ms, and a
 // process's first cache hit used to ask four times).
 // The host's facts are made once and never destroyed: the JIT set-up thread that first asks for
@@ -60,20 +58,18 @@ void init_llvm() {
       const char* argv[] = {"kiln", "-enable-epilogue-vectorization=false"};
       llvm::cl::ParseCommandLineOptions(2, argv, "", &llvm::nulls());
     }
-    // libmvec's 8-wide entry points (_ZGVdN8v_*) need AVX2; the 4-wide ones SSE only. A host
-    // with AVX but not AVX2 would vectorise 8 wide and call AVX2 code, so it goes without.
-    bool usable = llvm::sys::getProcessTriple().find("x86_64") == 0 && (host_has("avx2") || !host_has("avx"));
-    if (usable) {
-      std::string error;
-      usable = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &error);
-    }
-    g_vector_math = usable;
   });
 }
 
 bool vector_math_available() {
-  init_llvm();
-  return g_vector_math;
+  // libmvec's 8-wide entry points (_ZGVdN8v_*) need AVX2; the 4-wide ones SSE only. A host
+  // with AVX but not AVX2 would vectorise 8 wide and call AVX2 code, so it goes without.
+  static const bool usable = [] {
+    if (llvm::sys::getProcessTriple().find("x86_64") != 0 || (host_has("avx") && !host_has("avx2"))) return false;
+    std::string error;
+    return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &error);
+  }();
+  return usable;
 }
 
 llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level) {
@@ -89,6 +85,21 @@ llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level) {
 
 }  // namespace detail
 
+HostIdentity host_identity() {
+  static const HostIdentity& identity = *new HostIdentity([] {  // never destroyed, as host_features()
+    HostIdentity h;
+    h.cpu_name = llvm::sys::getHostCPUName().str();
+    std::vector<std::string> on;
+    for (const auto& e : detail::host_features())
+      if (e.second) on.push_back("+" + e.first().str());
+    std::sort(on.begin(), on.end());
+    for (size_t i = 0; i < on.size(); ++i) h.features += (i ? "," : "") + on[i];
+    h.vector_math = detail::vector_math_available();
+    return h;
+  }());
+  return identity;
+}
+
 namespace {
 struct HostFacts {
   HostInfo info;
@@ -102,12 +113,10 @@ const HostFacts& host_facts() {
     auto tm = jtmb.createTargetMachine();
     if (!tm) fail("cpu: cannot create a target machine for this host: ", llvm::toString(tm.takeError()));
     f.data_layout = (*tm)->createDataLayout().getStringRepresentation();
-    f.info.cpu_name = llvm::sys::getHostCPUName().str();
-    std::vector<std::string> on;
-    for (const auto& e : detail::host_features())
-      if (e.second) on.push_back("+" + e.first().str());
-    std::sort(on.begin(), on.end());
-    for (size_t i = 0; i < on.size(); ++i) f.info.features += (i ? "," : "") + on[i];
+    const HostIdentity& id = host_identity();
+    f.info.cpu_name = id.cpu_name;
+    f.info.features = id.features;
+    f.info.vector_math = id.vector_math;
     // Ask the target what the vectorisers will use: on some AVX-512 CPUs LLVM prefers 256 bits.
     llvm::LLVMContext ctx;
     llvm::Module m("kiln.host_probe", ctx);
@@ -119,7 +128,6 @@ const HostFacts& host_facts() {
         tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
     f.info.vector_bits = bits > 0 ? bits : 128;
     f.info.cores = hardware_threads();
-    f.info.vector_math = detail::vector_math_available();
     return f;
   }());
   return facts;

@@ -49,8 +49,18 @@ struct Session {
 // destruction order we could pick.
 Session& session() {
   static Session* s = [] {
-    auto jtmb = detail::host_machine_builder(3);
-    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+    // Objects that call libmvec's vector functions find them once it is loaded.
+    detail::vector_math_available();
+    // Modules are compiled by JitModule::compile and only linked here, so the session's own
+    // IR compiler is never used: the concurrent one makes its target machine per use, that is
+    // never (the default would make one now, ~0.25 ms of a process's first cache hit).
+    llvm::orc::LLJITBuilder builder;
+    builder.setJITTargetMachineBuilder(detail::host_machine_builder(3))
+        .setCompileFunctionCreator([](llvm::orc::JITTargetMachineBuilder jtmb)
+                                       -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+          return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(jtmb));
+        });
+    auto jit = builder.create();
     if (!jit) fail("cpu JIT: cannot create the LLJIT session: ", llvm::toString(jit.takeError()));
     auto* session = new Session;
     session->jit = std::move(*jit);
@@ -279,8 +289,9 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
 }
 
 void prepare_jit() {
-  host_info();
-  session();
+  host_identity();  // what a cache key holds
+  session();        // what a cache hit's load_object() waits for
+  host_info();      // what compile() and the code generator ask for
 }
 
 void define_host_symbol(std::string_view name, void* address) {

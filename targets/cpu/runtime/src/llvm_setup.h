@@ -9,11 +9,12 @@
 
 namespace kiln::cpu::detail {
 
-// InitializeNativeTarget / AsmPrinter / AsmParser, and loading libmvec, exactly once.
+// InitializeNativeTarget / AsmPrinter / AsmParser and LLVM's options, exactly once.
 void init_llvm();
 // Host triple, CPU and features; opt_level 0..3 sets the code generator's level.
 llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level);
-// Whether libmvec is loaded and matches the host (AVX2 for 8-wide, or SSE-only hosts).
+// Whether libmvec is loaded (loading it the first time) and matches the host (AVX2 for 8-wide,
+// or SSE-only hosts).
 bool vector_math_available();
 
 }  // namespace kiln::cpu::detail

@@ -20,8 +20,19 @@ class MemoryBuffer;
 
 namespace kiln::cpu {
 
-// What this host offers the CPU target. A compiled module is only valid on a host with the same
-// cpu_name and features, so both belong in cache keys.
+// What makes object code compiled here valid on another host: the same CPU name and features
+// (and the same LLVM, which the caller's key holds), and libmvec there when the code calls it.
+// Cheap (cpuid and one dlopen, no target machine): what a cache key needs before a cache hit.
+struct HostIdentity {
+  std::string cpu_name;      // LLVM's name for the host CPU: "znver4", "skylake-avx512", ...
+  std::string features;      // enabled features, sorted: "+adx,+aes,+avx,+avx2,..."
+  bool vector_math = false;  // exp/log/sin/... in vector loops call glibc's libmvec
+};
+HostIdentity host_identity();  // computed once, then cached
+
+// What this host offers the CPU target: its identity and what the code generator makes of it.
+// A compiled module is only valid on a host with the same identity, which belongs in cache keys
+// (vector_bits follows from the CPU, its features and LLVM's version).
 struct HostInfo {
   std::string cpu_name;      // LLVM's name for the host CPU: "znver4", "skylake-avx512", ...
   std::string features;      // enabled features, sorted: "+adx,+aes,+avx,+avx2,..."
@@ -29,12 +40,13 @@ struct HostInfo {
   int cores = 1;             // hardware threads this process may run on (affinity mask)
   bool vector_math = false;  // exp/log/sin/... in vector loops call glibc's libmvec
 };
-HostInfo host_info();  // computed once, then cached
+HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the first time)
 
 // The one-time set-up of the CPU target (LLVM's x86 target, the host's facts, the process's
 // ORC session) done now, so that a later compile() or load_object() does not pay for it: the
 // frontend runs it on a background thread while it traces the first compiled function, so that
-// a process's first cache hit only links. Any thread, any number of times.
+// a process's first cache hit only links. What a hit needs (host_identity() for its key, then
+// the session load_object() links into) is made first, host_info()'s probe of the target last. Any thread, any number of times.
 void prepare_jit();
 
 std::string llvm_version();   // "16.0.6"

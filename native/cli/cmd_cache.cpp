@@ -42,7 +42,8 @@ const char* kDetails =
     "                 empty cache directory (cold) and then the one the cold run filled (warm); the\n"
     "                 warm run is also checked to compile nothing (assert_no_compile); with\n"
     "                 redis-server installed, also from Redis alone (an empty directory, the\n"
-    "                 bench's own server holding what the cold run wrote)\n"
+    "                 bench's own server holding what the cold run wrote); --device cuda or vulkan\n"
+    "                 puts the inputs there (the cuda and vulkan plan caches)\n"
     "The directory is cache_dir (KILN_CACHE_DIR), else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.";
 
 std::string read_file(const std::string& path) {
@@ -99,16 +100,24 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-// Adds up the "cpu plan KEY: <what> in X ms" lines of KILN_LOGS=cache in `out`.
+// Whether `line` is a "<target> plan KEY: <what> in X ms" line of KILN_LOGS=cache (cpu, cuda
+// and vulkan plans); `at` is where ": <what> in " starts.
+bool plan_line(const std::string& line, const std::string& what, size_t& at) {
+  at = line.find(": " + what + " in ");
+  if (at == std::string::npos) return false;
+  for (const char* target : {"cpu", "cuda", "vulkan"})
+    if (line.rfind(std::string("[kiln:cache] ") + target + " plan ", 0) == 0) return true;
+  return false;
+}
+
+// Adds up the "<target> plan KEY: <what> in X ms" lines of KILN_LOGS=cache in `out`.
 double logged_ms(const std::string& out, const std::string& what) {
   double total = 0;
   std::istringstream in(out);
   std::string line;
-  while (std::getline(in, line)) {
-    const size_t at = line.find(": " + what + " in ");
-    if (line.rfind("[kiln:cache] cpu plan ", 0) != 0 || at == std::string::npos) continue;
-    total += std::atof(line.c_str() + at + what.size() + 6);
-  }
+  size_t at = 0;
+  while (std::getline(in, line))
+    if (plan_line(line, what, at)) total += std::atof(line.c_str() + at + what.size() + 6);
   return total;
 }
 
@@ -161,22 +170,32 @@ struct OwnRedis {
   }
 };
 
-// How many "cpu plan KEY: <what> in" lines of KILN_LOGS=cache `out` holds (graphs and eager kernels).
+// How many "<target> plan KEY: <what> in" lines of KILN_LOGS=cache `out` holds (graphs and eager kernels).
 int logged_count(const std::string& out, const std::string& what) {
   int n = 0;
   std::istringstream in(out);
   std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("[kiln:cache] cpu plan ", 0) == 0 && line.find(": " + what + " in ") != std::string::npos) ++n;
+  size_t at = 0;
+  while (std::getline(in, line)) n += plan_line(line, what, at) ? 1 : 0;
   return n;
+}
+
+// The device a --device name means; a target this build or host lacks is a kiln::Error.
+Device bench_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") return Device::cuda(0);
+  if (name == "vulkan") return Device::vulkan(0);
+  fail("kiln cache bench: --device must be cpu, cuda or vulkan, not '", name, "'");
 }
 
 // The child of `kiln cache bench`: one workload's first call, timed from before the compiled
 // function exists to its result; prints "first_ms <ms> output <hash> run_ms <ms>".
-int bench_one(const std::string& name, bool small) {
+int bench_one(const std::string& name, bool small, const std::string& device_name) {
+  const Device device = bench_device(device_name);
   for (const bench::Workload& w : bench::suite()) {
     if (w.name != name) continue;
-    const bench::Tensors inputs = w.make_inputs(small);
+    bench::Tensors inputs = w.make_inputs(small);
+    for (Tensor& t : inputs) t = t.to(device);
     // CPU time of the whole process (every thread) over the same span: on a loaded machine the
     // wall time also holds the time other processes had the cores.
     auto cpu_ms = [] {
@@ -187,7 +206,8 @@ int bench_one(const std::string& name, bool small) {
     const double c0 = cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     auto fn = w.compiled(CompileOptions{});
-    const bench::Tensors got = fn(inputs);
+    bench::Tensors got = fn(inputs);
+    for (Tensor& t : got) t = t.to(Device::cpu());  // on a GPU: until the result is there
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const double cpu = cpu_ms() - c0;
     // What a call costs once compiled (the fastest of 3 more), so that first - run is the
@@ -195,7 +215,7 @@ int bench_one(const std::string& name, bool small) {
     double run_ms = 1e300;
     for (int i = 0; i < 3; ++i) {
       const auto t1 = std::chrono::steady_clock::now();
-      fn(inputs);
+      for (const Tensor& t : fn(inputs)) t.to(Device::cpu());
       run_ms = std::min(run_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
     }
     std::string bytes;
@@ -215,6 +235,8 @@ int bench(const ParsedArgs& a) {
   const int repeat = a.has("--repeat") ? std::stoi(a.get("--repeat")) : 3;
   KILN_CHECK(repeat >= 1, "kiln cache bench: --repeat must be at least 1, but got ", repeat);
   const auto only = a.has("--only") ? split(a.get("--only")) : std::vector<std::string>{};
+  const std::string device = a.has("--device") ? a.get("--device") : "cpu";
+  bench_device(device);
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / ("kiln-cache-bench-" + std::to_string(::getpid()));
@@ -229,6 +251,7 @@ int bench(const ParsedArgs& a) {
                "compile: the cold process's compiles; hit/rhit: the cache hits (key, read,\n"
                "decode, check, link) of the warm and the remote process, all graphs; ratio: compile / hit;\n"
                "each the fastest of " << repeat << " fresh processes\n";
+  std::cout << "device: " << device << "\n";
   if (!redis.port) std::cout << "(no redis-server installed: no remote column)\n";
   std::cout << std::left << std::setw(18) << "workload" << std::right << std::setw(7) << "graphs" << std::setw(9) << "cold" << std::setw(8)
             << "warm" << std::setw(8) << "remote" << std::setw(14) << "cpu c/w/r" << std::setw(8) << "run" << std::setw(9) << "compile"
@@ -242,6 +265,7 @@ int bench(const ParsedArgs& a) {
     std::filesystem::remove_all(remote_dir);
     std::vector<std::string> argv = {self, "cache", "bench-one", w.name};
     if (small) argv.push_back("--small");
+    argv.insert(argv.end(), {"--device", device});
     std::vector<std::string> remote_env;
     if (redis.port)
       remote_env = {"KILN_REMOTE_CACHE=1", "KILN_REDIS_HOST=127.0.0.1", "KILN_REDIS_PORT=" + std::to_string(redis.port)};
@@ -348,7 +372,8 @@ const CommandSpec& cache_spec() {
       kDetails,
       {{"--small", "", "bench: the suite's small sizes"},
        {"--only", "A,B", "bench: only these workloads"},
-       {"--repeat", "N", "bench: fresh processes per column, the fastest kept (default 3)"}}};
+       {"--repeat", "N", "bench: fresh processes per column, the fastest kept (default 3)"},
+       {"--device", "DEVICE", "bench: where the inputs live: cpu (default), cuda or vulkan"}}};
   return spec;
 }
 
@@ -367,7 +392,7 @@ int cmd_cache(std::span<char* const> args) {
     const std::string s = args[i];
     if (s.rfind("--", 0) == 0) {
       flags.push_back(args[i]);
-      if ((s == "--only" || s == "--repeat") && i + 1 < args.size()) flags.push_back(args[++i]);
+      if ((s == "--only" || s == "--repeat" || s == "--device") && i + 1 < args.size()) flags.push_back(args[++i]);
     } else {
       positional.push_back(s);
     }
@@ -384,7 +409,7 @@ int cmd_cache(std::span<char* const> args) {
   if ((takes_file || takes_name) != (positional.size() == 1) || positional.size() > 1)
     throw UsageError("kiln cache " + sub + (takes_file ? ": give one FILE" : ": takes no FILE"));
 
-  if (sub == "bench-one") return bench_one(positional[0], a.has("--small"));
+  if (sub == "bench-one") return bench_one(positional[0], a.has("--small"), a.has("--device") ? a.get("--device") : "cpu");
   if (sub == "bench") return bench(a);
 
   cache::DiskStore disk = cache::disk_store();

@@ -177,6 +177,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
       cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
     }
   }
+  const auto t_compile = Clock::now();
   auto exe = compile_plan(g);
   cache::Entry entry;
   entry.key = key;
@@ -191,6 +192,8 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   }
   entry.description = "cuda: " + std::to_string(canonical.op_count()) + " ops, " + std::to_string(exe->plan().kernels.size()) +
                       " kernels, " + std::to_string(n) + " NVRTC programs for sm_" + std::to_string(arch);
+  KILN_LOG(cache, "cuda plan ", key, ": compiled in ",
+           std::chrono::duration<double, std::milli>(Clock::now() - t_compile).count(), " ms (", entry.description, ")");
   cache::store(entry);
   return exe;
 }

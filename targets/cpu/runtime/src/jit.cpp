@@ -49,8 +49,6 @@ struct Session {
 // destruction order we could pick.
 Session& session() {
   static Session* s = [] {
-    // Objects that call libmvec's vector functions find them once it is loaded.
-    detail::vector_math_available();
     // Modules are compiled by JitModule::compile and only linked here, so the session's own
     // IR compiler is never used: the concurrent one makes its target machine per use, that is
     // never (the default would make one now, ~0.25 ms of a process's first cache hit).
@@ -133,6 +131,7 @@ std::string take_session_errors() {
 // with the session's prefix) into result.symbols_.
 void JitModule::link_object(JitModule& result, std::unique_ptr<llvm::MemoryBuffer> object,
                             const std::vector<std::string>& names) {
+  detail::vector_math_available();  // objects that call libmvec's vector functions find them
   Session& s = session();
   llvm::orc::LLJIT& jit = *s.jit;
   const std::string& name = result.name_;
@@ -289,9 +288,11 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
 }
 
 void prepare_jit() {
-  host_identity();  // what a cache key holds
-  session();        // what a cache hit's load_object() waits for
-  host_info();      // what compile() and the code generator ask for
+  // What a cache hit links into first: the thread that traces asks for host_identity() (its
+  // key) meanwhile, so the two are made side by side.
+  session();
+  host_identity();
+  host_info();  // what compile() and the code generator ask for
 }
 
 void define_host_symbol(std::string_view name, void* address) {

@@ -45,8 +45,8 @@ HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the
 // The one-time set-up of the CPU target (LLVM's x86 target, the host's facts, the process's
 // ORC session) done now, so that a later compile() or load_object() does not pay for it: the
 // frontend runs it on a background thread while it traces the first compiled function, so that
-// a process's first cache hit only links. What a hit needs (host_identity() for its key, then
-// the session load_object() links into) is made first, host_info()'s probe of the target last. Any thread, any number of times.
+// a process's first cache hit only links. The session load_object() links into is made first
+// (the caller meanwhile asks for host_identity(), its key), host_info()'s probe of the target last. Any thread, any number of times.
 void prepare_jit();
 
 std::string llvm_version();   // "16.0.6"

@@ -32,7 +32,8 @@ namespace {
 
 const char* kDetails =
     "subcommands:\n"
-    "  ls             every entry: key, size, last use, what it holds (damaged ones say so)\n"
+    "  ls             every entry: key, size, last use, what it holds (damaged ones say so);\n"
+    "                 --remote: those of the remote cache (Redis) instead of the disk\n"
     "  stats          the directory, entry count, bytes against the size bound\n"
     "  clear          removes every entry\n"
     "  export FILE    writes this host's entries as one bundle (kiln::load_cache_artifacts reads it)\n"
@@ -386,7 +387,8 @@ const CommandSpec& cache_spec() {
       {{"--small", "", "bench: the suite's small sizes"},
        {"--only", "A,B", "bench: only these workloads"},
        {"--repeat", "N", "bench: fresh processes per column, the fastest kept (default 3)"},
-       {"--device", "DEVICE", "bench: where the inputs live: cpu (default), cuda or vulkan"}}};
+       {"--device", "DEVICE", "bench: where the inputs live: cpu (default), cuda or vulkan"},
+       {"--remote", "", "ls: the remote cache (Redis, KILN_REMOTE_CACHE=1) instead of the disk"}}};
   return spec;
 }
 
@@ -427,15 +429,26 @@ int cmd_cache(std::span<char* const> args) {
 
   cache::DiskStore disk = cache::disk_store();
   if (sub == "ls") {
-    for (const cache::StoredInfo& i : disk.list()) {
+    // The disk, or with --remote the remote cache (Redis keeps no last-use time: "-").
+    std::shared_ptr<cache::Store> remote;
+    if (a.has("--remote")) {
+      remote = kiln::remote_cache_store();
+      KILN_CHECK(remote, "kiln cache ls --remote: the remote cache is off (set KILN_REMOTE_CACHE=1, and "
+                         "KILN_REDIS_HOST / KILN_REDIS_PORT; a build without Redis has none)");
+    }
+    cache::Store& store = remote ? *remote : static_cast<cache::Store&>(disk);
+    for (const cache::StoredInfo& i : store.list()) {
       std::string what;
       try {
-        const std::optional<std::string> bytes = disk.get(i.key);
-        what = bytes ? cache::decode_entry(*bytes, disk.path_of(i.key)).description : "(removed meanwhile)";
+        const std::optional<std::string> bytes = store.get(i.key);
+        const std::string where = remote ? "remote entry " + i.key : disk.path_of(i.key);
+        what = bytes ? cache::decode_entry(*bytes, where).description : "(removed meanwhile, or refused)";
       } catch (const Error& e) {
         what = std::string("damaged: ") + e.what();
       }
-      std::cout << i.key << "  " << std::setw(9) << i.bytes << "  " << when(i.last_used_unix) << "  " << what << "\n";
+      const std::string used = remote ? "-" : when(i.last_used_unix);
+      std::cout << i.key << "  " << std::setw(9) << i.bytes << "  " << std::left << std::setw(19) << used << std::right
+                << "  " << what << "\n";
     }
     return 0;
   }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# kiln cache ls|stats|clear|export|import end to end: usage: cli_cache_test.sh KILN WORKDIR
+# kiln cache ls|stats|clear|export|import end to end: usage: cli_cache_test.sh KILN WORKDIR [redis]
+# (redis: the build has the Redis store; ls --remote is then tested against a redis-server of
+# this script's own)
 set -euo pipefail
 K=$1
 W=$2
+REDIS=${3:-no-redis}
 rm -rf "$W"
 mkdir -p "$W"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -39,6 +42,29 @@ echo "$out" | grep -q "imported 0 entries.*format version 7, this build reads ve
 f=$(ls "$W/a"/*.kce | head -1)
 printf 'garbage' > "$f"
 $K cache ls | grep -q "damaged: .*not a Kiln cache entry" || fail "ls does not flag a damaged entry"
+
+# ls --remote lists what a compile wrote to Redis (when redis-server is here and the build has a
+# Redis client); without the remote cache on it is an error that says how to turn it on.
+set +e
+out=$($K cache ls --remote 2>&1)
+rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "the remote cache is off" || fail "ls --remote with the remote cache off: $rc $out"
+if [ "$REDIS" = redis ]; then
+  command -v redis-server > /dev/null || fail "redis-server is not installed (.ci/install-deps installs it)"
+  port=$(( 20000 + RANDOM % 20000 ))
+  redis-server --port $port --bind 127.0.0.1 --save "" --appendonly no > "$W/redis.log" 2>&1 &
+  redis_pid=$!
+  trap 'kill $redis_pid 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
+  export KILN_REDIS_HOST=127.0.0.1 KILN_REDIS_PORT=$port
+  KILN_CACHE_DIR=$W/r KILN_REMOTE_CACHE=1 $K cache bench-one sincos --small > /dev/null || fail "bench-one with Redis"
+  KILN_REMOTE_CACHE=1 $K cache ls --remote > "$W/rls.txt" || fail "ls --remote: $(cat "$W/rls.txt")"
+  grep -q "cpu.graph: " "$W/rls.txt" || fail "ls --remote lists no compiled graph: $(cat "$W/rls.txt")"
+  kill $redis_pid
+  wait $redis_pid 2>/dev/null || true
+  trap - EXIT
+fi
 
 $K cache clear | grep -q "^removed $n entr" || fail "clear"
 $K cache stats | grep -q "^entries: 0$" || fail "stats after clear"

@@ -494,6 +494,11 @@ std::string cache_device() {
 #endif
 }
 
+std::shared_ptr<cache::Store> remote_cache_store() {
+  detail::install_remote_cache();
+  return cache::enabled_layers().remote ? cache::remote_store() : nullptr;
+}
+
 std::string save_cache_artifacts() {
 #if KILN_HAVE_CPU_TARGET
   return cache::save_cache_artifacts(detail::cpu_device());

@@ -54,11 +54,14 @@ std::string cache_dir() {
 namespace {
 std::mutex g_remote_mu;
 RemoteFactory g_remote_factory;
+}  // namespace
 
 std::shared_ptr<Store> remote_store() {
   std::lock_guard lock(g_remote_mu);
   return g_remote_factory ? g_remote_factory() : nullptr;
 }
+
+namespace {
 
 // Remote writes: one background thread, a queue, never blocking the caller.
 struct RemoteWriter {

@@ -4,8 +4,13 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
+
+namespace kiln::cache {
+class Store;
+}
 
 namespace kiln {
 
@@ -24,5 +29,9 @@ CacheLoadResult load_cache_artifacts(std::string_view bytes);
 
 // The device string compile caches key cpu binaries by: "cpu <cpu name> <features> ...".
 std::string cache_device();
+
+// The remote cache (Redis) as compiles in this process use it: null when cache.remote
+// (KILN_REMOTE_CACHE) is off, caches are disabled, or this build has no Redis client.
+std::shared_ptr<cache::Store> remote_cache_store();
 
 }  // namespace kiln

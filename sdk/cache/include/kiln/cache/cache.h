@@ -231,6 +231,9 @@ void store(const Entry& e, CacheStats* stats, const Enabled& on);
 // caller never waits for the network.
 using RemoteFactory = std::function<std::shared_ptr<Store>()>;
 void set_remote_factory(RemoteFactory factory);
+// The store the factory gives now (null: none set); whether the layer is used is
+// enabled_layers().remote.
+std::shared_ptr<Store> remote_store();
 // Waits until the queued remote writes are done, at most `timeout_seconds`; false when some are
 // left. Also run at process exit (2 s at most).
 bool flush_remote_writes(double timeout_seconds = 5);

@@ -13,6 +13,7 @@
 #include "kiln/format/plan_json.h"
 #include "kiln/kiln.h"
 #include "kiln/vulkan/runtime.h"
+#include "kiln_test_util.h"
 #include "kiln_tensor_test_util.h"
 
 using namespace kiln;
@@ -58,6 +59,10 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
   auto f = kiln::compile([](const Tensor& x) { return softmax(x * 3.0, -1) + x; });
   const Tensor got = f(x.to(Device::vulkan(0)));
   BOOST_TEST(kiln_test_util::max_abs_diff(got, softmax(x * 3.0, -1) + x) < 1e-5);
+  // The lookup that missed is counted in the function's stats, per layer.
+  const auto stats = f.stats().cache;
+  BOOST_TEST_REQUIRE(stats.count("disk") == 1u);
+  BOOST_TEST(stats.at("disk").misses >= 1);
   cache::DiskStore disk(dir, uint64_t{1} << 30);
   int vulkan_entries = 0;
   for (const cache::StoredInfo& info : disk.list()) {
@@ -88,6 +93,19 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
   std::filesystem::remove_all(dir);
   const std::vector<std::string> msgs = vulkan::take_validation_messages();
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
+// assert_no_compile holds on Vulkan too: a graph no cache holds is an error naming it.
+BOOST_AUTO_TEST_CASE(assert_no_compile_refuses_a_vulkan_compile) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kiln-vk-nocompile-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  config::Patch patch({{"cache_dir", dir}, {"assert_no_compile", true}});
+  const Tensor x = randn({17, 9}, DType::f32, Device::cpu(), 3).to(Device::vulkan(0));
+  auto f = kiln::compile([](const Tensor& x) { return sigmoid(x) * 5.0 - x; });
+  const std::string error = kiln_test_util::error_of([&] { f(x); });
+  BOOST_TEST(kiln_test_util::contains(error, "assert_no_compile is set"), error);
+  BOOST_TEST(kiln_test_util::contains(error, "vulkan.graph"), error);
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

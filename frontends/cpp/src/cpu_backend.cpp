@@ -98,6 +98,28 @@ void prepare_before_first_trace() {
 #endif
 }
 
+// Reports one lookup's per-layer counts to the function being compiled (compiled.stats().cache).
+void note_cache_stats(const cache::CacheStats& s) {
+  for (const auto& [layer, l] : s.layers) {
+    for (int64_t i = 0; i < l.hits; ++i) ::kiln::note_cache_lookup(layer, true);
+    for (int64_t i = 0; i < l.misses; ++i) ::kiln::note_cache_lookup(layer, false);
+  }
+}
+
+namespace {
+std::string graph_name(const Graph& g, std::string_view pipeline) {
+  const std::string& fn = ::kiln::compiling_function();
+  std::string s = fn.empty() ? "a graph" : "the graph of " + fn;
+  return s + " (" + std::string(pipeline) + ", " + std::to_string(g.op_count()) + " ops)";
+}
+}  // namespace
+
+void check_may_compile(const Graph& g, std::string_view pipeline, const std::string& key) {
+  if (!config::get<bool>("assert_no_compile")) return;
+  fail("assert_no_compile is set, but ", graph_name(g, pipeline), " would be compiled: no cache holds it",
+       key.empty() ? std::string(" (caches are off)") : " (cache key " + key + ")");
+}
+
 bool cpu_target_applies(const Graph& g) {
   if (!cpu_target_available()) return false;
   for (const Node& n : g.nodes()) {
@@ -125,27 +147,6 @@ std::string cpu_toolchain(const cpu::ExecutableOptions& o) {
   return "llvm " + cpu::llvm_version() + " " + cpu::target_triple() + " O" + std::to_string(o.opt_level);
 }
 
-// Reports one lookup's per-layer counts to the function being compiled (compiled.stats().cache).
-void note(const cache::CacheStats& s) {
-  for (const auto& [layer, l] : s.layers) {
-    for (int64_t i = 0; i < l.hits; ++i) ::kiln::note_cache_lookup(layer, true);
-    for (int64_t i = 0; i < l.misses; ++i) ::kiln::note_cache_lookup(layer, false);
-  }
-}
-
-std::string graph_name(const Graph& g, std::string_view pipeline) {
-  const std::string& fn = ::kiln::compiling_function();
-  std::string s = fn.empty() ? "a graph" : "the graph of " + fn;
-  return s + " (" + std::string(pipeline) + ", " + std::to_string(g.op_count()) + " ops)";
-}
-
-// assert_no_compile: any compile is an error naming what would have been compiled.
-void check_may_compile(const Graph& g, std::string_view pipeline, const std::string& key) {
-  if (!config::get<bool>("assert_no_compile")) return;
-  fail("assert_no_compile is set, but ", graph_name(g, pipeline), " would be compiled: no cache holds it",
-       key.empty() ? std::string(" (caches are off)") : " (cache key " + key + ")");
-}
-
 // The cache layers below the in-process executables (the process's artifacts, then the disk):
 // an executable linked from a cached entry's objects, or a fresh compile stored there.
 std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::string_view pipeline,
@@ -170,7 +171,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   if (debug_dump_dir().empty()) {
     cache::CacheStats counts;
     e = cache::lookup(key, guards, &counts);
-    note(counts);
+    note_cache_stats(counts);
   } else {
     KILN_LOG(cache, "cpu plan ", key, ": not looked up, debug_dir is set (compiling to write the dumps)");
   }

@@ -2,6 +2,7 @@
 // backend's CUDA path (schedule the optimised graph, generate CUDA C, compile it with NVRTC for
 // the device, run it with targets/cuda/runtime).
 #include "cuda_backend.h"
+#include "cpu_backend.h"
 
 #include <chrono>
 #include <cstdio>
@@ -146,7 +147,10 @@ std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
 // the plan is scheduled and generated again (milliseconds), so NVRTC compiles nothing.
 std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   const cache::Enabled on = cache::enabled_layers();
-  if (!on.memory && !on.disk && !on.remote) return compile_plan(g);
+  if (!on.memory && !on.disk && !on.remote) {
+    check_may_compile(g, "cuda", "");
+    return compile_plan(g);
+  }
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const Graph canonical = g.canonical();
@@ -157,7 +161,9 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   const std::string key = cache::make_key(in).hex;
   const std::vector<cache::Guard> guards = cache::guards_for(in);
   cache::CacheStats counts;
-  if (std::optional<cache::Entry> e = cache::lookup(key, guards, &counts)) {
+  std::optional<cache::Entry> e = cache::lookup(key, guards, &counts);
+  note_cache_stats(counts);
+  if (e) {
     try {
       // Blobs in threes: programN.cu (source), programN.bin (image), programN.txt ("<arch> cubin|ptx").
       KILN_CHECK(e->blobs.size() % 3 == 0, "cache entry ", key, ": ", e->blobs.size(), " blobs, not source/image/arch triples");
@@ -177,6 +183,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
       cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
     }
   }
+  check_may_compile(g, "cuda", key);
   const auto t_compile = Clock::now();
   auto exe = compile_plan(g);
   cache::Entry entry;

@@ -6,6 +6,7 @@
 // data, so a hit in another process skips shaderc and the driver's compile. Eager ops on Vulkan
 // tensors are not routed here yet (dispatch.cpp).
 #include "vulkan_backend.h"
+#include "cpu_backend.h"
 
 #include <map>
 #include <mutex>
@@ -88,7 +89,10 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
     return p;
   };
   const cache::Enabled on = cache::enabled_layers();
-  if (!on.memory && !on.disk && !on.remote) return vulkan::PlanExecutable::load(make_plan(), o);
+  if (!on.memory && !on.disk && !on.remote) {
+    check_may_compile(canonical, "vulkan.graph", "");
+    return vulkan::PlanExecutable::load(make_plan(), o);
+  }
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
@@ -96,7 +100,10 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
                                                       vulkan_device_key(device), "shaderc glsl450 vulkan1.2");
   const std::string key = cache::make_key(in).hex;
   const std::vector<cache::Guard> guards = cache::guards_for(in);
-  if (std::optional<cache::Entry> e = cache::lookup(key, guards)) {
+  cache::CacheStats counts;
+  std::optional<cache::Entry> e = cache::lookup(key, guards, &counts);
+  note_cache_stats(counts);
+  if (e) {
     try {
       plan::KernelPlan p = format::plan_from_json(e->plan, "cache entry " + key + ": plan");
       vulkan::ExecutableOptions ho = o;
@@ -119,6 +126,7 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
       cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
     }
   }
+  check_may_compile(canonical, "vulkan.graph", key);
   plan::KernelPlan p = make_plan();
   cache::Entry entry;
   entry.key = key;

@@ -57,6 +57,7 @@ if [ "$REDIS" = redis ]; then
   redis_pid=$!
   trap 'kill $redis_pid 2>/dev/null || true' EXIT
   for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
+  kill -0 $redis_pid 2>/dev/null || fail "redis-server did not start on port $port: $(cat "$W/redis.log")"
   export KILN_REDIS_HOST=127.0.0.1 KILN_REDIS_PORT=$port
   KILN_CACHE_DIR=$W/r KILN_REMOTE_CACHE=1 $K cache bench-one sincos --small > /dev/null || fail "bench-one with Redis"
   KILN_REMOTE_CACHE=1 $K cache ls --remote > "$W/rls.txt" || fail "ls --remote: $(cat "$W/rls.txt")"

@@ -3,28 +3,14 @@
 
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "backend_cache.h"
 #include "kiln/capture/backend.h"
-
-namespace kiln::cache {
-struct CacheStats;
-}
 
 namespace kiln::detail {
 
-// Shared by the cpu, cuda and vulkan paths of the "kiln" backend around their plan caches:
-// one lookup's per-layer counts into the compiled function's stats().cache, and
-// assert_no_compile (a kiln::Error naming the graph, its pipeline and its cache key, "" when
-// caches are off, instead of compiling it).
-void note_cache_stats(const cache::CacheStats& s);
-void check_may_compile(const Graph& g, std::string_view pipeline, const std::string& key);
-
 bool cpu_target_available();
-// Plugs the Redis remote store into sdk/cache (once; builds with KILN_WITH_REDIS): before the
-// first lookup of a process, including the dynamic-shape profile read before the first trace.
-void install_remote_cache();
 // Called before the first trace of a process: install_remote_cache(), and the CPU target's
 // one-time LLVM/JIT set-up started on a background thread (it overlaps tracing and the passes).
 void prepare_before_first_trace();

@@ -2,7 +2,7 @@
 // backend's CUDA path (schedule the optimised graph, generate CUDA C, compile it with NVRTC for
 // the device, run it with targets/cuda/runtime).
 #include "cuda_backend.h"
-#include "cpu_backend.h"
+#include "backend_cache.h"
 
 #include <chrono>
 #include <cstdio>

@@ -6,7 +6,7 @@
 // data, so a hit in another process skips shaderc and the driver's compile. Eager ops on Vulkan
 // tensors are not routed here yet (dispatch.cpp).
 #include "vulkan_backend.h"
-#include "cpu_backend.h"
+#include "backend_cache.h"
 
 #include <map>
 #include <mutex>

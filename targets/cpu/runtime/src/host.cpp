@@ -113,10 +113,7 @@ const HostFacts& host_facts() {
     auto tm = jtmb.createTargetMachine();
     if (!tm) fail("cpu: cannot create a target machine for this host: ", llvm::toString(tm.takeError()));
     f.data_layout = (*tm)->createDataLayout().getStringRepresentation();
-    const HostIdentity& id = host_identity();
-    f.info.cpu_name = id.cpu_name;
-    f.info.features = id.features;
-    f.info.vector_math = id.vector_math;
+    static_cast<HostIdentity&>(f.info) = host_identity();
     // Ask the target what the vectorisers will use: on some AVX-512 CPUs LLVM prefers 256 bits.
     llvm::LLVMContext ctx;
     llvm::Module m("kiln.host_probe", ctx);

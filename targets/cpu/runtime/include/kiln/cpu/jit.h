@@ -30,15 +30,11 @@ struct HostIdentity {
 };
 HostIdentity host_identity();  // computed once, then cached
 
-// What this host offers the CPU target: its identity and what the code generator makes of it.
-// A compiled module is only valid on a host with the same identity, which belongs in cache keys
-// (vector_bits follows from the CPU, its features and LLVM's version).
-struct HostInfo {
-  std::string cpu_name;      // LLVM's name for the host CPU: "znver4", "skylake-avx512", ...
-  std::string features;      // enabled features, sorted: "+adx,+aes,+avx,+avx2,..."
-  int vector_bits = 128;     // vector register width LLVM's vectorisers use here: 128, 256 or 512
-  int cores = 1;             // hardware threads this process may run on (affinity mask)
-  bool vector_math = false;  // exp/log/sin/... in vector loops call glibc's libmvec
+// What this host offers the CPU target: its identity (which belongs in cache keys) and what the
+// code generator makes of it (vector_bits follows from the CPU, its features and LLVM's version).
+struct HostInfo : HostIdentity {
+  int vector_bits = 128;  // vector register width LLVM's vectorisers use here: 128, 256 or 512
+  int cores = 1;          // hardware threads this process may run on (affinity mask)
 };
 HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the first time)
 
@@ -46,7 +42,8 @@ HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the
 // ORC session) done now, so that a later compile() or load_object() does not pay for it: the
 // frontend runs it on a background thread while it traces the first compiled function, so that
 // a process's first cache hit only links. The session load_object() links into is made first
-// (the caller meanwhile asks for host_identity(), its key), host_info()'s probe of the target last. Any thread, any number of times.
+// (the caller meanwhile asks for host_identity(), its key), host_info()'s probe of the target
+// last. Any thread, any number of times.
 void prepare_jit();
 
 std::string llvm_version();   // "16.0.6"

@@ -1,0 +1,66 @@
+// The plan caches' hooks the cpu, cuda and vulkan paths of the "kiln" backend share
+// (backend_cache.h).
+#include "backend_cache.h"
+
+#include <mutex>
+
+#include "kiln/cache/cache.h"
+#if KILN_HAVE_REDIS
+#include "kiln/cache/redis_store.h"
+#endif
+#include "kiln/caches.h"
+#include "kiln/capture/capture.h"
+#include "kiln/config/config.h"
+#include "kiln/config/log.h"
+#include "kiln/graph/error.h"
+
+namespace kiln::detail {
+
+void install_remote_cache() {
+#if KILN_HAVE_REDIS
+  static std::once_flag redis_installed;
+  std::call_once(redis_installed, [] { cache::install_redis_remote(); });
+#else
+  // Asked for a remote cache that this build cannot reach: say so once instead of silently
+  // running with the local cache alone.
+  static std::once_flag warned;
+  if (config::get<bool>("cache.remote"))
+    std::call_once(warned, [] {
+      logs::warn("cache.remote (KILN_REMOTE_CACHE) is on, but this build of Kiln has no Redis client "
+                 "(KILN_WITH_REDIS=OFF): only the local caches are used");
+    });
+#endif
+}
+
+// Reports one lookup's per-layer counts to the function being compiled (compiled.stats().cache).
+void note_cache_stats(const cache::CacheStats& s) {
+  for (const auto& [layer, l] : s.layers) {
+    for (int64_t i = 0; i < l.hits; ++i) ::kiln::note_cache_lookup(layer, true);
+    for (int64_t i = 0; i < l.misses; ++i) ::kiln::note_cache_lookup(layer, false);
+  }
+}
+
+namespace {
+std::string graph_name(const Graph& g, std::string_view pipeline) {
+  const std::string& fn = ::kiln::compiling_function();
+  std::string s = fn.empty() ? "a graph" : "the graph of " + fn;
+  return s + " (" + std::string(pipeline) + ", " + std::to_string(g.op_count()) + " ops)";
+}
+}  // namespace
+
+void check_may_compile(const Graph& g, std::string_view pipeline, const std::string& key) {
+  if (!config::get<bool>("assert_no_compile")) return;
+  fail("assert_no_compile is set, but ", graph_name(g, pipeline), " would be compiled: no cache holds it",
+       key.empty() ? std::string(" (caches are off)") : " (cache key " + key + ")");
+}
+
+}  // namespace kiln::detail
+
+namespace kiln {
+
+std::shared_ptr<cache::Store> remote_cache_store() {
+  detail::install_remote_cache();
+  return cache::enabled_layers().remote ? cache::remote_store() : nullptr;
+}
+
+}  // namespace kiln

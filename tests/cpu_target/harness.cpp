@@ -243,7 +243,13 @@ std::string CompileOptions::str() const {
   if (emulate_precision_casts) s += " emulate-precision-casts";
   if (keep_buffers) s += " keep-buffers";
   if (autotune) s += " max-autotune";
+  if (!variant.empty()) s += " variant " + variant;
   return s.empty() ? "default" : s.substr(1);
+}
+
+int64_t& pinned_variants() {
+  static int64_t n = 0;
+  return n;
 }
 
 CompileStats& compile_stats() {

@@ -105,9 +105,13 @@ struct CompileOptions {
   bool emulate_precision_casts = false;
   bool keep_buffers = false;  // mode reduce-overhead: intermediate slots kept between calls
   bool autotune = false;      // mode max-autotune: variants emitted, timed and chosen on the first call
+  // With autotune: instead of timing, every kernel that has this variant (its entry name plus
+  // this suffix, e.g. "_u4") runs it; pinned_variants() counts those kernels.
+  std::string variant;
   std::string str() const;
 };
 Compiled compile(const Graph& g, const CompileOptions& o = {});
+int64_t& pinned_variants();
 
 // The target under test: the suite's main sets it before any test runs.
 struct Target {

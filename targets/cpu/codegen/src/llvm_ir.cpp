@@ -5,6 +5,7 @@
 // Every value is computed in a compute type: float (f32, f16, bf16), double (f64), i64 (i32,
 // i64) or i1 (bool); loads convert from the storage type and stores back.
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cmath>
 #include <limits>
@@ -133,13 +134,18 @@ struct Scope {
 };
 
 // A kernel variant: another name, an attribute group (#0 default; #1, #2 prefer 256- or
-// 512-bit vectors) and, for the column strategy, another block size.
+// 512-bit vectors; -1 Kiln's choice for the kernel), for the column strategy another block
+// size, and an unroll factor for the vectorised loops.
 struct KernelVariant {
   std::string name;
-  int attributes = 0;
+  int attributes = -1;
   int64_t lanes = 0;          // 0: kLanes
   int gemm = -1;              // matmul: 0 the BLAS call, 1 the generated tiles, -1 as the options say
   int64_t metadata_base = 0;  // first metadata id of this function (0: no alias metadata)
+  int64_t tile_rows = 4;  // generated gemm: rows per register tile (a power of 2)
+  // Vector bodies per loop iteration (LLVM's interleave count: independent accumulators for a
+  // reduction, more loads in flight); 0: the loop vectoriser's own choice.
+  int unroll = 0;
 };
 
 class FunctionEmitter {
@@ -147,8 +153,9 @@ class FunctionEmitter {
   using Variant = KernelVariant;
   FunctionEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, Variant v = Variant())
       : k_(k), s_(s), o_(o), v_(std::move(v)) {
-    if (v_.name.empty()) {
-      v_.name = k.name;
+    if (v_.name.empty()) v_.name = k.name;
+    if (v_.attributes < 0) {
+      v_.attributes = 0;
       // Reductions stream memory; the widest vectors the host has read it fastest (max-autotune
       // picked 512-bit over the host's 256-bit preference for layernorm, sum_all and col_sum on
       // znver4). On hosts without 512-bit vectors the preference changes nothing.
@@ -200,8 +207,8 @@ class FunctionEmitter {
   // loops. Metadata ids start at v_.metadata_base, unique in the module.
   std::map<std::string, int64_t> scope_id_;
   int64_t lanes_ = 0;  // column strategy: outer points per block (0: row strategy)
-  static constexpr int64_t kNoUnrollBase = 3000;  // alias scopes use ids below it
-  std::vector<int64_t> loop_ids_;
+  static constexpr int64_t kLoopMetadataBase = 3000;  // alias scopes use ids below it
+  std::vector<std::pair<int64_t, std::string>> loop_ids_;  // a loop's id, its one property
 
   std::string t() { return "%t" + std::to_string(tmp_++); }
   std::string label(const char* p) { return std::string(p) + std::to_string(label_++); }
@@ -621,7 +628,12 @@ class FunctionEmitter {
     block(bodyl);
     body(v);
     line("store i64 ", op("add i64 ", v, ", 1"), ", ptr ", iv);
-    line("br label %", cond);
+    // An unroll variant's hint on every loop: the vectoriser acts on innermost loops only.
+    if (v_.unroll > 0)
+      line("br label %", cond, ", !llvm.loop ",
+           loop_property("!{!\"llvm.loop.interleave.count\", i32 " + std::to_string(v_.unroll) + "}"));
+    else
+      line("br label %", cond);
     block(done);
   }
 
@@ -997,16 +1009,18 @@ class FunctionEmitter {
     block(done);
   }
   // Loop metadata: one distinct loop id per loop (ids after this function's alias scopes).
-  std::string no_unroll() {
-    const int64_t id = v_.metadata_base + kNoUnrollBase + 2 * static_cast<int64_t>(loop_ids_.size());
-    loop_ids_.push_back(id);
+  // A loop id (for `br ..., !llvm.loop <id>`) carrying one property, e.g. !{!"llvm.loop.unroll.disable"}.
+  std::string loop_property(std::string property) {
+    const int64_t id = v_.metadata_base + kLoopMetadataBase + 2 * static_cast<int64_t>(loop_ids_.size());
+    loop_ids_.emplace_back(id, std::move(property));
     return "!" + std::to_string(id);
   }
+  std::string no_unroll() { return loop_property("!{!\"llvm.loop.unroll.disable\"}"); }
   std::string loop_metadata() const {
     std::string m;
-    for (int64_t id : loop_ids_)
+    for (const auto& [id, property] : loop_ids_)
       m += "!" + std::to_string(id) + " = distinct !{!" + std::to_string(id) + ", !" + std::to_string(id + 1) + "}\n!" +
-           std::to_string(id + 1) + " = !{!\"llvm.loop.unroll.disable\"}\n";
+           std::to_string(id + 1) + " = " + property + "\n";
     return m;
   }
   std::string splat_i64(const std::string& x) {
@@ -1015,11 +1029,11 @@ class FunctionEmitter {
   }
 
   // C[0:rows, 0:N] = A[0:rows, 0:K] @ B[0:K, 0:N] (C contiguous with row stride N; A by element
-  // strides; B rows contiguous). Tiles of kTileRows rows x 32 columns keep their 8 vector
-  // accumulators in registers over the whole K loop (each step: two vector loads of B, one
-  // broadcast of A per row, eight fused multiply-adds); the columns past N are masked off, and
-  // the rows left over go in tiles of 2 and 1 rows.
-  static constexpr int64_t kTileRows = 4;
+  // strides; B rows contiguous). Tiles of tile_rows rows (4 unless a variant says otherwise) x
+  // 32 columns keep their 2 x tile_rows vector accumulators in registers over the whole K loop
+  // (each step: two vector loads of B, one broadcast of A per row, two fused multiply-adds per
+  // row); the columns past N are masked off, and the rows left over go in tiles of half, a
+  // quarter, ... as many rows.
   void tiled_gemm(const std::string& ap, const std::string& bp, const std::string& cp, const std::string& rows,
                   const std::string& N, const std::string& K, const std::string& a_rs, const std::string& a_cs,
                   const std::string& b_rs) {
@@ -1028,7 +1042,8 @@ class FunctionEmitter {
     const std::string Nv = splat_i64(N);
     auto tile = [&](int64_t R, const std::string& r0) {
       loop_by("0", N, 32, [&](const std::string& j0) {
-        std::string mask[2], acc[kTileRows][2];
+        std::string mask[2];
+        std::vector<std::array<std::string, 2>> acc(static_cast<size_t>(R));
         for (int h = 0; h < 2; ++h) {
           const std::string j = op("add i64 ", j0, ", ", 16 * h);
           mask[h] = op("icmp slt <16 x i64> ", op("add <16 x i64> ", splat_i64(j), ", ", lanes), ", ", Nv);
@@ -1072,12 +1087,17 @@ class FunctionEmitter {
         }
       });
     };
-    // rows = full tiles of kTileRows, then at most one tile of 2 and one of 1.
-    const std::string full = op("mul i64 ", op("sdiv i64 ", rows, ", ", kTileRows), ", ", kTileRows);
-    loop_by("0", full, kTileRows, [&](const std::string& r) { tile(kTileRows, r); });
-    const std::string two = op("add i64 ", full, ", ", op("and i64 ", op("sub i64 ", rows, ", ", full), ", 2"));
-    loop_by(full, two, 2, [&](const std::string& r) { tile(2, r); });
-    loop_by(two, rows, 1, [&](const std::string& r) { tile(1, r); });
+    // rows = full tiles of T rows, then at most one tile of each smaller power of 2: the bits of
+    // the remainder, highest first.
+    const int64_t T = v_.tile_rows;
+    KILN_CHECK(T >= 1 && (T & (T - 1)) == 0, "cpu codegen: gemm tile rows must be a power of 2, not ", T);
+    std::string done = op("mul i64 ", op("sdiv i64 ", rows, ", ", T), ", ", T);
+    loop_by("0", done, T, [&](const std::string& r) { tile(T, r); });
+    for (int64_t t = T / 2; t >= 1; t /= 2) {
+      const std::string next = op("add i64 ", done, ", ", op("and i64 ", op("sub i64 ", rows, ", ", done), ", ", t));
+      loop_by(done, next, t, [&](const std::string& r) { tile(t, r); });
+      done = next;
+    }
   }
 
   void emit_matmul() {
@@ -1338,6 +1358,15 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
         v.metadata_base = (next_metadata += 4096);
         pk.source += "\n" + FunctionEmitter(k, s, options, v).emit();
         pk.variants.push_back(v.name);
+        // The generated tiles in other heights: 2 rows (more tiles to spread over threads) and 8
+        // (each B vector reused by more rows; 16 of AVX-512's 32 registers hold accumulators).
+        for (int64_t rows : {2, 8}) {
+          FunctionEmitter::Variant t{k.name + "_tiled_r" + std::to_string(rows), 2, 0, 1};
+          t.tile_rows = rows;
+          t.metadata_base = (next_metadata += 4096);
+          pk.source += "\n" + FunctionEmitter(k, s, options, t).emit();
+          pk.variants.push_back(t.name);
+        }
       }
       if (options.autotune_variants && k.kind != KernelKind::matmul) {
         // max-autotune: the same kernel for other vector widths (and column block sizes); the
@@ -1347,6 +1376,12 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
         if (uses_column_strategy(k)) {
           vs.push_back({k.name + "_b64", 0, 64});
           vs.push_back({k.name + "_b256", 0, 256});
+        }
+        // Unrolled once (one vector accumulator) and four times, at Kiln's vector width.
+        for (int unroll : {1, 4}) {
+          FunctionEmitter::Variant u{k.name + "_u" + std::to_string(unroll)};
+          u.unroll = unroll;
+          vs.push_back(u);
         }
         for (FunctionEmitter::Variant v : vs) {
           v.metadata_base = (next_metadata += 4096);

@@ -26,11 +26,12 @@ namespace kiln::cpu {
 
 struct CodegenOptions {
   bool emulate_precision_casts = false;  // round f16/bf16 after every op
-  // max-autotune: also emit each pointwise/reduction kernel for 256- and 512-bit vectors (and
-  // column reductions with other block sizes), listed as the kernel's variants
+  // max-autotune: also emit each pointwise/reduction kernel for 256- and 512-bit vectors,
+  // unrolled once and 4 times (LLVM's interleave count), and column reductions with other block
+  // sizes, listed as the kernel's variants
   bool autotune_variants = false;
   // matmul: "blas", "generated" or "auto"; max-autotune (autotune_gemm) emits the other as a
-  // variant so the runtime can time both
+  // variant, and the generated tiles also 2 and 8 rows high, so the runtime can time them all
   std::string matmul = "auto";
   bool autotune_gemm = false;
   int64_t vector_width = 0;  // bits the kernels prefer (128, 256, 512); 0: Kiln's choice for the host

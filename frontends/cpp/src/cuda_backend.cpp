@@ -17,6 +17,7 @@
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
+#include "kiln/format/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
 #include "kiln/tensor.h"
@@ -97,21 +98,8 @@ std::string cuda_device_string(int device) {
   return d.name + " sm_" + std::to_string(d.arch());
 }
 
-std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
-  using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  const auto t0 = Clock::now();
-  const schedule::Schedule s = schedule::schedule_graph(g, cuda::schedule_target());
-  KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
-  const double schedule_ms = ms_since(t0);
-  const auto t1 = Clock::now();
-  const cuda::CodegenOptions co = cuda::CodegenOptions::from_config();
-  plan::KernelPlan p = cuda::generate(s, co);
-  KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
-  const bool autotune = config::get<bool>("max_autotune") && config::get<bool>("max_autotune_pointwise");
-  std::vector<plan::KernelPlan> alternatives;
-  if (autotune) alternatives = autotune_alternatives(s, co);
-  const double codegen_ms = ms_since(t1);
+// The runtime options a graph's executable loads with (device, modes, autotune's cache hooks).
+cuda::ExecutableOptions executable_options(const Graph& g, bool autotune) {
   cuda::ExecutableOptions o;
   o.device = device_of(g);
   o.keep_buffers = config::get<bool>("cpu.keep_buffers");  // mode reduce-overhead sets it
@@ -134,6 +122,27 @@ std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
       cache::autotune_store("cuda", device, signature, problem, nlohmann::json{{"version", choice}}.dump(), "cuda " + what);
     };
   }
+  return o;
+}
+
+bool autotune_on() { return config::get<bool>("max_autotune") && config::get<bool>("max_autotune_pointwise"); }
+
+std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  const auto t0 = Clock::now();
+  const schedule::Schedule s = schedule::schedule_graph(g, cuda::schedule_target());
+  KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
+  const double schedule_ms = ms_since(t0);
+  const auto t1 = Clock::now();
+  const cuda::CodegenOptions co = cuda::CodegenOptions::from_config();
+  plan::KernelPlan p = cuda::generate(s, co);
+  KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
+  const bool autotune = autotune_on();
+  std::vector<plan::KernelPlan> alternatives;
+  if (autotune) alternatives = autotune_alternatives(s, co);
+  const double codegen_ms = ms_since(t1);
+  const cuda::ExecutableOptions o = executable_options(g, autotune);
   const auto t2 = Clock::now();
   auto exe = alternatives.empty() ? cuda::PlanExecutable::load(std::move(p), o)
                                   : cuda::PlanExecutable::load(std::move(p), std::move(alternatives), o);
@@ -143,8 +152,10 @@ std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
 }
 
 // The plan cache (sdk/cache: the process's artifacts, the disk, the remote store) keeps the
-// NVRTC images of a graph's programs: on a hit they are put into the runtime's process cache and
-// the plan is scheduled and generated again (milliseconds), so NVRTC compiles nothing.
+// kernel plan and the NVRTC images of its programs: on a hit the images go into the runtime's
+// process cache and the stored plan is loaded, so nothing is scheduled, generated or compiled.
+// max-autotune's alternative plans are not stored: with it on, a hit schedules and generates
+// them again (milliseconds) and only NVRTC is skipped.
 std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   const cache::Enabled on = cache::enabled_layers();
   if (!on.memory && !on.disk && !on.remote) {
@@ -175,7 +186,12 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
         m.cubin = meta.find("cubin") != std::string::npos;
         cuda::remember_module(e->blobs[i].second, arch, m);
       }
-      auto exe = compile_plan(g);
+      std::shared_ptr<cuda::PlanExecutable> exe;
+      if (!e->plan.empty() && !autotune_on())
+        exe = cuda::PlanExecutable::load(format::plan_from_json(e->plan, "cache entry " + key + ": plan"),
+                                         executable_options(g, false));
+      else
+        exe = compile_plan(g);
       KILN_LOG(cache, "cuda plan ", key, ": cache hit in ", std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
                " ms (", e->description, ")");
       return exe;
@@ -190,6 +206,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   entry.key = key;
   entry.guards = guards;
   entry.created_unix = static_cast<int64_t>(std::time(nullptr));
+  entry.plan = format::plan_to_json(exe->plan());
   int n = 0;
   for (const cuda::ProgramImage& p : exe->programs()) {
     const std::string stem = "program" + std::to_string(n++);

@@ -37,6 +37,12 @@ const llvm::StringMap<bool>& host_features() {
   return *features;
 }
 
+// LLVM's name for the host CPU, asked once (cpuid again).
+const std::string& host_cpu_name() {
+  static const std::string* name = new std::string(llvm::sys::getHostCPUName().str());
+  return *name;
+}
+
 bool host_has(const char* feature) {
   const llvm::StringMap<bool>& features = host_features();
   auto it = features.find(feature);
@@ -75,7 +81,7 @@ bool vector_math_available() {
 llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level) {
   init_llvm();
   llvm::orc::JITTargetMachineBuilder jtmb((llvm::Triple(llvm::sys::getProcessTriple())));
-  jtmb.setCPU(llvm::sys::getHostCPUName().str());
+  jtmb.setCPU(host_cpu_name());
   for (const auto& f : host_features()) jtmb.getFeatures().AddFeature(f.first(), f.second);
   static const llvm::CodeGenOpt::Level levels[] = {llvm::CodeGenOpt::None, llvm::CodeGenOpt::Less,
                                                    llvm::CodeGenOpt::Default, llvm::CodeGenOpt::Aggressive};
@@ -88,7 +94,7 @@ llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level) {
 HostIdentity host_identity() {
   static const HostIdentity& identity = *new HostIdentity([] {  // never destroyed, as host_features()
     HostIdentity h;
-    h.cpu_name = llvm::sys::getHostCPUName().str();
+    h.cpu_name = detail::host_cpu_name();
     std::vector<std::string> on;
     for (const auto& e : detail::host_features())
       if (e.second) on.push_back("+" + e.first().str());

@@ -18,6 +18,7 @@
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
 #include <algorithm>
@@ -51,9 +52,15 @@ Session& session() {
   static Session* s = [] {
     // Modules are compiled by JitModule::compile and only linked here, so the session's own
     // IR compiler is never used: the concurrent one makes its target machine per use, that is
-    // never (the default would make one now, ~0.25 ms of a process's first cache hit).
+    // never (the default would make one now, ~0.25 ms of a process's first cache hit). For the
+    // same reason the session needs neither the host's CPU and features (cpuid, slow in a VM)
+    // nor a target machine for its data layout: it only mangles symbol names, so the layout
+    // need only say how (ELF: as written; Mach-O: a leading underscore).
+    detail::init_llvm();
+    const llvm::Triple triple(llvm::sys::getProcessTriple());
     llvm::orc::LLJITBuilder builder;
-    builder.setJITTargetMachineBuilder(detail::host_machine_builder(3))
+    builder.setJITTargetMachineBuilder(llvm::orc::JITTargetMachineBuilder(triple))
+        .setDataLayout(llvm::DataLayout(triple.isOSBinFormatMachO() ? "e-m:o" : "e-m:e"))
         .setCompileFunctionCreator([](llvm::orc::JITTargetMachineBuilder jtmb)
                                        -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
           return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(jtmb));

@@ -3,9 +3,16 @@
 // each compared with the same computation on the CPU. Without a device: to(cuda) says why.
 #include <boost/test/unit_test.hpp>
 
-#include <cmath>
+#include <unistd.h>
 
+#include <cmath>
+#include <filesystem>
+
+#include "kiln/cache/cache.h"
+#include "kiln/config/config.h"
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/executable.h"
+#include "kiln/format/plan_json.h"
 #include "kiln/kiln.h"
 #include "cuda_test_util.h"
 #include "kiln_test_util.h"
@@ -53,6 +60,47 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_cuda_inputs) {
   BOOST_TEST((got.device() == Device::cuda(0)));
   BOOST_TEST(kiln_test_util::max_abs_diff(got, want) < 1e-4);
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
+}
+
+// The plan cache's cuda entry holds the kernel plan and the NVRTC images of its programs: the
+// plan loads with those images (NVRTC compiles nothing) and computes what the compile did. That
+// is what a hit in another process does instead of scheduling and generating again.
+BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_the_plan_and_its_images) {
+  if (!have_device()) return;
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kiln-cuda-cache-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  config::Patch patch({{"cache_dir", dir}, {"cache.plan_cache", true}});
+  const Tensor x = randn({33, 70}, DType::f32, Device::cpu(), 7);
+  const Tensor w = randn({70, 40}, DType::f32, Device::cpu(), 8);
+  auto f = kiln::compile([](const Tensor& x, const Tensor& w) { return softmax(matmul(x, w) * 0.25, -1) + 1.0; });
+  const Tensor got = f(x.to(Device::cuda(0)), w.to(Device::cuda(0)));
+  BOOST_TEST(kiln_test_util::max_abs_diff(got, softmax(matmul(x, w) * 0.25, -1) + 1.0) < 1e-4);
+  cache::DiskStore disk(dir, uint64_t{1} << 30);
+  int cuda_entries = 0;
+  for (const cache::StoredInfo& info : disk.list()) {
+    const cache::Entry e = cache::decode_entry(*disk.get(info.key), info.key);
+    if (e.description.rfind("cuda:", 0) != 0) continue;  // (the CPU's entries)
+    cuda_entries += 1;
+    BOOST_TEST_REQUIRE(!e.plan.empty());
+    plan::KernelPlan p = format::plan_from_json(e.plan, "entry");
+    BOOST_TEST(p.target == "cuda");
+    BOOST_TEST_REQUIRE(e.blobs.size() % 3 == 0);
+    const int arch = cuda::Context::get(0).info().arch();
+    for (size_t i = 0; i < e.blobs.size(); i += 3) {
+      cuda::CompiledModule m;
+      m.image = e.blobs[i + 1].second;
+      m.arch = std::stoi(e.blobs[i + 2].second);
+      m.cubin = e.blobs[i + 2].second.find("cubin") != std::string::npos;
+      cuda::remember_module(e.blobs[i].second, arch, m);
+    }
+    auto exe = cuda::PlanExecutable::load(std::move(p));
+    BOOST_TEST(exe->compile_seconds() == 0.0);  // every module from the images
+    const std::vector<TensorData> in{x.data(), w.data()};
+    const Tensor again = Tensor::from_data(exe->run_host(in).at(0));
+    BOOST_TEST(kiln_test_util::max_abs_diff(again, got) == 0.0);
+  }
+  BOOST_TEST(cuda_entries == 1);
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

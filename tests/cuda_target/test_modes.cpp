@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <random>
 
 #include "harness.h"
@@ -148,6 +150,46 @@ BOOST_AUTO_TEST_CASE(autotuned_versions_compute_the_same) {
   BOOST_TEST_MESSAGE("tuning:\n" << tuned->tuning_report());
   BOOST_TEST(remembered >= 1);
   BOOST_TEST(contains(tuned->tuning_report(), "version"), tuned->tuning_report());
+}
+
+// max-autotune of matmuls: each gemm's other cuBLASLt algorithms are timed and the fastest
+// kept; every algorithm computes the product (f32 without TF32: the same within rounding of the
+// summation order), and a recalled choice is used without timing.
+BOOST_AUTO_TEST_CASE(autotuned_gemm_algorithms_compute_the_same) {
+  if (!have_device()) return;
+  cpu_test::Compiled c = gemm_softmax_plan();
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  cuda::ExecutableOptions o;
+  o.autotune_gemm = true;
+  o.autotune_trials = 3;
+  std::map<std::string, int> remembered;
+  o.remember = [&](const std::string& signature, const std::string& problem, int choice, const std::string&) {
+    remembered[signature + "|" + problem] = choice;
+  };
+  auto tuned = cuda::PlanExecutable::load(c.plan, o);
+  auto plain = cuda::PlanExecutable::load(c.plan);
+  const std::vector<TensorData> in = {random_host({64, 96}, 3), random_host({96, 128}, 4), random_host({128}, 5)};
+  const std::vector<TensorData> want = plain->run_host(in);
+  const std::vector<TensorData> got = tuned->run_host(in);
+  for (size_t i = 0; i < got.size(); ++i)
+    BOOST_TEST(kiln_test_util::max_abs_diff(Tensor::from_data(got[i]), Tensor::from_data(want[i])) < 1e-5, "output " << i);
+  BOOST_TEST_MESSAGE("tuning:\n" << tuned->tuning_report());
+  BOOST_TEST_REQUIRE(remembered.size() == 1u);  // the one gemm (its heuristic offers several algorithms)
+  BOOST_TEST(contains(tuned->tuning_report(), "cuBLASLt algorithm"), tuned->tuning_report());
+  // A choice the cache holds is taken as it is.
+  cuda::ExecutableOptions o2 = o;
+  int recalled = 0;
+  o2.recall = [&](const std::string& signature, const std::string& problem) -> std::optional<int> {
+    auto it = remembered.find(signature + "|" + problem);
+    if (it == remembered.end()) return std::nullopt;
+    ++recalled;
+    return it->second;
+  };
+  auto again = cuda::PlanExecutable::load(c.plan, o2);
+  const std::vector<TensorData> got2 = again->run_host(in);
+  BOOST_TEST(recalled == 1);
+  BOOST_TEST(contains(again->tuning_report(), "from the autotune cache"), again->tuning_report());
+  for (size_t i = 0; i < got2.size(); ++i) BOOST_TEST(same_bits(got2[i], got[i]), "output " << i);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

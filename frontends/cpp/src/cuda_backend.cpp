@@ -106,7 +106,10 @@ cuda::ExecutableOptions executable_options(const Graph& g, bool autotune) {
   o.allow_tf32 = config::get<bool>("cuda.allow_tf32");
   o.cuda_graph = config::get<bool>("cudagraphs");  // reduce-overhead, max-autotune, backend cudagraphs
   o.autotune_trials = static_cast<int>(config::get<int64_t>("autotune.num_trials"));
-  if (autotune && config::get<bool>("autotune.cache")) {
+  o.autotune_gemm = config::get<bool>("max_autotune_gemm");
+  // Long tuning says what it is doing (torch.compile's max-autotune prints its progress too).
+  o.progress = [](const std::string& line) { std::fprintf(stderr, "[kiln] %s\n", line.c_str()); };
+  if ((autotune || o.autotune_gemm) && config::get<bool>("autotune.cache")) {
     const std::string device = cuda_device_string(o.device);
     o.recall = [device](const std::string& signature, const std::string& problem) -> std::optional<int> {
       const std::optional<std::string> v = cache::autotune_lookup("cuda", device, signature, problem);

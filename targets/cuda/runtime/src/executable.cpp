@@ -216,6 +216,7 @@ struct PlanExecutable::Impl {
   std::vector<std::string> sources;                  // of every kernel version (stable addresses)
   std::vector<std::vector<KernelVersion>> versions;  // per kernel: [0] the plan's own, then alternatives
   std::vector<int> chosen;                           // per kernel: the version in use
+  std::vector<int> gemm_algorithm;                   // per kernel: cuBLASLt's algorithm in use (0: its first)
   std::atomic<bool> tuned{true};
   std::mutex tune_mu;
   std::string tuning_report;
@@ -242,6 +243,9 @@ struct PlanExecutable::Impl {
   void launch_all(const Bound& b, void* stream, int override_kernel = -1, int override_version = -1,
                   Context::Timer* timer = nullptr, double* ms = nullptr);
   void tune(const Bound& b);
+  template <class Progress>
+  void tune_gemms(const Bound& b, const std::string& problem, Context::Timer& timer, std::ostringstream& report,
+                  Progress& progress);
   // The recorded graph of b's sizes, updated and launched; false when it cannot be used yet (the
   // warm-up call of new sizes), and the caller launches directly.
   bool replay(const Bound& b);
@@ -332,7 +336,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
       im.versions[ki].push_back(KernelVersion{
           im.ctx->function(*im.modules[static_cast<size_t>(program_of[pi][ki])], v.entry), v.launch, &im.sources.back()});
     }
-    tunable = tunable || im.versions[ki].size() > 1;
+    tunable = tunable || im.versions[ki].size() > 1 || (options.autotune_gemm && k.gemm);
     std::vector<int32_t> bufs = k.reads;
     bufs.insert(bufs.end(), k.writes.begin(), k.writes.end());
     std::sort(bufs.begin(), bufs.end());
@@ -340,6 +344,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     im.params.push_back(std::move(bufs));
   }
   im.tuned = !tunable;
+  im.gemm_algorithm.assign(im.plan.kernels.size(), 0);
   im.constants.resize(im.plan.buffers.size());
   for (const plan::PlanBuffer& b : im.plan.buffers) {
     if (b.kind != "constant") continue;
@@ -517,7 +522,7 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
     }
     const bool timed = timer && static_cast<int>(ki) == override_kernel;
     if (timed) timer->start();
-    if (k.gemm) run_gemm(c, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, stream);
+    if (k.gemm) run_gemm(c, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, stream, gemm_algorithm[ki]);
     LaunchArgs a = args(ki, static_cast<int>(ki) == override_kernel ? override_version : chosen[ki], b);
     if (a.fn && a.grid > 0) c.launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
     if (timed) *ms = timer->stop_ms();
@@ -531,9 +536,17 @@ void PlanExecutable::Impl::tune(const Bound& b) {
   for (int64_t s : b.syms) problem += std::to_string(s) + ",";
   auto timer = ctx->timer();
   std::ostringstream report;
+  // Progress for long tuning: once it has run for 2 s, a line per kernel it goes on to.
+  const auto started = std::chrono::steady_clock::now();
+  auto progress = [&](size_t ki, const std::string& what) {
+    if (!options.progress || std::chrono::steady_clock::now() - started < std::chrono::seconds(2)) return;
+    options.progress("max-autotune: " + plan.kernels[ki].name + " (kernel " + std::to_string(ki + 1) + " of " +
+                     std::to_string(plan.kernels.size()) + "): " + what);
+  };
   for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
     const std::vector<KernelVersion>& vs = versions[ki];
     if (vs.size() < 2) continue;
+    progress(ki, "timing " + std::to_string(vs.size()) + " versions");
     std::string signature;
     for (const KernelVersion& v : vs)
       signature += *v.source + "\n// launch " + std::to_string(v.launch.block) + " " + std::to_string(v.launch.items_per_block) +
@@ -575,9 +588,74 @@ void PlanExecutable::Impl::tune(const Bound& b) {
     report << describe(best) << ", " << best_ms << " ms (medians in ms of the versions: " << times << ")\n";
     if (options.remember) options.remember(signature, problem, best, describe(best));
   }
+  if (options.autotune_gemm) tune_gemms(b, problem, *timer, report, progress);
   ctx->synchronize();
   tuning_report = report.str();
   tuned = true;
+}
+
+// max-autotune of matmuls: each gemm's other cuBLASLt algorithms (its heuristic's next
+// choices, up to 8 in all), timed alone on the operands one full run of the plan left, median of
+// autotune_trials; the fastest is kept (and remembered in the autotune cache).
+template <class Progress>
+void PlanExecutable::Impl::tune_gemms(const Bound& b, const std::string& problem, Context::Timer& timer,
+                                      std::ostringstream& report, Progress& progress) {
+  bool ran = false;
+  for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+    const plan::PlanKernel& k = plan.kernels[ki];
+    if (!k.gemm) continue;
+    const int n = gemm_algorithms(*ctx, *k.gemm, b.syms, options.allow_tf32, k.name);
+    if (n < 2) continue;
+    const plan::PlanGemm& g = *k.gemm;
+    std::ostringstream sig;
+    sig << "cuBLASLt gemm " << dtype_name(g.dtype) << (options.allow_tf32 ? " tf32" : "") << " m " << g.m.evaluate(b.syms)
+        << " n " << g.n.evaluate(b.syms) << " k " << g.k.evaluate(b.syms) << " a strides " << g.a_row_stride.evaluate(b.syms)
+        << "," << g.a_col_stride.evaluate(b.syms) << " b strides " << g.b_row_stride.evaluate(b.syms) << ","
+        << g.b_col_stride.evaluate(b.syms) << " batch";
+    for (size_t d = 0; d < g.batch.size(); ++d)
+      sig << " " << g.batch[d].evaluate(b.syms) << "/" << g.a_batch_strides[d].evaluate(b.syms) << "/"
+          << g.b_batch_strides[d].evaluate(b.syms);
+    sig << " epilogue '" << g.epilogue << "' algorithms " << n;
+    const std::string signature = sig.str();
+    auto describe = [&](int a) {
+      return k.name + ": cuBLASLt algorithm " + std::to_string(a) + " of " + std::to_string(n) + " (heuristic order)";
+    };
+    if (options.recall)
+      if (const std::optional<int> c = options.recall(signature, problem); c && *c >= 0 && *c < n) {
+        gemm_algorithm[ki] = *c;
+        report << describe(*c) << " (from the autotune cache)\n";
+        continue;
+      }
+    progress(ki, "timing " + std::to_string(n) + " cuBLASLt algorithms");
+    if (!ran) {  // every gemm's operands computed once
+      launch_all(b, nullptr);
+      ran = true;
+    }
+    int best = 0;
+    double best_ms = 0;
+    std::string times;
+    for (int a = 0; a < n; ++a) {
+      run_gemm(*ctx, g, b.ptrs, b.syms, options.allow_tf32, k.name, nullptr, a);  // warm-up
+      std::vector<double> t;
+      for (int r = 0; r < std::max(1, options.autotune_trials); ++r) {
+        timer.start();
+        run_gemm(*ctx, g, b.ptrs, b.syms, options.allow_tf32, k.name, nullptr, a);
+        t.push_back(timer.stop_ms());
+      }
+      std::sort(t.begin(), t.end());
+      const double med = t[t.size() / 2];
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%.4f", a ? " " : "", med);
+      times += buf;
+      if (a == 0 || med < best_ms) {
+        best = a;
+        best_ms = med;
+      }
+    }
+    gemm_algorithm[ki] = best;
+    report << describe(best) << ", " << best_ms << " ms (medians in ms of the algorithms: " << times << ")\n";
+    if (options.remember) options.remember(signature, problem, best, describe(best));
+  }
 }
 
 std::vector<DevicePtr> PlanExecutable::Impl::node_addresses(const GraphState::Node& n, const Bound& b) const {
@@ -599,7 +677,7 @@ CUgraph PlanExecutable::Impl::capture_gemm(GraphState& g, size_t ki, const Bound
                 "(recording gemm " + k.name + ")");
   CUgraph child = nullptr;
   try {
-    run_gemm(*ctx, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, g.capture);
+    run_gemm(*ctx, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, g.capture, gemm_algorithm[ki]);
   } catch (...) {
     d.cuStreamEndCapture(g.capture, &child);
     if (child) d.cuGraphDestroy(child);

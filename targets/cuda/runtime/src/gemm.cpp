@@ -2,8 +2,12 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <sstream>
+#include <vector>
 
 #include "kiln/graph/error.h"
 
@@ -75,24 +79,49 @@ Operand as_column_major(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 
 }  // namespace
 
-void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
-              bool allow_tf32, const std::string& kernel, void* stream) {
-  const int64_t m = g.m.evaluate(syms), n = g.n.evaluate(syms), k = g.k.evaluate(syms);
+namespace {
+
+// One gemm problem (shapes, strides, dtype, epilogue; not the addresses) set up for cuBLASLt:
+// the matmul descriptor, the three layouts and up to kMaxAlgorithms algorithms of its heuristic,
+// best first. Made once per thread and problem (a descriptor is not shared between threads: the
+// bias pointer is set on it per call).
+constexpr int kMaxAlgorithms = 8;
+struct Prepared {
+  cublasLtMatmulDesc_t desc = nullptr;
+  Layout lb, la, lc;
+  std::vector<cublasLtMatmulHeuristicResult_t> algorithms;
+  cudaDataType_t scale = CUDA_R_32F;
+  Prepared() = default;
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+  ~Prepared() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// What one call needs besides the prepared problem: sizes, batch loop, operands.
+struct Problem {
+  int64_t m = 0, n = 0, k = 0, batches = 1, es = 0;
   std::vector<int64_t> batch, sa, sb;
-  int64_t batches = 1;
+  int32_t inner_count = 1;
+  Prepared* prepared = nullptr;  // null when there is nothing to multiply (an empty product)
+};
+
+Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,
+                const std::string& kernel) {
+  Problem pr;
+  pr.m = g.m.evaluate(syms);
+  pr.n = g.n.evaluate(syms);
+  pr.k = g.k.evaluate(syms);
+  const int64_t m = pr.m, n = pr.n, k = pr.k;
   for (size_t d = 0; d < g.batch.size(); ++d) {
-    batch.push_back(g.batch[d].evaluate(syms));
-    sa.push_back(g.a_batch_strides[d].evaluate(syms));
-    sb.push_back(g.b_batch_strides[d].evaluate(syms));
-    batches *= batch.back();
+    pr.batch.push_back(g.batch[d].evaluate(syms));
+    pr.sa.push_back(g.a_batch_strides[d].evaluate(syms));
+    pr.sb.push_back(g.b_batch_strides[d].evaluate(syms));
+    pr.batches *= pr.batch.back();
   }
-  const int64_t es = dtype_size(g.dtype);
-  const DevicePtr c_base = ptrs[static_cast<size_t>(g.c)];
-  if (m == 0 || n == 0 || batches == 0) return;
-  if (k == 0) {  // empty sum: zeros
-    ctx.memset(c_base, 0, static_cast<size_t>(batches * m * n * es));
-    return;
-  }
+  pr.es = dtype_size(g.dtype);
+  if (m == 0 || n == 0 || k == 0 || pr.batches == 0) return pr;
   cudaDataType_t t;
   cublasComputeType_t compute;
   cudaDataType_t scale = CUDA_R_32F;
@@ -108,46 +137,56 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
   KILN_CHECK(A.ok && B.ok, "cuda runtime: kernel ", kernel, ": a gemm operand has no unit stride (A strides ",
              g.a_row_stride.evaluate(syms), ", ", g.a_col_stride.evaluate(syms), "; B strides ", g.b_row_stride.evaluate(syms),
              ", ", g.b_col_stride.evaluate(syms), "): the schedule should have copied it");
-  Handle& h = handle_of(ctx);
-  cublasLtMatmulDesc_t desc = nullptr;
-  check_lt(cublasLtMatmulDescCreate(&desc, compute, scale), "cublasLtMatmulDescCreate", kernel);
-  struct DescGuard {
-    cublasLtMatmulDesc_t d;
-    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
-  } dg{desc};
+  if (!g.epilogue.empty())
+    KILN_CHECK(g.batch.empty() && g.bias >= 0, "cuda runtime: kernel ", kernel, ": a gemm epilogue needs a 2-D gemm and a bias");
+  // The last batch dim is strided-batched; the outer ones loop.
+  int64_t inner_sa = 0, inner_sb = 0, inner_sc = m * n;
+  if (!pr.batch.empty()) {
+    pr.inner_count = static_cast<int32_t>(pr.batch.back());
+    inner_sa = pr.sa.back();
+    inner_sb = pr.sb.back();
+  }
+  std::ostringstream key;
+  key << &ctx << ' ' << static_cast<int>(t) << ' ' << static_cast<int>(compute) << ' ' << B.rows << ' ' << B.cols << ' ' << B.ld
+      << ' ' << static_cast<int>(B.op) << ' ' << A.rows << ' ' << A.cols << ' ' << A.ld << ' ' << static_cast<int>(A.op) << ' '
+      << m << ' ' << n << ' ' << pr.inner_count << ' ' << inner_sa << ' ' << inner_sb << ' ' << g.epilogue;
+  thread_local std::map<std::string, std::unique_ptr<Prepared>> problems;
+  std::unique_ptr<Prepared>& slot = problems[key.str()];
+  if (slot) {
+    pr.prepared = slot.get();
+    return pr;
+  }
+  if (problems.size() > 512) {  // many shapes (dynamic sizes): start again rather than grow
+    problems.clear();
+    return prepare(ctx, g, syms, allow_tf32, kernel);
+  }
+  auto p = std::make_unique<Prepared>();
+  p->scale = scale;
+  check_lt(cublasLtMatmulDescCreate(&p->desc, compute, scale), "cublasLtMatmulDescCreate", kernel);
   // Column-major: C^T (n x m) = op(B^T) (n x k) * op(A^T) (k x m): the first operand is B.
-  check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &B.op, sizeof B.op), "set TRANSA", kernel);
-  check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof A.op), "set TRANSB", kernel);
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &B.op, sizeof B.op), "set TRANSA", kernel);
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof A.op), "set TRANSB", kernel);
   if (!g.epilogue.empty()) {
     // The bias runs along the product's last dim: the rows of the column-major C^T.
-    KILN_CHECK(g.batch.empty() && g.bias >= 0, "cuda runtime: kernel ", kernel, ": a gemm epilogue needs a 2-D gemm and a bias");
     const cublasLtEpilogue_t ep = g.epilogue == "gelu_bias" ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    const void* bias = reinterpret_cast<const void*>(ptrs[static_cast<size_t>(g.bias)]);
-    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "set EPILOGUE", kernel);
-    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER", kernel);
+    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "set EPILOGUE", kernel);
   }
-  Layout lb, la, lc;
-  check_lt(cublasLtMatrixLayoutCreate(&lb.l, t, B.rows, B.cols, B.ld), "cublasLtMatrixLayoutCreate (B)", kernel);
-  check_lt(cublasLtMatrixLayoutCreate(&la.l, t, A.rows, A.cols, A.ld), "cublasLtMatrixLayoutCreate (A)", kernel);
-  check_lt(cublasLtMatrixLayoutCreate(&lc.l, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n),
+  check_lt(cublasLtMatrixLayoutCreate(&p->lb.l, t, B.rows, B.cols, B.ld), "cublasLtMatrixLayoutCreate (B)", kernel);
+  check_lt(cublasLtMatrixLayoutCreate(&p->la.l, t, A.rows, A.cols, A.ld), "cublasLtMatrixLayoutCreate (A)", kernel);
+  check_lt(cublasLtMatrixLayoutCreate(&p->lc.l, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n),
            "cublasLtMatrixLayoutCreate (C)", kernel);
-  // The last batch dim is strided-batched; the outer ones loop.
-  int32_t inner_count = 1;
-  int64_t inner_sa = 0, inner_sb = 0, inner_sc = m * n;
-  if (!batch.empty()) {
-    inner_count = static_cast<int32_t>(batch.back());
-    inner_sa = sa.back();
-    inner_sb = sb.back();
-    for (cublasLtMatrixLayout_t l : {lb.l, la.l, lc.l})
-      check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &inner_count, sizeof inner_count),
+  if (!pr.batch.empty()) {
+    for (cublasLtMatrixLayout_t l : {p->lb.l, p->la.l, p->lc.l})
+      check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &pr.inner_count, sizeof pr.inner_count),
                "set BATCH_COUNT", kernel);
-    check_lt(cublasLtMatrixLayoutSetAttribute(lb.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sb, sizeof inner_sb),
+    check_lt(cublasLtMatrixLayoutSetAttribute(p->lb.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sb, sizeof inner_sb),
              "set STRIDED_BATCH_OFFSET (B)", kernel);
-    check_lt(cublasLtMatrixLayoutSetAttribute(la.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sa, sizeof inner_sa),
+    check_lt(cublasLtMatrixLayoutSetAttribute(p->la.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sa, sizeof inner_sa),
              "set STRIDED_BATCH_OFFSET (A)", kernel);
-    check_lt(cublasLtMatrixLayoutSetAttribute(lc.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sc, sizeof inner_sc),
+    check_lt(cublasLtMatrixLayoutSetAttribute(p->lc.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sc, sizeof inner_sc),
              "set STRIDED_BATCH_OFFSET (C)", kernel);
   }
+  Handle& h = handle_of(ctx);
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", kernel);
   struct PrefGuard {
@@ -157,35 +196,69 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &h.workspace_bytes,
                                                 sizeof h.workspace_bytes),
            "set MAX_WORKSPACE_BYTES", kernel);
-  cublasLtMatmulHeuristicResult_t heur{};
+  p->algorithms.resize(kMaxAlgorithms);
   int found = 0;
-  check_lt(cublasLtMatmulAlgoGetHeuristic(h.h, desc, lb.l, la.l, lc.l, lc.l, pref, 1, &heur, &found),
+  check_lt(cublasLtMatmulAlgoGetHeuristic(h.h, p->desc, p->lb.l, p->la.l, p->lc.l, p->lc.l, pref, kMaxAlgorithms,
+                                          p->algorithms.data(), &found),
            "cublasLtMatmulAlgoGetHeuristic", kernel);
   KILN_CHECK(found > 0, "cuBLASLt: no algorithm for the ", dtype_name(g.dtype), " gemm of kernel ", kernel, " (m ", m,
              ", n ", n, ", k ", k, ")");
+  p->algorithms.resize(static_cast<size_t>(found));
+  slot = std::move(p);
+  pr.prepared = slot.get();
+  return pr;
+}
+
+}  // namespace
+
+int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,
+                    const std::string& kernel) {
+  const Problem pr = prepare(ctx, g, syms, allow_tf32, kernel);
+  return pr.prepared ? static_cast<int>(pr.prepared->algorithms.size()) : 0;
+}
+
+void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
+              bool allow_tf32, const std::string& kernel, void* stream, int algorithm) {
+  const Problem pr = prepare(ctx, g, syms, allow_tf32, kernel);
+  const int64_t m = pr.m, n = pr.n, es = pr.es;
+  const DevicePtr c_base = ptrs[static_cast<size_t>(g.c)];
+  if (m == 0 || n == 0 || pr.batches == 0) return;
+  if (!pr.prepared) {  // k == 0, an empty sum: zeros
+    ctx.memset(c_base, 0, static_cast<size_t>(pr.batches * m * n * es));
+    return;
+  }
+  Prepared& p = *pr.prepared;
+  if (!g.epilogue.empty()) {
+    const void* bias = reinterpret_cast<const void*>(ptrs[static_cast<size_t>(g.bias)]);
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER", kernel);
+  }
+  const cublasLtMatmulAlgo_t& algo =
+      p.algorithms[static_cast<size_t>(std::clamp(algorithm, 0, static_cast<int>(p.algorithms.size()) - 1))].algo;
+  Handle& h = handle_of(ctx);
   const float alpha32 = static_cast<float>(g.alpha), beta32 = 0;
   const double alpha64 = g.alpha, beta64 = 0;
-  const void* alpha = scale == CUDA_R_64F ? static_cast<const void*>(&alpha64) : &alpha32;
-  const void* beta = scale == CUDA_R_64F ? static_cast<const void*>(&beta64) : &beta32;
+  const void* alpha = p.scale == CUDA_R_64F ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = p.scale == CUDA_R_64F ? static_cast<const void*>(&beta64) : &beta32;
   // Outer batch dims: every index but the last dim's.
-  const int64_t outer = batches / std::max<int64_t>(1, batch.empty() ? 1 : batch.back());
-  std::vector<int64_t> idx(batch.empty() ? 0 : batch.size() - 1, 0);
+  const int64_t outer = pr.batches / std::max<int64_t>(1, pr.batch.empty() ? 1 : pr.batch.back());
+  std::vector<int64_t> idx(pr.batch.empty() ? 0 : pr.batch.size() - 1, 0);
   ctx.make_current();
   for (int64_t o = 0; o < outer; ++o) {
     int64_t oa = g.a_offset.evaluate(syms), ob = g.b_offset.evaluate(syms);
     for (size_t d = 0; d < idx.size(); ++d) {
-      oa += idx[d] * sa[d];
-      ob += idx[d] * sb[d];
+      oa += idx[d] * pr.sa[d];
+      ob += idx[d] * pr.sb[d];
     }
     const DevicePtr a = ptrs[static_cast<size_t>(g.a)] + static_cast<DevicePtr>(oa * es);
     const DevicePtr b = ptrs[static_cast<size_t>(g.b)] + static_cast<DevicePtr>(ob * es);
-    const DevicePtr c = c_base + static_cast<DevicePtr>(o * inner_count * m * n * es);
-    check_lt(cublasLtMatmul(h.h, desc, alpha, reinterpret_cast<const void*>(b), lb.l, reinterpret_cast<const void*>(a),
-                            la.l, beta, reinterpret_cast<void*>(c), lc.l, reinterpret_cast<void*>(c), lc.l, &heur.algo,
-                            reinterpret_cast<void*>(h.workspace), h.workspace_bytes, static_cast<cudaStream_t>(stream ? stream : ctx.stream())),
+    const DevicePtr c = c_base + static_cast<DevicePtr>(o * pr.inner_count * m * n * es);
+    check_lt(cublasLtMatmul(h.h, p.desc, alpha, reinterpret_cast<const void*>(b), p.lb.l, reinterpret_cast<const void*>(a),
+                            p.la.l, beta, reinterpret_cast<void*>(c), p.lc.l, reinterpret_cast<void*>(c), p.lc.l, &algo,
+                            reinterpret_cast<void*>(h.workspace), h.workspace_bytes,
+                            static_cast<cudaStream_t>(stream ? stream : ctx.stream())),
              "cublasLtMatmul", kernel);
     for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < batch[d]) break;
+      if (++idx[d] < pr.batch[d]) break;
       idx[d] = 0;
     }
   }

@@ -40,6 +40,11 @@ struct ExecutableOptions {
   bool allow_tf32 = false;    // f32 gemms on TF32 tensor cores (config cuda.allow_tf32)
   bool cuda_graph = false;    // replay the plan's launches as a CUDA graph (see above)
   int autotune_trials = 30;   // timed runs of each candidate (config autotune.num_trials)
+  // max-autotune of matmuls (config max_autotune_gemm): on the first call each gemm's other
+  // cuBLASLt algorithms (its heuristic's next choices) are timed too and the fastest kept.
+  bool autotune_gemm = false;
+  // Called with a line per kernel once tuning has taken 2 s (optional).
+  std::function<void(const std::string& line)> progress;
   // Autotune cache hooks (optional): recall(signature, problem) gives the alternative a kernel
   // chose before (its index among the kernel's distinct versions), remember stores a new choice
   // with a description. `signature` identifies the kernel's candidates (their sources and

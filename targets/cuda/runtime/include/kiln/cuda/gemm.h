@@ -13,10 +13,18 @@
 
 namespace kiln::cuda {
 
+// Each problem (shapes, strides, dtype, epilogue) is set up once per thread: cuBLASLt's
+// descriptors and the algorithms its heuristic proposes for them, best first.
+//
 // `ptrs`: device address of element 0 of each buffer (by buffer id); `syms`: symbol values.
 // `stream`: a CUstream of ctx's device to queue on (a capture stream when recording a CUDA
-// graph); null means the context's stream.
+// graph); null means the context's stream. `algorithm`: which of the heuristic's algorithms
+// (0: its first choice; max-autotune times the others, gemm_algorithms() says how many).
 void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
-              bool allow_tf32, const std::string& kernel, void* stream = nullptr);
+              bool allow_tf32, const std::string& kernel, void* stream = nullptr, int algorithm = 0);
+// How many algorithms cuBLASLt's heuristic proposes for the gemm at these sizes (at most 8; 0
+// for an empty product).
+int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,
+                    const std::string& kernel);
 
 }  // namespace kiln::cuda

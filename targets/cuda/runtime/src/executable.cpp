@@ -177,6 +177,9 @@ struct Bound {
   std::vector<DevicePtr> ptrs;
   std::vector<TensorData> held;  // device copies of host inputs
   std::vector<std::shared_ptr<Storage>> slot_mem, out_mem;
+  // keep_buffers: held while this call uses the kept slots (binding to enqueueing its last
+  // launch; later calls on the same stream run after it), so two calls at once never share them.
+  std::unique_lock<std::mutex> kept_lock;
 };
 
 // The recorded CUDA graph of one set of sizes (reduce-overhead).
@@ -444,7 +447,8 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
   }
   // Slots, outputs, constants.
   std::vector<std::shared_ptr<Storage>>& slot_mem = bound.slot_mem;
-  std::unique_lock<std::mutex> kept_lock(kept_mu, std::defer_lock);
+  std::unique_lock<std::mutex>& kept_lock = bound.kept_lock;
+  kept_lock = std::unique_lock<std::mutex>(kept_mu, std::defer_lock);
   const bool keep = options.keep_buffers && kept_lock.try_lock();
   if (keep && kept_syms == syms && kept_slots.size() == pl.slots.size()) {
     slot_mem = kept_slots;

@@ -24,6 +24,11 @@ struct Handle {
   cublasLtHandle_t h = nullptr;
   DevicePtr workspace = 0;
   size_t workspace_bytes = size_t{32} << 20;
+  // Held while one gemm's calls are queued: an algorithm may be several kernels sharing the
+  // workspace (split-K partials, then their reduction), and two threads queueing on the same
+  // stream at once would interleave them and read each other's partials (seen on the H100:
+  // 3 threads, a 1x1x1 product with another call's value).
+  std::mutex queue_mu;
 };
 
 Handle& handle_of(Context& ctx) {
@@ -243,6 +248,7 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
   const int64_t outer = pr.batches / std::max<int64_t>(1, pr.batch.empty() ? 1 : pr.batch.back());
   std::vector<int64_t> idx(pr.batch.empty() ? 0 : pr.batch.size() - 1, 0);
   ctx.make_current();
+  std::lock_guard<std::mutex> queue(h.queue_mu);
   for (int64_t o = 0; o < outer; ++o) {
     int64_t oa = g.a_offset.evaluate(syms), ob = g.b_offset.evaluate(syms);
     for (size_t d = 0; d < idx.size(); ++d) {

@@ -81,6 +81,13 @@ Tolerance tolerance_for(DType t, bool loose = false);
 // Absolute slack of a few subnormal units of the dtype (results near zero compared relatively).
 double subnormal_atol(DType t);
 
+// Set by a target whose device may flush f32 subnormals to zero (Vulkan without
+// shaderDenormPreserveFloat32: NVIDIA's driver does; lavapipe may): f32 and bf16 (computed in f32) test
+// inputs in the subnormal range become signed zeros, so the target and the reference see the
+// same values, and compare() treats f32/bf16 results below the smallest normal as zero on both
+// sides. Off for the cpu and CUDA targets, which keep subnormals.
+bool& flushes_f32_subnormals();
+
 // A compiled plan that runs (the cpu PlanExecutable, the CUDA executable): host tensors in,
 // host tensors out. May be called from several threads at once.
 struct Runner {

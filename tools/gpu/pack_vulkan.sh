@@ -19,7 +19,7 @@ cmake --build "$build" -j2 --target test_vulkan_target kiln
 rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib"
 strip -o "$carry/bin/test_vulkan_target" "$build/tests/vulkan_target/test_vulkan_target"
 strip -o "$carry/bin/kiln" "$build/native/kiln"
-for lib in $(ldd "$carry"/bin/* | awk '/boost|onnx|protobuf/ {print $3}' | sort -u); do
+for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp/ {print $3}' | sort -u); do
   cp -L "$lib" "$carry/lib/"
 done
 gzip -6 "$carry/bin/test_vulkan_target" "$carry/bin/kiln"

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "driver_api.h"
+#include "kiln/cuda/gemm.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
 
@@ -218,7 +219,10 @@ Context& Context::get(int ordinal) {
   static std::map<int, Context*>& contexts = *new std::map<int, Context*>;
   std::lock_guard<std::mutex> lock(mu);
   auto it = contexts.find(ordinal);
-  if (it == contexts.end()) it = contexts.emplace(ordinal, new Context(ordinal)).first;
+  if (it == contexts.end()) {
+    it = contexts.emplace(ordinal, new Context(ordinal)).first;
+    gemm_prewarm(*it->second);  // the first context only: cuBLASLt's start-up, meanwhile
+  }
   it->second->make_current();
   return *it->second;
 }

@@ -22,6 +22,9 @@ namespace kiln::cuda {
 // (0: its first choice; max-autotune times the others, gemm_algorithms() says how many).
 void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
               bool allow_tf32, const std::string& kernel, void* stream = nullptr, int algorithm = 0);
+// Starts cuBLASLt on a background thread (its handle, workspace and heuristics: ~0.1 s of a
+// process's first gemm otherwise); Context::get calls it when it makes the first context.
+void gemm_prewarm(Context& ctx);
 // How many algorithms cuBLASLt's heuristic proposes for the gemm at these sizes (at most 8; 0
 // for an empty product).
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

@@ -133,6 +133,23 @@ std::vector<size_t> ddmin(std::vector<size_t> items, const std::function<bool(co
   return items;
 }
 
+Batch matmul_shape_cases(const std::string& name, const std::vector<int64_t>& ms, const std::vector<int64_t>& ns,
+                         int64_t k) {
+  Batch b;
+  b.name = name;
+  for (int64_t m : ms)
+    for (int64_t n : ns) {
+      OpCase c;
+      c.note = std::to_string(m) + "x" + std::to_string(k) + " @ " + std::to_string(k) + "x" + std::to_string(n);
+      c.args = {Arg{DType::f32, {m, k}}, Arg{DType::f32, {k, n}}};
+      c.build = [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+        return g.add(OpId::matmul, {in[0], in[1]});
+      };
+      b.cases.push_back(std::move(c));
+    }
+  return b;
+}
+
 BatchStats run_batch(const Batch& b, uint64_t seed) {
   BatchStats st;
   const bool symbolic = !b.runs.empty();

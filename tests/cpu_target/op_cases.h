@@ -56,6 +56,11 @@ bool full_mode();
 // Builds, compiles and runs a batch, reporting every failing case through BOOST_ERROR.
 BatchStats run_batch(const Batch& b, uint64_t seed);
 
+// f32 matmuls of every [m, k] @ [k, n] for m in `ms`, n in `ns`: the tile remainders of the
+// generated gemms.
+Batch matmul_shape_cases(const std::string& name, const std::vector<int64_t>& ms, const std::vector<int64_t>& ns,
+                         int64_t k = 5);
+
 // The ops' cases: for each op of the op table, the batches that test it.
 using OpCaseFn = std::function<std::vector<Batch>(OpId)>;
 const std::map<OpId, OpCaseFn>& op_case_table();

@@ -27,19 +27,7 @@ BOOST_AUTO_TEST_CASE(matmul_cases_match_the_reference) {
 
 BOOST_AUTO_TEST_CASE(every_tile_remainder) {
   const config::Patch generated{{"cpu.matmul", "generated"}};
-  Batch b;
-  b.name = "generated gemm remainders";
-  for (int64_t m : {1, 2, 3, 4, 5, 7, 9}) {
-    for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 70}) {
-      OpCase c;
-      c.note = std::to_string(m) + "x5 @ 5x" + std::to_string(n);
-      c.args = {Arg{DType::f32, {m, 5}}, Arg{DType::f32, {5, n}}};
-      c.build = [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
-        return g.add(OpId::matmul, {in[0], in[1]});
-      };
-      b.cases.push_back(std::move(c));
-    }
-  }
+  const Batch b = matmul_shape_cases("generated gemm remainders", {1, 2, 3, 4, 5, 7, 9}, {1, 15, 16, 17, 31, 32, 33, 70});
   const BatchStats st = run_batch(b, 11);
   BOOST_TEST(st.cases == 56);
 

@@ -48,19 +48,7 @@ BOOST_AUTO_TEST_CASE(pointwise_and_reduction_variants_match_the_reference) {
 BOOST_AUTO_TEST_CASE(gemm_tile_variants_match_the_reference) {
   std::vector<Batch> batches = f32_batches({OpId::matmul});
   // Every remainder of 8-, 4- and 2-row tiles, and columns around the 32-wide tiles.
-  Batch b;
-  b.name = "gemm tile remainders";
-  for (int64_t m : {1, 2, 3, 5, 7, 8, 9, 15, 17})
-    for (int64_t n : {1, 17, 33}) {
-      OpCase c;
-      c.note = std::to_string(m) + "x5 @ 5x" + std::to_string(n);
-      c.args = {Arg{DType::f32, {m, 5}}, Arg{DType::f32, {5, n}}};
-      c.build = [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
-        return g.add(OpId::matmul, {in[0], in[1]});
-      };
-      b.cases.push_back(std::move(c));
-    }
-  batches.push_back(std::move(b));
+  batches.push_back(matmul_shape_cases("gemm tile remainders", {1, 2, 3, 5, 7, 8, 9, 15, 17}, {1, 17, 33}));
   for (const std::string variant : {"_tiled", "_tiled_r2", "_tiled_r8"}) check_pinned(variant, batches);
 }
 

@@ -533,6 +533,38 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
   }
 }
 
+namespace {
+
+// Autotuning's measurement: candidates 0..n-1, each run once untimed (lazy loading, caches), then
+// `trials` times; `run(c)` runs candidate c once and returns its time in ms. The fastest by
+// median, its median, and every median ("0.0133 0.0149 ...") for the report.
+struct Timed {
+  int best = 0;
+  double best_ms = 0;
+  std::string medians;
+};
+template <class Run>
+Timed time_candidates(int n, int trials, Run&& run) {
+  Timed r;
+  for (int c = 0; c < n; ++c) {
+    run(c);
+    std::vector<double> t;
+    for (int i = 0; i < std::max(1, trials); ++i) t.push_back(run(c));
+    std::sort(t.begin(), t.end());
+    const double med = t[t.size() / 2];
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%.4f", c ? " " : "", med);
+    r.medians += buf;
+    if (c == 0 || med < r.best_ms) {
+      r.best = c;
+      r.best_ms = med;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
 void PlanExecutable::Impl::tune(const Bound& b) {
   std::lock_guard<std::mutex> lock(tune_mu);
   if (tuned) return;
@@ -567,29 +599,14 @@ void PlanExecutable::Impl::tune(const Bound& b) {
         continue;
       }
     }
-    int best = 0;
-    double best_ms = 0;
-    std::string times;
-    for (int v = 0; v < static_cast<int>(vs.size()); ++v) {
+    const Timed t = time_candidates(static_cast<int>(vs.size()), options.autotune_trials, [&](int v) {
       double ms = 0;
-      launch_all(b, nullptr, static_cast<int>(ki), v, timer.get(), &ms);  // warm-up (lazy loading)
-      std::vector<double> t;
-      for (int r = 0; r < std::max(1, options.autotune_trials); ++r) {
-        launch_all(b, nullptr, static_cast<int>(ki), v, timer.get(), &ms);
-        t.push_back(ms);
-      }
-      std::sort(t.begin(), t.end());
-      const double med = t[t.size() / 2];
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%s%.4f", v ? " " : "", med);
-      times += buf;
-      if (v == 0 || med < best_ms) {
-        best = v;
-        best_ms = med;
-      }
-    }
+      launch_all(b, nullptr, static_cast<int>(ki), v, timer.get(), &ms);
+      return ms;
+    });
+    const int best = t.best;
     chosen[ki] = best;
-    report << describe(best) << ", " << best_ms << " ms (medians in ms of the versions: " << times << ")\n";
+    report << describe(best) << ", " << t.best_ms << " ms (medians in ms of the versions: " << t.medians << ")\n";
     if (options.remember) options.remember(signature, problem, best, describe(best));
   }
   if (options.autotune_gemm) tune_gemms(b, problem, *timer, report, progress);
@@ -635,29 +652,14 @@ void PlanExecutable::Impl::tune_gemms(const Bound& b, const std::string& problem
       launch_all(b, nullptr);
       ran = true;
     }
-    int best = 0;
-    double best_ms = 0;
-    std::string times;
-    for (int a = 0; a < n; ++a) {
-      run_gemm(*ctx, g, b.ptrs, b.syms, options.allow_tf32, k.name, nullptr, a);  // warm-up
-      std::vector<double> t;
-      for (int r = 0; r < std::max(1, options.autotune_trials); ++r) {
-        timer.start();
-        run_gemm(*ctx, g, b.ptrs, b.syms, options.allow_tf32, k.name, nullptr, a);
-        t.push_back(timer.stop_ms());
-      }
-      std::sort(t.begin(), t.end());
-      const double med = t[t.size() / 2];
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%s%.4f", a ? " " : "", med);
-      times += buf;
-      if (a == 0 || med < best_ms) {
-        best = a;
-        best_ms = med;
-      }
-    }
+    const Timed t = time_candidates(n, options.autotune_trials, [&](int a) {
+      timer.start();
+      run_gemm(*ctx, g, b.ptrs, b.syms, options.allow_tf32, k.name, nullptr, a);
+      return timer.stop_ms();
+    });
+    const int best = t.best;
     gemm_algorithm[ki] = best;
-    report << describe(best) << ", " << best_ms << " ms (medians in ms of the algorithms: " << times << ")\n";
+    report << describe(best) << ", " << t.best_ms << " ms (medians in ms of the algorithms: " << t.medians << ")\n";
     if (options.remember) options.remember(signature, problem, best, describe(best));
   }
 }

@@ -7,10 +7,10 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "kiln/graph/error.h"
+#include "background.h"
 
 namespace kiln::cuda {
 
@@ -218,37 +218,31 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 }  // namespace
 
 void gemm_prewarm(Context& ctx) {
-  // Joined at exit (before cuBLASLt's own statics go), never detached.
-  struct Warm {
-    std::thread t;
-    ~Warm() {
-      if (t.joinable()) t.join();
-    }
-  };
-  static Warm warm;
   static std::once_flag once;
   std::call_once(once, [&ctx] {
-    warm.t = std::thread([&ctx] {
-      try {
-        ctx.make_current();
-        Handle& h = handle_of(ctx);
-        // One heuristic query loads cuBLASLt's heuristics (a bf16 product, as the suite's MLP).
-        cublasLtMatmulDesc_t desc = nullptr;
-        check_lt(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", "(prewarm)");
-        Layout l;
-        check_lt(cublasLtMatrixLayoutCreate(&l.l, CUDA_R_16BF, 256, 256, 256), "cublasLtMatrixLayoutCreate", "(prewarm)");
-        cublasLtMatmulPreference_t pref = nullptr;
-        check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", "(prewarm)");
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &h.workspace_bytes,
-                                             sizeof h.workspace_bytes);
-        cublasLtMatmulHeuristicResult_t heur{};
-        int found = 0;
-        cublasLtMatmulAlgoGetHeuristic(h.h, desc, l.l, l.l, l.l, l.l, pref, 1, &heur, &found);
-        cublasLtMatmulPreferenceDestroy(pref);
-        cublasLtMatmulDescDestroy(desc);
-      } catch (...) {
-        // only a head start: a real gemm reports any error
-      }
+    detail::start_in_background([&ctx] {
+      ctx.make_current();
+      Handle& h = handle_of(ctx);
+      // One heuristic query loads cuBLASLt's heuristics (a bf16 product, as the suite's MLP).
+      cublasLtMatmulDesc_t desc = nullptr;
+      check_lt(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", "(prewarm)");
+      struct DescGuard {
+        cublasLtMatmulDesc_t d;
+        ~DescGuard() { cublasLtMatmulDescDestroy(d); }
+      } dg{desc};
+      Layout l;
+      check_lt(cublasLtMatrixLayoutCreate(&l.l, CUDA_R_16BF, 256, 256, 256), "cublasLtMatrixLayoutCreate", "(prewarm)");
+      cublasLtMatmulPreference_t pref = nullptr;
+      check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", "(prewarm)");
+      struct PrefGuard {
+        cublasLtMatmulPreference_t p;
+        ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+      } pg{pref};
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &h.workspace_bytes,
+                                           sizeof h.workspace_bytes);
+      cublasLtMatmulHeuristicResult_t heur{};
+      int found = 0;
+      cublasLtMatmulAlgoGetHeuristic(h.h, desc, l.l, l.l, l.l, l.l, pref, 1, &heur, &found);
     });
   });
 }

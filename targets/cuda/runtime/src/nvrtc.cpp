@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kiln/graph/error.h"
+#include "background.h"
 
 namespace kiln::cuda {
 
@@ -85,23 +86,11 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name, in
 }
 
 void nvrtc_prewarm(int arch) {
-  // Joined at exit (before NVRTC's own statics go), never detached.
-  struct Warm {
-    std::thread t;
-    ~Warm() {
-      if (t.joinable()) t.join();
-    }
-  };
-  static Warm warm;
   static std::once_flag once;
   std::call_once(once, [arch] {
-    warm.t = std::thread([arch] {
-      try {
-        nvrtc_compile("extern \"C\" __global__ void kiln_prewarm(float* p) { if (p) p[threadIdx.x] = 0.f; }\n",
-                      "kiln_prewarm", arch, true);
-      } catch (...) {
-        // only a head start: a real compile reports any error
-      }
+    detail::start_in_background([arch] {
+      nvrtc_compile("extern \"C\" __global__ void kiln_prewarm(float* p) { if (p) p[threadIdx.x] = 0.f; }\n",
+                    "kiln_prewarm", arch, true);
     });
   });
 }

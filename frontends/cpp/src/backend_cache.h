@@ -3,6 +3,7 @@
 // counts reported to the compiled function, and assert_no_compile.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -23,5 +24,9 @@ void note_cache_stats(const cache::CacheStats& s);
 // assert_no_compile: a kiln::Error naming the graph, its pipeline and its cache key ("" when
 // caches are off) instead of compiling it.
 void check_may_compile(const Graph& g, std::string_view pipeline, const std::string& key);
+// Milliseconds since `t` (the plan caches' KILN_LOGS=cache timings).
+inline double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
 
 }  // namespace kiln::detail

@@ -120,7 +120,6 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   }
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::to_json(canonical, -1), std::string(pipeline),
                                                       "cpu", cpu_device(), cpu_toolchain(o));
   const std::string key = cache::make_key(in).hex;

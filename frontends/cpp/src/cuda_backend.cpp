@@ -132,7 +132,6 @@ bool autotune_on() { return config::get<bool>("max_autotune") && config::get<boo
 
 std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
   using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   const auto t0 = Clock::now();
   const schedule::Schedule s = schedule::schedule_graph(g, cuda::schedule_target());
   KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
@@ -195,7 +194,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
                                          executable_options(g, false));
       else
         exe = compile_plan(g);
-      KILN_LOG(cache, "cuda plan ", key, ": cache hit in ", std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+      KILN_LOG(cache, "cuda plan ", key, ": cache hit in ", ms_since(t0),
                " ms (", e->description, ")");
       return exe;
     } catch (const Error& err) {
@@ -220,7 +219,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   entry.description = "cuda: " + std::to_string(canonical.op_count()) + " ops, " + std::to_string(exe->plan().kernels.size()) +
                       " kernels, " + std::to_string(n) + " NVRTC programs for sm_" + std::to_string(arch);
   KILN_LOG(cache, "cuda plan ", key, ": compiled in ",
-           std::chrono::duration<double, std::milli>(Clock::now() - t_compile).count(), " ms (", entry.description, ")");
+           ms_since(t_compile), " ms (", entry.description, ")");
   cache::store(entry);
   return exe;
 }

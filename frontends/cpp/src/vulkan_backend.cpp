@@ -95,7 +95,6 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
   }
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::to_json(canonical, -1), "vulkan.graph", "vulkan",
                                                       vulkan_device_key(device), "shaderc glsl450 vulkan1.2");
   const std::string key = cache::make_key(in).hex;

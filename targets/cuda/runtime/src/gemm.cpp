@@ -83,10 +83,6 @@ Operand as_column_major(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return o;
 }
 
-}  // namespace
-
-namespace {
-
 // One gemm problem (shapes, strides, dtype, epilogue; not the addresses) set up for cuBLASLt:
 // the matmul descriptor, the three layouts and up to kMaxAlgorithms algorithms of its heuristic,
 // best first. Made once per thread and problem (a descriptor is not shared between threads: the
@@ -107,7 +103,7 @@ struct Prepared {
 
 // What one call needs besides the prepared problem: sizes, batch loop, operands.
 struct Problem {
-  int64_t m = 0, n = 0, k = 0, batches = 1, es = 0;
+  int64_t m = 0, n = 0, batches = 1, es = 0;
   std::vector<int64_t> batch, sa, sb;
   int32_t inner_count = 1;
   Prepared* prepared = nullptr;  // null when there is nothing to multiply (an empty product)
@@ -118,8 +114,7 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
   Problem pr;
   pr.m = g.m.evaluate(syms);
   pr.n = g.n.evaluate(syms);
-  pr.k = g.k.evaluate(syms);
-  const int64_t m = pr.m, n = pr.n, k = pr.k;
+  const int64_t m = pr.m, n = pr.n, k = g.k.evaluate(syms);
   for (size_t d = 0; d < g.batch.size(); ++d) {
     pr.batch.push_back(g.batch[d].evaluate(syms));
     pr.sa.push_back(g.a_batch_strides[d].evaluate(syms));
@@ -222,27 +217,14 @@ void gemm_prewarm(Context& ctx) {
   std::call_once(once, [&ctx] {
     detail::start_in_background([&ctx] {
       ctx.make_current();
-      Handle& h = handle_of(ctx);
-      // One heuristic query loads cuBLASLt's heuristics (a bf16 product, as the suite's MLP).
-      cublasLtMatmulDesc_t desc = nullptr;
-      check_lt(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", "(prewarm)");
-      struct DescGuard {
-        cublasLtMatmulDesc_t d;
-        ~DescGuard() { cublasLtMatmulDescDestroy(d); }
-      } dg{desc};
-      Layout l;
-      check_lt(cublasLtMatrixLayoutCreate(&l.l, CUDA_R_16BF, 256, 256, 256), "cublasLtMatrixLayoutCreate", "(prewarm)");
-      cublasLtMatmulPreference_t pref = nullptr;
-      check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", "(prewarm)");
-      struct PrefGuard {
-        cublasLtMatmulPreference_t p;
-        ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-      } pg{pref};
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &h.workspace_bytes,
-                                           sizeof h.workspace_bytes);
-      cublasLtMatmulHeuristicResult_t heur{};
-      int found = 0;
-      cublasLtMatmulAlgoGetHeuristic(h.h, desc, l.l, l.l, l.l, l.l, pref, 1, &heur, &found);
+      // Setting up one problem starts cuBLASLt: its handle, the workspace and its heuristics (a
+      // bf16 product, as the suite's MLP).
+      plan::PlanGemm g;
+      g.dtype = DType::bf16;
+      g.m = g.n = g.k = 256;
+      g.a_row_stride = g.b_row_stride = 256;
+      g.a_col_stride = g.b_col_stride = 1;
+      gemm_algorithms(ctx, g, {}, false, "(prewarm)");
     });
   });
 }

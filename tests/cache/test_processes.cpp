@@ -232,6 +232,46 @@ BOOST_AUTO_TEST_CASE(key_sensitivity_through_the_frontend) {
   }
 }
 
+// A cpu key holds a cheap fingerprint of the host; the entry holds LLVM's own identity of the
+// host it was made on, and code made for another CPU never runs: the process compiles its own
+// and leaves the entry to the hosts it was made for.
+BOOST_AUTO_TEST_CASE(an_entry_made_for_another_cpu_is_compiled_again_and_kept) {
+  CacheDir d;
+  BOOST_TEST_REQUIRE(child({"compile", "0"}, d.env()).ok());
+  BOOST_REQUIRE(d.entries().size() == 1u);
+  const fs::path path = d.entries()[0];
+  auto read_entry = [&path] {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return decode_entry(s.str(), path.string());
+  };
+  Entry e = read_entry();
+  std::string* identity = nullptr;
+  for (auto& [name, bytes] : e.blobs)
+    if (name == "host.identity") identity = &bytes;
+  BOOST_REQUIRE(identity);
+  BOOST_TEST(identity->find("+") != std::string::npos, *identity);  // "cpu-name +feature,... libmvec"
+  const std::string here = *identity;
+  *identity = "other-cpu +avx512f,+avx512bw libmvec";
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << encode_entry(e);
+
+  const Run r = child({"compile", "0"}, d.env({{"KILN_LOGS", "cache"}}));
+  BOOST_TEST(r.ok(), r.out);
+  BOOST_TEST(r.out.find("made for another CPU (other-cpu +avx512f,+avx512bw libmvec) than this one (" + here + ")") !=
+                 std::string::npos,
+             r.out);
+  BOOST_TEST((read_entry() == e));  // not stored over
+  // assert_no_compile refuses that compile.
+  const Run strict = child({"compile", "0"}, d.env({{"KILN_ASSERT_NO_COMPILE", "1"}}));
+  BOOST_TEST(strict.status == 2, strict.out);
+  // An entry of this host's own is used again.
+  *identity = here;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << encode_entry(e);
+  const Run warm = child({"compile", "0"}, d.env({{"KILN_ASSERT_NO_COMPILE", "1"}}));
+  BOOST_TEST(warm.ok(), warm.out);
+}
+
 BOOST_AUTO_TEST_CASE(corrupt_and_truncated_entries_are_deleted_and_recompiled) {
   CacheDir d;
   BOOST_TEST_REQUIRE(child({"compile", "0"}, d.env()).ok());

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <exception>
 #include <functional>
 #include <filesystem>
 #include <fstream>
@@ -93,18 +94,19 @@ bool cpu_target_applies(const Graph& g) {
 #if KILN_HAVE_CPU_TARGET
 namespace {
 
-// What a cpu binary depends on beyond the graph and the codegen options (docs/cache.md). The
-// host's identity only (no target machine), so that a cache hit does not wait for one.
+// What a cpu binary depends on beyond the graph and the codegen options (docs/cache.md), as a
+// key holds it: the host's fingerprint (a few cpuid leaves), so that a hit's key waits for neither
+// cpuid nor a target machine. Entries carry LLVM's identity of the host they were made on
+// (kIdentityBlob), which a hit checks before its code runs.
 const std::string& cpu_device() {
-  static const std::string d = [] {
-    const cpu::HostIdentity h = cpu::host_identity();
-    return h.cpu_name + " " + h.features + (h.vector_math ? " libmvec" : " no-libmvec");
-  }();
+  static const std::string d = "cpu " + cache::hash_hex(cpu::host_fingerprint());
   return d;
 }
+constexpr const char* kIdentityBlob = "host.identity";
 
 std::string cpu_toolchain(const cpu::ExecutableOptions& o) {
-  return "llvm " + cpu::llvm_version() + " " + cpu::target_triple() + " O" + std::to_string(o.opt_level);
+  static const std::string llvm = "llvm " + cpu::llvm_version() + " " + cpu::target_triple() + " O";
+  return llvm + std::to_string(o.opt_level);
 }
 
 // The cache layers below the in-process executables (the process's artifacts, then the disk):
@@ -134,16 +136,39 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   } else {
     KILN_LOG(cache, "cpu plan ", key, ": not looked up, debug_dir is set (compiling to write the dumps)");
   }
+  bool store = true;
   if (e) {
     try {
       plan::KernelPlan p = format::plan_from_json(e->plan, "cache entry " + key + ": plan");
       std::vector<std::string> objects;
-      for (auto& [name, bytes] : e->blobs) objects.push_back(std::move(bytes));
-      auto exe = cpu::PlanExecutable::load_compiled(std::move(p), objects, o);
-      KILN_LOG(cache, "cpu plan ", key, ": cache hit in ", ms_since(t0), " ms (key ", key_ms, " ms, linking ",
-               objects.size(), " object", objects.size() == 1 ? "" : "s", " ", exe->compile_seconds() * 1e3, " ms; ",
-               e->description, ")");
-      return exe;
+      std::string made_for;
+      for (auto& [name, bytes] : e->blobs) {
+        if (name == kIdentityBlob) made_for = std::move(bytes);
+        else objects.push_back(std::move(bytes));
+      }
+      // Linked before the identity is checked: the set-up thread makes the session first, and
+      // linking runs none of the code.
+      std::shared_ptr<cpu::PlanExecutable> exe;
+      std::exception_ptr link_error;
+      try {
+        exe = cpu::PlanExecutable::load_compiled(std::move(p), objects, o);
+      } catch (const Error&) {
+        link_error = std::current_exception();
+      }
+      const std::string here = cpu::identity_text(cpu::host_identity());
+      if (made_for != here) {
+        // Another host with the same fingerprint: its code may use instructions this one lacks.
+        // The entry stays for the hosts it was made for; this process compiles its own.
+        KILN_LOG(cache, "cpu plan ", key, ": made for another CPU (", made_for.empty() ? "not recorded" : made_for,
+                 ") than this one (", here, "); compiling it here, not storing it over that entry");
+        store = false;
+      } else {
+        if (link_error) std::rethrow_exception(link_error);
+        KILN_LOG(cache, "cpu plan ", key, ": cache hit in ", ms_since(t0), " ms (key ", key_ms, " ms, linking ",
+                 objects.size(), " object", objects.size() == 1 ? "" : "s", " ", exe->compile_seconds() * 1e3,
+                 " ms; ", e->description, ")");
+        return exe;
+      }
     } catch (const Error& err) {
       cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
     }
@@ -160,12 +185,15 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   auto exe = cpu::PlanExecutable::load(std::move(p), o);
   const std::vector<std::string> objects = exe->objects();
   for (size_t i = 0; i < objects.size(); ++i) entry.blobs.emplace_back("module" + std::to_string(i) + ".o", objects[i]);
+  entry.blobs.emplace_back(kIdentityBlob, cpu::identity_text(cpu::host_identity()));
   entry.description = std::string(pipeline) + ": " + std::to_string(canonical.op_count()) + " ops, " +
                       std::to_string(kernels) + " kernels, " + std::to_string(objects.size()) + " objects";
   KILN_LOG(cache, "cpu plan ", key, ": compiled in ", ms_since(t_compile), " ms (JIT ", exe->compile_seconds() * 1e3,
            " ms; ", entry.description, ")");
-  cache::CacheStats puts;
-  cache::store(entry, &puts);
+  if (store) {
+    cache::CacheStats puts;
+    cache::store(entry, &puts);
+  }
   return exe;
 }
 

@@ -12,8 +12,21 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <link.h>
+#include <unistd.h>
+
+#ifdef __GLIBC__
+#include <gnu/libc-version.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "kiln/cpu/jit.h"
@@ -67,15 +80,46 @@ void init_llvm() {
   });
 }
 
-bool vector_math_available() {
-  // libmvec's 8-wide entry points (_ZGVdN8v_*) need AVX2; the 4-wide ones SSE only. A host
-  // with AVX but not AVX2 would vectorise 8 wide and call AVX2 code, so it goes without.
+namespace {
+// libmvec's 8-wide entry points (_ZGVdN8v_*) need AVX2; the 4-wide ones SSE only. A host with
+// AVX but not AVX2 would vectorise 8 wide and call AVX2 code, so it goes without.
+bool host_suits_libmvec() {
+  return llvm::sys::getProcessTriple().find("x86_64") == 0 && !(host_has("avx") && !host_has("avx2"));
+}
+
+// The directory of the libm this process loaded ("" when none is found).
+std::string libm_directory() {
+  std::string dir;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const std::string_view name = info->dlpi_name ? info->dlpi_name : "";
+        const size_t slash = name.rfind('/');
+        if (slash == std::string_view::npos || name.substr(slash + 1).rfind("libm.so", 0) != 0) return 0;
+        *static_cast<std::string*>(out) = std::string(name.substr(0, slash));
+        return 1;
+      },
+      &dir);
+  return dir;
+}
+}  // namespace
+
+bool vector_math_usable() {
   static const bool usable = [] {
-    if (llvm::sys::getProcessTriple().find("x86_64") != 0 || (host_has("avx") && !host_has("avx2"))) return false;
+    if (!host_suits_libmvec()) return false;
+    const std::string dir = libm_directory();
+    if (dir.empty()) return vector_math_available();  // no libm seen: ask the loader itself
+    return ::access((dir + "/libmvec.so.1").c_str(), R_OK) == 0;
+  }();
+  return usable;
+}
+
+bool vector_math_available() {
+  static const bool loaded = [] {
+    if (!host_suits_libmvec()) return false;
     std::string error;
     return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &error);
   }();
-  return usable;
+  return loaded;
 }
 
 llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level) {
@@ -100,10 +144,77 @@ HostIdentity host_identity() {
       if (e.second) on.push_back("+" + e.first().str());
     std::sort(on.begin(), on.end());
     for (size_t i = 0; i < on.size(); ++i) h.features += (i ? "," : "") + on[i];
-    h.vector_math = detail::vector_math_available();
+    h.vector_math = detail::vector_math_usable();
     return h;
   }());
   return identity;
+}
+
+std::string identity_text(const HostIdentity& h) {
+  return h.cpu_name + " " + h.features + (h.vector_math ? " libmvec" : " no-libmvec");
+}
+
+std::string host_fingerprint() {
+  static const std::string& fingerprint = *new std::string([] {  // never destroyed, as host_features()
+    std::string text;
+#if defined(__x86_64__) || defined(__i386__)
+    // The cpuid leaves that say which CPU it is and what it offers (vendor; family, model and
+    // stepping; the feature leaves 1, 7 and 0x80000001) and what the OS enables (XCR0); not the
+    // core's APIC id. Five cpuid instructions, where LLVM's name and features take about 30.
+    auto leaf = [&text](unsigned l, unsigned sub, unsigned ebx_mask) {
+      std::array<unsigned, 4> r{};
+      __cpuid_count(l, sub, r[0], r[1], r[2], r[3]);
+      r[1] &= ebx_mask;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%x.%x:%x,%x,%x,%x ", l, sub, r[0], r[1], r[2], r[3]);
+      text += buf;
+      return r;
+    };
+    const unsigned max_leaf = leaf(0, 0, ~0u)[0];
+    const bool osxsave = (leaf(1, 0, 0x00ffffffu)[2] >> 27) & 1;  // EBX[31:24]: the APIC id
+    if (max_leaf >= 7) {
+      leaf(7, 0, ~0u);
+      leaf(7, 1, ~0u);
+    }
+    unsigned max_ext = 0, b = 0, c = 0, d = 0;
+    __cpuid(0x80000000u, max_ext, b, c, d);
+    if (max_ext >= 0x80000001u) leaf(0x80000001u, 0, ~0u);
+    if (osxsave) {
+      unsigned lo = 0, hi = 0;
+      __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      text += "xcr0:" + std::to_string((uint64_t{hi} << 32) | lo) + " ";
+    }
+    text = "cpuid " + text;
+#else
+    // Elsewhere what the kernel says of the first processor (/proc/cpuinfo): on Arm its
+    // implementer, part and features; not the fields that change from core to core or minute
+    // to minute.
+    static const char* const kept[] = {"vendor_id",       "cpu family", "model",       "model name",
+                                       "stepping",        "flags",      "CPU implementer",
+                                       "CPU architecture", "CPU variant", "CPU part",  "CPU revision",
+                                       "Features",        "isa",        "cpu"};
+    if (std::FILE* f = std::fopen("/proc/cpuinfo", "re")) {
+      char line[8192];
+      while (std::fgets(line, sizeof line, f)) {
+        std::string_view l(line);
+        if (l == "\n") break;  // the end of the first processor's block
+        const size_t colon = l.find(':');
+        if (colon == std::string_view::npos) continue;
+        std::string_view field = l.substr(0, colon);
+        while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) field.remove_suffix(1);
+        if (std::find(std::begin(kept), std::end(kept), field) != std::end(kept)) text += l;
+      }
+      std::fclose(f);
+    }
+    if (!text.empty()) text = "cpuinfo " + text;
+#endif
+    if (text.empty()) return "llvm " + identity_text(host_identity());
+#ifdef __GLIBC__
+    text += std::string("glibc ") + gnu_get_libc_version();
+#endif
+    return text;  // the triple is in the key's toolchain
+  }());
+  return fingerprint;
 }
 
 namespace {
@@ -139,7 +250,10 @@ const HostFacts& host_facts() {
 
 HostInfo host_info() { return host_facts().info; }
 std::string llvm_version() { return LLVM_VERSION_STRING; }
-std::string target_triple() { return llvm::sys::getProcessTriple(); }
+// LLVM's build constant, not sys::getProcessTriple(): the same for a 64-bit process, and a
+// cache key asks for it before anything else has called into LLVM (a first call there costs
+// ~0.08 ms of lazy symbol binding).
+std::string target_triple() { return LLVM_HOST_TRIPLE; }
 std::string data_layout() { return host_facts().data_layout; }
 
 }  // namespace kiln::cpu

@@ -141,7 +141,6 @@ std::string take_session_errors() {
 // with the session's prefix) into result.symbols_.
 void JitModule::link_object(JitModule& result, std::unique_ptr<llvm::MemoryBuffer> object,
                             const std::vector<std::string>& names) {
-  detail::vector_math_available();  // objects that call libmvec's vector functions find them
   Session& s = session();
   llvm::orc::LLJIT& jit = *s.jit;
   const std::string& name = result.name_;
@@ -269,8 +268,10 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
   auto result = std::unique_ptr<JitModule>(new JitModule);
   result->name_ = name;
   result->object_.assign(object.data(), object.size());
-  // What the object defines for the outside (functions and data with global binding).
+  // What the object defines for the outside (functions and data with global binding), and
+  // whether it calls libmvec (loaded now if so: ~0.25 ms that other hits need not pay).
   std::vector<std::string> names;
+  bool calls_libmvec = false;
   {
     auto file = llvm::object::ObjectFile::createObjectFile(
         llvm::MemoryBufferRef(llvm::StringRef(result->object_.data(), result->object_.size()), name));
@@ -279,8 +280,12 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
     for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
       auto flags = sym.getFlags();
       if (!flags) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(flags.takeError()));
-      if (!(*flags & llvm::object::SymbolRef::SF_Global) || (*flags & llvm::object::SymbolRef::SF_Undefined) ||
-          (*flags & llvm::object::SymbolRef::SF_FormatSpecific))
+      if (*flags & llvm::object::SymbolRef::SF_Undefined) {
+        auto sym_name = sym.getName();
+        if (sym_name && sym_name->startswith("_ZGV")) calls_libmvec = true;
+        continue;
+      }
+      if (!(*flags & llvm::object::SymbolRef::SF_Global) || (*flags & llvm::object::SymbolRef::SF_FormatSpecific))
         continue;
       auto type = sym.getType();
       if (!type) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(type.takeError()));
@@ -290,6 +295,7 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
       names.push_back(sym_name->str());
     }
   }
+  if (calls_libmvec) detail::vector_math_available();
   link_object(*result, llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(result->object_.data(), result->object_.size()), name),
               names);
   result->timings_.link = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -298,8 +304,8 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
 }
 
 void prepare_jit() {
-  // What a cache hit links into first: the thread that traces asks for host_identity() (its
-  // key) meanwhile, so the two are made side by side.
+  // In the order a cache hit needs them: the session it links into, then the identity it checks
+  // the entry against (its key only needs host_fingerprint()).
   session();
   host_identity();
   host_info();  // what compile() and the code generator ask for

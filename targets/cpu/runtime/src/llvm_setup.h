@@ -16,5 +16,8 @@ llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level);
 // Whether libmvec is loaded (loading it the first time) and matches the host (AVX2 for 8-wide,
 // or SSE-only hosts).
 bool vector_math_available();
+// The same answer without loading it (~0.25 ms): it matches the host and its file lies beside
+// the libm this process uses. What host_identity() says; an object that calls libmvec loads it.
+bool vector_math_usable();
 
 }  // namespace kiln::cpu::detail

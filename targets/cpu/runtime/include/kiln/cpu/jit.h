@@ -22,13 +22,22 @@ namespace kiln::cpu {
 
 // What makes object code compiled here valid on another host: the same CPU name and features
 // (and the same LLVM, which the caller's key holds), and libmvec there when the code calls it.
-// Cheap (cpuid and one dlopen, no target machine): what a cache key needs before a cache hit.
+// No target machine, but ~30 cpuid instructions (each a VM exit: ~6 us in a VM): a cache entry
+// carries it and a hit checks it, on the set-up thread's copy, before the code runs.
 struct HostIdentity {
   std::string cpu_name;      // LLVM's name for the host CPU: "znver4", "skylake-avx512", ...
   std::string features;      // enabled features, sorted: "+adx,+aes,+avx,+avx2,..."
   bool vector_math = false;  // exp/log/sin/... in vector loops call glibc's libmvec
 };
 HostIdentity host_identity();  // computed once, then cached
+std::string identity_text(const HostIdentity& h);  // "znver4 +adx,+aes,... libmvec"
+
+// What a cache key holds of the host instead: on x86 five cpuid leaves (vendor; family, model
+// and stepping; feature leaves 1, 7 and 0x80000001) and XCR0, elsewhere the first processor of
+// /proc/cpuinfo; glibc's version. Tens of microseconds where host_identity()
+// takes hundreds in a VM; hosts it calls alike are told apart by the identity an entry carries.
+// Where neither says anything it is identity_text(host_identity()).
+std::string host_fingerprint();  // computed once, then cached
 
 // What this host offers the CPU target: its identity (which belongs in cache keys) and what the
 // code generator makes of it (vector_bits follows from the CPU, its features and LLVM's version).
@@ -41,9 +50,9 @@ HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the
 // The one-time set-up of the CPU target (LLVM's x86 target, the host's facts, the process's
 // ORC session) done now, so that a later compile() or load_object() does not pay for it: the
 // frontend runs it on a background thread while it traces the first compiled function, so that
-// a process's first cache hit only links. The session load_object() links into is made first
-// (the caller meanwhile asks for host_identity(), its key), host_info()'s probe of the target
-// last. Any thread, any number of times.
+// a process's first cache hit only links. The session load_object() links into is made first,
+// then host_identity() (which a hit checks its entry against), host_info()'s probe of the
+// target last. Any thread, any number of times.
 void prepare_jit();
 
 std::string llvm_version();   // "16.0.6"

@@ -304,10 +304,11 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
 }
 
 void prepare_jit() {
-  // In the order a cache hit needs them: the session it links into, then the identity it checks
-  // the entry against (its key only needs host_fingerprint()).
+  // In the order a cache hit needs them: the session it links into, the identity it checks the
+  // entry against (its key only needs host_fingerprint()), libmvec for objects that call it.
   session();
   host_identity();
+  detail::vector_math_available();  // libmvec loaded (~0.25 ms) before a hit's objects ask for it
   host_info();  // what compile() and the code generator ask for
 }
 

@@ -402,7 +402,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   }
   for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
-    if (KernelFn* fn = im.fns[ki]) {
+    if (im.fns[ki]) {
       const int64_t extent = k.parallel_extent.evaluate(syms);
       if (extent <= 0) continue;
       const int64_t* sp = syms.data();

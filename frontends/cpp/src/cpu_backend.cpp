@@ -95,14 +95,18 @@ bool cpu_target_applies(const Graph& g) {
 namespace {
 
 // What a cpu binary depends on beyond the graph and the codegen options (docs/cache.md), as a
-// key holds it: the host's fingerprint (a few cpuid leaves), so that a hit's key waits for neither
-// cpuid nor a target machine. Entries carry LLVM's identity of the host they were made on
-// (kIdentityBlob), which a hit checks before its code runs.
+// key holds it: the host's fingerprint (five cpuid leaves), so that a hit's key waits for
+// neither LLVM's identity of the host (~30 cpuid) nor a target machine. Entries carry that
+// identity (kIdentityBlob, host_identity_text()), which a hit checks before its code runs.
 const std::string& cpu_device() {
   static const std::string d = "cpu " + cache::hash_hex(cpu::host_fingerprint());
   return d;
 }
 constexpr const char* kIdentityBlob = "host.identity";
+const std::string& host_identity_text() {
+  static const std::string text = cpu::identity_text(cpu::host_identity());
+  return text;
+}
 
 std::string cpu_toolchain(const cpu::ExecutableOptions& o) {
   static const std::string llvm = "llvm " + cpu::llvm_version() + " " + cpu::target_triple() + " O";
@@ -155,7 +159,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
       } catch (const Error&) {
         link_error = std::current_exception();
       }
-      const std::string here = cpu::identity_text(cpu::host_identity());
+      const std::string& here = host_identity_text();
       if (made_for != here) {
         // Another host with the same fingerprint: its code may use instructions this one lacks.
         // The entry stays for the hosts it was made for; this process compiles its own.
@@ -185,7 +189,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   auto exe = cpu::PlanExecutable::load(std::move(p), o);
   const std::vector<std::string> objects = exe->objects();
   for (size_t i = 0; i < objects.size(); ++i) entry.blobs.emplace_back("module" + std::to_string(i) + ".o", objects[i]);
-  entry.blobs.emplace_back(kIdentityBlob, cpu::identity_text(cpu::host_identity()));
+  entry.blobs.emplace_back(kIdentityBlob, host_identity_text());
   entry.description = std::string(pipeline) + ": " + std::to_string(canonical.op_count()) + " ops, " +
                       std::to_string(kernels) + " kernels, " + std::to_string(objects.size()) + " objects";
   KILN_LOG(cache, "cpu plan ", key, ": compiled in ", ms_since(t_compile), " ms (JIT ", exe->compile_seconds() * 1e3,

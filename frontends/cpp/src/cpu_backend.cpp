@@ -61,10 +61,10 @@ void prepare_before_first_trace() {
         }});
   });
 #if KILN_HAVE_CPU_TARGET
-  // LLVM's one-time set-up (~2 ms of CPU: the x86 target, a TargetMachine and its subtarget for
-  // the host's facts, the ORC session) on another core while this thread traces and runs the
-  // graph passes, so that the first cache hit of a process only links. Joined at exit, before
-  // LLVM's own statics go.
+  // The CPU target's one-time set-up (~2 ms of CPU: the host's identity, libmvec, LLVM's x86
+  // target, a TargetMachine and its subtarget for the host's facts) on another core while this
+  // thread traces and runs the graph passes, so that a first cache hit finds the identity it
+  // checks and a first compile finds the target. Joined at exit, before LLVM's own statics go.
   struct Setup {
     std::thread thread;
     ~Setup() {
@@ -150,8 +150,8 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
         if (name == kIdentityBlob) made_for = std::move(bytes);
         else objects.push_back(std::move(bytes));
       }
-      // Linked before the identity is checked: the set-up thread makes the session first, and
-      // linking runs none of the code.
+      // Linked before the identity is checked (linking runs none of the code), so that the
+      // set-up thread has time to finish it.
       std::shared_ptr<cpu::PlanExecutable> exe;
       std::exception_ptr link_error;
       try {

@@ -1,14 +1,20 @@
 // JitModule: LLVM IR text -> verified, O3-optimised module -> object code (compiled here, on the
-// calling thread, by a per-thread TargetMachine) -> linked into its own JITDylib of one
-// process-wide LLJIT, whose main JITDylib resolves libc/libm/libmvec symbols from the process.
+// calling thread, by a per-thread TargetMachine) -> linked by RuntimeDyld into memory the module
+// owns, resolving calls against the runtime's own symbols and then the process (libc, libm,
+// libmvec). RuntimeDyld is what ORC's LLJIT links with on ELF x86-64; used directly, a link
+// needs no JIT session, no target and no LLVM initialisation, which a process's first cache hit
+// would otherwise wait for (docs/cpu-runtime.md).
 #include "kiln/cpu/jit.h"
+
+#include <dlfcn.h>
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/AsmParser/Parser.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/JITSymbol.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
-#include <llvm/ExecutionEngine/Orc/Core.h>
-#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
-#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/RuntimeDyld.h>
+#include <llvm/ExecutionEngine/SectionMemoryManager.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -18,12 +24,13 @@
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
-#include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/graph/error.h"
@@ -31,61 +38,52 @@
 
 namespace kiln::cpu {
 
+// The module's code and data, and the unwind tables registered for them (so that debuggers,
+// profilers and sanitizers can walk through kernels); freed, and deregistered, with the module.
 struct JitModule::Impl {
-  llvm::orc::JITDylib* dylib = nullptr;
+  llvm::SectionMemoryManager memory;
+  ~Impl() { memory.deregisterEHFrames(); }
 };
 
 namespace {
 
-// Errors ORC reports outside a call's return value (e.g. "Symbols not found: [ foo ]" while
-// linking); linking runs on the thread that looks symbols up, so they are collected per thread.
-thread_local std::string t_session_errors;
-
-struct Session {
-  std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::atomic<uint64_t> next_id{0};
+// Symbols the runtime gives generated code (define_host_symbol).
+struct HostSymbols {
+  std::shared_mutex mu;
+  std::unordered_map<std::string, void*> by_name;
 };
-
-// The process-wide LLJIT. Never destroyed: JitModules in static storage may outlive any
-// destruction order we could pick.
-Session& session() {
-  static Session* s = [] {
-    // Modules are compiled by JitModule::compile and only linked here, so the session's own
-    // IR compiler is never used: the concurrent one makes its target machine per use, that is
-    // never (the default would make one now, ~0.25 ms of a process's first cache hit). For the
-    // same reason the session needs neither the host's CPU and features (cpuid, slow in a VM)
-    // nor a target machine for its data layout: it only mangles symbol names, so the layout
-    // need only say how (ELF: as written; Mach-O: a leading underscore). Kernels have no static
-    // constructors or destructors, so no platform support either (the generic one costs ~0.15
-    // ms of a process's first cache hit).
-    detail::init_llvm();
-    const llvm::Triple triple(llvm::sys::getProcessTriple());
-    llvm::orc::LLJITBuilder builder;
-    builder.setJITTargetMachineBuilder(llvm::orc::JITTargetMachineBuilder(triple))
-        .setDataLayout(llvm::DataLayout(triple.isOSBinFormatMachO() ? "e-m:o" : "e-m:e"))
-        .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
-        .setCompileFunctionCreator([](llvm::orc::JITTargetMachineBuilder jtmb)
-                                       -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
-          return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(jtmb));
-        });
-    auto jit = builder.create();
-    if (!jit) fail("cpu JIT: cannot create the LLJIT session: ", llvm::toString(jit.takeError()));
-    auto* session = new Session;
-    session->jit = std::move(*jit);
-    session->jit->getExecutionSession().setErrorReporter([](llvm::Error e) {
-      if (!t_session_errors.empty()) t_session_errors += "; ";
-      t_session_errors += llvm::toString(std::move(e));
-    });
-    // Kernels call expf, sinf, memcpy, libmvec's vector functions, ...: resolve from the process.
-    auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-        session->jit->getDataLayout().getGlobalPrefix());
-    if (!generator)
-      fail("cpu JIT: cannot search the process for symbols: ", llvm::toString(generator.takeError()));
-    session->jit->getMainJITDylib().addGenerator(std::move(*generator));
-    return session;
-  }();
+HostSymbols& host_symbols() {
+  static HostSymbols* s = new HostSymbols;  // never destroyed: modules in static storage link late
   return *s;
 }
+
+// What an object's undefined symbols resolve to: the runtime's symbols, then the process's
+// global scope (libc, libm; libmvec, loaded on the first object that calls it).
+class ProcessResolver final : public llvm::LegacyJITSymbolResolver {
+ public:
+  llvm::JITSymbol findSymbolInLogicalDylib(const std::string&) override { return nullptr; }
+  llvm::JITSymbol findSymbol(const std::string& name) override {
+    {
+      HostSymbols& h = host_symbols();
+      std::shared_lock lock(h.mu);
+      auto it = h.by_name.find(name);
+      if (it != h.by_name.end()) return symbol(it->second);
+    }
+    std::string_view plain = name;
+#ifdef __APPLE__
+    if (!plain.empty() && plain.front() == '_') plain.remove_prefix(1);  // Mach-O's prefix; dlsym adds it
+#endif
+    if (plain.substr(0, 4) == "_ZGV") detail::vector_math_available();  // libmvec's vector variants
+    if (void* address = ::dlsym(RTLD_DEFAULT, std::string(plain).c_str())) return symbol(address);
+    return nullptr;
+  }
+
+ private:
+  static llvm::JITSymbol symbol(void* address) {
+    return llvm::JITSymbol(static_cast<llvm::JITTargetAddress>(reinterpret_cast<uintptr_t>(address)),
+                           llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  }
+};
 
 // One TargetMachine per thread and level: optimisation (for TargetTransformInfo) and code
 // generation use it. A TargetMachine may compile many modules but not two at a time.
@@ -129,47 +127,24 @@ void optimise(llvm::Module& m, llvm::TargetMachine& tm, int opt_level, bool vect
   mpm.run(m, mam);
 }
 
-std::string take_session_errors() {
-  std::string s = std::move(t_session_errors);
-  t_session_errors.clear();
-  return s;
-}
-
 }  // namespace
 
-// Adds `object` to a new JITDylib of the session for `result` and resolves `names` (mangled
-// with the session's prefix) into result.symbols_.
-void JitModule::link_object(JitModule& result, std::unique_ptr<llvm::MemoryBuffer> object,
-                            const std::vector<std::string>& names) {
-  Session& s = session();
-  llvm::orc::LLJIT& jit = *s.jit;
+// Links result.object_ into memory of result's own and collects the symbols it defines.
+void JitModule::link_object(JitModule& result) {
   const std::string& name = result.name_;
-  llvm::orc::ExecutionSession& es = jit.getExecutionSession();
-  auto dylib = jit.createJITDylib("kiln." + name + "." + std::to_string(s.next_id++));
-  if (!dylib) fail("cpu JIT: module '", name, "': ", llvm::toString(dylib.takeError()));
-  result.impl_ = std::make_unique<Impl>();
-  result.impl_->dylib = &*dylib;  // removed by ~JitModule, also when the steps below throw
-  dylib->addToLinkOrder(jit.getMainJITDylib());
-  if (auto err = jit.addObjectFile(*dylib, std::move(object)))
-    fail("cpu JIT: cannot add module '", name, "': ", llvm::toString(std::move(err)));
-
-  if (!names.empty()) {
-    llvm::orc::SymbolLookupSet lookup_set;
-    for (const auto& n : names) lookup_set.add(jit.mangleAndIntern(n));
-    take_session_errors();
-    auto found = es.lookup(llvm::orc::makeJITDylibSearchOrder(&*dylib), std::move(lookup_set));
-    if (!found) {
-      std::string message = llvm::toString(found.takeError());
-      std::string reported = take_session_errors();
-      fail("cpu JIT: cannot link module '", name,
-           "': ", reported.empty() ? message : reported + " (" + message + ")");
-    }
-    for (const auto& n : names) {
-      auto it = found->find(jit.mangleAndIntern(n));
-      if (it != found->end())
-        result.symbols_.emplace(n, reinterpret_cast<void*>(static_cast<uintptr_t>(it->second.getAddress())));
-    }
-  }
+  auto file = llvm::object::ObjectFile::createObjectFile(
+      llvm::MemoryBufferRef(llvm::StringRef(result.object_.data(), result.object_.size()), name));
+  if (!file) fail("cpu JIT: module '", name, "': not an object file: ", llvm::toString(file.takeError()));
+  KILN_CHECK((*file)->getArch() == llvm::Triple(LLVM_HOST_TRIPLE).getArch(), "cpu JIT: module '", name,
+             "': the object is for another architecture");
+  static ProcessResolver resolver;  // stateless; safe to share between threads
+  result.impl_ = std::make_unique<Impl>();  // freed by ~JitModule, also when the steps below throw
+  llvm::RuntimeDyld linker(result.impl_->memory, resolver);
+  linker.loadObject(**file);
+  if (!linker.hasError()) linker.finalizeWithMemoryManagerLocking();  // relocate, register, protect
+  if (linker.hasError()) fail("cpu JIT: cannot link module '", name, "': ", linker.getErrorString().str());
+  for (const auto& [symbol_name, symbol] : linker.getSymbolTable())
+    result.symbols_.emplace(symbol_name.str(), reinterpret_cast<void*>(static_cast<uintptr_t>(symbol.getAddress())));
 }
 
 std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::string_view module_name,
@@ -187,9 +162,9 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
   const std::string name(module_name);
   KILN_CHECK(opt_level >= 0 && opt_level <= 3, "cpu JIT: module '", name, "': opt_level ", opt_level,
              " is not in 0..3");
-  session();  // LLVM initialised, the session made
+  detail::init_llvm();
   llvm::TargetMachine& tm = thread_machine(opt_level);
-  lap();  // first-use setup (LLVM, the session, this thread's TargetMachine) is in no phase
+  lap();  // first-use setup (LLVM, this thread's TargetMachine) is in no phase
 
   // Parse (the copy gives LLVM's lexer the terminating NUL it needs) and verify.
   auto context = std::make_unique<llvm::LLVMContext>();
@@ -237,14 +212,6 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
 
   timings.optimise = lap();
 
-  // What the module defines for the outside: resolved eagerly below.
-  std::vector<std::string> names;
-  for (const llvm::GlobalValue& g : m->global_values()) {
-    if (g.isDeclaration() || g.hasLocalLinkage() || g.hasAppendingLinkage() || g.getName().empty()) continue;
-    if (g.getName().startswith("llvm.") || llvm::isa<llvm::GlobalIFunc>(g)) continue;
-    names.push_back(g.getName().str());
-  }
-
   llvm::orc::SimpleCompiler compiler(tm);
   auto object = compiler(*m);
   if (!object)
@@ -254,7 +221,8 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
   timings.codegen = lap();
 
   result->object_.assign((*object)->getBufferStart(), (*object)->getBufferSize());
-  link_object(*result, std::move(*object), names);
+  object->reset();
+  link_object(*result);
   timings.link = lap();
   result->timings_ = timings;
   result->compile_seconds_ = std::chrono::duration<double>(mark - start).count();
@@ -264,70 +232,32 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
 std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::string_view module_name) {
   const auto start = std::chrono::steady_clock::now();
   const std::string name(module_name);
-  const llvm::Triple host = session().jit->getTargetTriple();  // LLVM initialised, the session made
   auto result = std::unique_ptr<JitModule>(new JitModule);
   result->name_ = name;
   result->object_.assign(object.data(), object.size());
-  // What the object defines for the outside (functions and data with global binding), and
-  // whether it calls libmvec (loaded now if so: ~0.25 ms that other hits need not pay).
-  std::vector<std::string> names;
-  bool calls_libmvec = false;
-  {
-    auto file = llvm::object::ObjectFile::createObjectFile(
-        llvm::MemoryBufferRef(llvm::StringRef(result->object_.data(), result->object_.size()), name));
-    if (!file) fail("cpu JIT: module '", name, "': not an object file: ", llvm::toString(file.takeError()));
-    KILN_CHECK((*file)->getArch() == host.getArch(), "cpu JIT: module '", name, "': the object is for another architecture");
-    for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
-      auto flags = sym.getFlags();
-      if (!flags) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(flags.takeError()));
-      if (*flags & llvm::object::SymbolRef::SF_Undefined) {
-        auto sym_name = sym.getName();
-        if (sym_name && sym_name->startswith("_ZGV")) calls_libmvec = true;
-        continue;
-      }
-      if (!(*flags & llvm::object::SymbolRef::SF_Global) || (*flags & llvm::object::SymbolRef::SF_FormatSpecific))
-        continue;
-      auto type = sym.getType();
-      if (!type) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(type.takeError()));
-      if (*type != llvm::object::SymbolRef::ST_Function && *type != llvm::object::SymbolRef::ST_Data) continue;
-      auto sym_name = sym.getName();
-      if (!sym_name) fail("cpu JIT: module '", name, "': bad symbol table: ", llvm::toString(sym_name.takeError()));
-      names.push_back(sym_name->str());
-    }
-  }
-  if (calls_libmvec) detail::vector_math_available();
-  link_object(*result, llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(result->object_.data(), result->object_.size()), name),
-              names);
+  link_object(*result);
   result->timings_.link = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result->compile_seconds_ = result->timings_.link;
   return result;
 }
 
 void prepare_jit() {
-  // In the order a cache hit needs them: the session it links into, the identity it checks the
-  // entry against (its key only needs host_fingerprint()), libmvec for objects that call it.
-  session();
+  // In the order a process needs them: the identity a cache hit checks its entry against (its
+  // key only needs host_fingerprint(), its link nothing), libmvec for objects that call it, then
+  // what compile() and the code generator ask for.
   host_identity();
   detail::vector_math_available();  // libmvec loaded (~0.25 ms) before a hit's objects ask for it
-  host_info();  // what compile() and the code generator ask for
+  host_info();
 }
 
 void define_host_symbol(std::string_view name, void* address) {
-  auto& jit = *session().jit;
-  llvm::orc::SymbolMap symbols;
-  symbols[jit.mangleAndIntern(llvm::StringRef(name.data(), name.size()))] = llvm::JITEvaluatedSymbol(
-      static_cast<llvm::JITTargetAddress>(reinterpret_cast<uintptr_t>(address)),
-      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
-  if (auto err = jit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(symbols))))
-    fail("cpu JIT: cannot define host symbol '", name, "': ", llvm::toString(std::move(err)));
+  HostSymbols& h = host_symbols();
+  std::unique_lock lock(h.mu);
+  if (!h.by_name.emplace(std::string(name), address).second)
+    fail("cpu JIT: host symbol '", name, "' is already defined");
 }
 
-JitModule::~JitModule() {
-  if (impl_ && impl_->dylib) {
-    if (auto err = session().jit->getExecutionSession().removeJITDylib(*impl_->dylib))
-      llvm::consumeError(std::move(err));
-  }
-}
+JitModule::~JitModule() = default;
 
 void* JitModule::find(std::string_view symbol) const {
   auto it = symbols_.find(std::string(symbol));

@@ -1,8 +1,9 @@
 // kiln::cpu JIT: takes LLVM IR text (what targets/cpu/codegen emits) and gives callable machine
 // code for this host. Each JitModule is parsed, verified, optimised with LLVM's O3 pipeline for
 // the host CPU and its features (loop and SLP vectorisers on), compiled to machine code at once,
-// and linked into its own JITDylib of one process-wide ORC LLJIT; its functions are then looked
-// up by name. Bad IR, a foreign data layout, an unresolved symbol or an unknown name give a
+// and linked by LLVM's RuntimeDyld into memory of its own (calls resolve to the runtime's
+// symbols, then the process's: libc, libm, libmvec); its functions are then looked up by name.
+// Linking stored object code (load_object) needs no LLVM set-up at all. Bad IR, a foreign data layout, an unresolved symbol or an unknown name give a
 // kiln::Error. Safe to use from several threads; a JitModule frees its code when destroyed.
 // See docs/cpu-runtime.md for the contract the codegen must follow (triple, data layout, kernel
 // signature).
@@ -13,10 +14,6 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-namespace llvm {
-class MemoryBuffer;
-}
 
 namespace kiln::cpu {
 
@@ -47,12 +44,11 @@ struct HostInfo : HostIdentity {
 };
 HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the first time)
 
-// The one-time set-up of the CPU target (LLVM's x86 target, the host's facts, the process's
-// ORC session) done now, so that a later compile() or load_object() does not pay for it: the
-// frontend runs it on a background thread while it traces the first compiled function, so that
-// a process's first cache hit only links. The session load_object() links into is made first,
-// then host_identity() (which a hit checks its entry against), host_info()'s probe of the
-// target last. Any thread, any number of times.
+// The one-time set-up of the CPU target (the host's facts, libmvec, LLVM's x86 target) done now,
+// so that a later compile() does not pay for it: the frontend runs it on a background thread
+// while it traces the first compiled function. host_identity() (which a cache hit checks its
+// entry against) comes first, host_info()'s probe of the target last. Any thread, any number of
+// times.
 void prepare_jit();
 
 std::string llvm_version();   // "16.0.6"
@@ -72,7 +68,7 @@ struct CompileTimings {
   double parse = 0;     // text -> module, and the verifier
   double optimise = 0;  // the IR pass pipeline (and printing the IR when kept)
   double codegen = 0;   // module -> object code
-  double link = 0;      // adding the object to its JITDylib and resolving every symbol
+  double link = 0;      // loading the object into memory, relocating it, resolving its symbols
 };
 
 // One JIT-compiled module.
@@ -122,8 +118,7 @@ class JitModule {
 
  private:
   JitModule() = default;
-  static void link_object(JitModule& result, std::unique_ptr<llvm::MemoryBuffer> object,
-                          const std::vector<std::string>& names);
+  static void link_object(JitModule& result);
   std::string name_;
   double compile_seconds_ = 0;
   CompileTimings timings_;

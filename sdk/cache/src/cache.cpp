@@ -153,9 +153,10 @@ void count(CacheStats* local, const std::string& layer, int64_t LayerStats::*fie
   if (local) local->layers[layer].*field += 1;
 }
 
-// One layer's lookup: the entry, or nullopt (absent, or bad and deleted).
+// One layer's lookup: the entry, or nullopt (absent, or bad and deleted). `kept` receives the
+// entry's bytes as stored, for the layers above (no second encoding).
 std::optional<Entry> lookup_in(Store& store, const std::string& where, const std::string& key,
-                               const std::vector<Guard>& expected, CacheStats* stats) {
+                               const std::vector<Guard>& expected, CacheStats* stats, std::string* kept = nullptr) {
   std::optional<std::string> bytes;
   try {
     bytes = store.get(key);
@@ -189,6 +190,7 @@ std::optional<Entry> lookup_in(Store& store, const std::string& where, const std
     return std::nullopt;
   }
   count(stats, store.name(), &LayerStats::hits);
+  if (kept) *kept = std::move(*bytes);
   return e;
 }
 
@@ -228,17 +230,18 @@ std::optional<Entry> lookup(const std::string& key, const std::vector<Guard>& ex
       return std::nullopt;
     }
     DiskStore& disk = *opened;
-    if (auto e = lookup_in(disk, "cache entry " + disk.path_of(key), key, expected, stats)) {
+    std::string bytes;
+    if (auto e = lookup_in(disk, "cache entry " + disk.path_of(key), key, expected, stats, &bytes)) {
       KILN_LOG(cache, "disk hit: ", disk.path_of(key), " (", e->description, ")");
-      if (on.memory) process().artifacts.put(key, encode_entry(*e));
+      if (on.memory) process().artifacts.put(key, bytes);
       return e;
     }
   }
   if (on.remote) {
     if (std::shared_ptr<Store> remote = remote_store()) {
-      if (auto e = lookup_in(*remote, "remote cache entry " + key, key, expected, stats)) {
+      std::string bytes;
+      if (auto e = lookup_in(*remote, "remote cache entry " + key, key, expected, stats, &bytes)) {
         KILN_LOG(cache, "remote hit: ", key, " (", e->description, ")");
-        const std::string bytes = encode_entry(*e);
         if (on.memory) process().artifacts.put(key, bytes);
         if (on.disk) {
           try {

@@ -1,5 +1,6 @@
 // MemoryStore and DiskStore.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,10 +90,13 @@ std::optional<std::string> DiskStore::get(const std::string& key) {
     if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
     fail("cache disk store: cannot open ", path, ": ", std::strerror(errno));
   }
-  std::string bytes;
-  char buf[1 << 16];
+  // Read straight into the result, sized by fstat with a byte to spare for seeing the end.
+  struct stat st {};
+  std::string bytes(::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 4096, '\0');
+  size_t have = 0;
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (have == bytes.size()) bytes.resize(2 * bytes.size());  // it grew meanwhile
+    const ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -100,13 +104,13 @@ std::optional<std::string> DiskStore::get(const std::string& key) {
       fail("cache disk store: cannot read ", path, ": ", std::strerror(err));
     }
     if (n == 0) break;
-    bytes.append(buf, static_cast<size_t>(n));
+    have += static_cast<size_t>(n);
   }
-  ::close(fd);
+  bytes.resize(have);
   // The LRU clock: a read makes the entry the most recently used. Another process may have
   // evicted it in between; that is harmless.
-  std::error_code ec;
-  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);
+  ::futimens(fd, nullptr);
+  ::close(fd);
   return bytes;
 }
 

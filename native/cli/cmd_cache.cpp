@@ -64,11 +64,11 @@ std::string when(int64_t unix_seconds) {
   return buf;
 }
 
-std::vector<std::string> split(const std::string& s) {
+std::vector<std::string> split(const std::string& s, char separator = ',') {
   std::vector<std::string> out;
   std::stringstream in(s);
   std::string part;
-  while (std::getline(in, part, ','))
+  while (std::getline(in, part, separator))
     if (!part.empty()) out.push_back(part);
   return out;
 }
@@ -128,9 +128,13 @@ struct OwnRedis {
   pid_t pid = 0;
   int port = 0;
   OwnRedis() {
+    // The first redis-server on PATH (a machine without the package may carry one), else the
+    // package's.
     std::string exe;
-    for (const char* p : {"/usr/bin/redis-server", "/usr/local/bin/redis-server"})
-      if (std::filesystem::exists(p)) exe = p;
+    std::vector<std::string> dirs = split(std::getenv("PATH") ? std::getenv("PATH") : "", ':');
+    dirs.insert(dirs.end(), {"/usr/bin", "/usr/local/bin"});
+    for (const std::string& d : dirs)
+      if (!d.empty() && exe.empty() && ::access((d + "/redis-server").c_str(), X_OK) == 0) exe = d + "/redis-server";
     if (exe.empty()) return;
     const int s = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};

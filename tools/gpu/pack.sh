@@ -20,6 +20,16 @@ for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|prot
   cp -L "$lib" "$carry/lib/"
 done
 cp ../shared/bench/torch_anchor.py "$carry/" 2>/dev/null || true
+# Debian's redis-server (the GPU machine has none) for run.sh's cache step; redis-check-rdb is the
+# same binary, which picks its role by the name it is run as.
+if [ -x /usr/bin/redis-check-rdb ]; then
+  mkdir -p "$carry/redis"
+  cp -L /usr/bin/redis-check-rdb "$carry/redis/redis-server"
+  for lib in $(ldd /usr/bin/redis-check-rdb | awk '/liblzf|libjemalloc|libhiredis|libssl|libcrypto/ {print $3}' | sort -u); do
+    cp -Ln "$lib" "$carry/lib/" 2>/dev/null || true
+  done
+fi
 # Two stripped binaries are over the device tool's 64 MiB: they travel gzipped (run.sh unpacks).
 gzip -5 "$carry"/bin/* "$carry"/lib/*
+if [ -d "$carry/redis" ]; then gzip -5 "$carry"/redis/*; fi
 du -sh "$carry"; ls -la "$carry/bin" "$carry/lib"

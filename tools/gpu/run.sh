@@ -3,17 +3,18 @@
 # tools/gpu/pack.sh here): runs the CUDA target's tests on the GPU (every op case and the random
 # graph differential tester, compiled for the device and compared with the reference
 # interpreter), then optional steps, writing logs under $OUT (default out/gpu).
-# Usage: tools/gpu/run.sh [tests] [memcheck] [bench] [torch]     (default: tests)
+# Usage: tools/gpu/run.sh [tests] [memcheck] [bench] [torch] [cache]     (default: tests)
 # bench: kiln bench --device cuda (KILN_BENCH_ARGS adds options); torch: shared/bench/torch_anchor.py
-# --device cuda (copied into devcarry/ by pack.sh; TORCH_ANCHOR_ARGS adds options), same machine.
+# --device cuda (copied into devcarry/ by pack.sh; TORCH_ANCHOR_ARGS adds options), same machine;
+# cache: kiln cache bench on each of KILN_CACHE_DEVICES (default "cpu cuda"; KILN_CACHE_ARGS adds options).
 # KILN_CARRY: the carried folder pack.sh filled (default devcarry).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out/gpu}
 mkdir -p "$out"
 carry=${KILN_CARRY:-devcarry}
-for z in "$carry"/bin/*.gz "$carry"/lib/*.gz; do [ -f "$z" ] && gunzip -f "$z"; done
-chmod +x "$carry"/bin/*
+for z in "$carry"/bin/*.gz "$carry"/lib/*.gz "$carry"/redis/*.gz; do [ -f "$z" ] && gunzip -f "$z"; done
+chmod +x "$carry"/bin/* "$carry"/redis/* 2>/dev/null
 export LD_LIBRARY_PATH="$PWD/$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests)
@@ -52,6 +53,18 @@ for step in "${steps[@]}"; do
       rc=$?; [ $rc -ne 0 ] && status=$rc
       cat "$out/torch_anchor.jsonl" | tee -a "$out/summary.txt"
       tail -5 "$out/torch_anchor.err"
+      ;;
+    cache)
+      # The compile caches' benchmark (cold, warm local, warm remote) on the host CPU and the GPU,
+      # with the redis-server pack.sh carried when the machine has none.
+      [ -x "$carry/redis/redis-server" ] && export PATH="$PWD/$carry/redis:$PATH"
+      for dev in ${KILN_CACHE_DEVICES:-cpu cuda}; do
+        sizes=""; [ "$dev" = cpu ] && sizes="--small"  # the suite's CPU sizes
+        stamp "kiln cache bench --device $dev $sizes ${KILN_CACHE_ARGS:-}"
+        $carry/bin/kiln cache bench --device "$dev" $sizes ${KILN_CACHE_ARGS:-} >"$out/cache_$dev.log" 2>&1
+        rc=$?; [ $rc -ne 0 ] && status=$rc
+        cat "$out/cache_$dev.log" | tee -a "$out/summary.txt"
+      done
       ;;
     *) echo "unknown step $step"; status=2 ;;
   esac

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <ctime>
 #include <exception>
 #include <functional>
@@ -43,6 +44,48 @@ std::string& debug_dump_dir() {
 
 bool cpu_target_available() { return KILN_HAVE_CPU_TARGET != 0; }
 
+#if KILN_HAVE_CPU_TARGET
+namespace {
+// The CPU target's one-time set-up on another core, started before the first trace: first what
+// a cache hit checks (the host's identity, libmvec), then, once the process's first cpu lookup
+// is over (a hit linked, or a compile about to begin), what compiles need (LLVM's target and a
+// TargetMachine, ~2 ms of CPU), so that a first hit does not share the machine with it (a
+// first hit measured 0.07-0.1 ms faster so on the 2-core VM). Joined at exit, before LLVM's own
+// statics go; a process that exits before its first lookup skips the second part.
+struct JitSetup {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool looked_up = false, exiting = false;
+  std::thread thread;
+  void first_lookup_over() {
+    {
+      std::lock_guard lock(mu);
+      if (looked_up) return;
+      looked_up = true;
+    }
+    cv.notify_all();
+  }
+  bool wait_for_first_lookup() {  // false: the process is exiting
+    std::unique_lock lock(mu);
+    cv.wait(lock, [this] { return looked_up || exiting; });
+    return !exiting;
+  }
+  ~JitSetup() {
+    {
+      std::lock_guard lock(mu);
+      exiting = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+};
+JitSetup& jit_setup() {
+  static JitSetup s;
+  return s;
+}
+}  // namespace
+#endif
+
 void prepare_before_first_trace() {
   install_remote_cache();
   // Profile-guided dynamic shapes keep their profiles as records of the compile caches (same
@@ -61,23 +104,18 @@ void prepare_before_first_trace() {
         }});
   });
 #if KILN_HAVE_CPU_TARGET
-  // The CPU target's one-time set-up (~2 ms of CPU: the host's identity, libmvec, LLVM's x86
-  // target, a TargetMachine and its subtarget for the host's facts) on another core while this
-  // thread traces and runs the graph passes, so that a first cache hit finds the identity it
-  // checks and a first compile finds the target. Joined at exit, before LLVM's own statics go.
-  struct Setup {
-    std::thread thread;
-    ~Setup() {
-      if (thread.joinable()) thread.join();
-    }
-  };
-  static Setup setup{std::thread([] {
-    try {
-      cpu::prepare_jit();
-    } catch (const std::exception&) {
-      // The compile that needs the target reports the same failure itself.
-    }
-  })};
+  static std::once_flag jit;
+  std::call_once(jit, [] {
+    JitSetup& s = jit_setup();
+    s.thread = std::thread([&s] {
+      try {
+        cpu::prepare_for_cache_hits();
+        if (s.wait_for_first_lookup()) cpu::prepare_for_compiles();
+      } catch (const std::exception&) {
+        // The compile that needs the target reports the same failure itself.
+      }
+    });
+  });
 #endif
 }
 
@@ -121,6 +159,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   install_remote_cache();
   const cache::Enabled on = cache::enabled_layers();
   if (!on.memory && !on.disk && !on.remote) {
+    jit_setup().first_lookup_over();
     check_may_compile(canonical, pipeline, "");
     return cpu::PlanExecutable::load(make_plan(), o);
   }
@@ -168,6 +207,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
         store = false;
       } else {
         if (link_error) std::rethrow_exception(link_error);
+        jit_setup().first_lookup_over();
         KILN_LOG(cache, "cpu plan ", key, ": cache hit in ", ms_since(t0), " ms (key ", key_ms, " ms, linking ",
                  objects.size(), " object", objects.size() == 1 ? "" : "s", " ", exe->compile_seconds() * 1e3,
                  " ms; ", e->description, ")");
@@ -177,6 +217,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
       cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
     }
   }
+  jit_setup().first_lookup_over();
   check_may_compile(canonical, pipeline, key);
   const auto t_compile = Clock::now();
   plan::KernelPlan p = make_plan();

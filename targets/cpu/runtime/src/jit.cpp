@@ -241,14 +241,14 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
   return result;
 }
 
-void prepare_jit() {
-  // In the order a process needs them: the identity a cache hit checks its entry against (its
-  // key only needs host_fingerprint(), its link nothing), libmvec for objects that call it, then
-  // what compile() and the code generator ask for.
+void prepare_for_cache_hits() {
+  // The identity a hit checks its entry against (its key only needs host_fingerprint(), its link
+  // nothing), then libmvec (~0.25 ms) before the objects that call it ask for it.
   host_identity();
-  detail::vector_math_available();  // libmvec loaded (~0.25 ms) before a hit's objects ask for it
-  host_info();
+  detail::vector_math_available();
 }
+
+void prepare_for_compiles() { host_info(); }  // LLVM's target, a TargetMachine, the host's facts
 
 void define_host_symbol(std::string_view name, void* address) {
   HostSymbols& h = host_symbols();

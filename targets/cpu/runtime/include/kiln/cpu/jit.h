@@ -44,12 +44,11 @@ struct HostInfo : HostIdentity {
 };
 HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the first time)
 
-// The one-time set-up of the CPU target (the host's facts, libmvec, LLVM's x86 target) done now,
-// so that a later compile() does not pay for it: the frontend runs it on a background thread
-// while it traces the first compiled function. host_identity() (which a cache hit checks its
-// entry against) comes first, host_info()'s probe of the target last. Any thread, any number of
-// times.
-void prepare_jit();
+// The one-time set-up of the CPU target done ahead, so that the call that needs it does not pay
+// for it: the frontend runs these on a background thread while it traces the first compiled
+// function. Any thread, any number of times.
+void prepare_for_cache_hits();  // host_identity() (which a hit checks its entry against), libmvec
+void prepare_for_compiles();    // host_info(): LLVM's x86 target, a TargetMachine (~2 ms of CPU)
 
 std::string llvm_version();   // "16.0.6"
 std::string target_triple();  // the host triple, e.g. "x86_64-pc-linux-gnu"

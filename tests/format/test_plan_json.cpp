@@ -223,6 +223,29 @@ BOOST_AUTO_TEST_CASE(round_trip_is_byte_identical) {
   BOOST_TEST(q.str() == p.str());
 }
 
+// The module text taken out (what the compile caches keep beside the JSON) and put back gives
+// the same plan; names that are no part of a plan's text are left alone, and a kernel the plan
+// lacks is an error.
+BOOST_AUTO_TEST_CASE(plan_text_comes_out_and_goes_back) {
+  plan::KernelPlan p = make_plan();
+  const std::string whole = format::plan_to_json(p);
+  std::vector<std::pair<std::string, std::string>> parts = format::take_plan_text(p);
+  BOOST_TEST(p.prelude.empty());
+  for (const plan::PlanKernel& k : p.kernels) BOOST_TEST(k.source.empty());
+  BOOST_TEST(parts.size() >= 3u);
+  BOOST_TEST(parts[0].first == "plan.prelude");
+  plan::KernelPlan q = format::plan_from_json(format::plan_to_json(p));
+  std::string other = "bytes";
+  BOOST_TEST(!format::put_plan_text(q, "module0.o", std::move(other)));
+  BOOST_TEST(other == "bytes");  // not taken
+  BOOST_TEST(!format::put_plan_text(q, "kernel1.sources", std::string("x")));
+  BOOST_TEST(!format::put_plan_text(q, "kernel01.source", std::string("x")));
+  for (auto& [name, text] : parts) BOOST_TEST(format::put_plan_text(q, name, std::move(text)), name);
+  BOOST_TEST(format::plan_to_json(q) == whole);
+  const std::string what = error_of([&] { format::put_plan_text(q, "kernel99.source", std::string("x")); });
+  BOOST_TEST(what.find("kernel99.source") != std::string::npos, what);
+}
+
 BOOST_AUTO_TEST_CASE(layout_is_fixed) {
   const std::string text = format::plan_to_json(make_plan());
   BOOST_TEST(format::plan_to_json(make_plan()) == text);

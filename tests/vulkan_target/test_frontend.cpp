@@ -3,6 +3,7 @@
 // same function compiled for the CPU.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include <filesystem>
@@ -78,11 +79,15 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
       if (name == "pipeline_cache") {
         has_pipeline_cache = true;
         o.pipeline_cache = bytes;
+      } else if (format::put_plan_text(p, name, std::string(bytes))) {
+        // the plan's module text, kept beside its JSON
       } else {
+        BOOST_TEST(name.rfind("spirv", 0) == 0);
         o.spirv.at(std::stoul(name.substr(5))) = bytes;
       }
     }
     BOOST_TEST(has_pipeline_cache);
+    BOOST_TEST(std::any_of(p.kernels.begin(), p.kernels.end(), [](const plan::PlanKernel& k) { return !k.source.empty(); }));
     auto exe = vulkan::PlanExecutable::load(std::move(p), o);
     BOOST_TEST(exe->spirv() == o.spirv);
     const std::vector<TensorData> in{x.to(Device::vulkan(0)).data()};

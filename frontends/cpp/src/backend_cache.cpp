@@ -3,6 +3,8 @@
 #include "backend_cache.h"
 
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "kiln/cache/cache.h"
 #if KILN_HAVE_REDIS
@@ -12,6 +14,7 @@
 #include "kiln/capture/capture.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
+#include "kiln/format/plan_json.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::detail {
@@ -52,6 +55,21 @@ void check_may_compile(const Graph& g, std::string_view pipeline, const std::str
   if (!config::get<bool>("assert_no_compile")) return;
   fail("assert_no_compile is set, but ", graph_name(g, pipeline), " would be compiled: no cache holds it",
        key.empty() ? std::string(" (caches are off)") : " (cache key " + key + ")");
+}
+
+void put_plan(cache::Entry& e, plan::KernelPlan p) {
+  std::vector<std::pair<std::string, std::string>> text = format::take_plan_text(p);
+  e.plan = format::plan_to_json(p);
+  e.blobs.insert(e.blobs.end(), std::make_move_iterator(text.begin()), std::make_move_iterator(text.end()));
+}
+
+plan::KernelPlan take_plan(cache::Entry& e) {
+  plan::KernelPlan p = format::plan_from_json(e.plan, "cache entry " + e.key + ": plan");
+  std::vector<std::pair<std::string, std::string>> rest;
+  for (auto& [name, bytes] : e.blobs)
+    if (!format::put_plan_text(p, name, std::move(bytes))) rest.emplace_back(std::move(name), std::move(bytes));
+  e.blobs = std::move(rest);
+  return p;
 }
 
 }  // namespace kiln::detail

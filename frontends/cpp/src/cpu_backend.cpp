@@ -182,7 +182,7 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   bool store = true;
   if (e) {
     try {
-      plan::KernelPlan p = format::plan_from_json(e->plan, "cache entry " + key + ": plan");
+      plan::KernelPlan p = take_plan(*e);
       std::vector<std::string> objects;
       std::string made_for;
       for (auto& [name, bytes] : e->blobs) {
@@ -223,10 +223,10 @@ std::shared_ptr<cpu::PlanExecutable> cached_plan(const Graph& canonical, std::st
   plan::KernelPlan p = make_plan();
   cache::Entry entry;
   entry.key = key;
-  entry.plan = format::plan_to_json(p);
   entry.guards = guards;
   entry.created_unix = static_cast<int64_t>(std::time(nullptr));
   const size_t kernels = p.kernels.size();
+  put_plan(entry, p);
   auto exe = cpu::PlanExecutable::load(std::move(p), o);
   const std::vector<std::string> objects = exe->objects();
   for (size_t i = 0; i < objects.size(); ++i) entry.blobs.emplace_back("module" + std::to_string(i) + ".o", objects[i]);

@@ -178,6 +178,8 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   note_cache_stats(counts);
   if (e) {
     try {
+      std::optional<plan::KernelPlan> p;
+      if (!e->plan.empty()) p = take_plan(*e);
       // Blobs in threes: programN.cu (source), programN.bin (image), programN.txt ("<arch> cubin|ptx").
       KILN_CHECK(e->blobs.size() % 3 == 0, "cache entry ", key, ": ", e->blobs.size(), " blobs, not source/image/arch triples");
       for (size_t i = 0; i < e->blobs.size(); i += 3) {
@@ -189,9 +191,8 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
         cuda::remember_module(e->blobs[i].second, arch, m);
       }
       std::shared_ptr<cuda::PlanExecutable> exe;
-      if (!e->plan.empty() && !autotune_on())
-        exe = cuda::PlanExecutable::load(format::plan_from_json(e->plan, "cache entry " + key + ": plan"),
-                                         executable_options(g, false));
+      if (p && !autotune_on())
+        exe = cuda::PlanExecutable::load(std::move(*p), executable_options(g, false));
       else
         exe = compile_plan(g);
       KILN_LOG(cache, "cuda plan ", key, ": cache hit in ", ms_since(t0),
@@ -208,7 +209,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   entry.key = key;
   entry.guards = guards;
   entry.created_unix = static_cast<int64_t>(std::time(nullptr));
-  entry.plan = format::plan_to_json(exe->plan());
+  put_plan(entry, exe->plan());
   int n = 0;
   for (const cuda::ProgramImage& p : exe->programs()) {
     const std::string stem = "program" + std::to_string(n++);

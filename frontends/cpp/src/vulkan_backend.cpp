@@ -104,7 +104,7 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
   note_cache_stats(counts);
   if (e) {
     try {
-      plan::KernelPlan p = format::plan_from_json(e->plan, "cache entry " + key + ": plan");
+      plan::KernelPlan p = take_plan(*e);
       vulkan::ExecutableOptions ho = o;
       ho.spirv.assign(p.kernels.size(), "");
       for (auto& [name, bytes] : e->blobs) {
@@ -129,7 +129,7 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
   plan::KernelPlan p = make_plan();
   cache::Entry entry;
   entry.key = key;
-  entry.plan = format::plan_to_json(p);
+  put_plan(entry, p);
   entry.guards = guards;
   entry.created_unix = static_cast<int64_t>(std::time(nullptr));
   const size_t kernels = p.kernels.size();

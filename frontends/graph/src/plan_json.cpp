@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <limits>
+#include <utility>
 
 #include "json_values.h"
 
@@ -467,6 +469,31 @@ std::string plan_to_json(const plan::KernelPlan& p) {
 
 plan::KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
   return PlanReader(source_name).read(text);
+}
+
+namespace {
+constexpr std::string_view kPreludePart = "plan.prelude";
+std::string source_part(size_t k) { return "kernel" + std::to_string(k) + ".source"; }
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> take_plan_text(plan::KernelPlan& p) {
+  std::vector<std::pair<std::string, std::string>> parts;
+  if (!p.prelude.empty()) parts.emplace_back(kPreludePart, std::exchange(p.prelude, {}));
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    if (!p.kernels[k].source.empty()) parts.emplace_back(source_part(k), std::exchange(p.kernels[k].source, {}));
+  return parts;
+}
+
+bool put_plan_text(plan::KernelPlan& p, const std::string& name, std::string&& text) {
+  if (name == kPreludePart) {
+    p.prelude = std::move(text);
+    return true;
+  }
+  size_t k = 0;
+  if (name.rfind("kernel", 0) != 0 || std::sscanf(name.c_str() + 6, "%zu", &k) != 1 || source_part(k) != name) return false;
+  KILN_CHECK(k < p.kernels.size(), "plan text '", name, "' names no kernel of the plan (", p.kernels.size(), " kernels)");
+  p.kernels[k].source = std::move(text);
+  return true;
 }
 
 }  // namespace kiln::format

@@ -12,6 +12,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kiln/graph/error.h"
 #include "kiln/plan/plan.h"
@@ -24,5 +26,14 @@ std::string plan_to_json(const plan::KernelPlan& p);
 
 // Parses a plan; `source_name` starts every error message. Throws kiln::Error.
 plan::KernelPlan plan_from_json(std::string_view text, std::string_view source_name = "<plan>");
+
+// A plan's module text (its prelude, each kernel's source) taken out as named parts
+// ("plan.prelude", "kernel<k>.source"), leaving those fields empty: what the compile caches keep
+// beside the plan's JSON, so that a hit reads the bulk of a plan as plain bytes instead of
+// unescaping it from JSON.
+std::vector<std::pair<std::string, std::string>> take_plan_text(plan::KernelPlan& p);
+// Puts one part back (moving from `text` only then): false when `name` names no part of a plan's
+// text; a kernel index the plan lacks is a kiln::Error.
+bool put_plan_text(plan::KernelPlan& p, const std::string& name, std::string&& text);
 
 }  // namespace kiln::format

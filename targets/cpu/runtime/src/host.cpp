@@ -7,11 +7,11 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -114,10 +114,13 @@ bool vector_math_usable() {
 }
 
 bool vector_math_available() {
+  // Loaded into the process's global scope, where the JIT's linker looks symbols up (dlsym), and
+  // never closed. Plain dlopen rather than LLVM's DynamicLibrary: its registry is a static that
+  // exit() destroys, while the set-up thread may still be loading (a crash at exit, seen in
+  // short cuda processes that never touched the cpu target).
   static const bool loaded = [] {
     if (!host_suits_libmvec()) return false;
-    std::string error;
-    return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &error);
+    return ::dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL) != nullptr;
   }();
   return loaded;
 }

@@ -219,10 +219,7 @@ Context& Context::get(int ordinal) {
   static std::map<int, Context*>& contexts = *new std::map<int, Context*>;
   std::lock_guard<std::mutex> lock(mu);
   auto it = contexts.find(ordinal);
-  if (it == contexts.end()) {
-    it = contexts.emplace(ordinal, new Context(ordinal)).first;
-    gemm_prewarm(*it->second);  // the first context only: cuBLASLt's start-up, meanwhile
-  }
+  if (it == contexts.end()) it = contexts.emplace(ordinal, new Context(ordinal)).first;
   it->second->make_current();
   return *it->second;
 }

@@ -215,6 +215,20 @@ struct PlanExecutable::Impl {
   plan::KernelPlan plan;
   ExecutableOptions options;
   Context* ctx = nullptr;
+  // cuBLASLt's start-up (gemm_prewarm) on a thread of its own, begun by load for a plan with gemms
+  // so that it overlaps NVRTC and whatever the caller does next; joined by the first bind, or by
+  // the destructor. Never left running: a start-up still going when a short process exited
+  // crashed inside cuBLASLt, whose state exit tears down.
+  std::thread gemm_start;
+  std::mutex gemm_start_mu;
+  std::atomic<bool> gemm_start_pending{false};
+  void join_gemm_start() {
+    if (!gemm_start_pending.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(gemm_start_mu);
+    if (gemm_start.joinable()) gemm_start.join();
+    gemm_start_pending.store(false, std::memory_order_release);
+  }
+  ~Impl() { join_gemm_start(); }
   std::vector<std::shared_ptr<Context::Module>> modules;
   std::vector<std::string> sources;                  // of every kernel version (stable addresses)
   std::vector<std::vector<KernelVersion>> versions;  // per kernel: [0] the plan's own, then alternatives
@@ -280,6 +294,16 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
   const auto t0 = std::chrono::steady_clock::now();
+  if (std::any_of(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); })) {
+    im.gemm_start = std::thread([ctx = im.ctx] {
+      try {
+        gemm_prewarm(*ctx);
+      } catch (const std::exception&) {
+        // The plan's first gemm reports the same failure itself.
+      }
+    });
+    im.gemm_start_pending = true;
+  }
   im.arch = im.ctx->info().arch();
   // The programs: one per plan (the plan's module, then each alternative's that differs), or,
   // with several generated kernels and KILN_CUDA_COMPILE_THREADS > 1, one per kernel version,
@@ -380,6 +404,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
 }
 
 Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
+  join_gemm_start();
   Context& ctx = *this->ctx;
   const plan::KernelPlan& pl = plan;
   KILN_CHECK(inputs.size() == num_inputs, "cuda runtime: the plan takes ", num_inputs, " inputs, got ", inputs.size());

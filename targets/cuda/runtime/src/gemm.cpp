@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "kiln/graph/error.h"
-#include "background.h"
 
 namespace kiln::cuda {
 
@@ -33,8 +32,10 @@ struct Handle {
 };
 
 Handle& handle_of(Context& ctx) {
-  static std::mutex mu;
-  static std::map<Context*, Handle> handles;
+  // Never destroyed, as the contexts: executables in static storage may run a gemm while the
+  // process exits.
+  static std::mutex& mu = *new std::mutex;
+  static std::map<Context*, Handle>& handles = *new std::map<Context*, Handle>;
   std::lock_guard<std::mutex> lock(mu);
   Handle& h = handles[&ctx];
   if (!h.h) {
@@ -215,17 +216,15 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 void gemm_prewarm(Context& ctx) {
   static std::once_flag once;
   std::call_once(once, [&ctx] {
-    detail::start_in_background([&ctx] {
-      ctx.make_current();
-      // Setting up one problem starts cuBLASLt: its handle, the workspace and its heuristics (a
-      // bf16 product, as the suite's MLP).
-      plan::PlanGemm g;
-      g.dtype = DType::bf16;
-      g.m = g.n = g.k = 256;
-      g.a_row_stride = g.b_row_stride = 256;
-      g.a_col_stride = g.b_col_stride = 1;
-      gemm_algorithms(ctx, g, {}, false, "(prewarm)");
-    });
+    ctx.make_current();
+    // Setting up one problem starts cuBLASLt: its handle, the workspace and its heuristics (a
+    // bf16 product, as the suite's MLP).
+    plan::PlanGemm g;
+    g.dtype = DType::bf16;
+    g.m = g.n = g.k = 256;
+    g.a_row_stride = g.b_row_stride = 256;
+    g.a_col_stride = g.b_col_stride = 1;
+    gemm_algorithms(ctx, g, {}, false, "(prewarm)");
   });
 }
 

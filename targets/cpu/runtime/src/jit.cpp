@@ -135,7 +135,8 @@ void JitModule::link_object(JitModule& result) {
   auto file = llvm::object::ObjectFile::createObjectFile(
       llvm::MemoryBufferRef(llvm::StringRef(result.object_.data(), result.object_.size()), name));
   if (!file) fail("cpu JIT: module '", name, "': not an object file: ", llvm::toString(file.takeError()));
-  KILN_CHECK((*file)->getArch() == llvm::Triple(LLVM_HOST_TRIPLE).getArch(), "cpu JIT: module '", name,
+  static const llvm::Triple::ArchType host_arch = llvm::Triple(LLVM_HOST_TRIPLE).getArch();
+  KILN_CHECK((*file)->getArch() == host_arch, "cpu JIT: module '", name,
              "': the object is for another architecture");
   static ProcessResolver resolver;  // stateless; safe to share between threads
   result.impl_ = std::make_unique<Impl>();  // freed by ~JitModule, also when the steps below throw

@@ -1,6 +1,9 @@
-// A head start on a background thread (NVRTC's and cuBLASLt's start-up while the caller goes on):
-// the threads are joined at exit, before those libraries' own statics go, never detached, and
-// what they throw is dropped (the real use reports the same failure itself).
+// A head start on a background thread (NVRTC's start-up while the caller goes on): the threads
+// are never detached and are joined at exit, and what they throw is dropped (the real use
+// reports the same failure itself). The join runs when this file's static is destroyed, after
+// the statics that the work itself constructed later: work that a process may exit in the
+// middle of must not depend on them. cuBLASLt's start-up did, and crashed at exit in short
+// processes; it now runs on a thread its executable joins (start_gemm, executable.cpp).
 #pragma once
 
 #include <functional>

@@ -215,13 +215,11 @@ struct PlanExecutable::Impl {
   plan::KernelPlan plan;
   ExecutableOptions options;
   Context* ctx = nullptr;
-  // cuBLASLt's start-up (gemm_prewarm) on a thread of its own, begun by load for a plan with gemms
-  // so that it overlaps NVRTC and whatever the caller does next; joined by the first bind, or by
-  // the destructor. Never left running: a start-up still going when a short process exited
-  // crashed inside cuBLASLt, whose state exit tears down.
+  // cuBLASLt's start-up (start_gemm), begun by load for a plan with gemms so that it overlaps
+  // NVRTC and whatever the caller does next; joined by the first bind, or by the destructor.
   std::thread gemm_start;
+  std::atomic<bool> gemm_start_pending{false};  // gemm_start not joined yet (bind's fast check)
   std::mutex gemm_start_mu;
-  std::atomic<bool> gemm_start_pending{false};
   void join_gemm_start() {
     if (!gemm_start_pending.load(std::memory_order_acquire)) return;
     std::lock_guard<std::mutex> lock(gemm_start_mu);
@@ -295,14 +293,8 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
   const auto t0 = std::chrono::steady_clock::now();
   if (std::any_of(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); })) {
-    im.gemm_start = std::thread([ctx = im.ctx] {
-      try {
-        gemm_prewarm(*ctx);
-      } catch (const std::exception&) {
-        // The plan's first gemm reports the same failure itself.
-      }
-    });
-    im.gemm_start_pending = true;
+    im.gemm_start = start_gemm(*im.ctx);
+    im.gemm_start_pending = im.gemm_start.joinable();
   }
   im.arch = im.ctx->info().arch();
   // The programs: one per plan (the plan's module, then each alternative's that differs), or,

@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -213,18 +214,23 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 
 }  // namespace
 
-void gemm_prewarm(Context& ctx) {
-  static std::once_flag once;
-  std::call_once(once, [&ctx] {
-    ctx.make_current();
-    // Setting up one problem starts cuBLASLt: its handle, the workspace and its heuristics (a
-    // bf16 product, as the suite's MLP).
-    plan::PlanGemm g;
-    g.dtype = DType::bf16;
-    g.m = g.n = g.k = 256;
-    g.a_row_stride = g.b_row_stride = 256;
-    g.a_col_stride = g.b_col_stride = 1;
-    gemm_algorithms(ctx, g, {}, false, "(prewarm)");
+std::thread start_gemm(Context& ctx) {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true)) return {};  // done, or under way on another executable's thread
+  return std::thread([&ctx] {
+    try {
+      ctx.make_current();
+      // Setting up one problem starts cuBLASLt: its handle, the workspace and its heuristics (a
+      // bf16 product, as the suite's MLP).
+      plan::PlanGemm g;
+      g.dtype = DType::bf16;
+      g.m = g.n = g.k = 256;
+      g.a_row_stride = g.b_row_stride = 256;
+      g.a_col_stride = g.b_col_stride = 1;
+      gemm_algorithms(ctx, g, {}, false, "(start-up)");
+    } catch (const std::exception&) {
+      // The first real gemm reports the same failure itself.
+    }
   });
 }
 

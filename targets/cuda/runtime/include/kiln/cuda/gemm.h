@@ -6,6 +6,7 @@
 // broadcasts), the others loop.
 #pragma once
 
+#include <thread>
 #include <vector>
 
 #include "kiln/cuda/device.h"
@@ -22,11 +23,12 @@ namespace kiln::cuda {
 // (0: its first choice; max-autotune times the others, gemm_algorithms() says how many).
 void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
               bool allow_tf32, const std::string& kernel, void* stream = nullptr, int algorithm = 0);
-// Starts cuBLASLt (its handle, workspace and heuristics: ~0.1 s of a process's first gemm), once
-// per process; PlanExecutable::load runs it on a thread of its own for a plan with gemms, which
-// the executable joins before its first run (a start-up left running when a short process
-// exited crashed inside cuBLASLt, whose state exit tears down).
-void gemm_prewarm(Context& ctx);
+// cuBLASLt's start-up (its handle, workspace and heuristics: ~0.1 s of a process's first gemm) on
+// a thread the caller must join, the first time it is asked for; later, no thread (not
+// joinable). PlanExecutable::load asks for it for a plan with gemms and joins it before the
+// first run: a start-up left running when a short process exited crashed inside cuBLASLt,
+// whose state exit tears down.
+std::thread start_gemm(Context& ctx);
 // How many algorithms cuBLASLt's heuristic proposes for the gemm at these sizes (at most 8; 0
 // for an empty product).
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

@@ -410,6 +410,7 @@ bool loose_op(OpId op) {
     case OpId::exp: case OpId::log: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::sigmoid:
     case OpId::gelu: case OpId::silu: case OpId::erf: case OpId::pow: case OpId::rsqrt: case OpId::logsumexp:
     case OpId::softmax: case OpId::log_softmax: case OpId::layer_norm: case OpId::rms_norm: case OpId::var:
+    case OpId::scaled_dot_product_attention:
       return true;
     default: return false;
   }
@@ -431,6 +432,10 @@ Tolerance tol_of(OpId op, DType out) {
     case OpId::var: case OpId::logsumexp: case OpId::softmax: case OpId::log_softmax: case OpId::layer_norm:
     case OpId::rms_norm:
       t.rtol *= 4;
+      t.scale_by_max = true;
+      break;
+    case OpId::scaled_dot_product_attention:  // two products around a softmax; the output's scale
+      t.rtol *= 8;
       t.scale_by_max = true;
       break;
     default: break;
@@ -1073,6 +1078,43 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(Cop(op, {A(t, {-1, -2}), A(t, {-3, -2})}, {}));
         break;
       }
+      case OpId::scaled_dot_product_attention: {
+        // Fused on CUDA for f16/bf16 with head dims multiples of 16 up to 128 (blocks of 64 or 128
+        // query rows, key tiles of 32 or 64): rows and keys that fill no tile, several key
+        // tiles, both head-dim limits, a v head dim unlike q's; everything else decomposed.
+        auto qkv = [&](Ints q, Ints k, Ints v) { return std::vector<Arg>{A(t, q), A(t, k), A(t, v)}; };
+        cs.push_back(core(Cop(op, qkv({2, 3, 16, 16}, {2, 3, 16, 16}, {2, 3, 16, 16}), {0.25})));
+        cs.push_back(core(Cop(op, qkv({1, 37, 32}, {1, 50, 32}, {1, 50, 48}), {0.2}, "partial tiles, dv != d")));
+        cs.push_back(core(Cop(op, qkv({2, 130, 64}, {2, 70, 64}, {2, 70, 64}), {0.125}, "several query blocks and key tiles")));
+        cs.push_back(core(Cop(op, qkv({1, 2, 33, 128}, {1, 2, 65, 128}, {1, 2, 65, 128}), {0.09}, "head dim 128")));
+        cs.push_back(core(Cop(op, qkv({5, 16}, {7, 16}, {7, 16}), {1.0}, "rank 2, scale 1")));
+        cs.push_back(core(Cop(op, qkv({3, 4, 8}, {3, 6, 8}, {3, 6, 8}), {0.35}, "head dim 8 (decomposed)")));
+        cs.push_back(core(Cop(op, qkv({3, 16}, {0, 16}, {0, 16}), {0.25}, "no keys")));
+        cs.push_back(core(Cop(op, {A(t, {12, 16}, Domain::normal, Layout::permuted), A(t, {9, 16}), A(t, {9, 16})}, {0.25},
+                              "q without a unit stride along its head dim")));
+        if (is_floating(t))
+          cs.push_back(core(Cop(op, {A(t, {2, 24, 16}, Domain::special), A(t, {2, 20, 16}), A(t, {2, 20, 16})}, {0.25},
+                                "NaN, inf")));
+        // Heads split off a [batch, seq, heads * d] projection: strided batch dims and rows.
+        cs.push_back(core(C({A(t, {2, 40, 3 * 32}), A(t, {2, 24, 3 * 32}), A(t, {2, 24, 3 * 16})},
+                            [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          auto heads = [&](NodeId x, int64_t d) {
+            const SymShape& s = g.node(x).meta.sizes;
+            const NodeId r = g.add(OpId::reshape, {x}, {SymShape{s[0], s[1], 3, d}});
+            return g.add(OpId::permute, {r}, {Ints{0, 2, 1, 3}});
+          };
+          return g.add(op, {heads(in[0], 32), heads(in[1], 32), heads(in[2], 16)}, {0.2});
+        }, tol_of(op, float_of(t)), "heads as views of projections")));
+        // q k^T v where k and v are one tensor, k the same buffer as q.
+        cs.push_back(core(C({A(t, {2, 20, 32})}, [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(op, {in[0], in[0], in[0]}, {0.15});
+        }, tol_of(op, float_of(t)), "self attention over one tensor")));
+        if (t == D::f16 || t == D::bf16)
+          cs.push_back(core(Cop(op, qkv({1, 4, 300, 64}, {1, 4, 300, 64}, {1, 4, 300, 64}), {0.125}, "long rows")));
+        sym.push_back(core(Cop(op, qkv({-1, -2, 16}, {-1, -3, 16}, {-1, -3, 16}), {0.25})));
+        sym.push_back(core(Cop(op, qkv({2, -1, 32}, {2, -2, 32}, {2, -2, 64}), {0.2})));
+        break;
+      }
       case OpId::matmul: {
         cs.push_back(Cop(op, {A(t, {2, 3}), A(t, {3, 4})}, {}));
         cs.push_back(core(Cop(op, {A(t, {7, 13}), A(t, {13, 129})}, {})));
@@ -1156,7 +1198,8 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
     for (OpId op : {OpId::reshape, OpId::permute, OpId::transpose, OpId::expand, OpId::squeeze, OpId::unsqueeze,
                     OpId::slice, OpId::cat, OpId::pad, OpId::index_select, OpId::flatten})
       t[op] = layout_cases;
-    for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear, OpId::matmul})
+    for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
+                    OpId::scaled_dot_product_attention, OpId::matmul})
       t[op] = composite_cases;
     return t;
   }();

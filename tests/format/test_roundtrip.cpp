@@ -109,6 +109,12 @@ Graph op_use(OpId op) {
       y = g.add(op, {x, w});
       break;
     }
+    case OpId::scaled_dot_product_attention: {
+      const NodeId k = g.add_input(meta(DType::f32, {7, 6}), "k");
+      const NodeId v = g.add_input(meta(DType::f32, {7, 3}), "v");
+      y = g.add(op, {x, k, v}, {0.125});
+      break;
+    }
   }
   BOOST_REQUIRE_MESSAGE(y >= 0, "no sample use of op " << op_name(op));
   g.set_outputs({y, x});

@@ -90,6 +90,14 @@ std::vector<plan::KernelPlan> autotune_alternatives(const schedule::Schedule& s,
         if (block == base.pointwise_block && items == base.pointwise_items_per_thread && rows == base.cache_rows) continue;
         alts.push_back(cuda::generate(s, o));
       }
+  // Attention kernels: blocks of the other number of query rows (64 or 128).
+  for (const schedule::Kernel& k : s.kernels) {
+    if (!k.attention) continue;
+    cuda::CodegenOptions o = base;
+    o.attention_warp_tiles = k.attention->d <= 64 && k.attention->dv <= 64 ? 1 : 2;
+    alts.push_back(cuda::generate(s, o));
+    break;
+  }
   return alts;
 }
 

@@ -3,6 +3,7 @@
 #include "kiln/ops.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kiln/graph/error.h"
 #include "trace.h"
@@ -269,6 +270,13 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) return dispatch(OpId::linear, {&x, &weight, &bias});
   return dispatch(OpId::linear, {&x, &weight});
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::optional<double> scale) {
+  KILN_CHECK(q.defined() && k.defined() && v.defined(), "scaled_dot_product_attention: q, k and v must be defined");
+  KILN_CHECK(q.rank() >= 1, "scaled_dot_product_attention: q must have a head dim, got a 0-d tensor");
+  const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, q.size(-1))));
+  return dispatch(OpId::scaled_dot_product_attention, {&q, &k, &v}, Attrs{s});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return dispatch(OpId::matmul, {&a, &b}); }

@@ -29,7 +29,7 @@ using plan::PlanKernel;
 using plan::SymbolBinding;
 
 constexpr const char* kBufferKinds[] = {"input", "constant", "output", "intermediate"};
-constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "reference"};
+constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "reference"};
 
 template <size_t N>
 bool one_of(const std::string& s, const char* const (&names)[N]) {

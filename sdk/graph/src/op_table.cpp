@@ -419,6 +419,29 @@ TensorMeta infer_linear(const InferContext& c) {
   return result(c, t, out);
 }
 
+// Attention: q[..., Lq, D], k[..., Lk, D], v[..., Lk, Dv] with the same batch dims -> [..., Lq, Dv].
+TensorMeta infer_attention(const InferContext& c) {
+  const TensorMeta& q = arg(c, 0);
+  const TensorMeta& k = arg(c, 1);
+  const TensorMeta& v = arg(c, 2);
+  KILN_CHECK(q.rank() >= 2 && k.rank() == q.rank() && v.rank() == q.rank(), opn(c),
+             ": q, k and v must have the same rank (at least 2), got ", shape_str(q.sizes), ", ", shape_str(k.sizes),
+             " and ", shape_str(v.sizes));
+  const size_t r = q.sizes.size();
+  for (size_t d = 0; d + 2 < r; ++d)
+    KILN_CHECK(c.shapes.decide_equal(q.sizes[d], k.sizes[d], opn(c)) && c.shapes.decide_equal(q.sizes[d], v.sizes[d], opn(c)),
+               opn(c), ": batch dim ", d, " differs between q ", shape_str(q.sizes), ", k ", shape_str(k.sizes), " and v ",
+               shape_str(v.sizes));
+  KILN_CHECK(c.shapes.decide_equal(q.sizes[r - 1], k.sizes[r - 1], opn(c)), opn(c), ": q ", shape_str(q.sizes),
+             " and k ", shape_str(k.sizes), " have different head dims");
+  KILN_CHECK(c.shapes.decide_equal(k.sizes[r - 2], v.sizes[r - 2], opn(c)), opn(c), ": k ", shape_str(k.sizes),
+             " and v ", shape_str(v.sizes), " have different sequence lengths");
+  const DType t = float_of(result_type(c.inputs));
+  SymShape out = q.sizes;
+  out.back() = v.sizes.back();
+  return result(c, t, out);
+}
+
 // numpy matmul: a 1-D left operand is a row, a 1-D right operand a column, and the added
 // dim is dropped again; leading dims broadcast.
 TensorMeta infer_matmul(const InferContext& c) {
@@ -565,6 +588,25 @@ NodeId decompose_linear(Graph& g, std::span<const NodeId> in, const Attrs&) {
   return in.size() > 2 ? b.add(OpId::add, {y, in[2]}) : y;
 }
 
+// softmax(q @ k^T * scale, -1) @ v in the result's dtype (the scale as a `full` of it, left out
+// when it is 1), exactly the ops passes::recognize turns into this composite.
+NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  std::vector<TensorMeta> metas;
+  for (NodeId i : in) metas.push_back(b.meta(i));
+  std::vector<const TensorMeta*> ptrs;
+  for (const TensorMeta& m : metas) ptrs.push_back(&m);
+  const DType t = float_of(result_type(ptrs));
+  const int64_t rank = metas[0].rank();
+  std::vector<int64_t> perm = iota(0, rank);
+  std::swap(perm[static_cast<size_t>(rank - 1)], perm[static_cast<size_t>(rank - 2)]);
+  const NodeId kt = b.add(OpId::permute, {b.cast(in[1], t)}, {perm});
+  NodeId s = b.add(OpId::matmul, {b.cast(in[0], t), kt});
+  if (a.f(0) != 1.0) s = b.add(OpId::mul, {s, b.scalar(a.f(0), t)});
+  const NodeId p = b.add(OpId::softmax, {s}, {rank - 1});
+  return b.add(OpId::matmul, {p, b.cast(in[2], t)});
+}
+
 // ---- the table -----------------------------------------------------------------------
 
 std::vector<OpDef> build_table() {
@@ -662,6 +704,8 @@ std::vector<OpDef> build_table() {
       {O::layer_norm, "layer_norm", C::composite, 1, 3, norm, infer_norm, decompose_layer_norm},
       {O::rms_norm, "rms_norm", C::composite, 1, 2, norm, infer_norm, decompose_rms_norm},
       {O::linear, "linear", C::composite, 2, 3, {}, infer_linear, decompose_linear},
+      {O::scaled_dot_product_attention, "scaled_dot_product_attention", C::composite, 3, 3, {{"scale", K::float_}},
+       infer_attention, decompose_attention},
 
       {O::matmul, "matmul", C::matmul, 2, 2, {}, infer_matmul},
   };

@@ -49,14 +49,16 @@ struct Expander {
   }
 };
 
-PassResult expand(const Graph& g, std::vector<std::string_view>* origin) {
+using Keep = std::function<bool(const Graph&, const Node&)>;
+
+PassResult expand(const Graph& g, std::vector<std::string_view>* origin, const Keep* keep = nullptr) {
   detail::Rewriter rw(g, "decompose");
   Expander ex{rw.out(), origin};
   const size_t before = g.op_count();
   for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
     const Node& n = g.node(id);
     if (n.op == OpId::input) continue;
-    if (op_def(n.op).decompose == nullptr) {
+    if (op_def(n.op).decompose == nullptr || (keep && (*keep)(g, n))) {
       rw.copy(id);
     } else {
       rw.bind(id, ex.emit(n.op, rw.mapped_inputs(id), n.attrs, 0));
@@ -77,6 +79,10 @@ PassResult run(const Graph& g) { return expand(g, nullptr); }
 const Pass decompose_pass{"decompose", &run};
 
 Graph decompose(const Graph& g) { return run_pass(decompose_pass, g).graph; }
+
+Graph decompose_except(const Graph& g, const Keep& keep) {
+  return expand(g, nullptr, &keep).graph;
+}
 
 Graph decompose_with_origins(const Graph& g, std::vector<std::string_view>& origin) {
   origin.clear();

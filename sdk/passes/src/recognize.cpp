@@ -8,10 +8,15 @@
 //                      (x - mean(x, D, keep)) / sqrt(var(x, D, keep, correction 0) + eps) [* w] [+ b]
 //   rms_norm(x[, w], n, eps)
 //                      x * rsqrt(mean(x * x, D, keep) + eps) [* w]     (x * x or pow(x, 2))
+//   scaled_dot_product_attention(q, k, v, scale)
+//                      softmax(q @ k^T [* c | / c], -1) @ v   (k^T: k's last two dims swapped by
+//                      transpose or permute; c a scalar `full`; scale c, 1/c or 1)
 //
 // where D is the last n dims and eps a `full` of x's dtype. These are exactly the ops the
 // composites decompose into, so the values are the same, except for the (x - mean) / sqrt(...)
-// form (rounded differently from the * rsqrt(...) the composite computes: about an ulp).
+// form (rounded differently from the * rsqrt(...) the composite computes: about an ulp) and
+// attention's `/ c` (a multiplication by 1/c in the composite). Attention needs q, k, v and every
+// value of the pattern in one floating dtype, q, k, v of one rank with the same batch sizes.
 // Conditions: x is floating, w, b and eps have x's dtype (so the composite computes in the same
 // dtype the hand-written ops did), the composite's shape rule accepts the operands without a
 // new shape fact and gives the root's dtype, device and sizes, and every intermediate value is
@@ -51,7 +56,8 @@ class Recognizer {
   bool live(NodeId id) const { return live_[static_cast<size_t>(id)] != 0; }
 
   std::optional<Match> match(NodeId root) {
-    for (auto fn : {&Recognizer::softmax, &Recognizer::log_softmax, &Recognizer::layer_norm, &Recognizer::rms_norm}) {
+    for (auto fn : {&Recognizer::softmax, &Recognizer::log_softmax, &Recognizer::layer_norm, &Recognizer::rms_norm,
+                    &Recognizer::attention}) {
       interior_.clear();
       std::optional<Match> m = (this->*fn)(root);
       if (m && valid(root, *m)) return m;
@@ -235,6 +241,57 @@ class Recognizer {
         return Match{OpId::layer_norm, {k->first.x, k->second, b}, {k->first.ndim, k->first.eps}, {}};
     }
     return std::nullopt;
+  }
+
+  // matmul(softmax(s, -1), v) with s = q @ k^T, (q @ k^T) * c, c * (q @ k^T) or (q @ k^T) / c.
+  std::optional<Match> attention(NodeId r) {
+    if (!is(r, OpId::matmul)) return std::nullopt;
+    const NodeId p = n(r).inputs[0], v = n(r).inputs[1];
+    const int64_t rank = n(r).meta.rank();
+    const DType t = dtype(r);
+    if (!is_floating(t) || rank < 2 || !is(p, OpId::softmax) || n(p).attrs.i(0) != rank - 1) return std::nullopt;
+    NodeId s = n(p).inputs[0], qk = s;
+    double scale = 1.0;
+    if (is(s, OpId::mul) || is(s, OpId::div)) {
+      const std::vector<NodeId>& in = n(s).inputs;
+      const bool left = is(in[0], OpId::matmul);
+      if (is(s, OpId::div) && !left) return std::nullopt;
+      qk = left ? in[0] : in[1];
+      const std::optional<double> c = detail::uniform_value(g_, left ? in[1] : in[0]);
+      if (!c || !is(qk, OpId::matmul) || !detail::same_value_meta(n(s).meta, n(qk).meta)) return std::nullopt;
+      scale = is(s, OpId::div) ? 1.0 / *c : *c;
+      if (!inner(s, 1)) return std::nullopt;
+    }
+    if (!is(qk, OpId::matmul)) return std::nullopt;
+    const NodeId q = n(qk).inputs[0], kt = n(qk).inputs[1];
+    const NodeId k = swapped_last_dims(kt);
+    if (k < 0) return std::nullopt;
+    for (NodeId i : {p, s, qk, q, k, v})
+      if (dtype(i) != t || n(i).meta.rank() != rank) return std::nullopt;
+    for (size_t d = 0; d + 2 < static_cast<size_t>(rank); ++d)
+      if (!(n(q).meta.sizes[d] == n(k).meta.sizes[d]) || !(n(q).meta.sizes[d] == n(v).meta.sizes[d])) return std::nullopt;
+    if (!inner(p, 1) || !inner(qk, 1)) return std::nullopt;
+    if (!output_[static_cast<size_t>(kt)] && uses_[static_cast<size_t>(kt)] == 1) interior_.push_back(kt);
+    return Match{OpId::scaled_dot_product_attention, {q, k, v}, {scale}, {}};
+  }
+
+  // The node whose last two dims `x` swaps (transpose or permute, nothing else moved), or -1.
+  NodeId swapped_last_dims(NodeId x) const {
+    const int64_t r = n(x).meta.rank();
+    if (r < 2) return -1;
+    if (is(x, OpId::transpose)) {
+      int64_t a = n(x).attrs.i(0), b = n(x).attrs.i(1);
+      a += a < 0 ? r : 0;
+      b += b < 0 ? r : 0;
+      return std::min(a, b) == r - 2 && std::max(a, b) == r - 1 ? n(x).inputs[0] : -1;
+    }
+    if (!is(x, OpId::permute)) return -1;
+    const std::vector<int64_t>& perm = n(x).attrs.ints(0);
+    for (int64_t d = 0; d < r; ++d) {
+      const int64_t want = d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d;
+      if (perm[static_cast<size_t>(d)] != want) return -1;
+    }
+    return n(x).inputs[0];
   }
 
   std::optional<Match> rms_norm(NodeId r) {

@@ -26,6 +26,9 @@ void remap(Kernel& k, const std::vector<int32_t>& to) {
     m(k.gemm->b);
     m(k.gemm->c);
   }
+  if (k.attention) {
+    for (int32_t* b : {&k.attention->q, &k.attention->k, &k.attention->v, &k.attention->out}) m(*b);
+  }
   if (k.reference) {
     for (int32_t& b : k.reference->inputs) m(b);
     m(k.reference->output);

@@ -115,6 +115,7 @@ struct Group {
   Domain dom;
   std::vector<NodeId> members;  // sorted
   bool reference = false;
+  bool attention = false;
   bool alive = true;
 };
 
@@ -191,20 +192,34 @@ class Fuser {
           if (!ctx_.layout(node.inputs[j], nullptr))
             realize_node(node.inputs[j], "read at other positions by " + label(id));
       }
+      // Matmul and attention operands are read from memory, through views where the kernel can.
+      auto operand_layout = [&](NodeId i, const char* what) {
+        std::optional<Layout> l = ctx_.layout(i, nullptr);
+        if (!l) {
+          // Store the computed value under the views (k in k^T), then read it through them.
+          NodeId base = i;
+          while (op_def(g.node(base).op).category == OpCategory::layout && g.node(base).op != OpId::cat &&
+                 g.node(base).op != OpId::pad && g.node(base).op != OpId::index_select)
+            base = g.node(base).inputs[0];
+          realize_node(base, std::string(what) + " operand (through views)");
+          l = ctx_.layout(i, nullptr);
+        }
+        return l;
+      };
       if (cat == OpCategory::matmul) {
         realize_node(id, "matmul");
         for (NodeId i : node.inputs) {
-          std::optional<Layout> l = ctx_.layout(i, nullptr);
-          if (!l) {
-            // Store the computed value under the views (k in k^T), then read it through them.
-            NodeId base = i;
-            while (op_def(g.node(base).op).category == OpCategory::layout && g.node(base).op != OpId::cat &&
-                   g.node(base).op != OpId::pad && g.node(base).op != OpId::index_select)
-              base = g.node(base).inputs[0];
-            realize_node(base, "matmul operand (through views)");
-            l = ctx_.layout(i, nullptr);
-          }
+          const std::optional<Layout> l = operand_layout(i, "matmul");
           if (!l || !gemm_readable(g.node(i).meta, *l)) realize_node(i, "matmul operand the gemm cannot read in place");
+        }
+        continue;
+      }
+      if (node.op == OpId::scaled_dot_product_attention) {  // kept by prepare: the target fuses it
+        realize_node(id, "attention");
+        for (NodeId i : node.inputs) {
+          const std::optional<Layout> l = operand_layout(i, "attention");
+          if (!l || !(l->strides.back() == 1))
+            realize_node(i, "attention operand without a unit stride along the head dim");
         }
         continue;
       }
@@ -319,6 +334,7 @@ class Fuser {
     const Graph& g = s_.graph;
     const Node& node = g.node(id);
     if (G.reference) return "reference kernels run alone";
+    if (G.attention) return "attention kernels run alone";
     if (static_cast<int64_t>(G.members.size()) >= opt_.max_fusion_size)
       return "the kernel has max_fusion_size (" + std::to_string(opt_.max_fusion_size) + ") nodes";
     for (NodeId f : frontier_[static_cast<size_t>(id)]) {
@@ -366,6 +382,12 @@ class Fuser {
       if (is_reference_op(g, node, opt_.target)) {
         ng.reference = true;
         log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (reference kernel)");
+        start(std::move(ng));
+        continue;
+      }
+      if (node.op == OpId::scaled_dot_product_attention) {
+        ng.attention = true;
+        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (attention kernel)");
         start(std::move(ng));
         continue;
       }
@@ -428,11 +450,11 @@ class Fuser {
 
   void horizontal() {
     for (size_t a = 0; a < groups_.size(); ++a) {
-      if (!groups_[a].alive || groups_[a].reference || groups_[a].dom.gemm >= 0) continue;
+      if (!groups_[a].alive || groups_[a].reference || groups_[a].attention || groups_[a].dom.gemm >= 0) continue;
       for (size_t b = a + 1; b < groups_.size(); ++b) {
         Group& A = groups_[a];
         Group& B = groups_[b];
-        if (!B.alive || B.reference || B.dom.gemm >= 0 || !(A.dom == B.dom)) continue;
+        if (!B.alive || B.reference || B.attention || B.dom.gemm >= 0 || !(A.dom == B.dom)) continue;
         const std::set<NodeId> ra = reads_of(A), rb = reads_of(B);
         bool shared = false, depends = false;
         for (NodeId f : rb) {
@@ -469,6 +491,39 @@ class Fuser {
     }
   }
 
+  Kernel attention_kernel(NodeId id, const std::string& name) const {
+    const Graph& g = s_.graph;
+    const Node& node = g.node(id);
+    const size_t r = node.meta.sizes.size();
+    Kernel k;
+    k.name = name;
+    k.kind = KernelKind::attention;
+    k.domain = node.meta.sizes;
+    k.num_outer = static_cast<int32_t>(r);
+    k.provenance = {id};
+    Attention a;
+    a.dtype = node.meta.dtype;
+    a.batch.assign(node.meta.sizes.begin(), node.meta.sizes.end() - 2);
+    a.lq = node.meta.sizes[r - 2];
+    a.lk = g.node(node.inputs[1]).meta.sizes[r - 2];
+    a.d = g.node(node.inputs[0]).meta.sizes.back().hint();
+    a.dv = node.meta.sizes.back().hint();
+    a.scale = node.attrs.f(0);
+    a.out = ctx_.buffer_of[static_cast<size_t>(id)];
+    int32_t* bufs[3] = {&a.q, &a.k, &a.v};
+    Attention::Operand* views[3] = {&a.q_view, &a.k_view, &a.v_view};
+    for (size_t j = 0; j < 3; ++j) {
+      const std::optional<Layout> l = ctx_.layout(node.inputs[j], nullptr);
+      if (!l) fail("schedule: attention operand %", node.inputs[j], " of ", label(id), " is not in memory (a bug)");
+      *bufs[j] = ctx_.buffer_of[static_cast<size_t>(l->base)];
+      views[j]->offset = l->offset;
+      views[j]->batch_strides.assign(l->strides.begin(), l->strides.end() - 2);
+      views[j]->row_stride = l->strides[r - 2];
+    }
+    k.attention = std::move(a);
+    return k;
+  }
+
   void build() {
     int index = 0;
     for (Group& G : groups_) {
@@ -490,6 +545,10 @@ class Fuser {
         s_.kernels.push_back(std::move(k));
         continue;
       }
+      if (G.attention) {
+        s_.kernels.push_back(attention_kernel(G.members[0], name));
+        continue;
+      }
       try {
         s_.kernels.push_back(build_kernel(G.dom, G.members, name, false));
       } catch (const Refusal& r) {
@@ -503,6 +562,18 @@ class Fuser {
 
 }  // namespace
 }  // namespace detail
+
+bool Target::fuses_attention(const Graph& g, const Node& n) const {
+  if (!fused_attention || n.op != OpId::scaled_dot_product_attention) return false;
+  const DType t = n.meta.dtype;
+  if (t != DType::f16 && t != DType::bf16) return false;
+  for (NodeId i : n.inputs)
+    if (g.node(i).meta.dtype != t) return false;
+  auto head_dim_ok = [](const SymInt& d) { return d.is_static() && d.hint() % 16 == 0 && d.hint() >= 16 && d.hint() <= 128; };
+  const TensorMeta& q = g.node(n.inputs[0]).meta;
+  const TensorMeta& v = g.node(n.inputs[2]).meta;
+  return head_dim_ok(q.sizes.back()) && head_dim_ok(v.sizes.back());
+}
 
 Target Target::gpu() {
   Target t;

@@ -43,6 +43,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::pointwise: return "pointwise";
     case KernelKind::reduction: return "reduction";
     case KernelKind::matmul: return "matmul";
+    case KernelKind::attention: return "attention";
     case KernelKind::reference: return "reference";
   }
   return "?";
@@ -184,6 +185,7 @@ std::vector<int32_t> Kernel::reads() const {
     r.push_back(gemm->b);
   }
   if (reference) r.insert(r.end(), reference->inputs.begin(), reference->inputs.end());
+  if (attention) r.insert(r.end(), {attention->q, attention->k, attention->v});
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
   return r;
@@ -194,13 +196,14 @@ std::vector<int32_t> Kernel::writes() const {
   for (const Store& s : stores) w.push_back(s.buffer);
   if (gemm) w.push_back(gemm->c);
   if (reference) w.push_back(reference->output);
+  if (attention) w.push_back(attention->out);
   std::sort(w.begin(), w.end());
   w.erase(std::unique(w.begin(), w.end()), w.end());
   return w;
 }
 
 void collapse_dims(Kernel& k) {
-  if (k.gemm || k.reference) return;
+  if (k.gemm || k.reference || k.attention) return;
   std::vector<Affine*> all;
   for (Instr& in : k.instrs)
     if (in.kind == InstrKind::load || in.kind == InstrKind::index) all.push_back(&in.index);
@@ -243,6 +246,11 @@ std::string Kernel::str() const {
   if (gemm)
     os << "  gemm: b" << gemm->c << "[" << shape_str(gemm->batch) << " x " << gemm->m.str() << " x "
        << gemm->n.str() << "] = b" << gemm->a << " @ b" << gemm->b << " (k = " << gemm->k.str() << ")\n";
+  if (attention)
+    os << "  attention: b" << attention->out << "[" << shape_str(attention->batch) << " x " << attention->lq.str()
+       << " x " << attention->dv << "] = softmax(b" << attention->q << " @ b" << attention->k << "^T * "
+       << attention->scale << ") @ b" << attention->v << " (lk = " << attention->lk.str() << ", d = " << attention->d
+       << ")\n";
   if (reference) {
     os << "  reference " << op_name(reference->op) << "(";
     for (size_t i = 0; i < reference->inputs.size(); ++i) os << (i ? ", b" : "b") << reference->inputs[i];

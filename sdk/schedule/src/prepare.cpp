@@ -2,6 +2,7 @@
 // every f16/bf16 matmul multiplies f32 operands into an f32 result, with casts around it (the gemm
 // runs in f32, as kernels accumulate in f32 anyway; the casts become its prologue and epilogue),
 // unless the target multiplies them in their own dtype (Target::low_precision_gemm: GPUs);
+// attention stays one op where the target has a kernel for it (Target::fused_attention);
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
@@ -42,7 +43,9 @@ NodeId view_base(const Graph& g, NodeId id) {
 }  // namespace
 
 Graph prepare(const Graph& in, const Target& target) {
-  Graph g = passes::decompose(in);
+  Graph g = target.fused_attention
+                ? passes::decompose_except(in, [&](const Graph& gr, const Node& n) { return target.fuses_attention(gr, n); })
+                : passes::decompose(in);
   Graph out;
   out.shapes() = g.shapes();
   std::vector<NodeId> map(g.size(), -1);
@@ -55,6 +58,15 @@ Graph prepare(const Graph& in, const Target& target) {
     std::vector<NodeId> ins;
     for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
     const bool reshape = n.op == OpId::reshape && !reshape_is_unsqueeze(g.node(n.inputs[0]).meta.sizes, n.meta.sizes);
+    if (n.op == OpId::scaled_dot_product_attention) {
+      // The attention kernel reads rows with a unit stride along the head dim.
+      for (NodeId& i : ins) {
+        const Node& b = out.node(view_base(out, i));
+        if (b.op != OpId::input && b.op != OpId::constant) continue;
+        const std::optional<Layout> l = source_layout(out, i);
+        if (!l || !(l->strides.back() == 1)) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
+      }
+    }
     if (reshape || (n.op == OpId::matmul && g.node(n.inputs[0]).meta.rank() >= 2 && g.node(n.inputs[1]).meta.rank() >= 2)) {
       for (NodeId& i : ins) {
         const NodeId base = view_base(out, i);

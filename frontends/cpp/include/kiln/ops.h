@@ -115,6 +115,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = {}, double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, double eps = 1e-6);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// softmax(q @ k^T * scale, -1) @ v over q[..., Lq, D], k[..., Lk, D], v[..., Lk, Dv] (batch dims
+// equal); scale defaults to 1/sqrt(D), as torch's scaled_dot_product_attention. The hand-written
+// form compiles the same (the compiler recognises it); on CUDA, f16/bf16 with a head dim that is
+// a multiple of 16 up to 128 runs as one fused flash-attention kernel.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    std::optional<double> scale = std::nullopt);
 
 // Linear algebra.
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -174,6 +174,9 @@ class FunctionEmitter {
       case KernelKind::reduction: emit_reduction(); break;
       case KernelKind::matmul: emit_matmul(); break;
       case KernelKind::reference: fail("cpu codegen: reference kernels have no source");
+      case KernelKind::attention:
+        fail("cpu codegen: kernel ", k_.name, " is a fused attention kernel, which the cpu target does not "
+             "print (schedule for it with Target::cpu(), which decomposes attention)");
     }
     std::ostringstream f;
     f << "define void @" << v_.name << "(ptr noalias %buffers, ptr noalias %sizes, i64 %begin, i64 %end) #"

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "internal.h"
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
@@ -206,6 +207,53 @@ std::string to_storage(DType t, const std::string& x) {
   }
 }
 
+}  // namespace
+
+namespace detail {
+
+// Buffers in id order (pointers; const where only read; __restrict__ unless two of them share
+// memory, as in-place intermediates do), then every plan symbol.
+std::string kernel_params(const Kernel& k, const schedule::Schedule& s) {
+  std::set<int32_t> bufs;
+  for (int32_t b : k.reads()) bufs.insert(b);
+  const std::vector<int32_t> writes = k.writes();
+  for (int32_t b : writes) bufs.insert(b);
+  std::map<std::string, int> memories;
+  auto memory_of = [&](int32_t b) {
+    const schedule::Buffer& buf = s.buffers[static_cast<size_t>(b)];
+    return buf.kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf.slot) : "b" + std::to_string(b);
+  };
+  for (int32_t b : bufs) memories[memory_of(b)] += 1;
+  std::string out;
+  for (int32_t b : bufs) {
+    const bool written = std::find(writes.begin(), writes.end(), b) != writes.end();
+    const bool shared = memories[memory_of(b)] > 1;
+    out += out.empty() ? "" : ", ";
+    out += std::string(written ? "" : "const ") + storage_type(s.buffers[static_cast<size_t>(b)].dtype) +
+           (shared ? "* " : "* __restrict__ ") + kDialect.buffer_name(b);
+  }
+  for (const SymbolInfo& sym : s.graph.shapes().symbols())
+    out += (out.empty() ? "" : ", ") + std::string("long long ") + kDialect.symbol_name(sym.id);
+  return out;
+}
+
+std::string sym_c(const SymInt& v) {
+  if (v.is_static()) return kDialect.int_literal(v.hint());
+  std::string acc;
+  const SymExpr e = v.expr();
+  for (const SymTerm& term : e.terms()) {
+    std::string t = term.coeff == 1 ? "" : kDialect.int_literal(term.coeff);
+    for (SymbolId id : term.symbols) t += (t.empty() ? "" : "*") + kDialect.symbol_name(id);
+    if (t.empty()) t = kDialect.int_literal(term.coeff);
+    acc += (acc.empty() ? "" : " + ") + t;
+  }
+  return "(" + acc + ")";
+}
+
+}  // namespace detail
+
+namespace {
+
 class KernelEmitter {
  public:
   KernelEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o)
@@ -261,31 +309,7 @@ class KernelEmitter {
     return n;
   }
 
-  // Buffers in id order (pointers; const where only read; __restrict__ unless two of them share
-  // memory, as in-place intermediates do), then every plan symbol.
-  std::string params() const {
-    std::set<int32_t> bufs;
-    for (int32_t b : k_.reads()) bufs.insert(b);
-    const std::vector<int32_t> writes = k_.writes();
-    for (int32_t b : writes) bufs.insert(b);
-    std::map<std::string, int> memories;
-    auto memory_of = [&](int32_t b) {
-      const schedule::Buffer& buf = s_.buffers[static_cast<size_t>(b)];
-      return buf.kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf.slot) : "b" + std::to_string(b);
-    };
-    for (int32_t b : bufs) memories[memory_of(b)] += 1;
-    std::string out;
-    for (int32_t b : bufs) {
-      const bool written = std::find(writes.begin(), writes.end(), b) != writes.end();
-      const bool shared = memories[memory_of(b)] > 1;
-      out += out.empty() ? "" : ", ";
-      out += std::string(written ? "" : "const ") + storage_type(s_.buffers[static_cast<size_t>(b)].dtype) +
-             (shared ? "* " : "* __restrict__ ") + kDialect.buffer_name(b);
-    }
-    for (const SymbolInfo& sym : s_.graph.shapes().symbols())
-      out += (out.empty() ? "" : ", ") + std::string("long long ") + kDialect.symbol_name(sym.id);
-    return out;
-  }
+  std::string params() const { return detail::kernel_params(k_, s_); }
 
   // Splits flat (an expression) over dims [first, last) into sc.vars, row-major.
   void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
@@ -1109,6 +1133,13 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       p.kernels.push_back(std::move(pk));
       continue;
     }
+    if (k.attention) {
+      if (p.prelude == kPrelude) p.prelude += detail::flash_prelude();
+      pk.entry = k.name;
+      pk.source = detail::emit_attention(k, s, options, pk);
+      p.kernels.push_back(std::move(pk));
+      continue;
+    }
     bool fused_epilogue = false;
     if (k.gemm) {
       pk.gemm = plan_gemm(*k.gemm);
@@ -1132,7 +1163,11 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   return p;
 }
 
-schedule::Target schedule_target() { return schedule::Target::gpu(); }
+schedule::Target schedule_target() {
+  schedule::Target t = schedule::Target::gpu();
+  t.fused_attention = true;
+  return t;
+}
 
 plan::KernelPlan generate_plan(const Graph& g) { return generate(schedule::schedule_graph(g, schedule_target())); }
 

@@ -875,6 +875,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
              " bytes of push constants (sizes and offsets), more than the 128 every Vulkan device offers");
   for (const Kernel& k : s.kernels) {
     plan::PlanKernel pk = plan::kernel_skeleton(k);
+    KILN_CHECK(!k.attention, "vulkan codegen: kernel ", k.name, " is a fused attention kernel, which the vulkan "
+               "target does not print (its schedule target decomposes attention)");
     if (k.reference) {
       p.kernels.push_back(std::move(pk));
       continue;

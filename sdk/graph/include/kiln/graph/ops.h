@@ -74,6 +74,8 @@ enum class OpId : uint16_t {
                 //        normalized_ndim dims; weight/bias have those dims' shape
   rms_norm,     // attrs: normalized_ndim:int, eps:float; inputs (x[, weight])
   linear,       // inputs (x[..., in], w[out, in][, b[out]]) -> x @ w^T + b
+  scaled_dot_product_attention,  // attrs: scale:float; inputs (q[..., Lq, D], k[..., Lk, D],
+                //        v[..., Lk, Dv]), equal batch dims -> softmax(q @ k^T * scale, -1) @ v
   // Linear algebra.
   matmul,       // numpy matmul: 1-D operands promoted and squeezed, batch dims broadcast
 };

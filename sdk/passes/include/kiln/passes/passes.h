@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,6 +48,9 @@ PassResult run_passes(std::span<const Pass> passes, const Graph& g);
 
 // Composites (op_def(op).decompose != nullptr) -> primitives, recursively: no composite is left.
 Graph decompose(const Graph& g);
+// The same, except that top-level composites `keep` accepts stay as they are (a composite a
+// target has its own kernel for, like attention on CUDA); their inputs are still decomposed.
+Graph decompose_except(const Graph& g, const std::function<bool(const Graph&, const Node&)>& keep);
 // The same (without run_pass's checks and log), also giving for every node of the result the
 // top-level composite it came from ("" for nodes that were primitives), e.g. to name the
 // composites a fused kernel computes.

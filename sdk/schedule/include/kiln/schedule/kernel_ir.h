@@ -10,9 +10,11 @@
 // 0) and gathered (index_select: an i64 value adds an element offset to its affine index).
 // Targets choose tiling, threads and vector width; they never change what is computed.
 //
-// Two kinds of kernels do more than the loop nest: a matmul kernel first multiplies its
+// Three kinds of kernels do more than the loop nest: a matmul kernel first multiplies its
 // operands (GEMM) into a buffer that its body then reads as an epilogue, row block by row block;
-// a reference kernel runs one op on the reference interpreter (ops no codegen handles yet).
+// an attention kernel computes softmax(q k^T * scale) v whole, for targets that print a fused
+// kernel for it (Target::fused_attention); a reference kernel runs one op on the reference
+// interpreter (ops no codegen handles yet).
 #pragma once
 
 #include <cstdint>
@@ -90,6 +92,26 @@ struct Gemm {
   SymInt b_row_stride = 0, b_col_stride = 0;  // over (k, n)
 };
 
+// out[b] = softmax(q[b] @ k[b]^T * scale, -1) @ v[b] for every batch index b. q, k and v are
+// strided views of buffers with a unit stride along the head dim (given by an element offset,
+// one stride per batch dim and a row stride); out is contiguous [batch..., lq, dv]. The kernel
+// accumulates in f32 and never stores the [lq, lk] scores.
+struct Attention {
+  int32_t q = -1, k = -1, v = -1, out = -1;  // buffers, all of `dtype`
+  DType dtype = DType::bf16;                 // f16 or bf16
+  SymShape batch;
+  SymInt lq = 0, lk = 0;                     // query and key rows
+  int64_t d = 0, dv = 0;                     // head dims of q/k and of v (static)
+  double scale = 1.0;
+  struct Operand {
+    SymInt offset = 0;
+    SymShape batch_strides;
+    SymInt row_stride = 0;
+    bool operator==(const Operand&) const = default;
+  };
+  Operand q_view, k_view, v_view;
+};
+
 // A reference kernel: one graph op run by the reference interpreter on whole buffers.
 struct ReferenceOp {
   OpId op = OpId::input;
@@ -98,7 +120,7 @@ struct ReferenceOp {
   int32_t output = -1;
 };
 
-enum class KernelKind : uint8_t { pointwise, reduction, matmul, reference };
+enum class KernelKind : uint8_t { pointwise, reduction, matmul, attention, reference };
 std::string_view kernel_kind_name(KernelKind k);
 
 struct Kernel {
@@ -109,6 +131,7 @@ struct Kernel {
   std::vector<Instr> instrs;
   std::vector<Store> stores;
   std::optional<Gemm> gemm;            // matmul kernels: runs before the body, per row block
+  std::optional<Attention> attention;   // attention kernels: the whole kernel (no body)
   std::optional<ReferenceOp> reference;
   std::vector<NodeId> provenance;      // graph nodes this kernel computes (sorted)
 

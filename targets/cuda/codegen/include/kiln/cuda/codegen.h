@@ -19,7 +19,10 @@
 //   (coalesced) with 8 or 32 groups of threads splitting the inner dims, combined in shared memory;
 // - matmul: the runtime multiplies through cuBLASLt (PlanKernel::gemm); the generated kernel is
 //   the epilogue, a pointwise kernel over the product (absent when there is none, or when it is
-//   only a bias and a tanh-GELU that cuBLASLt applies itself: PlanGemm::epilogue).
+//   only a bias and a tanh-GELU that cuBLASLt applies itself: PlanGemm::epilogue);
+// - attention (f16/bf16, head dims multiples of 16 up to 128): one fused flash-attention kernel
+//   (tensor cores, online softmax, scores never stored; src/attention.cpp says how), its body a
+//   template in the prelude of plans that have one.
 // Reductions combine partials in a fixed order, so results are deterministic run to run.
 #pragma once
 
@@ -47,6 +50,9 @@ struct CodegenOptions {
   // A 2-D gemm followed only by `+ bias[j]` or `gelu_tanh(+ bias[j])` applies them as cuBLASLt
   // epilogues (PlanGemm::epilogue) instead of an epilogue kernel.
   bool gemm_epilogues = true;
+  // Attention kernels: 16-row tiles of queries per warp (1 or 2: blocks of 64 or 128 rows);
+  // 0 picks 2 when both head dims are at most 64 (registers hold twice the rows), else 1.
+  int64_t attention_warp_tiles = 0;
   static CodegenOptions from_config();
 };
 

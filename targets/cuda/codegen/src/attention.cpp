@@ -1,0 +1,344 @@
+// Fused attention kernels: out = softmax(q k^T * scale) v without storing the scores, in the
+// manner of FlashAttention-2. The body is one template in the plan's prelude (flash_prelude());
+// each attention kernel of a plan is a small wrapper that finds its batch index and query rows
+// and calls the body with the operands' strides.
+//
+// Per block: 4 warps and BR = 64 * tiles query rows (tiles: 16-row m-tiles per warp, 1 or 2).
+// Q is staged through shared memory into registers once (ldmatrix). K and V stream through
+// shared memory in tiles of BC rows (cp.async, double-buffered: the next tile loads while this
+// one is used). Per tile, S = Q K^T and O += P V run on tensor cores (mma.sync m16n8k16 with f32
+// accumulation); the softmax is online: a running max and sum per row in base 2 rescale O when
+// the max grows, and O is divided by the sum once at the end. Rows of shared memory are padded
+// by 16 bytes so that ldmatrix reads them without bank conflicts. Rows past lq or lk read as 0
+// (zero-filled copies) and scores of keys past lk as -inf. Operands whose rows are not 16-byte
+// aligned are copied to shared memory element by element instead of with cp.async. Before sm_80
+// (no bf16 mma, no cp.async) each thread computes one query row with scalar f32 arithmetic.
+#include <cmath>
+#include <cstdio>
+
+#include "internal.h"
+#include "kiln/graph/error.h"
+
+namespace kiln::cuda::detail {
+
+namespace {
+
+constexpr const char* kFlashPrelude = R"(
+// ---- fused attention (targets/cuda/codegen/src/attention.cpp) ----
+#define KILN_FLASH_WARPS 4
+__device__ __forceinline__ unsigned kiln_smem(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+// ROWS x COLS elements from global rows (row_stride apart, unit stride within) to shared rows
+// of COLS + 8; rows at or past `rows` become 0.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void kiln_flash_tile(unsigned short* s, const unsigned short* g, long long row_stride,
+                                                long long rows, bool vec) {
+  constexpr int CHUNKS = COLS / 8, PITCH = COLS + 8;
+#pragma unroll
+  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += 32 * KILN_FLASH_WARPS) {
+    const int r = i / CHUNKS, c = (i % CHUNKS) * 8;
+    unsigned short* dst = s + r * PITCH + c;
+    const bool in = r < rows;
+    const unsigned short* src = g + (in ? (long long)r * row_stride + c : 0);
+#if __CUDA_ARCH__ >= 800
+    if (vec) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(kiln_smem(dst)), "l"(src), "r"(in ? 16 : 0));
+      continue;
+    }
+#endif
+#pragma unroll
+    for (int e = 0; e < 8; ++e) dst[e] = in ? src[e] : (unsigned short)0;
+  }
+}
+__device__ __forceinline__ void kiln_ldsm4(unsigned* r, const unsigned short* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(kiln_smem(p)));
+}
+__device__ __forceinline__ void kiln_ldsm4_t(unsigned* r, const unsigned short* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(kiln_smem(p)));
+}
+template <bool BF16>
+__device__ __forceinline__ void kiln_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  if (BF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two floats rounded to f16/bf16, lo in the low half.
+template <bool BF16>
+__device__ __forceinline__ unsigned kiln_pack2(float lo, float hi) {
+  unsigned r;
+  if (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <bool BF16>
+__device__ __forceinline__ float kiln_flash_f(unsigned short x) { return BF16 ? kiln_bf2f(x) : kiln_h2f(x); }
+
+// One block: query rows [m0, m0 + 64 * MT) of one batch index; q, k, v, o point at that batch
+// index's first row. scale_log2 = scale * log2(e).
+template <bool BF16, int D, int DV, int MT, int BC>
+__device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                           const unsigned short* __restrict__ v, unsigned short* __restrict__ o,
+                                           long long q_rs, long long k_rs, long long v_rs, long long lq, long long lk,
+                                           long long m0, float scale_log2) {
+  constexpr int BR = 16 * MT * KILN_FLASH_WARPS, QP = D + 8, VP = DV + 8;
+  const float kNegInf = __int_as_float(0xff800000);
+#if __CUDA_ARCH__ >= 800
+  constexpr int KV = 2 * BC * (QP + VP), QS = BR * QP;
+  __shared__ __align__(16) unsigned short smem[KV > QS ? KV : QS];
+  unsigned short* const sk = smem;               // [2][BC][QP]
+  unsigned short* const sv = smem + 2 * BC * QP; // [2][BC][VP]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool qa = (unsigned long long)q % 16 == 0 && q_rs % 8 == 0;
+  const bool ka = (unsigned long long)k % 16 == 0 && k_rs % 8 == 0;
+  const bool va = (unsigned long long)v % 16 == 0 && v_rs % 8 == 0;
+
+  // Q -> shared -> registers (A fragments of each m-tile), once.
+  kiln_flash_tile<BR, D>(smem, q + m0 * q_rs, q_rs, lq - m0, qa);
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  __syncthreads();
+  unsigned qf[MT][D / 16][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      kiln_ldsm4(qf[mt][kk], smem + ((warp * MT + mt) * 16 + lane % 16) * QP + kk * 16 + (lane / 16) * 8);
+  __syncthreads();
+
+  float acc[MT][DV / 8][4];
+  float row_max[MT][2], row_sum[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < DV / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][n][e] = 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) row_max[mt][h] = kNegInf, row_sum[mt][h] = 0.f;
+  }
+  const long long tiles = (lk + BC - 1) / BC;
+  if (tiles > 0) {
+    kiln_flash_tile<BC, D>(sk, k, k_rs, lk, ka);
+    kiln_flash_tile<BC, DV>(sv, v, v_rs, lk, va);
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+  for (long long j = 0; j < tiles; ++j) {
+    const int buf = (int)(j & 1);
+    if (j + 1 < tiles) {  // the next tile loads while this one is used
+      const long long next = (j + 1) * BC;
+      kiln_flash_tile<BC, D>(sk + (buf ^ 1) * BC * QP, k + next * k_rs, k_rs, lk - next, ka);
+      kiln_flash_tile<BC, DV>(sv + (buf ^ 1) * BC * VP, v + next * v_rs, v_rs, lk - next, va);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 1;\n" ::);
+    __syncthreads();
+    const unsigned short* kt = sk + buf * BC * QP;
+    const unsigned short* vt = sv + buf * BC * VP;
+
+    // S = Q K^T: per m-tile, BC / 8 n-tiles of 16 x 8 scores.
+    float s[MT][BC / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int nn = 0; nn < BC / 16; ++nn) {
+        unsigned b[4];
+        kiln_ldsm4(b, kt + (nn * 16 + (lane / 16) * 8 + lane % 8) * QP + kk * 16 + ((lane / 8) % 2) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          kiln_mma<BF16>(s[mt][2 * nn], qf[mt][kk], b[0], b[1]);
+          kiln_mma<BF16>(s[mt][2 * nn + 1], qf[mt][kk], b[2], b[3]);
+        }
+      }
+
+    // Online softmax (base 2): each row's 4 threads share its max through shuffles.
+    const long long key0 = j * BC;
+    const bool partial = key0 + BC > lk;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m = row_max[mt][h];
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = s[mt][n][2 * h + e] * scale_log2;
+            if (partial && key0 + n * 8 + 2 * (lane % 4) + e >= lk) x = kNegInf;
+            s[mt][n][2 * h + e] = x;
+            m = fmaxf(m, x);
+          }
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        const float base = m == kNegInf ? 0.f : m;
+        const float alpha = exp2f(row_max[mt][h] - base);
+        row_max[mt][h] = m;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float p = exp2f(s[mt][n][2 * h + e] - base);
+            s[mt][n][2 * h + e] = p;
+            sum += p;
+          }
+        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+        for (int n = 0; n < DV / 8; ++n) acc[mt][n][2 * h] *= alpha, acc[mt][n][2 * h + 1] *= alpha;
+      }
+
+    // O += P V: P's accumulator fragments are the A fragments of the next product.
+#pragma unroll
+    for (int kc = 0; kc < BC / 16; ++kc) {
+      unsigned pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = kiln_pack2<BF16>(s[mt][2 * kc][0], s[mt][2 * kc][1]);
+        pa[mt][1] = kiln_pack2<BF16>(s[mt][2 * kc][2], s[mt][2 * kc][3]);
+        pa[mt][2] = kiln_pack2<BF16>(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1]);
+        pa[mt][3] = kiln_pack2<BF16>(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3]);
+      }
+#pragma unroll
+      for (int dd = 0; dd < DV / 16; ++dd) {
+        unsigned b[4];
+        kiln_ldsm4_t(b, vt + (kc * 16 + ((lane / 8) % 2) * 8 + lane % 8) * VP + dd * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          kiln_mma<BF16>(acc[mt][2 * dd], pa[mt], b[0], b[1]);
+          kiln_mma<BF16>(acc[mt][2 * dd + 1], pa[mt], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+
+  // O / sum, rounded once, two elements per store.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = row_sum[mt][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      // No keys (lk == 0): zeros, as the product with an empty v gives; every score -inf: NaN,
+      // as softmax gives.
+      const float inv = l == 0.f ? (lk == 0 ? 0.f : __int_as_float(0x7fc00000)) : 1.f / l;
+      const long long row = m0 + (warp * MT + mt) * 16 + lane / 4 + 8 * h;
+      if (row >= lq) continue;
+      unsigned* dst = (unsigned*)(o + row * DV + 2 * (lane % 4));
+#pragma unroll
+      for (int n = 0; n < DV / 8; ++n) dst[n * 4] = kiln_pack2<BF16>(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
+    }
+#else
+  // Before sm_80: one query row per thread, f32 arithmetic, the same online softmax.
+  for (int r = threadIdx.x; r < BR; r += 32 * KILN_FLASH_WARPS) {
+    const long long row = m0 + r;
+    if (row >= lq) continue;
+    float acc[DV];
+    for (int c = 0; c < DV; ++c) acc[c] = 0.f;
+    float m = kNegInf, l = 0.f;
+    for (long long key = 0; key < lk; ++key) {
+      float dot = 0.f;
+      for (int c = 0; c < D; ++c) dot += kiln_flash_f<BF16>(q[row * q_rs + c]) * kiln_flash_f<BF16>(k[key * k_rs + c]);
+      const float x = dot * scale_log2;
+      const float mn = fmaxf(m, x);
+      const float base = mn == kNegInf ? 0.f : mn;
+      const float alpha = exp2f(m - base), p = exp2f(x - base);
+      l = l * alpha + p;
+      for (int c = 0; c < DV; ++c) acc[c] = acc[c] * alpha + p * kiln_flash_f<BF16>(v[key * v_rs + c]);
+      m = mn;
+    }
+    const float inv = l == 0.f ? (lk == 0 ? 0.f : __int_as_float(0x7fc00000)) : 1.f / l;
+    for (int c = 0; c < DV; ++c) o[row * DV + c] = BF16 ? kiln_f2bf(acc[c] * inv) : kiln_f2h(acc[c] * inv);
+  }
+#endif
+}
+)";
+
+constexpr int64_t kWarps = 4;
+
+// Key rows per shared-memory tile: the largest multiple of 16 up to 64 whose two K and V
+// buffers fit the 48 KiB of static shared memory.
+int64_t key_tile(int64_t d, int64_t dv) {
+  int64_t bc = 64;
+  while (bc > 16 && 2 * bc * (d + 8 + dv + 8) * 2 > 48 * 1024) bc -= 16;
+  return bc;
+}
+
+std::string float_literal(double v) {
+  const float f = static_cast<float>(v);
+  if (std::isnan(f)) return "__int_as_float(0x7fc00000)";
+  if (std::isinf(f)) return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(f));
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+}  // namespace
+
+const char* flash_prelude() { return kFlashPrelude; }
+
+std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& s, const CodegenOptions& o,
+                           plan::PlanKernel& pk) {
+  const schedule::Attention& a = *k.attention;
+  KILN_CHECK(a.dtype == DType::f16 || a.dtype == DType::bf16, "cuda codegen: attention kernel ", k.name,
+             " is ", dtype_name(a.dtype), "; the fused kernel takes f16 or bf16");
+  KILN_CHECK(a.d % 16 == 0 && a.dv % 16 == 0 && a.d >= 16 && a.dv >= 16 && a.d <= 128 && a.dv <= 128,
+             "cuda codegen: attention kernel ", k.name, " has head dims ", a.d, " and ", a.dv,
+             "; the fused kernel takes multiples of 16 up to 128");
+  const int64_t tiles = o.attention_warp_tiles > 0 ? o.attention_warp_tiles : (a.d <= 64 && a.dv <= 64 ? 2 : 1);
+  KILN_CHECK(tiles == 1 || tiles == 2, "cuda codegen: attention_warp_tiles must be 1 or 2, got ", tiles);
+  const int64_t rows = 16 * tiles * kWarps;
+  const int64_t bc = key_tile(a.d, a.dv);
+
+  SymInt batch = 1;
+  for (const SymInt& e : a.batch) batch = batch * e;
+  // Blocks of `rows` query rows; every variant launches over batch * (lq + 127) items so that
+  // the extent is one expression for 64 and 128 rows per block (a few blocks find no rows).
+  pk.parallel_extent = batch * (a.lq + SymInt(16 * 2 * kWarps - 1));
+  pk.launch.block = 32 * kWarps;
+  pk.launch.items_per_block = rows;
+
+  const std::string lq = sym_c(a.lq), lk = sym_c(a.lk);
+  auto buf = [](int32_t b) { return "b" + std::to_string(b); };
+  std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) + ") " + k.name +
+                    "(" + kernel_params(k, s) + ") {\n";
+  src += "  const long long lq = " + lq + ", lk = " + lk + ";\n";
+  src += "  const long long tiles = (lq + " + std::to_string(rows - 1) + ") / " + std::to_string(rows) + ";\n";
+  src += "  if ((long long)blockIdx.x >= " + sym_c(batch) + " * tiles) return;\n";
+  src += "  long long bi = (long long)blockIdx.x / tiles;\n";
+  src += "  const long long m0 = ((long long)blockIdx.x % tiles) * " + std::to_string(rows) + ";\n";
+  src += "  long long qo = " + sym_c(a.q_view.offset) + ", ko = " + sym_c(a.k_view.offset) + ", vo = " +
+         sym_c(a.v_view.offset) + ", oo = bi * lq * " + std::to_string(a.dv) + ";\n";
+  for (size_t d = a.batch.size(); d-- > 0;) {
+    src += "  { const long long i = bi % " + sym_c(a.batch[d]) + "; bi /= " + sym_c(a.batch[d]) + "; qo += i * " +
+           sym_c(a.q_view.batch_strides[d]) + "; ko += i * " + sym_c(a.k_view.batch_strides[d]) + "; vo += i * " +
+           sym_c(a.v_view.batch_strides[d]) + "; }\n";
+  }
+  src += std::string("  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) +
+         ", " + std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ">(" + buf(a.q) +
+         " + qo, " + buf(a.k) + " + ko, " + buf(a.v) + " + vo, " + buf(a.out) + " + oo, " + sym_c(a.q_view.row_stride) +
+         ", " + sym_c(a.k_view.row_stride) + ", " + sym_c(a.v_view.row_stride) + ", lq, lk, m0, " +
+         float_literal(a.scale * 1.4426950408889634) + ");\n}\n";
+  return src;
+}
+
+}  // namespace kiln::cuda::detail

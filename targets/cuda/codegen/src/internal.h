@@ -1,0 +1,25 @@
+// Internal to targets/cuda/codegen: what the generic kernels (cuda_c.cpp) and the fused
+// attention kernels (attention.cpp) share.
+#pragma once
+
+#include <string>
+
+#include "kiln/cuda/codegen.h"
+
+namespace kiln::cuda::detail {
+
+// A kernel's parameter list: its buffers in id order (const where only read, __restrict__
+// unless two share memory), then every plan symbol as long long.
+std::string kernel_params(const schedule::Kernel& k, const schedule::Schedule& s);
+// A size as a C expression of type long long over the symbols.
+std::string sym_c(const SymInt& v);
+
+// The flash-attention body every attention kernel calls (a template, in the plan's prelude
+// when the plan has attention kernels).
+const char* flash_prelude();
+// An attention kernel's entry (a wrapper choosing the block's batch index and query rows and
+// calling the body) and its launch; sets the plan kernel's parallel extent.
+std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& s, const CodegenOptions& o,
+                           plan::PlanKernel& pk);
+
+}  // namespace kiln::cuda::detail

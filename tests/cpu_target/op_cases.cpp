@@ -1088,6 +1088,8 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(core(Cop(op, qkv({2, 130, 64}, {2, 70, 64}, {2, 70, 64}), {0.125}, "several query blocks and key tiles")));
         cs.push_back(core(Cop(op, qkv({1, 2, 33, 128}, {1, 2, 65, 128}, {1, 2, 65, 128}), {0.09}, "head dim 128")));
         cs.push_back(core(Cop(op, qkv({5, 16}, {7, 16}, {7, 16}), {1.0}, "rank 2, scale 1")));
+        cs.push_back(core(Cop(op, qkv({2, 20, 16}, {2, 40, 16}, {2, 40, 16}), {-0.3}, "negative scale")));
+        cs.push_back(core(Cop(op, qkv({2, 5, 16}, {2, 9, 16}, {2, 9, 16}), {0.0}, "scale 0 (decomposed)")));
         cs.push_back(core(Cop(op, qkv({3, 4, 8}, {3, 6, 8}, {3, 6, 8}), {0.35}, "head dim 8 (decomposed)")));
         cs.push_back(core(Cop(op, qkv({3, 16}, {0, 16}, {0, 16}), {0.25}, "no keys")));
         cs.push_back(core(Cop(op, {A(t, {12, 16}, Domain::normal, Layout::permuted), A(t, {9, 16}), A(t, {9, 16})}, {0.25},

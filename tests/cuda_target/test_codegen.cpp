@@ -4,6 +4,7 @@
 // compiled with NVRTC for sm_90. --log_level=message prints the modules.
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <cmath>
 
 #include "kiln/cuda/codegen.h"
@@ -117,6 +118,46 @@ BOOST_AUTO_TEST_CASE(full_reductions_spread_over_thousands_of_blocks) {
   BOOST_REQUIRE_EQUAL(p.kernels.size(), 2u);
   BOOST_TEST(p.kernels[0].parallel_extent.hint() == 2048);
   BOOST_TEST(contains(p.kernels[0].source, "float4"), p.kernels[0].source);
+}
+
+BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
+  // attention_bf16 as the suite writes it: softmax(q @ k^T * (1/sqrt(64)), -1) @ v.
+  Graph g;
+  const NodeId q = g.add_input(meta(DType::bf16, {4, 16, 2048, 64}), "q");
+  const NodeId k = g.add_input(meta(DType::bf16, {4, 16, 2048, 64}), "k");
+  const NodeId v = g.add_input(meta(DType::bf16, {4, 16, 2048, 64}), "v");
+  const NodeId s = g.add(OpId::mul, {g.add(OpId::matmul, {q, g.add(OpId::transpose, {k}, {int64_t{2}, int64_t{3}})}),
+                                     g.add(OpId::full, {}, {SymShape{}, 0.125, DType::bf16})});
+  g.set_outputs({g.add(OpId::matmul, {g.add(OpId::softmax, {s}, {int64_t{3}}), v})});
+  const auto t0 = std::chrono::steady_clock::now();
+  const plan::KernelPlan p = plan_of(g);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST_MESSAGE("attention: codegen and NVRTC (sm_90 cubin) " << ms << " ms");
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
+  const plan::PlanKernel& a = p.kernels[0];
+  BOOST_TEST(a.kind == "attention");
+  BOOST_TEST(contains(a.source, "kiln_flash<true, 64, 64, 2, 64, false>"), a.source);
+  BOOST_TEST(contains(p.prelude, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+  BOOST_TEST(a.launch.block == 128);
+  BOOST_TEST(a.launch.items_per_block == 128);
+  BOOST_TEST(a.reads == (std::vector<int32_t>{0, 1, 2}));
+  BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "attention").kernels[0].source == a.source), "json round trip");
+
+  // f32 (no fused kernel for it) and a head dim of 8 stay two gemms around a softmax.
+  for (auto [t, d] : {std::pair{DType::f32, int64_t{64}}, std::pair{DType::bf16, int64_t{8}}}) {
+    Graph h;
+    const NodeId hq = h.add_input(meta(t, {2, 128, d}), "q");
+    const NodeId hk = h.add_input(meta(t, {2, 128, d}), "k");
+    const NodeId hv = h.add_input(meta(t, {2, 128, d}), "v");
+    h.set_outputs({h.add(OpId::scaled_dot_product_attention, {hq, hk, hv}, {0.3})});
+    const plan::KernelPlan hp = plan_of(h);
+    int gemms = 0;
+    for (const plan::PlanKernel& pk : hp.kernels) {
+      BOOST_TEST(pk.kind != "attention");
+      gemms += pk.gemm ? 1 : 0;
+    }
+    BOOST_TEST(gemms == 2, dtype_name(t) << " d " << d);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {

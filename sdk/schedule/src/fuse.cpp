@@ -13,6 +13,7 @@
 //    depends on the other.
 // Every decision and refusal is logged under KILN_LOGS=fusion.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -565,6 +566,8 @@ class Fuser {
 
 bool Target::fuses_attention(const Graph& g, const Node& n) const {
   if (!fused_attention || n.op != OpId::scaled_dot_product_attention) return false;
+  // The kernel works in base 2 with scale * log2(e) as a float: it must be a normal number.
+  if (!std::isnormal(static_cast<float>(n.attrs.f(0) * 1.4426950408889634))) return false;
   const DType t = n.meta.dtype;
   if (t != DType::f16 && t != DType::bf16) return false;
   for (NodeId i : n.inputs)

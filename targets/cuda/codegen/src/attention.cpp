@@ -36,9 +36,11 @@ __device__ __forceinline__ unsigned kiln_smem(const void* p) {
 template <int ROWS, int COLS>
 __device__ __forceinline__ void kiln_flash_tile(unsigned short* s, const unsigned short* g, long long row_stride,
                                                 long long rows, bool vec) {
-  constexpr int CHUNKS = COLS / 8, PITCH = COLS + 8;
+  constexpr int CHUNKS = COLS / 8, PITCH = COLS + 8, THREADS = 32 * KILN_FLASH_WARPS;
 #pragma unroll
-  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += 32 * KILN_FLASH_WARPS) {
+  for (int it = 0; it < (ROWS * CHUNKS + THREADS - 1) / THREADS; ++it) {
+    const int i = it * THREADS + threadIdx.x;
+    if (ROWS * CHUNKS % THREADS != 0 && i >= ROWS * CHUNKS) break;
     const int r = i / CHUNKS, c = (i % CHUNKS) * 8;
     unsigned short* dst = s + r * PITCH + c;
     const bool in = r < rows;
@@ -80,12 +82,18 @@ __device__ __forceinline__ unsigned kiln_pack2(float lo, float hi) {
   else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+__device__ __forceinline__ float kiln_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 template <bool BF16>
 __device__ __forceinline__ float kiln_flash_f(unsigned short x) { return BF16 ? kiln_bf2f(x) : kiln_h2f(x); }
 
 // One block: query rows [m0, m0 + 64 * MT) of one batch index; q, k, v, o point at that batch
-// index's first row. scale_log2 = scale * log2(e).
-template <bool BF16, int D, int DV, int MT, int BC>
+// index's first row. scale_log2 = scale * log2(e); NEG: it is negative (the row's largest scaled
+// score is then its smallest raw score).
+template <bool BF16, int D, int DV, int MT, int BC, bool NEG>
 __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                            const unsigned short* __restrict__ v, unsigned short* __restrict__ o,
                                            long long q_rs, long long k_rs, long long v_rs, long long lq, long long lk,
@@ -166,34 +174,40 @@ __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q,
         }
       }
 
-    // Online softmax (base 2): each row's 4 threads share its max through shuffles.
+    // Online softmax (base 2): each row's 4 threads share its max through shuffles. The max is
+    // taken over raw scores and scaled once; exp2(s * scale_log2 - max) is one FFMA and one MUFU.
     const long long key0 = j * BC;
     const bool partial = key0 + BC > lk;
+    if (partial) {  // keys past lk: a raw score whose scaled value is -inf (p = 0)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (key0 + n * 8 + 2 * (lane % 4) + (e & 1) >= lk) s[mt][n][e] = NEG ? -kNegInf : kNegInf;
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float m = row_max[mt][h];
+        float r = NEG ? -kNegInf : kNegInf;
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = s[mt][n][2 * h + e] * scale_log2;
-            if (partial && key0 + n * 8 + 2 * (lane % 4) + e >= lk) x = kNegInf;
-            s[mt][n][2 * h + e] = x;
-            m = fmaxf(m, x);
-          }
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+          for (int e = 0; e < 2; ++e) r = NEG ? fminf(r, s[mt][n][2 * h + e]) : fmaxf(r, s[mt][n][2 * h + e]);
+        r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 1)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
+        r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 2)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
+        const float m = fmaxf(row_max[mt][h], r * scale_log2);
         const float base = m == kNegInf ? 0.f : m;
-        const float alpha = exp2f(row_max[mt][h] - base);
+        const float alpha = kiln_ex2(row_max[mt][h] - base);
         row_max[mt][h] = m;
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float p = exp2f(s[mt][n][2 * h + e] - base);
+            const float p = kiln_ex2(fmaf(s[mt][n][2 * h + e], scale_log2, -base));
             s[mt][n][2 * h + e] = p;
             sum += p;
           }
@@ -334,7 +348,8 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& 
            sym_c(a.v_view.batch_strides[d]) + "; }\n";
   }
   src += std::string("  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) +
-         ", " + std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ">(" + buf(a.q) +
+         ", " + std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
+         (a.scale < 0 ? "true" : "false") + ">(" + buf(a.q) +
          " + qo, " + buf(a.k) + " + ko, " + buf(a.v) + " + vo, " + buf(a.out) + " + oo, " + sym_c(a.q_view.row_stride) +
          ", " + sym_c(a.k_view.row_stride) + ", " + sym_c(a.v_view.row_stride) + ", lq, lk, m0, " +
          float_literal(a.scale * 1.4426950408889634) + ");\n}\n";

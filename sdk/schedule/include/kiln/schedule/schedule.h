@@ -62,7 +62,7 @@ struct Target {
   // result in the graph's dtype) instead of casting them to f32 first.
   bool low_precision_gemm = false;
   // scaled_dot_product_attention of f16/bf16 whose head dims are static multiples of 16 up to
-  // 128 keeps one attention kernel (the target prints a fused kernel for it) instead of being
+  // 128 and whose scale * log2(e) is a normal float keeps one attention kernel (the target prints a fused kernel for it) instead of being
   // decomposed into two matmuls and a softmax like on every other target.
   bool fused_attention = false;
   bool fuses_attention(const Graph& g, const Node& n) const;

@@ -186,6 +186,54 @@ BOOST_AUTO_TEST_CASE(layer_norm_look_alikes_stay) {
   BOOST_TEST(ops(e) == 2);
 }
 
+BOOST_AUTO_TEST_CASE(attention_forms) {
+  // suite.md's attention_bf16: softmax(q @ k^T * c, -1) @ v, with the softmax written by hand
+  // (found by the pipeline's second recognize) or as the op; * c, c *, / c and no scale.
+  for (int form = 0; form < 4; ++form)
+    for (bool hand : {false, true}) {
+      G t;
+      const NodeId q = t.in(DType::bf16, {2, 3, 10, 16}, "q");
+      const NodeId k = t.in(DType::bf16, {2, 3, 12, 16}, "k");
+      const NodeId v = t.in(DType::bf16, {2, 3, 12, 8}, "v");
+      const NodeId kt = form == 1 ? t.op(OpId::permute, {k}, {std::vector<int64_t>{0, 1, 3, 2}})
+                                  : t.op(OpId::transpose, {k}, {int64_t{2}, int64_t{3}});
+      NodeId s = t.op(OpId::matmul, {q, kt});
+      if (form == 0) s = t.op(OpId::mul, {s, t.full(0.25, DType::bf16)});
+      if (form == 1) s = t.op(OpId::mul, {t.full(0.25, DType::bf16), s});
+      if (form == 2) s = t.op(OpId::div, {s, t.full(4.0, DType::bf16)});
+      const NodeId p = hand ? softmax_by_hand(t, s, 3).out : t.op(OpId::softmax, {s}, {int64_t{3}});
+      const Graph& g = t.out({t.op(OpId::matmul, {p, v})});
+      const Graph d = kiln::passes::run_default_pipeline(g);
+      BOOST_TEST(ops(d) == 1, "form " << form << (hand ? " by hand\n" : "\n") << d.str());
+      const Node& n = d.node(d.outputs()[0]);
+      BOOST_TEST((n.op == OpId::scaled_dot_product_attention));
+      BOOST_TEST(n.attrs.f(0) == (form == 3 ? 1.0 : 0.25));
+      BOOST_TEST((n.inputs == std::vector<NodeId>{d.inputs()[0], d.inputs()[1], d.inputs()[2]}));
+      BOOST_TEST(same_results(g, d));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(attention_look_alikes_stay) {
+  G t;
+  const NodeId q = t.in(DType::f32, {10, 16}, "q");
+  const NodeId k = t.in(DType::f32, {12, 16}, "k");
+  const NodeId kt = t.in(DType::f32, {16, 12}, "kt");
+  const NodeId v = t.in(DType::f32, {12, 8}, "v");
+  const NodeId vb = t.in(DType::f32, {3, 12, 8}, "vb");
+  auto attn = [&](NodeId left, NodeId right, NodeId val, int64_t dim) {
+    return t.op(OpId::matmul, {t.op(OpId::softmax, {t.op(OpId::matmul, {left, right})}, {dim}), val});
+  };
+  const NodeId scores = t.op(OpId::matmul, {q, t.op(OpId::transpose, {k}, {int64_t{0}, int64_t{1}})});
+  const Graph& g = t.out({
+      attn(q, kt, v, 1),                                                   // k^T not a view of a k
+      attn(q, t.op(OpId::transpose, {k}, {int64_t{0}, int64_t{1}}), v, 0),  // softmax over queries
+      attn(q, t.op(OpId::transpose, {k}, {int64_t{0}, int64_t{1}}), vb, 1), // v broadcast over a batch
+      t.op(OpId::matmul, {t.op(OpId::softmax, {scores}, {int64_t{1}}), v}), scores,  // scores are an output
+  });
+  const Graph d = kiln::passes::run_default_pipeline(g);
+  BOOST_TEST(count(d, OpId::scaled_dot_product_attention) == 0, d.str());
+}
+
 BOOST_AUTO_TEST_CASE(nested_patterns) {
   // softmax(rms_norm(x)) by hand: both found, the inner one is the outer one's operand.
   G t;

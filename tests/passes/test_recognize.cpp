@@ -203,7 +203,8 @@ BOOST_AUTO_TEST_CASE(attention_forms) {
       if (form == 2) s = t.op(OpId::div, {s, t.full(4.0, DType::bf16)});
       const NodeId p = hand ? softmax_by_hand(t, s, 3).out : t.op(OpId::softmax, {s}, {int64_t{3}});
       const Graph& g = t.out({t.op(OpId::matmul, {p, v})});
-      const Graph d = kiln::passes::run_default_pipeline(g);
+      const Graph d = kiln::passes::eliminate_dead_code(
+          checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g)));
       BOOST_TEST(ops(d) == 1, "form " << form << (hand ? " by hand\n" : "\n") << d.str());
       const Node& n = d.node(d.outputs()[0]);
       BOOST_TEST((n.op == OpId::scaled_dot_product_attention));
@@ -230,8 +231,15 @@ BOOST_AUTO_TEST_CASE(attention_look_alikes_stay) {
       attn(q, t.op(OpId::transpose, {k}, {int64_t{0}, int64_t{1}}), vb, 1), // v broadcast over a batch
       t.op(OpId::matmul, {t.op(OpId::softmax, {scores}, {int64_t{1}}), v}), scores,  // scores are an output
   });
-  const Graph d = kiln::passes::run_default_pipeline(g);
+  const Graph d = checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g));
   BOOST_TEST(count(d, OpId::scaled_dot_product_attention) == 0, d.str());
+  // The default pipeline leaves attention as written (targets without a fused kernel).
+  G u;
+  const NodeId uq = u.in(DType::bf16, {10, 16}), uk = u.in(DType::bf16, {12, 16}), uv = u.in(DType::bf16, {12, 16});
+  const NodeId us = u.op(OpId::matmul, {uq, u.op(OpId::transpose, {uk}, {int64_t{0}, int64_t{1}})});
+  const Graph& ug = u.out({u.op(OpId::matmul, {u.op(OpId::softmax, {us}, {int64_t{1}}), uv})});
+  BOOST_TEST(count(kiln::passes::run_default_pipeline(ug), OpId::scaled_dot_product_attention) == 0);
+  BOOST_TEST(count(kiln::passes::recognize_attention(ug), OpId::scaled_dot_product_attention) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(nested_patterns) {

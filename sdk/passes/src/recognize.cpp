@@ -1,5 +1,8 @@
 // recognize: hand-written normalisations -> the composite op, so later stages see one op (and
-// give it one kernel). Recognised forms (operands of add and mul in either order):
+// give it one kernel); recognize_attention: the same for attention, a pass of its own that only
+// targets with a fused attention kernel run (the scheduler, for Target::fused_attention), so
+// that other targets and the graph views keep the two products and the softmax as written.
+// Recognised forms (operands of add and mul in either order):
 //
 //   softmax(x, d)      exp(x - max(x, [d], keep)) / sum(that exp, [d], keep)
 //   log_softmax(x, d)  z - log(sum(exp(z), [d], keep))   with z = x - max(x, [d], keep)
@@ -43,7 +46,9 @@ class Recognizer {
  public:
   // Reads by dead nodes do not count: dce removes them, and recognize drops those that read
   // a pattern's interior.
-  explicit Recognizer(const Graph& g) : g_(g), live_(g.size(), 0), uses_(g.size(), 0), output_(g.size(), 0) {
+  // attention_only: match attention alone (recognize_attention) instead of the other patterns.
+  Recognizer(const Graph& g, bool attention_only)
+      : g_(g), attention_only_(attention_only), live_(g.size(), 0), uses_(g.size(), 0), output_(g.size(), 0) {
     for (NodeId o : g.outputs()) live_[static_cast<size_t>(o)] = output_[static_cast<size_t>(o)] = 1;
     for (size_t id = g.size(); id-- > 0;)
       if (live_[id])
@@ -58,6 +63,7 @@ class Recognizer {
   std::optional<Match> match(NodeId root) {
     for (auto fn : {&Recognizer::softmax, &Recognizer::log_softmax, &Recognizer::layer_norm, &Recognizer::rms_norm,
                     &Recognizer::attention}) {
+      if (attention_only_ != (fn == &Recognizer::attention)) continue;
       interior_.clear();
       std::optional<Match> m = (this->*fn)(root);
       if (m && valid(root, *m)) return m;
@@ -67,6 +73,7 @@ class Recognizer {
 
  private:
   const Graph& g_;
+  bool attention_only_;
   std::vector<char> live_;
   std::vector<int> uses_;
   std::vector<char> output_;
@@ -303,8 +310,8 @@ class Recognizer {
   }
 };
 
-PassResult run(const Graph& g) {
-  Recognizer rec(g);
+PassResult run_recognizer(const Graph& g, bool attention_only) {
+  Recognizer rec(g, attention_only);
   // Greedy from the last node back, so a pattern is matched at its outermost root (with its
   // weight and bias); matches never share nodes.
   std::vector<std::optional<Match>> at(g.size());
@@ -348,14 +355,19 @@ PassResult run(const Graph& g) {
     detail += std::string(detail.empty() ? "" : ", ") + std::to_string(found[op]) + " " +
               std::string(op_name(static_cast<OpId>(op)));
   }
-  return {rw.finish(), total > 0,
-          "recognize: " + (total == 0 ? std::string("no pattern") : "replaced " + detail)};
+  const std::string name = attention_only ? "recognize_attention" : "recognize";
+  return {rw.finish(), total > 0, name + ": " + (total == 0 ? std::string("no pattern") : "replaced " + detail)};
 }
+
+PassResult run(const Graph& g) { return run_recognizer(g, false); }
+PassResult run_attention(const Graph& g) { return run_recognizer(g, true); }
 
 }  // namespace
 
 const Pass recognize_pass{"recognize", &run};
+const Pass recognize_attention_pass{"recognize_attention", &run_attention};
 
 Graph recognize_patterns(const Graph& g) { return run_pass(recognize_pass, g).graph; }
+Graph recognize_attention(const Graph& g) { return run_pass(recognize_attention_pass, g).graph; }
 
 }  // namespace kiln::passes

@@ -2,7 +2,8 @@
 // every f16/bf16 matmul multiplies f32 operands into an f32 result, with casts around it (the gemm
 // runs in f32, as kernels accumulate in f32 anyway; the casts become its prologue and epilogue),
 // unless the target multiplies them in their own dtype (Target::low_precision_gemm: GPUs);
-// attention stays one op where the target has a kernel for it (Target::fused_attention);
+// attention (written as the op, or recognised here by passes::recognize_attention) stays one op
+// where the target has a kernel for it (Target::fused_attention);
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
@@ -44,7 +45,8 @@ NodeId view_base(const Graph& g, NodeId id) {
 
 Graph prepare(const Graph& in, const Target& target) {
   Graph g = target.fused_attention
-                ? passes::decompose_except(in, [&](const Graph& gr, const Node& n) { return target.fuses_attention(gr, n); })
+                ? passes::decompose_except(passes::eliminate_dead_code(passes::recognize_attention(in)),
+                                           [&](const Graph& gr, const Node& n) { return target.fuses_attention(gr, n); })
                 : passes::decompose(in);
   Graph out;
   out.shapes() = g.shapes();

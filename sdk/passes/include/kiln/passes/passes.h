@@ -40,6 +40,7 @@ extern const Pass cse_pass;             // "cse"
 extern const Pass fold_constants_pass;  // "fold_constants"
 extern const Pass simplify_pass;        // "simplify"
 extern const Pass recognize_pass;       // "recognize"
+extern const Pass recognize_attention_pass;  // "recognize_attention"
 
 // Runs one pass, checks the invariants above against `g`, logs it.
 PassResult run_pass(const Pass& pass, const Graph& g);
@@ -73,6 +74,10 @@ Graph simplify(const Graph& g);
 // Hand-written softmax, log_softmax, layer_norm and rms_norm -> the composite op, when no
 // intermediate value is used elsewhere (or is an output).
 Graph recognize_patterns(const Graph& g);
+// softmax(q @ k^T [* c | / c], -1) @ v -> scaled_dot_product_attention, when no intermediate
+// is used elsewhere. Not in the default pipeline: the scheduler runs it for targets that have a
+// fused attention kernel (schedule::Target::fused_attention).
+Graph recognize_attention(const Graph& g);
 
 // The pipeline the "kiln" backend runs before scheduling: recognize -> fold_constants ->
 // simplify -> cse -> recognize -> dce (docs/passes.md says why in this order). decompose is not

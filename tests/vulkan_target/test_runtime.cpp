@@ -51,7 +51,7 @@ Graph softmax_graph(DType t) {
 
 std::shared_ptr<vulkan::PlanExecutable> load(const Graph& g, const vulkan::CodegenOptions& o) {
   const Graph opt = passes::run_default_pipeline(g);
-  return vulkan::PlanExecutable::load(vulkan::generate(schedule::schedule_graph(opt), o));
+  return vulkan::PlanExecutable::load(vulkan::generate(schedule::schedule_graph(opt, vulkan::schedule_target(o)), o));
 }
 
 void expect_matches(const Graph& g, const std::vector<TensorData>& in, const std::vector<TensorData>& got, DType t) {
@@ -211,6 +211,54 @@ BOOST_AUTO_TEST_CASE(no_f64_is_a_clear_error) {
   std::mt19937_64 rng(9);
   const std::vector<TensorData> in{tensor(DType::f32, {64}, random_values(DType::f32, 64, Domain::positive, rng))};
   expect_matches(g, in, exe->run_host(in), DType::f32);
+}
+
+// What a GPU gets that lavapipe's defaults do not, run here by asking for it: full reductions
+// split into partials (schedule_target of a GPU), vec4/ivec4 accesses (beside a load at an offset
+// that is not a multiple of 4, read one by one), and rows kept in registers between passes; each
+// switched off in turn, the same results.
+BOOST_AUTO_TEST_CASE(gpu_schedule_vector_accesses_and_row_cache) {
+  {
+    vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+    o.gpu = true;
+    Graph g;
+    const NodeId x = g.add_input(m(DType::f32, {int64_t{1} << 18}));
+    g.set_outputs({g.add(OpId::sum, {x}, {Ints{0}, false})});
+    auto exe = load(g, o);
+    BOOST_TEST(exe->plan().kernels.size() == 2u, "a full reduction in two stages on a GPU");
+    const std::vector<TensorData> in{values(DType::f32, {int64_t{1} << 18}, 31)};
+    expect_matches(g, in, exe->run_host(in), DType::f32);
+  }
+  for (int variant = 0; variant < 4; ++variant) {
+    vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+    o.vector_accesses = variant & 1;
+    o.cache_rows = variant & 2;
+    // y = x[:, 1:37] of x: [s0, 40] (at an offset of 1: read one by one) beside z = x[:, 4:40]
+    // and an i32 input (read and written as vectors).
+    Graph g;
+    const SymInt s0 = g.shapes().create_symbol(3, 1, 1 << 20, "x.size(0)", true);
+    const NodeId x = g.add_input(m(DType::f32, {s0, 40}));
+    const NodeId i = g.add_input(m(DType::i32, {s0, 36}));
+    const NodeId y = g.add(OpId::slice, {x}, {int64_t{1}, int64_t{1}, int64_t{37}, int64_t{1}});
+    const NodeId z = g.add(OpId::slice, {x}, {int64_t{1}, int64_t{4}, int64_t{40}, int64_t{1}});
+    const NodeId sm = g.add(OpId::softmax, {z}, {int64_t{1}});
+    const NodeId am = g.add(OpId::argmax, {z}, {Ints{1}, false});
+    const NodeId lin = g.add(OpId::add, {g.add(OpId::mul, {y, z}, {}), sm}, {});
+    g.set_outputs({sm, am, lin, g.add(OpId::add, {i, i}, {})});
+    auto exe = load(g, o);
+    bool views = false, registers = false;
+    for (const plan::PlanKernel& k : exe->plan().kernels) {
+      views = views || k.source.find("v[int(") != std::string::npos;
+      registers = registers || k.source.find(" lc") != std::string::npos;
+    }
+    BOOST_TEST(views == o.vector_accesses, "variant " << variant);
+    BOOST_TEST(registers == o.cache_rows, "variant " << variant);
+    for (int64_t rows : {3, 5, 1}) {
+      const std::vector<TensorData> in{values(DType::f32, {rows, 40}, 40 + static_cast<uint64_t>(rows)),
+                                       values(DType::i32, {rows, 36}, 50 + static_cast<uint64_t>(rows))};
+      expect_matches(g, in, exe->run_host(in), DType::f32);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -42,7 +42,7 @@ void compile_for_vulkan(Compiled& c, const CompileOptions& o) {
   (void)announced;
   vulkan::CodegenOptions co = vulkan::codegen_options_for(0);
   co.emulate_precision_casts = co.emulate_precision_casts || o.emulate_precision_casts;
-  c.plan = vulkan::generate(schedule::schedule_graph(c.optimized), co);
+  c.plan = vulkan::generate(schedule::schedule_graph(c.optimized, vulkan::schedule_target(co)), co);
   auto r = std::make_shared<VulkanRunner>();
   r->exe = vulkan::PlanExecutable::load(c.plan);
   check_validation("while creating pipelines");

@@ -82,9 +82,10 @@ std::shared_ptr<vulkan::PlanExecutable> cached_vulkan_plan(const Graph& g, const
   vulkan::ExecutableOptions o;
   o.device = device;
   auto make_plan = [&] {
-    const schedule::Schedule s = schedule::schedule_graph(g);
+    const vulkan::CodegenOptions options = vulkan::codegen_options_for(device);
+    const schedule::Schedule s = schedule::schedule_graph(g, vulkan::schedule_target(options));
     KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
-    plan::KernelPlan p = vulkan::generate(s, vulkan::codegen_options_for(device));
+    plan::KernelPlan p = vulkan::generate(s, options);
     KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
     return p;
   };

@@ -14,6 +14,7 @@
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
+#include "kiln/cstyle/structure.h"
 #include "kiln/cuda/codegen.h"
 #include "kiln/graph/error.h"
 
@@ -338,44 +339,20 @@ class KernelEmitter {
   bool plan_vectors(size_t first_dim, bool inner_loads_only) {
     vec_loads_.clear();
     vec_stores_.clear();
-    const size_t n = k_.domain.size();
-    if (!o_.vector_accesses || n == 0 || n - 1 < first_dim) return false;
-    vd_ = n - 1;
-    const SymInt& ext = k_.domain[vd_];
-    if (!ext.is_static() || ext.hint() % kVec != 0 || ext.hint() == 0) return false;
-    std::vector<std::string> conds;
-    auto usable = [&](int32_t buffer, const schedule::Affine& a) {
-      const DType t = p_.buffer_dtype(buffer);
-      if (!vec_type(t) || !(a.coeffs[vd_] == 1)) return false;
-      std::vector<std::string> c;
-      auto multiple = [&](const SymInt& x) {
-        if (x.is_static()) return x.hint() % kVec == 0;
-        c.push_back("(" + p_.sym(x) + ") % " + std::to_string(kVec) + " == 0");
-        return true;
-      };
-      if (!multiple(a.offset)) return false;
-      for (size_t d = 0; d < n; ++d)
-        if (d != vd_ && !multiple(a.coeffs[d])) return false;
-      const int bytes = t == DType::f16 || t == DType::bf16 ? 2 * kVec : 4 * kVec;
-      c.push_back("((unsigned long long)" + kDialect.buffer_name(buffer) + ") % " + std::to_string(bytes) + " == 0");
-      conds.insert(conds.end(), c.begin(), c.end());
-      return true;
-    };
-    for (size_t i = 0; i < k_.instrs.size(); ++i) {
-      const Instr& in = k_.instrs[i];
-      if (!in.plain_load() || (inner_loads_only && !in.inner)) continue;  // masked or gathered: one by one
-      if (usable(in.buffer, in.index)) vec_loads_.insert(static_cast<int32_t>(i));
-    }
-    for (size_t si = 0; si < k_.stores.size(); ++si) {
-      const schedule::Store& st = k_.stores[si];
-      if (inner_loads_only && !k_.store_is_inner(st)) continue;
-      if (usable(st.buffer, st.index)) vec_stores_.insert(si);
-    }
-    if (vec_loads_.empty() && vec_stores_.empty()) return false;
-    std::sort(conds.begin(), conds.end());
-    conds.erase(std::unique(conds.begin(), conds.end()), conds.end());
+    if (!o_.vector_accesses) return false;
+    const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
+        p_, first_dim, inner_loads_only, kVec, [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr; },
+        [&](int32_t b) {
+          const DType t = p_.buffer_dtype(b);
+          const int bytes = t == DType::f16 || t == DType::bf16 ? 2 * kVec : 4 * kVec;
+          return "((unsigned long long)" + kDialect.buffer_name(b) + ") % " + std::to_string(bytes) + " == 0";
+        });
+    if (!plan) return false;
+    vd_ = plan->dim;
+    vec_loads_ = plan->loads;
+    vec_stores_ = plan->stores;
     std::string flag;
-    for (const std::string& c : conds) flag += (flag.empty() ? "" : " && ") + c;
+    for (const std::string& c : plan->conditions) flag += (flag.empty() ? "" : " && ") + c;
     p_.line("const bool vec = " + (flag.empty() ? std::string("true") : flag) + ";");
     return true;
   }
@@ -568,12 +545,6 @@ class KernelEmitter {
     return p_.to_dtype(v, in.dtype).v;
   }
 
-  std::vector<int32_t> reductions_of_pass(int32_t pass) const {
-    std::vector<int32_t> reds;
-    for (size_t i = 0; i < k_.instrs.size(); ++i)
-      if (k_.instrs[i].kind == InstrKind::reduce && k_.instrs[i].pass - 1 == pass) reds.push_back(static_cast<int32_t>(i));
-    return reds;
-  }
 
   void declare_state(int32_t r) {
     const std::vector<Component> st = state(r, "a" + std::to_string(r));
@@ -647,25 +618,6 @@ class KernelEmitter {
     }
   }
 
-  // Loads of instructions that pass `pass` computes (its reductions' arguments and its inner
-  // stores), through their arguments but not through earlier reductions' results.
-  std::set<int32_t> loads_of_pass(int32_t pass) const {
-    std::set<int32_t> loads, seen;
-    std::vector<int32_t> todo;
-    for (int32_t r : reductions_of_pass(pass)) todo.push_back(k_.instrs[static_cast<size_t>(r)].args[0]);
-    for (const schedule::Store& st : k_.stores)
-      if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) todo.push_back(st.value);
-    while (!todo.empty()) {
-      const int32_t i = todo.back();
-      todo.pop_back();
-      if (!seen.insert(i).second) continue;
-      const Instr& in = k_.instrs[static_cast<size_t>(i)];
-      if (in.kind == InstrKind::load) loads.insert(i);
-      if (in.kind == InstrKind::reduce) continue;
-      for (int32_t a : in.args) todo.push_back(a);
-    }
-    return loads;
-  }
 
   // The passes of a row reduction, kVec consecutive elements of the row per thread and step
   // (vector loads and stores). A static row of at most kMaxCachedItems elements per thread is
@@ -688,7 +640,7 @@ class KernelEmitter {
     const std::optional<OnlinePair> online = cached ? std::nullopt : online_pair();
     for (int32_t pass = 0; pass < passes; ++pass) {
       if (online && pass == 1) continue;  // folded into pass 0
-      std::vector<int32_t> reds = reductions_of_pass(pass);
+      std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       if (online && pass == 0) reds.push_back(online->sum);
       for (int32_t r : reds) {
         p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
@@ -709,7 +661,7 @@ class KernelEmitter {
       for (size_t d = 0; d < no; ++d) base.vars[d] = outer.vars[d];
       unflatten("jg", no, n, base);
       std::map<int32_t, std::string> fresh;  // vector loads made in this step
-      for (int32_t li : loads_of_pass(pass)) {
+      for (int32_t li : cstyle::loads_of_pass(k_, pass)) {
         if (!vec_loads_.count(li) || in_registers.count(li)) continue;
         const std::string name = p_.temp("vl");
         vector_load(li, base, name);
@@ -774,7 +726,7 @@ class KernelEmitter {
   };
   std::optional<OnlinePair> online_pair() const {
     if (!o_.online_softmax || k_.num_passes() < 2) return std::nullopt;
-    const std::vector<int32_t> p0 = reductions_of_pass(0), p1 = reductions_of_pass(1);
+    const std::vector<int32_t> p0 = cstyle::reductions_of_pass(k_, 0), p1 = cstyle::reductions_of_pass(k_, 1);
     if (p0.size() != 1 || p1.size() != 1) return std::nullopt;
     auto at = [&](int32_t i) -> const Instr& { return k_.instrs[static_cast<size_t>(i)]; };
     const Instr& m = at(p0[0]);
@@ -853,7 +805,7 @@ class KernelEmitter {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
     for (int32_t pass = 0; pass < passes; ++pass)
-      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r, 32);
+      for (int32_t r : cstyle::reductions_of_pass(k_, pass)) shared_arrays(r, 32);
     p_.line("const long long outer_total = " + p_.sym(k_.outer_extent()) + ";");
     p_.line("const long long inner_total = " + p_.sym(inner_extent()) + ";");
     p_.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;");
@@ -886,7 +838,7 @@ class KernelEmitter {
     const std::optional<OnlinePair> online = cached.empty() ? online_pair() : std::nullopt;
     for (int32_t pass = 0; pass < passes; ++pass) {
       if (online && pass == 1) continue;  // folded into pass 0
-      std::vector<int32_t> reds = reductions_of_pass(pass);
+      std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       if (online && pass == 0) reds.push_back(online->sum);
       for (int32_t r : reds) {
         p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
@@ -938,7 +890,7 @@ class KernelEmitter {
     const int64_t ngroups = block_ / kColumnLanes;
     const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(ngroups);
     for (int32_t pass = 0; pass < passes; ++pass)
-      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r, block_);
+      for (int32_t r : cstyle::reductions_of_pass(k_, pass)) shared_arrays(r, block_);
     p_.line("const long long outer_total = " + p_.sym(k_.outer_extent()) + ";");
     p_.line("const long long inner_total = " + p_.sym(inner_extent()) + ";");
     p_.line("const int lane = threadIdx.x % " + lanes + ", group = threadIdx.x / " + lanes + ";");
@@ -950,7 +902,7 @@ class KernelEmitter {
     outer.vars.assign(n, "");
     unflatten("o", 0, no, outer);
     for (int32_t pass = 0; pass < passes; ++pass) {
-      const std::vector<int32_t> reds = reductions_of_pass(pass);
+      const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       for (int32_t r : reds) {
         p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
         declare_state(r);

@@ -14,6 +14,7 @@
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
+#include "kiln/cstyle/structure.h"
 #include "kiln/graph/error.h"
 #include "kiln/vulkan/codegen.h"
 
@@ -235,9 +236,16 @@ struct GlslDialect final : cstyle::Dialect {
   std::string symbol_name(SymbolId s) const override { return "pc.s" + std::to_string(s); }
 };
 
-// Column strategy: outer points per workgroup and groups of invocations splitting the inner dims.
+// Column strategy: outer points per workgroup and groups of invocations splitting the inner dims:
+// 8 groups, or 32 (1024 invocations) where the reduced extent is long enough to keep them busy
+// and the device allows, so that few outer points (sum(x, 0) of [8192, 8192]: 256 workgroups)
+// still have enough loads in flight.
 constexpr int64_t kColumnLanes = 32;
-constexpr int64_t kColumnGroups = 8;
+// Shared memory the column combine may take (Vulkan guarantees 16 KiB per workgroup).
+constexpr int64_t kSharedBudget = 16384;
+// Largest row-reduction workgroup: 256 (each invocation then holds up to 32 elements of a cached
+// row; measured on the H100 at the CUDA target's bandwidth).
+constexpr int64_t kRowMaxBlock = 256;
 
 bool uses_column_strategy(const Kernel& k) {
   const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
@@ -258,6 +266,20 @@ int64_t row_block(int64_t inner, int64_t max) {
   return b;
 }
 
+// Vector accesses: kVec consecutive elements of the last domain dim per invocation and step, as
+// one 16-byte load or store through a vec4/ivec4 view of the binding.
+constexpr int kVec = 4;
+const char* vec_type(DType t) {
+  switch (t) {
+    case DType::f32: return "vec4";
+    case DType::i32: return "ivec4";
+    default: return nullptr;
+  }
+}
+constexpr const char* kLane[kVec] = {"x", "y", "z", "w"};
+// Row cache: at most this many elements of a row per invocation kept in registers.
+constexpr int64_t kMaxCachedItems = 32;
+
 bool uses_dtype(const schedule::Schedule& s, const std::vector<int32_t>& bufs, const Kernel* k, DType t) {
   for (int32_t b : bufs)
     if (s.buffers[static_cast<size_t>(b)].dtype == t) return true;
@@ -269,7 +291,8 @@ bool uses_dtype(const schedule::Schedule& s, const std::vector<int32_t>& bufs, c
 
 // The shader's head: version, extensions, workgroup size, bindings, push constants.
 std::string shader_head(const schedule::Schedule& s, const std::vector<int32_t>& bufs, const std::vector<int32_t>& writes,
-                        const Kernel* k, const GlslDialect& d, const std::string& name) {
+                        const Kernel* k, const GlslDialect& d, const std::string& name,
+                        const std::set<int32_t>& vector_views = {}) {
   const DeviceCaps& caps = d.caps;
   const bool f64 = uses_dtype(s, bufs, k, DType::f64);
   KILN_CHECK(!f64 || caps.float64, "vulkan codegen: kernel ", name,
@@ -303,6 +326,11 @@ std::string shader_head(const schedule::Schedule& s, const std::vector<int32_t>&
     // may be the same tensor), so loads may move past stores to other buffers.
     h << "layout(std430, set = 0, binding = " << i << ") restrict " << (written ? "" : "readonly ") << "buffer B" << b << " { "
       << storage_of(s.buffers[static_cast<size_t>(b)].dtype, caps).type << " b" << b << "[]; };\n";
+    // The same binding as 4-element vectors (vector accesses; the runtime binds at offsets that
+    // are multiples of 16 bytes).
+    if (vector_views.count(b))
+      h << "layout(std430, set = 0, binding = " << i << ") restrict " << (written ? "" : "readonly ") << "buffer B" << b
+        << "v { " << vec_type(s.buffers[static_cast<size_t>(b)].dtype) << " b" << b << "v[]; };\n";
   }
   std::string pcs;
   for (const SymbolInfo& sym : s.graph.shapes().symbols()) pcs += " int64_t s" + std::to_string(sym.id) + ";";
@@ -328,7 +356,8 @@ std::string selects(std::string s) {
         depth -= 1;
       }
     }
-    KILN_CHECK(open != std::string::npos, "vulkan codegen: an unparenthesised ?: in a kernel body");
+    KILN_CHECK(open != std::string::npos, "vulkan codegen: an unparenthesised ?: in a kernel body, at '",
+               s.substr(q > 60 ? q - 60 : 0, 120), "'");
     size_t colon = std::string::npos, close = q + 1;
     depth = 0;
     for (; close < s.size(); ++close) {
@@ -379,7 +408,7 @@ class KernelEmitter {
     if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
       if (uses_column_strategy(k_)) {
         launch.items_per_block = kColumnLanes;
-        emit_column();
+        emit_column(block / kColumnLanes);
       } else {
         emit_row();
       }
@@ -390,7 +419,11 @@ class KernelEmitter {
     const std::string body = selects(p_.out().str());
     std::string shared;
     for (const std::string& l : shared_) shared += l + "\n";
-    std::string head = shader_head(s_, bindings, writes, &k_, d_, k_.name);
+    std::set<int32_t> views;
+    for (int32_t i : vec_loads_) views.insert(k_.instrs[static_cast<size_t>(i)].buffer);
+    for (size_t si : vec_stores_) views.insert(k_.stores[si].buffer);
+    std::string head = shader_head(s_, bindings, writes, &k_, d_, k_.name, views);
+    if (unroll_used_) head.insert(head.find("// kernel "), "#extension GL_EXT_control_flow_attributes : require\n");
     if (subgroup_used_) {
       const size_t at = head.find("// kernel ");
       head.insert(at, "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_vote : require\n"
@@ -407,13 +440,22 @@ class KernelEmitter {
   KernelPrinter p_;
   std::vector<std::string> shared_;
   bool subgroup_used_ = false;
-
+  bool unroll_used_ = false;  // [[unroll]] (GL_EXT_control_flow_attributes)
 
 
   int64_t choose_block() const {
     if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return o_.pointwise_block;
-    if (uses_column_strategy(k_)) return kColumnLanes * kColumnGroups;
-    return row_block(inner_extent().evaluate(s_.graph.shapes().examples()), o_.caps.max_workgroup);
+    const int64_t inner = inner_extent().evaluate(s_.graph.shapes().examples());
+    if (uses_column_strategy(k_)) {
+      int64_t state_bytes = 0;
+      for (size_t i = 0; i < k_.instrs.size(); ++i)
+        if (k_.instrs[i].kind == InstrKind::reduce)
+          for (const Component& c : state(static_cast<int32_t>(i), "")) state_bytes += c.ct == CT::b ? 4 : c.ct == CT::f32 ? 4 : 8;
+      const int64_t wide = kColumnLanes * 32;
+      if (inner >= 1024 && wide <= o_.caps.max_workgroup && state_bytes * wide <= kSharedBudget) return wide;
+      return kColumnLanes * 8;
+    }
+    return row_block(inner, std::min(kRowMaxBlock, o_.caps.max_workgroup));
   }
 
   SymInt inner_extent() const {
@@ -435,12 +477,129 @@ class KernelEmitter {
     }
   }
 
+  // ---- vector accesses ----
+  // The loads (instructions) and stores (indices into k_.stores) done kVec elements at a time:
+  // f32/i32 buffers read with unit stride in the last domain dim, whose extent is a static
+  // multiple of kVec (a group never crosses a row), the other strides and the offset multiples of
+  // kVec (where they are sizes, checked once per invocation into `vec`; where it fails the group's
+  // elements go one by one, with the same results). Not for buffers read at a push-constant offset.
+  size_t vd_ = 0;
+  std::set<int32_t> vec_loads_;
+  std::set<size_t> vec_stores_;
+
+  bool plan_vectors(size_t first_dim, bool inner_only) {
+    vec_loads_.clear();
+    vec_stores_.clear();
+    if (!o_.vector_accesses) return false;
+    // (the binding is 16-byte aligned by the runtime; buffers at a push-constant offset stay scalar)
+    const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
+        p_, first_dim, inner_only, kVec,
+        [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr && !d_.offsets.count(b); },
+        [](int32_t) { return std::string(); });
+    if (!plan) return false;
+    vd_ = plan->dim;
+    vec_loads_ = plan->loads;
+    vec_stores_ = plan->stores;
+    std::string flag;
+    for (const std::string& c : plan->conditions) flag += (flag.empty() ? "" : " && ") + c;
+    p_.line("const bool vec = " + (flag.empty() ? std::string("true") : flag) + ";");
+    return true;
+  }
+
+  // Lane c of a loaded vector as the buffer dtype's compute type (like Dialect::load).
+  std::string lane_value(DType t, const std::string& v, int c) const {
+    const std::string e = v + "." + kLane[c];
+    return t == DType::i32 ? "int64_t(" + e + ")" : e;
+  }
+  // `vecN name` holding the kVec elements of load i from the group at scope base.
+  void vector_load(int32_t i, const Scope& base, const std::string& name) {
+    const Instr& in = k_.instrs[static_cast<size_t>(i)];
+    const std::string vt = vec_type(p_.buffer_dtype(in.buffer)), at = p_.let(CT::i64, p_.affine(in.index, base));
+    const std::string buf = d_.buffer_name(in.buffer);
+    std::string scalar;
+    for (int c = 0; c < kVec; ++c)
+      scalar += std::string(c ? ", " : "") + buf + "[int(" + at + (c ? " + " + std::to_string(c) + "l" : "") + ")]";
+    // (an if, not a ternary: the kernel body's ternaries become selects, which load both forms)
+    p_.line(vt + " " + name + ";");
+    p_.line("if (vec) " + name + " = " + buf + "v[int(" + at + " >> 2)]; else " + name + " = " + vt + "(" + scalar + ");");
+  }
+  void vector_store(size_t si, const Scope& base, const std::string& name) {
+    const schedule::Store& st = k_.stores[si];
+    const std::string at = p_.let(CT::i64, p_.affine(st.index, base));
+    const std::string buf = d_.buffer_name(st.buffer);
+    std::string scalar;
+    for (int c = 0; c < kVec; ++c)
+      scalar += " " + buf + "[int(" + at + (c ? " + " + std::to_string(c) + "l" : "") + ")] = " + name + "." + kLane[c] + ";";
+    p_.line("if (vec) " + buf + "v[int(" + at + " >> 2)] = " + name + "; else {" + scalar + " }");
+  }
+  // Component c of a vector store: the store's value at scope sc.
+  void vector_store_lane(size_t si, Scope& sc, const std::string& name, int c) {
+    const schedule::Store& st = k_.stores[si];
+    const DType t = p_.buffer_dtype(st.buffer);
+    const Value x = p_.convert(p_.value(st.value, sc), cstyle::compute_type(t));
+    p_.line(name + "." + kLane[c] + " = " + (t == DType::i32 ? "int(" + x.v + ")" : x.v) + ";");
+  }
+  // The scope of element c of the group at base (the last dim's variable advanced by c).
+  Scope lane_scope(const Scope& base, int c) const {
+    Scope sc = base.child();
+    if (c > 0) sc.vars[vd_] = "(" + base.vars[vd_] + " + " + std::to_string(c) + "l)";
+    return sc;
+  }
+  // One group of kVec elements at the scope base: vector loads (those in `cached` are read from
+  // registers instead: lane c of load i is `cached[i] + c + "]"`), then per lane `extra(scope,
+  // lane)` (a row pass's reductions) and the stores for which `store_here` holds (vector stores
+  // assembled lane by lane). `fresh_out` gets the vectors loaded here.
+  void vector_group(const Scope& base, const std::set<int32_t>& loads, const std::map<int32_t, std::string>& cached,
+                    const std::function<bool(size_t)>& store_here, const std::function<void(Scope&, int)>& extra,
+                    std::map<int32_t, std::string>* fresh_out = nullptr) {
+    std::map<int32_t, std::string> fresh;
+    for (int32_t li : loads) {
+      if (!vec_loads_.count(li) || cached.count(li)) continue;
+      vector_load(li, base, fresh[li] = p_.temp("vl"));
+    }
+    std::map<size_t, std::string> vs;
+    for (size_t si : vec_stores_)
+      if (store_here(si)) p_.line(std::string(vec_type(p_.buffer_dtype(k_.stores[si].buffer))) + " " + (vs[si] = p_.temp("vs")) + ";");
+    for (int c = 0; c < kVec; ++c) {
+      p_.line("{");
+      p_.indent();
+      p_.load_reads().clear();
+      for (const auto& [li, slot] : cached) p_.load_reads()[li] = slot + std::to_string(c) + "]";
+      for (const auto& [li, name] : fresh)
+        p_.load_reads()[li] = lane_value(p_.buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), name, c);
+      Scope sc = lane_scope(base, c);
+      extra(sc, c);
+      for (size_t si = 0; si < k_.stores.size(); ++si) {
+        if (!store_here(si)) continue;
+        if (vs.count(si)) vector_store_lane(si, sc, vs[si], c);
+        else p_.store(k_.stores[si], sc);
+      }
+      p_.dedent();
+      p_.line("}");
+    }
+    p_.load_reads().clear();
+    for (const auto& [si, name] : vs) vector_store(si, base, name);
+    if (fresh_out) *fresh_out = fresh;
+  }
+
   void emit_pointwise() {
     const size_t n = k_.domain.size();
     SymInt total = 1;
     for (const SymInt& e : k_.domain) total = total * e;
     p_.line("const int64_t total = " + p_.sym(total) + ";");
     p_.line("const int64_t stride = int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);");
+    if (plan_vectors(0, false)) {
+      // Each invocation takes kVec consecutive elements (one vector per access) per step.
+      std::set<int32_t> loads(vec_loads_.begin(), vec_loads_.end());
+      p_.line("int64_t i = int64_t(gl_GlobalInvocationID.x) * " + std::to_string(kVec) + "l;");
+      unrolled("i", "total", "(stride * " + std::to_string(kVec) + "l)", [&](const std::string& i) {
+        Scope base;
+        base.vars.assign(n, "");
+        unflatten(i, 0, n, base);
+        vector_group(base, loads, {}, [](size_t) { return true; }, [](Scope&, int) {});
+      });
+      return;
+    }
     auto body = [&](const std::string& i) {
       Scope sc;
       sc.vars.assign(n, "");
@@ -590,12 +749,6 @@ class KernelEmitter {
     return p_.to_dtype(v, in.dtype).v;
   }
 
-  std::vector<int32_t> reductions_of_pass(int32_t pass) const {
-    std::vector<int32_t> reds;
-    for (size_t i = 0; i < k_.instrs.size(); ++i)
-      if (k_.instrs[i].kind == InstrKind::reduce && k_.instrs[i].pass - 1 == pass) reds.push_back(static_cast<int32_t>(i));
-    return reds;
-  }
 
   void declare_state(int32_t r) {
     const std::vector<Component> st = state(r, "a" + std::to_string(r));
@@ -681,58 +834,199 @@ class KernelEmitter {
     p_.dedent();
     p_.line("}");
   }
+
+  // Each reduction of a pass combined over the workgroup (subgroups first where they can), its
+  // result `r<id>` for the passes and stores after it.
+  void combine_pass(const std::vector<int32_t>& reds) {
+    for (int32_t r : reds) {
+      const std::string id = std::to_string(r);
+      const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+      if (subgroup_combinable(r))
+        subgroup_combine(r, a, sh);
+      else
+        tree_combine(r, a, sh, "lid", "gl_WorkGroupSize.x", "", "");
+      std::vector<std::string> fin;
+      for (const Component& c : sh) fin.push_back(c.name + "[0]");
+      const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);
+      p_.line("const " + d_.type(rc) + " r" + id + " = " + finish(r, fin) + ";");
+      p_.line("barrier();");
+      p_.reduction_results()[r] = "r" + id;
+    }
+  }
+
+  // How many steps of `width` elements each invocation takes over a cached row (0: the row is
+  // not cached: fewer than two passes, a dynamic row or too many elements per invocation).
+  int64_t cached_steps(int64_t width) const {
+    if (!o_.cache_rows || k_.num_passes() < 2 || !inner_extent().is_static()) return 0;
+    const int64_t block = choose_block();
+    const int64_t steps = (inner_extent().hint() + block * width - 1) / (block * width);
+    return steps * width <= kMaxCachedItems ? steps : 0;
+  }
+  // `[[unroll]] for (k < steps)` over a cached row, j the first element of the invocation's step.
+  void open_cached_loop(int64_t steps, int64_t width) {
+    unroll_used_ = true;
+    p_.line("[[unroll]] for (int k = 0; k < " + std::to_string(steps) + "; ++k) {");
+    p_.indent();
+    p_.line("const int64_t j = (int64_t(lid) + int64_t(k) * " + std::to_string(choose_block()) + "l) * " + std::to_string(width) +
+            "l;");
+    p_.line("if (j < inner_total) {");
+    p_.indent();
+  }
+  void close_cached_loop() {
+    p_.dedent();
+    p_.line("}");
+    p_.dedent();
+    p_.line("}");
+  }
+
   void emit_row() {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
     for (int32_t pass = 0; pass < passes; ++pass)
-      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r);
+      for (int32_t r : cstyle::reductions_of_pass(k_, pass)) shared_arrays(r);
     p_.line("const int64_t outer_total = " + p_.sym(k_.outer_extent()) + ";");
     p_.line("const int64_t inner_total = " + p_.sym(inner_extent()) + ";");
     p_.line("const uint lid = gl_LocalInvocationID.x;");
+    const bool vectors = plan_vectors(no, true);
     p_.line("for (int64_t o = int64_t(gl_WorkGroupID.x); o < outer_total; o += int64_t(gl_NumWorkGroups.x)) {");
     p_.indent();
     Scope outer;
     outer.vars.assign(n, "");
     if (no > 0) unflatten("o", 0, no, outer);
-    for (int32_t pass = 0; pass < passes; ++pass) {
-      const std::vector<int32_t> reds = reductions_of_pass(pass);
-      for (int32_t r : reds) declare_state(r);
-      p_.line("{");
-      p_.indent();
-      p_.line("int64_t j = int64_t(lid);");
-      unrolled("j", "inner_total", "int64_t(gl_WorkGroupSize.x)", [&](const std::string& j) {
-        Scope sc = outer.child();
-        unflatten(j, no, n, sc);
-        pass_step(pass, reds, sc, j);
-      });
-      p_.dedent();
-      p_.line("}");
-      for (int32_t r : reds) {
-        const std::string id = std::to_string(r);
-        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
-        if (subgroup_combinable(r))
-          subgroup_combine(r, a, sh);
-        else
-          tree_combine(r, a, sh, "lid", "gl_WorkGroupSize.x", "", "");
-        std::vector<std::string> fin;
-        for (const Component& c : sh) fin.push_back(c.name + "[0]");
-        const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);
-        p_.line("const " + d_.type(rc) + " r" + id + " = " + finish(r, fin) + ";");
-        p_.line("barrier();");
-        p_.reduction_results()[r] = "r" + id;
-      }
-    }
+    if (vectors) emit_row_vector_passes(outer);
+    else emit_row_scalar_passes(outer);
     emit_outer_stores(outer, "lid == 0u");
     p_.dedent();
     p_.line("}");
   }
 
-  void emit_column() {
+  // The passes one element at a time; a cached row's elements kept in `lc<load>[k]` from the pass
+  // that first loads them.
+  void emit_row_scalar_passes(const Scope& outer) {
+    const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
+    const int64_t steps = cached_steps(1);
+    std::vector<int32_t> cached;
+    if (steps > 0)
+      for (size_t i = 0; i < k_.instrs.size(); ++i)
+        if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
+    for (int32_t i : cached)
+      p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" + std::to_string(i) +
+              "[" + std::to_string(steps) + "];");
+    for (int32_t pass = 0; pass < k_.num_passes(); ++pass) {
+      const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
+      for (int32_t r : reds) declare_state(r);
+      p_.line("{");
+      p_.indent();
+      if (!cached.empty()) {
+        // Loads recorded in an earlier pass are read from the registers; the others load (and
+        // record) as they are first needed.
+        p_.load_reads().clear();
+        for (int32_t i : cached) {
+          const std::string slot = "lc" + std::to_string(i) + "[k]";
+          p_.load_records()[i] = slot;
+          if (p_.recorded().count(i)) p_.load_reads()[i] = slot;
+        }
+        open_cached_loop(steps, 1);
+        Scope sc = outer.child();
+        unflatten("j", no, n, sc);
+        pass_step(pass, reds, sc, "j");
+        close_cached_loop();
+      } else {
+        p_.line("int64_t j = int64_t(lid);");
+        unrolled("j", "inner_total", "int64_t(gl_WorkGroupSize.x)", [&](const std::string& j) {
+          Scope sc = outer.child();
+          unflatten(j, no, n, sc);
+          pass_step(pass, reds, sc, j);
+        });
+      }
+      p_.dedent();
+      p_.line("}");
+      combine_pass(reds);
+    }
+    p_.load_reads().clear();
+    p_.load_records().clear();
+  }
+
+  // The passes kVec consecutive elements of the row per invocation and step (vector loads and
+  // stores); a cached row's vectors kept in `lc<load>_<step>` from the pass that first loads them.
+  void emit_row_vector_passes(const Scope& outer) {
+    const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
+    const int64_t steps = cached_steps(kVec);
+    const std::string V = std::to_string(kVec);
+    // The vector loads a later pass reads again (only those are kept).
+    std::set<int32_t> reread;
+    if (steps > 0) {
+      std::set<int32_t> seen;
+      for (int32_t pass = 0; pass < k_.num_passes(); ++pass)
+        for (int32_t li : cstyle::loads_of_pass(k_, pass))
+          if (vec_loads_.count(li) && !seen.insert(li).second) reread.insert(li);
+    }
+    for (int32_t i : reread)
+      p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" + std::to_string(i) +
+              "[" + std::to_string(steps * kVec) + "];");
+    std::set<int32_t> in_registers;
+    for (int32_t pass = 0; pass < k_.num_passes(); ++pass) {
+      const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
+      for (int32_t r : reds) declare_state(r);
+      p_.line("{");
+      p_.indent();
+      auto group = [&](const std::string& jg) {
+        Scope base = outer.child();
+        base.vars.assign(n, "");
+        for (size_t d = 0; d < no; ++d) base.vars[d] = outer.vars[d];
+        unflatten(jg, no, n, base);
+        std::map<int32_t, std::string> fresh;
+        const std::set<int32_t> loads = cstyle::loads_of_pass(k_, pass);
+        vector_group_row(base, loads, in_registers, pass, reds, jg, &fresh);
+        for (const auto& [li, name] : fresh)
+          if (reread.count(li))
+            for (int c = 0; c < kVec; ++c)
+              p_.line("lc" + std::to_string(li) + "[k * " + V + " + " + std::to_string(c) + "] = " +
+                      lane_value(p_.buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), name, c) + ";");
+        return fresh;
+      };
+      std::map<int32_t, std::string> fresh;
+      if (steps > 0) {
+        open_cached_loop(steps, kVec);
+        fresh = group("j");
+        close_cached_loop();
+      } else {
+        p_.line("int64_t j = int64_t(lid) * " + V + "l;");
+        unrolled("j", "inner_total", "(int64_t(gl_WorkGroupSize.x) * " + V + "l)", [&](const std::string& j) { group(j); });
+      }
+      for (const auto& [li, name] : fresh)
+        if (reread.count(li)) in_registers.insert(li);
+      p_.dedent();
+      p_.line("}");
+      combine_pass(reds);
+    }
+  }
+
+  // One group of a row pass: vector loads of the pass not yet in registers, then per lane the
+  // pass's reductions and its inner stores (vector stores assembled lane by lane).
+  void vector_group_row(const Scope& base, const std::set<int32_t>& loads, const std::set<int32_t>& in_registers, int32_t pass,
+                        const std::vector<int32_t>& reds, const std::string& jg, std::map<int32_t, std::string>* fresh) {
+    std::map<int32_t, std::string> slots;
+    for (int32_t li : in_registers) slots[li] = "lc" + std::to_string(li) + "[k * " + std::to_string(kVec) + " + ";
+    auto store_here = [&](size_t si) {
+      const schedule::Store& st = k_.stores[si];
+      return k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass;
+    };
+    vector_group(base, loads, slots, store_here, [&](Scope& sc, int c) {
+      const std::string j = c == 0 ? jg : "(" + jg + " + " + std::to_string(c) + "l)";
+      for (int32_t r : reds) {
+        const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
+        merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
+      }
+    }, fresh);
+  }
+
+  void emit_column(int64_t ngroups) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
-    const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(kColumnGroups);
+    const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(ngroups);
     for (int32_t pass = 0; pass < passes; ++pass)
-      for (int32_t r : reductions_of_pass(pass)) shared_arrays(r);
+      for (int32_t r : cstyle::reductions_of_pass(k_, pass)) shared_arrays(r);
     p_.line("const int64_t outer_total = " + p_.sym(k_.outer_extent()) + ";");
     p_.line("const int64_t inner_total = " + p_.sym(inner_extent()) + ";");
     p_.line("const uint klane = gl_LocalInvocationID.x % " + lanes + "u, kgroup = gl_LocalInvocationID.x / " + lanes + "u;");
@@ -745,7 +1039,7 @@ class KernelEmitter {
     outer.vars.assign(n, "");
     unflatten("o", 0, no, outer);
     for (int32_t pass = 0; pass < passes; ++pass) {
-      const std::vector<int32_t> reds = reductions_of_pass(pass);
+      const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       for (int32_t r : reds) declare_state(r);
       p_.line("if (kactive) {");
       p_.indent();
@@ -915,8 +1209,15 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   return p;
 }
 
+schedule::Target schedule_target(const CodegenOptions& options) {
+  if (!options.gpu) return schedule::Target::cpu();
+  schedule::Target t = schedule::Target::gpu();
+  t.low_precision_gemm = false;
+  return t;
+}
+
 plan::KernelPlan generate_plan(const Graph& g, const CodegenOptions& options) {
-  return generate(schedule::schedule_graph(g), options);
+  return generate(schedule::schedule_graph(g, schedule_target(options)), options);
 }
 
 }  // namespace kiln::vulkan

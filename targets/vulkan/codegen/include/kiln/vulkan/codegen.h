@@ -21,8 +21,13 @@
 //   are deterministic), or where the device has subgroup arithmetic (DeviceCaps::subgroup) and the
 //   states are floats, within each subgroup by subgroupAdd/Max/... first and by the tree over the
 //   subgroups' partials; each pass's result is broadcast to the workgroup for the next pass;
+// - vector accesses: f32/i32 buffers read or written with unit stride along a last dim whose
+//   extent is a static multiple of 4 also get a vec4/ivec4 view of their binding, and each
+//   invocation takes 4 consecutive elements per step as one access (pointwise kernels, row passes);
+// - row cache: a row reduction of several passes over a static row of at most 32 elements per
+//   invocation keeps them in registers from the pass that first loads them;
 // - reductions, column strategy (reduced dims strided): 32 consecutive outer points per workgroup,
-//   8 groups of invocations splitting the inner dims, combined in shared memory;
+//   8 or 32 groups of invocations splitting the inner dims, combined in shared memory;
 // - matmul: a generated tiled GEMM shader (16x16 output tiles, operands staged through shared
 //   memory; a PlanKernel named `<kernel>_gemm` of kind "matmul" with PlanKernel::gemm describing
 //   the product and its 3-D dispatch), then the epilogue as a pointwise kernel over the product.
@@ -69,7 +74,16 @@ struct CodegenOptions {
   int64_t pointwise_block = 256;         // invocations per workgroup of pointwise kernels
   int64_t pointwise_items_per_thread = 4;
   int64_t unroll = 4;                    // bodies per iteration of the grid- and row-stride loops
+  // f32/i32 loads and stores of 4 consecutive elements as one vec4/ivec4 access (pointwise
+  // kernels and row reductions; the last dim a static multiple of 4).
+  bool vector_accesses = true;
+  // Row reductions of several passes over a static row of at most 32 elements per invocation keep
+  // those elements in registers after the first pass loads them (softmax reads its row once).
+  bool cache_rows = true;
   int64_t max_workgroups = 65535;        // dispatch cap (maxComputeWorkGroupCount's guaranteed minimum)
+  // A GPU (discrete, integrated or virtual; not a CPU driver like lavapipe): full reductions are
+  // split into thousands of partials (schedule_target) instead of the CPU's few dozen.
+  bool gpu = false;
   DeviceCaps caps;
   static CodegenOptions from_config();
 };
@@ -78,7 +92,13 @@ struct CodegenOptions {
 // shaders assume (the runtime checks them against the device).
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options = CodegenOptions::from_config());
 
-// Graph -> Schedule -> KernelPlan with the options of sdk/config.
+// What the scheduler is told about the device: on a GPU schedule::Target::gpu()'s split factors
+// (sum(x) of 2^26 elements in 2048 partials, one workgroup each, rather than 64 that leave most
+// of an H100's 132 SMs idle) but not its low-precision gemm (the GEMM shader multiplies f32 and
+// f64, so f16/bf16 operands are cast first); on a CPU driver Target::cpu().
+schedule::Target schedule_target(const CodegenOptions& options);
+
+// Graph -> Schedule (schedule_target) -> KernelPlan with the options of sdk/config.
 plan::KernelPlan generate_plan(const Graph& g, const CodegenOptions& options = CodegenOptions::from_config());
 
 // The bindings of a generated kernel: sorted(reads ∪ writes).

@@ -66,7 +66,8 @@ TensorData to_device(const TensorData& host, int device = 0);
 TensorData to_host(const TensorData& t);
 
 // Device-to-device copy bandwidth of vulkan:<device> (bytes read plus written per second):
-// vkCmdCopyBuffer of `bytes` timed with timestamps, median of `reps` after 3 warm-ups.
+// vkCmdCopyBuffer of `bytes` timed with timestamps, median of `reps` after warm-ups that last
+// until the copies stop getting faster (the clocks are up).
 double copy_gbps(int device = 0, size_t bytes = size_t{1} << 30, int reps = 30);
 // GPU time of every run made on this thread so far (any executable), ms: per command buffer
 // submitted, from its first dispatch's start to its last's end (timestamps); a difference of two

@@ -1,0 +1,44 @@
+// targets/cstyle: what the GPU codegens (CUDA C, GLSL) decide the same way about a kernel's
+// structure, apart from the expressions the printer writes: which reductions and loads belong to
+// which pass of a reduction kernel, and which loads and stores can be done several consecutive
+// elements at a time (vector accesses). Portable C++.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/cstyle/printer.h"
+
+namespace kiln::cstyle {
+
+// The reduction instructions of pass `pass` (0-based: Instr::pass - 1), in instruction order.
+std::vector<int32_t> reductions_of_pass(const schedule::Kernel& k, int32_t pass);
+// The loads pass `pass` needs: those of its reductions' arguments and of its inner stores,
+// through their arguments but not through earlier reductions' results.
+std::set<int32_t> loads_of_pass(const schedule::Kernel& k, int32_t pass);
+
+// Vector accesses: plain loads and stores with unit stride along the last domain dim (`dim`),
+// whose extent is a static multiple of `width` (so a group of `width` consecutive positions never
+// crosses a row), and whose other strides and offset are multiples of `width`: statically, or at
+// run time through `conditions` (C expressions over the sizes, sorted and unique; the target
+// ANDs them into one flag and falls back to single elements where it is false).
+struct VectorPlan {
+  size_t dim = 0;
+  std::set<int32_t> loads;   // instructions
+  std::set<size_t> stores;   // indices into Kernel::stores
+  std::vector<std::string> conditions;
+};
+// nullopt when nothing qualifies. Dims before `first_dim` must not be the vector dim; with
+// `inner_only` only inner loads and stores count (row reductions). `has_form(buffer)`: whether the
+// target has a vector form of that buffer (its dtype, how it is bound); `buffer_condition(buffer)`:
+// a further run-time condition of the target for that buffer ("" for none; CUDA: the address's
+// alignment).
+std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
+                                       const std::function<bool(int32_t)>& has_form,
+                                       const std::function<std::string(int32_t)>& buffer_condition);
+
+}  // namespace kiln::cstyle

@@ -1,0 +1,79 @@
+// Kernel structure shared by the GPU codegens (see structure.h).
+#include "kiln/cstyle/structure.h"
+
+#include <algorithm>
+
+namespace kiln::cstyle {
+
+using schedule::Instr;
+using schedule::InstrKind;
+using schedule::Kernel;
+
+std::vector<int32_t> reductions_of_pass(const Kernel& k, int32_t pass) {
+  std::vector<int32_t> reds;
+  for (size_t i = 0; i < k.instrs.size(); ++i)
+    if (k.instrs[i].kind == InstrKind::reduce && k.instrs[i].pass - 1 == pass) reds.push_back(static_cast<int32_t>(i));
+  return reds;
+}
+
+std::set<int32_t> loads_of_pass(const Kernel& k, int32_t pass) {
+  std::set<int32_t> loads, seen;
+  std::vector<int32_t> todo;
+  for (int32_t r : reductions_of_pass(k, pass)) todo.push_back(k.instrs[static_cast<size_t>(r)].args[0]);
+  for (const schedule::Store& st : k.stores)
+    if (k.store_is_inner(st) && k.instrs[static_cast<size_t>(st.value)].pass == pass) todo.push_back(st.value);
+  while (!todo.empty()) {
+    const int32_t i = todo.back();
+    todo.pop_back();
+    if (!seen.insert(i).second) continue;
+    const Instr& in = k.instrs[static_cast<size_t>(i)];
+    if (in.kind == InstrKind::load) loads.insert(i);
+    if (in.kind == InstrKind::reduce) continue;
+    for (int32_t a : in.args) todo.push_back(a);
+  }
+  return loads;
+}
+
+std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
+                                       const std::function<bool(int32_t)>& has_form,
+                                       const std::function<std::string(int32_t)>& buffer_condition) {
+  const Kernel& k = p.kernel();
+  const Dialect& d = p.dialect();
+  const size_t n = k.domain.size();
+  if (n == 0 || n - 1 < first_dim) return std::nullopt;
+  VectorPlan plan;
+  plan.dim = n - 1;
+  const SymInt& ext = k.domain[plan.dim];
+  if (!ext.is_static() || ext.hint() % width != 0 || ext.hint() == 0) return std::nullopt;
+  auto usable = [&](int32_t buffer, const schedule::Affine& a) {
+    if (!has_form(buffer) || !(a.coeffs[plan.dim] == 1)) return false;
+    std::vector<std::string> c;
+    auto multiple = [&](const SymInt& x) {
+      if (x.is_static()) return x.hint() % width == 0;
+      c.push_back("(" + p.sym(x) + ") % " + d.int_literal(width) + " == " + d.int_literal(0));
+      return true;
+    };
+    if (!multiple(a.offset)) return false;
+    for (size_t dim = 0; dim < n; ++dim)
+      if (dim != plan.dim && !multiple(a.coeffs[dim])) return false;
+    if (std::string b = buffer_condition(buffer); !b.empty()) c.push_back(std::move(b));
+    plan.conditions.insert(plan.conditions.end(), c.begin(), c.end());
+    return true;
+  };
+  for (size_t i = 0; i < k.instrs.size(); ++i) {
+    const Instr& in = k.instrs[i];
+    if (!in.plain_load() || (inner_only && !in.inner)) continue;  // masked or gathered: one by one
+    if (usable(in.buffer, in.index)) plan.loads.insert(static_cast<int32_t>(i));
+  }
+  for (size_t si = 0; si < k.stores.size(); ++si) {
+    const schedule::Store& st = k.stores[si];
+    if (inner_only && !k.store_is_inner(st)) continue;
+    if (usable(st.buffer, st.index)) plan.stores.insert(si);
+  }
+  if (plan.loads.empty() && plan.stores.empty()) return std::nullopt;
+  std::sort(plan.conditions.begin(), plan.conditions.end());
+  plan.conditions.erase(std::unique(plan.conditions.begin(), plan.conditions.end()), plan.conditions.end());
+  return plan;
+}
+
+}  // namespace kiln::cstyle

@@ -444,7 +444,7 @@ class KernelEmitter {
 
 
   int64_t choose_block() const {
-    if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return o_.pointwise_block;
+    if (k_.kind != KernelKind::reduction || k_.num_passes() == 0) return std::min(o_.pointwise_block, o_.caps.max_workgroup);
     const int64_t inner = inner_extent().evaluate(s_.graph.shapes().examples());
     if (uses_column_strategy(k_)) {
       int64_t state_bytes = 0;
@@ -453,7 +453,7 @@ class KernelEmitter {
           for (const Component& c : state(static_cast<int32_t>(i), "")) state_bytes += c.ct == CT::b ? 4 : c.ct == CT::f32 ? 4 : 8;
       const int64_t wide = kColumnLanes * 32;
       if (inner >= 1024 && wide <= o_.caps.max_workgroup && state_bytes * wide <= kSharedBudget) return wide;
-      return kColumnLanes * 8;
+      return kColumnLanes * std::clamp<int64_t>(o_.caps.max_workgroup / kColumnLanes, 1, 8);
     }
     return row_block(inner, std::min(kRowMaxBlock, o_.caps.max_workgroup));
   }

@@ -244,7 +244,8 @@ DeviceInfo describe(int index, VkPhysicalDevice pd) {
     d.caps.float64 = f2.features.shaderFloat64;
     d.caps.int64 = f2.features.shaderInt64;
   }
-  d.caps.max_workgroup = std::min<int64_t>(1024, d.max_workgroup_invocations);
+  // (1-D workgroups: also within the x dimension's limit, which may be below the invocations')
+  d.caps.max_workgroup = std::min<int64_t>({1024, d.max_workgroup_invocations, props.limits.maxComputeWorkGroupSize[0]});
   return d;
 }
 

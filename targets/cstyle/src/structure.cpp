@@ -34,6 +34,12 @@ std::set<int32_t> loads_of_pass(const Kernel& k, int32_t pass) {
   return loads;
 }
 
+std::string VectorPlan::flag() const {
+  std::string f;
+  for (const std::string& c : conditions) f += (f.empty() ? "" : " && ") + c;
+  return f.empty() ? "true" : f;
+}
+
 std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
                                        const std::function<bool(int32_t)>& has_form,
                                        const std::function<std::string(int32_t)>& buffer_condition) {

@@ -351,9 +351,7 @@ class KernelEmitter {
     vd_ = plan->dim;
     vec_loads_ = plan->loads;
     vec_stores_ = plan->stores;
-    std::string flag;
-    for (const std::string& c : plan->conditions) flag += (flag.empty() ? "" : " && ") + c;
-    p_.line("const bool vec = " + (flag.empty() ? std::string("true") : flag) + ";");
+    p_.line("const bool vec = " + plan->flag() + ";");
     return true;
   }
 

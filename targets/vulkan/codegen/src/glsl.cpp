@@ -402,7 +402,7 @@ class KernelEmitter {
       : k_(k), s_(s), o_(o), d_(d), p_(k, s, d, o.emulate_precision_casts) {}
 
   std::string emit(plan::PlanLaunch& launch, const std::vector<int32_t>& bindings, const std::vector<int32_t>& writes) {
-    const int64_t block = choose_block();
+    const int64_t block = block_ = choose_block();
     launch.block = block;
     launch.max_blocks = o_.max_workgroups;
     if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
@@ -441,6 +441,7 @@ class KernelEmitter {
   std::vector<std::string> shared_;
   bool subgroup_used_ = false;
   bool unroll_used_ = false;  // [[unroll]] (GL_EXT_control_flow_attributes)
+  int64_t block_ = 0;         // the workgroup size (choose_block), set by emit
 
 
   int64_t choose_block() const {
@@ -450,7 +451,7 @@ class KernelEmitter {
       int64_t state_bytes = 0;
       for (size_t i = 0; i < k_.instrs.size(); ++i)
         if (k_.instrs[i].kind == InstrKind::reduce)
-          for (const Component& c : state(static_cast<int32_t>(i), "")) state_bytes += c.ct == CT::b ? 4 : c.ct == CT::f32 ? 4 : 8;
+          for (const Component& c : state(static_cast<int32_t>(i), "")) state_bytes += c.ct == CT::f64 || c.ct == CT::i64 ? 8 : 4;
       const int64_t wide = kColumnLanes * 32;
       if (inner >= 1024 && wide <= o_.caps.max_workgroup && state_bytes * wide <= kSharedBudget) return wide;
       return kColumnLanes * std::clamp<int64_t>(o_.caps.max_workgroup / kColumnLanes, 1, 8);
@@ -500,9 +501,7 @@ class KernelEmitter {
     vd_ = plan->dim;
     vec_loads_ = plan->loads;
     vec_stores_ = plan->stores;
-    std::string flag;
-    for (const std::string& c : plan->conditions) flag += (flag.empty() ? "" : " && ") + c;
-    p_.line("const bool vec = " + (flag.empty() ? std::string("true") : flag) + ";");
+    p_.line("const bool vec = " + plan->flag() + ";");
     return true;
   }
 
@@ -590,13 +589,12 @@ class KernelEmitter {
     p_.line("const int64_t stride = int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);");
     if (plan_vectors(0, false)) {
       // Each invocation takes kVec consecutive elements (one vector per access) per step.
-      std::set<int32_t> loads(vec_loads_.begin(), vec_loads_.end());
       p_.line("int64_t i = int64_t(gl_GlobalInvocationID.x) * " + std::to_string(kVec) + "l;");
       unrolled("i", "total", "(stride * " + std::to_string(kVec) + "l)", [&](const std::string& i) {
         Scope base;
         base.vars.assign(n, "");
         unflatten(i, 0, n, base);
-        vector_group(base, loads, {}, [](size_t) { return true; }, [](Scope&, int) {});
+        vector_group(base, vec_loads_, {}, [](size_t) { return true; }, [](Scope&, int) {});
       });
       return;
     }
@@ -749,7 +747,6 @@ class KernelEmitter {
     return p_.to_dtype(v, in.dtype).v;
   }
 
-
   void declare_state(int32_t r) {
     const std::vector<Component> st = state(r, "a" + std::to_string(r));
     const std::vector<std::string> init = initial(r);
@@ -835,31 +832,37 @@ class KernelEmitter {
     p_.line("}");
   }
 
-  // Each reduction of a pass combined over the workgroup (subgroups first where they can), its
-  // result `r<id>` for the passes and stores after it.
-  void combine_pass(const std::vector<int32_t>& reds) {
+  // Each reduction of a pass combined by `combine(r, state, shared)`, which leaves the result in
+  // the shared arrays' entry `entry`; the result `r<id>` for the passes and stores after it.
+  void combine_pass(const std::vector<int32_t>& reds, const std::string& entry,
+                    const std::function<void(int32_t, const std::vector<Component>&, const std::vector<Component>&)>& combine) {
     for (int32_t r : reds) {
       const std::string id = std::to_string(r);
       const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
-      if (subgroup_combinable(r))
-        subgroup_combine(r, a, sh);
-      else
-        tree_combine(r, a, sh, "lid", "gl_WorkGroupSize.x", "", "");
+      combine(r, a, sh);
       std::vector<std::string> fin;
-      for (const Component& c : sh) fin.push_back(c.name + "[0]");
+      for (const Component& c : sh) fin.push_back(c.name + "[" + entry + "]");
       const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);
       p_.line("const " + d_.type(rc) + " r" + id + " = " + finish(r, fin) + ";");
       p_.line("barrier();");
       p_.reduction_results()[r] = "r" + id;
     }
   }
+  // A row pass's combine: over the whole workgroup, subgroups first where they can.
+  void combine_row_pass(const std::vector<int32_t>& reds) {
+    combine_pass(reds, "0", [&](int32_t r, const std::vector<Component>& a, const std::vector<Component>& sh) {
+      if (subgroup_combinable(r))
+        subgroup_combine(r, a, sh);
+      else
+        tree_combine(r, a, sh, "lid", "gl_WorkGroupSize.x", "", "");
+    });
+  }
 
   // How many steps of `width` elements each invocation takes over a cached row (0: the row is
   // not cached: fewer than two passes, a dynamic row or too many elements per invocation).
   int64_t cached_steps(int64_t width) const {
     if (!o_.cache_rows || k_.num_passes() < 2 || !inner_extent().is_static()) return 0;
-    const int64_t block = choose_block();
-    const int64_t steps = (inner_extent().hint() + block * width - 1) / (block * width);
+    const int64_t steps = (inner_extent().hint() + block_ * width - 1) / (block_ * width);
     return steps * width <= kMaxCachedItems ? steps : 0;
   }
   // `[[unroll]] for (k < steps)` over a cached row, j the first element of the invocation's step.
@@ -867,7 +870,7 @@ class KernelEmitter {
     unroll_used_ = true;
     p_.line("[[unroll]] for (int k = 0; k < " + std::to_string(steps) + "; ++k) {");
     p_.indent();
-    p_.line("const int64_t j = (int64_t(lid) + int64_t(k) * " + std::to_string(choose_block()) + "l) * " + std::to_string(width) +
+    p_.line("const int64_t j = (int64_t(lid) + int64_t(k) * " + std::to_string(block_) + "l) * " + std::to_string(width) +
             "l;");
     p_.line("if (j < inner_total) {");
     p_.indent();
@@ -941,14 +944,15 @@ class KernelEmitter {
       }
       p_.dedent();
       p_.line("}");
-      combine_pass(reds);
+      combine_row_pass(reds);
     }
     p_.load_reads().clear();
     p_.load_records().clear();
   }
 
   // The passes kVec consecutive elements of the row per invocation and step (vector loads and
-  // stores); a cached row's vectors kept in `lc<load>_<step>` from the pass that first loads them.
+  // stores); a cached row's elements kept in `lc<load>[k * kVec + lane]` from the pass that first
+  // loads them.
   void emit_row_vector_passes(const Scope& outer) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int64_t steps = cached_steps(kVec);
@@ -998,7 +1002,7 @@ class KernelEmitter {
         if (reread.count(li)) in_registers.insert(li);
       p_.dedent();
       p_.line("}");
-      combine_pass(reds);
+      combine_row_pass(reds);
     }
   }
 
@@ -1051,17 +1055,9 @@ class KernelEmitter {
       });
       p_.dedent();
       p_.line("}");
-      for (int32_t r : reds) {
-        const std::string id = std::to_string(r);
-        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+      combine_pass(reds, "klane", [&](int32_t r, const std::vector<Component>& a, const std::vector<Component>& sh) {
         tree_combine(r, a, sh, "kgroup", groups + "u", " * " + lanes + "u", "");
-        std::vector<std::string> fin;
-        for (const Component& c : sh) fin.push_back(c.name + "[klane]");
-        const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);
-        p_.line("const " + d_.type(rc) + " r" + id + " = " + finish(r, fin) + ";");
-        p_.line("barrier();");
-        p_.reduction_results()[r] = "r" + id;
-      }
+      });
     }
     emit_outer_stores(outer, "kactive && kgroup == 0u");
     p_.dedent();

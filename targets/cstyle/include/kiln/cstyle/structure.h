@@ -31,6 +31,8 @@ struct VectorPlan {
   std::set<int32_t> loads;   // instructions
   std::set<size_t> stores;   // indices into Kernel::stores
   std::vector<std::string> conditions;
+  // The conditions ANDed into one C expression ("true" when there are none).
+  std::string flag() const;
 };
 // nullopt when nothing qualifies. Dims before `first_dim` must not be the vector dim; with
 // `inner_only` only inner loads and stores count (row reductions). `has_form(buffer)`: whether the

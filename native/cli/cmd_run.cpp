@@ -16,6 +16,7 @@
 #include "model_files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/format/plan_json.h"
+#include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
 #include "kiln/reference/random.h"
@@ -50,11 +51,23 @@ const std::vector<std::string>& available_targets() {
   return targets;
 }
 
+// --save-plan FILE: the plan as kiln.plan JSON, before it runs (so a plan that fails is kept too).
+void save_plan_if_asked(const ParsedArgs& a, const plan::KernelPlan& p) {
+  if (!a.has("--save-plan")) return;
+  std::ofstream f(a.get("--save-plan"), std::ios::binary);
+  f << format::plan_to_json(p);
+  KILN_CHECK(f.good(), "kiln run --save-plan: cannot write ", a.get("--save-plan"));
+}
+
 // Runs a kernel plan on its target's runtime (device 0), outputs on the host. A plan made for
 // another target, or a target without a device here, is a kiln::Error saying so.
-std::vector<TensorData> run_plan(const std::string& target, plan::KernelPlan p, const std::vector<TensorData>& inputs) {
+std::vector<TensorData> run_plan(const std::string& target, plan::KernelPlan p, const std::vector<TensorData>& inputs,
+                                 const ParsedArgs& a) {
   KILN_CHECK(p.target == target, "kiln run: the plan is for target '", p.target, "', not '", target,
              "' (run it with --target ", p.target, ")");
+  // KILN_LOGS=output_code shows what runs, as the backends do (the way to see a GPU's kernels).
+  KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
+  save_plan_if_asked(a, p);
   const std::span<const TensorData> in(inputs);
 #if KILN_HAVE_CPU_TARGET
   if (target == "cpu") return cpu::PlanExecutable::load(std::move(p))->run(in);
@@ -186,6 +199,7 @@ const CommandSpec& run_spec() {
        {"--out", "DIR", "write the outputs to DIR/out0.npy, DIR/out1.npy, ..."},
        {"--check", "", "compare the target's outputs with the reference target's"},
        {"--repeat", "N", "(cpu) run N more times: median time, and every run must give the same bits"},
+       {"--save-plan", "FILE", "(cpu, cuda, vulkan) write the kernel plan it runs as JSON (kiln.plan), e.g. to edit and run again"},
        {"--plan", "", "the argument is a kernel plan file (kiln run --plan PLAN.json; recognised without it too)"}}};
   return spec;
 }
@@ -239,7 +253,7 @@ int cmd_run(std::span<char* const> args) {
           for (const SymInt& x : b.sizes) sizes.push_back(x.evaluate(examples));
           plan_inputs[static_cast<size_t>(b.index)] = random_tensor(b.dtype, sizes, splitmix64(seed + static_cast<uint64_t>(b.index)));
         }
-      const std::vector<TensorData> outs = run_plan(plan_target, std::move(p), plan_inputs);
+      const std::vector<TensorData> outs = run_plan(plan_target, std::move(p), plan_inputs, a);
       for (size_t k = 0; k < outs.size(); ++k) {
         std::cout << "output " << k << ": " << dtype_name(outs[k].dtype) << shape_str(static_shape(outs[k].sizes)) << "\n  [";
         for (int64_t i = 0; i < std::min(outs[k].numel(), kShowValues); ++i)
@@ -290,18 +304,20 @@ int cmd_run(std::span<char* const> args) {
     // capabilities on Vulkan), then its runtime.
     const Graph optimised = passes::run_default_pipeline(g);
 #if KILN_HAVE_CUDA_TARGET
-    if (target == "cuda") outputs = run_plan(target, cuda::generate_plan(optimised), inputs);
+    if (target == "cuda") outputs = run_plan(target, cuda::generate_plan(optimised), inputs, a);
 #endif
 #if KILN_HAVE_VULKAN_TARGET
     if (target == "vulkan") {
       std::string why;
       KILN_CHECK(vulkan::available(&why), "kiln run --target vulkan: ", why);
-      outputs = run_plan(target, vulkan::generate_plan(optimised, vulkan::codegen_options_for(0)), inputs);
+      outputs = run_plan(target, vulkan::generate_plan(optimised, vulkan::codegen_options_for(0)), inputs, a);
     }
 #endif
   } else {
 #if KILN_HAVE_CPU_TARGET
-    auto exe = cpu::PlanExecutable::load(cpu::generate_plan(passes::run_default_pipeline(g)));
+    plan::KernelPlan p = cpu::generate_plan(passes::run_default_pipeline(g));
+    save_plan_if_asked(a, p);
+    auto exe = cpu::PlanExecutable::load(std::move(p));
     outputs = exe->run(std::span<const TensorData>(inputs));
     if (a.has("--repeat")) {
       // Runs again, timing each run and checking that every run gives the same bits.

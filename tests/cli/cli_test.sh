@@ -70,6 +70,11 @@ if "$kiln" run --help | grep -q -- '--check'; then
   expect 0 'wrote .*tb_plan.json' -- "$kiln" show "$samples/transformer_block.json" --save-plan "$work/tb_plan.json"
   expect 0 'kernel plan v1 for cpu: [0-9]+ kernels' -- "$kiln" show "$work/tb_plan.json"
   expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_plan.json" --random
+  # run --save-plan keeps the plan it ran; run again, it gives the same bytes.
+  expect 0 'wrote .*r1/out0.npy' -- "$kiln" run "$samples/layernorm.json" --random --target cpu --save-plan "$work/ln_plan.json" --out "$work/r1"
+  expect 0 'wrote .*r2/out0.npy' -- "$kiln" run "$work/ln_plan.json" --random --out "$work/r2"
+  if cmp -s "$work/r1/out0.npy" "$work/r2/out0.npy"; then echo "ok: run --save-plan round trip"; else fail "run --save-plan: outputs differ"; fi
+  expect 0 '\[kiln:output_code\] kernel plan v1 for cpu' -- env KILN_LOGS=output_code "$kiln" run "$work/ln_plan.json" --random
 fi
 
 # .npy round trip: an identity graph writes its random input x; feeding that file to mlp must

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <regex>
 
 #include "harness.h"
 #include "kiln/graph/error.h"
@@ -303,6 +304,64 @@ BOOST_AUTO_TEST_CASE(attention_stages_over_two_batch_dims) {
       auto exe = load(g, o);
       expect_matches(g, inputs, exe->run_host(inputs), DType::f32);
     }
+  }
+}
+
+
+// Flat indices are split into dims with 32-bit arithmetic where the kernel's domain has < 2^32
+// elements, chosen at run time for symbolic domains (`narrow`), 64-bit where it has more (an
+// iteration domain may: a reduction of a broadcast). NVIDIA's driver got int64 division chains
+// wrong (docs/vulkan.md): the rank-5 broadcast and the gemm over two batch dims below are the
+// cases it failed.
+BOOST_AUTO_TEST_CASE(index_splits_by_domain_width) {
+  const vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+  auto sources = [&](const Graph& g) {
+    std::string all;
+    for (const plan::PlanKernel& k : vulkan::generate(schedule::schedule_graph(passes::run_default_pipeline(g),
+                                                                               vulkan::schedule_target(o)), o).kernels)
+      all += k.source;
+    return all;
+  };
+  auto int64_rem = [](const std::string& src) {  // `x % <int64 size>` (not the uint splits)
+    static const std::regex rem(R"( % (\d+l|pc\.s\d+)\b)");
+    return std::regex_search(src, rem);
+  };
+  uint64_t seed = 80;
+  {  // static, small: 32-bit splits only
+    Graph g;
+    const NodeId x = g.add_input(m(DType::f32, {2, 3, 1, 4, 1})), y = g.add_input(m(DType::f32, {3, 5, 1, 5}));
+    const NodeId a = g.add_input(m(DType::f32, {2, 3, 16, 8})), b = g.add_input(m(DType::f32, {2, 3, 8, 16}));
+    g.set_outputs({g.add(OpId::add, {x, y}, {}), g.add(OpId::matmul, {a, b})});
+    const std::string src = sources(g);
+    BOOST_TEST(src.find("const uint x0_u") != std::string::npos);
+    BOOST_TEST(src.find("narrow") == std::string::npos);
+    BOOST_TEST(!int64_rem(src), src);
+    const std::vector<TensorData> in{values(DType::f32, {2, 3, 1, 4, 1}, seed++), values(DType::f32, {3, 5, 1, 5}, seed++),
+                                     values(DType::f32, {2, 3, 16, 8}, seed++), values(DType::f32, {2, 3, 8, 16}, seed++)};
+    expect_matches(g, in, load(g, o)->run_host(in), DType::f32);
+  }
+  {  // symbolic: the width is picked at run time
+    Graph g;
+    const SymInt s0 = g.shapes().create_symbol(4, 1, int64_t{1} << 40, "x.size(0)", true);
+    const NodeId x = g.add_input(m(DType::f32, {s0, 3, 1, 5})), y = g.add_input(m(DType::f32, {3, 4, 1}));
+    const NodeId a = g.add_input(m(DType::f32, {s0, 3, 16, 8})), b = g.add_input(m(DType::f32, {s0, 3, 8, 16}));
+    g.set_outputs({g.add(OpId::mul, {x, y}, {}), g.add(OpId::matmul, {a, b})});
+    const std::string src = sources(g);
+    BOOST_TEST(src.find("const bool narrow = ") != std::string::npos);
+    auto exe = load(g, o);
+    for (int64_t n : {4, 1, 7}) {
+      const std::vector<TensorData> in{values(DType::f32, {n, 3, 1, 5}, seed++), values(DType::f32, {3, 4, 1}, seed++),
+                                       values(DType::f32, {n, 3, 16, 8}, seed++), values(DType::f32, {n, 3, 8, 16}, seed++)};
+      expect_matches(g, in, exe->run_host(in), DType::f32);
+    }
+  }
+  {  // a reduction over a static broadcast domain of 2^32 elements: 64-bit (generated, not run)
+    Graph g;
+    const NodeId x = g.add_input(m(DType::f32, {65536, 1})), y = g.add_input(m(DType::f32, {1, 65536}));
+    g.set_outputs({g.add(OpId::sum, {g.add(OpId::mul, {x, y}, {})}, {Ints{0, 1}, false})});
+    const std::string src = sources(g);
+    BOOST_TEST(int64_rem(src), src);
+    BOOST_TEST(src.find("uint(o)") == std::string::npos);
   }
 }
 

@@ -6,6 +6,8 @@
 # Usage: tools/gpu/run_vulkan.sh [tests] [bench] [torch]     (default: tests bench)
 # tests: test_vulkan_target (every op case, 250 random graphs, runtime and frontend cases) on
 #        vulkan:0 with validation layers on (KILN_GPU_TEST_ARGS adds options);
+# graphs: each graph or plan file KILN_GRAPHS names (a glob) through `kiln run --target vulkan --random
+#        --check` with its kernels logged, outputs of vulkan and reference kept for comparison;
 # bench: kiln bench --device vulkan, then --device cuda, in this one call (KILN_BENCH_ARGS adds
 #        options to both); torch: torch_anchor.py --device cuda.
 set -uo pipefail
@@ -44,6 +46,19 @@ for step in "${steps[@]}"; do
       echo "exit status $rc" | tee -a "$out/summary.txt"
       grep -E "^vulkan target|test cases|assertions|failure|No errors|error: in" "$out/vulkan_target.log" | head -40 | tee -a "$out/summary.txt"
       grep -E "op [a-z_0-9]+: .* cases|random graphs" "$out/vulkan_target.log" | sed 's/\x1b\[[0-9;]*m//g' | grep -v " 0 failing outputs" | tee -a "$out/summary.txt"
+      ;;
+    graphs)
+      mkdir -p "$out/graphs"
+      for g in ${KILN_GRAPHS:-}; do
+        name=$(basename "$g" .json)
+        stamp "kiln run $g --target vulkan --random --check"
+        check=--check; grep -q '"kiln.plan"' "$g" && check=  # (a plan file has no graph to check against)
+        KILN_VULKAN_VALIDATION=1 KILN_LOGS=output_code "$bin/kiln" run "$g" --target vulkan --random $check \
+          --out "$out/graphs/${name}_vulkan" >"$out/graphs/$name.log" 2>&1
+        rc=$?; [ $rc -ne 0 ] && status=$rc
+        grep -E "^check|rror" "$out/graphs/$name.log" | tee -a "$out/summary.txt"
+        [ -n "$check" ] && "$bin/kiln" run "$g" --random --out "$out/graphs/${name}_reference" >/dev/null 2>&1
+      done
       ;;
     bench)
       for dev in vulkan cuda; do

@@ -232,6 +232,7 @@ struct GlslDialect final : cstyle::Dialect {
   }
   std::string wrap_i32(const std::string& x) const override { return "int64_t(int(" + x + "))"; }
   std::string ipow(const std::string& x, const std::string& y) const override { return "kiln_ipow(" + x + ", " + y + ")"; }
+
   std::string isnan(const std::string& x, CT) const override { return "isnan(" + x + ")"; }
   std::string symbol_name(SymbolId s) const override { return "pc.s" + std::to_string(s); }
 };
@@ -396,6 +397,74 @@ std::string helpers_for(const std::string& body) {
   return out;
 }
 
+// How a flat index is split into per-dim indices. NVIDIA's Vulkan compiler (driver 580, H200)
+// gets chains of int64 divisions by constants wrong: a batched gemm's `bt % 3, bt / 3 % 2` and a
+// rank-5 broadcast's `i / 5, i - (i / 5) * 5, ...` gave wrong indices, each where the other form
+// was right, and lavapipe both (docs/vulkan.md). 32-bit arithmetic, which every shader uses, was
+// right in both, and is several times cheaper than 64-bit division on a GPU. Every buffer a
+// shader indexes holds < 2^32 elements (maxStorageBufferRange), but an iteration domain (a
+// reduction of a broadcast) may not: such kernels keep 64-bit division.
+enum class IndexWidth {
+  narrow,   // the domain has < 2^32 elements: 32-bit
+  wide,     // statically >= 2^32: 64-bit
+  runtime,  // symbolic: the kernel's `narrow` flag picks (a uniform branch)
+};
+
+IndexWidth index_width(const SymInt& domain_size) {
+  if (!domain_size.is_static()) return IndexWidth::runtime;
+  return domain_size.hint() < (int64_t{1} << 32) ? IndexWidth::narrow : IndexWidth::wide;
+}
+
+// Statements splitting `flat` (an int64 expression, < the product of `extents`) into one int64
+// index per extent (outermost first), into `index`; temporaries are named <prefix><k>.
+std::vector<std::string> split_index(const std::string& flat, const std::vector<std::string>& extents, IndexWidth w,
+                                     const std::string& prefix, std::vector<std::string>& index) {
+  std::vector<std::string> lines;
+  const size_t n = extents.size();
+  index.assign(n, "");
+  if (n == 0) return lines;
+  if (n == 1) {
+    index[0] = flat;
+    return lines;
+  }
+  auto name = [&](const std::string& what, size_t d) { return prefix + what + std::to_string(d); };
+  if (w == IndexWidth::narrow) {
+    std::string rest = name("u", n);
+    lines.push_back("const uint " + rest + " = uint(" + flat + ");");
+    for (size_t d = n; d-- > 1;) {
+      const std::string q = name("q", d), e = "uint(" + extents[d] + ")";
+      lines.push_back("const uint " + q + " = " + rest + " / " + e + ";");
+      lines.push_back("const int64_t " + name("i", d) + " = int64_t(" + rest + " - " + q + " * " + e + ");");
+      index[d] = name("i", d);
+      rest = q;
+    }
+    index[0] = "int64_t(" + rest + ")";
+    return lines;
+  }
+  std::string rest = flat;
+  for (size_t d = n; d-- > 1;) {
+    const std::string q = name("q", d), r = name("i", d), e = extents[d];
+    if (w == IndexWidth::wide) {
+      lines.push_back("const int64_t " + r + " = " + rest + " % " + e + ";");
+      lines.push_back("const int64_t " + q + " = " + rest + " / " + e + ";");
+    } else {
+      lines.push_back("int64_t " + q + ", " + r + ";");
+      lines.push_back("if (narrow) { const uint u = uint(" + rest + "), v = uint(" + e + "); " + q + " = int64_t(u / v); " + r +
+                      " = int64_t(u - (u / v) * v); } else { " + r + " = " + rest + " % " + e + "; " + q + " = " + rest +
+                      " / " + e + "; }");
+    }
+    index[d] = r;
+    rest = q;
+  }
+  index[0] = rest;
+  return lines;
+}
+
+// The `narrow` flag split_index reads where the width is decided at run time.
+std::string narrow_flag(const std::string& domain_size) {
+  return "const bool narrow = " + domain_size + " < 4294967296l;";
+}
+
 class KernelEmitter {
  public:
   KernelEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, const GlslDialect& d)
@@ -403,6 +472,10 @@ class KernelEmitter {
 
   std::string emit(plan::PlanLaunch& launch, const std::vector<int32_t>& bindings, const std::vector<int32_t>& writes) {
     const int64_t block = block_ = choose_block();
+    SymInt domain_size = 1;
+    for (const SymInt& e : k_.domain) domain_size = domain_size * e;
+    width_ = index_width(domain_size);
+    if (width_ == IndexWidth::runtime) p_.line(narrow_flag(p_.sym(domain_size)));
     launch.block = block;
     launch.max_blocks = o_.max_workgroups;
     if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
@@ -442,6 +515,8 @@ class KernelEmitter {
   bool subgroup_used_ = false;
   bool unroll_used_ = false;  // [[unroll]] (GL_EXT_control_flow_attributes)
   int64_t block_ = 0;         // the workgroup size (choose_block), set by emit
+  IndexWidth width_ = IndexWidth::narrow;  // of the flat indices unflatten splits, set by emit
+  int splits_ = 0;                         // unflatten calls so far (names its temporaries)
 
 
   int64_t choose_block() const {
@@ -465,17 +540,12 @@ class KernelEmitter {
     return n;
   }
 
+  // Binds the indices of domain dims [first, last) from their flat index (see split_index).
   void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
-    std::string rest = flat;
-    for (size_t d = last; d-- > first;) {
-      if (d == first) {
-        sc.vars[d] = rest;
-        break;
-      }
-      const std::string e = p_.sym(k_.domain[d]);
-      sc.vars[d] = p_.let(CT::i64, rest + " % " + e);
-      rest = p_.let(CT::i64, rest + " / " + e);
-    }
+    std::vector<std::string> extents, index;
+    for (size_t d = first; d < last; ++d) extents.push_back(p_.sym(k_.domain[d]));
+    for (const std::string& l : split_index(flat, extents, width_, "x" + std::to_string(splits_++) + "_", index)) p_.line(l);
+    for (size_t d = first; d < last; ++d) sc.vars[d] = index[d - first];
   }
 
   // ---- vector accesses ----
@@ -1126,11 +1196,14 @@ std::string gemm_shader(const schedule::Schedule& s, const schedule::Gemm& g, co
   o << "  for (int64_t bt = int64_t(gl_WorkGroupID.z); bt < batches; bt += int64_t(gl_NumWorkGroups.z)) {\n";
   o << "    int64_t abase = " << sym(g.a_offset) << ", bbase = " << sym(g.b_offset) << ";\n";
   if (!g.batch.empty()) {
-    o << "    int64_t rest = bt;\n";
-    for (size_t i = g.batch.size(); i-- > 0;) {
-      o << "    { const int64_t bi = rest % " << sym(g.batch[i]) << "; rest /= " << sym(g.batch[i]) << "; abase += bi * "
-        << sym(g.a_batch_strides[i]) << "; bbase += bi * " << sym(g.b_batch_strides[i]) << "; }\n";
-    }
+    std::vector<std::string> extents, index;
+    for (const SymInt& e : g.batch) extents.push_back(sym(e));
+    const IndexWidth w = index_width(batches);
+    if (w == IndexWidth::runtime) o << "    " << narrow_flag(sym(batches)) << "\n";
+    for (const std::string& l : split_index("bt", extents, w, "b", index)) o << "    " << l << "\n";
+    for (size_t i = 0; i < g.batch.size(); ++i)
+      o << "    abase += " << index[i] << " * " << sym(g.a_batch_strides[i]) << "; bbase += " << index[i] << " * "
+        << sym(g.b_batch_strides[i]) << ";\n";
   }
   o << "    const int64_t cbase = bt * M * N;\n";
   o << "    for (int64_t tm = int64_t(gl_WorkGroupID.y) * " << ts << "l; tm < M; tm += int64_t(gl_NumWorkGroups.y) * " << ts

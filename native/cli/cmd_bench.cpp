@@ -120,35 +120,14 @@ double time_ms_cuda(F&& call, int reps, bool launch_bound) {
 
 #if KILN_HAVE_VULKAN_TARGET
 // On Vulkan every call is synchronous (submit, wait): its GPU time is the span of the timestamps
-// around its command buffers (vulkan::thread_device_ms, what device events around a CUDA call
-// measure), the median of `reps` (at least 30) calls after warm-ups; launch-bound workloads:
-// host wall time per call over 2000 calls.
-//
-// Warm-up until the GPU's clocks are up: NVIDIA's driver lets the SM clock of a Vulkan process
-// fall to idle (345 MHz on the H100) within a fraction of a second of light load and takes a while
-// to raise it again, so a fixed 0.3 s of warm-up left some workloads timed at the low clock
-// (softmax 0.41 ms with 30 timed calls, 0.196 ms with 300, on the same build in one process).
-// Batches of 10 calls run until a batch's median is no faster than the one before (within 2%)
-// and 0.5 s have passed, or for 5 s at most.
+// around its command buffers (what device events around a CUDA call measure), the median of
+// `reps` (at least 30) calls after warm-ups until the clocks are up (vulkan::median_gpu_ms says
+// why); launch-bound workloads: host wall time per call over 2000 calls, after the same warm-up.
 template <class F>
 double time_ms_vulkan(F&& call, int reps, bool launch_bound) {
-  auto gpu_ms = [&] {
-    const double before = vulkan::thread_device_ms();
-    call();
-    return vulkan::thread_device_ms() - before;
-  };
-  const auto warm = Clock::now();
-  double last = 0;
-  for (;;) {
-    std::vector<double> batch;
-    for (int i = 0; i < 10; ++i) batch.push_back(gpu_ms());
-    std::sort(batch.begin(), batch.end());
-    const double med = batch[batch.size() / 2];
-    const bool settled = last > 0 && med >= 0.98 * last;
-    last = last > 0 ? std::min(last, med) : med;
-    if ((settled && seconds_since(warm) >= 0.5) || seconds_since(warm) >= 5.0) break;
-  }
-  return median_or_per_launch(call, std::max(reps, 30), launch_bound, gpu_ms, [] {});
+  if (!launch_bound) return vulkan::median_gpu_ms(call, std::max(reps, 30));
+  vulkan::median_gpu_ms(call, 1);
+  return median_or_per_launch(call, 1, true, [] { return 0.0; }, [] {});
 }
 #endif
 

@@ -83,7 +83,27 @@ std::vector<TensorData> run_plan(const std::string& target, plan::KernelPlan p, 
   if (target == "vulkan") {
     std::string why;
     KILN_CHECK(vulkan::available(&why), "kiln run --target vulkan: ", why);
-    return vulkan::PlanExecutable::load(std::move(p))->run_host(in);
+    auto exe = vulkan::PlanExecutable::load(std::move(p));
+    std::vector<TensorData> outputs = exe->run_host(in);
+    if (a.has("--repeat")) {
+      // GPU time per run (timestamps) with the inputs on the device, and per kernel in the last
+      // run; then one more run, which must give the same bits.
+      std::vector<TensorData> on_device;
+      for (const TensorData& t : inputs) on_device.push_back(vulkan::to_device(t));
+      const int repeat = std::max(1, std::atoi(a.get("--repeat").c_str()));
+      const double ms = vulkan::median_gpu_ms([&] { exe->run_device(on_device); }, repeat);
+      std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << ms << " ms of GPU time over "
+                << repeat << " runs (after warm-up)\n";
+      const std::vector<double> per = exe->last_kernel_ms();
+      for (size_t k = 0; k < per.size() && k < exe->plan().kernels.size(); ++k)
+        std::cout << "  " << exe->plan().kernels[k].name << ": " << per[k] << " ms (last run)\n";
+      const std::vector<TensorData> again = exe->run_host(on_device);
+      for (size_t k = 0; k < again.size(); ++k)
+        KILN_CHECK(std::memcmp(again[k].data(), outputs[k].data(),
+                               static_cast<size_t>(again[k].numel() * dtype_size(again[k].dtype))) == 0,
+                   "kiln run --repeat: a later run gave different output ", k, " than the first");
+    }
+    return outputs;
   }
 #endif
   fail("this build of kiln cannot run plans on target '", target, "'");
@@ -198,7 +218,7 @@ const CommandSpec& run_spec() {
        {"--seed", "N", "seed for --random (default 0)"},
        {"--out", "DIR", "write the outputs to DIR/out0.npy, DIR/out1.npy, ..."},
        {"--check", "", "compare the target's outputs with the reference target's"},
-       {"--repeat", "N", "(cpu) run N more times: median time, and every run must give the same bits"},
+       {"--repeat", "N", "(cpu, vulkan) run N more times: median time (vulkan: GPU time, after warm-up, and each kernel's), and every run must give the same bits"},
        {"--save-plan", "FILE", "(cpu, cuda, vulkan) write the kernel plan it runs as JSON (kiln.plan), e.g. to edit and run again"},
        {"--plan", "", "the argument is a kernel plan file (kiln run --plan PLAN.json; recognised without it too)"}}};
   return spec;

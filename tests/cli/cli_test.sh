@@ -75,6 +75,10 @@ if "$kiln" run --help | grep -q -- '--check'; then
   expect 0 'wrote .*r2/out0.npy' -- "$kiln" run "$work/ln_plan.json" --random --out "$work/r2"
   if cmp -s "$work/r1/out0.npy" "$work/r2/out0.npy"; then echo "ok: run --save-plan round trip"; else fail "run --save-plan: outputs differ"; fi
   expect 0 '\[kiln:output_code\] kernel plan v1 for cpu' -- env KILN_LOGS=output_code "$kiln" run "$work/ln_plan.json" --random
+  # On a Vulkan device (lavapipe in CI): GPU time per run and per kernel.
+  if "$kiln" list-devices 2>/dev/null | grep -q '^vulkan:0'; then
+    expect 0 'median run [0-9.e-]+ ms of GPU time over 3 runs' -- env KILN_VULKAN_WARM_S=0 "$kiln" run "$samples/layernorm.json" --random --target vulkan --repeat 3
+  fi
 fi
 
 # .npy round trip: an identity graph writes its random input x; feeding that file to mlp must

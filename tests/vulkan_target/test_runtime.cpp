@@ -334,6 +334,7 @@ BOOST_AUTO_TEST_CASE(index_splits_by_domain_width) {
     g.set_outputs({g.add(OpId::add, {x, y}, {}), g.add(OpId::matmul, {a, b})});
     const std::string src = sources(g);
     BOOST_TEST(src.find("const uint x0_u") != std::string::npos);
+    BOOST_TEST(src.find("*int(") != std::string::npos, "buffer indices in 32 bits");
     BOOST_TEST(src.find("narrow") == std::string::npos);
     BOOST_TEST(!int64_rem(src), src);
     const std::vector<TensorData> in{values(DType::f32, {2, 3, 1, 4, 1}, seed++), values(DType::f32, {3, 5, 1, 5}, seed++),
@@ -363,6 +364,25 @@ BOOST_AUTO_TEST_CASE(index_splits_by_domain_width) {
     BOOST_TEST(int64_rem(src), src);
     BOOST_TEST(src.find("uint(o)") == std::string::npos);
   }
+}
+
+// f32 sin and cos beyond the f32 reduction's range (|x| > 8192: the reduction in f64, the
+// polynomial in f32), at its edge, and of inf and NaN; the op cases' values stay below 8192.
+BOOST_AUTO_TEST_CASE(sin_cos_of_large_magnitudes) {
+  const vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+  BOOST_REQUIRE(o.caps.float64);
+  std::vector<double> xs = {8191.75, 8192.0, -8192.0, 8192.001, -8192.5, 1e4, -31415.9, 65536.0, 123456.789,
+                            -1e6, 3.0e7, -1.0e9, 4.0e11, std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()};
+  std::mt19937_64 rng(90);
+  std::uniform_real_distribution<double> mag(4, 11.5);
+  while (xs.size() < 64) xs.push_back((rng() % 2 ? 1 : -1) * std::pow(10.0, mag(rng)));
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Graph g;
+  const NodeId x = g.add_input(m(DType::f32, {n}));
+  g.set_outputs({g.add(OpId::sin, {x}, {}), g.add(OpId::cos, {x}, {})});
+  const std::vector<TensorData> in{tensor(DType::f32, {n}, xs)};
+  expect_matches(g, in, load(g, o)->run_host(in), DType::f32);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

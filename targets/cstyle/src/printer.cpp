@@ -64,7 +64,21 @@ std::string KernelPrinter::sym(const SymInt& s) const {
   return "(" + (acc.empty() ? d_.int_literal(0) : acc) + ")";
 }
 
-std::string KernelPrinter::affine(const Affine& a, const Scope& sc) const {
+std::string KernelPrinter::affine(const Affine& a, const Scope& sc, bool value) const {
+  if (narrow_indices && !value) {
+    auto narrow = [&](const SymInt& x) {
+      KILN_CHECK(x.is_static(), "codegen: kernel ", k_.name, ": a narrow index with a symbolic term");
+      return std::to_string(x.hint());
+    };
+    std::string acc = a.offset == 0 ? "" : narrow(a.offset);
+    for (size_t v = 0; v < a.coeffs.size(); ++v) {
+      if (a.coeffs[v] == 0) continue;
+      KILN_CHECK(!sc.vars[v].empty(), "codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
+      const std::string var = "int(" + sc.vars[v] + ")";
+      acc += (acc.empty() ? "" : " + ") + (a.coeffs[v] == 1 ? var : narrow(a.coeffs[v]) + "*" + var);
+    }
+    return acc.empty() ? "0" : "(" + acc + ")";
+  }
   std::string acc = a.offset == 0 ? "" : sym(a.offset);
   for (size_t v = 0; v < a.coeffs.size(); ++v) {
     if (a.coeffs[v] == 0) continue;
@@ -97,7 +111,7 @@ Value KernelPrinter::value(int32_t i, Scope& sc) {
   switch (in.kind) {
     case InstrKind::constant: r = {d_.literal(in.value, compute_type(in.dtype)), compute_type(in.dtype)}; break;
     case InstrKind::size: r = {sym(in.size), CT::i64}; break;
-    case InstrKind::index: r = {let(CT::i64, affine(in.index, sc)), CT::i64}; break;
+    case InstrKind::index: r = {let(CT::i64, affine(in.index, sc, true)), CT::i64}; break;
     case InstrKind::load: {
       const DType t = buffer_dtype(in.buffer);
       Value raw;

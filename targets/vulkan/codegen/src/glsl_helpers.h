@@ -104,17 +104,31 @@ inline constexpr Helper kHelpers[] = {
 )"},
     {"kiln_sin_d", "kiln_sincos_d", "double kiln_sin_d(double x) { return kiln_sincos_d(x, 0); }\n"},
     {"kiln_cos_d", "kiln_sincos_d", "double kiln_cos_d(double x) { return kiln_sincos_d(x, 1); }\n"},
-    // f32 sin/cos: for |x| <= 8192, x - k pi/2 in f32 with pi/2 in three parts (cephes: the
-    // first two have 8 and 11 bits, so their products with k < 2^13 are exact), then minimax
-    // polynomials on [-pi/4, pi/4] (cephes sinf/cosf, ~2 ulp); larger |x|, inf and NaN go
-    // through the f64 form. The f64 series for every element made sin/cos compute-bound on a GPU.
-    {"kiln_sincos_f", "kiln_sincos_d", R"(float kiln_sincos_f(float x, int shift) {
-  if (!(abs(x) <= 8192.0)) return float(kiln_sincos_d(double(x), shift));
+    // f32 sin/cos: x - k pi/2, for |x| <= 8192 in f32 with pi/2 in three parts (cephes: the
+    // first two have 8 and 11 bits, so their products with k < 2^13 are exact), for larger |x|
+    // in f64 as kiln_sincos_d reduces (inf and NaN give NaN); then minimax polynomials on
+    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). (The f64 series for every element made
+    // sin/cos compute-bound on a GPU; the f64 series for the large |x| alone still cost the fast
+    // path registers: sincos on the H200 0.053 ms with it, 0.042 without.)
+    {"kiln_sincos_f", "", R"(float kiln_sincos_f(float x, int shift) {
   const float k = roundEven(x * 0.636619772367581343);
   precise float r = x - k * 1.5703125;
   r -= k * 4.837512969970703125e-4;
   r -= k * 7.54978995489188216e-8;
-  const int q = (int(k) + shift) & 3;
+  int q = int(k);
+  if (!(abs(x) <= 8192.0)) {
+    const double xd = double(x);
+    const double kd = roundEven(xd * 0.63661977236758134308LF);
+    precise const double kh = trunc(kd / 1048576.0LF) * 1048576.0LF, kl = kd - kh;
+    precise double rd = xd - kh * 1.57079632673412561417e+00LF;
+    rd -= kl * 1.57079632673412561417e+00LF;
+    rd -= kh * 6.07710050630396597660e-11LF;
+    rd -= kl * 6.07710050630396597660e-11LF;
+    rd -= kd * 2.02226624871116645580e-21LF;
+    r = float(rd);
+    q = int(mod(kd, 4.0LF));
+  }
+  q = (q + shift) & 3;
   const float z = r * r;
   // (selects and a sign bit, no branches: lavapipe miscomputes values merged after branches)
   const float vs = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;

@@ -89,8 +89,13 @@ class KernelPrinter {
 
   // A symbolic size as an i64 expression over the symbols.
   std::string sym(const SymInt& s) const;
-  // An affine index over the scope's variables.
-  std::string affine(const schedule::Affine& a, const Scope& sc) const;
+  // An affine index over the scope's variables: an i64 expression, or, with narrow_indices and
+  // unless it is a value (an index instruction's), a 32-bit `int` one (each variable taken as int).
+  std::string affine(const schedule::Affine& a, const Scope& sc, bool value = false) const;
+  // Set by a target's codegen where every index of the kernel and every partial sum of one is
+  // below 2^31 (static sizes; the Vulkan target: 64-bit integer arithmetic is emulated on GPUs,
+  // and a memory-bound kernel pays for it).
+  bool narrow_indices = false;
   // The value of instruction i (emitting what it needs); reductions' results are read from
   // reduction_result(i), which the target's codegen binds.
   Value value(int32_t i, Scope& sc);

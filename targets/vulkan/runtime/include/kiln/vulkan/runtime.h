@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -74,6 +75,14 @@ double copy_gbps(int device = 0, size_t bytes = size_t{1} << 30, int reps = 30);
 // readings times the runs in between, as device events around them would. Stays 0 without
 // timestamps.
 double thread_device_ms();
+// GPU time (thread_device_ms) of `call`, which runs plans on this thread, ms: the median of `reps`
+// calls after warm-up batches of 10 calls that run until a batch's median is no faster than the
+// one before (within 2%) and 0.5 s have passed, 5 s at most. NVIDIA's driver lets the SM clock of
+// a Vulkan process fall to idle (345 MHz on the H100) within a fraction of a second of light load
+// and takes a while to raise it again: a fixed 0.3 s warm-up left some workloads timed at the
+// low clock (softmax 0.41 ms with 30 timed calls, 0.196 ms with 300, in one process). -1 without
+// timestamps.
+double median_gpu_ms(const std::function<void()>& call, int reps);
 
 struct ExecutableOptions {
   int device = 0;

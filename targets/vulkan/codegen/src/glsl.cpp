@@ -164,14 +164,10 @@ struct GlslDialect final : cstyle::Dialect {
     if (auto it = native.find(fn); it != native.end()) return call(it->second);
     if (c == CT::f32) {
       // exp and log of lavapipe and GPUs are within the tolerance of f32; sin, cos (large
-      // arguments) and tanh (tiny ones) are not everywhere: written out in f32 (glsl_helpers.h;
-      // sin/cos fall back to the f64 form for |x| > 8192, so only where the device has f64).
+      // arguments) and tanh (tiny ones) are not everywhere: written out in f32 (glsl_helpers.h).
       if (fn == "exp" || fn == "log") return call(std::string(fn));
       if (fn == "tanh") return call("kiln_tanh_f");
-      if (fn == "sin" || fn == "cos") {
-        if (caps.float64) return call("kiln_" + std::string(fn) + "_f");
-        return call(std::string(fn));
-      }
+      if (fn == "sin" || fn == "cos") return call("kiln_" + std::string(fn) + "_f");
       if (fn == "pow") {
         if (caps.float64) return "float(kiln_pow_d(double(" + args[0] + "), double(" + args[1] + ")))";
         return call("kiln_pow_f");
@@ -477,6 +473,12 @@ class KernelEmitter {
     width_ = index_width(domain_size);
     if (width_ == IndexWidth::runtime) p_.line(narrow_flag(p_.sym(domain_size)));
     p_.narrow_indices = narrow_affine_indices();
+    // Loop variables in 32 bits too where they stay far below 2^31 (a grid-stride loop steps
+    // past the domain's end by up to unroll * kVec * the invocations: < 2^30 more), unless an
+    // index instruction reads them as i64 values: lavapipe (Mesa 22.3) then compared the widened
+    // value with constants wrongly (cat and pad cases).
+    narrow_loops_ = p_.narrow_indices && domain_size.is_static() && domain_size.hint() <= (int64_t{1} << 30) &&
+                    std::none_of(k_.instrs.begin(), k_.instrs.end(), [](const Instr& in) { return in.kind == InstrKind::index; });
     launch.block = block;
     launch.max_blocks = o_.max_workgroups;
     if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
@@ -517,6 +519,7 @@ class KernelEmitter {
   bool unroll_used_ = false;  // [[unroll]] (GL_EXT_control_flow_attributes)
   int64_t block_ = 0;         // the workgroup size (choose_block), set by emit
   IndexWidth width_ = IndexWidth::narrow;  // of the flat indices unflatten splits, set by emit
+  bool narrow_loops_ = false;              // loop variables as int (set by emit)
   int splits_ = 0;                         // unflatten calls so far (names its temporaries)
 
 
@@ -541,9 +544,16 @@ class KernelEmitter {
     return n;
   }
 
+  // The loop variables' type, an integer literal and a size of that type.
+  std::string ix() const { return narrow_loops_ ? "int" : "int64_t"; }
+  std::string il(int64_t v) const { return std::to_string(v) + (narrow_loops_ ? "" : "l"); }
+  std::string isym(const SymInt& s) const { return narrow_loops_ ? "int(" + p_.sym(s) + ")" : p_.sym(s); }
+
   // Whether every buffer index of the kernel, and every partial sum of one, is below 2^31 for
-  // certain (static sizes): then they are computed in 32-bit `int` (KernelPrinter::narrow_indices;
-  // on the H200 softmax took 0.139 ms instead of 0.158 with its index arithmetic in 32 bits).
+  // certain (static sizes): then they are computed in 32-bit `int` (KernelPrinter::narrow_indices),
+  // and, where the domain allows, the loop variables too (narrow_loops_). On the H200 (kiln run
+  // --repeat of the plan) softmax of [8192, 8192] took 0.157 ms with 64-bit indices and loop
+  // variables, the same with only the indices in 32 bits, and 0.138 with both.
   bool narrow_affine_indices() const {
     constexpr int64_t kLimit = int64_t{1} << 31;
     auto bounded = [&](const schedule::Affine& a) {
@@ -687,12 +697,12 @@ class KernelEmitter {
     const size_t n = k_.domain.size();
     SymInt total = 1;
     for (const SymInt& e : k_.domain) total = total * e;
-    p_.line("const int64_t total = " + p_.sym(total) + ";");
-    p_.line("const int64_t stride = int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);");
+    p_.line("const " + ix() + " total = " + isym(total) + ";");
+    p_.line("const " + ix() + " stride = " + ix() + "(gl_NumWorkGroups.x) * " + ix() + "(gl_WorkGroupSize.x);");
     if (plan_vectors(0, false)) {
       // Each invocation takes kVec consecutive elements (one vector per access) per step.
-      p_.line("int64_t i = int64_t(gl_GlobalInvocationID.x) * " + std::to_string(kVec) + "l;");
-      unrolled("i", "total", "(stride * " + std::to_string(kVec) + "l)", [&](const std::string& i) {
+      p_.line(ix() + " i = " + ix() + "(gl_GlobalInvocationID.x) * " + il(kVec) + ";");
+      unrolled("i", "total", "(stride * " + il(kVec) + ")", [&](const std::string& i) {
         Scope base;
         base.vars.assign(n, "");
         unflatten(i, 0, n, base);
@@ -706,7 +716,7 @@ class KernelEmitter {
       if (n > 0) unflatten(i, 0, n, sc);
       for (const schedule::Store& st : k_.stores) p_.store(st, sc);
     };
-    p_.line("int64_t i = int64_t(gl_GlobalInvocationID.x);");
+    p_.line(ix() + " i = " + ix() + "(gl_GlobalInvocationID.x);");
     unrolled("i", "total", "stride", body);
   }
 
@@ -718,8 +728,8 @@ class KernelEmitter {
                 const std::function<void(const std::string&)>& body) {
     const int64_t u = std::max<int64_t>(1, o_.unroll);
     if (u > 1) {
-      p_.line("for (; " + v + " + " + std::to_string(u - 1) + "l * " + step + " < " + limit + "; " + v + " += " +
-              std::to_string(u) + "l * " + step + ") {");
+      p_.line("for (; " + v + " + " + il(u - 1) + " * " + step + " < " + limit + "; " + v + " += " + il(u) + " * " + step +
+              ") {");
       p_.indent();
       for (int64_t c = 0; c < u; ++c) {
         p_.line("{");
@@ -727,7 +737,7 @@ class KernelEmitter {
         std::string vc = v;
         if (c > 0) {
           vc = v + "u" + std::to_string(c);
-          p_.line("const int64_t " + vc + " = " + v + " + " + std::to_string(c) + "l * " + step + ";");
+          p_.line("const " + ix() + " " + vc + " = " + v + " + " + il(c) + " * " + step + ";");
         }
         body(vc);
         p_.dedent();
@@ -972,8 +982,7 @@ class KernelEmitter {
     unroll_used_ = true;
     p_.line("[[unroll]] for (int k = 0; k < " + std::to_string(steps) + "; ++k) {");
     p_.indent();
-    p_.line("const int64_t j = (int64_t(lid) + int64_t(k) * " + std::to_string(block_) + "l) * " + std::to_string(width) +
-            "l;");
+    p_.line("const " + ix() + " j = (" + ix() + "(lid) + " + ix() + "(k) * " + il(block_) + ") * " + il(width) + ";");
     p_.line("if (j < inner_total) {");
     p_.indent();
   }
@@ -989,11 +998,11 @@ class KernelEmitter {
     const int32_t passes = k_.num_passes();
     for (int32_t pass = 0; pass < passes; ++pass)
       for (int32_t r : cstyle::reductions_of_pass(k_, pass)) shared_arrays(r);
-    p_.line("const int64_t outer_total = " + p_.sym(k_.outer_extent()) + ";");
-    p_.line("const int64_t inner_total = " + p_.sym(inner_extent()) + ";");
+    p_.line("const " + ix() + " outer_total = " + isym(k_.outer_extent()) + ";");
+    p_.line("const " + ix() + " inner_total = " + isym(inner_extent()) + ";");
     p_.line("const uint lid = gl_LocalInvocationID.x;");
     const bool vectors = plan_vectors(no, true);
-    p_.line("for (int64_t o = int64_t(gl_WorkGroupID.x); o < outer_total; o += int64_t(gl_NumWorkGroups.x)) {");
+    p_.line("for (" + ix() + " o = " + ix() + "(gl_WorkGroupID.x); o < outer_total; o += " + ix() + "(gl_NumWorkGroups.x)) {");
     p_.indent();
     Scope outer;
     outer.vars.assign(n, "");
@@ -1037,8 +1046,8 @@ class KernelEmitter {
         pass_step(pass, reds, sc, "j");
         close_cached_loop();
       } else {
-        p_.line("int64_t j = int64_t(lid);");
-        unrolled("j", "inner_total", "int64_t(gl_WorkGroupSize.x)", [&](const std::string& j) {
+        p_.line(ix() + " j = " + ix() + "(lid);");
+        unrolled("j", "inner_total", ix() + "(gl_WorkGroupSize.x)", [&](const std::string& j) {
           Scope sc = outer.child();
           unflatten(j, no, n, sc);
           pass_step(pass, reds, sc, j);
@@ -1097,8 +1106,8 @@ class KernelEmitter {
         fresh = group("j");
         close_cached_loop();
       } else {
-        p_.line("int64_t j = int64_t(lid) * " + V + "l;");
-        unrolled("j", "inner_total", "(int64_t(gl_WorkGroupSize.x) * " + V + "l)", [&](const std::string& j) { group(j); });
+        p_.line(ix() + " j = " + ix() + "(lid) * " + il(kVec) + ";");
+        unrolled("j", "inner_total", "(" + ix() + "(gl_WorkGroupSize.x) * " + il(kVec) + ")", [&](const std::string& j) { group(j); });
       }
       for (const auto& [li, name] : fresh)
         if (reread.count(li)) in_registers.insert(li);
@@ -1133,13 +1142,13 @@ class KernelEmitter {
     const std::string lanes = std::to_string(kColumnLanes), groups = std::to_string(ngroups);
     for (int32_t pass = 0; pass < passes; ++pass)
       for (int32_t r : cstyle::reductions_of_pass(k_, pass)) shared_arrays(r);
-    p_.line("const int64_t outer_total = " + p_.sym(k_.outer_extent()) + ";");
-    p_.line("const int64_t inner_total = " + p_.sym(inner_extent()) + ";");
+    p_.line("const " + ix() + " outer_total = " + isym(k_.outer_extent()) + ";");
+    p_.line("const " + ix() + " inner_total = " + isym(inner_extent()) + ";");
     p_.line("const uint klane = gl_LocalInvocationID.x % " + lanes + "u, kgroup = gl_LocalInvocationID.x / " + lanes + "u;");
-    p_.line("for (int64_t ob = int64_t(gl_WorkGroupID.x) * " + lanes + "l; ob < outer_total; ob += int64_t(gl_NumWorkGroups.x) * " +
-            lanes + "l) {");
+    p_.line("for (" + ix() + " ob = " + ix() + "(gl_WorkGroupID.x) * " + il(kColumnLanes) + "; ob < outer_total; ob += " + ix() +
+            "(gl_NumWorkGroups.x) * " + il(kColumnLanes) + ") {");
     p_.indent();
-    p_.line("const int64_t o = ob + int64_t(klane);");
+    p_.line("const " + ix() + " o = ob + " + ix() + "(klane);");
     p_.line("const bool kactive = o < outer_total;");
     Scope outer;
     outer.vars.assign(n, "");
@@ -1149,8 +1158,8 @@ class KernelEmitter {
       for (int32_t r : reds) declare_state(r);
       p_.line("if (kactive) {");
       p_.indent();
-      p_.line("int64_t j = int64_t(kgroup);");
-      unrolled("j", "inner_total", groups + "l", [&](const std::string& j) {
+      p_.line(ix() + " j = " + ix() + "(kgroup);");
+      unrolled("j", "inner_total", il(ngroups), [&](const std::string& j) {
         Scope sc = outer.child();
         unflatten(j, no, n, sc);
         pass_step(pass, reds, sc, j);

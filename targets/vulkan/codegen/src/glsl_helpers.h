@@ -106,27 +106,64 @@ inline constexpr Helper kHelpers[] = {
     {"kiln_cos_d", "kiln_sincos_d", "double kiln_cos_d(double x) { return kiln_sincos_d(x, 1); }\n"},
     // f32 sin/cos: x - k pi/2, for |x| <= 8192 in f32 with pi/2 in three parts (cephes: the
     // first two have 8 and 11 bits, so their products with k < 2^13 are exact), for larger |x|
-    // in f64 as kiln_sincos_d reduces (inf and NaN give NaN); then minimax polynomials on
-    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). (The f64 series for every element made
-    // sin/cos compute-bound on a GPU; the f64 series for the large |x| alone still cost the fast
-    // path registers: sincos on the H200 0.053 ms with it, 0.042 without.)
-    {"kiln_sincos_f", "", R"(float kiln_sincos_f(float x, int shift) {
+    // by Payne-Hanek in 32-bit integers (kiln_trig_reduce_f); then minimax polynomials on
+    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). No f64: an f64 path for the large |x|
+    // alone, never taken, still cost the fast path (sincos on the H200: 0.049 ms with the f64
+    // reduction, 0.054 with the f64 series, 0.043 with neither).
+    {"kiln_trig_reduce_f", "", R"(// |x| > 8192 (finite): x * 2/pi = q + f, q the nearest integer mod 4, |f| <= 1/2; returns
+// f * pi/2 and q. x = m 2^(e-23); m times 224 bits of 2/pi is a 256-bit product P (8 words,
+// least significant first) with its binary point at bit 247 - e, and the 96 bits ending two
+// bits above it hold q and 94 bits of f.
+float kiln_trig_reduce_f(float x, out int q) {
+  const uint a[7] = uint[7](0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u, 0x3C439041u, 0xFE5163ABu);
+  const uint bits = floatBitsToUint(abs(x));
+  const int e = int(bits >> 23) - 127;
+  const uint m = (bits & 0x7fffffu) | 0x800000u;
+  uint p[8];
+  uint carry = 0u;
+  for (int i = 6; i >= 0; --i) {
+    uint hi, lo;
+    umulExtended(m, a[i], hi, lo);
+    const uint w = lo + carry;
+    carry = hi + uint(w < lo);
+    p[6 - i] = w;
+  }
+  p[7] = carry;
+  const int b = 153 - e;  // the window's lowest bit
+  const int w = b >> 5, sh = b & 31;
+  uint v[3];
+  // (no branches or ternaries here: lavapipe lost values merged after divergent branches; the
+  // second shift makes a shift by 32 - 0 give 0)
+  for (int k = 0; k < 3; ++k) v[k] = (p[w + k] >> uint(sh)) | ((p[w + k + 1] << uint(31 - sh)) << 1u);
+  const uint qu = (v[2] + 0x20000000u) >> 30;
+  const uint f2 = v[2] - (qu << 30);
+  const bool neg = int(f2) < 0;
+  // the 96-bit magnitude: complemented and incremented where negative
+  const uint flip = 0u - uint(neg);
+  const uint m0 = (v[0] ^ flip) + uint(neg);
+  const uint c1 = uint(neg && m0 == 0u);
+  const uint m1 = (v[1] ^ flip) + c1;
+  const uint m2 = (f2 ^ flip) + uint(c1 == 1u && m1 == 0u);
+  float f = float(m2) * 9.31322574615478515625e-10 + float(m1) * 2.16840434497100886801e-19 +
+            float(m0) * 5.04870979341447555665e-29;  // 2^-30, 2^-62, 2^-94
+  const int qn = int(qu & 3u);
+  // (the sign bit, not x < 0.0: lavapipe folds that, for x converted from an int64, into a
+  // 64-bit compare with 0, which it miscompiles)
+  const bool xneg = (floatBitsToUint(x) >> 31) != 0u;
+  q = mix(qn, (4 - qn) & 3, xneg);
+  f = mix(f, -f, neg != xneg);
+  return f * 1.57079632679489661923;
+}
+)"},
+    {"kiln_sincos_f", "kiln_trig_reduce_f", R"(float kiln_sincos_f(float x, int shift) {
   const float k = roundEven(x * 0.636619772367581343);
   precise float r = x - k * 1.5703125;
   r -= k * 4.837512969970703125e-4;
   r -= k * 7.54978995489188216e-8;
   int q = int(k);
   if (!(abs(x) <= 8192.0)) {
-    const double xd = double(x);
-    const double kd = roundEven(xd * 0.63661977236758134308LF);
-    precise const double kh = trunc(kd / 1048576.0LF) * 1048576.0LF, kl = kd - kh;
-    precise double rd = xd - kh * 1.57079632673412561417e+00LF;
-    rd -= kl * 1.57079632673412561417e+00LF;
-    rd -= kh * 6.07710050630396597660e-11LF;
-    rd -= kl * 6.07710050630396597660e-11LF;
-    rd -= kd * 2.02226624871116645580e-21LF;
-    r = float(rd);
-    q = int(mod(kd, 4.0LF));
+    r = kiln_trig_reduce_f(x, q);
+    r = isinf(x) || isnan(x) ? x - x : r;  // NaN
   }
   q = (q + shift) & 3;
   const float z = r * r;

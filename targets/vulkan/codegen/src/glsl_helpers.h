@@ -107,9 +107,10 @@ inline constexpr Helper kHelpers[] = {
     // f32 sin/cos: x - k pi/2, for |x| <= 8192 in f32 with pi/2 in three parts (cephes: the
     // first two have 8 and 11 bits, so their products with k < 2^13 are exact), for larger |x|
     // by Payne-Hanek in 32-bit integers (kiln_trig_reduce_f); then minimax polynomials on
-    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). No f64: an f64 path for the large |x|
-    // alone, never taken, still cost the fast path (sincos on the H200: 0.049 ms with the f64
-    // reduction, 0.054 with the f64 series, 0.043 with neither).
+    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). No f64, so devices without it get the same
+    // results. (A path for large |x|, never taken, costs the fast path: sincos of the suite on the
+    // H200 took 0.043 ms without one, 0.049 with this one or with a reduction in f64, 0.054 with
+    // the f64 series for every large |x|.)
     {"kiln_trig_reduce_f", "", R"(// |x| > 8192 (finite): x * 2/pi = q + f, q the nearest integer mod 4, |f| <= 1/2; returns
 // f * pi/2 and q. x = m 2^(e-23); m times 224 bits of 2/pi is a 256-bit product P (8 words,
 // least significant first) with its binary point at bit 247 - e, and the 96 bits ending two

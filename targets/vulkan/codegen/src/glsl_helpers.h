@@ -105,45 +105,71 @@ inline constexpr Helper kHelpers[] = {
     {"kiln_sin_d", "kiln_sincos_d", "double kiln_sin_d(double x) { return kiln_sincos_d(x, 0); }\n"},
     {"kiln_cos_d", "kiln_sincos_d", "double kiln_cos_d(double x) { return kiln_sincos_d(x, 1); }\n"},
     // f32 sin/cos: x - k pi/2, for |x| <= 8192 in f32 with pi/2 in three parts (cephes: the
-    // first two have 8 and 11 bits, so their products with k < 2^13 are exact), for larger |x|
-    // by Payne-Hanek in 32-bit integers (kiln_trig_reduce_f); then minimax polynomials on
-    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). No f64, so devices without it get the same
-    // results. (A path for large |x|, never taken, costs the fast path: sincos of the suite on the
-    // H200 took 0.043 ms without one, 0.049 with this one or with a reduction in f64, 0.054 with
-    // the f64 series for every large |x|.)
+    // first two have 8 and 11 bits, so their products with k < 2^13 are exact), for larger |x| by
+    // Payne-Hanek in 32-bit integers (kiln_trig_reduce_f: every f32, no f64 needed; the f64
+    // reduction used before was exact only up to |x| ~ 1e12); then minimax polynomials on
+    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). (A path for large |x|, never taken, costs
+    // the fast path: sincos of the suite on the H200 took 0.043 ms without one, 0.049 with an f64
+    // reduction or this one, 0.054 with the f64 series for every large |x|.)
+    {"kiln_sincos_poly_f", "", R"(// sin(r + q pi/2), |r| <= pi/4, q in 0..3
+float kiln_sincos_poly_f(float r, int q) {
+  const float z = r * r;
+  // (selects and a sign bit, no branches: lavapipe miscomputes values merged after branches)
+  const float vs = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+  const float vc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
+  const float v = mix(vc, vs, (q & 1) == 0);
+  return uintBitsToFloat(floatBitsToUint(v) ^ (uint(q >> 1) << 31));
+}
+)"},
     {"kiln_trig_reduce_f", "", R"(// |x| > 8192 (finite): x * 2/pi = q + f, q the nearest integer mod 4, |f| <= 1/2; returns
 // f * pi/2 and q. x = m 2^(e-23); m times 224 bits of 2/pi is a 256-bit product P (8 words,
 // least significant first) with its binary point at bit 247 - e, and the 96 bits ending two
 // bits above it hold q and 94 bits of f.
 float kiln_trig_reduce_f(float x, out int q) {
-  const uint a[7] = uint[7](0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u, 0x3C439041u, 0xFE5163ABu);
+  // (no arrays and no branches: lavapipe ran every sin/cos 30 times slower with arrays here, and
+  // lost values merged after divergent branches)
   const uint bits = floatBitsToUint(abs(x));
   const int e = int(bits >> 23) - 127;
   const uint m = (bits & 0x7fffffu) | 0x800000u;
-  uint p[8];
-  uint carry = 0u;
-  for (int i = 6; i >= 0; --i) {
-    uint hi, lo;
-    umulExtended(m, a[i], hi, lo);
-    const uint w = lo + carry;
-    carry = hi + uint(w < lo);
-    p[6 - i] = w;
-  }
-  p[7] = carry;
+  uint hi, lo, c;
+  umulExtended(m, 0xFE5163ABu, c, lo);
+  const uint p0 = lo;
+  umulExtended(m, 0x3C439041u, hi, lo);
+  const uint p1 = lo + c;
+  c = hi + uint(p1 < lo);
+  umulExtended(m, 0xDB629599u, hi, lo);
+  const uint p2 = lo + c;
+  c = hi + uint(p2 < lo);
+  umulExtended(m, 0xF534DDC0u, hi, lo);
+  const uint p3 = lo + c;
+  c = hi + uint(p3 < lo);
+  umulExtended(m, 0xFC2757D1u, hi, lo);
+  const uint p4 = lo + c;
+  c = hi + uint(p4 < lo);
+  umulExtended(m, 0x4E441529u, hi, lo);
+  const uint p5 = lo + c;
+  c = hi + uint(p5 < lo);
+  umulExtended(m, 0xA2F9836Eu, hi, lo);
+  const uint p6 = lo + c;
+  const uint p7 = hi + uint(p6 < lo);
   const int b = 153 - e;  // the window's lowest bit
   const int w = b >> 5, sh = b & 31;
-  uint v[3];
-  // (no branches or ternaries here: lavapipe lost values merged after divergent branches; the
-  // second shift makes a shift by 32 - 0 give 0)
-  for (int k = 0; k < 3; ++k) v[k] = (p[w + k] >> uint(sh)) | ((p[w + k + 1] << uint(31 - sh)) << 1u);
-  const uint qu = (v[2] + 0x20000000u) >> 30;
-  const uint f2 = v[2] - (qu << 30);
+  const uint w0 = mix(mix(mix(mix(p0, p1, w == 1), p2, w == 2), p3, w == 3), p4, w == 4);
+  const uint w1 = mix(mix(mix(mix(p1, p2, w == 1), p3, w == 2), p4, w == 3), p5, w == 4);
+  const uint w2 = mix(mix(mix(mix(p2, p3, w == 1), p4, w == 2), p5, w == 3), p6, w == 4);
+  const uint w3 = mix(mix(mix(mix(p3, p4, w == 1), p5, w == 2), p6, w == 3), p7, w == 4);
+  // (the second shift makes a shift by 32 - 0 give 0)
+  const uint v0 = (w0 >> uint(sh)) | ((w1 << uint(31 - sh)) << 1u);
+  const uint v1 = (w1 >> uint(sh)) | ((w2 << uint(31 - sh)) << 1u);
+  const uint v2 = (w2 >> uint(sh)) | ((w3 << uint(31 - sh)) << 1u);
+  const uint qu = (v2 + 0x20000000u) >> 30;
+  const uint f2 = v2 - (qu << 30);
   const bool neg = int(f2) < 0;
   // the 96-bit magnitude: complemented and incremented where negative
   const uint flip = 0u - uint(neg);
-  const uint m0 = (v[0] ^ flip) + uint(neg);
+  const uint m0 = (v0 ^ flip) + uint(neg);
   const uint c1 = uint(neg && m0 == 0u);
-  const uint m1 = (v[1] ^ flip) + c1;
+  const uint m1 = (v1 ^ flip) + c1;
   const uint m2 = (f2 ^ flip) + uint(c1 == 1u && m1 == 0u);
   float f = float(m2) * 9.31322574615478515625e-10 + float(m1) * 2.16840434497100886801e-19 +
             float(m0) * 5.04870979341447555665e-29;  // 2^-30, 2^-62, 2^-94
@@ -156,7 +182,7 @@ float kiln_trig_reduce_f(float x, out int q) {
   return f * 1.57079632679489661923;
 }
 )"},
-    {"kiln_sincos_f", "kiln_trig_reduce_f", R"(float kiln_sincos_f(float x, int shift) {
+    {"kiln_sincos_f", "kiln_sincos_poly_f kiln_trig_reduce_f", R"(float kiln_sincos_f(float x, int shift) {
   const float k = roundEven(x * 0.636619772367581343);
   precise float r = x - k * 1.5703125;
   r -= k * 4.837512969970703125e-4;
@@ -166,13 +192,7 @@ float kiln_trig_reduce_f(float x, out int q) {
     r = kiln_trig_reduce_f(x, q);
     r = isinf(x) || isnan(x) ? x - x : r;  // NaN
   }
-  q = (q + shift) & 3;
-  const float z = r * r;
-  // (selects and a sign bit, no branches: lavapipe miscomputes values merged after branches)
-  const float vs = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
-  const float vc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
-  const float v = mix(vc, vs, (q & 1) == 0);
-  return uintBitsToFloat(floatBitsToUint(v) ^ (uint(q >> 1) << 31));
+  return kiln_sincos_poly_f(r, (q + shift) & 3);
 }
 )"},
     {"kiln_sin_f", "kiln_sincos_f", "float kiln_sin_f(float x) { return kiln_sincos_f(x, 0); }\n"},

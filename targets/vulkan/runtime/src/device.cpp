@@ -645,7 +645,7 @@ double Device::copy_gbps(size_t bytes, int reps) {
   qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
   qci.queryCount = 2;
   KILN_VK(vk::vkCreateQueryPool(device_, &qci, nullptr, &qp));
-  std::vector<double> ms;
+  double med = 0;
   {
     std::lock_guard<std::mutex> lock(transfer_mu_);
     auto copy_ms = [&] {
@@ -660,26 +660,33 @@ double Device::copy_gbps(size_t bytes, int reps) {
       KILN_VK(vk::vkGetQueryPoolResults(device_, qp, 0, 2, sizeof(ts), ts, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT));
       return static_cast<double>(ts[1] - ts[0]) * info_.timestamp_period_ns * 1e-6;
     };
-    // Warm-up until the clocks are up (a GPU driver may keep them low for a while under light
-    // load; see `kiln bench`'s timer): batches of 5 copies until one is no faster than the one
-    // before (within 2%) and 0.5 s have passed, or for 5 s at most.
-    const auto warm = std::chrono::steady_clock::now();
-    auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - warm).count(); };
-    double last = 0;
-    for (;;) {
-      std::vector<double> batch;
-      for (int i = 0; i < 5; ++i) batch.push_back(copy_ms());
-      std::sort(batch.begin(), batch.end());
-      const bool settled = last > 0 && batch[2] >= 0.98 * last;
-      last = last > 0 ? std::min(last, batch[2]) : batch[2];
-      if ((settled && since() >= 0.5) || since() >= 5.0) break;
-    }
-    for (int i = 0; i < reps; ++i) ms.push_back(copy_ms());
+    med = median_after_warm_up(copy_ms, reps, 5);
   }
   vk::vkDestroyQueryPool(device_, qp, nullptr);
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
   return 2.0 * static_cast<double>(bytes) / (med * 1e-3) / 1e9;
+}
+
+double median_after_warm_up(const std::function<double()>& once, int reps, int batch) {
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const char* e = std::getenv("KILN_VULKAN_WARM_S");
+  const double min_warm_s = e && *e ? std::atof(e) : 2.0;
+  const auto warm = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - warm).count(); };
+  double last = 0;
+  for (;;) {
+    std::vector<double> b;
+    for (int i = 0; i < batch; ++i) b.push_back(once());
+    const double med = median(b);
+    const bool settled = last > 0 && med >= 0.98 * last;
+    last = last > 0 ? std::min(last, med) : med;
+    if ((settled && since() >= min_warm_s) || since() >= 5.0) break;
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back(once());
+  return median(ms);
 }
 
 void Device::release(size_t block, VkDeviceSize offset, VkDeviceSize size) {

@@ -2,6 +2,7 @@
 // between the host and device-only memory (internal to the runtime; runtime.h is the public face).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -106,5 +107,11 @@ class Device {
   VkCommandBuffer transfer_cb_ = VK_NULL_HANDLE;
   VkFence transfer_fence_ = VK_NULL_HANDLE;
 };
+
+// The median of `reps` timings by `once` (ms), after warm-up batches of `batch` timings that run
+// until a batch's median is no faster than the one before (within 2%) and at least
+// KILN_VULKAN_WARM_S seconds (default 2) have passed, 5 s at most: GPU drivers raise the clocks
+// only after a while under load (median_gpu_ms in runtime.h says what was seen).
+double median_after_warm_up(const std::function<double()>& once, int reps, int batch);
 
 }  // namespace kiln::vulkan

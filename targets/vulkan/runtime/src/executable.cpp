@@ -3,7 +3,6 @@
 // between segments, copy out. See runtime.h.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -289,36 +288,13 @@ double PlanExecutable::last_run_ms() const {
 }
 double thread_device_ms() { return t_device_ms; }
 
-static double min_warm_s() {
-  const char* e = std::getenv("KILN_VULKAN_WARM_S");
-  return e && *e ? std::atof(e) : 2.0;
-}
-
 double median_gpu_ms(const std::function<void()>& call, int reps) {
   KILN_CHECK(reps > 0, "vulkan: median_gpu_ms needs a positive repetition count");
-  auto gpu_ms = [&] {
+  const double m = median_after_warm_up([&] {
     const double before = t_device_ms;
     call();
     return t_device_ms - before;
-  };
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const auto warm = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - warm).count(); };
-  double last = 0;
-  for (;;) {
-    std::vector<double> batch;
-    for (int i = 0; i < 10; ++i) batch.push_back(gpu_ms());
-    const double med = median(batch);
-    const bool settled = last > 0 && med >= 0.98 * last;
-    last = last > 0 ? std::min(last, med) : med;
-    if ((settled && seconds() >= min_warm_s()) || seconds() >= 5.0) break;
-  }
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) ms.push_back(gpu_ms());
-  const double m = median(ms);
+  }, reps, 10);
   return m > 0 ? m : -1;
 }
 

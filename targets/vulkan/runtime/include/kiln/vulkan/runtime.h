@@ -77,10 +77,11 @@ double copy_gbps(int device = 0, size_t bytes = size_t{1} << 30, int reps = 30);
 double thread_device_ms();
 // GPU time (thread_device_ms) of `call`, which runs plans on this thread, ms: the median of `reps`
 // calls after warm-up batches of 10 calls that run until a batch's median is no faster than the
-// one before (within 2%) and 0.5 s have passed, 5 s at most. NVIDIA's driver lets the SM clock of
-// a Vulkan process fall to idle (345 MHz on the H100) within a fraction of a second of light load
-// and takes a while to raise it again: a fixed 0.3 s warm-up left some workloads timed at the
-// low clock (softmax 0.41 ms with 30 timed calls, 0.196 ms with 300, in one process). -1 without
+// one before (within 2%) and at least 2 s have passed (KILN_VULKAN_WARM_S), 5 s at most.
+// NVIDIA's driver lets the SM clock of a Vulkan process fall to idle (345 MHz) within a fraction
+// of a second of light load and takes a while to raise it again: with 0.3 s of warm-up softmax
+// took 0.41 ms over 30 timed calls and 0.196 over 300 in one process (H100); with 0.5 s three
+// processes gave col_sum 0.068, 0.128 and 0.150 ms (H200), with 2 s 0.068 each time. -1 without
 // timestamps.
 double median_gpu_ms(const std::function<void()>& call, int reps);
 

@@ -228,7 +228,6 @@ struct GlslDialect final : cstyle::Dialect {
   }
   std::string wrap_i32(const std::string& x) const override { return "int64_t(int(" + x + "))"; }
   std::string ipow(const std::string& x, const std::string& y) const override { return "kiln_ipow(" + x + ", " + y + ")"; }
-
   std::string isnan(const std::string& x, CT) const override { return "isnan(" + x + ")"; }
   std::string symbol_name(SymbolId s) const override { return "pc.s" + std::to_string(s); }
 };
@@ -468,7 +467,7 @@ class KernelEmitter {
 
   std::string emit(plan::PlanLaunch& launch, const std::vector<int32_t>& bindings, const std::vector<int32_t>& writes) {
     const int64_t block = block_ = choose_block();
-    SymInt domain_size = 1;
+    SymInt& domain_size = domain_size_;
     for (const SymInt& e : k_.domain) domain_size = domain_size * e;
     width_ = index_width(domain_size);
     if (width_ == IndexWidth::runtime) p_.line(narrow_flag(p_.sym(domain_size)));
@@ -518,6 +517,7 @@ class KernelEmitter {
   bool subgroup_used_ = false;
   bool unroll_used_ = false;  // [[unroll]] (GL_EXT_control_flow_attributes)
   int64_t block_ = 0;         // the workgroup size (choose_block), set by emit
+  SymInt domain_size_ = 1;    // the product of the domain's extents, set by emit
   IndexWidth width_ = IndexWidth::narrow;  // of the flat indices unflatten splits, set by emit
   bool narrow_loops_ = false;              // loop variables as int (set by emit)
   int splits_ = 0;                         // unflatten calls so far (names its temporaries)
@@ -695,9 +695,7 @@ class KernelEmitter {
 
   void emit_pointwise() {
     const size_t n = k_.domain.size();
-    SymInt total = 1;
-    for (const SymInt& e : k_.domain) total = total * e;
-    p_.line("const " + ix() + " total = " + isym(total) + ";");
+    p_.line("const " + ix() + " total = " + isym(domain_size_) + ";");
     p_.line("const " + ix() + " stride = " + ix() + "(gl_NumWorkGroups.x) * " + ix() + "(gl_WorkGroupSize.x);");
     if (plan_vectors(0, false)) {
       // Each invocation takes kVec consecutive elements (one vector per access) per step.

@@ -121,7 +121,21 @@ float kiln_sincos_poly_f(float r, int q) {
   return uintBitsToFloat(floatBitsToUint(v) ^ (uint(q >> 1) << 31));
 }
 )"},
-    {"kiln_trig_reduce_f", "", R"(// |x| > 8192 (finite): x * 2/pi = q + f, q the nearest integer mod 4, |f| <= 1/2; returns
+    {"kiln_mul_add_carry", "", R"(// The low word of m * a + c; c becomes the high word.
+uint kiln_mul_add_carry(uint m, uint a, inout uint c) {
+  uint hi, lo;
+  umulExtended(m, a, hi, lo);
+  const uint w = lo + c;
+  c = hi + uint(w < lo);
+  return w;
+}
+)"},
+    {"kiln_pick5", "", R"(// (selects, not an array indexed by w: see kiln_trig_reduce_f)
+uint kiln_pick5(uint a, uint b, uint c, uint d, uint e, int w) {
+  return mix(mix(mix(mix(a, b, w == 1), c, w == 2), d, w == 3), e, w == 4);
+}
+)"},
+    {"kiln_trig_reduce_f", "kiln_mul_add_carry kiln_pick5", R"(// |x| > 8192 (finite): x * 2/pi = q + f, q the nearest integer mod 4, |f| <= 1/2; returns
 // f * pi/2 and q. x = m 2^(e-23); m times 224 bits of 2/pi is a 256-bit product P (8 words,
 // least significant first) with its binary point at bit 247 - e, and the 96 bits ending two
 // bits above it hold q and 94 bits of f.
@@ -131,33 +145,15 @@ float kiln_trig_reduce_f(float x, out int q) {
   const uint bits = floatBitsToUint(abs(x));
   const int e = int(bits >> 23) - 127;
   const uint m = (bits & 0x7fffffu) | 0x800000u;
-  uint hi, lo, c;
-  umulExtended(m, 0xFE5163ABu, c, lo);
-  const uint p0 = lo;
-  umulExtended(m, 0x3C439041u, hi, lo);
-  const uint p1 = lo + c;
-  c = hi + uint(p1 < lo);
-  umulExtended(m, 0xDB629599u, hi, lo);
-  const uint p2 = lo + c;
-  c = hi + uint(p2 < lo);
-  umulExtended(m, 0xF534DDC0u, hi, lo);
-  const uint p3 = lo + c;
-  c = hi + uint(p3 < lo);
-  umulExtended(m, 0xFC2757D1u, hi, lo);
-  const uint p4 = lo + c;
-  c = hi + uint(p4 < lo);
-  umulExtended(m, 0x4E441529u, hi, lo);
-  const uint p5 = lo + c;
-  c = hi + uint(p5 < lo);
-  umulExtended(m, 0xA2F9836Eu, hi, lo);
-  const uint p6 = lo + c;
-  const uint p7 = hi + uint(p6 < lo);
+  uint c = 0u;
+  const uint p0 = kiln_mul_add_carry(m, 0xFE5163ABu, c), p1 = kiln_mul_add_carry(m, 0x3C439041u, c),
+             p2 = kiln_mul_add_carry(m, 0xDB629599u, c), p3 = kiln_mul_add_carry(m, 0xF534DDC0u, c),
+             p4 = kiln_mul_add_carry(m, 0xFC2757D1u, c), p5 = kiln_mul_add_carry(m, 0x4E441529u, c),
+             p6 = kiln_mul_add_carry(m, 0xA2F9836Eu, c), p7 = c;
   const int b = 153 - e;  // the window's lowest bit
   const int w = b >> 5, sh = b & 31;
-  const uint w0 = mix(mix(mix(mix(p0, p1, w == 1), p2, w == 2), p3, w == 3), p4, w == 4);
-  const uint w1 = mix(mix(mix(mix(p1, p2, w == 1), p3, w == 2), p4, w == 3), p5, w == 4);
-  const uint w2 = mix(mix(mix(mix(p2, p3, w == 1), p4, w == 2), p5, w == 3), p6, w == 4);
-  const uint w3 = mix(mix(mix(mix(p3, p4, w == 1), p5, w == 2), p6, w == 3), p7, w == 4);
+  const uint w0 = kiln_pick5(p0, p1, p2, p3, p4, w), w1 = kiln_pick5(p1, p2, p3, p4, p5, w),
+             w2 = kiln_pick5(p2, p3, p4, p5, p6, w), w3 = kiln_pick5(p3, p4, p5, p6, p7, w);
   // (the second shift makes a shift by 32 - 0 give 0)
   const uint v0 = (w0 >> uint(sh)) | ((w1 << uint(31 - sh)) << 1u);
   const uint v1 = (w1 >> uint(sh)) | ((w2 << uint(31 - sh)) << 1u);

@@ -660,9 +660,13 @@ class KernelEmitter {
   // registers instead: lane c of load i is `cached[i] + c + "]"`), then per lane `extra(scope,
   // lane)` (a row pass's reductions) and the stores for which `store_here` holds (vector stores
   // assembled lane by lane). `fresh_out` gets the vectors loaded here.
+  // With `exact_again` (a pointwise group: no `extra`) and every store a vector store, the lanes
+  // call the fast variants of helpers that have one (kFastVariants) and are computed again with
+  // the exact helpers, before anything is stored, only when one of them set kiln_inexact: one
+  // branch per group instead of one per call (see glsl_helpers.h, sin/cos).
   void vector_group(const Scope& base, const std::set<int32_t>& loads, const std::map<int32_t, std::string>& cached,
                     const std::function<bool(size_t)>& store_here, const std::function<void(Scope&, int)>& extra,
-                    std::map<int32_t, std::string>* fresh_out = nullptr) {
+                    std::map<int32_t, std::string>* fresh_out = nullptr, bool exact_again = false) {
     std::map<int32_t, std::string> fresh;
     for (int32_t li : loads) {
       if (!vec_loads_.count(li) || cached.count(li)) continue;
@@ -671,6 +675,8 @@ class KernelEmitter {
     std::map<size_t, std::string> vs;
     for (size_t si : vec_stores_)
       if (store_here(si)) p_.line(std::string(vec_type(p_.buffer_dtype(k_.stores[si].buffer))) + " " + (vs[si] = p_.temp("vs")) + ";");
+    for (size_t si = 0; si < k_.stores.size(); ++si) exact_again = exact_again && (!store_here(si) || vs.count(si));
+    const std::string before = exact_again ? p_.out().str() : std::string();
     for (int c = 0; c < kVec; ++c) {
       p_.line("{");
       p_.indent();
@@ -688,9 +694,30 @@ class KernelEmitter {
       p_.dedent();
       p_.line("}");
     }
+    if (exact_again) fast_then_exact(before);
     p_.load_reads().clear();
     for (const auto& [si, name] : vs) vector_store(si, base, name);
     if (fresh_out) *fresh_out = fresh;
+  }
+  // The lanes printed since `before` (the printer's whole text then): with fast variants first,
+  // then, when one of them flagged, again as printed (vector_group, exact_again).
+  void fast_then_exact(const std::string& before) {
+    const std::string exact = p_.out().str().substr(before.size());
+    std::string fast = exact;
+    for (const detail::FastVariant& f : detail::kFastVariants)
+      for (size_t at = 0; (at = fast.find(std::string(f.exact) + "(", at)) != std::string::npos; at += std::strlen(f.fast))
+        fast.replace(at, std::strlen(f.exact), f.fast);
+    if (fast == exact) return;
+    std::string again;
+    std::istringstream lines(exact);
+    for (std::string l; std::getline(lines, l);) again += "  " + l + "\n";
+    p_.out().str(before);
+    p_.out().seekp(0, std::ios_base::end);
+    p_.line("kiln_inexact = 0u;");
+    p_.out() << fast;
+    p_.line("if (kiln_inexact != 0u) {");
+    p_.out() << again;
+    p_.line("}");
   }
 
   void emit_pointwise() {
@@ -704,7 +731,7 @@ class KernelEmitter {
         Scope base;
         base.vars.assign(n, "");
         unflatten(i, 0, n, base);
-        vector_group(base, vec_loads_, {}, [](size_t) { return true; }, [](Scope&, int) {});
+        vector_group(base, vec_loads_, {}, [](size_t) { return true; }, [](Scope&, int) {}, nullptr, true);
       });
       return;
     }

@@ -108,9 +108,11 @@ inline constexpr Helper kHelpers[] = {
     // first two have 8 and 11 bits, so their products with k < 2^13 are exact), for larger |x| by
     // Payne-Hanek in 32-bit integers (kiln_trig_reduce_f: every f32, no f64 needed; the f64
     // reduction used before was exact only up to |x| ~ 1e12); then minimax polynomials on
-    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). (A path for large |x|, never taken, costs
-    // the fast path: sincos of the suite on the H200 took 0.043 ms without one, 0.049 with an f64
-    // reduction or this one, 0.054 with the f64 series for every large |x|.)
+    // [-pi/4, pi/4] in f32 (cephes sinf/cosf, ~2 ulp). A branch to the large-|x| path in every
+    // sin/cos, never taken, slowed the suite's sincos on the H200 from 0.041 to 0.049 ms (the
+    // branches keep the compiler from interleaving the elements' work); pointwise kernels call
+    // the fast variants below instead and take the exact path for a whole vector group at once
+    // only when one of its elements needs it (0.0445 ms; glsl.cpp, vector_group).
     {"kiln_sincos_poly_f", "", R"(// sin(r + q pi/2), |r| <= pi/4, q in 0..3
 float kiln_sincos_poly_f(float r, int q) {
   const float z = r * r;
@@ -119,6 +121,16 @@ float kiln_sincos_poly_f(float r, int q) {
   const float vc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
   const float v = mix(vc, vs, (q & 1) == 0);
   return uintBitsToFloat(floatBitsToUint(v) ^ (uint(q >> 1) << 31));
+}
+)"},
+    {"kiln_trig_cw_f", "", R"(// x - k pi/2 and k (the nearest integer to x * 2/pi), exact for |x| <= 8192
+float kiln_trig_cw_f(float x, out int q) {
+  const float k = roundEven(x * 0.636619772367581343);
+  precise float r = x - k * 1.5703125;
+  r -= k * 4.837512969970703125e-4;
+  r -= k * 7.54978995489188216e-8;
+  q = int(k);
+  return r;
 }
 )"},
     {"kiln_mul_add_carry", "", R"(// The low word of m * a + c; c becomes the high word.
@@ -178,12 +190,9 @@ float kiln_trig_reduce_f(float x, out int q) {
   return f * 1.57079632679489661923;
 }
 )"},
-    {"kiln_sincos_f", "kiln_sincos_poly_f kiln_trig_reduce_f", R"(float kiln_sincos_f(float x, int shift) {
-  const float k = roundEven(x * 0.636619772367581343);
-  precise float r = x - k * 1.5703125;
-  r -= k * 4.837512969970703125e-4;
-  r -= k * 7.54978995489188216e-8;
-  int q = int(k);
+    {"kiln_sincos_f", "kiln_sincos_poly_f kiln_trig_cw_f kiln_trig_reduce_f", R"(float kiln_sincos_f(float x, int shift) {
+  int q;
+  float r = kiln_trig_cw_f(x, q);
   if (!(abs(x) <= 8192.0)) {
     r = kiln_trig_reduce_f(x, q);
     r = isinf(x) || isnan(x) ? x - x : r;  // NaN
@@ -191,6 +200,20 @@ float kiln_trig_reduce_f(float x, out int q) {
   return kiln_sincos_poly_f(r, (q + shift) & 3);
 }
 )"},
+    // Set (nonzero) by a fast variant whose argument needs the exact function; the kernel then
+    // computes the group's elements again with the exact ones (glsl.cpp, vector_group).
+    {"kiln_inexact", "", "uint kiln_inexact = 0u;\n"},
+    {"kiln_sincos_fast_f", "kiln_sincos_poly_f kiln_trig_cw_f kiln_inexact", R"(// kiln_sincos_f for |x| <= 8192; any other x sets kiln_inexact
+float kiln_sincos_fast_f(float x, int shift) {
+  // (|=, not ||: a short-circuit is a branch)
+  kiln_inexact |= uint(!(abs(x) <= 8192.0));
+  int q;
+  const float r = kiln_trig_cw_f(x, q);
+  return kiln_sincos_poly_f(r, (q + shift) & 3);
+}
+)"},
+    {"kiln_sin_fast_f", "kiln_sincos_fast_f", "float kiln_sin_fast_f(float x) { return kiln_sincos_fast_f(x, 0); }\n"},
+    {"kiln_cos_fast_f", "kiln_sincos_fast_f", "float kiln_cos_fast_f(float x) { return kiln_sincos_fast_f(x, 1); }\n"},
     {"kiln_sin_f", "kiln_sincos_f", "float kiln_sin_f(float x) { return kiln_sincos_f(x, 0); }\n"},
     {"kiln_cos_f", "kiln_sincos_f", "float kiln_cos_f(float x) { return kiln_sincos_f(x, 1); }\n"},
     // f32 tanh (cephes tanhf, ~2 ulp): an odd polynomial below 0.625 (tiny values stay exact),
@@ -297,5 +320,13 @@ float kiln_trig_reduce_f(float x, out int q) {
 }
 )"},
 };
+
+// Helpers with a fast variant (same arguments and result where it is exact; it sets
+// kiln_inexact where not): {exact, fast}.
+struct FastVariant {
+  const char* exact;
+  const char* fast;
+};
+inline constexpr FastVariant kFastVariants[] = {{"kiln_sin_f", "kiln_sin_fast_f"}, {"kiln_cos_f", "kiln_cos_fast_f"}};
 
 }  // namespace kiln::vulkan::detail

@@ -178,7 +178,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   const int device = device_of(g);
   const int arch = cuda::Context::get(device).info().arch();
   const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::to_json(canonical, -1), "cuda", "cuda",
-                                                      cuda_device_string(device), "nvrtc " + cuda::nvrtc_version());
+                                                      cuda_device_string(device), "nvrtc " + cuda::nvrtc_version() + " " + cuda::nvrtc_env_options());
   const std::string key = cache::make_key(in).hex;
   const std::vector<cache::Guard> guards = cache::guards_for(in);
   cache::CacheStats counts;

@@ -66,6 +66,23 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_cuda_inputs) {
 // The plan cache's cuda entry holds the kernel plan and the NVRTC images of its programs: the
 // plan loads with those images (NVRTC compiles nothing) and computes what the compile did. That
 // is what a hit in another process does instead of scheduling and generating again.
+// The kernels take every buffer at a 16-byte-aligned address (cuda::kBufferAlignment, no run-time
+// check): a view of device memory that starts elsewhere is copied, and the results stay right.
+BOOST_AUTO_TEST_CASE(views_at_unaligned_addresses_are_copied) {
+  if (!have_device()) return;
+  const Tensor x = randn({8, 260}, DType::f32, Device::cpu(), 5);
+  const Tensor d = x.to(Device::cuda(0));
+  auto f = kiln::compile([](const Tensor& a) { return softmax(a * 2.0f, -1) + a; });
+  for (int64_t start : {0, 1, 2, 3, 4}) {
+    // Rows of 256 starting `start` elements in: the same plan (static strides) at 5 addresses.
+    const Tensor view = slice(d, 1, start, start + 256);
+    const Tensor want = softmax(slice(x, 1, start, start + 256) * 2.0f, -1) + slice(x, 1, start, start + 256);
+    const Tensor got = f(view);
+    BOOST_TEST((got.device() == Device::cuda(0)));
+    BOOST_TEST(kiln_test_util::max_abs_diff(got, want) < 1e-5, "view starting at element " << start);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_the_plan_and_its_images) {
   if (!have_device()) return;
   const std::string dir = (std::filesystem::temp_directory_path() / ("kiln-cuda-cache-" + std::to_string(getpid()))).string();

@@ -2,6 +2,7 @@
 // automatic dynamic), tracing a call into a graph, and graph-break segments.
 #include "kiln/compile.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -192,6 +193,8 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
   // Segments are traced static: they are found by their whole graph.
   // The remote cache (plan_dims may read a dynamic-shape profile from it) and the CPU target's
   // one-time set-up, started while this thread traces.
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   detail::prepare_before_first_trace();
   const auto plan = cache.segmented() ? std::vector<std::vector<DimPlan>>{} : cache.plan_dims(args, marks);
   Outputs result;
@@ -205,10 +208,17 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     for (const Tensor& r : result) outputs.push_back(node_of(t, r, "return"));
     t.graph.set_outputs(outputs);
     auto graph = std::make_shared<Graph>(std::move(t.graph));
+    const auto t1 = Clock::now();
     DebugDump dump(cache);
     auto entry = cache.add(graph, args, t.input_arg);
     dump.write(*entry);
-    return run_entry(*entry, args);
+    const auto t2 = Clock::now();
+    Outputs out = run_entry(*entry, args);
+    // Where a first call's time goes (the cold compile of kiln bench is this call).
+    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    KILN_LOG(cache, "first call of ", cache.name(), ": trace ", ms(t0, t1), " ms, guards and compile ", ms(t1, t2),
+             " ms, first run ", ms(t2, Clock::now()), " ms");
+    return out;
   }
   // The function broke its graph: run the last segment and hand back concrete results.
   {

@@ -92,12 +92,13 @@ __device__ __forceinline__ float kiln_flash_f(unsigned short x) { return BF16 ? 
 
 // One block: query rows [m0, m0 + 64 * MT) of one batch index; q, k, v, o point at that batch
 // index's first row. scale_log2 = scale * log2(e); NEG: it is negative (the row's largest scaled
-// score is then its smallest raw score).
+// score is then its smallest raw score). qa, ka, va: q, k, v and their row strides are 16-byte
+// aligned (literals where the views are static: NVRTC then drops the other tile loader).
 template <bool BF16, int D, int DV, int MT, int BC, bool NEG>
 __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                            const unsigned short* __restrict__ v, unsigned short* __restrict__ o,
                                            long long q_rs, long long k_rs, long long v_rs, long long lq, long long lk,
-                                           long long m0, float scale_log2) {
+                                           long long m0, float scale_log2, bool qa, bool ka, bool va) {
   constexpr int BR = 16 * MT * KILN_FLASH_WARPS, QP = D + 8, VP = DV + 8;
   const float kNegInf = __int_as_float(0xff800000);
 #if __CUDA_ARCH__ >= 800
@@ -106,9 +107,6 @@ __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q,
   unsigned short* const sk = smem;               // [2][BC][QP]
   unsigned short* const sv = smem + 2 * BC * QP; // [2][BC][VP]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const bool qa = (unsigned long long)q % 16 == 0 && q_rs % 8 == 0;
-  const bool ka = (unsigned long long)k % 16 == 0 && k_rs % 8 == 0;
-  const bool va = (unsigned long long)v % 16 == 0 && v_rs % 8 == 0;
 
   // Q -> shared -> registers (A fragments of each m-tile), once.
   kiln_flash_tile<BR, D>(smem, q + m0 * q_rs, q_rs, lq - m0, qa);
@@ -347,12 +345,27 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& 
            sym_c(a.q_view.batch_strides[d]) + "; ko += i * " + sym_c(a.k_view.batch_strides[d]) + "; vo += i * " +
            sym_c(a.v_view.batch_strides[d]) + "; }\n";
   }
+  // A view's rows are 16-byte aligned where its offset and strides are multiples of 8 elements
+  // (buffers start at multiples of kBufferAlignment).
+  static_assert(kBufferAlignment % 16 == 0, "the flash kernel's tiles are copied 16 bytes at a time");
+  auto aligned = [](const auto& view) {
+    std::vector<SymInt> parts = view.batch_strides;
+    parts.push_back(view.offset);
+    parts.push_back(view.row_stride);
+    std::string c;
+    for (const SymInt& p : parts) {
+      if (p.is_static() && p.hint() % 8 != 0) return std::string("false");
+      if (!p.is_static()) c += (c.empty() ? "" : " && ") + ("(" + sym_c(p) + ") % 8 == 0");
+    }
+    return c.empty() ? std::string("true") : c;
+  };
   src += std::string("  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) +
          ", " + std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
          (a.scale < 0 ? "true" : "false") + ">(" + buf(a.q) +
          " + qo, " + buf(a.k) + " + ko, " + buf(a.v) + " + vo, " + buf(a.out) + " + oo, " + sym_c(a.q_view.row_stride) +
          ", " + sym_c(a.k_view.row_stride) + ", " + sym_c(a.v_view.row_stride) + ", lq, lk, m0, " +
-         float_literal(a.scale * 1.4426950408889634) + ");\n}\n";
+         float_literal(a.scale * 1.4426950408889634) + ", " + aligned(a.q_view) + ", " + aligned(a.k_view) + ", " +
+         aligned(a.v_view) + ");\n}\n";
   return src;
 }
 

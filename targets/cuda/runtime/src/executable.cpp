@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kiln/cuda/codegen.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/nvrtc.h"
@@ -324,12 +325,15 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   bool fresh = false;
   if (!program_sources.empty()) {
     const std::vector<CompiledModule> cms = compile_all(program_sources, im.arch, "kiln_plan");
+    const auto t_load = std::chrono::steady_clock::now();
     for (size_t m = 0; m < cms.size(); ++m) {
       im.programs.push_back(ProgramImage{program_sources[m], cms[m]});
       im.modules.push_back(im.ctx->load_module(cms[m].image, "kiln_plan" + (m ? "_" + std::to_string(m) : "")));
       fresh = fresh || cms[m].seconds > 0;
       im.compile_log += (m ? ", " : "") + std::to_string(cms[m].seconds * 1e3).substr(0, 6);
     }
+    im.compile_log += "; module loads " +
+                      std::to_string(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count()).substr(0, 6);
     im.arch = cms[0].arch;
   }
   if (fresh) im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -440,15 +444,19 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
                  ", the plan was made for other strides");
     const int64_t es = dtype_size(t.dtype);
     if (where.type == DeviceType::cuda && strides_ok) {
-      ptrs[static_cast<size_t>(b.id)] = reinterpret_cast<DevicePtr>(t.storage->data()) + static_cast<DevicePtr>(t.offset * es);
-      continue;
+      const DevicePtr at = reinterpret_cast<DevicePtr>(t.storage->data()) + static_cast<DevicePtr>(t.offset * es);
+      if (at % kBufferAlignment == 0) {
+        ptrs[static_cast<size_t>(b.id)] = at;
+        continue;
+      }
     }
     if (!strides_ok || t.numel() == 0) {  // the plan wants it contiguous: a contiguous device copy
       held.push_back(to_device(where.type == DeviceType::cuda ? to_host(t) : t, dev));
       ptrs[static_cast<size_t>(b.id)] = reinterpret_cast<DevicePtr>(held.back().storage->data());
       continue;
     }
-    // A host view with the plan's strides: its storage span copied as it is.
+    // A host view with the plan's strides, or a device one at an address the kernels cannot take
+    // (kBufferAlignment): its storage span copied as it is to a new allocation.
     int64_t lo = 0, hi = 0;
     for (size_t d = 0; d < t.sizes.size(); ++d) {
       const int64_t ext = (t.sizes[d] - 1) * t.strides[d];
@@ -458,7 +466,11 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
     TensorData d;
     d.dtype = t.dtype;
     d.storage = ctx.allocate(bytes);
-    ctx.copy_to_device(reinterpret_cast<DevicePtr>(d.storage->data()), static_cast<const char*>(t.data()) + lo * es, bytes);
+    if (where.type == DeviceType::cuda)
+      ctx.copy_device(reinterpret_cast<DevicePtr>(d.storage->data()),
+                      reinterpret_cast<DevicePtr>(t.data()) + static_cast<DevicePtr>(lo * es), bytes);
+    else
+      ctx.copy_to_device(reinterpret_cast<DevicePtr>(d.storage->data()), static_cast<const char*>(t.data()) + lo * es, bytes);
     ptrs[static_cast<size_t>(b.id)] = reinterpret_cast<DevicePtr>(d.storage->data()) + static_cast<DevicePtr>(-lo * es);
     held.push_back(std::move(d));
   }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "../bench/suite.h"
+#include "anchor.h"
 #include "commands.h"
 #include "kiln/graph/error.h"
 #if KILN_HAVE_VULKAN_TARGET
@@ -230,7 +231,10 @@ const CommandSpec& bench_spec() {
        {"--modes", "LIST", "Kiln modes, comma-separated (default: default,eager)"},
        {"--reps", "N", "timed calls per implementation (default 10)"},
        {"--no-references", "", "skip the hand-written and Eigen implementations"},
-       {"--json", "FILE", "also write one JSON object per result to FILE"}}};
+       {"--json", "FILE", "also write one JSON object per result to FILE"},
+       {"--anchor", "SCRIPT", "then run SCRIPT (shared/bench/torch_anchor.py) with python3 on the same\n"
+                              "device and workloads, and print one table of both and the target's goals"},
+       {"--anchor-args", "ARGS", "more options for the anchor script (e.g. \"--modes eager,default\")"}}};
   return spec;
 }
 
@@ -292,9 +296,10 @@ int cmd_bench(std::span<char* const> args) {
 
   if (vk_copy >= 0 && json.is_open())
     json << "{\"workload\": \"d2d_copy\", \"device\": \"vulkan\", \"impl\": \"vkCmdCopyBuffer\", \"gbps\": " << vk_copy << "}\n";
+  double copy = vk_copy;  // the device's copy bandwidth, GB/s (-1: not measured)
 #if KILN_HAVE_CUDA_TARGET
   if (gpu) {
-    const double copy = copy_gbps();
+    copy = copy_gbps();
     std::printf("device: %s; device-to-device copy %.0f GB/s (read + write)\n",
                 cuda::Context::get(0).info().str().c_str(), copy);
     if (json.is_open())
@@ -411,6 +416,15 @@ int cmd_bench(std::span<char* const> args) {
     std::fflush(stdout);
   }
   if (device == "cpu") print_target_checks(all);  // the targets are the CPU's
+  if (a.has("--anchor")) {
+    std::vector<BenchRow> rows;
+    for (const Result& r : all)
+      rows.push_back(BenchRow{r.workload, r.impl, r.median_ms, r.min_bytes / (r.median_ms * 1e-3) / 1e9, r.compile_s, ""});
+    const std::vector<BenchRow> anchor = run_anchor(a.get("--anchor"), device, small, only,
+                                                    a.has("--anchor-args") ? a.get("--anchor-args") : "",
+                                                    json.is_open() ? &json : nullptr);
+    print_anchor_table(rows, anchor, copy, device);
+  }
   if (failures) std::fprintf(stderr, "kiln bench: %d result(s) outside tolerance\n", failures);
   return failures ? 1 : 0;
 }

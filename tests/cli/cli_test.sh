@@ -100,6 +100,25 @@ expect 1 'input 0 \(x\) from .*out0.npy: size mismatch at dim 0: expected 4, got
 head -c 100 "$work/x/out0.npy" >"$work/truncated.npy"
 expect 1 'truncated.npy: truncated .npy file' -- "$kiln" run "$mlp" --inputs "$work/truncated.npy"
 
+# bench --anchor: a stand-in anchor (the JSON lines torch_anchor.py prints) run after Kiln's
+# workloads, one table of both; an anchor that fails is an error naming its command.
+cat >"$work/anchor.py" <<'PY'
+import argparse, json
+ap = argparse.ArgumentParser()
+ap.add_argument("--device"); ap.add_argument("--small", action="store_true"); ap.add_argument("--only", default="")
+ap.add_argument("--modes", default="eager,default")
+a = ap.parse_args()
+print(json.dumps({"info": {"torch": "stand-in", "device": a.device}}))
+for w in a.only.split(","):
+    print(json.dumps({"workload": w, "impl": "torch_eager", "median_ms": 1000.0, "gbps": 0.1}))
+    print(json.dumps({"workload": w, "impl": "torch_default", "median_ms": 500.0, "gbps": 0.2, "compile_s": 20.0}))
+print(json.dumps({"workload": "col_sum", "impl": "torch_max_autotune", "error": "RuntimeError: stand-in"}))
+PY
+expect 0 'col_sum +[0-9.]+ \(default\) +500 \(default\) +[0-9.]+x .* 20\.000 +1/[0-9.]+' -- \
+  "$kiln" bench --small --only col_sum --modes default --no-references --reps 2 --anchor "$work/anchor.py" --anchor-args "--modes eager,default"
+expect 1 "bench --anchor: 'python3 .*missing.py.*' failed \(exit status 2\)" -- \
+  "$kiln" bench --small --only col_sum --modes default --no-references --reps 2 --anchor "$work/missing.py"
+
 # list-options and list-backends.
 expect 0 'KILN_' -- "$kiln" list-options
 expect 0 '.' -- "$kiln" list-backends

@@ -3,9 +3,11 @@
 # tools/gpu/pack.sh here): runs the CUDA target's tests on the GPU (every op case and the random
 # graph differential tester, compiled for the device and compared with the reference
 # interpreter), then optional steps, writing logs under $OUT (default out/gpu).
-# Usage: tools/gpu/run.sh [tests] [memcheck] [bench] [torch] [cache]     (default: tests)
+# Usage: tools/gpu/run.sh [tests] [memcheck] [bench] [torch] [table] [cache]     (default: tests)
 # bench: kiln bench --device cuda (KILN_BENCH_ARGS adds options); torch: shared/bench/torch_anchor.py
 # --device cuda (copied into devcarry/ by pack.sh; TORCH_ANCHOR_ARGS adds options), same machine;
+# table: both in one command, `kiln bench --device cuda --anchor torch_anchor.py`, which prints one
+# table of Kiln's best mode against torch's best variant and the CUDA target's goals;
 # cache: kiln cache bench --small on each of KILN_CACHE_DEVICES (default "cpu cuda"; KILN_CACHE_ARGS adds options).
 # KILN_CARRY: the carried folder pack.sh filled (default devcarry).
 set -uo pipefail
@@ -53,6 +55,14 @@ for step in "${steps[@]}"; do
       rc=$?; [ $rc -ne 0 ] && status=$rc
       cat "$out/torch_anchor.jsonl" | tee -a "$out/summary.txt"
       tail -5 "$out/torch_anchor.err"
+      ;;
+    table)
+      stamp "kiln bench --device cuda ${KILN_BENCH_ARGS:-} --anchor torch_anchor.py --anchor-args '${TORCH_ANCHOR_ARGS:-}'"
+      PYTHONUNBUFFERED=1 $carry/bin/kiln bench --device cuda --json "$out/table.jsonl" ${KILN_BENCH_ARGS:-} \
+        --anchor "$carry/torch_anchor.py" --anchor-args "${TORCH_ANCHOR_ARGS:-}" >"$out/table.log" 2>"$out/table.err"
+      rc=$?; [ $rc -ne 0 ] && status=$rc
+      cat "$out/table.log" | tee -a "$out/summary.txt"
+      grep -v "UserWarning\|warn_once" "$out/table.err" | tail -5
       ;;
     cache)
       # The compile caches' benchmark (cold, warm local, warm remote) on the host CPU and the GPU,

@@ -58,6 +58,11 @@ void remember_module(const std::string& source, int device_arch, const CompiledM
   module_cache()[{device_arch, source}] = std::move(c);
 }
 
+void forget_modules() {
+  std::lock_guard<std::mutex> lock(module_mu());
+  module_cache().clear();
+}
+
 CompiledModule compile_module(const std::string& source, int arch, const std::string& name) {
   std::mutex& mu = module_mu();
   auto& cache = module_cache();

@@ -114,5 +114,8 @@ CompiledModule compile_module(const std::string& source, int arch, const std::st
 // Puts an image compiled earlier (kept in sdk/cache's plan cache) into that process cache, so
 // that compile_module(source, device_arch, ...) returns it without NVRTC.
 void remember_module(const std::string& source, int device_arch, const CompiledModule& m);
+// Empties that process cache (executables keep the modules they loaded): the next compile of any
+// source runs NVRTC again. For measuring cold compiles in a process that compiled before.
+void forget_modules();
 
 }  // namespace kiln::cuda

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kiln/cuda/codegen.h"
+#include "kiln/cuda/executable.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
 #include "kiln_test_util.h"
@@ -42,6 +43,21 @@ BOOST_AUTO_TEST_CASE(errors_name_the_program_with_log_and_source) {
   BOOST_TEST(kiln_test_util::contains(e, "    2 |   a[0] = undefined_thing;"), e);
   const std::string bad_arch = kiln_test_util::error_of([&] { cuda::nvrtc_compile(src, "k", 8); });
   BOOST_TEST(kiln_test_util::contains(bad_arch, "compute capability 8 for program 'k' is not one"), bad_arch);
+}
+
+// The runtime's process cache of images: a second compile of a source is a hit (no NVRTC time),
+// and after forget_modules (what `kiln bench` does before a compiled mode's first call) NVRTC
+// runs again. Needs no device.
+BOOST_AUTO_TEST_CASE(process_cache_hits_until_forgotten) {
+  const std::string src = "extern \"C\" __global__ void kiln_cache_probe(float* a) { a[threadIdx.x] *= 3.f; }\n";
+  const cuda::CompiledModule first = cuda::compile_module(src, 90, "probe");
+  const cuda::CompiledModule again = cuda::compile_module(src, 90, "probe");
+  BOOST_TEST(again.seconds == 0.0);
+  BOOST_TEST(again.image == first.image);
+  cuda::forget_modules();
+  const cuda::CompiledModule cold = cuda::compile_module(src, 90, "probe");
+  BOOST_TEST(cold.seconds > 0.0);
+  BOOST_TEST(cold.image.size() == first.image.size());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

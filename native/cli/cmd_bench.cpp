@@ -154,6 +154,7 @@ struct Result {
   double median_ms = 0;
   double compile_s = -1, compile_again_s = -1;
   double max_rel_err = 0;
+  double gbps() const { return min_bytes / (median_ms * 1e-3) / 1e9; }
 };
 
 std::string json_line(const Result& r, const std::string& device) {
@@ -161,7 +162,7 @@ std::string json_line(const Result& r, const std::string& device) {
   out.precision(6);
   out << "{\"workload\": \"" << r.workload << "\", \"device\": \"" << device << "\", \"impl\": \"" << r.impl
       << "\", \"min_bytes\": " << r.min_bytes << ", \"median_ms\": " << r.median_ms
-      << ", \"gbps\": " << (r.min_bytes / (r.median_ms * 1e-3) / 1e9);
+      << ", \"gbps\": " << r.gbps();
   if (r.compile_s >= 0) out << ", \"compile_s\": " << r.compile_s << ", \"compile_again_s\": " << r.compile_again_s;
   out << ", \"max_rel_err\": " << r.max_rel_err << "}";
   return out.str();
@@ -415,7 +416,7 @@ int cmd_bench(std::span<char* const> args) {
       const bool ok = r.max_rel_err <= tol;
       failures += ok ? 0 : 1;
       std::printf("%-15s %-22s %10.3f %9.2f %9s %10s %9s %10.2g%s\n", r.workload.c_str(), r.impl.c_str(),
-                  r.median_ms, r.min_bytes / (r.median_ms * 1e-3) / 1e9,
+                  r.median_ms, r.gbps(),
                   hand_ms > 0 ? (std::to_string(hand_ms / r.median_ms).substr(0, 5) + "x").c_str() : "-",
                   r.compile_s >= 0 ? std::to_string(r.compile_s).substr(0, 7).c_str() : "-",
                   r.compile_again_s >= 0 ? std::to_string(r.compile_again_s).substr(0, 7).c_str() : "-",
@@ -429,7 +430,7 @@ int cmd_bench(std::span<char* const> args) {
   if (a.has("--anchor")) {
     std::vector<BenchRow> rows;
     for (const Result& r : all)
-      rows.push_back(BenchRow{r.workload, r.impl, r.median_ms, r.min_bytes / (r.median_ms * 1e-3) / 1e9, r.compile_s, ""});
+      rows.push_back(BenchRow{r.workload, r.impl, r.median_ms, r.gbps(), r.compile_s, ""});
     const std::vector<BenchRow> anchor = run_anchor(a.get("--anchor"), device, small, only,
                                                     a.has("--anchor-args") ? a.get("--anchor-args") : "",
                                                     json.is_open() ? &json : nullptr);

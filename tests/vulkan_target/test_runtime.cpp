@@ -368,12 +368,14 @@ BOOST_AUTO_TEST_CASE(index_splits_by_domain_width) {
 
 // f32 sin and cos beyond the f32 reduction's range (|x| > 8192: Payne-Hanek in 32-bit integers,
 // the polynomial in f32), at its edge, up to the largest f32, and of inf and NaN, with and without
-// f64 on the device; the op cases' values stay below 8192.
+// f64 on the device; the op cases' values stay below 8192. The kernel takes groups of 4 with the
+// fast variants and computes a group again exactly when one of its elements needs it: elements
+// 24-27 are a group that needs nothing, the others groups that do.
 BOOST_AUTO_TEST_CASE(sin_cos_of_large_magnitudes) {
   std::vector<double> xs = {8191.75, 8192.0, -8192.0, 8192.001, -8192.5, 1e4, -31415.9, 65536.0, 123456.789,
                             -1e6, 3.0e7, -1.0e9, 4.0e11, 1e20, -2.5e30, 3.4e38, -3.4028234e38, 1.6166e38,
                             std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
-                            std::numeric_limits<double>::quiet_NaN()};
+                            std::numeric_limits<double>::quiet_NaN(), 0.5, -1.25, 3.0, 100.0, -7.5, 2.0, 8191.0};
   std::mt19937_64 rng(90);
   std::uniform_real_distribution<double> mag(3.9, 38.5);
   while (xs.size() < 512) xs.push_back((rng() % 2 ? 1 : -1) * std::pow(10.0, mag(rng)));
@@ -386,7 +388,10 @@ BOOST_AUTO_TEST_CASE(sin_cos_of_large_magnitudes) {
     vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
     o.caps.float64 = o.caps.float64 && f64;
     auto exe = load(g, o);
-    BOOST_TEST(exe->plan().kernels[0].source.find("kiln_trig_reduce_f") != std::string::npos);
+    const std::string& src = exe->plan().kernels[0].source;
+    BOOST_TEST(src.find("kiln_trig_reduce_f") != std::string::npos);
+    BOOST_TEST(src.find("kiln_sin_fast_f(") != std::string::npos, "the group-wide exact path");
+    BOOST_TEST(src.find("if (kiln_inexact != 0u)") != std::string::npos);
     expect_matches(g, in, exe->run_host(in), DType::f32);
   }
 }

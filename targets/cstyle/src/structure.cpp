@@ -41,8 +41,7 @@ std::string VectorPlan::flag() const {
 }
 
 std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
-                                       const std::function<bool(int32_t)>& has_form,
-                                       const std::function<std::string(int32_t)>& buffer_condition) {
+                                       const std::function<bool(int32_t)>& has_form) {
   const Kernel& k = p.kernel();
   const Dialect& d = p.dialect();
   const size_t n = k.domain.size();
@@ -62,7 +61,6 @@ std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim,
     if (!multiple(a.offset)) return false;
     for (size_t dim = 0; dim < n; ++dim)
       if (dim != plan.dim && !multiple(a.coeffs[dim])) return false;
-    if (std::string b = buffer_condition(buffer); !b.empty()) c.push_back(std::move(b));
     plan.conditions.insert(plan.conditions.end(), c.begin(), c.end());
     return true;
   };

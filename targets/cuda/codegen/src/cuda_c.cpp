@@ -180,6 +180,7 @@ int64_t row_block(int64_t inner) {
 // 128-bit (f32, i32) or 64-bit (f16, bf16) accesses: kVec consecutive elements of the last
 // domain dim per thread, as one vector load or store.
 constexpr int kVec = 4;
+static_assert(kBufferAlignment % (4 * kVec) == 0, "a vector of 4-byte elements must fit the buffers' alignment");
 const char* vec_type(DType t) {
   switch (t) {
     case DType::f32: return "float4";
@@ -342,11 +343,7 @@ class KernelEmitter {
     vec_stores_.clear();
     if (!o_.vector_accesses) return false;
     const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
-        p_, first_dim, inner_loads_only, kVec, [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr; },
-        [](int32_t) {
-          static_assert(kBufferAlignment % (4 * kVec) == 0, "a vector of 4-byte elements must fit the alignment");
-          return std::string();
-        });
+        p_, first_dim, inner_loads_only, kVec, [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr; });
     if (!plan) return false;
     vd_ = plan->dim;
     vec_loads_ = plan->loads;

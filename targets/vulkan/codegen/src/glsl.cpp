@@ -467,16 +467,16 @@ class KernelEmitter {
 
   std::string emit(plan::PlanLaunch& launch, const std::vector<int32_t>& bindings, const std::vector<int32_t>& writes) {
     const int64_t block = block_ = choose_block();
-    SymInt& domain_size = domain_size_;
-    for (const SymInt& e : k_.domain) domain_size = domain_size * e;
-    width_ = index_width(domain_size);
-    if (width_ == IndexWidth::runtime) p_.line(narrow_flag(p_.sym(domain_size)));
+    domain_size_ = 1;
+    for (const SymInt& e : k_.domain) domain_size_ = domain_size_ * e;
+    width_ = index_width(domain_size_);
+    if (width_ == IndexWidth::runtime) p_.line(narrow_flag(p_.sym(domain_size_)));
     p_.narrow_indices = narrow_affine_indices();
     // Loop variables in 32 bits too where they stay far below 2^31 (a grid-stride loop steps
     // past the domain's end by up to unroll * kVec * the invocations: < 2^30 more), unless an
     // index instruction reads them as i64 values: lavapipe (Mesa 22.3) then compared the widened
     // value with constants wrongly (cat and pad cases).
-    narrow_loops_ = p_.narrow_indices && domain_size.is_static() && domain_size.hint() <= (int64_t{1} << 30) &&
+    narrow_loops_ = p_.narrow_indices && domain_size_.is_static() && domain_size_.hint() <= (int64_t{1} << 30) &&
                     std::none_of(k_.instrs.begin(), k_.instrs.end(), [](const Instr& in) { return in.kind == InstrKind::index; });
     launch.block = block;
     launch.max_blocks = o_.max_workgroups;
@@ -600,8 +600,7 @@ class KernelEmitter {
     // (the binding is 16-byte aligned by the runtime; buffers at a push-constant offset stay scalar)
     const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
         p_, first_dim, inner_only, kVec,
-        [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr && !d_.offsets.count(b); },
-        [](int32_t) { return std::string(); });
+        [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr && !d_.offsets.count(b); });
     if (!plan) return false;
     vd_ = plan->dim;
     vec_loads_ = plan->loads;
@@ -676,7 +675,7 @@ class KernelEmitter {
     for (size_t si : vec_stores_)
       if (store_here(si)) p_.line(std::string(vec_type(p_.buffer_dtype(k_.stores[si].buffer))) + " " + (vs[si] = p_.temp("vs")) + ";");
     for (size_t si = 0; si < k_.stores.size(); ++si) exact_again = exact_again && (!store_here(si) || vs.count(si));
-    const std::string before = exact_again ? p_.out().str() : std::string();
+    const std::streamoff lanes_start = exact_again ? static_cast<std::streamoff>(p_.out().tellp()) : 0;
     for (int c = 0; c < kVec; ++c) {
       p_.line("{");
       p_.indent();
@@ -694,15 +693,16 @@ class KernelEmitter {
       p_.dedent();
       p_.line("}");
     }
-    if (exact_again) fast_then_exact(before);
+    if (exact_again) fast_then_exact(lanes_start);
     p_.load_reads().clear();
     for (const auto& [si, name] : vs) vector_store(si, base, name);
     if (fresh_out) *fresh_out = fresh;
   }
-  // The lanes printed since `before` (the printer's whole text then): with fast variants first,
-  // then, when one of them flagged, again as printed (vector_group, exact_again).
-  void fast_then_exact(const std::string& before) {
-    const std::string exact = p_.out().str().substr(before.size());
+  // The lanes printed from `lanes_start` on (a position in the printer's text): with fast
+  // variants first, then, when one of them flagged, again as printed (vector_group, exact_again).
+  void fast_then_exact(std::streamoff lanes_start) {
+    std::string text = p_.out().str();
+    const std::string exact = text.substr(static_cast<size_t>(lanes_start));
     std::string fast = exact;
     for (const detail::FastVariant& f : detail::kFastVariants)
       for (size_t at = 0; (at = fast.find(std::string(f.exact) + "(", at)) != std::string::npos; at += std::strlen(f.fast))
@@ -711,7 +711,8 @@ class KernelEmitter {
     std::string again;
     std::istringstream lines(exact);
     for (std::string l; std::getline(lines, l);) again += "  " + l + "\n";
-    p_.out().str(before);
+    text.resize(static_cast<size_t>(lanes_start));
+    p_.out().str(text);
     p_.out().seekp(0, std::ios_base::end);
     p_.line("kiln_inexact = 0u;");
     p_.out() << fast;

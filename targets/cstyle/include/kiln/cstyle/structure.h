@@ -36,11 +36,10 @@ struct VectorPlan {
 };
 // nullopt when nothing qualifies. Dims before `first_dim` must not be the vector dim; with
 // `inner_only` only inner loads and stores count (row reductions). `has_form(buffer)`: whether the
-// target has a vector form of that buffer (its dtype, how it is bound); `buffer_condition(buffer)`:
-// a further run-time condition of the target for that buffer ("" for none; CUDA: the address's
-// alignment).
+// target has a vector form of that buffer (its dtype, how it is bound). Buffer addresses are the
+// target's to align (both runtimes bind every buffer at a multiple of a vector's bytes); the
+// conditions are on symbolic offsets and strides only.
 std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
-                                       const std::function<bool(int32_t)>& has_form,
-                                       const std::function<std::string(int32_t)>& buffer_condition);
+                                       const std::function<bool(int32_t)>& has_form);
 
 }  // namespace kiln::cstyle

@@ -93,6 +93,12 @@ BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
     BOOST_TEST(contains(src, "[16];"), src);  // 16 elements a thread in registers
     BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
     BOOST_TEST(contains(src, "*(float4*)(b"), src);  // and stores a vector
+    if (op == OpId::layer_norm) {
+      // mean and 1 / sqrt(var + eps) once per row, not once per element of the last pass
+      size_t n = 0;
+      for (size_t at = src.find("sqrtf("); at != std::string::npos; at = src.find("sqrtf(", at + 1)) ++n;
+      BOOST_TEST(n == 1u, src);
+    }
   }
 }
 

@@ -151,6 +151,14 @@ Value KernelPrinter::value(int32_t i, Scope& sc) {
   return r;
 }
 
+void KernelPrinter::bind_row_values(int32_t pass, Scope& row) {
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    const Instr& in = k_.instrs[i];
+    // Reductions folded in loop p have pass p + 1, and so do the values computed from them.
+    if (in.kind == InstrKind::pointwise && !in.inner && in.pass == pass + 1) value(static_cast<int32_t>(i), row);
+  }
+}
+
 void KernelPrinter::store(const schedule::Store& st, Scope& sc) {
   const DType t = buffer_dtype(st.buffer);
   const Value x = convert(value(st.value, sc), compute_type(t));

@@ -617,7 +617,7 @@ class KernelEmitter {
   // The passes of a row reduction, kVec consecutive elements of the row per thread and step
   // (vector loads and stores). A static row of at most kMaxCachedItems elements per thread is
   // kept in registers (lcN) from the pass that first loads it, as the scalar row cache does.
-  void emit_row_vector_passes(const Scope& outer) {
+  void emit_row_vector_passes(Scope& outer) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
     const std::string V = std::to_string(kVec);
@@ -708,7 +708,15 @@ class KernelEmitter {
       }
       if (online && pass == 0) online_combine(*online);
       else block_combine(reds);
+      bind_row_values(pass, online.has_value(), outer);
     }
+  }
+
+  // After the reductions of loop `pass` are bound: the per-row values computed from them, once
+  // per row (cstyle::KernelPrinter::bind_row_values); with the online pair, loop 1's too.
+  void bind_row_values(int32_t pass, bool online, Scope& row) {
+    p_.bind_row_values(pass, row);
+    if (online && pass == 0) p_.bind_row_values(1, row);
   }
 
   // ---- online softmax ----
@@ -871,6 +879,7 @@ class KernelEmitter {
       }
       if (online && pass == 0) online_combine(*online);
       else block_combine(reds);
+      bind_row_values(pass, online.has_value(), outer);
     }
     p_.load_reads().clear();
     p_.load_records().clear();

@@ -104,6 +104,12 @@ class KernelPrinter {
   Value to_dtype(const Value& x, DType t);
   Value convert(const Value& x, CT to);
 
+  // Per-row values: those that vary over no inner dim and need the results of the reductions
+  // folded in loop `pass` (layer_norm's mean and 1 / sqrt(var + eps)), computed into scope `row`
+  // once those results are bound, so that later passes read them instead of computing them again
+  // for every element (which also costs NVRTC and shaderc time: one copy per unrolled element).
+  void bind_row_values(int32_t pass, Scope& row);
+
   // Where the target keeps the result of reduction instruction i (an expression of its dtype's
   // compute type); must be set before a value depending on it is asked for.
   std::map<int32_t, std::string>& reduction_results() { return reductions_; }

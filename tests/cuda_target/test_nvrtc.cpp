@@ -9,6 +9,8 @@
 #include "kiln/cuda/executable.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
+#include "kiln/graph/graph.h"
+#include "kiln/schedule/schedule.h"
 #include "kiln_test_util.h"
 
 using namespace kiln;
@@ -58,6 +60,39 @@ BOOST_AUTO_TEST_CASE(process_cache_hits_until_forgotten) {
   const cuda::CompiledModule cold = cuda::compile_module(src, 90, "probe");
   BOOST_TEST(cold.seconds > 0.0);
   BOOST_TEST(cold.image.size() == first.image.size());
+}
+
+// The flash attention kernels of the common configurations are built with the library
+// (targets/cuda/runtime/src/prebuilt.h): the suite's attention program loads its prebuilt image
+// for sm_90 and, on an sm_86 device, the sm_80 one; NVRTC compiles it for sm_75 (no prebuilt
+// image runs there), and a program that differs by one character is never taken for it.
+BOOST_AUTO_TEST_CASE(flash_kernels_are_prebuilt) {
+  Graph g;
+  auto input = [&](const char* name) {
+    return g.add_input(TensorMeta{DType::bf16, Device::cuda(0), SymShape{4, 16, 2048, 64}, {}}, name);
+  };
+  const NodeId q = input("q"), k = input("k"), v = input("v");
+  g.set_outputs({g.add(OpId::scaled_dot_product_attention, {q, k, v}, {0.125})});
+  const plan::KernelPlan p = cuda::generate(schedule::schedule_graph(g, cuda::schedule_target()), cuda::CodegenOptions{});
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
+  BOOST_REQUIRE(p.kernels[0].fixed_signature());
+  const std::string src = p.kernel_program(0);
+  cuda::forget_modules();
+  const cuda::CompiledModule m90 = cuda::compile_module(src, 90, "flash");
+  BOOST_TEST(m90.prebuilt);
+  BOOST_TEST(m90.arch == 90);
+  BOOST_TEST(m90.seconds == 0.0);
+  // The same bytes NVRTC makes of it now.
+  BOOST_TEST((m90.image == cuda::nvrtc_compile(src, "flash", 90).image));
+  const cuda::CompiledModule m86 = cuda::compile_module(src, 86, "flash");
+  BOOST_TEST(m86.prebuilt);
+  BOOST_TEST(m86.arch == 80);
+  const cuda::CompiledModule m75 = cuda::compile_module(src, 75, "flash");
+  BOOST_TEST(!m75.prebuilt);
+  BOOST_TEST(m75.seconds > 0.0);
+  const cuda::CompiledModule other = cuda::compile_module(src + "\n", 90, "flash");
+  BOOST_TEST(!other.prebuilt);
+  BOOST_TEST(other.seconds > 0.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

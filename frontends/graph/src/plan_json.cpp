@@ -101,6 +101,10 @@ json kernel_json(const PlanKernel& k, size_t i) {
     if (g.alpha != 1.0) m["alpha"] = g.alpha;
     j["gemm"] = std::move(m);
   }
+  if (k.fixed_signature()) {
+    j["arg_buffers"] = json(k.arg_buffers);
+    j["arg_values"] = shape_json(k.arg_values);
+  }
   j["provenance"] = json(k.provenance);
   j["reads"] = json(k.reads);
   j["writes"] = json(k.writes);
@@ -289,7 +293,7 @@ void PlanReader::read_kernel(const json& v, size_t i) {
               where);
   else
     only_keys(k, {"name", "kind", "entry", "variants", "source", "parallel_extent", "grain", "launch", "gemm",
-                  "provenance", "reads", "writes"},
+                  "arg_buffers", "arg_values", "provenance", "reads", "writes"},
               where);
   ker.name = string(need(k, "name", where), where, "name");
   ker.entry = string(need(k, "entry", where), where, "entry");
@@ -303,6 +307,17 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   if (const json* g = maybe(k, "gemm")) {
     if (ker.kind != "matmul") fail_at(where, "gemm", "only matmul kernels run a gemm; this one is a " + ker.kind + " kernel");
     ker.gemm = read_gemm(*g, where + ".gemm");
+  }
+  if (const json* ab = maybe(k, "arg_buffers")) {
+    ker.arg_buffers = buffer_refs(*ab, where, "arg_buffers");
+    if (ker.arg_buffers.empty()) fail_at(where, "arg_buffers", "a kernel of fixed signature takes at least one buffer");
+    if (ker.source.empty()) fail_at(where, "arg_buffers", "only generated kernels (with a source) take arguments");
+    const json* av = maybe(k, "arg_values");
+    if (!av) fail_at(where, "arg_values", "arg_buffers needs arg_values (the values after the buffers; [] for none)");
+    array(*av, where, "arg_values");
+    for (size_t j = 0; j < av->size(); ++j) ker.arg_values.push_back(size((*av)[j], where, at("arg_values", j)));
+  } else if (maybe(k, "arg_values")) {
+    fail_at(where, "arg_values", "arg_values needs arg_buffers (the buffers the kernel takes first)");
   }
   const json& prov = array(need(k, "provenance", where), where, "provenance");
   for (size_t j = 0; j < prov.size(); ++j) {

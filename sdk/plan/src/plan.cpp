@@ -7,13 +7,19 @@ namespace kiln::plan {
 
 std::string KernelPlan::module_source() const {
   std::string m = prelude;
-  for (const PlanKernel& k : kernels)
-    if (!k.source.empty()) {
-      m += "\n";
-      m += k.source;
-    }
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const std::string& src = kernels[i].source;
+    if (src.empty()) continue;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) seen = kernels[j].source == src;
+    if (seen) continue;
+    m += "\n";
+    m += src;
+  }
   return m;
 }
+
+std::string KernelPlan::kernel_program(size_t ki) const { return prelude + "\n" + kernels.at(ki).source; }
 
 std::string KernelPlan::str() const {
   std::ostringstream os;
@@ -46,6 +52,11 @@ std::string KernelPlan::str() const {
       os << ") -> b" << k.output;
     } else {
       os << " entry @" << k.entry << ", parallel over " << k.parallel_extent.str() << " in chunks of >= " << k.grain;
+      if (k.fixed_signature()) {
+        os << "\n    arguments:";
+        for (int32_t b : k.arg_buffers) os << " b" << b;
+        for (const SymInt& v : k.arg_values) os << " " << v.str();
+      }
     }
     os << "\n    nodes:";
     for (NodeId n : k.provenance) os << " %" << n;

@@ -13,8 +13,10 @@
 // (zero-filled copies) and scores of keys past lk as -inf. Operands whose rows are not 16-byte
 // aligned are copied to shared memory element by element instead of with cp.async. Before sm_80
 // (no bf16 mma, no cp.async) each thread computes one query row with scalar f32 arithmetic.
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <cstdint>
+#include <cstring>
 
 #include "internal.h"
 #include "kiln/graph/error.h"
@@ -284,6 +286,9 @@ __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q,
 )";
 
 constexpr int64_t kWarps = 4;
+// Batch dims every flash kernel takes (more where a graph has more), so that the common ranks
+// share one signature.
+constexpr size_t kBatchDims = 4;
 
 // Key rows per shared-memory tile: the largest multiple of 16 up to 64 whose two K and V
 // buffers fit the 48 KiB of static shared memory.
@@ -293,22 +298,11 @@ int64_t key_tile(int64_t d, int64_t dv) {
   return bc;
 }
 
-std::string float_literal(double v) {
-  const float f = static_cast<float>(v);
-  if (std::isnan(f)) return "__int_as_float(0x7fc00000)";
-  if (std::isinf(f)) return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(f));
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s + "f";
-}
-
 }  // namespace
 
 const char* flash_prelude() { return kFlashPrelude; }
 
-std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& s, const CodegenOptions& o,
+std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&, const CodegenOptions& o,
                            plan::PlanKernel& pk) {
   const schedule::Attention& a = *k.attention;
   KILN_CHECK(a.dtype == DType::f16 || a.dtype == DType::bf16, "cuda codegen: attention kernel ", k.name,
@@ -329,43 +323,81 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& 
   pk.launch.block = 32 * kWarps;
   pk.launch.items_per_block = rows;
 
-  const std::string lq = sym_c(a.lq), lk = sym_c(a.lk);
-  auto buf = [](int32_t b) { return "b" + std::to_string(b); };
-  std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) + ") " + k.name +
-                    "(" + kernel_params(k, s) + ") {\n";
-  src += "  const long long lq = " + lq + ", lk = " + lk + ";\n";
-  src += "  const long long tiles = (lq + " + std::to_string(rows - 1) + ") / " + std::to_string(rows) + ";\n";
-  src += "  if ((long long)blockIdx.x >= " + sym_c(batch) + " * tiles) return;\n";
-  src += "  long long bi = (long long)blockIdx.x / tiles;\n";
-  src += "  const long long m0 = ((long long)blockIdx.x % tiles) * " + std::to_string(rows) + ";\n";
-  src += "  long long qo = " + sym_c(a.q_view.offset) + ", ko = " + sym_c(a.k_view.offset) + ", vo = " +
-         sym_c(a.v_view.offset) + ", oo = bi * lq * " + std::to_string(a.dv) + ";\n";
-  for (size_t d = a.batch.size(); d-- > 0;) {
-    src += "  { const long long i = bi % " + sym_c(a.batch[d]) + "; bi /= " + sym_c(a.batch[d]) + "; qo += i * " +
-           sym_c(a.q_view.batch_strides[d]) + "; ko += i * " + sym_c(a.k_view.batch_strides[d]) + "; vo += i * " +
-           sym_c(a.v_view.batch_strides[d]) + "; }\n";
-  }
-  // A view's rows are 16-byte aligned where its offset and strides are multiples of 8 elements
-  // (buffers start at multiples of kBufferAlignment).
+  // The kernel has a fixed signature (PlanKernel::arg_buffers/arg_values): its source depends
+  // only on the configuration below, never on sizes, strides or the scale, so one program serves
+  // every graph with that configuration and the runtime may carry it prebuilt. The batch dims
+  // (at least kBatchDims; unused ones of size 1 in front) and every offset, stride and size are
+  // arguments.
+  const size_t nb = std::max(kBatchDims, a.batch.size());
+  const size_t pad = nb - a.batch.size();
+  // Rows are 16-byte aligned where a view's offset and strides are multiples of 8 elements
+  // (buffers start at multiples of kBufferAlignment); statically known for static views (the
+  // other tile loader is then not compiled), else checked by the kernel.
   static_assert(kBufferAlignment % 16 == 0, "the flash kernel's tiles are copied 16 bytes at a time");
   auto aligned = [](const auto& view) {
     std::vector<SymInt> parts = view.batch_strides;
     parts.push_back(view.offset);
     parts.push_back(view.row_stride);
-    std::string c;
-    for (const SymInt& p : parts) {
-      if (p.is_static() && p.hint() % 8 != 0) return std::string("false");
-      if (!p.is_static()) c += (c.empty() ? "" : " && ") + ("(" + sym_c(p) + ") % 8 == 0");
-    }
-    return c.empty() ? std::string("true") : c;
+    for (const SymInt& p : parts)
+      if (!p.is_static() || p.hint() % 8 != 0) return false;
+    return true;
   };
-  src += std::string("  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) +
-         ", " + std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
-         (a.scale < 0 ? "true" : "false") + ">(" + buf(a.q) +
-         " + qo, " + buf(a.k) + " + ko, " + buf(a.v) + " + vo, " + buf(a.out) + " + oo, " + sym_c(a.q_view.row_stride) +
-         ", " + sym_c(a.k_view.row_stride) + ", " + sym_c(a.v_view.row_stride) + ", lq, lk, m0, " +
-         float_literal(a.scale * 1.4426950408889634) + ", " + aligned(a.q_view) + ", " + aligned(a.k_view) + ", " +
-         aligned(a.v_view) + ");\n}\n";
+  const bool static_aligned = aligned(a.q_view) && aligned(a.k_view) && aligned(a.v_view);
+  const char* dt = a.dtype == DType::bf16 ? "bf16" : "f16";
+  pk.entry = "kiln_flash_" + std::string(dt) + "_d" + std::to_string(a.d) + "_v" + std::to_string(a.dv) + "_t" +
+             std::to_string(tiles) + "_c" + std::to_string(bc) + (a.scale < 0 ? "_neg" : "_pos") +
+             (static_aligned ? "_a16" : "_any") + "_b" + std::to_string(nb);
+  pk.arg_buffers = {a.q, a.k, a.v, a.out};
+  pk.arg_values = {a.lq, a.lk};
+  for (size_t d = 0; d < nb; ++d) {
+    const bool real = d >= pad;
+    const size_t r = d - pad;
+    pk.arg_values.push_back(real ? a.batch[r] : SymInt(1));
+    for (const auto* view : {&a.q_view, &a.k_view, &a.v_view}) pk.arg_values.push_back(real ? view->batch_strides[r] : SymInt(0));
+  }
+  for (const auto* view : {&a.q_view, &a.k_view, &a.v_view}) pk.arg_values.push_back(view->offset);
+  for (const auto* view : {&a.q_view, &a.k_view, &a.v_view}) pk.arg_values.push_back(view->row_stride);
+  const float scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &scale_log2, sizeof bits);
+  pk.arg_values.push_back(SymInt(static_cast<int64_t>(bits)));
+
+  const std::string R = std::to_string(rows);
+  std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) + ") " + pk.entry +
+                    "(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k, const unsigned short* "
+                    "__restrict__ v, unsigned short* __restrict__ o, long long lq, long long lk";
+  for (size_t d = 0; d < nb; ++d) {
+    const std::string i = std::to_string(d);
+    src += ", long long n" + i + ", long long qs" + i + ", long long ks" + i + ", long long vs" + i;
+  }
+  src += ", long long qo, long long ko, long long vo, long long q_rs, long long k_rs, long long v_rs, long long scale_bits) {\n";
+  src += "  const long long tiles = (lq + " + std::to_string(rows - 1) + ") / " + R + ";\n";
+  std::string batch_count = "n0";
+  for (size_t d = 1; d < nb; ++d) batch_count += " * n" + std::to_string(d);
+  src += "  if ((long long)blockIdx.x >= " + batch_count + " * tiles) return;\n";
+  if (static_aligned) {
+    src += "  const bool qa = true, ka = true, va = true;\n";
+  } else {
+    auto check = [&](const char* off, const char* rs, const char* bs) {
+      std::string c = std::string("((") + off + " | " + rs;
+      for (size_t d = 0; d < nb; ++d) c += std::string(" | ") + bs + std::to_string(d);
+      return c + ") & 7) == 0";
+    };
+    src += "  const bool qa = " + check("qo", "q_rs", "qs") + ", ka = " + check("ko", "k_rs", "ks") + ", va = " +
+           check("vo", "v_rs", "vs") + ";\n";
+  }
+  src += "  long long bi = (long long)blockIdx.x / tiles;\n";
+  src += "  const long long m0 = ((long long)blockIdx.x % tiles) * " + R + ";\n";
+  src += "  const long long oo = bi * lq * " + std::to_string(a.dv) + ";\n";
+  for (size_t d = nb; d-- > 0;) {
+    const std::string i = std::to_string(d);
+    src += "  { const long long i = bi % n" + i + "; bi /= n" + i + "; qo += i * qs" + i + "; ko += i * ks" + i +
+           "; vo += i * vs" + i + "; }\n";
+  }
+  src += std::string("  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) + ", " +
+         std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
+         (a.scale < 0 ? "true" : "false") +
+         ">(q + qo, k + ko, v + vo, o + oo, q_rs, k_rs, v_rs, lq, lk, m0, __int_as_float((int)scale_bits), qa, ka, va);\n}\n";
   return src;
 }
 

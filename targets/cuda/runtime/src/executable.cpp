@@ -20,6 +20,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
 #include "driver_api.h"
+#include "prebuilt.h"
 
 namespace kiln::cuda {
 
@@ -75,8 +76,18 @@ CompiledModule compile_module(const std::string& source, int arch, const std::st
       return c;
     }
   }
-  static const std::vector<int> supported = nvrtc_supported_archs();
   CompiledModule c;
+  // A program built with the library (prebuilt.h): loaded as it is, unless extra NVRTC options
+  // are asked for (their images would differ).
+  if (nvrtc_env_options().empty())
+    if (const detail::PrebuiltImage* p = detail::find_prebuilt(source, arch)) {
+      c.arch = p->arch;
+      c.cubin = true;
+      c.image.assign(p->image);
+      c.prebuilt = true;
+      return c;
+    }
+  static const std::vector<int> supported = nvrtc_supported_archs();
   if (std::find(supported.begin(), supported.end(), arch) != supported.end()) {
     c.arch = arch;
     c.cubin = true;
@@ -147,8 +158,12 @@ bool interchangeable(const plan::KernelPlan& a, const plan::KernelPlan& b) {
     return false;
   for (size_t i = 0; i < a.kernels.size(); ++i) {
     const plan::PlanKernel &x = a.kernels[i], &y = b.kernels[i];
-    if (x.name != y.name || x.kind != y.kind || x.entry != y.entry || x.reads != y.reads || x.writes != y.writes ||
-        x.gemm != y.gemm || !(x.parallel_extent == y.parallel_extent))
+    // Kernels of a fixed signature name their entry by configuration (one program each); the
+    // versions must take the same arguments.
+    const bool fixed = x.fixed_signature() && y.fixed_signature();
+    if (x.name != y.name || x.kind != y.kind || (x.entry != y.entry && !fixed) || x.reads != y.reads ||
+        x.writes != y.writes || x.gemm != y.gemm || !(x.parallel_extent == y.parallel_extent) ||
+        x.arg_buffers != y.arg_buffers || x.arg_values != y.arg_values)
       return false;
   }
   return true;
@@ -319,12 +334,19 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     if (it == program_sources.end()) it = program_sources.insert(program_sources.end(), std::move(src));
     return static_cast<int>(it - program_sources.begin());
   };
+  // Kernels of a fixed signature (flash attention) are programs of their own, whose images may
+  // be built into this library (prebuilt_image) and are shared by every plan that has them.
   for (size_t pi = 0; pi < plans.size() && generated > 0; ++pi) {
-    const int whole = split ? -1 : program(plans[pi]->module_source());
+    const plan::KernelPlan& pl = *plans[pi];
+    std::string rest = pl.prelude;
+    bool any_rest = false;
+    for (const plan::PlanKernel& k : pl.kernels)
+      if (!k.entry.empty() && !k.fixed_signature()) rest += "\n" + k.source, any_rest = true;
+    const int whole = split || !any_rest ? -1 : program(std::move(rest));
     for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
-      const plan::PlanKernel& k = plans[pi]->kernels[ki];
+      const plan::PlanKernel& k = pl.kernels[ki];
       if (k.entry.empty()) continue;
-      program_of[pi][ki] = split ? program(plans[pi]->prelude + "\n" + k.source) : whole;
+      program_of[pi][ki] = split || k.fixed_signature() ? program(pl.kernel_program(ki)) : whole;
     }
   }
   bool fresh = false;
@@ -335,7 +357,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
       im.programs.push_back(ProgramImage{program_sources[m], cms[m]});
       im.modules.push_back(im.ctx->load_module(cms[m].image, "kiln_plan" + (m ? "_" + std::to_string(m) : "")));
       fresh = fresh || cms[m].seconds > 0;
-      im.compile_log += (m ? ", " : "") + std::to_string(cms[m].seconds * 1e3).substr(0, 6);
+      im.compile_log += (m ? ", " : "") + (cms[m].prebuilt ? std::string("prebuilt") : std::to_string(cms[m].seconds * 1e3).substr(0, 6));
     }
     im.compile_log += "; module loads " +
                       std::to_string(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count()).substr(0, 6);
@@ -369,7 +391,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     bufs.insert(bufs.end(), k.writes.begin(), k.writes.end());
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    im.params.push_back(std::move(bufs));
+    im.params.push_back(k.fixed_signature() ? k.arg_buffers : std::move(bufs));
   }
   im.tuned = !tunable;
   im.gemm_algorithm.assign(im.plan.kernels.size(), 0);
@@ -524,7 +546,10 @@ LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) co
   a.block = v.launch.block;
   a.shared = v.launch.shared_bytes;
   for (int32_t id : params[ki]) a.bufs.push_back(b.ptrs[static_cast<size_t>(id)]);
-  a.syms.assign(b.syms.begin(), b.syms.end());
+  if (k.fixed_signature())
+    for (const SymInt& x : k.arg_values) a.syms.push_back(x.evaluate(b.syms));
+  else
+    a.syms.assign(b.syms.begin(), b.syms.end());
   a.bind();
   return a;
 }

@@ -77,6 +77,14 @@ struct PlanKernel {
   int64_t grain = 1;           // smallest chunk of that range worth a thread
   PlanLaunch launch;           // GPU targets
   std::optional<PlanGemm> gemm;  // GPU matmul kernels
+  // Generated kernels of a fixed signature (library kernels: one source for every graph of their
+  // kind, e.g. CUDA's flash attention per dtype and head dims, so a target may build them ahead
+  // of time): their parameters, in order, are these buffers (repeats allowed), then these values
+  // evaluated at launch as 64-bit integers, instead of the buffers they read or write in id
+  // order followed by every plan symbol. Such a kernel is its own program (kernel_program()).
+  std::vector<int32_t> arg_buffers;
+  std::vector<SymInt> arg_values;
+  bool fixed_signature() const { return !arg_buffers.empty(); }
   std::vector<NodeId> provenance;
   std::vector<int32_t> reads, writes;
   // reference kernels: one op of the op table on whole buffers
@@ -108,8 +116,11 @@ struct KernelPlan {
   std::vector<std::string> guards;      // what the plan assumes, one sentence each
 
   std::string str() const;
-  // The whole module: prelude then every generated kernel's source.
+  // The whole module: prelude then every generated kernel's source (a source that an earlier
+  // kernel has too, as two attention kernels of one fixed signature do, once).
   std::string module_source() const;
+  // Kernel ki alone: the prelude, then its source (what a kernel of fixed signature compiles as).
+  std::string kernel_program(size_t ki) const;
 };
 
 }  // namespace kiln::plan

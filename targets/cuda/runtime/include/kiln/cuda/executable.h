@@ -61,6 +61,7 @@ struct CompiledModule {
   int arch = 0;
   bool cubin = true;
   double seconds = 0;  // 0 on a cache hit
+  bool prebuilt = false;  // built with the library (its flash attention kernels), not by NVRTC now
 };
 // Every program a PlanExecutable loaded, with its image (for the plan cache).
 struct ProgramImage {

@@ -343,10 +343,15 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
     return true;
   };
   const bool static_aligned = aligned(a.q_view) && aligned(a.k_view) && aligned(a.v_view);
+  // Rows of q, k and v one after the other (row stride = head dim, the usual layout): the strides
+  // are literals (a runtime stride in the tile loaders' addresses cost the suite's attention 9%
+  // on the H200: 0.2551 against 0.2770 ms).
+  auto packed = [](const SymInt& row_stride, int64_t dim) { return row_stride.is_static() && row_stride.hint() == dim; };
+  const bool dense = packed(a.q_view.row_stride, a.d) && packed(a.k_view.row_stride, a.d) && packed(a.v_view.row_stride, a.dv);
   const char* dt = a.dtype == DType::bf16 ? "bf16" : "f16";
   pk.entry = "kiln_flash_" + std::string(dt) + "_d" + std::to_string(a.d) + "_v" + std::to_string(a.dv) + "_t" +
              std::to_string(tiles) + "_c" + std::to_string(bc) + (a.scale < 0 ? "_neg" : "_pos") +
-             (static_aligned ? "_a16" : "_any") + "_b" + std::to_string(nb);
+             (static_aligned ? "_a16" : "_any") + (dense ? "_dense" : "_strided") + "_b" + std::to_string(nb);
   pk.arg_buffers = {a.q, a.k, a.v, a.out};
   pk.arg_values = {a.lq, a.lk};
   for (size_t d = 0; d < nb; ++d) {
@@ -397,7 +402,10 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   src += std::string("  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) + ", " +
          std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
          (a.scale < 0 ? "true" : "false") +
-         ">(q + qo, k + ko, v + vo, o + oo, q_rs, k_rs, v_rs, lq, lk, m0, __int_as_float((int)scale_bits), qa, ka, va);\n}\n";
+         ">(q + qo, k + ko, v + vo, o + oo, " +
+         (dense ? std::to_string(a.d) + "LL, " + std::to_string(a.d) + "LL, " + std::to_string(a.dv) + "LL"
+                : std::string("q_rs, k_rs, v_rs")) +
+         ", lq, lk, m0, __int_as_float((int)scale_bits), qa, ka, va);\n}\n";
   return src;
 }
 

@@ -1042,7 +1042,7 @@ class KernelEmitter {
 
   // The passes one element at a time; a cached row's elements kept in `lc<load>[k]` from the pass
   // that first loads them.
-  void emit_row_scalar_passes(const Scope& outer) {
+  void emit_row_scalar_passes(Scope& outer) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int64_t steps = cached_steps(1);
     std::vector<int32_t> cached;
@@ -1082,6 +1082,7 @@ class KernelEmitter {
       p_.dedent();
       p_.line("}");
       combine_row_pass(reds);
+      p_.bind_row_values(pass, outer);  // per-row values once per row (cstyle)
     }
     p_.load_reads().clear();
     p_.load_records().clear();
@@ -1090,7 +1091,7 @@ class KernelEmitter {
   // The passes kVec consecutive elements of the row per invocation and step (vector loads and
   // stores); a cached row's elements kept in `lc<load>[k * kVec + lane]` from the pass that first
   // loads them.
-  void emit_row_vector_passes(const Scope& outer) {
+  void emit_row_vector_passes(Scope& outer) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int64_t steps = cached_steps(kVec);
     const std::string V = std::to_string(kVec);
@@ -1140,6 +1141,7 @@ class KernelEmitter {
       p_.dedent();
       p_.line("}");
       combine_row_pass(reds);
+      p_.bind_row_values(pass, outer);  // per-row values once per row (cstyle)
     }
   }
 

@@ -1,7 +1,10 @@
 // Fused attention kernels: out = softmax(q k^T * scale) v without storing the scores, in the
 // manner of FlashAttention-2. The body is one template in the plan's prelude (flash_prelude());
 // each attention kernel of a plan is a small wrapper that finds its batch index and query rows
-// and calls the body with the operands' strides.
+// and calls the body with the operands' strides. The wrapper has a fixed signature: its text
+// depends only on the configuration (emit_attention), every size, stride, offset and the scale
+// being an argument, so the runtime compiles one program per configuration and loads the
+// common ones prebuilt (targets/cuda/runtime/src/prebuilt.h).
 //
 // Per block: 4 warps and BR = 64 * tiles query rows (tiles: 16-row m-tiles per warp, 1 or 2).
 // Q is staged through shared memory into registers once (ldmatrix). K and V stream through

@@ -22,7 +22,9 @@
 //   only a bias and a tanh-GELU that cuBLASLt applies itself: PlanGemm::epilogue);
 // - attention (f16/bf16, head dims multiples of 16 up to 128): one fused flash-attention kernel
 //   (tensor cores, online softmax, scores never stored; src/attention.cpp says how), its body a
-//   template in the prelude of plans that have one.
+//   template in the prelude of plans that have one, of a fixed signature (sizes, strides and the
+//   scale are PlanKernel::arg_values), so one program serves every graph of its configuration
+//   and the runtime carries the common ones prebuilt.
 // Reductions combine partials in a fixed order, so results are deterministic run to run.
 #pragma once
 

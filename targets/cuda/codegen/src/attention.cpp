@@ -20,6 +20,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "internal.h"
 #include "kiln/graph/error.h"
@@ -356,29 +359,33 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
              std::to_string(tiles) + "_c" + std::to_string(bc) + (a.scale < 0 ? "_neg" : "_pos") +
              (static_aligned ? "_a16" : "_any") + (dense ? "_dense" : "_strided") + "_b" + std::to_string(nb);
   pk.arg_buffers = {a.q, a.k, a.v, a.out};
-  pk.arg_values = {a.lq, a.lk};
+  // The kernel's value parameters, in order, and what the runtime passes for each: one list, so
+  // the signature and PlanKernel::arg_values cannot disagree.
+  std::vector<std::pair<std::string, SymInt>> params = {{"lq", a.lq}, {"lk", a.lk}};
   for (size_t d = 0; d < nb; ++d) {
+    const std::string i = std::to_string(d);
     const bool real = d >= pad;
-    const size_t r = d - pad;
-    pk.arg_values.push_back(real ? a.batch[r] : SymInt(1));
-    for (const auto* view : {&a.q_view, &a.k_view, &a.v_view}) pk.arg_values.push_back(real ? view->batch_strides[r] : SymInt(0));
+    params.emplace_back("n" + i, real ? a.batch[d - pad] : SymInt(1));
+    params.emplace_back("qs" + i, real ? a.q_view.batch_strides[d - pad] : SymInt(0));
+    params.emplace_back("ks" + i, real ? a.k_view.batch_strides[d - pad] : SymInt(0));
+    params.emplace_back("vs" + i, real ? a.v_view.batch_strides[d - pad] : SymInt(0));
   }
-  for (const auto* view : {&a.q_view, &a.k_view, &a.v_view}) pk.arg_values.push_back(view->offset);
-  for (const auto* view : {&a.q_view, &a.k_view, &a.v_view}) pk.arg_values.push_back(view->row_stride);
+  params.insert(params.end(), {{"qo", a.q_view.offset}, {"ko", a.k_view.offset}, {"vo", a.v_view.offset},
+                               {"q_rs", a.q_view.row_stride}, {"k_rs", a.k_view.row_stride}, {"v_rs", a.v_view.row_stride}});
   const float scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
   uint32_t bits = 0;
   std::memcpy(&bits, &scale_log2, sizeof bits);
-  pk.arg_values.push_back(SymInt(static_cast<int64_t>(bits)));
+  params.emplace_back("scale_bits", SymInt(static_cast<int64_t>(bits)));
 
   const std::string R = std::to_string(rows);
   std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) + ") " + pk.entry +
                     "(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k, const unsigned short* "
-                    "__restrict__ v, unsigned short* __restrict__ o, long long lq, long long lk";
-  for (size_t d = 0; d < nb; ++d) {
-    const std::string i = std::to_string(d);
-    src += ", long long n" + i + ", long long qs" + i + ", long long ks" + i + ", long long vs" + i;
+                    "__restrict__ v, unsigned short* __restrict__ o";
+  for (const auto& [name, value] : params) {
+    src += ", long long " + name;
+    pk.arg_values.push_back(value);
   }
-  src += ", long long qo, long long ko, long long vo, long long q_rs, long long k_rs, long long v_rs, long long scale_bits) {\n";
+  src += ") {\n";
   src += "  const long long tiles = (lq + " + std::to_string(rows - 1) + ") / " + R + ";\n";
   std::string batch_count = "n0";
   for (size_t d = 1; d < nb; ++d) batch_count += " * n" + std::to_string(d);

@@ -338,11 +338,9 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   // be built into this library (prebuilt_image) and are shared by every plan that has them.
   for (size_t pi = 0; pi < plans.size() && generated > 0; ++pi) {
     const plan::KernelPlan& pl = *plans[pi];
-    std::string rest = pl.prelude;
-    bool any_rest = false;
-    for (const plan::PlanKernel& k : pl.kernels)
-      if (!k.entry.empty() && !k.fixed_signature()) rest += "\n" + k.source, any_rest = true;
-    const int whole = split || !any_rest ? -1 : program(std::move(rest));
+    const bool rest = std::any_of(pl.kernels.begin(), pl.kernels.end(),
+                                  [](const plan::PlanKernel& k) { return !k.entry.empty() && !k.fixed_signature(); });
+    const int whole = split || !rest ? -1 : program(pl.module_source(false));
     for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
       const plan::PlanKernel& k = pl.kernels[ki];
       if (k.entry.empty()) continue;

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <vector>
 
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/nvrtc.h"

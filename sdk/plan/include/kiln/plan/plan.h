@@ -117,8 +117,9 @@ struct KernelPlan {
 
   std::string str() const;
   // The whole module: prelude then every generated kernel's source (a source that an earlier
-  // kernel has too, as two attention kernels of one fixed signature do, once).
-  std::string module_source() const;
+  // kernel has too, as two attention kernels of one fixed signature do, once); without the
+  // kernels of fixed signature (each their own program) unless `fixed_too`.
+  std::string module_source(bool fixed_too = true) const;
   // Kernel ki alone: the prelude, then its source (what a kernel of fixed signature compiles as).
   std::string kernel_program(size_t ki) const;
 };

@@ -102,6 +102,36 @@ BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(f32_math_as_torch_compile_computes_it) {
+  // softmax over rows of 8192: exp and division as Triton's (ex2.approx, div.full.f32), the
+  // row max through NaN-propagating maxima (no flag beside it), and no bounds check per group
+  // of elements where the row fills every group (512 threads x 4 groups x 4).
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::f32, {64, 8192}), "x");
+  g.set_outputs({g.add(OpId::softmax, {x}, {int64_t{1}})});
+  const std::string fast = plan_of(g).kernels[0].source;
+  for (const char* s : {"kiln_exp(", "kiln_div(", "kiln_fmaxn("}) BOOST_TEST(contains(fast, s), s << "\n" << fast);
+  for (const char* s : {"expf(", " / ", "_nan", "if (jg < inner_total)"}) BOOST_TEST(!contains(fast, s), s << "\n" << fast);
+  cuda::CodegenOptions precise;
+  precise.precise_math = true;
+  const std::string exact = plan_of(g, precise).kernels[0].source;
+  for (const char* s : {"expf(", " / "}) BOOST_TEST(contains(exact, s), s << "\n" << exact);
+  for (const char* s : {"kiln_exp(", "kiln_div("}) BOOST_TEST(!contains(exact, s), s << "\n" << exact);
+
+  // A row that leaves the last group part-filled keeps the check; f64 keeps its NaN flag and
+  // IEEE operations.
+  Graph h;
+  const NodeId y = h.add_input(meta(DType::f32, {64, 8000}), "y");
+  h.set_outputs({h.add(OpId::softmax, {y}, {int64_t{1}})});
+  BOOST_TEST(contains(plan_of(h).kernels[0].source, "if (jg < inner_total)"));
+  Graph d;
+  const NodeId z = d.add_input(meta(DType::f64, {64, 8192}), "z");
+  d.set_outputs({d.add(OpId::softmax, {z}, {int64_t{1}})});
+  const std::string f64 = plan_of(d).kernels[0].source;
+  for (const char* s : {"_nan", "exp(", " / "}) BOOST_TEST(contains(f64, s), s << "\n" << f64);
+  BOOST_TEST(!contains(f64, "kiln_exp("), f64);
+}
+
 BOOST_AUTO_TEST_CASE(add_layernorm_stores_both_outputs_as_vectors) {
   Graph g;  // add_layernorm: h = x + y is an output too, stored in the first pass
   const NodeId x = g.add_input(meta(DType::f32, {64, 8192}), "x");
@@ -246,11 +276,13 @@ BOOST_AUTO_TEST_CASE(long_rows_take_max_and_sum_in_one_pass) {
     const plan::KernelPlan p = plan_of(g);
     BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
     const std::string& src = p.kernels[0].source;
-    BOOST_TEST(contains(src, "_acc * expf("), src);
+    BOOST_TEST(contains(src, "_acc * kiln_exp("), src);
+    BOOST_TEST(contains(src, "a1_nan"), src);  // the running max skips NaN: a flag says it was seen
     BOOST_TEST(!contains(src, "lc"), src);
     cuda::CodegenOptions off;
     off.online_softmax = false;
-    BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_acc * expf("));
+    BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_acc * kiln_exp("));
+    BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_nan"));
   }
 }
 

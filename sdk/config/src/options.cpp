@@ -125,6 +125,11 @@ std::vector<OptionDef> build_options() {
     {"cuda.allow_tf32", T::Bool, false, kCodegen, kUsed,
      "Let float32 matmuls use TF32 tensor cores (faster, ~10 mantissa bits; cuBLASLt's "
      "CUBLAS_COMPUTE_32F_FAST_TF32)."},
+    {"cuda.precise_math", T::Bool, false, kCodegen, kUsed,
+     "Compute float32 exp, division and 1/sqrt on CUDA with libdevice's expf, IEEE division and "
+     "sqrt (nvcc's defaults) instead of the fast forms torch.compile's Triton kernels use "
+     "(ex2.approx of x * log2(e), div.full.f32, rsqrt.approx: within a few ulp; they also compile "
+     "faster)."},
     {"cpu.keep_buffers", T::Bool, false, kNoCodegen, kUsed,
      "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
     {"cpu.eager_compile_threshold", T::Int, 4096, kNoCodegen, kUsed,

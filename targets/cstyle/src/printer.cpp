@@ -210,7 +210,7 @@ Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
     for (size_t k = 0; k < a.size(); ++k) x.push_back(operand(k, c).v);
     auto m = [&](std::string_view fn, std::vector<std::string> args) { return d_.math(fn, c, args); };
     auto sigmoid = [&](const std::string& y) {
-      return "(" + lit(1, c) + " / (" + lit(1, c) + " + " + m("exp", {"-" + y}) + "))";
+      return d_.divide(lit(1, c), "(" + lit(1, c) + " + " + m("exp", {"-" + y}) + ")", c);
     };
     switch (in.op) {
       case OpId::neg: return finish(v(c, "(-" + x[0] + ")"));
@@ -218,8 +218,8 @@ Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
       case OpId::exp: return finish(v(c, m("exp", {x[0]})));
       case OpId::log: return finish(v(c, m("log", {x[0]})));
       case OpId::sqrt: return finish(v(c, m("sqrt", {x[0]})));
-      case OpId::rsqrt: return finish(v(c, "(" + lit(1, c) + " / " + m("sqrt", {x[0]}) + ")"));
-      case OpId::reciprocal: return finish(v(c, "(" + lit(1, c) + " / " + x[0] + ")"));
+      case OpId::rsqrt: return finish(v(c, d_.reciprocal_sqrt(x[0], c)));
+      case OpId::reciprocal: return finish(v(c, d_.divide(lit(1, c), x[0], c)));
       case OpId::sin: return finish(v(c, m("sin", {x[0]})));
       case OpId::cos: return finish(v(c, m("cos", {x[0]})));
       case OpId::tanh: return finish(v(c, m("tanh", {x[0]})));
@@ -245,14 +245,10 @@ Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
       case OpId::add: return finish(v(c, "(" + x[0] + " + " + x[1] + ")"));
       case OpId::sub: return finish(v(c, "(" + x[0] + " - " + x[1] + ")"));
       case OpId::mul: return finish(v(c, "(" + x[0] + " * " + x[1] + ")"));
-      case OpId::div: return finish(v(c, "(" + x[0] + " / " + x[1] + ")"));
+      case OpId::div: return finish(v(c, d_.divide(x[0], x[1], c)));
       case OpId::pow: return finish(v(c, m("pow", {x[0], x[1]})));
       case OpId::maximum:
-      case OpId::minimum: {
-        const std::string better = x[0] + (in.op == OpId::maximum ? " > " : " < ") + x[1];
-        const std::string nan = "(" + d_.isnan(x[0], c) + " || " + d_.isnan(x[1], c) + ")";
-        return finish(v(c, sel(nan, lit(NAN, c), sel(better, x[0], x[1]))));
-      }
+      case OpId::minimum: return finish(v(c, d_.extremum(in.op == OpId::maximum, x[0], x[1], c)));
       default: break;
     }
   } else {

@@ -33,6 +33,7 @@ using schedule::ReduceKind;
 CodegenOptions CodegenOptions::from_config() {
   CodegenOptions o;
   o.emulate_precision_casts = config::get<bool>("emulate_precision_casts");
+  o.precise_math = config::get<bool>("cuda.precise_math");
   return o;
 }
 
@@ -51,6 +52,10 @@ const char* storage_type(DType t) {
 }
 
 struct CudaDialect final : cstyle::Dialect {
+  // false: f32 exp and division as torch.compile's Triton kernels compute them (kiln_exp,
+  // kiln_div in the prelude: ex2.approx of x * log2(e), div.full.f32; a few ulp, and much less
+  // code for ptxas than libdevice's expf and IEEE division, which cuda.precise_math keeps).
+  bool precise = false;
   std::string type(CT c) const override {
     switch (c) {
       case CT::f32: return "float";
@@ -99,6 +104,7 @@ struct CudaDialect final : cstyle::Dialect {
   std::string math(std::string_view fn, CT c, const std::vector<std::string>& args) const override {
     std::string name(fn);
     if (c == CT::f32) name += "f";
+    if (c == CT::f32 && !precise && fn == "exp") name = "kiln_exp";
     std::string s = name + "(";
     for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i];
     return s + ")";
@@ -130,9 +136,22 @@ struct CudaDialect final : cstyle::Dialect {
   std::string wrap_i32(const std::string& x) const override { return "((long long)(int)" + x + ")"; }
   std::string ipow(const std::string& x, const std::string& y) const override { return "kiln_ipow(" + x + ", " + y + ")"; }
   std::string isnan(const std::string& x, CT) const override { return "(" + x + " != " + x + ")"; }
+  std::string divide(const std::string& x, const std::string& y, CT c) const override {
+    if (c == CT::f32 && !precise) return "kiln_div(" + x + ", " + y + ")";
+    return "(" + x + " / " + y + ")";
+  }
+  std::string reciprocal_sqrt(const std::string& x, CT c) const override {
+    if (c == CT::f32 && !precise) return "rsqrtf(" + x + ")";  // rsqrt.approx.f32, as Triton's libdevice.rsqrt
+    return Dialect::reciprocal_sqrt(x, c);
+  }
+  std::string extremum(bool max, const std::string& x, const std::string& y, CT c) const override {
+    if (c == CT::f32) return std::string(max ? "kiln_fmaxn(" : "kiln_fminn(") + x + ", " + y + ")";
+    return Dialect::extremum(max, x, y, c);
+  }
 };
 
-const CudaDialect kDialect;
+const CudaDialect kDialect;                                    // fast f32 exp and division
+const CudaDialect kPreciseDialect = [] { CudaDialect d; d.precise = true; return d; }();
 
 constexpr const char* kPrelude = R"(// Kiln CUDA kernels (NVRTC)
 __device__ __forceinline__ float kiln_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -153,6 +172,25 @@ __device__ __forceinline__ long long kiln_ipow(long long b, long long e) {
   long long r = 1;
   while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
   return r;
+}
+// f32 exp and division as torch.compile's Triton kernels compute them (CodegenOptions::precise_math
+// off; 1 / sqrt is rsqrtf then): 2^(x log2 e) by the MUFU, full-range division within 2 ulp.
+__device__ __forceinline__ float kiln_exp(float x) { float y; asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504f)); return y; }
+__device__ __forceinline__ float kiln_div(float a, float b) { float y; asm("div.full.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); return y; }
+// Maximum and minimum that return NaN when either operand is NaN (one instruction from sm_80).
+__device__ __forceinline__ float kiln_fmaxn(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float y; asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); return y;
+#else
+  return (a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
+#endif
+}
+__device__ __forceinline__ float kiln_fminn(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float y; asm("min.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); return y;
+#else
+  return (a != a || b != b) ? __int_as_float(0x7fc00000) : fminf(a, b);
+#endif
 }
 )";
 
@@ -268,7 +306,7 @@ namespace {
 class KernelEmitter {
  public:
   KernelEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o)
-      : k_(k), s_(s), o_(o), p_(k, s, kDialect, o.emulate_precision_casts) {}
+      : k_(k), s_(s), o_(o), d_(o.precise_math ? kPreciseDialect : kDialect), p_(k, s, d_, o.emulate_precision_casts) {}
 
   // The kernel's source and its launch.
   std::string emit(plan::PlanLaunch& launch) {
@@ -295,6 +333,7 @@ class KernelEmitter {
   const Kernel& k_;
   const schedule::Schedule& s_;
   const CodegenOptions& o_;
+  const CudaDialect& d_;
   KernelPrinter p_;
   int64_t block_ = 0;
 
@@ -366,7 +405,7 @@ class KernelEmitter {
     const Instr& in = k_.instrs[static_cast<size_t>(i)];
     const DType t = p_.buffer_dtype(in.buffer);
     const std::string vt = vec_type(t), at = p_.let(CT::i64, p_.affine(in.index, base));
-    const std::string buf = kDialect.buffer_name(in.buffer);
+    const std::string buf = d_.buffer_name(in.buffer);
     p_.line(vt + " " + name + ";");
     std::string scalar;
     for (int c = 0; c < kVec; ++c) scalar += " " + name + "." + kLane[c] + " = " + buf + "[" + at + " + " + std::to_string(c) + "];";
@@ -376,7 +415,7 @@ class KernelEmitter {
     const schedule::Store& st = k_.stores[si];
     const DType t = p_.buffer_dtype(st.buffer);
     const std::string vt = vec_type(t), at = p_.let(CT::i64, p_.affine(st.index, base));
-    const std::string buf = kDialect.buffer_name(st.buffer);
+    const std::string buf = d_.buffer_name(st.buffer);
     std::string scalar;
     for (int c = 0; c < kVec; ++c) scalar += " " + buf + "[" + at + " + " + std::to_string(c) + "] = " + name + "." + kLane[c] + ";";
     p_.line("if (vec) *(" + vt + "*)(" + buf + " + " + at + ") = " + name + "; else {" + scalar + " }");
@@ -446,6 +485,12 @@ class KernelEmitter {
     CT ct;
     std::string name;
   };
+  // Whether max/min reduction r keeps "a NaN was seen" beside its running value: f64 does; f32
+  // needs no flag, kiln_fmaxn/kiln_fminn propagate NaN (one max.NaN instruction from sm_80).
+  bool nan_flag(int32_t r) const {
+    const Instr& in = k_.instrs[static_cast<size_t>(r)];
+    return cstyle::compute_type(k_.instrs[static_cast<size_t>(in.args[0])].dtype) == CT::f64;
+  }
   // The running state of reduction r (its components) under a name prefix.
   std::vector<Component> state(int32_t r, const std::string& prefix) const {
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
@@ -454,7 +499,7 @@ class KernelEmitter {
     switch (in.reduce) {
       case ReduceKind::sum: case ReduceKind::prod: return {{c, prefix + "_acc"}};
       case ReduceKind::max: case ReduceKind::min:
-        if (cstyle::is_float(ac)) return {{ac, prefix + "_acc"}, {CT::b, prefix + "_nan"}};
+        if (nan_flag(r)) return {{ac, prefix + "_acc"}, {CT::b, prefix + "_nan"}};
         return {{ac, prefix + "_acc"}};
       case ReduceKind::argmax: case ReduceKind::argmin: {
         const CT vc = ac == CT::b ? CT::i64 : ac;
@@ -469,19 +514,19 @@ class KernelEmitter {
     const std::vector<Component> st = state(r, "");
     const bool mx = in.reduce == ReduceKind::max || in.reduce == ReduceKind::argmax;
     auto extreme = [&](CT c) {
-      if (cstyle::is_float(c)) return kDialect.literal(mx ? -INFINITY : INFINITY, c);
-      if (c == CT::i64) return kDialect.int_literal(mx ? INT64_MIN : INT64_MAX);
+      if (cstyle::is_float(c)) return d_.literal(mx ? -INFINITY : INFINITY, c);
+      if (c == CT::i64) return d_.int_literal(mx ? INT64_MIN : INT64_MAX);
       return std::string(mx ? "false" : "true");
     };
     switch (in.reduce) {
-      case ReduceKind::sum: return {kDialect.literal(0, st[0].ct)};
-      case ReduceKind::prod: return {kDialect.literal(1, st[0].ct)};
+      case ReduceKind::sum: return {d_.literal(0, st[0].ct)};
+      case ReduceKind::prod: return {d_.literal(1, st[0].ct)};
       case ReduceKind::max: case ReduceKind::min:
         if (st.size() == 2) return {extreme(st[0].ct), "false"};
         return {extreme(st[0].ct)};
       case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {extreme(st[0].ct), kDialect.int_literal(INT64_MAX), "false"};
-        return {extreme(st[0].ct), kDialect.int_literal(INT64_MAX)};
+        if (st.size() == 3) return {extreme(st[0].ct), d_.int_literal(INT64_MAX), "false"};
+        return {extreme(st[0].ct), d_.int_literal(INT64_MAX)};
     }
     return {};
   }
@@ -494,9 +539,11 @@ class KernelEmitter {
       case ReduceKind::prod: p_.line(a[0].name + " *= " + b[0] + ";"); return;
       case ReduceKind::max: case ReduceKind::min: {
         const bool mx = in.reduce == ReduceKind::max;
-        if (cstyle::is_float(c)) {
-          p_.line(a[0].name + " = " + kDialect.math(mx ? "fmax" : "fmin", c, {a[0].name, b[0]}) + ";");
+        if (a.size() == 2) {  // f64
+          p_.line(a[0].name + " = " + d_.math(mx ? "fmax" : "fmin", c, {a[0].name, b[0]}) + ";");
           p_.line(a[1].name + " = " + a[1].name + " || " + b[1] + ";");
+        } else if (c == CT::f32) {
+          p_.line(a[0].name + " = " + d_.extremum(mx, a[0].name, b[0], c) + ";");
         } else if (c == CT::i64) {
           p_.line(a[0].name + " = " + b[0] + (mx ? " > " : " < ") + a[0].name + " ? " + b[0] + " : " + a[0].name + ";");
         } else {
@@ -525,10 +572,10 @@ class KernelEmitter {
     switch (in.reduce) {
       case ReduceKind::sum: case ReduceKind::prod: return {x.v};
       case ReduceKind::max: case ReduceKind::min:
-        if (st.size() == 2) return {x.v, kDialect.isnan(x.v, x.ct)};
+        if (st.size() == 2) return {x.v, d_.isnan(x.v, x.ct)};
         return {x.v};
       case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {x.v, j, kDialect.isnan(x.v, x.ct)};
+        if (st.size() == 3) return {x.v, j, d_.isnan(x.v, x.ct)};
         return {x.v, j};
     }
     return {};
@@ -542,7 +589,7 @@ class KernelEmitter {
       case ReduceKind::sum: case ReduceKind::prod: v = {st[0], comps[0].ct}; break;
       case ReduceKind::max: case ReduceKind::min:
         v = {st[0], comps[0].ct};
-        if (comps.size() == 2) v.v = "(" + st[1] + " ? " + kDialect.literal(NAN, v.ct) + " : " + st[0] + ")";
+        if (comps.size() == 2) v.v = "(" + st[1] + " ? " + d_.literal(NAN, v.ct) + " : " + st[0] + ")";
         break;
       case ReduceKind::argmax: case ReduceKind::argmin: v = {st[1], CT::i64}; break;
     }
@@ -553,7 +600,7 @@ class KernelEmitter {
   void declare_state(int32_t r) {
     const std::vector<Component> st = state(r, "a" + std::to_string(r));
     const std::vector<std::string> init = initial(r);
-    for (size_t i = 0; i < st.size(); ++i) p_.line(kDialect.type(st[i].ct) + " " + st[i].name + " = " + init[i] + ";");
+    for (size_t i = 0; i < st.size(); ++i) p_.line(d_.type(st[i].ct) + " " + st[i].name + " = " + init[i] + ";");
   }
 
   // One step of pass `pass` at the inner point of scope sc (inner flat position j).
@@ -568,7 +615,7 @@ class KernelEmitter {
 
   void shared_arrays(int32_t r, int64_t entries) {
     for (const Component& c : state(r, "sh" + std::to_string(r)))
-      p_.line("__shared__ " + kDialect.type(c.ct) + " " + c.name + "[" + std::to_string(entries) + "];");
+      p_.line("__shared__ " + d_.type(c.ct) + " " + c.name + "[" + std::to_string(entries) + "];");
   }
 
   // A shuffle of component value x across the warp (xor lane mask `off`).
@@ -583,7 +630,7 @@ class KernelEmitter {
     std::vector<std::string> other;
     for (const Component& c : a) {
       const std::string o = p_.temp("o");
-      p_.line(kDialect.type(c.ct) + " " + o + " = " + shuffle(c, c.name, "off") + ";");
+      p_.line(d_.type(c.ct) + " " + o + " = " + shuffle(c, c.name, "off") + ";");
       other.push_back(o);
     }
     merge(r, a, other);
@@ -638,7 +685,7 @@ class KernelEmitter {
     const bool cached = groups > 0;
     if (cached)
       for (int32_t i : vec_loads_)
-        p_.line(kDialect.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
+        p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
                 std::to_string(i) + "[" + std::to_string(groups * kVec) + "];");
     std::set<int32_t> in_registers;
     const std::optional<OnlinePair> online = cached ? std::nullopt : online_pair();
@@ -647,15 +694,18 @@ class KernelEmitter {
       std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       if (online && pass == 0) reds.push_back(online->sum);
       for (int32_t r : reds) {
-        p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
+        p_.line(d_.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
         declare_state(r);
       }
+      if (online && pass == 0) declare_online_flag(*online);
       if (cached) {
         p_.line("#pragma unroll");
         p_.line("for (int g = 0; g < " + std::to_string(groups) + "; ++g) {");
         p_.indent();
         p_.line("const long long jg = ((long long)threadIdx.x + (long long)g * " + std::to_string(block_) + ") * " + V + ";");
-        p_.line("if (jg < inner_total) {");
+        // Rows that fill every group need no bounds check (a branch per group costs ptxas time).
+        const bool full = inner_extent().hint() % (block_ * kVec) == 0;
+        p_.line(full ? "{" : "if (jg < inner_total) {");
       } else {
         p_.line("for (long long jg = (long long)threadIdx.x * " + V + "; jg < inner_total; jg += (long long)blockDim.x * " + V + ") {");
       }
@@ -761,28 +811,34 @@ class KernelEmitter {
   void online_merge(const OnlinePair& op, const std::string& m, const std::string& s, const std::string& om,
                     const std::string& os) {
     const CT c = cstyle::compute_type(k_.instrs[static_cast<size_t>(op.max)].dtype);
-    const std::string ninf = kDialect.literal(-INFINITY, c), zero = kDialect.literal(0, c);
-    const std::string mn = p_.let(c, kDialect.math("fmax", c, {m, om}));
-    p_.line(s + " = (" + m + " == " + ninf + " ? " + zero + " : " + s + " * " + kDialect.math("exp", c, {m + " - " + mn}) +
-            ") + (" + om + " == " + ninf + " ? " + zero + " : " + os + " * " + kDialect.math("exp", c, {om + " - " + mn}) + ");");
+    const std::string ninf = d_.literal(-INFINITY, c), zero = d_.literal(0, c);
+    const std::string mn = p_.let(c, d_.math("fmax", c, {m, om}));
+    p_.line(s + " = (" + m + " == " + ninf + " ? " + zero + " : " + s + " * " + d_.math("exp", c, {m + " - " + mn}) +
+            ") + (" + om + " == " + ninf + " ? " + zero + " : " + os + " * " + d_.math("exp", c, {om + " - " + mn}) + ");");
     p_.line(m + " = " + mn + ";");
+  }
+  // The online pair's running max skips NaN (x > m is false), so it keeps a NaN flag even where
+  // the max's state has none (f32): declared here, after the pass's states.
+  void declare_online_flag(const OnlinePair& op) {
+    if (!nan_flag(op.max)) p_.line("bool a" + std::to_string(op.max) + "_nan = false;");
   }
   void online_step(const OnlinePair& op, Scope& sc) {
     const CT c = cstyle::compute_type(k_.instrs[static_cast<size_t>(op.max)].dtype);
     const std::string m = "a" + std::to_string(op.max) + "_acc", nan = "a" + std::to_string(op.max) + "_nan";
     const std::string s = "a" + std::to_string(op.sum) + "_acc";
     const Value x = p_.convert(p_.value(op.arg, sc), c);
-    const std::string one = kDialect.literal(1, c), ninf = kDialect.literal(-INFINITY, c);
-    p_.line("if (" + x.v + " > " + m + ") { " + s + " = " + s + " * " + kDialect.math("exp", c, {m + " - " + x.v}) + " + " + one +
+    const std::string one = d_.literal(1, c), ninf = d_.literal(-INFINITY, c);
+    p_.line("if (" + x.v + " > " + m + ") { " + s + " = " + s + " * " + d_.math("exp", c, {m + " - " + x.v}) + " + " + one +
             "; " + m + " = " + x.v + "; } else if (" + x.v + " != " + ninf + ") { " + s + " += " +
-            kDialect.math("exp", c, {x.v + " - " + m}) + "; }");
-    p_.line(nan + " = " + nan + " || " + kDialect.isnan(x.v, c) + ";");
+            d_.math("exp", c, {x.v + " - " + m}) + "; }");
+    p_.line(nan + " = " + nan + " || " + d_.isnan(x.v, c) + ";");
   }
   void online_combine(const OnlinePair& op) {
     const CT c = cstyle::compute_type(k_.instrs[static_cast<size_t>(op.max)].dtype);
     const std::string mi = std::to_string(op.max), si = std::to_string(op.sum);
     const std::string m = "a" + mi + "_acc", nan = "a" + mi + "_nan", s = "a" + si + "_acc";
     const std::string shm = "sh" + mi + "_acc", shn = "sh" + mi + "_nan", shs = "sh" + si + "_acc";
+    if (!nan_flag(op.max)) p_.line("__shared__ bool " + shn + "[32];");
     auto warp = [&] {
       p_.line("for (int off = 16; off > 0; off >>= 1) {");
       p_.indent();
@@ -798,15 +854,16 @@ class KernelEmitter {
     p_.line("__syncthreads();");
     p_.line("if (warp == 0) {");
     p_.indent();
-    p_.line(m + " = lane < warps ? " + shm + "[lane] : " + kDialect.literal(-INFINITY, c) + ";");
+    p_.line(m + " = lane < warps ? " + shm + "[lane] : " + d_.literal(-INFINITY, c) + ";");
     p_.line(nan + " = lane < warps ? " + shn + "[lane] : false;");
-    p_.line(s + " = lane < warps ? " + shs + "[lane] : " + kDialect.literal(0, c) + ";");
+    p_.line(s + " = lane < warps ? " + shs + "[lane] : " + d_.literal(0, c) + ";");
     warp();
     p_.line("if (lane == 0) { " + shm + "[0] = " + m + "; " + shn + "[0] = " + nan + "; " + shs + "[0] = " + s + "; }");
     p_.dedent();
     p_.line("}");
     p_.line("__syncthreads();");
-    p_.line("r" + mi + " = " + finish(op.max, {shm + "[0]", shn + "[0]"}) + ";");
+    const std::string with_nan = "(" + shn + "[0] ? " + d_.literal(NAN, c) + " : " + shm + "[0])";
+    p_.line("r" + mi + " = " + (nan_flag(op.max) ? finish(op.max, {shm + "[0]", shn + "[0]"}) : finish(op.max, {with_nan})) + ";");
     p_.line("r" + si + " = " + finish(op.sum, {shs + "[0]"}) + ";");
     p_.line("__syncthreads();");
     p_.reduction_results()[op.max] = "r" + mi;
@@ -845,7 +902,7 @@ class KernelEmitter {
           if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
     }
     for (int32_t i : cached)
-      p_.line(kDialect.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
+      p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
               std::to_string(i) + "[" + std::to_string(items) + "];");
     const std::optional<OnlinePair> online = cached.empty() ? online_pair() : std::nullopt;
     for (int32_t pass = 0; pass < passes; ++pass) {
@@ -853,9 +910,10 @@ class KernelEmitter {
       std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       if (online && pass == 0) reds.push_back(online->sum);
       for (int32_t r : reds) {
-        p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
+        p_.line(d_.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
         declare_state(r);
       }
+      if (online && pass == 0) declare_online_flag(*online);
       if (!cached.empty()) {
         // Loads recorded in an earlier pass are read from the registers; the others load (and
         // record) as they are first needed.
@@ -869,7 +927,7 @@ class KernelEmitter {
         p_.line("for (int k = 0; k < " + std::to_string(items) + "; ++k) {");
         p_.indent();
         p_.line("const long long j = (long long)threadIdx.x + (long long)k * " + std::to_string(block_) + ";");
-        p_.line("if (j < inner_total) {");
+        p_.line(inner_extent().hint() % block_ == 0 ? "{" : "if (j < inner_total) {");  // as above
       } else {
         p_.line("for (long long j = threadIdx.x; j < inner_total; j += blockDim.x) {");
       }
@@ -917,7 +975,7 @@ class KernelEmitter {
     for (int32_t pass = 0; pass < passes; ++pass) {
       const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       for (int32_t r : reds) {
-        p_.line(kDialect.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
+        p_.line(d_.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
         declare_state(r);
       }
       p_.line("if (active) {");

@@ -12,6 +12,7 @@
 // Portable C++ (no GPU library), so it also runs in the browser.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -58,6 +59,17 @@ struct Dialect {
   // x^y for i64 (integer power; negative exponents as the reference does).
   virtual std::string ipow(const std::string& x, const std::string& y) const = 0;
   virtual std::string isnan(const std::string& x, CT c) const = 0;
+  // x / y of floats (c f32 or f64).
+  virtual std::string divide(const std::string& x, const std::string& y, CT) const { return "(" + x + " / " + y + ")"; }
+  // 1 / sqrt(x) of floats.
+  virtual std::string reciprocal_sqrt(const std::string& x, CT c) const {
+    return divide(literal(1, c), math("sqrt", c, {x}), c);
+  }
+  // The larger (max) or smaller of two floats, NaN when either is NaN (torch.maximum/minimum).
+  virtual std::string extremum(bool max, const std::string& x, const std::string& y, CT c) const {
+    return "((" + isnan(x, c) + " || " + isnan(y, c) + ") ? " + literal(NAN, c) + " : (" + x + (max ? " > " : " < ") + y +
+           " ? " + x + " : " + y + "))";
+  }
   // The name of buffer b and of symbol s as the kernel sees them.
   virtual std::string buffer_name(int32_t b) const { return "b" + std::to_string(b); }
   virtual std::string symbol_name(SymbolId s) const { return "s" + std::to_string(s); }

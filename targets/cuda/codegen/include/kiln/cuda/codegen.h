@@ -62,6 +62,10 @@ struct CodegenOptions {
   // Attention kernels: 16-row tiles of queries per warp (1 or 2: blocks of 64 or 128 rows);
   // 0 picks 2 when both head dims are at most 64 (registers hold twice the rows), else 1.
   int64_t attention_warp_tiles = 0;
+  // f32 exp and division through libdevice's expf and IEEE division instead of the prelude's
+  // kiln_exp and kiln_div (torch.compile's Triton kernels' ex2.approx and div.full.f32: a few ulp,
+  // and softmax's program compiles in two thirds of the time). Config cuda.precise_math.
+  bool precise_math = false;
   static CodegenOptions from_config();
 };
 

@@ -32,16 +32,17 @@ NvrtcStats& nvrtc_stats() {
   return s;
 }
 
-// Compiles the plan's module for every architecture; a kiln::Error (with NVRTC's log and the
+// Compiles the module of the plan for any device (`p`) for sm_80 and that of the plan for sm_90
+// devices (`p90`: Hopper's attention kernel) for sm_90; a kiln::Error (with NVRTC's log and the
 // numbered source) when one does not compile.
-void nvrtc_check(const plan::KernelPlan& p, const std::string& name) {
+void nvrtc_check(const plan::KernelPlan& p, const plan::KernelPlan& p90, const std::string& name) {
   bool any = false;
   for (const plan::PlanKernel& k : p.kernels) any = any || !k.source.empty();
   if (!any) return;
-  const std::string src = p.module_source();
+  const std::string src = p.module_source(), src90 = p90.module_source();
   static std::mutex mu;
   static std::unordered_set<size_t> done;
-  const size_t h = std::hash<std::string>{}(src);
+  const size_t h = std::hash<std::string>{}(src) ^ (std::hash<std::string>{}(src90) * 31);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (done.count(h)) {
@@ -67,7 +68,7 @@ void nvrtc_check(const plan::KernelPlan& p, const std::string& name) {
   auto other = std::async(std::launch::async, [&] { return cuda::nvrtc_compile(src, name, kArchs[0], cubin_all); });
   cuda::NvrtcOutput main_out;
   try {
-    main_out = cuda::nvrtc_compile(src, name, kArchs[1], true);
+    main_out = cuda::nvrtc_compile(src90, name, kArchs[1], true);
   } catch (...) {
     other.wait();
     throw;
@@ -107,11 +108,16 @@ struct CudaRunner final : Runner {
 void compile_for_cuda(Compiled& c, const CompileOptions& o) {
   cuda::CodegenOptions co = cuda::CodegenOptions::from_config();
   co.emulate_precision_casts = co.emulate_precision_casts || o.emulate_precision_casts;
-  c.plan = cuda::generate(schedule::schedule_graph(c.optimized, cuda::schedule_target()), co);
+  const schedule::Schedule s = schedule::schedule_graph(c.optimized, cuda::schedule_target());
   if (!device_mode()) {
-    nvrtc_check(c.plan, "kiln_test");
+    c.plan = cuda::generate(s, co);
+    cuda::CodegenOptions hopper = co;
+    hopper.arch = 90;
+    nvrtc_check(c.plan, cuda::generate(s, hopper), "kiln_test");
     return;
   }
+  co.arch = cuda::Context::get(0).info().arch();  // as the C++ frontend generates plans for a device
+  c.plan = cuda::generate(s, co);
   cuda::ExecutableOptions eo;
   eo.keep_buffers = o.keep_buffers;
   auto r = std::make_shared<CudaRunner>();

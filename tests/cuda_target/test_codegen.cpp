@@ -180,6 +180,31 @@ BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
   BOOST_TEST(a.launch.items_per_block == 128);
   BOOST_TEST(a.reads == (std::vector<int32_t>{0, 1, 2}));
   BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "attention").kernels[0].source == a.source), "json round trip");
+  BOOST_TEST(p.arch == 0);
+
+  // For an sm_90 device: Hopper's kernel (wgmma; 2 warpgroups of 64 rows, tiles in dynamic shared
+  // memory), which plan_of compiles for sm_90a. The plan says which device it is for.
+  cuda::CodegenOptions hopper;
+  hopper.arch = 90;
+  const plan::KernelPlan h = plan_of(g, hopper);
+  BOOST_REQUIRE_EQUAL(h.kernels.size(), 1u);
+  const plan::PlanKernel& w = h.kernels[0];
+  BOOST_TEST(contains(w.source, "kiln_flash_wg<true, 64, 64, 2, 64, false>"), w.source);
+  BOOST_TEST(w.entry == "kiln_flash_sm90_bf16_d64_v64_t2_c64_pos_a16_dense_b4");
+  BOOST_TEST(contains(h.prelude, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
+  BOOST_TEST(w.launch.block == 256);
+  BOOST_TEST(w.launch.items_per_block == 128);
+  BOOST_TEST(w.launch.shared_bytes == 82944);  // Q, 4 stages of K and V, 1 KiB to align
+  BOOST_TEST(h.arch == 90);
+  BOOST_TEST(format::plan_from_json(format::plan_to_json(h), "attention").arch == 90, "json round trip");
+  hopper.attention_sm90 = false;  // max-autotune's other kernel
+  BOOST_TEST(contains(plan_of(g, hopper).kernels[0].source, "kiln_flash<true, 64, 64, 2, 64, false>"));
+  hopper.attention_sm90 = true;
+  Graph narrow;  // head dims other than 64 and 128: the mma.sync kernel
+  auto in32 = [&](const char* name) { return narrow.add_input(meta(DType::f16, {2, 256, 32}), name); };
+  const NodeId nq = in32("q"), nk = in32("k"), nv = in32("v");
+  narrow.set_outputs({narrow.add(OpId::scaled_dot_product_attention, {nq, nk, nv}, {0.2})});
+  BOOST_TEST(contains(plan_of(narrow, hopper).kernels[0].source, "kiln_flash<false, 32, 32, 2, "));
 
   // f32 (no fused kernel for it) and a head dim of 8 stay two gemms around a softmax.
   for (auto [t, d] : {std::pair{DType::f32, int64_t{64}}, std::pair{DType::bf16, int64_t{8}}}) {

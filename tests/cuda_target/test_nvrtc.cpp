@@ -65,7 +65,8 @@ BOOST_AUTO_TEST_CASE(process_cache_hits_until_forgotten) {
 // The flash attention kernels of the common configurations are built with the library
 // (targets/cuda/runtime/src/prebuilt.h): the suite's attention program loads its prebuilt image
 // for sm_90 and, on an sm_86 device, the sm_80 one; NVRTC compiles it for sm_75 (no prebuilt
-// image runs there), and a program that differs by one character is never taken for it.
+// image runs there), and a program that differs by one character is never taken for it. The
+// plan for an sm_90 device (the wgmma kernel) has its own image.
 BOOST_AUTO_TEST_CASE(flash_kernels_are_prebuilt) {
   Graph g;
   auto input = [&](const char* name) {
@@ -93,6 +94,17 @@ BOOST_AUTO_TEST_CASE(flash_kernels_are_prebuilt) {
   const cuda::CompiledModule other = cuda::compile_module(src + "\n", 90, "flash");
   BOOST_TEST(!other.prebuilt);
   BOOST_TEST(other.seconds > 0.0);
+
+  // The plan for an sm_90 device has the wgmma kernel: prebuilt for sm_90 (as sm_90a) too.
+  cuda::CodegenOptions hopper;
+  hopper.arch = 90;
+  const plan::KernelPlan p90 = cuda::generate(schedule::schedule_graph(g, cuda::schedule_target()), hopper);
+  BOOST_REQUIRE_EQUAL(p90.kernels.size(), 1u);
+  BOOST_TEST(p90.kernels[0].entry.rfind("kiln_flash_sm90_", 0) == 0, p90.kernels[0].entry);
+  const std::string src90 = p90.kernel_program(0);
+  const cuda::CompiledModule w90 = cuda::compile_module(src90, 90, "flash_sm90");
+  BOOST_TEST(w90.prebuilt);
+  BOOST_TEST((w90.image == cuda::nvrtc_compile(src90, "flash_sm90", 90).image));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

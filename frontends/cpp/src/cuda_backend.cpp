@@ -90,12 +90,18 @@ std::vector<plan::KernelPlan> autotune_alternatives(const schedule::Schedule& s,
         if (block == base.pointwise_block && items == base.pointwise_items_per_thread && rows == base.cache_rows) continue;
         alts.push_back(cuda::generate(s, o));
       }
-  // Attention kernels: blocks of the other number of query rows (64 or 128).
+  // Attention kernels: blocks of the other number of query rows (64 or 128) and, on sm_90, the
+  // mma.sync kernel beside the wgmma one.
   for (const schedule::Kernel& k : s.kernels) {
     if (!k.attention) continue;
     cuda::CodegenOptions o = base;
     o.attention_warp_tiles = k.attention->d <= 64 && k.attention->dv <= 64 ? 1 : 2;
+    o.attention_sm90 = false;
     alts.push_back(cuda::generate(s, o));
+    if (base.arch == 90 && base.attention_sm90) {
+      o.attention_warp_tiles = base.attention_warp_tiles;
+      alts.push_back(cuda::generate(s, o));
+    }
     break;
   }
   return alts;
@@ -145,7 +151,8 @@ std::shared_ptr<cuda::PlanExecutable> compile_plan(const Graph& g) {
   KILN_LOG(schedule, "schedule (", s.kernels.size(), " kernel", s.kernels.size() == 1 ? "" : "s", "):\n", s.str());
   const double schedule_ms = ms_since(t0);
   const auto t1 = Clock::now();
-  const cuda::CodegenOptions co = cuda::CodegenOptions::from_config();
+  cuda::CodegenOptions co = cuda::CodegenOptions::from_config();
+  co.arch = cuda::Context::get(device_of(g)).info().arch();  // kernels for this device (sm_90: wgmma attention)
   plan::KernelPlan p = cuda::generate(s, co);
   KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
   const bool autotune = autotune_on();

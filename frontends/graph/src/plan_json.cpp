@@ -124,6 +124,7 @@ json plan_document(const KernelPlan& p) {
   doc["version"] = p.version;
   doc["target"] = p.target;
   doc["prelude"] = p.prelude;
+  if (p.arch != 0) doc["arch"] = p.arch;
   json symbols = json::array();
   for (const SymbolInfo& s : p.symbols) symbols.push_back(symbol_json(s));
   doc["symbols"] = std::move(symbols);
@@ -443,12 +444,17 @@ void PlanReader::check_reference(const PlanKernel& k, const std::string& where) 
 KernelPlan PlanReader::read(std::string_view text) {
   const json doc = parse_document(text, "kiln.plan", plan::kPlanVersion);
   only_keys(doc,
-            {"format", "version", "target", "prelude", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
+            {"format", "version", "target", "prelude", "arch", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
              "outputs", "peak_intermediate_bytes", "guards"},
             "");
   p_.version = plan::kPlanVersion;
   p_.target = string(need(doc, "target", ""), "", "target");
   p_.prelude = string(need(doc, "prelude", ""), "", "prelude");
+  if (doc.contains("arch")) {
+    const int64_t arch = integer(doc["arch"], "", "arch");
+    if (arch < 0 || arch >= 1000) fail_at("", "arch", "compute capability " + std::to_string(arch) + " out of range");
+    p_.arch = static_cast<int>(arch);
+  }
   ShapeEnv env;
   read_symbols(need(doc, "symbols", ""), env);
   p_.symbols = env.symbols();

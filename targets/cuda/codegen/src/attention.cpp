@@ -16,6 +16,8 @@
 // (zero-filled copies) and scores of keys past lk as -inf. Operands whose rows are not 16-byte
 // aligned are copied to shared memory element by element instead of with cp.async. Before sm_80
 // (no bf16 mma, no cp.async) each thread computes one query row with scalar f32 arithmetic.
+// Plans for an sm_90 device take Hopper's kernel (attention_sm90.cpp, warpgroup MMA) instead for
+// head dims of 64 and 128: same wrapper and arguments, its own body, block and shared memory.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -98,6 +100,49 @@ __device__ __forceinline__ float kiln_ex2(float x) {
 template <bool BF16>
 __device__ __forceinline__ float kiln_flash_f(unsigned short x) { return BF16 ? kiln_bf2f(x) : kiln_h2f(x); }
 
+// Online softmax (base 2) of a warp's 16 x BC score tile in accumulator layout (mma.sync's
+// m16n8 tiles one after the other, as wgmma's m64nBC gives each warp its 16 rows: s[4 n + e] is
+// row lane / 4 + 8 (e / 2), key 8 n + 2 (lane % 4) + e % 2), in place:
+// scores become p = exp2(s * scale_log2 - max). Keys at or past lk - key0 are masked. alpha: the
+// factor for the old accumulators and sums of each of the thread's two rows. Each row's max is
+// shared by its 4 threads through shuffles; row sums stay per thread until the end.
+template <int BC, bool NEG>
+__device__ __forceinline__ void kiln_flash_softmax(float* s, float* row_max, float* row_sum, float* alpha, float scale_log2,
+                                                   long long key0, long long lk) {
+  const float kNegInf = __int_as_float(0xff800000);
+  const int lane = threadIdx.x % 32;
+  if (key0 + BC > lk) {  // keys past lk: a raw score whose scaled value is -inf (p = 0)
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key0 + n * 8 + 2 * (lane % 4) + (e & 1) >= lk) s[4 * n + e] = NEG ? -kNegInf : kNegInf;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float r = NEG ? -kNegInf : kNegInf;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) r = NEG ? fminf(r, s[4 * n + 2 * h + e]) : fmaxf(r, s[4 * n + 2 * h + e]);
+    r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 1)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
+    r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 2)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
+    const float m = fmaxf(row_max[h], r * scale_log2);
+    const float base = m == kNegInf ? 0.f : m;
+    alpha[h] = kiln_ex2(row_max[h] - base);
+    row_max[h] = m;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float p = kiln_ex2(fmaf(s[4 * n + 2 * h + e], scale_log2, -base));
+        s[4 * n + 2 * h + e] = p;
+        sum += p;
+      }
+    row_sum[h] = row_sum[h] * alpha[h] + sum;
+  }
+}
 // One block: query rows [m0, m0 + 64 * MT) of one batch index; q, k, v, o point at that batch
 // index's first row. scale_log2 = scale * log2(e); NEG: it is negative (the row's largest scaled
 // score is then its smallest raw score). qa, ka, va: q, k, v and their row strides are 16-byte
@@ -180,47 +225,14 @@ __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q,
         }
       }
 
-    // Online softmax (base 2): each row's 4 threads share its max through shuffles. The max is
-    // taken over raw scores and scaled once; exp2(s * scale_log2 - max) is one FFMA and one MUFU.
-    const long long key0 = j * BC;
-    const bool partial = key0 + BC > lk;
-    if (partial) {  // keys past lk: a raw score whose scaled value is -inf (p = 0)
+    // Online softmax per m-tile (kiln_flash_softmax: its s[mt] is one warp's 16 x BC tile).
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt) {
+      float alpha[2];
+      kiln_flash_softmax<BC, NEG>(&s[mt][0][0], row_max[mt], row_sum[mt], alpha, scale_log2, j * BC, lk);
 #pragma unroll
-        for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (key0 + n * 8 + 2 * (lane % 4) + (e & 1) >= lk) s[mt][n][e] = NEG ? -kNegInf : kNegInf;
+      for (int n = 0; n < DV / 8; ++n) acc[mt][n][0] *= alpha[0], acc[mt][n][1] *= alpha[0], acc[mt][n][2] *= alpha[1], acc[mt][n][3] *= alpha[1];
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float r = NEG ? -kNegInf : kNegInf;
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) r = NEG ? fminf(r, s[mt][n][2 * h + e]) : fmaxf(r, s[mt][n][2 * h + e]);
-        r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 1)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
-        r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 2)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
-        const float m = fmaxf(row_max[mt][h], r * scale_log2);
-        const float base = m == kNegInf ? 0.f : m;
-        const float alpha = kiln_ex2(row_max[mt][h] - base);
-        row_max[mt][h] = m;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float p = kiln_ex2(fmaf(s[mt][n][2 * h + e], scale_log2, -base));
-            s[mt][n][2 * h + e] = p;
-            sum += p;
-          }
-        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
-#pragma unroll
-        for (int n = 0; n < DV / 8; ++n) acc[mt][n][2 * h] *= alpha, acc[mt][n][2 * h + 1] *= alpha;
-      }
 
     // O += P V: P's accumulator fragments are the A fragments of the next product.
 #pragma unroll
@@ -316,18 +328,23 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   KILN_CHECK(a.d % 16 == 0 && a.dv % 16 == 0 && a.d >= 16 && a.dv >= 16 && a.d <= 128 && a.dv <= 128,
              "cuda codegen: attention kernel ", k.name, " has head dims ", a.d, " and ", a.dv,
              "; the fused kernel takes multiples of 16 up to 128");
-  const int64_t tiles = o.attention_warp_tiles > 0 ? o.attention_warp_tiles : (a.d <= 64 && a.dv <= 64 ? 2 : 1);
-  KILN_CHECK(tiles == 1 || tiles == 2, "cuda codegen: attention_warp_tiles must be 1 or 2, got ", tiles);
-  const int64_t rows = 16 * tiles * kWarps;
-  const int64_t bc = key_tile(a.d, a.dv);
+  // Hopper's kernel (attention_sm90.cpp): 2 warpgroups of 64 query rows each, key tiles of 64,
+  // tiles in dynamic shared memory. Else 4 warps of `tiles` 16-row m-tiles each.
+  const bool sm90 = uses_flash_sm90(a, o);
+  KILN_CHECK(o.attention_warp_tiles >= 0 && o.attention_warp_tiles <= 2,
+             "cuda codegen: attention_warp_tiles must be 1 or 2 (0: the codegen's choice), got ", o.attention_warp_tiles);
+  const int64_t tiles = sm90 ? 2 : o.attention_warp_tiles > 0 ? o.attention_warp_tiles : (a.d <= 64 && a.dv <= 64 ? 2 : 1);
+  const int64_t rows = sm90 ? 64 * tiles : 16 * tiles * kWarps;
+  const int64_t bc = sm90 ? 64 : key_tile(a.d, a.dv);
 
   SymInt batch = 1;
   for (const SymInt& e : a.batch) batch = batch * e;
   // Blocks of `rows` query rows; every variant launches over batch * (lq + 127) items so that
   // the extent is one expression for 64 and 128 rows per block (a few blocks find no rows).
   pk.parallel_extent = batch * (a.lq + SymInt(16 * 2 * kWarps - 1));
-  pk.launch.block = 32 * kWarps;
+  pk.launch.block = sm90 ? 128 * tiles : 32 * kWarps;
   pk.launch.items_per_block = rows;
+  if (sm90) pk.launch.shared_bytes = flash_sm90_smem_bytes(a.d, a.dv, tiles, bc);
 
   // The kernel has a fixed signature (PlanKernel::arg_buffers/arg_values): its source depends
   // only on the configuration below, never on sizes, strides or the scale, so one program serves
@@ -355,7 +372,7 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   auto packed = [](const SymInt& row_stride, int64_t dim) { return row_stride.is_static() && row_stride.hint() == dim; };
   const bool dense = packed(a.q_view.row_stride, a.d) && packed(a.k_view.row_stride, a.d) && packed(a.v_view.row_stride, a.dv);
   const char* dt = a.dtype == DType::bf16 ? "bf16" : "f16";
-  pk.entry = "kiln_flash_" + std::string(dt) + "_d" + std::to_string(a.d) + "_v" + std::to_string(a.dv) + "_t" +
+  pk.entry = "kiln_flash_" + std::string(sm90 ? "sm90_" : "") + dt + "_d" + std::to_string(a.d) + "_v" + std::to_string(a.dv) + "_t" +
              std::to_string(tiles) + "_c" + std::to_string(bc) + (a.scale < 0 ? "_neg" : "_pos") +
              (static_aligned ? "_a16" : "_any") + (dense ? "_dense" : "_strided") + "_b" + std::to_string(nb);
   pk.arg_buffers = {a.q, a.k, a.v, a.out};
@@ -378,7 +395,10 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   params.emplace_back("scale_bits", SymInt(static_cast<int64_t>(bits)));
 
   const std::string R = std::to_string(rows);
-  std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) + ") " + pk.entry +
+  // sm90: 2 blocks an SM where the registers allow (122 for head dims of 64; 174 for 128).
+  const std::string bounds = sm90 ? std::to_string(pk.launch.block) + (a.d <= 64 && a.dv <= 64 ? ", 2" : ", 1")
+                                  : std::to_string(32 * kWarps);
+  std::string src = "extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + pk.entry +
                     "(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k, const unsigned short* "
                     "__restrict__ v, unsigned short* __restrict__ o";
   for (const auto& [name, value] : params) {
@@ -409,7 +429,7 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
     src += "  { const long long i = bi % n" + i + "; bi /= n" + i + "; qo += i * qs" + i + "; ko += i * ks" + i +
            "; vo += i * vs" + i + "; }\n";
   }
-  src += std::string("  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) + ", " +
+  src += std::string(sm90 ? "  kiln_flash_wg<" : "  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) + ", " +
          std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
          (a.scale < 0 ? "true" : "false") +
          ">(q + qo, k + ko, v + vo, o + oo, " +

@@ -1150,6 +1150,8 @@ const char* prelude() { return kPrelude; }
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
   plan::KernelPlan p = plan::plan_skeleton(s, "cuda");
   p.prelude = kPrelude;
+  p.arch = options.arch;
+  bool sm90_attention = false;
   for (const Kernel& k : s.kernels) {
     plan::PlanKernel pk = plan::kernel_skeleton(k);
     if (k.reference) {
@@ -1158,6 +1160,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     }
     if (k.attention) {
       if (p.prelude == kPrelude) p.prelude += detail::flash_prelude();
+      sm90_attention = sm90_attention || detail::uses_flash_sm90(*k.attention, options);
       pk.entry = k.name;
       pk.source = detail::emit_attention(k, s, options, pk);
       p.kernels.push_back(std::move(pk));
@@ -1183,6 +1186,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     }
     p.kernels.push_back(std::move(pk));
   }
+  if (sm90_attention) p.prelude += detail::flash_sm90_prelude();
   return p;
 }
 

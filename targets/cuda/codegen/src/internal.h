@@ -2,6 +2,7 @@
 // attention kernels (attention.cpp) share.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kiln/cuda/codegen.h"
@@ -17,6 +18,13 @@ std::string sym_c(const SymInt& v);
 // The flash-attention body every attention kernel calls (a template, in the plan's prelude
 // when the plan has attention kernels).
 const char* flash_prelude();
+// The same on Hopper (attention_sm90.cpp): the wgmma body (appended to flash_prelude() in plans
+// with such kernels), the head dims it takes, and its dynamic shared memory per block.
+const std::string& flash_sm90_prelude();
+bool flash_sm90_supports(int64_t d, int64_t dv);
+// Whether attention kernel `a` is generated as the sm_90 kernel under options o.
+bool uses_flash_sm90(const schedule::Attention& a, const CodegenOptions& o);
+int64_t flash_sm90_smem_bytes(int64_t d, int64_t dv, int64_t mt, int64_t bc);
 // An attention kernel's entry (a wrapper choosing the block's batch index and query rows and
 // calling the body) and its launch; sets the plan kernel's parallel extent.
 std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& s, const CodegenOptions& o,

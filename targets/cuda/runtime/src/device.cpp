@@ -361,10 +361,13 @@ std::shared_ptr<Context::Module> Context::load_module(const std::string& image, 
   return m;
 }
 
-void* Context::function(const Module& m, const std::string& entry) {
+void* Context::function(const Module& m, const std::string& entry, int64_t dynamic_shared) {
   CUfunction f = nullptr;
   check(driver().cuModuleGetFunction(&f, m.m, entry.c_str()), "cuModuleGetFunction",
         "(kernel '" + entry + "' in module '" + m.name + "')");
+  if (dynamic_shared > 48 * 1024)
+    check(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(dynamic_shared)),
+          "cuFuncSetAttribute", "(kernel '" + entry + "': " + std::to_string(dynamic_shared) + " bytes of dynamic shared memory)");
   return f;
 }
 

@@ -306,6 +306,11 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   im.plan = std::move(p);
   im.options = options;
   im.ctx = &Context::get(options.device);
+  // A plan generated for one architecture may use its own instructions (sm_90a's wgmma).
+  const int device_arch = im.ctx->info().arch();
+  KILN_CHECK(im.plan.arch == 0 || im.plan.arch == device_arch, "cuda runtime: the plan was generated for sm_", im.plan.arch,
+             " and cuda:", options.device, " is sm_", device_arch, "; generate it for this device (CodegenOptions::arch) or for any (0)");
+  std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.arch != 0 && a.arch != device_arch; });
   for (const plan::PlanBuffer& b : im.plan.buffers)
     if (b.kind == "input") im.num_inputs = std::max(im.num_inputs, static_cast<size_t>(b.index + 1));
   im.input_buffer.assign(im.num_inputs, -1);
@@ -382,7 +387,8 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
       if (seen) continue;
       im.sources.push_back(v.source);
       im.versions[ki].push_back(KernelVersion{
-          im.ctx->function(*im.modules[static_cast<size_t>(program_of[pi][ki])], v.entry), v.launch, &im.sources.back()});
+          im.ctx->function(*im.modules[static_cast<size_t>(program_of[pi][ki])], v.entry, v.launch.shared_bytes), v.launch,
+          &im.sources.back()});
     }
     tunable = tunable || im.versions[ki].size() > 1 || (options.autotune_gemm && k.gemm);
     std::vector<int32_t> bufs = k.reads;

@@ -79,8 +79,11 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name, in
   // cache (sdk/cache) already keeps them, so a second cache would only cost a write per miss and
   // make a compile with Kiln's caches off not cold. -minimal: Kiln's kernels use none of the CUDA
   // runtime's device API that it leaves out, and each program compiles ~5 ms sooner.
-  std::vector<std::string> opts = {(cubin ? "--gpu-architecture=sm_" : "--gpu-architecture=compute_") + std::to_string(arch),
-                                   "-std=c++17", "-default-device", "--fmad=true", "--no-cache", "-minimal"};
+  // A cubin for sm_90 is built for sm_90a: it runs on the same devices (compute capability 9.0
+  // exactly) and may use Hopper's own instructions (wgmma: the sm_90 flash-attention kernel).
+  const std::string target = cubin ? "--gpu-architecture=sm_" + std::to_string(arch) + (arch == 90 ? "a" : "")
+                                   : "--gpu-architecture=compute_" + std::to_string(arch);
+  std::vector<std::string> opts = {target, "-std=c++17", "-default-device", "--fmad=true", "--no-cache", "-minimal"};
   opts.insert(opts.end(), extra.begin(), extra.end());
   const std::vector<std::string>& from_env = env_options();
   opts.insert(opts.end(), from_env.begin(), from_env.end());

@@ -1,6 +1,7 @@
 // Kernel images built together with this library: the programs of CUDA kernels with a fixed
 // signature (plan::PlanKernel::arg_buffers; today the flash attention kernel) in their most
-// common configurations, compiled at build time by prebuild_kernels.cpp for sm_80 and sm_90.
+// common configurations, compiled at build time by prebuild_kernels.cpp for sm_80 and sm_90 (and
+// the sm_90 plans' own wgmma kernels for sm_90a).
 // compile_module() loads one of these instead of running NVRTC when a program's text is exactly
 // one of theirs (NVRTC takes 0.2-0.5 s on a flash kernel), so a graph's first call with
 // attention starts in milliseconds. They are part of the library, as cuBLAS's kernels are, not

@@ -105,6 +105,9 @@ struct KernelPlan {
   int version = kPlanVersion;
   std::string target;   // "cpu", "cuda"
   std::string prelude;  // module text every kernel's source needs (declarations, helpers)
+  // cuda: the compute capability the kernels were generated for (90: they may use sm_90a's
+  // instructions); 0: any device. The runtime refuses a plan for another device.
+  int arch = 0;
   std::vector<SymbolInfo> symbols;
   std::vector<ShapeFact> facts;
   std::vector<SymbolBinding> bindings;  // one per symbol

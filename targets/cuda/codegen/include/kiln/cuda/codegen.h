@@ -62,6 +62,11 @@ struct CodegenOptions {
   // Attention kernels: 16-row tiles of queries per warp (1 or 2: blocks of 64 or 128 rows);
   // 0 picks 2 when both head dims are at most 64 (registers hold twice the rows), else 1.
   int64_t attention_warp_tiles = 0;
+  // Compute capability of the device the plan is for (KernelPlan::arch; 0: any device). 90:
+  // attention kernels with head dims of 64 or 128 use Hopper's warpgroup MMA (attention_sm90)
+  // unless attention_sm90 is off (max-autotune times the other kernel too).
+  int arch = 0;
+  bool attention_sm90 = true;
   // f32 exp and division through libdevice's expf and IEEE division instead of the prelude's
   // kiln_exp and kiln_div (torch.compile's Triton kernels' ex2.approx and div.full.f32: a few ulp,
   // and softmax's program compiles in two thirds of the time). Config cuda.precise_math.

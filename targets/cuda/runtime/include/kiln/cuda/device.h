@@ -73,7 +73,9 @@ class Context {
   // A loaded module (cubin or PTX image) and its functions.
   struct Module;
   std::shared_ptr<Module> load_module(const std::string& image, const std::string& name);
-  void* function(const Module& m, const std::string& entry);  // CUfunction; throws naming both
+  // CUfunction; throws naming both. dynamic_shared: the bytes of dynamic shared memory its
+  // launches pass (above 48 KiB the kernel is allowed them first, as the driver requires).
+  void* function(const Module& m, const std::string& entry, int64_t dynamic_shared = 0);
   // Launches f on the stream (or on `stream`, a CUstream of this context): grid x blocks of
   // `block` threads, `args` as cuLaunchKernel takes them.
   void launch(void* f, int64_t grid, int64_t block, int64_t shared_bytes, void** args, const std::string& kernel,

@@ -16,7 +16,8 @@ struct NvrtcOutput {
 };
 
 // Compiles `source` (a whole translation unit) for compute capability `arch` (80 = sm_80, 90 =
-// sm_90, ...): to a cubin for that exact device (`cubin`), else to PTX for compute_<arch>.
+// sm_90, ...): to a cubin for that exact device (`cubin`; sm_90 as sm_90a, so Hopper's own
+// instructions are available), else to PTX for compute_<arch>.
 // Options: -std=c++17, --use_fast_math off (the numerics are the reference's), -default-device,
 // -minimal, --no-cache (NVRTC's own image cache off: Kiln's plan cache is the one cache); `extra`
 // adds more (e.g. "-lineinfo"), then KILN_NVRTC_OPTIONS (space-separated, read once; for

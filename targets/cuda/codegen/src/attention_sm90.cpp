@@ -122,6 +122,49 @@ __device__ __forceinline__ void kiln_wg_tile(unsigned s, const unsigned short* g
   }
 }
 
+// Online softmax (base 2) of a warp's 16 x BC score tile in accumulator layout (mma.sync's
+// m16n8 tiles one after the other, as wgmma's m64nBC gives each warp its 16 rows: s[4 n + e] is
+// row lane / 4 + 8 (e / 2), key 8 n + 2 (lane % 4) + e % 2), in place:
+// scores become p = exp2(s * scale_log2 - max). Keys at or past lk - key0 are masked. alpha: the
+// factor for the old accumulators and sums of each of the thread's two rows. Each row's max is
+// shared by its 4 threads through shuffles; row sums stay per thread until the end.
+template <int BC, bool NEG>
+__device__ __forceinline__ void kiln_wg_softmax(float* s, float* row_max, float* row_sum, float* alpha, float scale_log2,
+                                                long long key0, long long lk) {
+  const float kNegInf = __int_as_float(0xff800000);
+  const int lane = threadIdx.x % 32;
+  if (key0 + BC > lk) {  // keys past lk: a raw score whose scaled value is -inf (p = 0)
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key0 + n * 8 + 2 * (lane % 4) + (e & 1) >= lk) s[4 * n + e] = NEG ? -kNegInf : kNegInf;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float r = NEG ? -kNegInf : kNegInf;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) r = NEG ? fminf(r, s[4 * n + 2 * h + e]) : fmaxf(r, s[4 * n + 2 * h + e]);
+    r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 1)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
+    r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 2)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
+    const float m = fmaxf(row_max[h], r * scale_log2);
+    const float base = m == kNegInf ? 0.f : m;
+    alpha[h] = kiln_ex2(row_max[h] - base);
+    row_max[h] = m;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float p = kiln_ex2(fmaf(s[4 * n + 2 * h + e], scale_log2, -base));
+        s[4 * n + 2 * h + e] = p;
+        sum += p;
+      }
+    row_sum[h] = row_sum[h] * alpha[h] + sum;
+  }
+}
 // P (accumulator layout, BC keys) -> the register A fragments of BC / 16 wgmma k-steps (the
 // m16n8k16 A layout of each warp's 16 rows: p[4 kc + i] holds keys 16 kc + 8 (i / 2) + 2 (lane % 4)
 // + {0, 1} of row lane / 4 + 8 (i % 2)).
@@ -224,7 +267,7 @@ __device__ __forceinline__ void kiln_flash_wg(const unsigned short* __restrict__
     kiln_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) kiln_wg_pin(s[i]);
-    kiln_flash_softmax<BC, NEG>(s, row_max, row_sum, alpha, scale_log2, 0, lk);
+    kiln_wg_softmax<BC, NEG>(s, row_max, row_sum, alpha, scale_log2, 0, lk);
     kiln_wg_pack<BF16, BC>(p, s);
   }
   for (long long j = 0; j + 1 < tiles; ++j) {
@@ -236,7 +279,7 @@ __device__ __forceinline__ void kiln_flash_wg(const unsigned short* __restrict__
     kiln_wg_wait<1>();        // S of tile j + 1 is in
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) kiln_wg_pin(s[i]);
-    kiln_flash_softmax<BC, NEG>(s, row_max, row_sum, alpha, scale_log2, (j + 1) * BC, lk);
+    kiln_wg_softmax<BC, NEG>(s, row_max, row_sum, alpha, scale_log2, (j + 1) * BC, lk);
     kiln_wg_pack<BF16, BC>(pn, s);
     kiln_wg_wait<0>();  // O += P V of tile j is in
 #pragma unroll

@@ -90,6 +90,10 @@ BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
     BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
     const std::string& src = p.kernels[0].source;
     BOOST_TEST(p.kernels[0].launch.block == 512);
+    // 64 rows, a block each: no grid-stride loop (PlanLaunch::grid_stride).
+    BOOST_TEST(!p.kernels[0].launch.grid_stride);
+    BOOST_TEST(contains(src, "const long long o = blockIdx.x;"), src);
+    BOOST_TEST(!contains(src, "gridDim"), src);
     BOOST_TEST(contains(src, "[16];"), src);  // 16 elements a thread in registers
     BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
     BOOST_TEST(contains(src, "*(float4*)(b"), src);  // and stores a vector

@@ -408,6 +408,31 @@ BOOST_AUTO_TEST_CASE(mistyped_fields) {
   expect_exact(d, "plan.json: kernels[0].parallel_extent: negative size -4");
 }
 
+// A GPU plan's launch fields and the compute capability it was generated for.
+BOOST_AUTO_TEST_CASE(gpu_launch_and_arch) {
+  plan::KernelPlan p = make_plan();
+  p.arch = 90;
+  p.kernels[0].launch = plan::PlanLaunch{256, 128, 0, 82944, false};
+  p.kernels[4].launch = plan::PlanLaunch{512, 1, 1024, 0, true};
+  const std::string text = format::plan_to_json(p);
+  const plan::KernelPlan q = format::plan_from_json(text, "plan.json");
+  BOOST_TEST(q.arch == 90);
+  BOOST_TEST((q.kernels[0].launch == p.kernels[0].launch));
+  BOOST_TEST((q.kernels[4].launch == p.kernels[4].launch));
+  BOOST_TEST(format::plan_to_json(q) == text);
+  BOOST_TEST(!contains(format::plan_to_json(make_plan()), "\"arch\""));  // 0: not written
+
+  json d = json::parse(text);
+  d["kernels"][0]["launch"]["grid_stride"] = "no";
+  expect_exact(d, "plan.json: kernels[0].launch.grid_stride: expected true or false");
+  d = json::parse(text);
+  d["kernels"][0]["launch"]["max_blocks"] = 4;
+  expect_error(d, {"kernels[0].launch.max_blocks", "grid_stride false", "max_blocks must be 0, got 4"});
+  d = json::parse(text);
+  d["arch"] = 1000;
+  expect_error(d, {"plan.json: arch", "compute capability 1000 out of range"});
+}
+
 BOOST_AUTO_TEST_CASE(buffer_references) {
   json d = base();
   d["kernels"][2]["reads"][0] = 17;

@@ -75,6 +75,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
     l["items_per_block"] = k.launch.items_per_block;
     l["max_blocks"] = k.launch.max_blocks;
     l["shared_bytes"] = k.launch.shared_bytes;
+    if (!k.launch.grid_stride) l["grid_stride"] = false;
     j["launch"] = std::move(l);
   }
   if (k.gemm) {
@@ -354,7 +355,7 @@ void PlanReader::read_kernel(const json& v, size_t i) {
 
 plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) const {
   const json& l = object(v, where, "");
-  only_keys(l, {"block", "items_per_block", "max_blocks", "shared_bytes"}, where);
+  only_keys(l, {"block", "items_per_block", "max_blocks", "shared_bytes", "grid_stride"}, where);
   plan::PlanLaunch r;
   auto at_least = [&](const char* field, int64_t lo) {
     const int64_t n = integer(need(l, field, where), where, field);
@@ -366,6 +367,13 @@ plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where
   r.items_per_block = at_least("items_per_block", 1);
   r.max_blocks = at_least("max_blocks", 0);
   r.shared_bytes = at_least("shared_bytes", 0);
+  if (l.contains("grid_stride")) {
+    if (!l["grid_stride"].is_boolean()) fail_at(where, "grid_stride", "expected true or false");
+    r.grid_stride = l["grid_stride"].get<bool>();
+    if (!r.grid_stride && r.max_blocks > 0)
+      fail_at(where, "max_blocks", "a kernel without a grid-stride loop (grid_stride false) needs every block: max_blocks must be 0, got " +
+                                       std::to_string(r.max_blocks));
+  }
   return r;
 }
 

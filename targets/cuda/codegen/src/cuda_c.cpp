@@ -318,7 +318,7 @@ class KernelEmitter {
         launch.items_per_block = kColumnLanes;
         emit_column();
       } else {
-        emit_row();
+        emit_row(launch);
       }
     } else {
       launch.items_per_block = block * o_.pointwise_items_per_thread;
@@ -870,7 +870,7 @@ class KernelEmitter {
     p_.reduction_results()[op.sum] = "r" + si;
   }
 
-  void emit_row() {
+  void emit_row(plan::PlanLaunch& launch) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
     for (int32_t pass = 0; pass < passes; ++pass)
@@ -879,7 +879,15 @@ class KernelEmitter {
     p_.line("const long long inner_total = " + p_.sym(inner_extent()) + ";");
     p_.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;");
     const bool vectors = plan_vectors(no, true);
-    p_.line("for (long long o = blockIdx.x; o < outer_total; o += gridDim.x) {");
+    // A static number of rows gets a block each (no grid-stride loop: NVRTC compiles the row
+    // without the loop around it ~8% sooner); a symbolic one loops.
+    if (k_.outer_extent().is_static() && k_.outer_extent().hint() <= 0x7fffffff) {
+      launch.grid_stride = false;
+      p_.line("const long long o = blockIdx.x;");
+      p_.line("if (o < outer_total) {");
+    } else {
+      p_.line("for (long long o = blockIdx.x; o < outer_total; o += gridDim.x) {");
+    }
     p_.indent();
     Scope outer;
     outer.vars.assign(n, "");

@@ -546,6 +546,10 @@ LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) co
   if (!v.fn || extent <= 0) return a;
   int64_t grid = (extent + v.launch.items_per_block - 1) / std::max<int64_t>(1, v.launch.items_per_block);
   if (v.launch.max_blocks > 0) grid = std::min(grid, v.launch.max_blocks);
+  // A kernel without a grid-stride loop needs every block (PlanLaunch::grid_stride).
+  KILN_CHECK(v.launch.grid_stride || (v.launch.max_blocks == 0 && grid <= 0x7fffffff), "cuda runtime: kernel ", k.name,
+             " has no grid-stride loop and needs ", grid, " blocks, one per ", v.launch.items_per_block,
+             " items; a launch caps them at ", v.launch.max_blocks > 0 ? v.launch.max_blocks : int64_t{0x7fffffff});
   a.grid = std::clamp<int64_t>(grid, 1, 0x7fffffff);
   a.block = v.launch.block;
   a.shared = v.launch.shared_bytes;

@@ -36,11 +36,14 @@ struct PlanBuffer {
 
 // A GPU launch: `block` threads per block; blocks = ceil(parallel_extent / items_per_block),
 // capped at max_blocks when that is > 0 (the kernel then loops over the rest, grid-stride).
+// grid_stride false: the kernel does only its own block's items (no loop; the CUDA codegen's row
+// reductions over a static number of rows), so it must get every block: max_blocks must be 0.
 struct PlanLaunch {
   int64_t block = 0;             // 0: not a GPU kernel (cpu plans)
   int64_t items_per_block = 1;
   int64_t max_blocks = 0;
   int64_t shared_bytes = 0;      // dynamic shared memory per block
+  bool grid_stride = true;
   bool operator==(const PlanLaunch&) const = default;
 };
 

@@ -54,6 +54,9 @@ BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   // Static sizes: nothing to check per launch (addresses are aligned, cuda::kBufferAlignment).
   BOOST_TEST(contains(src, "const bool vec = true;"), src);
   BOOST_TEST(!contains(src, "% 16 == 0"), src);
+  // A thread a vector, one pass: no grid-stride loop (PlanLaunch::grid_stride).
+  BOOST_TEST(!launched(p, 0).launch.grid_stride);
+  BOOST_TEST(!contains(src, "gridDim"), src);
 
   Graph h;  // gelu_bias: the bias is a vector too (unit stride in the last dim)
   const NodeId a = h.add_input(meta(DType::f32, {64, 8192}), "x");
@@ -69,10 +72,13 @@ BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   const NodeId y = odd.add_input(meta(DType::f32, {7, 33}), "y");
   odd.set_outputs({odd.add(OpId::exp, {y})});
   BOOST_TEST(!contains(launched(plan_of(odd), 0).source, "float4"));
-  // Turned off: scalar accesses.
+  // Turned off: scalar accesses, 4 elements a thread in a grid-stride loop.
   cuda::CodegenOptions off;
   off.vector_accesses = false;
-  BOOST_TEST(!contains(launched(plan_of(g, off), 0).source, "float4"));
+  const plan::KernelPlan scalar = plan_of(g, off);
+  BOOST_TEST(!contains(launched(scalar, 0).source, "float4"));
+  BOOST_TEST(launched(scalar, 0).launch.grid_stride);
+  BOOST_TEST(contains(launched(scalar, 0).source, "gridDim"));
 }
 
 BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {

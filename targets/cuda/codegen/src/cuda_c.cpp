@@ -322,7 +322,7 @@ class KernelEmitter {
       }
     } else {
       launch.items_per_block = block * o_.pointwise_items_per_thread;
-      emit_pointwise();
+      emit_pointwise(launch);
     }
     std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " + k_.name + "(" +
                       params() + ") {\n" + p_.out().str() + "}\n";
@@ -434,15 +434,31 @@ class KernelEmitter {
     return sc;
   }
 
-  void emit_pointwise() {
+  // The loop over a thread's elements: `step` consecutive ones per iteration. Where the launch
+  // gives every thread exactly one iteration over a static total, no loop (launch.grid_stride
+  // false; NVRTC compiles the body without one ~10% sooner).
+  void open_pointwise_loop(plan::PlanLaunch& launch, const SymInt& total, int64_t step) {
+    const std::string start = step == 1 ? "(long long)blockIdx.x * blockDim.x + threadIdx.x"
+                                        : "((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + std::to_string(step);
+    const int64_t per_block = block_ * step;
+    if (total.is_static() && o_.pointwise_items_per_thread == step && (total.hint() + per_block - 1) / per_block <= 0x7fffffff) {
+      launch.grid_stride = false;
+      p_.line("const long long i = " + start + ";");
+      p_.line("if (i < total) {");
+      return;
+    }
+    p_.line("for (long long i = " + start + "; i < total; i += (long long)gridDim.x * blockDim.x" +
+            (step == 1 ? std::string() : " * " + std::to_string(step)) + ") {");
+  }
+
+  void emit_pointwise(plan::PlanLaunch& launch) {
     const size_t n = k_.domain.size();
     SymInt total = 1;
     for (const SymInt& e : k_.domain) total = total * e;
     p_.line("const long long total = " + p_.sym(total) + ";");
     if (plan_vectors(0, false)) {
       // Each thread takes kVec consecutive elements (one vector per access) per step.
-      p_.line("for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + std::to_string(kVec) +
-              "; i < total; i += (long long)gridDim.x * blockDim.x * " + std::to_string(kVec) + ") {");
+      open_pointwise_loop(launch, total, kVec);
       p_.indent();
       Scope base;
       base.vars.assign(n, "");
@@ -470,7 +486,7 @@ class KernelEmitter {
       p_.line("}");
       return;
     }
-    p_.line("for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {");
+    open_pointwise_loop(launch, total, 1);
     p_.indent();
     Scope sc;
     sc.vars.assign(n, "");

@@ -274,6 +274,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cudagraph_trees", "KILN_CUDAGRAPH_TREES", T::Bool, true, true, false},
       {"cuda.allow_tf32", "KILN_CUDA_ALLOW_TF32", T::Bool, false, true, true},
       {"cuda.precise_math", "KILN_CUDA_PRECISE_MATH", T::Bool, false, true, true},
+      {"cuda.compiler", "KILN_CUDA_COMPILER", T::String, "llvm", true, true},
       {"cpu.keep_buffers", "KILN_CPU_KEEP_BUFFERS", T::Bool, false, false, true},
       {"cpu.eager_compile_threshold", "KILN_CPU_EAGER_COMPILE_THRESHOLD", T::Int, 4096, false, true},
       {"cpu.matmul", "KILN_CPU_MATMUL", T::String, "auto", true, true},

@@ -16,6 +16,7 @@
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/executable.h"
+#include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/schedule/schedule.h"
 
@@ -25,7 +26,7 @@ namespace {
 constexpr int kArchs[] = {80, 90};
 
 struct NvrtcStats {
-  std::atomic<int64_t> modules{0}, compiles{0}, cached{0}, seen{0};
+  std::atomic<int64_t> modules{0}, compiles{0}, cached{0}, seen{0}, llvm_modules{0};
 };
 NvrtcStats& nvrtc_stats() {
   static NvrtcStats s;
@@ -36,13 +37,20 @@ NvrtcStats& nvrtc_stats() {
 // devices (`p90`: Hopper's attention kernel) for sm_90; a kiln::Error (with NVRTC's log and the
 // numbered source) when one does not compile.
 void nvrtc_check(const plan::KernelPlan& p, const plan::KernelPlan& p90, const std::string& name) {
-  bool any = false;
-  for (const plan::PlanKernel& k : p.kernels) any = any || !k.source.empty();
-  if (!any) return;
-  const std::string src = p.module_source(), src90 = p90.module_source();
+  bool any = false, any_llvm = false;
+  std::string llvm, llvm90;  // the kernels that are LLVM IR modules (PlanKernel::language)
+  for (const plan::PlanKernel& k : p.kernels) {
+    any = any || (!k.source.empty() && !k.own_module());
+    if (k.own_module()) llvm += k.source;
+  }
+  for (const plan::PlanKernel& k : p90.kernels)
+    if (k.own_module()) llvm90 += k.source;
+  any_llvm = !llvm.empty();
+  if (!any && !any_llvm) return;
+  const std::string src = any ? p.module_source() : "", src90 = any ? p90.module_source() : "";
   static std::mutex mu;
   static std::unordered_set<size_t> done;
-  const size_t h = std::hash<std::string>{}(src) ^ (std::hash<std::string>{}(src90) * 31);
+  const size_t h = std::hash<std::string>{}(src + llvm) ^ (std::hash<std::string>{}(src90 + llvm90) * 31);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (done.count(h)) {
@@ -57,6 +65,24 @@ void nvrtc_check(const plan::KernelPlan& p, const plan::KernelPlan& p90, const s
     return e && *e ? std::max<int64_t>(1, std::strtoll(e, nullptr, 10)) : int64_t{1};
   }();
   if (nvrtc_stats().seen++ % every != 0) return;
+  if (any_llvm) {
+    // LLVM's NVPTX backend for sm_80 and sm_90, and the sm_90 PTX to a cubin by nvJitLink.
+    for (const auto& [ir, arch] : {std::pair{&llvm, kArchs[0]}, std::pair{&llvm90, kArchs[1]}}) {
+      const cuda::PtxOutput ptx = cuda::ptx_from_llvm_ir(cuda::nvptx_modules(*ir), arch, name);
+      compile_stats().jit_seconds += ptx.seconds;
+      if (arch == kArchs[1]) {
+        double seconds = 0;
+        cuda::cubin_from_ptx(ptx.ptx, arch, name, &seconds);
+        compile_stats().jit_seconds += seconds;
+      }
+    }
+    ++nvrtc_stats().llvm_modules;
+  }
+  if (!any) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.insert(h);
+    return;
+  }
   ++nvrtc_stats().modules;
   // sm_90 to a cubin (NVRTC's front end, NVVM and ptxas) and, at the same time on another
   // thread, sm_80 to PTX (front end and NVVM for that architecture; ptxas is skipped to keep the
@@ -139,11 +165,12 @@ struct Report {
                    compile_stats().jit_seconds);
       return;
     }
-    std::fprintf(stderr, "cuda target: %lld modules compiled with NVRTC %s for sm_90 (cubin) and sm_80 (PTX%s) (%lld compiles, %lld repeats skipped, %.1f s in NVRTC)\n",
+    std::fprintf(stderr, "cuda target: %lld modules compiled with NVRTC %s for sm_90 (cubin) and sm_80 (PTX%s) (%lld compiles), "
+                 "%lld plans' LLVM IR kernels with LLVM's NVPTX backend for sm_90 (cubin, nvJitLink) and sm_80 (PTX); %lld repeats skipped, %.1f s in all\n",
                  static_cast<long long>(s.modules.load()), cuda::nvrtc_version().c_str(),
                  std::getenv("KILN_CUDA_TEST_CUBIN_ALL") ? " and cubin" : "",
-                 static_cast<long long>(s.compiles.load()), static_cast<long long>(s.cached.load()),
-                 compile_stats().jit_seconds);
+                 static_cast<long long>(s.compiles.load()), static_cast<long long>(s.llvm_modules.load()),
+                 static_cast<long long>(s.cached.load()), compile_stats().jit_seconds);
   }
 };
 BOOST_TEST_GLOBAL_FIXTURE(Report);

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "kiln/cuda/codegen.h"
+#include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/format/plan_json.h"
 #include "kiln/passes/passes.h"
@@ -21,11 +22,25 @@ namespace {
 
 TensorMeta meta(DType t, SymShape s) { return TensorMeta{t, Device::cuda(0), std::move(s), {}}; }
 
-plan::KernelPlan plan_of(const Graph& g, const cuda::CodegenOptions& o = {}) {
+// The CUDA C form unless asked otherwise (most cases here read it; the LLVM IR form:
+// kernels_as_llvm_ir).
+cuda::CodegenOptions cuda_c() {
+  cuda::CodegenOptions o;
+  o.compiler = "nvrtc";
+  return o;
+}
+cuda::CodegenOptions llvm_ir() { return {}; }
+
+plan::KernelPlan plan_of(const Graph& g, const cuda::CodegenOptions& o = cuda_c()) {
   const Graph opt = passes::run_default_pipeline(g);
   plan::KernelPlan p = cuda::generate(schedule::schedule_graph(opt, cuda::schedule_target()), o);
   BOOST_TEST_MESSAGE(p.module_source());
   cuda::nvrtc_compile(p.module_source(), "suite", 90, true);  // throws with the log on an error
+  for (const plan::PlanKernel& k : p.kernels)
+    if (k.own_module()) {  // LLVM IR: LLVM's NVPTX backend, then nvJitLink (throw on an error)
+      BOOST_TEST_MESSAGE(k.source);
+      cuda::cubin_from_ptx(cuda::ptx_from_llvm_ir(k.source, 90, "suite").ptx, 90, "suite");
+    }
   return p;
 }
 
@@ -44,10 +59,11 @@ NodeId scalar(Graph& g, double v) { return g.add(OpId::full, {}, {SymShape{}, v,
 BOOST_AUTO_TEST_SUITE(suite_codegen)
 
 BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
+  const cuda::CodegenOptions nvrtc = cuda_c();
   Graph g;  // sincos
   const NodeId x = g.add_input(meta(DType::f32, {16777216}), "x");
   g.set_outputs({g.add(OpId::add, {g.add(OpId::sin, {x}), g.add(OpId::cos, {x})})});
-  const plan::KernelPlan p = plan_of(g);
+  const plan::KernelPlan p = plan_of(g, nvrtc);
   const std::string& src = launched(p, 0).source;
   BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
   BOOST_TEST(contains(src, "*(float4*)(b1 + "), src);
@@ -62,7 +78,7 @@ BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   const NodeId a = h.add_input(meta(DType::f32, {64, 8192}), "x");
   const NodeId b = h.add_input(meta(DType::f32, {8192}), "b");
   h.set_outputs({h.add(OpId::gelu, {h.add(OpId::add, {a, b})}, {std::string("tanh")})});
-  const plan::KernelPlan ph = plan_of(h);  // kept alive: hs refers into it
+  const plan::KernelPlan ph = plan_of(h, nvrtc);  // kept alive: hs refers into it
   const std::string& hs = launched(ph, 0).source;
   BOOST_TEST(contains(hs, "*(const float4*)(b0 + "), hs);
   BOOST_TEST(contains(hs, "*(const float4*)(b1 + "), hs);
@@ -71,14 +87,86 @@ BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   Graph odd;
   const NodeId y = odd.add_input(meta(DType::f32, {7, 33}), "y");
   odd.set_outputs({odd.add(OpId::exp, {y})});
-  BOOST_TEST(!contains(launched(plan_of(odd), 0).source, "float4"));
+  BOOST_TEST(!contains(launched(plan_of(odd, nvrtc), 0).source, "float4"));
   // Turned off: scalar accesses, 4 elements a thread in a grid-stride loop.
-  cuda::CodegenOptions off;
+  cuda::CodegenOptions off = nvrtc;
   off.vector_accesses = false;
   const plan::KernelPlan scalar = plan_of(g, off);
   BOOST_TEST(!contains(launched(scalar, 0).source, "float4"));
   BOOST_TEST(launched(scalar, 0).launch.grid_stride);
   BOOST_TEST(contains(launched(scalar, 0).source, "gridDim"));
+}
+
+BOOST_AUTO_TEST_CASE(kernels_as_llvm_ir) {
+  // cuda.compiler "llvm" (the default): pointwise kernels and row reductions are LLVM IR modules
+  // for NVPTX, with the vector accesses, launches and math of their CUDA C form; plan_of
+  // compiles each to a cubin (LLVM's NVPTX backend, nvJitLink).
+  Graph g;  // gelu_bias
+  const NodeId a = g.add_input(meta(DType::f32, {64, 8192}), "x");
+  const NodeId b = g.add_input(meta(DType::f32, {8192}), "b");
+  g.set_outputs({g.add(OpId::gelu, {g.add(OpId::add, {a, b})}, {std::string("tanh")})});
+  const plan::KernelPlan p = plan_of(g, llvm_ir());
+  const plan::PlanKernel& k = launched(p, 0);
+  BOOST_TEST(k.language == "llvm");
+  BOOST_TEST(cuda::is_nvptx_program(k.source));
+  BOOST_TEST(!contains(p.module_source(), "k0"), "an LLVM IR kernel is not part of the CUDA C module");
+  for (const char* s : {"load <4 x float>, ptr addrspace(1)", "store <4 x float>", "@__nv_tanhf", "\"maxntidx\", i32 256"})
+    BOOST_TEST(contains(k.source, s), s << "\n" << k.source);
+  BOOST_TEST(!k.launch.grid_stride);
+  BOOST_TEST(!contains(k.source, "nctaid"), k.source);
+
+  // A symbolic size: a grid-stride loop over the flattened domain (of a symbolic extent, so one
+  // element at a time).
+  Graph d;
+  const SymInt n = d.shapes().create_symbol(64, 2, 1 << 20, "n", false);
+  const NodeId y = d.add_input(meta(DType::f32, {n, 4096}), "y");
+  const NodeId z = d.add_input(meta(DType::bf16, {n, 4096}), "z");
+  d.set_outputs({d.add(OpId::mul, {d.add(OpId::exp, {y}), d.add(OpId::cast, {z}, {DType::f32})})});
+  const plan::KernelPlan pd = plan_of(d, llvm_ir());
+  const plan::PlanKernel& dk = launched(pd, 0);
+  BOOST_TEST(dk.launch.grid_stride);
+  for (const char* s : {"nctaid", "load i16", "@llvm.nvvm.ex2.approx.f"}) BOOST_TEST(contains(dk.source, s), s << "\n" << dk.source);
+
+  // Every dtype and the integer ops, masked loads (pad) and precise math compile too.
+  Graph m;
+  const NodeId i = m.add_input(meta(DType::i32, {3, 10}), "i");
+  const NodeId f = m.add_input(meta(DType::f16, {3, 10}), "f");
+  const NodeId e = m.add_input(meta(DType::f64, {3, 10}), "e");
+  const NodeId q = m.add(OpId::pow, {i, m.add(OpId::abs, {i})});
+  const NodeId padded = m.add(OpId::pad, {f}, {std::vector<int64_t>{1, 1}, 0.0});
+  m.set_outputs({q, padded, m.add(OpId::erf, {m.add(OpId::div, {e, m.add(OpId::cast, {f}, {DType::f64})})}),
+                 m.add(OpId::logical_not, {m.add(OpId::isnan, {e})})});
+  cuda::CodegenOptions precise = llvm_ir();
+  precise.precise_math = true;
+  const plan::KernelPlan pm = plan_of(m, precise);
+  for (const plan::PlanKernel& mk : pm.kernels) BOOST_TEST((mk.source.empty() || mk.language == "llvm"));
+
+  // Rows: softmax over rows kept in registers (16 a thread), over long rows (online max and
+  // sum), layer_norm with its per-row values; warp shuffles and shared memory combine them.
+  for (int64_t cols : {8192, 100000}) {
+    Graph r;
+    const NodeId x = r.add_input(meta(DType::f32, {64, cols}), "x");
+    r.set_outputs({r.add(OpId::softmax, {x}, {int64_t{1}})});
+    const plan::KernelPlan pr = plan_of(r, llvm_ir());
+    const std::string& src = launched(pr, 0).source;
+    BOOST_TEST(launched(pr, 0).language == "llvm");
+    for (const char* s : {"@llvm.nvvm.shfl.sync.bfly.i32", "@llvm.nvvm.barrier0", "addrspace(3) global", "load <4 x float>"})
+      BOOST_TEST(contains(src, s), s << "\n" << src);
+    BOOST_TEST(contains(src, "alloca [") == (cols == 8192), src);  // the row cache
+  }
+  Graph ln;
+  const NodeId lx = ln.add_input(meta(DType::bf16, {64, 1000}), "x");
+  const NodeId lw = ln.add_input(meta(DType::bf16, {1000}), "w");
+  const NodeId lb = ln.add_input(meta(DType::bf16, {1000}), "b");
+  ln.set_outputs({ln.add(OpId::layer_norm, {lx, lw, lb}, {int64_t{1}, 1e-5}),
+                  ln.add(OpId::argmax, {lx}, {std::vector<int64_t>{1}, false}),
+                  ln.add(OpId::max, {ln.add(OpId::cast, {lx}, {DType::f64})}, {std::vector<int64_t>{1}, false})});
+  for (const plan::PlanKernel& lk : plan_of(ln, llvm_ir()).kernels) BOOST_TEST((lk.source.empty() || lk.language == "llvm"));
+
+  // cuda.compiler "nvrtc": CUDA C.
+  const plan::KernelPlan pc = plan_of(g, cuda_c());
+  BOOST_TEST(launched(pc, 0).language.empty());
+  BOOST_TEST(contains(launched(pc, 0).source, "float4"));
 }
 
 BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
@@ -122,7 +210,7 @@ BOOST_AUTO_TEST_CASE(f32_math_as_torch_compile_computes_it) {
   const std::string fast = plan_of(g).kernels[0].source;
   for (const char* s : {"kiln_exp(", "kiln_div(", "kiln_fmaxn("}) BOOST_TEST(contains(fast, s), s << "\n" << fast);
   for (const char* s : {"expf(", " / ", "_nan", "if (jg < inner_total)"}) BOOST_TEST(!contains(fast, s), s << "\n" << fast);
-  cuda::CodegenOptions precise;
+  cuda::CodegenOptions precise = cuda_c();
   precise.precise_math = true;
   const std::string exact = plan_of(g, precise).kernels[0].source;
   for (const char* s : {"expf(", " / "}) BOOST_TEST(contains(exact, s), s << "\n" << exact);
@@ -253,7 +341,7 @@ BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {
   BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "mlp").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
 
   // Without epilogues (or with an epilogue cuBLASLt has not: erf GELU): a vectorised kernel.
-  cuda::CodegenOptions off;
+  cuda::CodegenOptions off = cuda_c();
   off.gemm_epilogues = false;
   const plan::KernelPlan q = plan_of(g, off);
   BOOST_TEST(q.kernels[0].gemm->epilogue.empty());
@@ -290,7 +378,7 @@ BOOST_AUTO_TEST_CASE(a_scaled_product_is_scaled_by_the_gemm) {
   BOOST_TEST(p.kernels[0].entry.empty());
   BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "scaled").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
   // Without gemm epilogues the scale is the epilogue kernel's.
-  cuda::CodegenOptions off;
+  cuda::CodegenOptions off = cuda_c();
   off.gemm_epilogues = false;
   const plan::KernelPlan r = plan_of(g, off);
   BOOST_TEST(r.kernels[0].gemm->alpha == 1.0);
@@ -314,7 +402,7 @@ BOOST_AUTO_TEST_CASE(long_rows_take_max_and_sum_in_one_pass) {
     BOOST_TEST(contains(src, "_acc * kiln_exp("), src);
     BOOST_TEST(contains(src, "a1_nan"), src);  // the running max skips NaN: a flag says it was seen
     BOOST_TEST(!contains(src, "lc"), src);
-    cuda::CodegenOptions off;
+    cuda::CodegenOptions off = cuda_c();
     off.online_softmax = false;
     BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_acc * kiln_exp("));
     BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_nan"));

@@ -115,7 +115,10 @@ test('the transformer sample written in JavaScript compiles like the graph file'
   }
   assert.ok(r.kernels.some((kern) => kern.source.includes('define void @')), 'LLVM IR');
   const cuda = kl.compile(file, { target: 'cuda' });
-  assert.ok(cuda.kernels.some((kern) => kern.source.includes('__global__')), 'CUDA C');
+  // cuda: LLVM IR for NVPTX (pointwise kernels, row reductions) and CUDA C (the rest)
+  assert.ok(cuda.kernels.some((kern) => kern.language === 'llvm' && kern.source.includes('nvptx64-nvidia-cuda')), 'LLVM IR for NVPTX');
+  const nvrtc = kl.compile(file, { target: 'cuda', options: { 'cuda.compiler': 'nvrtc' } });
+  assert.ok(nvrtc.kernels.some((kern) => kern.source.includes('__global__')), 'CUDA C');
   assert.strictEqual(JSON.parse(cuda.plan).target, 'cuda');
   const vulkan = kl.compile(file, { target: 'vulkan' });
   assert.ok(vulkan.kernels.some((kern) => kern.source.includes('#version 450')), 'GLSL');

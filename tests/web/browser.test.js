@@ -131,11 +131,11 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     await page.selectOption('#sample', 'transformer_block.json');
     await page.waitForFunction(() => window.kilnInspector.last.graph === 'transformer_block.json');
 
-    // Change the target: the plan changes to CUDA C.
+    // Change the target: the plan changes to LLVM IR for NVPTX (and CUDA C where it has no such form).
     await page.selectOption('#target', 'cuda');
     await page.waitForFunction(() => window.kilnInspector.last.target === 'cuda');
     assert.strictEqual(await page.locator('#kernels > li').count(), expectedCuda);
-    assert.match(await page.textContent('#kernels'), /__global__/);
+    assert.match(await page.textContent('#kernels'), /nvptx64-nvidia-cuda/);
 
     // The Vulkan target: GLSL compute shaders, highlighted; then back to CUDA for the download.
     await page.selectOption('#target', 'vulkan');

@@ -362,6 +362,7 @@ std::string compile_report(const Graph& g, const Request& r) {
                          {"entry", k.entry},
                          {"variants", k.variants},
                          {"source", k.source},
+                         {"language", k.language},
                          {"provenance", k.provenance},
                          {"ops", std::move(ops)},
                          {"reads", k.reads},

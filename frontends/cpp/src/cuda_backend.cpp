@@ -195,7 +195,7 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
     try {
       std::optional<plan::KernelPlan> p;
       if (!e->plan.empty()) p = take_plan(*e);
-      // Blobs in threes: programN.cu (source), programN.bin (image), programN.txt ("<arch> cubin|ptx").
+      // Blobs in threes: programN.cu or .ll (CUDA C or LLVM IR source), programN.bin (image), programN.txt ("<arch> cubin|ptx").
       KILN_CHECK(e->blobs.size() % 3 == 0, "cache entry ", key, ": ", e->blobs.size(), " blobs, not source/image/arch triples");
       for (size_t i = 0; i < e->blobs.size(); i += 3) {
         cuda::CompiledModule m;
@@ -228,12 +228,12 @@ std::shared_ptr<cuda::PlanExecutable> cached_plan(const Graph& g) {
   int n = 0;
   for (const cuda::ProgramImage& p : exe->programs()) {
     const std::string stem = "program" + std::to_string(n++);
-    entry.blobs.emplace_back(stem + ".cu", p.source);
+    entry.blobs.emplace_back(stem + (cuda::is_nvptx_program(p.source) ? ".ll" : ".cu"), p.source);
     entry.blobs.emplace_back(stem + ".bin", p.module.image);
     entry.blobs.emplace_back(stem + ".txt", std::to_string(p.module.arch) + (p.module.cubin ? " cubin" : " ptx"));
   }
   entry.description = "cuda: " + std::to_string(canonical.op_count()) + " ops, " + std::to_string(exe->plan().kernels.size()) +
-                      " kernels, " + std::to_string(n) + " NVRTC programs for sm_" + std::to_string(arch);
+                      " kernels, " + std::to_string(n) + " programs for sm_" + std::to_string(arch);
   KILN_LOG(cache, "cuda plan ", key, ": compiled in ",
            ms_since(t_compile), " ms (", entry.description, ")");
   cache::store(entry);

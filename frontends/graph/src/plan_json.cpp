@@ -67,6 +67,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
   j["entry"] = k.entry;
   j["variants"] = json(k.variants);
   j["source"] = k.source;
+  if (!k.language.empty()) j["language"] = k.language;
   j["parallel_extent"] = size_json(k.parallel_extent);
   j["grain"] = k.grain;
   if (k.launch.block > 0) {  // GPU kernels only, so cpu plans keep their form
@@ -294,7 +295,7 @@ void PlanReader::read_kernel(const json& v, size_t i) {
                   "writes", "op", "attrs", "inputs", "output"},
               where);
   else
-    only_keys(k, {"name", "kind", "entry", "variants", "source", "parallel_extent", "grain", "launch", "gemm",
+    only_keys(k, {"name", "kind", "entry", "variants", "source", "language", "parallel_extent", "grain", "launch", "gemm",
                   "arg_buffers", "arg_values", "provenance", "reads", "writes"},
               where);
   ker.name = string(need(k, "name", where), where, "name");
@@ -302,6 +303,11 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   const json& variants = array(need(k, "variants", where), where, "variants");
   for (size_t j = 0; j < variants.size(); ++j) ker.variants.push_back(string(variants[j], where, at("variants", j)));
   ker.source = string(need(k, "source", where), where, "source");
+  if (const json* lang = maybe(k, "language")) {
+    ker.language = string(*lang, where, "language");
+    if (ker.language != "llvm") fail_at(where, "language", "unknown source language '" + ker.language + "' (valid: llvm)");
+    if (ker.entry.empty()) fail_at(where, "language", "only generated kernels (with an entry) have a source language");
+  }
   ker.parallel_extent = size(need(k, "parallel_extent", where), where, "parallel_extent");
   ker.grain = integer(need(k, "grain", where), where, "grain");
   if (ker.grain < 1) fail_at(where, "grain", "the grain must be at least 1, got " + std::to_string(ker.grain));

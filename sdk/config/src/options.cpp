@@ -28,6 +28,10 @@ std::string matmul_backend(const ConfigValue& v) {
   const std::string& s = v.as<std::string>();
   return s == "auto" || s == "blas" || s == "generated" ? "" : "must be auto, blas or generated";
 }
+std::string cuda_compiler(const ConfigValue& v) {
+  const std::string& s = v.as<std::string>();
+  return s == "llvm" || s == "nvrtc" ? "" : "must be llvm or nvrtc";
+}
 std::string not_empty(const ConfigValue& v) {
   return v.as<std::string>().empty() ? "must not be empty" : "";
 }
@@ -130,6 +134,10 @@ std::vector<OptionDef> build_options() {
      "sqrt (nvcc's defaults) instead of the fast forms torch.compile's Triton kernels use "
      "(ex2.approx of x * log2(e), div.full.f32, rsqrt.approx: within a few ulp; they also compile "
      "faster)."},
+    {"cuda.compiler", T::String, "llvm", kCodegen, kUsed,
+     "How generated CUDA kernels are compiled: 'llvm' (pointwise kernels as LLVM IR, through "
+     "LLVM's NVPTX backend and nvJitLink: a few times sooner than NVRTC; other kernels through "
+     "NVRTC) or 'nvrtc' (every kernel as CUDA C through NVRTC).", cuda_compiler},
     {"cpu.keep_buffers", T::Bool, false, kNoCodegen, kUsed,
      "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
     {"cpu.eager_compile_threshold", T::Int, 4096, kNoCodegen, kUsed,

@@ -9,7 +9,7 @@ std::string KernelPlan::module_source(bool fixed_too) const {
   std::string m = prelude;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const std::string& src = kernels[i].source;
-    if (src.empty() || (!fixed_too && kernels[i].fixed_signature())) continue;
+    if (src.empty() || kernels[i].own_module() || (!fixed_too && kernels[i].fixed_signature())) continue;
     bool seen = false;
     for (size_t j = 0; j < i && !seen; ++j) seen = kernels[j].source == src;
     if (seen) continue;

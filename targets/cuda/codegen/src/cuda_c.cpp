@@ -34,6 +34,7 @@ CodegenOptions CodegenOptions::from_config() {
   CodegenOptions o;
   o.emulate_precision_casts = config::get<bool>("emulate_precision_casts");
   o.precise_math = config::get<bool>("cuda.precise_math");
+  o.compiler = config::get<std::string>("cuda.compiler");
   return o;
 }
 
@@ -196,8 +197,13 @@ constexpr int64_t kColumnLanes = 32;
 // busy, so that few outer points (sum(x, 0) of [8192, 8192]: 256 blocks) still fill the GPU with
 // loads in flight.
 int64_t column_groups(int64_t inner) { return inner >= 1024 ? 32 : 8; }
-// Row cache: at most this many elements of a row per thread kept in registers.
-constexpr int64_t kMaxCachedItems = 16;
+using detail::kMaxCachedItems;
+using detail::row_block;
+using detail::uses_column_strategy;
+
+}  // namespace
+
+namespace detail {
 
 // Column strategy when the reduced dims are the strided ones (as the CPU codegen decides).
 bool uses_column_strategy(const Kernel& k) {
@@ -212,12 +218,39 @@ bool uses_column_strategy(const Kernel& k) {
   return outer_unit && !inner_unit;
 }
 
+// Online softmax (internal.h).
+std::optional<OnlinePair> online_pair(const Kernel& k_, const CodegenOptions& o_) {
+  if (!o_.online_softmax || k_.num_passes() < 2) return std::nullopt;
+  const std::vector<int32_t> p0 = cstyle::reductions_of_pass(k_, 0), p1 = cstyle::reductions_of_pass(k_, 1);
+  if (p0.size() != 1 || p1.size() != 1) return std::nullopt;
+  auto at = [&](int32_t i) -> const Instr& { return k_.instrs[static_cast<size_t>(i)]; };
+  const Instr& m = at(p0[0]);
+  const Instr& s = at(p1[0]);
+  if (m.reduce != ReduceKind::max || s.reduce != ReduceKind::sum) return std::nullopt;
+  const Instr& e = at(s.args[0]);
+  if (e.kind != InstrKind::pointwise || e.op != OpId::exp) return std::nullopt;
+  const Instr& d = at(e.args[0]);
+  if (d.kind != InstrKind::pointwise || d.op != OpId::sub || d.args[0] != m.args[0] || d.args[1] != p0[0])
+    return std::nullopt;
+  const DType t = m.dtype;
+  if (t != DType::f32 && t != DType::f64) return std::nullopt;
+  for (const Instr* x : {&s, &e, &d, &at(m.args[0])})
+    if (x->dtype != t) return std::nullopt;
+  for (const schedule::Store& st : k_.stores)
+    if (k_.store_is_inner(st) && at(st.value).pass <= 1) return std::nullopt;
+  return OnlinePair{p0[0], p1[0], m.args[0]};
+}
+
 // Threads per block of a row reduction: about 8 inner elements per thread, 32 to 512.
 int64_t row_block(int64_t inner) {
   int64_t b = 32;
   while (b < 512 && b * 8 < inner) b *= 2;
   return b;
 }
+
+}  // namespace detail
+
+namespace {
 
 // 128-bit (f32, i32) or 64-bit (f16, bf16) accesses: kVec consecutive elements of the last
 // domain dim per thread, as one vector load or store.
@@ -798,35 +831,9 @@ class KernelEmitter {
     if (online && pass == 0) p_.bind_row_values(1, row);
   }
 
-  // ---- online softmax ----
-  // A row kernel whose pass 0 is m = max(a) and pass 1 is s = sum(exp(a - m)) (softmax,
-  // log_softmax, logsumexp), with nothing else in those passes, computes both in one pass over
-  // the row when the row is not kept in registers: a running (m, s) per thread, rescaled by
-  // exp(m_old - m_new) when the maximum grows, merged pairwise across threads the same way.
-  struct OnlinePair {
-    int32_t max = -1, sum = -1, arg = -1;
-  };
-  std::optional<OnlinePair> online_pair() const {
-    if (!o_.online_softmax || k_.num_passes() < 2) return std::nullopt;
-    const std::vector<int32_t> p0 = cstyle::reductions_of_pass(k_, 0), p1 = cstyle::reductions_of_pass(k_, 1);
-    if (p0.size() != 1 || p1.size() != 1) return std::nullopt;
-    auto at = [&](int32_t i) -> const Instr& { return k_.instrs[static_cast<size_t>(i)]; };
-    const Instr& m = at(p0[0]);
-    const Instr& s = at(p1[0]);
-    if (m.reduce != ReduceKind::max || s.reduce != ReduceKind::sum) return std::nullopt;
-    const Instr& e = at(s.args[0]);
-    if (e.kind != InstrKind::pointwise || e.op != OpId::exp) return std::nullopt;
-    const Instr& d = at(e.args[0]);
-    if (d.kind != InstrKind::pointwise || d.op != OpId::sub || d.args[0] != m.args[0] || d.args[1] != p0[0])
-      return std::nullopt;
-    const DType t = m.dtype;
-    if (t != DType::f32 && t != DType::f64) return std::nullopt;
-    for (const Instr* x : {&s, &e, &d, &at(m.args[0])})
-      if (x->dtype != t) return std::nullopt;
-    for (const schedule::Store& st : k_.stores)
-      if (k_.store_is_inner(st) && at(st.value).pass <= 1) return std::nullopt;
-    return OnlinePair{p0[0], p1[0], m.args[0]};
-  }
+  // ---- online softmax (detail::online_pair) ----
+  using OnlinePair = detail::OnlinePair;
+  std::optional<OnlinePair> online_pair() const { return detail::online_pair(k_, o_); }
   // Folds (om, os) into the running (m, s) of the pair (variables named by prefixes).
   void online_merge(const OnlinePair& op, const std::string& m, const std::string& s, const std::string& om,
                     const std::string& os) {
@@ -1202,7 +1209,12 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     }
     if (k.kind != KernelKind::matmul || (!k.stores.empty() && !fused_epilogue)) {
       pk.entry = k.name;
-      pk.source = KernelEmitter(k, s, options).emit(pk.launch);
+      if (detail::nvptx_emits(k, options)) {
+        pk.language = "llvm";
+        pk.source = detail::emit_nvptx(k, s, options, pk.launch);
+      } else {
+        pk.source = KernelEmitter(k, s, options).emit(pk.launch);
+      }
     } else {
       pk.launch.block = options.pointwise_block;  // the gemm alone: nothing to launch after it
     }

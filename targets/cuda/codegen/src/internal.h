@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kiln/cuda/codegen.h"
@@ -29,5 +30,25 @@ int64_t flash_sm90_smem_bytes(int64_t d, int64_t dv, int64_t mt, int64_t bc);
 // calling the body) and its launch; sets the plan kernel's parallel extent.
 std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& s, const CodegenOptions& o,
                            plan::PlanKernel& pk);
+
+// Row reductions (cuda_c.cpp, nvptx.cpp): whether a reduction kernel takes the column strategy
+// (reduced dims strided), the threads of a row's block, and how many elements of a row a thread
+// keeps in registers at most.
+bool uses_column_strategy(const schedule::Kernel& k);
+int64_t row_block(int64_t inner);
+inline constexpr int64_t kMaxCachedItems = 16;
+// Online softmax: a row kernel whose pass 0 is m = max(a) and pass 1 is s = sum(exp(a - m))
+// (softmax, log_softmax, logsumexp), with nothing else in those passes, computes both in one
+// pass over the row when the row is not kept in registers: a running (m, s) per thread, rescaled
+// by exp(m_old - m_new) when the maximum grows, merged pairwise across threads the same way.
+struct OnlinePair {
+  int32_t max = -1, sum = -1, arg = -1;  // the two reductions and a
+};
+std::optional<OnlinePair> online_pair(const schedule::Kernel& k, const CodegenOptions& o);
+
+// LLVM IR for NVPTX (nvptx.cpp): whether kernel k is printed so under options o (compiler
+// "llvm", a pointwise kernel or matmul epilogue), and its module (PlanKernel::language "llvm").
+bool nvptx_emits(const schedule::Kernel& k, const CodegenOptions& o);
+std::string emit_nvptx(const schedule::Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, plan::PlanLaunch& launch);
 
 }  // namespace kiln::cuda::detail

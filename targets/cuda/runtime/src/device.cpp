@@ -9,6 +9,7 @@
 
 #include "driver_api.h"
 #include "kiln/cuda/gemm.h"
+#include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
 
@@ -206,8 +207,9 @@ Context::Context(int ordinal) : impl_(std::make_unique<Impl>()) {
   check(a.cuDeviceTotalMem(&total, im.dev), "cuDeviceTotalMem");
   d.total_memory = static_cast<int64_t>(total);
   check(a.cuDriverGetVersion(&d.driver_version), "cuDriverGetVersion");
-  // The first plan of the process would otherwise also pay NVRTC's start-up.
+  // The first plan of the process would otherwise also pay NVRTC's and LLVM's start-up.
   nvrtc_prewarm(d.arch());
+  llvm_ptx_prewarm(d.arch());
 }
 
 Context::~Context() = default;  // lives for the process: the driver tears contexts down at exit

@@ -16,6 +16,7 @@
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/gemm.h"
+#include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
@@ -88,7 +89,22 @@ CompiledModule compile_module(const std::string& source, int arch, const std::st
       return c;
     }
   static const std::vector<int> supported = nvrtc_supported_archs();
-  if (std::find(supported.begin(), supported.end(), arch) != supported.end()) {
+  const bool cubin_arch = std::find(supported.begin(), supported.end(), arch) != supported.end();
+  if (is_nvptx_program(source)) {
+    // LLVM IR (the codegen's pointwise kernels): LLVM's NVPTX backend writes PTX (for sm_90 at
+    // most, which newer GPUs take), nvJitLink makes the device's cubin, or the driver JITs the
+    // PTX when this toolkit does not know the device.
+    const auto start = std::chrono::steady_clock::now();
+    const PtxOutput ptx = ptx_from_llvm_ir(nvptx_modules(source), std::min(arch, kLlvmNewestArch), name);
+    c.arch = arch;
+    c.cubin = cubin_arch;
+    c.image = cubin_arch ? cubin_from_ptx(ptx.ptx, arch, name) : ptx.ptx;
+    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(mu);
+    cache.emplace(std::make_pair(arch, source), c);
+    return c;
+  }
+  if (cubin_arch) {
     c.arch = arch;
     c.cubin = true;
   } else {  // a device newer than this NVRTC: PTX of the newest architecture below it, JIT-compiled by the driver
@@ -343,13 +359,21 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   // be built into this library (prebuilt_image) and are shared by every plan that has them.
   for (size_t pi = 0; pi < plans.size() && generated > 0; ++pi) {
     const plan::KernelPlan& pl = *plans[pi];
-    const bool rest = std::any_of(pl.kernels.begin(), pl.kernels.end(),
-                                  [](const plan::PlanKernel& k) { return !k.entry.empty() && !k.fixed_signature(); });
+    const bool rest = std::any_of(pl.kernels.begin(), pl.kernels.end(), [](const plan::PlanKernel& k) {
+      return !k.entry.empty() && !k.fixed_signature() && !k.own_module();
+    });
     const int whole = split || !rest ? -1 : program(pl.module_source(false));
+    // Kernels that are LLVM modules of their own (PlanKernel::language) make one program
+    // together: one PTX, one cubin.
+    std::string modules;
+    for (const plan::PlanKernel& k : pl.kernels)
+      if (k.own_module() && modules.find(k.source) == std::string::npos) modules += k.source;
+    const int llvm = split || modules.empty() ? -1 : program(modules);
     for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
       const plan::PlanKernel& k = pl.kernels[ki];
       if (k.entry.empty()) continue;
-      program_of[pi][ki] = split || k.fixed_signature() ? program(pl.kernel_program(ki)) : whole;
+      if (k.own_module()) program_of[pi][ki] = split ? program(k.source) : llvm;
+      else program_of[pi][ki] = split || k.fixed_signature() ? program(pl.kernel_program(ki)) : whole;
     }
   }
   bool fresh = false;
@@ -367,8 +391,10 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     im.arch = cms[0].arch;
   }
   if (fresh) im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  im.compile_log = std::to_string(program_sources.size()) + " NVRTC program" + (program_sources.size() == 1 ? "" : "s") +
-                   " (ms: " + im.compile_log + ")";
+  size_t nvptx = 0;
+  for (const std::string& s : program_sources) nvptx += is_nvptx_program(s) ? 1 : 0;
+  im.compile_log = std::to_string(program_sources.size() - nvptx) + " NVRTC, " + std::to_string(nvptx) + " LLVM program" +
+                   (program_sources.size() == 1 ? "" : "s") + " (ms: " + im.compile_log + ")";
   im.sources.reserve(plans.size() * im.plan.kernels.size());
   im.versions.resize(im.plan.kernels.size());
   im.chosen.assign(im.plan.kernels.size(), 0);

@@ -76,6 +76,11 @@ struct PlanKernel {
   // (vector width, block size); the runtime times them on the first call and keeps the fastest
   std::vector<std::string> variants;
   std::string source;  // generated: the kernel's source text (for cpu, an LLVM IR function)
+  // The language of `source` where it is not the target's own (cuda: CUDA C in the plan's
+  // module): "llvm", a whole LLVM IR module for NVPTX holding this kernel, compiled on its own
+  // (not part of module_source()).
+  std::string language;
+  bool own_module() const { return !language.empty(); }
   SymInt parallel_extent = 1;  // the launch: [0, extent) split over threads
   int64_t grain = 1;           // smallest chunk of that range worth a thread
   PlanLaunch launch;           // GPU targets
@@ -124,7 +129,8 @@ struct KernelPlan {
   std::string str() const;
   // The whole module: prelude then every generated kernel's source (a source that an earlier
   // kernel has too, as two attention kernels of one fixed signature do, once); without the
-  // kernels of fixed signature (each their own program) unless `fixed_too`.
+  // kernels of fixed signature (each their own program) unless `fixed_too`, and never with the
+  // kernels that are modules of their own (PlanKernel::language).
   std::string module_source(bool fixed_too = true) const;
   // Kernel ki alone: the prelude, then its source (what a kernel of fixed signature compiles as).
   std::string kernel_program(size_t ki) const;

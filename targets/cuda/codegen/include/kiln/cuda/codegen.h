@@ -71,6 +71,12 @@ struct CodegenOptions {
   // kiln_exp and kiln_div (torch.compile's Triton kernels' ex2.approx and div.full.f32: a few ulp,
   // and softmax's program compiles in two thirds of the time). Config cuda.precise_math.
   bool precise_math = false;
+  // "llvm": pointwise kernels (and matmul epilogues) are printed as LLVM IR modules for NVPTX
+  // (PlanKernel::language "llvm", src/nvptx.cpp), which the runtime compiles with LLVM's NVPTX
+  // backend and nvJitLink, several times sooner than NVRTC compiles their CUDA C (no C++ front
+  // end, no NVVM); reductions and attention stay CUDA C. "nvrtc": every kernel is CUDA C.
+  // Config cuda.compiler.
+  std::string compiler = "llvm";
   static CodegenOptions from_config();
 };
 
@@ -86,5 +92,11 @@ plan::KernelPlan generate_plan(const Graph& g);
 
 // Declarations and helpers every kernel's source needs (the plan's prelude).
 const char* prelude();
+
+// Whether a program's source is LLVM IR for NVPTX (modules of kernels of PlanKernel::language
+// "llvm", one after the other) rather than CUDA C.
+bool is_nvptx_program(const std::string& source);
+// Such a program's modules, in order.
+std::vector<std::string> nvptx_modules(const std::string& program);
 
 }  // namespace kiln::cuda

@@ -91,7 +91,7 @@ class PlanExecutable {
   const plan::KernelPlan& plan() const;
   double compile_seconds() const;  // NVRTC + module load (0 when the module came from the process cache)
   int arch() const;                // the compute capability compiled for
-  std::string compile_log() const;  // "2 NVRTC programs (ms: 21.3, 19.8)": what load() compiled
+  std::string compile_log() const;  // "1 NVRTC, 1 LLVM programs (ms: 21.3, 9.8)": what load() compiled
   const std::vector<ProgramImage>& programs() const;  // their sources and images
   // max-autotune: one line per tuned kernel (versions timed, the winner's launch and time);
   // empty before the first run or without alternatives.

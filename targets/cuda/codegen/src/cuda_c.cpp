@@ -241,6 +241,14 @@ std::optional<OnlinePair> online_pair(const Kernel& k_, const CodegenOptions& o_
   return OnlinePair{p0[0], p1[0], m.args[0]};
 }
 
+int64_t row_cache_steps(const Kernel& k, const CodegenOptions& o, int64_t block, int64_t width) {
+  SymInt inner = 1;
+  for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) inner = inner * k.domain[d];
+  if (!o.cache_rows || k.num_passes() < 2 || !inner.is_static() || block <= 0) return 0;
+  const int64_t steps = (inner.hint() + block * width - 1) / (block * width);
+  return steps >= 1 && steps * width <= kMaxCachedItems ? steps : 0;
+}
+
 // Threads per block of a row reduction: about 8 inner elements per thread, 32 to 512.
 int64_t row_block(int64_t inner) {
   int64_t b = 32;
@@ -730,11 +738,7 @@ class KernelEmitter {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
     const std::string V = std::to_string(kVec);
-    int64_t groups = 0;
-    if (o_.cache_rows && passes >= 2 && inner_extent().is_static() && block_ > 0) {
-      groups = (inner_extent().hint() + block_ * kVec - 1) / (block_ * kVec);
-      if (groups * kVec > kMaxCachedItems) groups = 0;
-    }
+    const int64_t groups = detail::row_cache_steps(k_, o_, block_, kVec);
     const bool cached = groups > 0;
     if (cached)
       for (int32_t i : vec_loads_)
@@ -922,14 +926,11 @@ class KernelEmitter {
     }
     // The row cache: each thread's elements of the row in registers (static rows only, the loop
     // over them unrolled so the arrays stay in registers).
-    int64_t items = 0;
+    const int64_t items = detail::row_cache_steps(k_, o_, block_, 1);
     std::vector<int32_t> cached;
-    if (o_.cache_rows && passes >= 2 && inner_extent().is_static() && block_ > 0) {
-      items = (inner_extent().hint() + block_ - 1) / block_;
-      if (items >= 1 && items <= kMaxCachedItems)
-        for (size_t i = 0; i < k_.instrs.size(); ++i)
-          if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
-    }
+    if (items > 0)
+      for (size_t i = 0; i < k_.instrs.size(); ++i)
+        if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
     for (int32_t i : cached)
       p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
               std::to_string(i) + "[" + std::to_string(items) + "];");

@@ -37,6 +37,11 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& 
 bool uses_column_strategy(const schedule::Kernel& k);
 int64_t row_block(int64_t inner);
 inline constexpr int64_t kMaxCachedItems = 16;
+// The row cache: with `block` threads taking `width` consecutive elements a step, the steps a
+// thread makes over a static row of a kernel of two or more passes, when it may keep all their
+// elements in registers (at most kMaxCachedItems); 0 when not (cache_rows off, a symbolic or
+// empty row, too many elements).
+int64_t row_cache_steps(const schedule::Kernel& k, const CodegenOptions& o, int64_t block, int64_t width);
 // Online softmax: a row kernel whose pass 0 is m = max(a) and pass 1 is s = sum(exp(a - m))
 // (softmax, log_softmax, logsumexp), with nothing else in those passes, computes both in one
 // pass over the row when the row is not kept in registers: a running (m, s) per thread, rescaled

@@ -809,8 +809,7 @@ out:
   // for (v = start; v < bound; v += step) { body(v) }, v an i64.
   template <class F>
   void loop(const std::string& start, const std::string& bound, const std::string& step, F body) {
-    const Var v = var(LT::i64, "0");
-    set(v, start);
+    const Var v = var(LT::i64, start);
     const std::string head = label("head"), work = label("iter"), out = label("out");
     line("br label %", head);
     block(head);
@@ -1102,6 +1101,18 @@ out:
   }
 
   // ---- the row kernel ----
+  // A pass's running state, fresh for each row: the online pair's, or each reduction's.
+  struct PassState {
+    std::map<int32_t, std::vector<Var>> states;
+    std::optional<OnlineState> online;
+  };
+  PassState begin_pass(const std::vector<int32_t>& reds, const std::optional<OnlinePair>& online) {
+    PassState ps;
+    if (online) ps.online = online_state(*online);
+    else
+      for (int32_t r : reds) ps.states[r] = declare_state(r);
+    return ps;
+  }
   SymInt inner_extent() const {
     SymInt n = 1;
     for (size_t d = static_cast<size_t>(k_.num_outer); d < k_.domain.size(); ++d) n = n * k_.domain[d];
@@ -1167,14 +1178,11 @@ out:
     // The row cache: each thread's elements of the row in registers (static rows only; the loop
     // over them is unrolled here, so the arrays' indices are constants and SROA keeps them in
     // registers).
-    int64_t items = 0;
+    const int64_t items = row_cache_steps(k_, o_, block_, 1);
     std::vector<int32_t> cached;
-    if (o_.cache_rows && passes >= 2 && inner_extent().is_static() && block_ > 0) {
-      items = (inner_extent().hint() + block_ - 1) / block_;
-      if (items >= 1 && items <= kMaxCachedItems)
-        for (size_t i = 0; i < k_.instrs.size(); ++i)
-          if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
-    }
+    if (items > 0)
+      for (size_t i = 0; i < k_.instrs.size(); ++i)
+        if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
     std::map<int32_t, std::string> cache;  // load -> its alloca of `items` values
     for (int32_t i : cached) {
       const LT t = lt_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
@@ -1185,11 +1193,9 @@ out:
     for (int32_t pass = 0; pass < passes; ++pass) {
       if (online && pass == 1) continue;  // folded into pass 0
       const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
-      std::map<int32_t, std::vector<Var>> states;
-      std::optional<OnlineState> ost;
-      if (online && pass == 0) ost = online_state(*online);
-      else
-        for (int32_t r : reds) states[r] = declare_state(r);
+      const PassState ps = begin_pass(reds, pass == 0 ? online : std::nullopt);
+      const std::map<int32_t, std::vector<Var>>& states = ps.states;
+      const std::optional<OnlineState>& ost = ps.online;
       auto step = [&](const std::string& j) {
         Scope sc = outer.child();
         unflatten(j, no, n, sc);
@@ -1231,11 +1237,7 @@ out:
   void emit_row_vector_passes(Scope& outer, const std::string& ntid, const std::string& inner_total) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
-    int64_t groups = 0;
-    if (o_.cache_rows && passes >= 2 && inner_extent().is_static() && block_ > 0) {
-      groups = (inner_extent().hint() + block_ * kVec - 1) / (block_ * kVec);
-      if (groups * kVec > kMaxCachedItems) groups = 0;
-    }
+    const int64_t groups = row_cache_steps(k_, o_, block_, kVec);
     const bool cached = groups > 0;
     std::map<int32_t, std::string> cache;
     if (cached)
@@ -1252,11 +1254,9 @@ out:
     for (int32_t pass = 0; pass < passes; ++pass) {
       if (online && pass == 1) continue;  // folded into pass 0
       const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
-      std::map<int32_t, std::vector<Var>> states;
-      std::optional<OnlineState> ost;
-      if (online && pass == 0) ost = online_state(*online);
-      else
-        for (int32_t r : reds) states[r] = declare_state(r);
+      const PassState ps = begin_pass(reds, pass == 0 ? online : std::nullopt);
+      const std::map<int32_t, std::vector<Var>>& states = ps.states;
+      const std::optional<OnlineState>& ost = ps.online;
       std::set<int32_t> fresh_loads;
       // One group: the kVec elements from jg on (g: the cached group's index, -1 uncached).
       auto group = [&](const std::string& jg, int64_t g) {

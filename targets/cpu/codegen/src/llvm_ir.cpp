@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "kiln/plan/replay.h"
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cpu/codegen.h"
@@ -1411,6 +1412,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     }
     p.kernels.push_back(std::move(pk));
   }
+  if (plan::replay_enabled()) plan::record_for_replay(p, s.str());
   return p;
 }
 

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "internal.h"
+#include "kiln/plan/replay.h"
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
@@ -1222,6 +1223,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     p.kernels.push_back(std::move(pk));
   }
   if (sm90_attention) p.prelude += detail::flash_sm90_prelude();
+  if (plan::replay_enabled()) plan::record_for_replay(p, s.str());
   return p;
 }
 

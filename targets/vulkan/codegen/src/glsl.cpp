@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "glsl_helpers.h"
+#include "kiln/plan/replay.h"
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
@@ -1344,6 +1345,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     pk.source = KernelEmitter(k, s, options, d).emit(pk.launch, kernel_bindings(pk), pk.writes);
     p.kernels.push_back(std::move(pk));
   }
+  if (plan::replay_enabled()) plan::record_for_replay(p, s.str());
   return p;
 }
 

@@ -2,15 +2,13 @@
 //
 // The emitted code keeps loop counters, accumulators and reduction results in allocas and
 // lets LLVM's mem2reg/SROA turn them into SSA: simpler to emit, and exactly as fast after O3.
-// Every value is computed in a compute type: float (f32, f16, bf16), double (f64), i64 (i32,
-// i64) or i1 (bool); loads convert from the storage type and stores back.
+// This file prints the loops (row segments, the row and column strategies of reductions, the
+// gemm); every value in them comes from the LLVM IR printer's CPU flavour (targets/render/llvm):
+// computed in a compute type, float (f32, f16, bf16), double (f64), i64 (i32, i64) or i1 (bool),
+// loads converted from the storage type and stores back.
 #include <algorithm>
 #include <array>
-#include <cinttypes>
 #include <cmath>
-#include <limits>
-#include <cstdio>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -20,6 +18,7 @@
 #include "kiln/config/config.h"
 #include "kiln/cpu/codegen.h"
 #include "kiln/graph/error.h"
+#include "kiln/render/llvm.h"
 
 namespace kiln::cpu {
 
@@ -42,60 +41,13 @@ CodegenOptions CodegenOptions::from_config() {
 
 namespace {
 
-enum class CT { f32, f64, i64, i1 };
-
-CT ct_of(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16: return CT::f32;
-    case DType::f64: return CT::f64;
-    case DType::i32: case DType::i64: return CT::i64;
-    case DType::bool_: return CT::i1;
-  }
-  return CT::f32;
-}
-bool is_float(CT c) { return c == CT::f32 || c == CT::f64; }
-
-const char* ty(CT c) {
-  switch (c) {
-    case CT::f32: return "float";
-    case CT::f64: return "double";
-    case CT::i64: return "i64";
-    case CT::i1: return "i1";
-  }
-  return "?";
-}
-const char* sfx(CT c) { return c == CT::f64 ? "f64" : "f32"; }
-
-const char* storage_ty(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::f16: return "half";
-    case DType::bf16: return "i16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::bool_: return "i8";
-  }
-  return "?";
-}
-
-std::string float_lit(double v, CT c) {
-  if (c == CT::f32) v = static_cast<double>(static_cast<float>(v));
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%016" PRIX64, bits);
-  return buf;
-}
-
-std::string lit(double v, CT c) {
-  switch (c) {
-    case CT::f32: case CT::f64: return float_lit(v, c);
-    case CT::i64: return std::to_string(static_cast<int64_t>(v));
-    case CT::i1: return v != 0.0 ? "true" : "false";
-  }
-  return "0";
-}
+using render::llvm::CT;
+using render::llvm::ct_of;
+using render::llvm::is_float;
+using render::llvm::literal;
+using render::llvm::storage_type;
+using render::llvm::type_of;
+using render::llvm::Val;
 
 // Column strategy when the reduced dims are the strided ones: the loads walk the last outer
 // dim contiguously and none walks the last inner dim contiguously.
@@ -114,11 +66,6 @@ bool uses_column_strategy(const Kernel& k) {
 // summed over dim 0, 2-core znver4): 1024 beat 256 and 64 (1.09 vs 1.49 ms).
 constexpr int64_t kLanes = 1024;
 
-
-struct Val {
-  std::string v;
-  CT ct;
-};
 
 struct Scope {
   std::vector<std::string> vars;  // one i64 operand per loop variable ("" where not set)
@@ -149,11 +96,11 @@ struct KernelVariant {
   int unroll = 0;
 };
 
-class FunctionEmitter {
+class FunctionEmitter : public render::llvm::Printer {
  public:
   using Variant = KernelVariant;
   FunctionEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, Variant v = Variant())
-      : k_(k), s_(s), o_(o), v_(std::move(v)) {
+      : Printer(render::llvm::cpu(), k.name), k_(k), s_(s), o_(o), v_(std::move(v)) {
     if (v_.name.empty()) v_.name = k.name;
     if (v_.attributes < 0) {
       v_.attributes = 0;
@@ -194,9 +141,6 @@ class FunctionEmitter {
   const schedule::Schedule& s_;
   const CodegenOptions& o_;
   Variant v_;
-  std::ostringstream entry_, body_;
-  int tmp_ = 0, label_ = 0;
-  std::map<std::string, std::string> syms_;  // hoisted SymInt values by expression
   std::map<int32_t, std::string> bufs_;
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> acc_, nan_, idx_;
@@ -213,29 +157,6 @@ class FunctionEmitter {
   int64_t lanes_ = 0;  // column strategy: outer points per block (0: row strategy)
   static constexpr int64_t kLoopMetadataBase = 3000;  // alias scopes use ids below it
   std::vector<std::pair<int64_t, std::string>> loop_ids_;  // a loop's id, its one property
-
-  std::string t() { return "%t" + std::to_string(tmp_++); }
-  std::string label(const char* p) { return std::string(p) + std::to_string(label_++); }
-  template <class... A>
-  std::string op(A&&... parts) {  // "%tN = <parts>" in the body, returns %tN
-    const std::string r = t();
-    body_ << "  " << r << " = ";
-    (body_ << ... << parts);
-    body_ << "\n";
-    return r;
-  }
-  template <class... A>
-  void line(A&&... parts) {
-    body_ << "  ";
-    (body_ << ... << parts);
-    body_ << "\n";
-  }
-  void block(const std::string& l) { body_ << l << ":\n"; }
-  std::string alloca(const char* type) {
-    const std::string r = t();
-    entry_ << "  " << r << " = alloca " << type << "\n";
-    return r;
-  }
 
   // ---- alias metadata ----
   std::string memory_of(int32_t b) const {
@@ -271,42 +192,11 @@ class FunctionEmitter {
   }
 
   // ---- sizes and indices ----
-  std::string sym(const SymInt& s) {
-    if (s.is_static()) return std::to_string(s.hint());
-    const SymExpr e = s.expr();
-    const std::string key = e.str();
-    if (auto it = syms_.find(key); it != syms_.end()) return it->second;
-    std::string acc;
-    for (const SymTerm& term : e.terms()) {
-      std::string v = std::to_string(term.coeff);
-      bool first = true;
-      for (SymbolId id : term.symbols) {
-        const std::string name = symbol(id);
-        if (first && term.coeff == 1) {
-          v = name;
-        } else {
-          const std::string r = t();
-          entry_ << "  " << r << " = mul i64 " << v << ", " << name << "\n";
-          v = r;
-        }
-        first = false;
-      }
-      if (acc.empty()) {
-        acc = v;
-      } else {
-        const std::string r = t();
-        entry_ << "  " << r << " = add i64 " << acc << ", " << v << "\n";
-        acc = r;
-      }
-    }
-    if (acc.empty()) acc = "0";
-    syms_[key] = acc;
-    return acc;
-  }
-  std::string symbol(SymbolId id) {
+  // A plan symbol: loaded from the sizes array once, in the entry block.
+  std::string symbol(SymbolId id) override {
     const std::string key = "#s" + std::to_string(id);
     if (auto it = syms_.find(key); it != syms_.end()) return it->second;
-    const std::string p = t(), v = t();
+    const std::string p = tmp(), v = tmp();
     entry_ << "  " << p << " = getelementptr i64, ptr %sizes, i64 " << id << "\n"
            << "  " << v << " = load i64, ptr " << p << ", align 8\n";
     syms_[key] = v;
@@ -314,105 +204,39 @@ class FunctionEmitter {
   }
   std::string buffer(int32_t b) {
     if (auto it = bufs_.find(b); it != bufs_.end()) return it->second;
-    const std::string p = t(), v = t();
+    const std::string p = tmp(), v = tmp();
     entry_ << "  " << p << " = getelementptr ptr, ptr %buffers, i64 " << b << "\n"
            << "  " << v << " = load ptr, ptr " << p << ", align 8\n";
     bufs_[b] = v;
     return v;
   }
-  std::string affine(const Affine& a, const Scope& sc) {
-    std::string acc = sym(a.offset);
-    for (size_t v = 0; v < a.coeffs.size(); ++v) {
-      if (a.coeffs[v] == 0) continue;
-      KILN_CHECK(!sc.vars[v].empty(), "cpu codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
-      std::string term = sc.vars[v];
-      if (!(a.coeffs[v] == 1)) term = op("mul i64 ", sym(a.coeffs[v]), ", ", sc.vars[v]);
-      acc = acc == "0" ? term : op("add i64 ", acc, ", ", term);
-    }
-    return acc;
-  }
+  using Printer::affine;
+  std::string affine(const Affine& a, const Scope& sc) { return affine(a, sc.vars); }
 
-  // ---- conversions ----
-  Val convert(const Val& x, CT to) {
-    if (x.ct == to) return x;
-    switch (to) {
-      case CT::f32:
-      case CT::f64:
-        if (is_float(x.ct)) return {op(to == CT::f64 ? "fpext float " : "fptrunc double ", x.v, " to ", ty(to)), to};
-        if (x.ct == CT::i1) return {op("uitofp i1 ", x.v, " to ", ty(to)), to};
-        return {op("sitofp i64 ", x.v, " to ", ty(to)), to};
-      case CT::i64:
-        if (x.ct == CT::i1) return {op("zext i1 ", x.v, " to i64"), to};
-        return {op("fptosi ", ty(x.ct), " ", x.v, " to i64"), to};
-      case CT::i1:
-        if (is_float(x.ct)) return {op("fcmp une ", ty(x.ct), " ", x.v, ", ", lit(0, x.ct)), to};
-        return {op("icmp ne i64 ", x.v, ", 0"), to};
-    }
-    return x;
-  }
-  // A value of compute type `x.ct` made exactly representable in `t` (rounding, wrapping).
-  Val narrow(const Val& x, DType t) {
-    switch (t) {
-      case DType::i32: return {op("sext i32 ", op("trunc i64 ", x.v, " to i32"), " to i64"), CT::i64};
-      case DType::f16: return {op("fpext half ", op("fptrunc float ", x.v, " to half"), " to float"), CT::f32};
-      case DType::bf16: return {op("call float @kiln_round_bf16(float ", x.v, ")"), CT::f32};
-      default: return x;
-    }
-  }
-  // Converts to dtype t's compute type, with t's rounding or wrapping.
-  Val to_dtype(const Val& x, DType t) { return narrow(convert(x, ct_of(t)), t); }
-
+  // ---- loads and stores ----
   Val load(const Instr& in, Scope& sc) {
     const DType t = s_.buffers[static_cast<size_t>(in.buffer)].dtype;
     std::string idx = affine(in.index, sc);
     if (in.gathered) idx = op("add i64 ", idx, ", ", convert(value(in.gather_offset(), sc), CT::i64).v);
-    const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", buffer(in.buffer), ", i64 ", idx);
+    const std::string p = op("getelementptr ", storage_type(t), ", ptr ", buffer(in.buffer), ", i64 ", idx);
     std::string raw;
     if (in.masked) {
       // Only where the mask holds: a branch around the load (the loop vectorizer turns it into a
       // masked load or gather), the slot holding 0 otherwise.
       const std::string m = convert(value(in.mask(), sc), CT::i1).v;
-      const std::string slot = alloca(storage_ty(t));
-      const std::string ld = label("mload"), join = label("mjoin");
-      line("store ", storage_ty(t), " ", t == DType::f32 || t == DType::f64 || t == DType::f16 ? "0.0" : "0",
-           ", ptr ", slot);
-      line("br i1 ", m, ", label %", ld, ", label %", join);
-      block(ld);
-      line("store ", storage_ty(t), " ",
-           op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer)), ", ptr ", slot);
-      line("br label %", join);
-      block(join);
-      raw = op("load ", storage_ty(t), ", ptr ", slot);
+      raw = masked_load(t, m, [&] { return op("load ", storage_type(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer)); });
     } else {
-      raw = op("load ", storage_ty(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer));
+      raw = op("load ", storage_type(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer));
     }
-    Val v;
-    switch (t) {
-      case DType::f32: v = {raw, CT::f32}; break;
-      case DType::f64: v = {raw, CT::f64}; break;
-      case DType::f16: v = {op("fpext half ", raw, " to float"), CT::f32}; break;
-      case DType::bf16: v = {op("bitcast i32 ", op("shl i32 ", op("zext i16 ", raw, " to i32"), ", 16"), " to float"), CT::f32}; break;
-      case DType::i32: v = {op("sext i32 ", raw, " to i64"), CT::i64}; break;
-      case DType::i64: v = {raw, CT::i64}; break;
-      case DType::bool_: v = {op("icmp ne i8 ", raw, ", 0"), CT::i1}; break;
-    }
-    return to_dtype(v, in.dtype);
+    return to_dtype(from_storage(t, raw), in.dtype);
   }
 
   void store(int32_t buf, const Affine& index, const Val& x0, const Scope& sc) {
     const DType t = s_.buffers[static_cast<size_t>(buf)].dtype;
-    const Val x = convert(x0, ct_of(t));
-    std::string raw;
-    switch (t) {
-      case DType::f32: case DType::f64: case DType::i64: raw = x.v; break;
-      case DType::f16: raw = op("fptrunc float ", x.v, " to half"); break;
-      case DType::bf16: raw = op("call i16 @kiln_bf16_bits(float ", x.v, ")"); break;
-      case DType::i32: raw = op("trunc i64 ", x.v, " to i32"); break;
-      case DType::bool_: raw = op("zext i1 ", x.v, " to i8"); break;
-    }
+    const std::string raw = to_storage(t, x0);
     const std::string base = buffer(buf), idx = affine(index, sc);
-    const std::string p = op("getelementptr ", storage_ty(t), ", ptr ", base, ", i64 ", idx);
-    line("store ", storage_ty(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t), alias(buf));
+    const std::string p = op("getelementptr ", storage_type(t), ", ptr ", base, ", i64 ", idx);
+    line("store ", storage_type(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t), alias(buf));
   }
 
   // ---- values ----
@@ -422,50 +246,26 @@ class FunctionEmitter {
     Val r;
     if (auto kept = kept_.find(i); kept != kept_.end() && sweep_ > in.pass) {
       const CT c = ct_of(in.dtype);
-      const std::string p = op("getelementptr ", ty(c), ", ptr ", kept->second, ", i64 ", inner_flat(sc));
-      r = {op("load ", ty(c), ", ptr ", p), c};
+      const std::string p = op("getelementptr ", type_of(c), ", ptr ", kept->second, ", i64 ", inner_flat(sc));
+      r = {op("load ", type_of(c), ", ptr ", p), c};
       sc.memo[i] = r;
       return r;
     }
     switch (in.kind) {
-      case InstrKind::constant: r = {lit(in.value, ct_of(in.dtype)), ct_of(in.dtype)}; break;
+      case InstrKind::constant: r = {literal(in.value, ct_of(in.dtype)), ct_of(in.dtype)}; break;
       case InstrKind::size: r = {sym(in.size), CT::i64}; break;
       case InstrKind::index: r = {affine(in.index, sc), CT::i64}; break;
       case InstrKind::load: r = load(in, sc); break;
-      case InstrKind::pointwise: r = pointwise(in, sc); break;
+      case InstrKind::pointwise: r = pointwise_value(in, sc); break;
       case InstrKind::reduce: {
         KILN_CHECK(red_.count(i), "cpu codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
         const CT c = ct_of(in.dtype);
-        r = {op("load ", ty(c), ", ptr ", slot(red_, i, c, sc.lane)), c};
+        r = {op("load ", type_of(c), ", ptr ", slot(red_, i, c, sc.lane)), c};
         break;
       }
     }
     sc.memo[i] = r;
     return r;
-  }
-
-  Val fcall(const char* fn, CT c, const std::string& x) {
-    return {op("call ", ty(c), " @llvm.", fn, ".", sfx(c), "(", ty(c), " ", x, ")"), c};
-  }
-  Val fbin(const char* o, CT c, const std::string& a, const std::string& b) {
-    return {op(o, " ", ty(c), " ", a, ", ", b), c};
-  }
-  Val fneg(CT c, const std::string& a) { return {op("fneg ", ty(c), " ", a), c}; }
-  Val select(const std::string& cond, CT c, const std::string& a, const std::string& b) {
-    return {op("select i1 ", cond, ", ", ty(c), " ", a, ", ", ty(c), " ", b), c};
-  }
-  Val tanh_of(CT c, const std::string& x) {
-    if (c == CT::f32) return {op("call float @kiln_tanhf(float ", x, ")"), c};
-    return {op("call double @tanh(double ", x, ")"), c};
-  }
-  // exp: the inline polynomial for f32, LLVM's intrinsic (libm / libmvec) for f64.
-  Val exp_of(CT c, const std::string& x) {
-    if (c == CT::f32) return {op("call float @kiln_expf(float ", x, ")"), c};
-    return fcall("exp", c, x);
-  }
-  Val sigmoid_of(CT c, const std::string& x) {
-    const Val e = exp_of(c, fneg(c, x).v);
-    return fbin("fdiv", c, lit(1, c), fbin("fadd", c, lit(1, c), e.v).v);
   }
 
   // In a reduction kernel: a division of a value that varies along the row by one that does not.
@@ -474,149 +274,14 @@ class FunctionEmitter {
            !k_.instrs[static_cast<size_t>(in.args[1])].inner;
   }
 
-  Val pointwise(const Instr& in, Scope& sc) {
+  Val pointwise_value(const Instr& in, Scope& sc) {
     std::vector<Val> a;
     std::vector<DType> at;
     for (int32_t x : in.args) {
       a.push_back(value(x, sc));
       at.push_back(k_.instrs[static_cast<size_t>(x)].dtype);
     }
-    const DType out = in.dtype;
-    const CT oc = ct_of(out);
-    auto finish = [&](const Val& v) { return o_.emulate_precision_casts ? narrow(v, out) : v; };
-    switch (in.op) {
-      case OpId::cast: return to_dtype(a[0], out);
-      case OpId::logical_not: return {op("xor i1 ", convert(a[0], CT::i1).v, ", true"), CT::i1};
-      case OpId::isnan:
-        if (!is_float(a[0].ct)) return {"false", CT::i1};
-        return {op("fcmp uno ", ty(a[0].ct), " ", a[0].v, ", ", a[0].v), CT::i1};
-      case OpId::logical_and:
-      case OpId::logical_or: {
-        const std::string x = convert(a[0], CT::i1).v, y = convert(a[1], CT::i1).v;
-        return {op(in.op == OpId::logical_and ? "and i1 " : "or i1 ", x, ", ", y), CT::i1};
-      }
-      case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge: {
-        const DType ct = promote_types(at[0], at[1]);
-        const CT c = is_floating(ct) ? (ct == DType::f64 ? CT::f64 : CT::f32) : CT::i64;
-        const Val x = convert(a[0], c), y = convert(a[1], c);
-        static const std::map<OpId, std::pair<const char*, const char*>> preds{
-            {OpId::eq, {"oeq", "eq"}}, {OpId::ne, {"une", "ne"}}, {OpId::lt, {"olt", "slt"}},
-            {OpId::le, {"ole", "sle"}}, {OpId::gt, {"ogt", "sgt"}}, {OpId::ge, {"oge", "sge"}}};
-        const auto& p = preds.at(in.op);
-        return {op(is_float(c) ? "fcmp " : "icmp ", is_float(c) ? p.first : p.second, " ", ty(c), " ", x.v, ", ", y.v),
-                CT::i1};
-      }
-      case OpId::where: {
-        const Val c = convert(a[0], CT::i1);
-        const std::string x = to_dtype(a[1], out).v, y = to_dtype(a[2], out).v;
-        return select(c.v, oc, x, y);
-      }
-      default: break;
-    }
-    // Operands of another dtype are first converted to the op's, rounding or wrapping as the
-    // reference does (a 0-d f16 added to bf16 is a bf16 number first).
-    auto operand = [&](size_t k, CT c) { return at[k] == out ? convert(a[k], c) : to_dtype(a[k], out); };
-    if (is_float(oc)) {
-      std::vector<std::string> x;
-      for (size_t k = 0; k < a.size(); ++k) x.push_back(operand(k, oc).v);
-      const CT c = oc;
-      switch (in.op) {
-        case OpId::neg: return finish(fneg(c, x[0]));
-        case OpId::abs: return finish(fcall("fabs", c, x[0]));
-        case OpId::exp: return finish(exp_of(c, x[0]));
-        case OpId::log: return finish(fcall("log", c, x[0]));
-        case OpId::sqrt: return finish(fcall("sqrt", c, x[0]));
-        case OpId::rsqrt: return finish(fbin("fdiv", c, lit(1, c), fcall("sqrt", c, x[0]).v));
-        case OpId::reciprocal: return finish(fbin("fdiv", c, lit(1, c), x[0]));
-        case OpId::sin: return finish(fcall("sin", c, x[0]));
-        case OpId::cos: return finish(fcall("cos", c, x[0]));
-        case OpId::tanh: return finish(tanh_of(c, x[0]));
-        case OpId::sigmoid: return finish(sigmoid_of(c, x[0]));
-        case OpId::silu: return finish(fbin("fmul", c, x[0], sigmoid_of(c, x[0]).v));
-        case OpId::erf: return finish({op("call ", ty(c), c == CT::f32 ? " @erff(" : " @erf(", ty(c), " ", x[0], ")"), c});
-        case OpId::gelu: {
-          const std::string& mode = in.attrs.s(0);
-          const std::string half = fbin("fmul", c, lit(0.5, c), x[0]).v;
-          std::string inner;
-          if (mode == "tanh") {
-            const std::string x3 = fbin("fmul", c, fbin("fmul", c, x[0], x[0]).v, x[0]).v;
-            const std::string u = fbin("fadd", c, x[0], fbin("fmul", c, lit(0.044715, c), x3).v).v;
-            inner = tanh_of(c, fbin("fmul", c, lit(0.79788456080286535588, c), u).v).v;
-          } else {
-            const std::string u = fbin("fmul", c, x[0], lit(0.70710678118654752440, c)).v;
-            inner = op("call ", ty(c), c == CT::f32 ? " @erff(" : " @erf(", ty(c), " ", u, ")");
-          }
-          return finish(fbin("fmul", c, half, fbin("fadd", c, lit(1, c), inner).v));
-        }
-        case OpId::relu: {
-          const std::string le = op("fcmp ole ", ty(c), " ", x[0], ", ", lit(0, c));
-          return finish(select(le, c, lit(0, c), x[0]));
-        }
-        case OpId::floor: return finish(fcall("floor", c, x[0]));
-        case OpId::ceil: return finish(fcall("ceil", c, x[0]));
-        case OpId::round: return finish(fcall("roundeven", c, x[0]));
-        case OpId::sign: {
-          const std::string gt = op("fcmp ogt ", ty(c), " ", x[0], ", ", lit(0, c));
-          const std::string lt = op("fcmp olt ", ty(c), " ", x[0], ", ", lit(0, c));
-          return finish(select(gt, c, lit(1, c), select(lt, c, lit(-1, c), x[0]).v));
-        }
-        case OpId::add: return finish(fbin("fadd", c, x[0], x[1]));
-        case OpId::sub: return finish(fbin("fsub", c, x[0], x[1]));
-        case OpId::mul: return finish(fbin("fmul", c, x[0], x[1]));
-        case OpId::div:
-          // Dividing a row by a per-row value (softmax's sum): one reciprocal per row, hoisted by
-          // LLVM, and a product per element instead of a divide (a divide costs as much as the
-          // exp of softmax). In f64 and rounded once, so the result is x / s rounded to f32 (a
-          // reciprocal in f32 would be 1.5 ulp off and overflow for subnormal s).
-          if (c == CT::f32 && divides_by_row_value(in))
-          {
-            const std::string num = convert({x[0], c}, CT::f64).v;
-            const std::string rcp = op("fdiv double 1.0, ", convert({x[1], c}, CT::f64).v);
-            return finish({op("fptrunc double ", op("fmul double ", num, ", ", rcp), " to float"), c});
-          }
-          return finish(fbin("fdiv", c, x[0], x[1]));
-        case OpId::pow:
-          return finish({op("call ", ty(c), " @llvm.pow.", sfx(c), "(", ty(c), " ", x[0], ", ", ty(c), " ", x[1], ")"), c});
-        case OpId::maximum:
-        case OpId::minimum: {
-          const std::string uno = op("fcmp uno ", ty(c), " ", x[0], ", ", x[1]);
-          const std::string better = op("fcmp ", in.op == OpId::maximum ? "ogt " : "olt ", ty(c), " ", x[0], ", ", x[1]);
-          const std::string pick = select(better, c, x[0], x[1]).v;
-          return finish(select(uno, c, lit(NAN, c), pick));
-        }
-        default: break;
-      }
-    } else {
-      // Integer (and bool) arithmetic in i64, wrapped to the output's width.
-      std::vector<std::string> x;
-      for (size_t k = 0; k < a.size(); ++k) x.push_back(convert(operand(k, CT::i64), CT::i64).v);
-      Val r{"", CT::i64};
-      switch (in.op) {
-        case OpId::neg: r.v = op("sub i64 0, ", x[0]); break;
-        case OpId::abs: {
-          const std::string neg = op("icmp slt i64 ", x[0], ", 0");
-          r.v = select(neg, CT::i64, op("sub i64 0, ", x[0]), x[0]).v;
-          break;
-        }
-        case OpId::relu: r.v = select(op("icmp sgt i64 ", x[0], ", 0"), CT::i64, x[0], "0").v; break;
-        case OpId::floor: case OpId::ceil: case OpId::round: r.v = x[0]; break;
-        case OpId::sign: {
-          const std::string gt = op("zext i1 ", op("icmp sgt i64 ", x[0], ", 0"), " to i64");
-          const std::string lt = op("zext i1 ", op("icmp slt i64 ", x[0], ", 0"), " to i64");
-          r.v = op("sub i64 ", gt, ", ", lt);
-          break;
-        }
-        case OpId::add: r.v = op("add i64 ", x[0], ", ", x[1]); break;
-        case OpId::sub: r.v = op("sub i64 ", x[0], ", ", x[1]); break;
-        case OpId::mul: r.v = op("mul i64 ", x[0], ", ", x[1]); break;
-        case OpId::pow: r.v = op("call i64 @kiln_ipow(i64 ", x[0], ", i64 ", x[1], ")"); break;
-        case OpId::maximum: r.v = select(op("icmp sgt i64 ", x[0], ", ", x[1]), CT::i64, x[0], x[1]).v; break;
-        case OpId::minimum: r.v = select(op("icmp slt i64 ", x[0], ", ", x[1]), CT::i64, x[0], x[1]).v; break;
-        default: fail("cpu codegen: ", op_name(in.op), " has no integer form (kernel ", k_.name, ")");
-      }
-      return to_dtype(r, out);
-    }
-    fail("cpu codegen: no code for op ", op_name(in.op), " (kernel ", k_.name, ")");
+    return pointwise(in, a, at, o_.emulate_precision_casts, in.op == OpId::div && divides_by_row_value(in));
   }
 
   // ---- loops ----
@@ -665,18 +330,10 @@ class FunctionEmitter {
     line("ret void");
   }
 
-  // Splits a flat index over extents[first..last) (row-major) into vars.
+  // Splits a flat index over the domain's dims [first, last) (row-major) into sc.vars.
+  using Printer::unflatten;
   void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
-    std::string r = flat;
-    for (size_t d = last; d-- > first;) {
-      if (d == first) {
-        sc.vars[d] = r;
-        break;
-      }
-      const std::string e = sym(k_.domain[d]);
-      sc.vars[d] = op("srem i64 ", r, ", ", e);
-      r = op("sdiv i64 ", r, ", ", e);
-    }
+    unflatten(flat, k_.domain, first, last, sc.vars);
   }
 
   void emit_pointwise() {
@@ -711,11 +368,11 @@ class FunctionEmitter {
   // strategy: an array of kLanes slots, one per outer point of the block, indexed by `lane`.
   std::string slot(std::map<int32_t, std::string>& m, int32_t i, CT c, const std::string& lane) {
     if (!m.count(i)) {
-      m[i] = lanes_ > 0 ? alloca(("[" + std::to_string(lanes_) + " x " + ty(c) + "]").c_str()) : alloca(ty(c));
+      m[i] = lanes_ > 0 ? alloca(("[" + std::to_string(lanes_) + " x " + type_of(c) + "]").c_str()) : alloca(type_of(c));
       slot_type_[m[i]] = c;
     }
     if (lanes_ == 0) return m[i];
-    return op("getelementptr [", lanes_, " x ", ty(c), "], ptr ", m[i], ", i64 0, i64 ", lane);
+    return op("getelementptr [", lanes_, " x ", type_of(c), "], ptr ", m[i], ", i64 0, i64 ", lane);
   }
 
   void init_acc(int32_t i, const std::string& lane) {
@@ -724,24 +381,15 @@ class FunctionEmitter {
     const CT ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
     switch (in.reduce) {
       case ReduceKind::sum: case ReduceKind::prod:
-        line("store ", ty(c), " ", lit(in.reduce == ReduceKind::sum ? 0 : 1, c), ", ptr ", slot(acc_, i, c, lane));
+        line("store ", type_of(c), " ", identity(in.reduce, c), ", ptr ", slot(acc_, i, c, lane));
         break;
-      case ReduceKind::max: case ReduceKind::min: {
-        const bool mx = in.reduce == ReduceKind::max;
-        std::string init;
-        if (is_float(ac)) init = lit(mx ? -INFINITY : INFINITY, ac);
-        else if (ac == CT::i64) init = mx ? std::to_string(INT64_MIN) : std::to_string(INT64_MAX);
-        else init = mx ? "false" : "true";
-        line("store ", ty(ac), " ", init, ", ptr ", slot(acc_, i, ac, lane));
+      case ReduceKind::max: case ReduceKind::min:
+        line("store ", type_of(ac), " ", identity(in.reduce, ac), ", ptr ", slot(acc_, i, ac, lane));
         if (is_float(ac)) line("store i1 false, ptr ", slot(nan_, i, CT::i1, lane));
         break;
-      }
       case ReduceKind::argmax: case ReduceKind::argmin: {
         const CT vc = ac == CT::i1 ? CT::i64 : ac;
-        const bool mx = in.reduce == ReduceKind::argmax;
-        std::string init = is_float(vc) ? lit(mx ? -INFINITY : INFINITY, vc)
-                                        : (mx ? std::to_string(INT64_MIN) : std::to_string(INT64_MAX));
-        line("store ", ty(vc), " ", init, ", ptr ", slot(acc_, i, vc, lane));
+        line("store ", type_of(vc), " ", identity(in.reduce, vc), ", ptr ", slot(acc_, i, vc, lane));
         line("store i64 0, ptr ", slot(idx_, i, CT::i64, lane));
         if (is_float(vc)) line("store i1 false, ptr ", slot(nan_, i, CT::i1, lane));
         break;
@@ -757,55 +405,41 @@ class FunctionEmitter {
       case ReduceKind::sum: case ReduceKind::prod: {
         x = convert(x, c);
         const std::string p = slot(acc_, i, c, sc.lane);
-        const std::string a = op("load ", ty(c), ", ptr ", p);
-        const bool sum = in.reduce == ReduceKind::sum;
-        const std::string r = is_float(c) ? op(sum ? "fadd reassoc " : "fmul reassoc ", ty(c), " ", a, ", ", x.v)
-                                          : op(sum ? "add " : "mul ", ty(c), " ", a, ", ", x.v);
-        line("store ", ty(c), " ", r, ", ptr ", p);
+        line("store ", type_of(c), " ", fold(in.reduce, c, op("load ", type_of(c), ", ptr ", p), x.v), ", ptr ", p);
         break;
       }
       case ReduceKind::max: case ReduceKind::min: {
-        const bool mx = in.reduce == ReduceKind::max;
+        // A float fold skips NaN (the flavour's nnan nsz fold vectorises); the flag below records
+        // one and replaces the result at the end.
         const std::string p = slot(acc_, i, x.ct, sc.lane);
-        const std::string a = op("load ", ty(x.ct), ", ptr ", p);
-        std::string r;
+        const std::string r = fold(in.reduce, x.ct, op("load ", type_of(x.ct), ", ptr ", p), x.v);
         if (is_float(x.ct)) {
-          // nnan nsz let LLVM vectorise the fold (its min/max reductions require them). NaN is
-          // tracked by the flag below, which replaces the result at the end, so a fold that saw
-          // a NaN (whose value nnan leaves undefined) is never used; the sign of a zero maximum
-          // may differ from the reference's, as torch's vectorised kernels' does.
-          r = op("call nnan nsz ", ty(x.ct), " @llvm.", mx ? "maxnum." : "minnum.", sfx(x.ct), "(", ty(x.ct), " ", a,
-                 ", ", ty(x.ct), " ", x.v, ")");
           const std::string np = slot(nan_, i, CT::i1, sc.lane);
           const std::string f = op("load i1, ptr ", np);
-          line("store i1 ", op("or i1 ", f, ", ", op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v)), ", ptr ", np);
-        } else if (x.ct == CT::i64) {
-          r = select(op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a), CT::i64, x.v, a).v;
-        } else {
-          r = op(mx ? "or i1 " : "and i1 ", a, ", ", x.v);
+          line("store i1 ", op("or i1 ", f, ", ", op("fcmp uno ", type_of(x.ct), " ", x.v, ", ", x.v)), ", ptr ", np);
         }
-        line("store ", ty(x.ct), " ", r, ", ptr ", p);
+        line("store ", type_of(x.ct), " ", r, ", ptr ", p);
         break;
       }
       case ReduceKind::argmax: case ReduceKind::argmin: {
         const bool mx = in.reduce == ReduceKind::argmax;
         if (x.ct == CT::i1) x = convert(x, CT::i64);
         const std::string p = slot(acc_, i, x.ct, sc.lane);
-        const std::string a = op("load ", ty(x.ct), ", ptr ", p);
+        const std::string a = op("load ", type_of(x.ct), ", ptr ", p);
         std::string take;
         if (is_float(x.ct)) {
           // The first NaN wins; after it nothing replaces it.
           const std::string np = slot(nan_, i, CT::i1, sc.lane);
           const std::string have_nan = op("load i1, ptr ", np);
-          const std::string xnan = op("fcmp uno ", ty(x.ct), " ", x.v, ", ", x.v);
-          const std::string better = op("fcmp ", mx ? "ogt " : "olt ", ty(x.ct), " ", x.v, ", ", a);
+          const std::string xnan = op("fcmp uno ", type_of(x.ct), " ", x.v, ", ", x.v);
+          const std::string better = op("fcmp ", mx ? "ogt " : "olt ", type_of(x.ct), " ", x.v, ", ", a);
           const std::string fresh = op("xor i1 ", have_nan, ", true"), wins = op("or i1 ", xnan, ", ", better);
           take = op("and i1 ", fresh, ", ", wins);
           line("store i1 ", op("or i1 ", have_nan, ", ", xnan), ", ptr ", np);
         } else {
           take = op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a);
         }
-        line("store ", ty(x.ct), " ", select(take, x.ct, x.v, a).v, ", ptr ", p);
+        line("store ", type_of(x.ct), " ", select(take, x.ct, x.v, a).v, ", ptr ", p);
         const std::string ip = slot(idx_, i, CT::i64, sc.lane);
         const std::string bi = op("load i64, ptr ", ip);
         line("store i64 ", select(take, CT::i64, flat, bi).v, ", ptr ", ip);
@@ -819,11 +453,11 @@ class FunctionEmitter {
     const CT c = ct_of(in.dtype);
     Val r;
     switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: r = {op("load ", ty(c), ", ptr ", slot(acc_, i, c, lane)), c}; break;
+      case ReduceKind::sum: case ReduceKind::prod: r = {op("load ", type_of(c), ", ptr ", slot(acc_, i, c, lane)), c}; break;
       case ReduceKind::max: case ReduceKind::min: {
         const CT ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
-        r = {op("load ", ty(ac), ", ptr ", slot(acc_, i, ac, lane)), ac};
-        if (is_float(ac)) r = select(op("load i1, ptr ", slot(nan_, i, CT::i1, lane)), ac, lit(NAN, ac), r.v);
+        r = {op("load ", type_of(ac), ", ptr ", slot(acc_, i, ac, lane)), ac};
+        if (is_float(ac)) r = select(op("load i1, ptr ", slot(nan_, i, CT::i1, lane)), ac, literal(NAN, ac), r.v);
         r = to_dtype(r, in.dtype);
         break;
       }
@@ -832,7 +466,7 @@ class FunctionEmitter {
         break;
     }
     const std::string v = convert(r, c).v, p = slot(red_, i, c, lane);
-    line("store ", ty(c), " ", v, ", ptr ", p);
+    line("store ", type_of(c), " ", v, ", ptr ", p);
   }
 
   // The row-major position over the inner dims (argmax's index).
@@ -887,7 +521,7 @@ class FunctionEmitter {
       const int64_t size = inner.hint() * (c == CT::f64 || c == CT::i64 ? 8 : 4);
       if (bytes + size > kKeepBytes) break;
       bytes += size;
-      kept_[i] = alloca(("[" + std::to_string(inner.hint()) + " x " + ty(c) + "], align 64").c_str());
+      kept_[i] = alloca(("[" + std::to_string(inner.hint()) + " x " + type_of(c) + "], align 64").c_str());
     }
   }
 
@@ -896,8 +530,8 @@ class FunctionEmitter {
     for (const auto& [i, scratch] : kept_) {
       if (k_.instrs[static_cast<size_t>(i)].pass != p) continue;
       const Val x = value(i, sc);
-      const std::string q = op("getelementptr ", ty(x.ct), ", ptr ", scratch, ", i64 ", inner_flat(sc));
-      line("store ", ty(x.ct), " ", x.v, ", ptr ", q);
+      const std::string q = op("getelementptr ", type_of(x.ct), ", ptr ", scratch, ", i64 ", inner_flat(sc));
+      line("store ", type_of(x.ct), " ", x.v, ", ptr ", q);
     }
     std::string flat;
     for (int32_t r : reds) {
@@ -1173,175 +807,35 @@ class FunctionEmitter {
   }
 };
 
-// Declarations and helpers every kernel may use.
-constexpr const char* kPrelude = R"(; Kiln CPU kernels (LLVM 16 IR)
-declare float @llvm.exp.f32(float)
-declare double @llvm.exp.f64(double)
-declare float @llvm.log.f32(float)
-declare double @llvm.log.f64(double)
-declare float @llvm.sqrt.f32(float)
-declare double @llvm.sqrt.f64(double)
-declare float @llvm.sin.f32(float)
-declare double @llvm.sin.f64(double)
-declare float @llvm.cos.f32(float)
-declare double @llvm.cos.f64(double)
-declare float @llvm.pow.f32(float, float)
-declare double @llvm.pow.f64(double, double)
-declare float @llvm.fabs.f32(float)
-declare double @llvm.fabs.f64(double)
-declare float @llvm.floor.f32(float)
-declare double @llvm.floor.f64(double)
-declare float @llvm.ceil.f32(float)
-declare double @llvm.ceil.f64(double)
-declare float @llvm.roundeven.f32(float)
-declare double @llvm.roundeven.f64(double)
-declare float @llvm.copysign.f32(float, float)
-declare float @llvm.maxnum.f32(float, float)
-declare double @llvm.maxnum.f64(double, double)
-declare float @llvm.minnum.f32(float, float)
-declare double @llvm.minnum.f64(double, double)
-declare float @erff(float) nounwind readnone
-declare double @erf(double) nounwind readnone
-declare double @tanh(double) nounwind readnone
-declare <16 x float> @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, <16 x float>)
+// The gemm's declarations: its BLAS call and the generated tiles' vector intrinsics.
+constexpr const char* kGemmDeclarations = R"(declare <16 x float> @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, <16 x float>)
 declare void @llvm.masked.store.v16f32.p0(<16 x float>, ptr, i32, <16 x i1>)
 declare <16 x float> @llvm.fmuladd.v16f32(<16 x float>, <16 x float>, <16 x float>)
 declare void @kiln_sgemm(i32, i32, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64)
 declare void @kiln_dgemm(i32, i32, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64)
 
-; exp for f32, inline so loops vectorise at full width without calls (as XLA's CPU backend
-; does): x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite, ln2 in two parts), exp(r) by Cephes'
-; degree-7 polynomial (about 1 ulp), times 2^n applied in two halves so results down in the
-; subnormal range and up to overflow (inf) come out right; NaN stays NaN.
-define internal float @kiln_expf(float %x0) alwaysinline nounwind {
-  %c = call float @llvm.minnum.f32(float %x0, float 89.0)
-  %x = call float @llvm.maxnum.f32(float %c, float -104.0)
-  %t = fmul float %x, 0x3FF7154760000000
-  %nf = call float @llvm.roundeven.f32(float %t)
-  %a = fmul float %nf, 0x3FE6300000000000
-  %r0 = fsub float %x, %a
-  %b = fmul float %nf, 0xBF2BD01060000000
-  %r = fsub float %r0, %b
-  %y0 = fmul float %r, 0x3F2A0D2CE0000000
-  %y1 = fadd float %y0, 0x3F56E879C0000000
-  %y2 = fmul float %y1, %r
-  %y3 = fadd float %y2, 0x3F81112100000000
-  %y4 = fmul float %y3, %r
-  %y5 = fadd float %y4, 0x3FA5553820000000
-  %y6 = fmul float %y5, %r
-  %y7 = fadd float %y6, 0x3FC5555540000000
-  %y8 = fmul float %y7, %r
-  %y9 = fadd float %y8, 0x3FE0000000000000
-  %rr = fmul float %r, %r
-  %z0 = fmul float %y9, %rr
-  %z1 = fadd float %z0, %r
-  %p = fadd float %z1, 1.0
-  %n = fptosi float %nf to i32
-  %e1 = ashr i32 %n, 1
-  %e2 = sub i32 %n, %e1
-  %k1 = add i32 %e1, 127
-  %k2 = add i32 %e2, 127
-  %s1 = shl i32 %k1, 23
-  %s2 = shl i32 %k2, 23
-  %f1 = bitcast i32 %s1 to float
-  %f2 = bitcast i32 %s2 to float
-  %q = fmul float %p, %f1
-  %res = fmul float %q, %f2
-  %nan = fcmp uno float %x0, %x0
-  %out = select i1 %nan, float %x0, float %res
-  ret float %out
-}
-
-; tanh from exp (vectorisable): 1 - 2/(exp(2|x|) + 1), and a Taylor polynomial below 0.3
-; where that form cancels; the sign is copied back.
-define internal float @kiln_tanhf(float %x) alwaysinline nounwind {
-  %a = call float @llvm.fabs.f32(float %x)
-  %a2 = fmul float %a, 2.0
-  %e = call float @kiln_expf(float %a2)
-  %d = fadd float %e, 1.0
-  %q = fdiv float 2.0, %d
-  %big = fsub float 1.0, %q
-  %x2 = fmul float %a, %a
-  %p0 = fmul float %x2, 0xBF8226E360000000
-  %p1 = fadd float %p0, 0x3F9664F480000000
-  %p2 = fmul float %p1, %x2
-  %p3 = fadd float %p2, 0xBFABA1BA20000000
-  %p4 = fmul float %p3, %x2
-  %p5 = fadd float %p4, 0x3FC1111120000000
-  %p6 = fmul float %p5, %x2
-  %p7 = fadd float %p6, 0xBFD5555560000000
-  %ax2 = fmul float %a, %x2
-  %t = fmul float %ax2, %p7
-  %small = fadd float %a, %t
-  %use = fcmp olt float %a, 0x3FD3333340000000
-  %r = select i1 %use, float %small, float %big
-  %s = call float @llvm.copysign.f32(float %r, float %x)
-  ret float %s
-}
-
-; bf16: round to nearest even (NaN stays a quiet NaN).
-define internal i16 @kiln_bf16_bits(float %x) alwaysinline nounwind {
-  %b = bitcast float %x to i32
-  %l = lshr i32 %b, 16
-  %lsb = and i32 %l, 1
-  %bias = add i32 %lsb, 32767
-  %r = add i32 %b, %bias
-  %h = lshr i32 %r, 16
-  %t = trunc i32 %h to i16
-  %nan = fcmp uno float %x, %x
-  %hn = lshr i32 %b, 16
-  %tn = trunc i32 %hn to i16
-  %q = or i16 %tn, 64
-  %s = select i1 %nan, i16 %q, i16 %t
-  ret i16 %s
-}
-define internal float @kiln_round_bf16(float %x) alwaysinline nounwind {
-  %h = call i16 @kiln_bf16_bits(float %x)
-  %w = zext i16 %h to i32
-  %s = shl i32 %w, 16
-  %f = bitcast i32 %s to float
-  ret float %f
-}
-
-; Integer power by squaring (wrapping); a negative exponent gives 0.
-define internal i64 @kiln_ipow(i64 %base, i64 %e) nounwind {
-entry:
-  %neg = icmp slt i64 %e, 0
-  br i1 %neg, label %zero, label %loop
-zero:
-  ret i64 0
-loop:
-  %r = phi i64 [1, %entry], [%r2, %next]
-  %b = phi i64 [%base, %entry], [%b2, %next]
-  %k = phi i64 [%e, %entry], [%k2, %next]
-  %done = icmp eq i64 %k, 0
-  br i1 %done, label %out, label %step
-step:
-  %odd = and i64 %k, 1
-  %isodd = icmp ne i64 %odd, 0
-  %rm = mul i64 %r, %b
-  %r1 = select i1 %isodd, i64 %rm, i64 %r
-  br label %next
-next:
-  %r2 = phi i64 [%r1, %step]
-  %b2 = mul i64 %b, %b
-  %k2 = lshr i64 %k, 1
-  br label %loop
-out:
-  ret i64 %r
-}
-
+)";
+// Attribute groups of the kernel variants: #0 the default, #1-#3 a preferred vector width.
+constexpr const char* kAttributes = R"(
 attributes #0 = { nounwind }
 attributes #1 = { nounwind "prefer-vector-width"="256" }
 attributes #2 = { nounwind "prefer-vector-width"="512" }
 attributes #3 = { nounwind "prefer-vector-width"="128" }
 )";
 
+// The module prelude every kernel may use: the CPU flavour's declarations and helpers
+// (targets/render/llvm), the gemm's declarations, the attribute groups.
+const std::string& prelude() {
+  static const std::string text = std::string("; Kiln CPU kernels (LLVM 16 IR)\n") + render::llvm::cpu_declarations() +
+                                  kGemmDeclarations + render::llvm::cpu_helpers() + kAttributes;
+  return text;
+}
+
 }  // namespace
 
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
   plan::KernelPlan p = plan::plan_skeleton(s, "cpu");
-  p.prelude = kPrelude;
+  p.prelude = prelude();
   const ShapeEnv& env = s.graph.shapes();
   for (size_t pk_index = 0; pk_index < s.kernels.size(); ++pk_index) {
     const Kernel& k = s.kernels[pk_index];

@@ -7,13 +7,12 @@
 // of the math (the runtime links in the __nv_ functions a module calls), f16/bf16 computed in
 // f32 and rounded where stored, integers in 64 bits wrapped to their width.
 //
-// Values are SSA registers; a C variable of cuda_c.cpp (a masked load's result) is an alloca
-// that LLVM's SROA turns back into registers.
+// This file prints the thread structure; every value comes from the LLVM IR printer's NVPTX
+// flavour (targets/render/llvm). Values are SSA registers; a C variable of cuda_c.cpp (a masked
+// load's result) is an alloca that LLVM's SROA turns back into registers.
 #include <algorithm>
-#include <cinttypes>
 #include <cstdint>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,6 +21,7 @@
 #include "internal.h"
 #include "kiln/cstyle/structure.h"
 #include "kiln/graph/error.h"
+#include "kiln/render/llvm.h"
 
 namespace kiln::cuda::detail {
 
@@ -37,60 +37,14 @@ constexpr const char* kModuleHeader = "; Kiln CUDA kernel ";
 
 namespace {
 
-enum class LT { f32, f64, i64, i1 };  // compute types, as cstyle::CT
-
-LT lt_of(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16: return LT::f32;
-    case DType::f64: return LT::f64;
-    case DType::i32: case DType::i64: return LT::i64;
-    case DType::bool_: return LT::i1;
-  }
-  return LT::f32;
-}
-bool is_float(LT c) { return c == LT::f32 || c == LT::f64; }
-const char* ty(LT c) {
-  switch (c) {
-    case LT::f32: return "float";
-    case LT::f64: return "double";
-    case LT::i64: return "i64";
-    case LT::i1: return "i1";
-  }
-  return "?";
-}
-const char* storage_ty(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::f16: return "half";
-    case DType::bf16: return "i16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::bool_: return "i8";
-  }
-  return "?";
-}
-// Exact literals: LLVM's hexadecimal double form (an f32 constant must be a float widened).
-std::string lit(double v, LT c) {
-  switch (c) {
-    case LT::f32: case LT::f64: {
-      if (c == LT::f32) v = static_cast<double>(static_cast<float>(v));
-      uint64_t bits;
-      std::memcpy(&bits, &v, 8);
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "0x%016" PRIX64, bits);
-      return buf;
-    }
-    case LT::i64: return std::to_string(static_cast<int64_t>(v));
-    case LT::i1: return v != 0.0 ? "true" : "false";
-  }
-  return "0";
-}
-
-struct Val {
-  std::string v;
-  LT t = LT::f32;
-};
+using render::llvm::CT;
+using render::llvm::ct_of;
+using render::llvm::Fn;
+using render::llvm::is_float;
+using render::llvm::literal;
+using render::llvm::storage_type;
+using render::llvm::type_of;
+using render::llvm::Val;
 
 struct Scope {
   std::vector<std::string> vars;  // i64 registers, "" where not bound
@@ -122,9 +76,10 @@ const char* vec_elem(DType t) {
   }
 }
 
-class NvptxEmitter {
+class NvptxEmitter : public render::llvm::Printer {
  public:
-  NvptxEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o) : k_(k), s_(s), o_(o) {}
+  NvptxEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o)
+      : Printer(render::llvm::nvptx(o.precise_math), k.name), k_(k), s_(s), o_(o) {}
 
   std::string emit(plan::PlanLaunch& launch) {
     KILN_CHECK(nvptx_emits(k_, o_), "cuda codegen: kernel ", k_.name,
@@ -158,42 +113,11 @@ class NvptxEmitter {
   const Kernel& k_;
   const schedule::Schedule& s_;
   const CodegenOptions& o_;
-  std::ostringstream entry_, body_;
-  std::set<std::string> decls_, helpers_;
-  std::map<std::string, std::string> syms_;  // hoisted size expressions
-  int tmp_ = 0, label_ = 0;
   int64_t block_ = 0;
 
-  // ---- emission ----
-  std::string t() { return "%t" + std::to_string(tmp_++); }
-  std::string label(const char* p) { return std::string(p) + std::to_string(label_++); }
-  template <class... A>
-  std::string op(A&&... parts) {
-    const std::string r = t();
-    body_ << "  " << r << " = ";
-    (body_ << ... << parts);
-    body_ << "\n";
-    return r;
-  }
-  template <class... A>
-  void line(A&&... parts) {
-    body_ << "  ";
-    (body_ << ... << parts);
-    body_ << "\n";
-  }
-  void block(const std::string& l) { body_ << l << ":\n"; }
-  std::string alloca(const char* type) {
-    const std::string r = t();
-    entry_ << "  " << r << " = alloca " << type << "\n";
-    return r;
-  }
-  std::string declare(const std::string& d, const std::string& name) {
-    decls_.insert(d);
-    return name;
-  }
   std::string sreg(const char* r) {
     const std::string fn = std::string("@llvm.nvvm.read.ptx.sreg.") + r;
-    declare("declare i32 " + fn + "()", fn);
+    declare("declare i32 " + fn + "()");
     return op("call i32 ", fn, "()");
   }
 
@@ -224,118 +148,10 @@ class NvptxEmitter {
   }
   DType buffer_dtype(int32_t b) const { return s_.buffers[static_cast<size_t>(b)].dtype; }
 
-  // ---- sizes and indices ----
-  // A size as an i64 value, computed once in the entry block.
-  std::string sym(const SymInt& s) {
-    if (s.is_static()) return std::to_string(s.hint());
-    const SymExpr e = s.expr();
-    const std::string key = e.str();
-    if (auto it = syms_.find(key); it != syms_.end()) return it->second;
-    std::string acc;
-    auto emit = [&](const std::string& what) {
-      const std::string r = t();
-      entry_ << "  " << r << " = " << what << "\n";
-      return r;
-    };
-    for (const SymTerm& term : e.terms()) {
-      std::string v = std::to_string(term.coeff);
-      bool first = true;
-      for (SymbolId id : term.symbols) {
-        const std::string name = "%s" + std::to_string(id);
-        v = first && term.coeff == 1 ? name : emit("mul i64 " + v + ", " + name);
-        first = false;
-      }
-      acc = acc.empty() ? v : emit("add i64 " + acc + ", " + v);
-    }
-    if (acc.empty()) acc = "0";
-    return syms_[key] = acc;
-  }
-  std::string affine(const Affine& a, const Scope& sc) {
-    std::string acc = sym(a.offset);
-    for (size_t v = 0; v < a.coeffs.size(); ++v) {
-      if (a.coeffs[v] == 0) continue;
-      KILN_CHECK(!sc.vars[v].empty(), "cuda codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
-      std::string term = sc.vars[v];
-      if (!(a.coeffs[v] == 1)) term = op("mul i64 ", sym(a.coeffs[v]), ", ", sc.vars[v]);
-      acc = acc == "0" ? term : op("add i64 ", acc, ", ", term);
-    }
-    return acc;
-  }
-
-  // ---- conversions ----
-  Val convert(const Val& x, LT to) {
-    if (x.t == to) return x;
-    switch (to) {
-      case LT::f32: case LT::f64:
-        if (is_float(x.t)) return {op(to == LT::f64 ? "fpext float " : "fptrunc double ", x.v, " to ", ty(to)), to};
-        if (x.t == LT::i1) return {op("uitofp i1 ", x.v, " to ", ty(to)), to};
-        return {op("sitofp i64 ", x.v, " to ", ty(to)), to};
-      case LT::i64:
-        if (x.t == LT::i1) return {op("zext i1 ", x.v, " to i64"), to};
-        return {op("fptosi ", ty(x.t), " ", x.v, " to i64"), to};
-      case LT::i1:
-        if (is_float(x.t)) return {op("fcmp une ", ty(x.t), " ", x.v, ", ", lit(0, x.t)), to};
-        return {op("icmp ne i64 ", x.v, ", 0"), to};
-    }
-    return x;
-  }
-  // bf16 bits of an f32, rounded to nearest even (NaN kept quiet): integer operations, which
-  // every architecture has.
-  std::string bf16_bits(const std::string& x) {
-    helpers_.insert(R"(define internal i16 @kiln_bf16_bits(float %x) alwaysinline {
-  %b = bitcast float %x to i32
-  %l = lshr i32 %b, 16
-  %lsb = and i32 %l, 1
-  %bias = add i32 %lsb, 32767
-  %r = add i32 %b, %bias
-  %h = lshr i32 %r, 16
-  %t = trunc i32 %h to i16
-  %nan = fcmp uno float %x, %x
-  %tn = trunc i32 %l to i16
-  %qn = or i16 %tn, 64
-  %s = select i1 %nan, i16 %qn, i16 %t
-  ret i16 %s
-}
-)");
-    return op("call i16 @kiln_bf16_bits(float ", x, ")");
-  }
-  std::string bf16_to_f32(const std::string& bits) {
-    return op("bitcast i32 ", op("shl i32 ", op("zext i16 ", bits, " to i32"), ", 16"), " to float");
-  }
-  Val narrow(const Val& x, DType t) {
-    switch (t) {
-      case DType::i32: return {op("sext i32 ", op("trunc i64 ", x.v, " to i32"), " to i64"), LT::i64};
-      case DType::f16: return {op("fpext half ", op("fptrunc float ", x.v, " to half"), " to float"), LT::f32};
-      case DType::bf16: return {bf16_to_f32(bf16_bits(x.v)), LT::f32};
-      default: return x;
-    }
-  }
-  Val to_dtype(const Val& x, DType t) { return narrow(convert(x, lt_of(t)), t); }
-  // A stored element (storage type t) as its compute type, and back.
-  Val from_storage(DType t, const std::string& raw) {
-    switch (t) {
-      case DType::f32: return {raw, LT::f32};
-      case DType::f64: return {raw, LT::f64};
-      case DType::f16: return {op("fpext half ", raw, " to float"), LT::f32};
-      case DType::bf16: return {bf16_to_f32(raw), LT::f32};
-      case DType::i32: return {op("sext i32 ", raw, " to i64"), LT::i64};
-      case DType::i64: return {raw, LT::i64};
-      case DType::bool_: return {op("icmp ne i8 ", raw, ", 0"), LT::i1};
-    }
-    return {raw, LT::f32};
-  }
-  std::string to_storage(DType t, const Val& x0) {
-    const Val x = convert(x0, lt_of(t));
-    switch (t) {
-      case DType::f16: return op("fptrunc float ", x.v, " to half");
-      case DType::bf16: return bf16_bits(x.v);
-      case DType::i32: return op("trunc i64 ", x.v, " to i32");
-      case DType::bool_: return op("zext i1 ", x.v, " to i8");
-      default: return x.v;
-    }
-  }
+  using Printer::affine;
+  std::string affine(const Affine& a, const Scope& sc) { return affine(a, sc.vars); }
   std::string element_ptr(int32_t b, const std::string& index) {
-    return op("getelementptr ", storage_ty(buffer_dtype(b)), ", ptr addrspace(1) %b", b, ", i64 ", index);
+    return op("getelementptr ", storage_type(buffer_dtype(b)), ", ptr addrspace(1) %b", b, ", i64 ", index);
   }
 
   // ---- values ----
@@ -351,29 +167,23 @@ class NvptxEmitter {
     // An element of dtype t needs no rounding to t.
     auto as_loaded = [&](const Val& v) { return in.dtype == t ? v : to_dtype(v, in.dtype); };
     if (auto it = load_reads_.find(i); it != load_reads_.end()) return as_loaded(it->second);
-    if (auto it = load_slots_.find(i); it != load_slots_.end()) return as_loaded({op("load ", ty(lt_of(t)), ", ptr ", it->second), lt_of(t)});
+    if (auto it = load_slots_.find(i); it != load_slots_.end()) return as_loaded({op("load ", type_of(ct_of(t)), ", ptr ", it->second), ct_of(t)});
     std::string index = affine(in.index, sc);
-    if (in.gathered) index = op("add i64 ", index, ", ", convert(value(in.gather_offset(), sc), LT::i64).v);
+    if (in.gathered) index = op("add i64 ", index, ", ", convert(value(in.gather_offset(), sc), CT::i64).v);
     std::string raw;
     if (in.masked) {
       // Only where the mask holds (pad, cat): no read outside the buffer's own range.
-      const std::string m = convert(value(in.mask(), sc), LT::i1).v;
-      const std::string slot = alloca(storage_ty(t));
-      const std::string ld = label("mload"), join = label("mjoin");
-      line("store ", storage_ty(t), " ", t == DType::f32 || t == DType::f64 || t == DType::f16 ? "0.0" : "0", ", ptr ", slot);
-      line("br i1 ", m, ", label %", ld, ", label %", join);
-      block(ld);
-      const std::string p = element_ptr(in.buffer, index);
-      line("store ", storage_ty(t), " ", op("load ", storage_ty(t), ", ptr addrspace(1) ", p, ", align ", dtype_size(t)), ", ptr ", slot);
-      line("br label %", join);
-      block(join);
-      raw = op("load ", storage_ty(t), ", ptr ", slot);
+      const std::string m = convert(value(in.mask(), sc), CT::i1).v;
+      raw = masked_load(t, m, [&] {
+        const std::string p = element_ptr(in.buffer, index);
+        return op("load ", storage_type(t), ", ptr addrspace(1) ", p, ", align ", dtype_size(t));
+      });
     } else {
-      raw = op("load ", storage_ty(t), ", ptr addrspace(1) ", element_ptr(in.buffer, index), ", align ", dtype_size(t));
+      raw = op("load ", storage_type(t), ", ptr addrspace(1) ", element_ptr(in.buffer, index), ", align ", dtype_size(t));
     }
     const Val v = from_storage(t, raw);
     if (auto rec = load_records_.find(i); rec != load_records_.end()) {
-      line("store ", ty(v.t), " ", v.v, ", ptr ", rec->second);
+      line("store ", type_of(v.ct), " ", v.v, ", ptr ", rec->second);
       recorded_.insert(i);
     }
     return as_loaded(v);
@@ -383,7 +193,7 @@ class NvptxEmitter {
     const DType t = buffer_dtype(st.buffer);
     const std::string raw = to_storage(t, value(st.value, sc));
     const std::string p = element_ptr(st.buffer, affine(st.index, sc));
-    line("store ", storage_ty(t), " ", raw, ", ptr addrspace(1) ", p, ", align ", dtype_size(t));
+    line("store ", storage_type(t), " ", raw, ", ptr addrspace(1) ", p, ", align ", dtype_size(t));
   }
 
   Val value(int32_t i, Scope& sc) {
@@ -391,11 +201,11 @@ class NvptxEmitter {
     const Instr& in = k_.instrs[static_cast<size_t>(i)];
     Val r;
     switch (in.kind) {
-      case InstrKind::constant: r = {lit(in.value, lt_of(in.dtype)), lt_of(in.dtype)}; break;
-      case InstrKind::size: r = {sym(in.size), LT::i64}; break;
-      case InstrKind::index: r = {affine(in.index, sc), LT::i64}; break;
+      case InstrKind::constant: r = {literal(in.value, ct_of(in.dtype)), ct_of(in.dtype)}; break;
+      case InstrKind::size: r = {sym(in.size), CT::i64}; break;
+      case InstrKind::index: r = {affine(in.index, sc), CT::i64}; break;
       case InstrKind::load: r = load(i, in, sc); break;
-      case InstrKind::pointwise: r = pointwise(in, sc); break;
+      case InstrKind::pointwise: r = pointwise_value(in, sc); break;
       case InstrKind::reduce: {
         auto it = reductions_.find(i);
         KILN_CHECK(it != reductions_.end(), "cuda codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
@@ -407,230 +217,22 @@ class NvptxEmitter {
     return r;
   }
 
-  // ---- math ----
-  // libdevice's function for C math function fn ("sin", "tanh", ...): __nv_sinf / __nv_sin.
-  Val libdevice(const std::string& fn, LT c, const std::vector<std::string>& args) {
-    const std::string name = "@__nv_" + fn + (c == LT::f32 ? "f" : "");
-    std::string sig, call;
-    for (size_t k = 0; k < args.size(); ++k) {
-      sig += std::string(k ? ", " : "") + ty(c);
-      call += std::string(k ? ", " : "") + ty(c) + " " + args[k];
-    }
-    declare(std::string("declare ") + ty(c) + " " + name + "(" + sig + ")", name);
-    return {op("call ", ty(c), " ", name, "(", call, ")"), c};
-  }
-  Val fbin(const char* o, LT c, const std::string& a, const std::string& b) { return {op(o, " ", ty(c), " ", a, ", ", b), c}; }
-  Val select(const std::string& cond, LT c, const std::string& a, const std::string& b) {
-    return {op("select i1 ", cond, ", ", ty(c), " ", a, ", ", ty(c), " ", b), c};
-  }
-  // f32 exp as Triton's: 2^(x log2 e) by the MUFU (ex2.approx); libdevice's with precise_math.
-  Val exp_of(LT c, const std::string& x) {
-    if (c != LT::f32 || o_.precise_math) return libdevice("exp", c, {x});
-    declare("declare float @llvm.nvvm.ex2.approx.f(float)", "");
-    return {op("call float @llvm.nvvm.ex2.approx.f(float ", fbin("fmul", c, x, lit(1.44269504, LT::f32)).v, ")"), c};
-  }
-  // f32 division as Triton's: div.full.f32 (full range, within 2 ulp); IEEE with precise_math.
-  Val divide(LT c, const std::string& a, const std::string& b) {
-    if (c != LT::f32 || o_.precise_math) return fbin("fdiv", c, a, b);
-    return {op("call float asm \"div.full.f32 $0, $1, $2;\", \"=f,f,f\"(float ", a, ", float ", b, ")"), c};
-  }
-  // IEEE square root (sqrt.rn): LLVM's intrinsic. libdevice's sqrtf asks __nvvm_reflect for
-  // "__CUDA_PREC_SQRT", which LLVM 16's NVVMReflect answers 0: the approximate square root.
-  Val sqrt_of(LT c, const std::string& x) {
-    const std::string fn = std::string("@llvm.sqrt.") + (c == LT::f32 ? "f32" : "f64");
-    declare(std::string("declare ") + ty(c) + " " + fn + "(" + ty(c) + ")", fn);
-    return {op("call ", ty(c), " ", fn, "(", ty(c), " ", x, ")"), c};
-  }
-  Val rsqrt_of(LT c, const std::string& x) {
-    if (c != LT::f32 || o_.precise_math) return divide(c, lit(1, c), sqrt_of(c, x).v);
-    return libdevice("rsqrt", c, {x});  // rsqrt.approx.f32, as Triton's libdevice.rsqrt
-  }
-  // Round half to even: cvt.rni. (libdevice's rintf calls llvm.nvvm.round.f, which NVVM takes as
-  // round-half-even and LLVM 16's NVPTX backend lowers as round-half-away: 0.5 became 1.)
-  Val round_half_even(LT c, const std::string& x) {
-    const std::string t = ty(c), r = c == LT::f32 ? "f" : "d", s = c == LT::f32 ? "f32" : "f64";
-    return {op("call ", t, " asm \"cvt.rni.", s, ".", s, " $0, $1;\", \"=", r, ",", r, "\"(", t, " ", x, ")"), c};
-  }
-  Val sigmoid_of(LT c, const std::string& x) {
-    const Val e = exp_of(c, op("fneg ", ty(c), " ", x));
-    return divide(c, lit(1, c), fbin("fadd", c, lit(1, c), e.v).v);
-  }
-  // NaN when either operand is NaN (torch.maximum / minimum): max.NaN / min.NaN for f32 (sm_80);
-  // f64 compares and selects (LLVM 16 would print max.NaN.f64, which ptxas does not have).
-  Val extremum(bool max, LT c, const std::string& a, const std::string& b) {
-    if (c == LT::f64) {
-      const std::string uno = op("fcmp uno double ", a, ", ", b);
-      const std::string pick = select(op("fcmp ", max ? "ogt" : "olt", " double ", a, ", ", b), c, a, b).v;
-      return select(uno, c, lit(NAN, c), pick);
-    }
-    const std::string fn = std::string("@llvm.") + (max ? "maximum." : "minimum.") + (c == LT::f32 ? "f32" : "f64");
-    declare(std::string("declare ") + ty(c) + " " + fn + "(" + ty(c) + ", " + ty(c) + ")", fn);
-    return {op("call ", ty(c), " ", fn, "(", ty(c), " ", a, ", ", ty(c), " ", b, ")"), c};
-  }
-  std::string ipow(const std::string& b, const std::string& e) {
-    helpers_.insert(R"(define internal i64 @kiln_ipow(i64 %base, i64 %e) {
-entry:
-  %neg = icmp slt i64 %e, 0
-  br i1 %neg, label %zero, label %loop
-zero:
-  ret i64 0
-loop:
-  %r = phi i64 [1, %entry], [%r2, %step]
-  %b = phi i64 [%base, %entry], [%b2, %step]
-  %k = phi i64 [%e, %entry], [%k2, %step]
-  %done = icmp eq i64 %k, 0
-  br i1 %done, label %out, label %step
-step:
-  %odd = and i64 %k, 1
-  %isodd = icmp ne i64 %odd, 0
-  %rm = mul i64 %r, %b
-  %r2 = select i1 %isodd, i64 %rm, i64 %r
-  %b2 = mul i64 %b, %b
-  %k2 = lshr i64 %k, 1
-  br label %loop
-out:
-  ret i64 %r
-}
-)");
-    return op("call i64 @kiln_ipow(i64 ", b, ", i64 ", e, ")");
-  }
-
-  Val pointwise(const Instr& in, Scope& sc) {
+  Val pointwise_value(const Instr& in, Scope& sc) {
     std::vector<Val> a;
     std::vector<DType> at;
     for (int32_t x : in.args) {
       a.push_back(value(x, sc));
       at.push_back(k_.instrs[static_cast<size_t>(x)].dtype);
     }
-    const DType out = in.dtype;
-    const LT oc = lt_of(out);
-    auto finish = [&](const Val& v) { return o_.emulate_precision_casts ? narrow(v, out) : v; };
-    switch (in.op) {
-      case OpId::cast: return to_dtype(a[0], out);
-      case OpId::logical_not: return {op("xor i1 ", convert(a[0], LT::i1).v, ", true"), LT::i1};
-      case OpId::isnan:
-        if (!is_float(a[0].t)) return {"false", LT::i1};
-        return {op("fcmp uno ", ty(a[0].t), " ", a[0].v, ", ", a[0].v), LT::i1};
-      case OpId::logical_and:
-      case OpId::logical_or: {
-        const std::string x = convert(a[0], LT::i1).v, y = convert(a[1], LT::i1).v;
-        return {op(in.op == OpId::logical_and ? "and i1 " : "or i1 ", x, ", ", y), LT::i1};
-      }
-      case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge: {
-        const DType ct = promote_types(at[0], at[1]);
-        const LT c = is_floating(ct) ? (ct == DType::f64 ? LT::f64 : LT::f32) : LT::i64;
-        const Val x = convert(a[0], c), y = convert(a[1], c);
-        static const std::map<OpId, std::pair<const char*, const char*>> preds{
-            {OpId::eq, {"oeq", "eq"}}, {OpId::ne, {"une", "ne"}}, {OpId::lt, {"olt", "slt"}},
-            {OpId::le, {"ole", "sle"}}, {OpId::gt, {"ogt", "sgt"}}, {OpId::ge, {"oge", "sge"}}};
-        const auto& p = preds.at(in.op);
-        return {op(is_float(c) ? "fcmp " : "icmp ", is_float(c) ? p.first : p.second, " ", ty(c), " ", x.v, ", ", y.v), LT::i1};
-      }
-      case OpId::where: {
-        const Val c = convert(a[0], LT::i1);
-        const std::string x = to_dtype(a[1], out).v, y = to_dtype(a[2], out).v;
-        return select(c.v, oc, x, y);
-      }
-      default: break;
-    }
-    // Operands of another dtype are first converted to the op's, rounding or wrapping as the
-    // reference does.
-    auto operand = [&](size_t k, LT c) { return at[k] == out ? convert(a[k], c) : convert(to_dtype(a[k], out), c); };
-    if (is_float(oc)) {
-      const LT c = oc;
-      std::vector<std::string> x;
-      for (size_t k = 0; k < a.size(); ++k) x.push_back(operand(k, c).v);
-      switch (in.op) {
-        case OpId::neg: return finish({op("fneg ", ty(c), " ", x[0]), c});
-        case OpId::abs: return finish(libdevice("fabs", c, {x[0]}));
-        case OpId::exp: return finish(exp_of(c, x[0]));
-        case OpId::log: return finish(libdevice("log", c, {x[0]}));
-        case OpId::sqrt: return finish(sqrt_of(c, x[0]));
-        case OpId::rsqrt: return finish(rsqrt_of(c, x[0]));
-        case OpId::reciprocal: return finish(divide(c, lit(1, c), x[0]));
-        case OpId::sin: return finish(libdevice("sin", c, {x[0]}));
-        case OpId::cos: return finish(libdevice("cos", c, {x[0]}));
-        case OpId::tanh: return finish(libdevice("tanh", c, {x[0]}));
-        case OpId::sigmoid: return finish(sigmoid_of(c, x[0]));
-        case OpId::silu: return finish(fbin("fmul", c, x[0], sigmoid_of(c, x[0]).v));
-        case OpId::erf: return finish(libdevice("erf", c, {x[0]}));
-        case OpId::gelu: {
-          std::string inner;
-          if (in.attrs.s(0) == "tanh") {
-            // 0.044715 * x * x * x, in C's order (cuda_c.cpp's kernels round the same way)
-            const std::string cx = fbin("fmul", c, lit(0.044715, c), x[0]).v;
-            const std::string x3 = fbin("fmul", c, fbin("fmul", c, cx, x[0]).v, x[0]).v;
-            const std::string u = fbin("fadd", c, x[0], x3).v;
-            inner = libdevice("tanh", c, {fbin("fmul", c, lit(0.79788456080286535588, c), u).v}).v;
-          } else {
-            inner = libdevice("erf", c, {fbin("fmul", c, x[0], lit(0.70710678118654752440, c)).v}).v;
-          }
-          const std::string half = fbin("fmul", c, lit(0.5, c), x[0]).v;
-          return finish(fbin("fmul", c, half, fbin("fadd", c, lit(1, c), inner).v));
-        }
-        case OpId::relu: return finish(select(op("fcmp ole ", ty(c), " ", x[0], ", ", lit(0, c)), c, lit(0, c), x[0]));
-        case OpId::floor: return finish(libdevice("floor", c, {x[0]}));
-        case OpId::ceil: return finish(libdevice("ceil", c, {x[0]}));
-        case OpId::round: return finish(round_half_even(c, x[0]));
-        case OpId::sign: {
-          const std::string gt = op("fcmp ogt ", ty(c), " ", x[0], ", ", lit(0, c));
-          const std::string lt = op("fcmp olt ", ty(c), " ", x[0], ", ", lit(0, c));
-          return finish(select(gt, c, lit(1, c), select(lt, c, lit(-1, c), x[0]).v));
-        }
-        case OpId::add: return finish(fbin("fadd", c, x[0], x[1]));
-        case OpId::sub: return finish(fbin("fsub", c, x[0], x[1]));
-        case OpId::mul: return finish(fbin("fmul", c, x[0], x[1]));
-        case OpId::div: return finish(divide(c, x[0], x[1]));
-        case OpId::pow: return finish(libdevice("pow", c, {x[0], x[1]}));
-        case OpId::maximum:
-        case OpId::minimum: return finish(extremum(in.op == OpId::maximum, c, x[0], x[1]));
-        default: break;
-      }
-    } else {
-      // Integer (and bool) arithmetic in i64, wrapped to the output's width.
-      std::vector<std::string> x;
-      for (size_t k = 0; k < a.size(); ++k) x.push_back(convert(operand(k, LT::i64), LT::i64).v);
-      Val r{"", LT::i64};
-      switch (in.op) {
-        case OpId::neg: r.v = op("sub i64 0, ", x[0]); break;
-        case OpId::abs: {
-          const std::string neg = op("icmp slt i64 ", x[0], ", 0"), minus = op("sub i64 0, ", x[0]);
-          r = select(neg, LT::i64, minus, x[0]);
-          break;
-        }
-        case OpId::relu: r = select(op("icmp sgt i64 ", x[0], ", 0"), LT::i64, x[0], "0"); break;
-        case OpId::floor: case OpId::ceil: case OpId::round: r.v = x[0]; break;
-        case OpId::sign: {
-          const std::string neg = select(op("icmp slt i64 ", x[0], ", 0"), LT::i64, "-1", "0").v;
-          r = select(op("icmp sgt i64 ", x[0], ", 0"), LT::i64, "1", neg);
-          break;
-        }
-        case OpId::add: r.v = op("add i64 ", x[0], ", ", x[1]); break;
-        case OpId::sub: r.v = op("sub i64 ", x[0], ", ", x[1]); break;
-        case OpId::mul: r.v = op("mul i64 ", x[0], ", ", x[1]); break;
-        case OpId::pow: r.v = ipow(x[0], x[1]); break;
-        case OpId::maximum: r = select(op("icmp sgt i64 ", x[0], ", ", x[1]), LT::i64, x[0], x[1]); break;
-        case OpId::minimum: r = select(op("icmp slt i64 ", x[0], ", ", x[1]), LT::i64, x[0], x[1]); break;
-        default: fail("cuda codegen: ", op_name(in.op), " has no integer form (kernel ", k_.name, ")");
-      }
-      return to_dtype(r, out);
-    }
-    fail("cuda codegen: no code for op ", op_name(in.op), " (kernel ", k_.name, ")");
+    return pointwise(in, a, at, o_.emulate_precision_casts);
   }
+  Val exp_of(CT c, const std::string& x) { return flavour_.math(*this, Fn::exp, c, {x}); }
 
   // ---- the thread structure ----
   // Splits flat (an i64 register) over dims [first, last) into sc.vars, row-major.
+  using Printer::unflatten;
   void unflatten(const std::string& flat, size_t first, size_t last, Scope& sc) {
-    std::string rest = flat;
-    for (size_t d = last; d-- > first;) {
-      if (d == first) {
-        sc.vars[d] = rest;
-        break;
-      }
-      const std::string e = sym(k_.domain[d]);
-      sc.vars[d] = op("urem i64 ", rest, ", ", e);
-      rest = op("udiv i64 ", rest, ", ", e);
-    }
+    unflatten(flat, k_.domain, first, last, sc.vars);
   }
 
   // The loop over a thread's elements, `step` consecutive ones per iteration, as cuda_c.cpp's
@@ -672,7 +274,7 @@ out:
     const std::string work = label("work");
     line("br label %", l.header);
     block(l.header);
-    l.i = t();
+    l.i = tmp();
     body_ << "  " << l.i << " = phi i64 [" << start << ", %" << pre << "], [" << l.i << "_next, %" << l.latch << "]\n";
     line("br i1 ", op("icmp slt i64 ", l.i, ", ", n), ", label %", work, ", label %", l.exit);
     block(work);
@@ -785,17 +387,17 @@ out:
   // A C variable: an alloca of the entry block, read and written with load and store.
   struct Var {
     std::string ptr;
-    LT t = LT::f32;
+    CT ct = CT::f32;
   };
   // Initialised here (in the body: a row's state starts afresh in every iteration of a loop over
   // rows), its slot in the entry block.
-  Var var(LT t, const std::string& init) {
-    const Var v{alloca(ty(t)), t};
+  Var var(CT t, const std::string& init) {
+    const Var v{alloca(type_of(t)), t};
     set(v, init);
     return v;
   }
-  Val get(const Var& v) { return {op("load ", ty(v.t), ", ptr ", v.ptr), v.t}; }
-  void set(const Var& v, const std::string& x) { line("store ", ty(v.t), " ", x, ", ptr ", v.ptr); }
+  Val get(const Var& v) { return {op("load ", type_of(v.ct), ", ptr ", v.ptr), v.ct}; }
+  void set(const Var& v, const std::string& x) { line("store ", type_of(v.ct), " ", x, ", ptr ", v.ptr); }
   // `if (cond) { then() }`, the code after it in the join block.
   template <class F>
   void when(const std::string& cond, F then) {
@@ -809,7 +411,7 @@ out:
   // for (v = start; v < bound; v += step) { body(v) }, v an i64.
   template <class F>
   void loop(const std::string& start, const std::string& bound, const std::string& step, F body) {
-    const Var v = var(LT::i64, start);
+    const Var v = var(CT::i64, start);
     const std::string head = label("head"), work = label("iter"), out = label("out");
     line("br label %", head);
     block(head);
@@ -823,43 +425,42 @@ out:
   }
 
   // The running state of reduction r: its components' types (cuda_c.cpp's state()).
-  bool nan_flag(int32_t r) const { return lt_of(k_.instrs[static_cast<size_t>(k_.instrs[static_cast<size_t>(r)].args[0])].dtype) == LT::f64; }
-  std::vector<LT> state(int32_t r) const {
+  // A maximum or minimum keeps a NaN flag beside its NaN-skipping fold where the target has no
+  // NaN-propagating instruction for it (f64).
+  bool nan_flag(int32_t r) const {
+    const CT c = ct_of(k_.instrs[static_cast<size_t>(k_.instrs[static_cast<size_t>(r)].args[0])].dtype);
+    return is_float(c) && !flavour_.nan_extremum(c);
+  }
+  std::vector<CT> state(int32_t r) const {
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const LT c = lt_of(in.dtype), ac = lt_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
+    const CT c = ct_of(in.dtype), ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
     switch (in.reduce) {
       case ReduceKind::sum: case ReduceKind::prod: return {c};
-      case ReduceKind::max: case ReduceKind::min: return nan_flag(r) ? std::vector<LT>{ac, LT::i1} : std::vector<LT>{ac};
+      case ReduceKind::max: case ReduceKind::min: return nan_flag(r) ? std::vector<CT>{ac, CT::i1} : std::vector<CT>{ac};
       case ReduceKind::argmax: case ReduceKind::argmin: {
-        const LT vc = ac == LT::i1 ? LT::i64 : ac;
-        return is_float(vc) ? std::vector<LT>{vc, LT::i64, LT::i1} : std::vector<LT>{vc, LT::i64};
+        const CT vc = ac == CT::i1 ? CT::i64 : ac;
+        return is_float(vc) ? std::vector<CT>{vc, CT::i64, CT::i1} : std::vector<CT>{vc, CT::i64};
       }
     }
     return {};
   }
   std::vector<std::string> initial(int32_t r) const {
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<LT> st = state(r);
-    const bool mx = in.reduce == ReduceKind::max || in.reduce == ReduceKind::argmax;
-    auto extreme = [&](LT c) {
-      if (is_float(c)) return lit(mx ? -INFINITY : INFINITY, c);
-      if (c == LT::i64) return std::to_string(mx ? INT64_MIN : INT64_MAX);
-      return std::string(mx ? "false" : "true");
-    };
+    const std::vector<CT> st = state(r);
     switch (in.reduce) {
-      case ReduceKind::sum: return {lit(0, st[0])};
-      case ReduceKind::prod: return {lit(1, st[0])};
+      case ReduceKind::sum: case ReduceKind::prod: return {identity(in.reduce, st[0])};
       case ReduceKind::max: case ReduceKind::min:
-        return st.size() == 2 ? std::vector<std::string>{extreme(st[0]), "false"} : std::vector<std::string>{extreme(st[0])};
+        if (st.size() == 2) return {identity(in.reduce, st[0]), "false"};
+        return {identity(in.reduce, st[0])};
       case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {extreme(st[0]), std::to_string(INT64_MAX), "false"};
-        return {extreme(st[0]), std::to_string(INT64_MAX)};
+        if (st.size() == 3) return {identity(in.reduce, st[0]), std::to_string(INT64_MAX), "false"};
+        return {identity(in.reduce, st[0]), std::to_string(INT64_MAX)};
     }
     return {};
   }
   std::vector<Var> declare_state(int32_t r) {
     std::vector<Var> a;
-    const std::vector<LT> st = state(r);
+    const std::vector<CT> st = state(r);
     const std::vector<std::string> init = initial(r);
     for (size_t i = 0; i < st.size(); ++i) a.push_back(var(st[i], init[i]));
     return a;
@@ -867,41 +468,28 @@ out:
   // Folds state b (values) into state a (variables) of reduction r (cuda_c.cpp's merge()).
   void merge(int32_t r, const std::vector<Var>& a, const std::vector<std::string>& b) {
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const LT c = a[0].t;
+    const CT c = a[0].ct;
     const std::string x = get(a[0]).v;
     switch (in.reduce) {
-      case ReduceKind::sum: set(a[0], is_float(c) ? fbin("fadd", c, x, b[0]).v : op(c == LT::i1 ? "or i1 " : "add i64 ", x, ", ", b[0])); return;
-      case ReduceKind::prod: set(a[0], is_float(c) ? fbin("fmul", c, x, b[0]).v : op(c == LT::i1 ? "and i1 " : "mul i64 ", x, ", ", b[0])); return;
-      case ReduceKind::max: case ReduceKind::min: {
-        const bool mx = in.reduce == ReduceKind::max;
-        if (a.size() == 2) {  // f64: the NaN-skipping maximum and a flag
-          const std::string fn = mx ? "@llvm.maxnum.f64" : "@llvm.minnum.f64";
-          declare("declare double " + fn + "(double, double)", fn);
-          set(a[0], op("call double ", fn, "(double ", x, ", double ", b[0], ")"));
-          set(a[1], op("or i1 ", get(a[1]).v, ", ", b[1]));
-        } else if (c == LT::f32) {
-          set(a[0], extremum(mx, c, x, b[0]).v);
-        } else if (c == LT::i64) {
-          set(a[0], select(op("icmp ", mx ? "sgt" : "slt", " i64 ", b[0], ", ", x), c, b[0], x).v);
-        } else {
-          set(a[0], op(mx ? "or i1 " : "and i1 ", x, ", ", b[0]));
-        }
+      case ReduceKind::sum: case ReduceKind::prod: set(a[0], fold(in.reduce, c, x, b[0])); return;
+      case ReduceKind::max: case ReduceKind::min:
+        set(a[0], fold(in.reduce, c, x, b[0]));
+        if (a.size() == 2) set(a[1], op("or i1 ", get(a[1]).v, ", ", b[1]));  // NaN seen (f64)
         return;
-      }
       case ReduceKind::argmax: case ReduceKind::argmin: {
         const bool mx = in.reduce == ReduceKind::argmax;
         const std::string ai = get(a[1]).v;
-        const std::string better = is_float(c) ? op("fcmp ", mx ? "ogt " : "olt ", ty(c), " ", b[0], ", ", x)
+        const std::string better = is_float(c) ? op("fcmp ", mx ? "ogt " : "olt ", type_of(c), " ", b[0], ", ", x)
                                                : op("icmp ", mx ? "sgt " : "slt ", "i64 ", b[0], ", ", x);
-        const std::string equal = is_float(c) ? op("fcmp oeq ", ty(c), " ", b[0], ", ", x) : op("icmp eq i64 ", b[0], ", ", x);
+        const std::string equal = is_float(c) ? op("fcmp oeq ", type_of(c), " ", b[0], ", ", x) : op("icmp eq i64 ", b[0], ", ", x);
         const std::string earlier = op("icmp slt i64 ", b[1], ", ", ai);
         std::string take = op("or i1 ", better, ", ", op("and i1 ", equal, ", ", earlier));
         if (a.size() == 3) {
           const std::string an = get(a[2]).v, not_an = op("xor i1 ", an, ", true");
           const std::string if_nan = op("or i1 ", not_an, ", ", earlier), if_not = op("and i1 ", not_an, ", ", take);
-          take = select(b[2], LT::i1, if_nan, if_not).v;
+          take = select(b[2], CT::i1, if_nan, if_not).v;
         }
-        for (size_t i = 0; i < a.size(); ++i) set(a[i], select(take, a[i].t, b[i], get(a[i]).v).v);
+        for (size_t i = 0; i < a.size(); ++i) set(a[i], select(take, a[i].ct, b[i], get(a[i]).v).v);
         return;
       }
     }
@@ -909,9 +497,9 @@ out:
   // The state element x at inner position j contributes.
   std::vector<std::string> element(int32_t r, const Val& x0, const std::string& j) {
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<LT> st = state(r);
+    const std::vector<CT> st = state(r);
     const Val x = convert(x0, st[0]);
-    auto isnan = [&] { return op("fcmp uno ", ty(x.t), " ", x.v, ", ", x.v); };
+    auto isnan = [&] { return op("fcmp uno ", type_of(x.ct), " ", x.v, ", ", x.v); };
     switch (in.reduce) {
       case ReduceKind::sum: case ReduceKind::prod: return {x.v};
       case ReduceKind::max: case ReduceKind::min: return st.size() == 2 ? std::vector<std::string>{x.v, isnan()} : std::vector<std::string>{x.v};
@@ -923,50 +511,50 @@ out:
   // The reduction's value from its final state, as its dtype's compute type.
   Val finish(int32_t r, const std::vector<std::string>& st) {
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<LT> comps = state(r);
+    const std::vector<CT> comps = state(r);
     Val v{st[0], comps[0]};
     if ((in.reduce == ReduceKind::max || in.reduce == ReduceKind::min) && comps.size() == 2)
-      v = select(st[1], v.t, lit(NAN, v.t), st[0]);
-    if (in.reduce == ReduceKind::argmax || in.reduce == ReduceKind::argmin) v = {st[1], LT::i64};
+      v = select(st[1], v.ct, literal(NAN, v.ct), st[0]);
+    if (in.reduce == ReduceKind::argmax || in.reduce == ReduceKind::argmin) v = {st[1], CT::i64};
     return to_dtype(v, in.dtype);
   }
 
   // A shuffle of x across the warp (xor lane mask off): 32-bit shuffles, two for 64-bit values.
-  std::string shuffle(LT t, const std::string& x, int off) {
-    declare("declare i32 @llvm.nvvm.shfl.sync.bfly.i32(i32, i32, i32, i32)", "");
+  std::string shuffle(CT t, const std::string& x, int off) {
+    declare("declare i32 @llvm.nvvm.shfl.sync.bfly.i32(i32, i32, i32, i32)");
     auto shfl32 = [&](const std::string& w) { return op("call i32 @llvm.nvvm.shfl.sync.bfly.i32(i32 -1, i32 ", w, ", i32 ", off, ", i32 31)"); };
     switch (t) {
-      case LT::f32: return op("bitcast i32 ", shfl32(op("bitcast float ", x, " to i32")), " to float");
-      case LT::i1: return op("trunc i32 ", shfl32(op("zext i1 ", x, " to i32")), " to i1");
-      case LT::f64: case LT::i64: {
-        const std::string bits = t == LT::f64 ? op("bitcast double ", x, " to i64") : x;
+      case CT::f32: return op("bitcast i32 ", shfl32(op("bitcast float ", x, " to i32")), " to float");
+      case CT::i1: return op("trunc i32 ", shfl32(op("zext i1 ", x, " to i32")), " to i1");
+      case CT::f64: case CT::i64: {
+        const std::string bits = t == CT::f64 ? op("bitcast double ", x, " to i64") : x;
         const std::string lo = shfl32(op("trunc i64 ", bits, " to i32"));
         const std::string hi = shfl32(op("trunc i64 ", op("lshr i64 ", bits, ", 32"), " to i32"));
         const std::string high = op("shl i64 ", op("zext i32 ", hi, " to i64"), ", 32"), low = op("zext i32 ", lo, " to i64");
         const std::string w = op("or i64 ", high, ", ", low);
-        return t == LT::f64 ? op("bitcast i64 ", w, " to double") : w;
+        return t == CT::f64 ? op("bitcast i64 ", w, " to double") : w;
       }
     }
     return x;
   }
   // Shared memory of the block: an array of `entries` values of type t (a module global).
-  std::string shared_array(LT t, int64_t entries) {
+  std::string shared_array(CT t, int64_t entries) {
     const std::string name = "@sh" + std::to_string(shared_++);
-    decls_.insert(name + " = internal addrspace(3) global [" + std::to_string(entries) + " x " + ty(t) + "] undef, align 8");
+    decls_.insert(name + " = internal addrspace(3) global [" + std::to_string(entries) + " x " + type_of(t) + "] undef, align 8");
     return name;
   }
   int shared_ = 0;
-  std::string shared_at(const std::string& array, LT t, const std::string& i) {
-    return op("getelementptr ", ty(t), ", ptr addrspace(3) ", array, ", i64 ", i);
+  std::string shared_at(const std::string& array, CT t, const std::string& i) {
+    return op("getelementptr ", type_of(t), ", ptr addrspace(3) ", array, ", i64 ", i);
   }
-  Val shared_load(const std::string& array, LT t, const std::string& i) {
-    return {op("load ", ty(t), ", ptr addrspace(3) ", shared_at(array, t, i)), t};
+  Val shared_load(const std::string& array, CT t, const std::string& i) {
+    return {op("load ", type_of(t), ", ptr addrspace(3) ", shared_at(array, t, i)), t};
   }
-  void shared_store(const std::string& array, LT t, const std::string& i, const std::string& x) {
-    line("store ", ty(t), " ", x, ", ptr addrspace(3) ", shared_at(array, t, i));
+  void shared_store(const std::string& array, CT t, const std::string& i, const std::string& x) {
+    line("store ", type_of(t), " ", x, ", ptr addrspace(3) ", shared_at(array, t, i));
   }
   void barrier() {
-    declare("declare void @llvm.nvvm.barrier0()", "");
+    declare("declare void @llvm.nvvm.barrier0()");
     line("call void @llvm.nvvm.barrier0()");
   }
 
@@ -976,7 +564,7 @@ out:
   void warp_combine(int32_t r, const std::vector<Var>& a) {
     for (int off = 16; off > 0; off >>= 1) {
       std::vector<std::string> other;
-      for (const Var& v : a) other.push_back(shuffle(v.t, get(v).v, off));
+      for (const Var& v : a) other.push_back(shuffle(v.ct, get(v).v, off));
       merge(r, a, other);
     }
   }
@@ -986,10 +574,10 @@ out:
     for (int32_t r : reds) {
       const std::vector<Var>& a = states.at(r);
       std::vector<std::string> sh;
-      for (const Var& v : a) sh.push_back(shared_array(v.t, 32));
+      for (const Var& v : a) sh.push_back(shared_array(v.ct, 32));
       warp_combine(r, a);
       when(op("icmp eq i64 ", lane_, ", 0"), [&] {
-        for (size_t i = 0; i < a.size(); ++i) shared_store(sh[i], a[i].t, warp_, get(a[i]).v);
+        for (size_t i = 0; i < a.size(); ++i) shared_store(sh[i], a[i].ct, warp_, get(a[i]).v);
       });
       barrier();
       when(op("icmp eq i64 ", warp_, ", 0"), [&] {
@@ -997,16 +585,16 @@ out:
         const std::string in_range = op("icmp slt i64 ", lane_, ", ", warps_);
         for (size_t i = 0; i < a.size(); ++i) {
           // shared_load only for lanes in range: the read of lane < 32 is always in bounds.
-          set(a[i], select(in_range, a[i].t, shared_load(sh[i], a[i].t, lane_).v, init[i]).v);
+          set(a[i], select(in_range, a[i].ct, shared_load(sh[i], a[i].ct, lane_).v, init[i]).v);
         }
         warp_combine(r, a);
         when(op("icmp eq i64 ", lane_, ", 0"), [&] {
-          for (size_t i = 0; i < a.size(); ++i) shared_store(sh[i], a[i].t, "0", get(a[i]).v);
+          for (size_t i = 0; i < a.size(); ++i) shared_store(sh[i], a[i].ct, "0", get(a[i]).v);
         });
       });
       barrier();
       std::vector<std::string> fin;
-      for (size_t i = 0; i < a.size(); ++i) fin.push_back(shared_load(sh[i], a[i].t, "0").v);
+      for (size_t i = 0; i < a.size(); ++i) fin.push_back(shared_load(sh[i], a[i].ct, "0").v);
       reductions_[r] = finish(r, fin);
       barrier();
     }
@@ -1020,57 +608,55 @@ out:
     Var m, nan, s;
   };
   OnlineState online_state(const OnlinePair& op) {
-    const LT c = lt_of(k_.instrs[static_cast<size_t>(op.max)].dtype);
-    return {var(c, lit(-INFINITY, c)), var(LT::i1, "false"), var(c, lit(0, c))};
+    const CT c = ct_of(k_.instrs[static_cast<size_t>(op.max)].dtype);
+    return {var(c, literal(-INFINITY, c)), var(CT::i1, "false"), var(c, literal(0, c))};
   }
-  Val fmax_of(LT c, const std::string& a, const std::string& b) {  // C's fmax: NaN-skipping
-    const std::string fn = std::string("@llvm.maxnum.") + (c == LT::f32 ? "f32" : "f64");
-    declare(std::string("declare ") + ty(c) + " " + fn + "(" + ty(c) + ", " + ty(c) + ")", fn);
-    return {op("call ", ty(c), " ", fn, "(", ty(c), " ", a, ", ", ty(c), " ", b, ")"), c};
+  Val fmax_of(CT c, const std::string& a, const std::string& b) {  // C's fmax: NaN-skipping
+    return call(std::string("@llvm.maxnum.") + render::llvm::suffix_of(c), c, {a, b});
   }
   // Folds (om, os) into the running (m, s).
-  void online_merge(LT c, const OnlineState& st, const std::string& om, const std::string& os) {
-    const std::string m = get(st.m).v, s = get(st.s).v, ninf = lit(-INFINITY, c), zero = lit(0, c);
+  void online_merge(CT c, const OnlineState& st, const std::string& om, const std::string& os) {
+    const std::string m = get(st.m).v, s = get(st.s).v, ninf = literal(-INFINITY, c), zero = literal(0, c);
     const std::string mn = fmax_of(c, m, om).v;
     // (Each emitting call its own statement: the order of a call's arguments is unspecified, and
     // the module's text must not depend on the compiler, wasm or native.)
-    const std::string m_empty = op("fcmp oeq ", ty(c), " ", m, ", ", ninf);
+    const std::string m_empty = op("fcmp oeq ", type_of(c), " ", m, ", ", ninf);
     const std::string m_scaled = fbin("fmul", c, s, exp_of(c, fbin("fsub", c, m, mn).v).v).v;
     const std::string left = select(m_empty, c, zero, m_scaled).v;
-    const std::string om_empty = op("fcmp oeq ", ty(c), " ", om, ", ", ninf);
+    const std::string om_empty = op("fcmp oeq ", type_of(c), " ", om, ", ", ninf);
     const std::string om_scaled = fbin("fmul", c, os, exp_of(c, fbin("fsub", c, om, mn).v).v).v;
     const std::string right = select(om_empty, c, zero, om_scaled).v;
     set(st.s, fbin("fadd", c, left, right).v);
     set(st.m, mn);
   }
   void online_step(const OnlinePair& p, const OnlineState& st, Scope& sc) {
-    const LT c = lt_of(k_.instrs[static_cast<size_t>(p.max)].dtype);
+    const CT c = ct_of(k_.instrs[static_cast<size_t>(p.max)].dtype);
     const std::string x = convert(value(p.arg, sc), c).v;
     const std::string m = get(st.m).v;
     const std::string grows = label("grows"), other = label("other"), finite = label("finite"), join = label("stepped");
-    line("br i1 ", op("fcmp ogt ", ty(c), " ", x, ", ", m), ", label %", grows, ", label %", other);
+    line("br i1 ", op("fcmp ogt ", type_of(c), " ", x, ", ", m), ", label %", grows, ", label %", other);
     block(grows);
     const std::string s_old = get(st.s).v, rescale = exp_of(c, fbin("fsub", c, m, x).v).v;
-    set(st.s, fbin("fadd", c, fbin("fmul", c, s_old, rescale).v, lit(1, c)).v);
+    set(st.s, fbin("fadd", c, fbin("fmul", c, s_old, rescale).v, literal(1, c)).v);
     set(st.m, x);
     line("br label %", join);
     block(other);
-    line("br i1 ", op("fcmp une ", ty(c), " ", x, ", ", lit(-INFINITY, c)), ", label %", finite, ", label %", join);
+    line("br i1 ", op("fcmp une ", type_of(c), " ", x, ", ", literal(-INFINITY, c)), ", label %", finite, ", label %", join);
     block(finite);
     const std::string s_now = get(st.s).v, e = exp_of(c, fbin("fsub", c, x, m).v).v;
     set(st.s, fbin("fadd", c, s_now, e).v);
     line("br label %", join);
     block(join);
-    const std::string seen = get(st.nan).v, is_nan = op("fcmp uno ", ty(c), " ", x, ", ", x);
+    const std::string seen = get(st.nan).v, is_nan = op("fcmp uno ", type_of(c), " ", x, ", ", x);
     set(st.nan, op("or i1 ", seen, ", ", is_nan));
   }
   void online_combine(const OnlinePair& p, const OnlineState& st) {
-    const LT c = lt_of(k_.instrs[static_cast<size_t>(p.max)].dtype);
-    const std::string shm = shared_array(c, 32), shn = shared_array(LT::i1, 32), shs = shared_array(c, 32);
+    const CT c = ct_of(k_.instrs[static_cast<size_t>(p.max)].dtype);
+    const std::string shm = shared_array(c, 32), shn = shared_array(CT::i1, 32), shs = shared_array(c, 32);
     auto warp = [&] {
       for (int off = 16; off > 0; off >>= 1) {
         const std::string om = shuffle(c, get(st.m).v, off), os = shuffle(c, get(st.s).v, off);
-        const std::string seen = get(st.nan).v, other = shuffle(LT::i1, seen, off);
+        const std::string seen = get(st.nan).v, other = shuffle(CT::i1, seen, off);
         set(st.nan, op("or i1 ", seen, ", ", other));
         online_merge(c, st, om, os);
       }
@@ -1078,7 +664,7 @@ out:
     auto publish = [&](const std::string& at) {
       when(op("icmp eq i64 ", lane_, ", 0"), [&] {
         shared_store(shm, c, at, get(st.m).v);
-        shared_store(shn, LT::i1, at, get(st.nan).v);
+        shared_store(shn, CT::i1, at, get(st.nan).v);
         shared_store(shs, c, at, get(st.s).v);
       });
     };
@@ -1087,15 +673,15 @@ out:
     barrier();
     when(op("icmp eq i64 ", warp_, ", 0"), [&] {
       const std::string in_range = op("icmp slt i64 ", lane_, ", ", warps_);
-      set(st.m, select(in_range, c, shared_load(shm, c, lane_).v, lit(-INFINITY, c)).v);
-      set(st.nan, select(in_range, LT::i1, shared_load(shn, LT::i1, lane_).v, "false").v);
-      set(st.s, select(in_range, c, shared_load(shs, c, lane_).v, lit(0, c)).v);
+      set(st.m, select(in_range, c, shared_load(shm, c, lane_).v, literal(-INFINITY, c)).v);
+      set(st.nan, select(in_range, CT::i1, shared_load(shn, CT::i1, lane_).v, "false").v);
+      set(st.s, select(in_range, c, shared_load(shs, c, lane_).v, literal(0, c)).v);
       warp();
       publish("0");
     });
     barrier();
-    const std::string m0 = shared_load(shm, c, "0").v, n0 = shared_load(shn, LT::i1, "0").v;
-    reductions_[p.max] = nan_flag(p.max) ? finish(p.max, {m0, n0}) : finish(p.max, {select(n0, c, lit(NAN, c), m0).v});
+    const std::string m0 = shared_load(shm, c, "0").v, n0 = shared_load(shn, CT::i1, "0").v;
+    reductions_[p.max] = nan_flag(p.max) ? finish(p.max, {m0, n0}) : finish(p.max, {select(n0, c, literal(NAN, c), m0).v});
     reductions_[p.sum] = finish(p.sum, {shared_load(shs, c, "0").v});
     barrier();
   }
@@ -1185,8 +771,8 @@ out:
         if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
     std::map<int32_t, std::string> cache;  // load -> its alloca of `items` values
     for (int32_t i : cached) {
-      const LT t = lt_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-      cache[i] = alloca(("[" + std::to_string(items) + " x " + ty(t) + "]").c_str());
+      const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
+      cache[i] = alloca(("[" + std::to_string(items) + " x " + type_of(t) + "]").c_str());
     }
     const std::optional<OnlinePair> online = cached.empty() ? online_pair() : std::nullopt;
     std::set<int32_t> recorded;
@@ -1210,8 +796,8 @@ out:
           load_slots_.clear();
           load_records_.clear();
           for (int32_t i : cached) {
-            const LT t = lt_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-            const std::string slot = op("getelementptr [", items, " x ", ty(t), "], ptr ", cache[i], ", i64 0, i64 ", k);
+            const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
+            const std::string slot = op("getelementptr [", items, " x ", type_of(t), "], ptr ", cache[i], ", i64 0, i64 ", k);
             if (recorded.count(i)) load_slots_[i] = slot;
             else load_records_[i] = slot;
           }
@@ -1242,12 +828,12 @@ out:
     std::map<int32_t, std::string> cache;
     if (cached)
       for (int32_t i : vectors_->loads) {
-        const LT t = lt_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-        cache[i] = alloca(("[" + std::to_string(groups * kVec) + " x " + ty(t) + "]").c_str());
+        const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
+        cache[i] = alloca(("[" + std::to_string(groups * kVec) + " x " + type_of(t) + "]").c_str());
       }
     auto cache_slot = [&](int32_t i, int64_t at) {
-      const LT t = lt_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-      return op("getelementptr [", groups * kVec, " x ", ty(t), "], ptr ", cache[i], ", i64 0, i64 ", at);
+      const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
+      return op("getelementptr [", groups * kVec, " x ", type_of(t), "], ptr ", cache[i], ", i64 0, i64 ", at);
     };
     std::set<int32_t> in_registers;
     const std::optional<OnlinePair> online = cached ? std::nullopt : online_pair();
@@ -1279,7 +865,7 @@ out:
           for (const auto& [li, ls] : fresh) {
             const Val v = from_storage(buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), ls[static_cast<size_t>(c)]);
             load_reads_[li] = v;
-            if (cached) line("store ", ty(v.t), " ", v.v, ", ptr ", cache_slot(li, g * kVec + c));
+            if (cached) line("store ", type_of(v.ct), " ", v.v, ", ptr ", cache_slot(li, g * kVec + c));
           }
           Scope sc = base.child();
           if (c > 0) sc.vars[vectors_->dim] = op("add i64 ", base.vars[vectors_->dim], ", ", c);

@@ -20,6 +20,7 @@
 #include "kiln/config/config.h"
 #include "kiln/cpu/codegen.h"
 #include "kiln/graph/error.h"
+#include "kiln/schedule/strategy.h"
 
 namespace kiln::cpu {
 
@@ -97,19 +98,6 @@ std::string lit(double v, CT c) {
   return "0";
 }
 
-// Column strategy when the reduced dims are the strided ones: the loads walk the last outer
-// dim contiguously and none walks the last inner dim contiguously.
-bool uses_column_strategy(const Kernel& k) {
-  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
-  if (k.kind != KernelKind::reduction || no == 0) return false;
-  bool outer_unit = false, inner_unit = false;
-  for (const Instr& in : k.instrs) {
-    if (in.kind != InstrKind::load || !in.inner) continue;
-    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
-    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
-  }
-  return outer_unit && !inner_unit;
-}
 // Column strategy: outer points per block. Measured with max-autotune on col_sum ([1024, 8192]
 // summed over dim 0, 2-core znver4): 1024 beat 256 and 64 (1.09 vs 1.49 ms).
 constexpr int64_t kLanes = 1024;

@@ -200,24 +200,10 @@ constexpr int64_t kColumnLanes = 32;
 int64_t column_groups(int64_t inner) { return inner >= 1024 ? 32 : 8; }
 using detail::kMaxCachedItems;
 using detail::row_block;
-using detail::uses_column_strategy;
 
 }  // namespace
 
 namespace detail {
-
-// Column strategy when the reduced dims are the strided ones (as the CPU codegen decides).
-bool uses_column_strategy(const Kernel& k) {
-  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
-  if (k.kind != KernelKind::reduction || no == 0 || no == n) return false;
-  bool outer_unit = false, inner_unit = false;
-  for (const Instr& in : k.instrs) {
-    if (in.kind != InstrKind::load || !in.inner) continue;
-    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
-    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
-  }
-  return outer_unit && !inner_unit;
-}
 
 // Online softmax (internal.h).
 std::optional<OnlinePair> online_pair(const Kernel& k_, const CodegenOptions& o_) {

@@ -17,6 +17,7 @@
 #include "kiln/cstyle/printer.h"
 #include "kiln/cstyle/structure.h"
 #include "kiln/graph/error.h"
+#include "kiln/schedule/strategy.h"
 #include "kiln/vulkan/codegen.h"
 
 namespace kiln::vulkan {
@@ -243,18 +244,6 @@ constexpr int64_t kSharedBudget = 16384;
 // Largest row-reduction workgroup: 256 (each invocation then holds up to 32 elements of a cached
 // row; measured on the H100 at the CUDA target's bandwidth).
 constexpr int64_t kRowMaxBlock = 256;
-
-bool uses_column_strategy(const Kernel& k) {
-  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
-  if (k.kind != KernelKind::reduction || no == 0 || no == n) return false;
-  bool outer_unit = false, inner_unit = false;
-  for (const Instr& in : k.instrs) {
-    if (in.kind != InstrKind::load || !in.inner) continue;
-    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
-    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
-  }
-  return outer_unit && !inner_unit;
-}
 
 // Invocations per workgroup of a row reduction: about 8 inner elements each, 32 to max.
 int64_t row_block(int64_t inner, int64_t max) {

@@ -414,12 +414,12 @@ class KernelEmitter {
     vec_stores_.clear();
     if (!o_.vector_accesses) return false;
     const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
-        p_, first_dim, inner_loads_only, kVec, [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr; });
+        k_, first_dim, inner_loads_only, kVec, [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr; });
     if (!plan) return false;
     vd_ = plan->dim;
     vec_loads_ = plan->loads;
     vec_stores_ = plan->stores;
-    p_.line("const bool vec = " + plan->flag() + ";");
+    p_.line("const bool vec = " + plan->flag(p_) + ";");
     return true;
   }
 

@@ -589,13 +589,13 @@ class KernelEmitter {
     if (!o_.vector_accesses) return false;
     // (the binding is 16-byte aligned by the runtime; buffers at a push-constant offset stay scalar)
     const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
-        p_, first_dim, inner_only, kVec,
+        k_, first_dim, inner_only, kVec,
         [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr && !d_.offsets.count(b); });
     if (!plan) return false;
     vd_ = plan->dim;
     vec_loads_ = plan->loads;
     vec_stores_ = plan->stores;
-    p_.line("const bool vec = " + plan->flag() + ";");
+    p_.line("const bool vec = " + plan->flag(p_) + ";");
     return true;
   }
 

@@ -24,22 +24,27 @@ std::set<int32_t> loads_of_pass(const schedule::Kernel& k, int32_t pass);
 // Vector accesses: plain loads and stores with unit stride along the last domain dim (`dim`),
 // whose extent is a static multiple of `width` (so a group of `width` consecutive positions never
 // crosses a row), and whose other strides and offset are multiples of `width`: statically, or at
-// run time through `conditions` (C expressions over the sizes, sorted and unique; the target
-// ANDs them into one flag and falls back to single elements where it is false).
+// run time (`multiples`: the symbolic ones; the target checks them once per launch into one flag
+// and falls back to single elements where it is false). A decision, not text: the C-style
+// targets print the flag with flag(), the NVPTX codegen as LLVM IR.
 struct VectorPlan {
   size_t dim = 0;
+  int width = 1;
   std::set<int32_t> loads;   // instructions
   std::set<size_t> stores;   // indices into Kernel::stores
-  std::vector<std::string> conditions;
-  // The conditions ANDed into one C expression ("true" when there are none).
-  std::string flag() const;
+  // Symbolic offsets and strides of the vector accesses, each to be a multiple of `width`, in the
+  // order met (loads in instruction order, then stores; per access its offset, then its strides).
+  std::vector<SymInt> multiples;
+  // The run-time condition as one C expression of printer p's dialect: `(size) % width == 0` for
+  // each of `multiples`, sorted, unique, ANDed ("true" when there are none).
+  std::string flag(const KernelPrinter& p) const;
 };
 // nullopt when nothing qualifies. Dims before `first_dim` must not be the vector dim; with
 // `inner_only` only inner loads and stores count (row reductions). `has_form(buffer)`: whether the
 // target has a vector form of that buffer (its dtype, how it is bound). Buffer addresses are the
 // target's to align (both runtimes bind every buffer at a multiple of a vector's bytes); the
 // conditions are on symbolic offsets and strides only.
-std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
+std::optional<VectorPlan> plan_vectors(const schedule::Kernel& k, size_t first_dim, bool inner_only, int width,
                                        const std::function<bool(int32_t)>& has_form);
 
 }  // namespace kiln::cstyle

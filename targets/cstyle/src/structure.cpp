@@ -34,6 +34,40 @@ std::set<int32_t> loads_of_pass(const Kernel& k, int32_t pass) {
   return loads;
 }
 
+SymInt inner_extent(const Kernel& k) {
+  SymInt n = 1;
+  for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) n = n * k.domain[d];
+  return n;
+}
+
+void store_outer(KernelPrinter& p, const Scope& outer, const std::string& who) {
+  const Kernel& k = p.kernel();
+  bool any = false;
+  for (const schedule::Store& st : k.stores) any = any || !k.store_is_inner(st);
+  if (!any) return;
+  p.line("if (" + who + ") {");
+  p.indent();
+  Scope sc = outer.child();
+  for (const schedule::Store& st : k.stores)
+    if (!k.store_is_inner(st)) p.store(st, sc);
+  p.dedent();
+  p.line("}");
+}
+
+void declare_row_cache(KernelPrinter& p, int32_t load, int64_t entries) {
+  const DType t = p.buffer_dtype(p.kernel().instrs[static_cast<size_t>(load)].buffer);
+  p.line(p.dialect().type(compute_type(t)) + " lc" + std::to_string(load) + "[" + std::to_string(entries) + "];");
+}
+
+void cache_row_loads(KernelPrinter& p, const std::vector<int32_t>& loads, const std::string& slot) {
+  p.load_reads().clear();
+  for (int32_t i : loads) {
+    const std::string at = "lc" + std::to_string(i) + "[" + slot + "]";
+    p.load_records()[i] = at;
+    if (p.recorded().count(i)) p.load_reads()[i] = at;
+  }
+}
+
 std::string VectorPlan::flag(const KernelPrinter& p) const {
   const Dialect& d = p.dialect();
   std::vector<std::string> conditions;

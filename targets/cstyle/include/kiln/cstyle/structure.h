@@ -21,6 +21,19 @@ std::vector<int32_t> reductions_of_pass(const schedule::Kernel& k, int32_t pass)
 // through their arguments but not through earlier reductions' results.
 std::set<int32_t> loads_of_pass(const schedule::Kernel& k, int32_t pass);
 
+// The product of the kernel's inner extents (a reduction's row; 1 for a pointwise kernel).
+SymInt inner_extent(const schedule::Kernel& k);
+// The stores of a reduction kernel made once per outer point (after its passes), at the outer
+// scope, by the threads for which `who` (a C condition) holds; nothing when there are none.
+void store_outer(KernelPrinter& p, const Scope& outer, const std::string& who);
+
+// The row cache (a static row's elements a thread loads, kept in registers across passes):
+// declare_row_cache prints `T lc<load>[entries];` for load instruction `load`; cache_row_loads
+// makes each of `loads` recorded into `lc<load>[slot]` where it is first loaded and read from
+// there where an earlier pass recorded it (KernelPrinter::load_records, load_reads).
+void declare_row_cache(KernelPrinter& p, int32_t load, int64_t entries);
+void cache_row_loads(KernelPrinter& p, const std::vector<int32_t>& loads, const std::string& slot);
+
 // Vector accesses: plain loads and stores with unit stride along the last domain dim (`dim`),
 // whose extent is a static multiple of `width` (so a group of `width` consecutive positions never
 // crosses a row), and whose other strides and offset are multiples of `width`: statically, or at

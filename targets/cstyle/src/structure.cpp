@@ -34,34 +34,73 @@ std::set<int32_t> loads_of_pass(const Kernel& k, int32_t pass) {
   return loads;
 }
 
-std::string VectorPlan::flag() const {
+SymInt inner_extent(const Kernel& k) {
+  SymInt n = 1;
+  for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) n = n * k.domain[d];
+  return n;
+}
+
+void store_outer(KernelPrinter& p, const Scope& outer, const std::string& who) {
+  const Kernel& k = p.kernel();
+  bool any = false;
+  for (const schedule::Store& st : k.stores) any = any || !k.store_is_inner(st);
+  if (!any) return;
+  p.line("if (" + who + ") {");
+  p.indent();
+  Scope sc = outer.child();
+  for (const schedule::Store& st : k.stores)
+    if (!k.store_is_inner(st)) p.store(st, sc);
+  p.dedent();
+  p.line("}");
+}
+
+void declare_row_cache(KernelPrinter& p, int32_t load, int64_t entries) {
+  const DType t = p.buffer_dtype(p.kernel().instrs[static_cast<size_t>(load)].buffer);
+  p.line(p.dialect().type(compute_type(t)) + " lc" + std::to_string(load) + "[" + std::to_string(entries) + "];");
+}
+
+void cache_row_loads(KernelPrinter& p, const std::vector<int32_t>& loads, const std::string& slot) {
+  p.load_reads().clear();
+  for (int32_t i : loads) {
+    const std::string at = "lc" + std::to_string(i) + "[" + slot + "]";
+    p.load_records()[i] = at;
+    if (p.recorded().count(i)) p.load_reads()[i] = at;
+  }
+}
+
+std::string VectorPlan::flag(const KernelPrinter& p) const {
+  const Dialect& d = p.dialect();
+  std::vector<std::string> conditions;
+  for (const SymInt& x : multiples)
+    conditions.push_back("(" + p.sym(x) + ") % " + d.int_literal(width) + " == " + d.int_literal(0));
+  std::sort(conditions.begin(), conditions.end());
+  conditions.erase(std::unique(conditions.begin(), conditions.end()), conditions.end());
   std::string f;
   for (const std::string& c : conditions) f += (f.empty() ? "" : " && ") + c;
   return f.empty() ? "true" : f;
 }
 
-std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
+std::optional<VectorPlan> plan_vectors(const Kernel& k, size_t first_dim, bool inner_only, int width,
                                        const std::function<bool(int32_t)>& has_form) {
-  const Kernel& k = p.kernel();
-  const Dialect& d = p.dialect();
   const size_t n = k.domain.size();
   if (n == 0 || n - 1 < first_dim) return std::nullopt;
   VectorPlan plan;
   plan.dim = n - 1;
+  plan.width = width;
   const SymInt& ext = k.domain[plan.dim];
   if (!ext.is_static() || ext.hint() % width != 0 || ext.hint() == 0) return std::nullopt;
   auto usable = [&](int32_t buffer, const schedule::Affine& a) {
     if (!has_form(buffer) || !(a.coeffs[plan.dim] == 1)) return false;
-    std::vector<std::string> c;
+    std::vector<SymInt> m;
     auto multiple = [&](const SymInt& x) {
       if (x.is_static()) return x.hint() % width == 0;
-      c.push_back("(" + p.sym(x) + ") % " + d.int_literal(width) + " == " + d.int_literal(0));
+      m.push_back(x);
       return true;
     };
     if (!multiple(a.offset)) return false;
     for (size_t dim = 0; dim < n; ++dim)
       if (dim != plan.dim && !multiple(a.coeffs[dim])) return false;
-    plan.conditions.insert(plan.conditions.end(), c.begin(), c.end());
+    plan.multiples.insert(plan.multiples.end(), m.begin(), m.end());
     return true;
   };
   for (size_t i = 0; i < k.instrs.size(); ++i) {
@@ -75,8 +114,6 @@ std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim,
     if (usable(st.buffer, st.index)) plan.stores.insert(si);
   }
   if (plan.loads.empty() && plan.stores.empty()) return std::nullopt;
-  std::sort(plan.conditions.begin(), plan.conditions.end());
-  plan.conditions.erase(std::unique(plan.conditions.begin(), plan.conditions.end()), plan.conditions.end());
   return plan;
 }
 

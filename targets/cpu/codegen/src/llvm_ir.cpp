@@ -19,6 +19,7 @@
 #include "kiln/cpu/codegen.h"
 #include "kiln/graph/error.h"
 #include "kiln/render/llvm.h"
+#include "kiln/schedule/strategy.h"
 
 namespace kiln::cpu {
 
@@ -49,19 +50,6 @@ using render::llvm::storage_type;
 using render::llvm::type_of;
 using render::llvm::Val;
 
-// Column strategy when the reduced dims are the strided ones: the loads walk the last outer
-// dim contiguously and none walks the last inner dim contiguously.
-bool uses_column_strategy(const Kernel& k) {
-  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
-  if (k.kind != KernelKind::reduction || no == 0) return false;
-  bool outer_unit = false, inner_unit = false;
-  for (const Instr& in : k.instrs) {
-    if (in.kind != InstrKind::load || !in.inner) continue;
-    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
-    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
-  }
-  return outer_unit && !inner_unit;
-}
 // Column strategy: outer points per block. Measured with max-autotune on col_sum ([1024, 8192]
 // summed over dim 0, 2-core znver4): 1024 beat 256 and 64 (1.09 vs 1.49 ms).
 constexpr int64_t kLanes = 1024;

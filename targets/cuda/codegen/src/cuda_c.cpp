@@ -15,12 +15,14 @@
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
+#include "kiln/cstyle/reduction.h"
 #include "kiln/cstyle/structure.h"
 #include "kiln/cuda/codegen.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::cuda {
 
+using cstyle::Component;
 using cstyle::CT;
 using cstyle::KernelPrinter;
 using cstyle::Scope;
@@ -150,6 +152,15 @@ struct CudaDialect final : cstyle::Dialect {
     if (c == CT::f32) return std::string(max ? "kiln_fmaxn(" : "kiln_fminn(") + x + ", " + y + ")";
     return Dialect::extremum(max, x, y, c);
   }
+  bool fast_extremum(CT c) const override { return c == CT::f32; }  // max.NaN.f32 from sm_80
+  // f64: fmax and fmin return the other operand where one is NaN.
+  std::string extremum_skipping_nan(bool max, const std::string& acc, const std::string& x, CT c) const override {
+    return acc + " = " + math(max ? "fmax" : "fmin", c, {acc, x}) + ";";
+  }
+  std::string assign_select(const std::string& lhs, const std::string& c, const std::string& x,
+                            const std::string& y) const override {
+    return lhs + " = " + c + " ? " + x + " : " + y + ";";
+  }
 };
 
 const CudaDialect kDialect;                                    // fast f32 exp and division
@@ -200,24 +211,10 @@ constexpr int64_t kColumnLanes = 32;
 int64_t column_groups(int64_t inner) { return inner >= 1024 ? 32 : 8; }
 using detail::kMaxCachedItems;
 using detail::row_block;
-using detail::uses_column_strategy;
 
 }  // namespace
 
 namespace detail {
-
-// Column strategy when the reduced dims are the strided ones (as the CPU codegen decides).
-bool uses_column_strategy(const Kernel& k) {
-  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
-  if (k.kind != KernelKind::reduction || no == 0 || no == n) return false;
-  bool outer_unit = false, inner_unit = false;
-  for (const Instr& in : k.instrs) {
-    if (in.kind != InstrKind::load || !in.inner) continue;
-    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
-    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
-  }
-  return outer_unit && !inner_unit;
-}
 
 // Online softmax (internal.h).
 std::optional<OnlinePair> online_pair(const Kernel& k_, const CodegenOptions& o_) {
@@ -372,6 +369,7 @@ class KernelEmitter {
   const CodegenOptions& o_;
   const CudaDialect& d_;
   KernelPrinter p_;
+  cstyle::Reductions red_{p_};
   int64_t block_ = 0;
 
   int64_t choose_block() const {
@@ -382,7 +380,7 @@ class KernelEmitter {
       int64_t state_bytes = 0;
       for (size_t i = 0; i < k_.instrs.size(); ++i)
         if (k_.instrs[i].kind == InstrKind::reduce)
-          for (const Component& c : state(static_cast<int32_t>(i), ""))
+          for (const Component& c : red_.state(static_cast<int32_t>(i), ""))
             state_bytes += c.ct == CT::b ? 1 : c.ct == CT::f32 ? 4 : 8;
       if (state_bytes * kColumnLanes * groups > 16384) groups = 8;
       return kColumnLanes * groups;
@@ -390,11 +388,7 @@ class KernelEmitter {
     return row_block(inner_extent().evaluate(s_.graph.shapes().examples()));
   }
 
-  SymInt inner_extent() const {
-    SymInt n = 1;
-    for (size_t d = static_cast<size_t>(k_.num_outer); d < k_.domain.size(); ++d) n = n * k_.domain[d];
-    return n;
-  }
+  SymInt inner_extent() const { return cstyle::inner_extent(k_); }
 
   std::string params() const { return detail::kernel_params(k_, s_); }
 
@@ -428,12 +422,12 @@ class KernelEmitter {
     vec_stores_.clear();
     if (!o_.vector_accesses) return false;
     const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
-        p_, first_dim, inner_loads_only, kVec, [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr; });
+        k_, first_dim, inner_loads_only, kVec, [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr; });
     if (!plan) return false;
     vd_ = plan->dim;
     vec_loads_ = plan->loads;
     vec_stores_ = plan->stores;
-    p_.line("const bool vec = " + plan->flag() + ";");
+    p_.line("const bool vec = " + plan->flag(p_) + ";");
     return true;
   }
 
@@ -542,141 +536,10 @@ class KernelEmitter {
     p_.line("}");
   }
 
-  // ---- reductions ----
-  struct Component {
-    CT ct;
-    std::string name;
-  };
-  // Whether max/min reduction r keeps "a NaN was seen" beside its running value: f64 does; f32
-  // needs no flag, kiln_fmaxn/kiln_fminn propagate NaN (one max.NaN instruction from sm_80).
-  bool nan_flag(int32_t r) const {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    return cstyle::compute_type(k_.instrs[static_cast<size_t>(in.args[0])].dtype) == CT::f64;
-  }
-  // The running state of reduction r (its components) under a name prefix.
-  std::vector<Component> state(int32_t r, const std::string& prefix) const {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const CT c = cstyle::compute_type(in.dtype);
-    const CT ac = cstyle::compute_type(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: return {{c, prefix + "_acc"}};
-      case ReduceKind::max: case ReduceKind::min:
-        if (nan_flag(r)) return {{ac, prefix + "_acc"}, {CT::b, prefix + "_nan"}};
-        return {{ac, prefix + "_acc"}};
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const CT vc = ac == CT::b ? CT::i64 : ac;
-        if (cstyle::is_float(vc)) return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}, {CT::b, prefix + "_nan"}};
-        return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}};
-      }
-    }
-    return {};
-  }
-  std::vector<std::string> initial(int32_t r) const {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<Component> st = state(r, "");
-    const bool mx = in.reduce == ReduceKind::max || in.reduce == ReduceKind::argmax;
-    auto extreme = [&](CT c) {
-      if (cstyle::is_float(c)) return d_.literal(mx ? -INFINITY : INFINITY, c);
-      if (c == CT::i64) return d_.int_literal(mx ? INT64_MIN : INT64_MAX);
-      return std::string(mx ? "false" : "true");
-    };
-    switch (in.reduce) {
-      case ReduceKind::sum: return {d_.literal(0, st[0].ct)};
-      case ReduceKind::prod: return {d_.literal(1, st[0].ct)};
-      case ReduceKind::max: case ReduceKind::min:
-        if (st.size() == 2) return {extreme(st[0].ct), "false"};
-        return {extreme(st[0].ct)};
-      case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {extreme(st[0].ct), d_.int_literal(INT64_MAX), "false"};
-        return {extreme(st[0].ct), d_.int_literal(INT64_MAX)};
-    }
-    return {};
-  }
-  // Statements folding state `b` (expressions) into state `a` (variables) of reduction r.
-  void merge(int32_t r, const std::vector<Component>& a, const std::vector<std::string>& b) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const CT c = a[0].ct;
-    switch (in.reduce) {
-      case ReduceKind::sum: p_.line(a[0].name + " += " + b[0] + ";"); return;
-      case ReduceKind::prod: p_.line(a[0].name + " *= " + b[0] + ";"); return;
-      case ReduceKind::max: case ReduceKind::min: {
-        const bool mx = in.reduce == ReduceKind::max;
-        if (a.size() == 2) {  // f64
-          p_.line(a[0].name + " = " + d_.math(mx ? "fmax" : "fmin", c, {a[0].name, b[0]}) + ";");
-          p_.line(a[1].name + " = " + a[1].name + " || " + b[1] + ";");
-        } else if (c == CT::f32) {
-          p_.line(a[0].name + " = " + d_.extremum(mx, a[0].name, b[0], c) + ";");
-        } else if (c == CT::i64) {
-          p_.line(a[0].name + " = " + b[0] + (mx ? " > " : " < ") + a[0].name + " ? " + b[0] + " : " + a[0].name + ";");
-        } else {
-          p_.line(a[0].name + " = " + a[0].name + (mx ? " || " : " && ") + b[0] + ";");
-        }
-        return;
-      }
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const char* better = in.reduce == ReduceKind::argmax ? " > " : " < ";
-        const std::string tie = "(" + b[0] + " == " + a[0].name + " && " + b[1] + " < " + a[1].name + ")";
-        std::string take = "(" + b[0] + better + a[0].name + " || " + tie + ")";
-        if (a.size() == 3)
-          take = "(" + b[2] + " ? (!" + a[2].name + " || " + b[1] + " < " + a[1].name + ") : (!" + a[2].name + " && " + take + "))";
-        p_.line("if (" + take + ") {");
-        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + a[i].name + " = " + b[i] + ";");
-        p_.line("}");
-        return;
-      }
-    }
-  }
-  // The state an element x (at inner position j) contributes.
-  std::vector<std::string> element(int32_t r, const Value& x0, const std::string& j) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<Component> st = state(r, "");
-    const Value x = p_.convert(x0, st[0].ct);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: return {x.v};
-      case ReduceKind::max: case ReduceKind::min:
-        if (st.size() == 2) return {x.v, d_.isnan(x.v, x.ct)};
-        return {x.v};
-      case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {x.v, j, d_.isnan(x.v, x.ct)};
-        return {x.v, j};
-    }
-    return {};
-  }
-  // The reduction's value from its final state (of the instruction's dtype's compute type).
-  std::string finish(int32_t r, const std::vector<std::string>& st) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<Component> comps = state(r, "");
-    Value v;
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: v = {st[0], comps[0].ct}; break;
-      case ReduceKind::max: case ReduceKind::min:
-        v = {st[0], comps[0].ct};
-        if (comps.size() == 2) v.v = "(" + st[1] + " ? " + d_.literal(NAN, v.ct) + " : " + st[0] + ")";
-        break;
-      case ReduceKind::argmax: case ReduceKind::argmin: v = {st[1], CT::i64}; break;
-    }
-    return p_.to_dtype(v, in.dtype).v;
-  }
-
-
-  void declare_state(int32_t r) {
-    const std::vector<Component> st = state(r, "a" + std::to_string(r));
-    const std::vector<std::string> init = initial(r);
-    for (size_t i = 0; i < st.size(); ++i) p_.line(d_.type(st[i].ct) + " " + st[i].name + " = " + init[i] + ";");
-  }
-
-  // One step of pass `pass` at the inner point of scope sc (inner flat position j).
-  void pass_step(int32_t pass, const std::vector<int32_t>& reds, Scope& sc, const std::string& j) {
-    for (int32_t r : reds) {
-      const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
-      merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
-    }
-    for (const schedule::Store& st : k_.stores)
-      if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) p_.store(st, sc);
-  }
+  // ---- reductions (state, identity, fold and finish: cstyle::Reductions) ----
 
   void shared_arrays(int32_t r, int64_t entries) {
-    for (const Component& c : state(r, "sh" + std::to_string(r)))
+    for (const Component& c : red_.state(r, "sh" + std::to_string(r)))
       p_.line("__shared__ " + d_.type(c.ct) + " " + c.name + "[" + std::to_string(entries) + "];");
   }
 
@@ -695,7 +558,7 @@ class KernelEmitter {
       p_.line(d_.type(c.ct) + " " + o + " = " + shuffle(c, c.name, "off") + ";");
       other.push_back(o);
     }
-    merge(r, a, other);
+    red_.merge(r, a, other);
     p_.dedent();
     p_.line("}");
   }
@@ -705,7 +568,7 @@ class KernelEmitter {
   void block_combine(const std::vector<int32_t>& reds) {
     for (int32_t r : reds) {
       const std::string id = std::to_string(r);
-      const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+      const std::vector<Component> a = red_.state(r, "a" + id), sh = red_.state(r, "sh" + id);
       warp_combine(r, a);
       p_.line("if (lane == 0) {");
       for (size_t i = 0; i < a.size(); ++i) p_.line("  " + sh[i].name + "[warp] = " + a[i].name + ";");
@@ -713,7 +576,7 @@ class KernelEmitter {
       p_.line("__syncthreads();");
       p_.line("if (warp == 0) {");
       p_.indent();
-      const std::vector<std::string> init = initial(r);
+      const std::vector<std::string> init = red_.initial(r);
       for (size_t i = 0; i < a.size(); ++i)
         p_.line(a[i].name + " = lane < warps ? " + sh[i].name + "[lane] : " + init[i] + ";");
       warp_combine(r, a);
@@ -725,7 +588,7 @@ class KernelEmitter {
       p_.line("__syncthreads();");
       std::vector<std::string> fin;
       for (const Component& c : sh) fin.push_back(c.name + "[0]");
-      p_.line("r" + id + " = " + finish(r, fin) + ";");
+      p_.line("r" + id + " = " + red_.finish(r, fin) + ";");
       p_.line("__syncthreads();");
       p_.reduction_results()[r] = "r" + id;
     }
@@ -742,20 +605,12 @@ class KernelEmitter {
     const int64_t groups = detail::row_cache_steps(k_, o_, block_, kVec);
     const bool cached = groups > 0;
     if (cached)
-      for (int32_t i : vec_loads_)
-        p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
-                std::to_string(i) + "[" + std::to_string(groups * kVec) + "];");
+      for (int32_t i : vec_loads_) cstyle::declare_row_cache(p_, i, groups * kVec);
     std::set<int32_t> in_registers;
     const std::optional<OnlinePair> online = cached ? std::nullopt : online_pair();
     for (int32_t pass = 0; pass < passes; ++pass) {
       if (online && pass == 1) continue;  // folded into pass 0
-      std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
-      if (online && pass == 0) reds.push_back(online->sum);
-      for (int32_t r : reds) {
-        p_.line(d_.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
-        declare_state(r);
-      }
-      if (online && pass == 0) declare_online_flag(*online);
+      const std::vector<int32_t> reds = open_pass(pass, online);
       if (cached) {
         p_.line("#pragma unroll");
         p_.line("for (int g = 0; g < " + std::to_string(groups) + "; ++g) {");
@@ -799,10 +654,7 @@ class KernelEmitter {
         if (online && pass == 0) {
           online_step(*online, sc);
         } else {
-          for (int32_t r : reds) {
-            const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
-            merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
-          }
+          for (int32_t r : reds) red_.fold(r, sc, j);
         }
         for (size_t si = 0; si < k_.stores.size(); ++si) {
           const schedule::Store& st = k_.stores[si];
@@ -829,6 +681,19 @@ class KernelEmitter {
     }
   }
 
+  // The reductions of row pass `pass` (with the online pair, pass 0 takes pass 1's sum too):
+  // their results `r<id>` and running states declared.
+  std::vector<int32_t> open_pass(int32_t pass, const std::optional<detail::OnlinePair>& online) {
+    std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
+    if (online && pass == 0) reds.push_back(online->sum);
+    for (int32_t r : reds) {
+      p_.line(d_.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
+      red_.declare(r);
+    }
+    if (online && pass == 0) declare_online_flag(*online);
+    return reds;
+  }
+
   // After the reductions of loop `pass` are bound: the per-row values computed from them, once
   // per row (cstyle::KernelPrinter::bind_row_values); with the online pair, loop 1's too.
   void bind_row_values(int32_t pass, bool online, Scope& row) {
@@ -852,7 +717,7 @@ class KernelEmitter {
   // The online pair's running max skips NaN (x > m is false), so it keeps a NaN flag even where
   // the max's state has none (f32): declared here, after the pass's states.
   void declare_online_flag(const OnlinePair& op) {
-    if (!nan_flag(op.max)) p_.line("bool a" + std::to_string(op.max) + "_nan = false;");
+    if (!red_.nan_flag(op.max)) p_.line("bool a" + std::to_string(op.max) + "_nan = false;");
   }
   void online_step(const OnlinePair& op, Scope& sc) {
     const CT c = cstyle::compute_type(k_.instrs[static_cast<size_t>(op.max)].dtype);
@@ -870,7 +735,7 @@ class KernelEmitter {
     const std::string mi = std::to_string(op.max), si = std::to_string(op.sum);
     const std::string m = "a" + mi + "_acc", nan = "a" + mi + "_nan", s = "a" + si + "_acc";
     const std::string shm = "sh" + mi + "_acc", shn = "sh" + mi + "_nan", shs = "sh" + si + "_acc";
-    if (!nan_flag(op.max)) p_.line("__shared__ bool " + shn + "[32];");
+    if (!red_.nan_flag(op.max)) p_.line("__shared__ bool " + shn + "[32];");
     auto warp = [&] {
       p_.line("for (int off = 16; off > 0; off >>= 1) {");
       p_.indent();
@@ -895,8 +760,8 @@ class KernelEmitter {
     p_.line("}");
     p_.line("__syncthreads();");
     const std::string with_nan = "(" + shn + "[0] ? " + d_.literal(NAN, c) + " : " + shm + "[0])";
-    p_.line("r" + mi + " = " + (nan_flag(op.max) ? finish(op.max, {shm + "[0]", shn + "[0]"}) : finish(op.max, {with_nan})) + ";");
-    p_.line("r" + si + " = " + finish(op.sum, {shs + "[0]"}) + ";");
+    p_.line("r" + mi + " = " + (red_.nan_flag(op.max) ? red_.finish(op.max, {shm + "[0]", shn + "[0]"}) : red_.finish(op.max, {with_nan})) + ";");
+    p_.line("r" + si + " = " + red_.finish(op.sum, {shs + "[0]"}) + ";");
     p_.line("__syncthreads();");
     p_.reduction_results()[op.max] = "r" + mi;
     p_.reduction_results()[op.sum] = "r" + si;
@@ -920,7 +785,7 @@ class KernelEmitter {
     if (no > 0) unflatten("o", 0, no, outer);
     if (vectors) {
       emit_row_vector_passes(outer);
-      emit_outer_stores(outer, "threadIdx.x == 0");
+      cstyle::store_outer(p_, outer, "threadIdx.x == 0");
       p_.dedent();
       p_.line("}");
       return;
@@ -932,28 +797,15 @@ class KernelEmitter {
     if (items > 0)
       for (size_t i = 0; i < k_.instrs.size(); ++i)
         if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
-    for (int32_t i : cached)
-      p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" +
-              std::to_string(i) + "[" + std::to_string(items) + "];");
+    for (int32_t i : cached) cstyle::declare_row_cache(p_, i, items);
     const std::optional<OnlinePair> online = cached.empty() ? online_pair() : std::nullopt;
     for (int32_t pass = 0; pass < passes; ++pass) {
       if (online && pass == 1) continue;  // folded into pass 0
-      std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
-      if (online && pass == 0) reds.push_back(online->sum);
-      for (int32_t r : reds) {
-        p_.line(d_.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
-        declare_state(r);
-      }
-      if (online && pass == 0) declare_online_flag(*online);
+      const std::vector<int32_t> reds = open_pass(pass, online);
       if (!cached.empty()) {
         // Loads recorded in an earlier pass are read from the registers; the others load (and
         // record) as they are first needed.
-        p_.load_reads().clear();
-        for (int32_t i : cached) {
-          const std::string slot = "lc" + std::to_string(i) + "[k]";
-          p_.load_records()[i] = slot;
-          if (p_.recorded().count(i)) p_.load_reads()[i] = slot;
-        }
+        cstyle::cache_row_loads(p_, cached, "k");
         p_.line("#pragma unroll");
         p_.line("for (int k = 0; k < " + std::to_string(items) + "; ++k) {");
         p_.indent();
@@ -967,7 +819,7 @@ class KernelEmitter {
         Scope sc = outer.child();
         unflatten("j", no, n, sc);
         if (online && pass == 0) online_step(*online, sc);
-        else pass_step(pass, reds, sc, "j");
+        else red_.step(pass, reds, sc, "j");
       }
       p_.dedent();
       p_.line("}");
@@ -981,7 +833,7 @@ class KernelEmitter {
     }
     p_.load_reads().clear();
     p_.load_records().clear();
-    emit_outer_stores(outer, "threadIdx.x == 0");
+    cstyle::store_outer(p_, outer, "threadIdx.x == 0");
     p_.dedent();
     p_.line("}");
   }
@@ -1007,7 +859,7 @@ class KernelEmitter {
       const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
       for (int32_t r : reds) {
         p_.line(d_.type(cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype)) + " r" + std::to_string(r) + ";");
-        declare_state(r);
+        red_.declare(r);
       }
       p_.line("if (active) {");
       p_.indent();
@@ -1016,7 +868,7 @@ class KernelEmitter {
       {
         Scope sc = outer.child();
         unflatten("j", no, n, sc);
-        pass_step(pass, reds, sc, "j");
+        red_.step(pass, reds, sc, "j");
       }
       p_.dedent();
       p_.line("}");
@@ -1024,7 +876,7 @@ class KernelEmitter {
       p_.line("}");
       for (int32_t r : reds) {
         const std::string id = std::to_string(r);
-        const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+        const std::vector<Component> a = red_.state(r, "a" + id), sh = red_.state(r, "sh" + id);
         for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[threadIdx.x] = " + a[i].name + ";");
         p_.line("__syncthreads();");
         p_.line("if (group == 0) {");
@@ -1033,7 +885,7 @@ class KernelEmitter {
         p_.indent();
         std::vector<std::string> other;
         for (const Component& c : sh) other.push_back(c.name + "[g * " + lanes + " + lane]");
-        merge(r, a, other);
+        red_.merge(r, a, other);
         p_.dedent();
         p_.line("}");
         for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[lane] = " + a[i].name + ";");
@@ -1042,25 +894,12 @@ class KernelEmitter {
         p_.line("__syncthreads();");
         std::vector<std::string> fin;
         for (const Component& c : sh) fin.push_back(c.name + "[lane]");
-        p_.line("r" + id + " = " + finish(r, fin) + ";");
+        p_.line("r" + id + " = " + red_.finish(r, fin) + ";");
         p_.line("__syncthreads();");
         p_.reduction_results()[r] = "r" + id;
       }
     }
-    emit_outer_stores(outer, "active && group == 0");
-    p_.dedent();
-    p_.line("}");
-  }
-
-  void emit_outer_stores(const Scope& outer, const std::string& who) {
-    bool any = false;
-    for (const schedule::Store& st : k_.stores) any = any || !k_.store_is_inner(st);
-    if (!any) return;
-    p_.line("if (" + who + ") {");
-    p_.indent();
-    Scope sc = outer.child();
-    for (const schedule::Store& st : k_.stores)
-      if (!k_.store_is_inner(st)) p_.store(st, sc);
+    cstyle::store_outer(p_, outer, "active && group == 0");
     p_.dedent();
     p_.line("}");
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/cuda/codegen.h"
+#include "kiln/schedule/strategy.h"  // uses_column_strategy
 
 namespace kiln::cuda::detail {
 
@@ -31,10 +32,8 @@ int64_t flash_sm90_smem_bytes(int64_t d, int64_t dv, int64_t mt, int64_t bc);
 std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& s, const CodegenOptions& o,
                            plan::PlanKernel& pk);
 
-// Row reductions (cuda_c.cpp, nvptx.cpp): whether a reduction kernel takes the column strategy
-// (reduced dims strided), the threads of a row's block, and how many elements of a row a thread
-// keeps in registers at most.
-bool uses_column_strategy(const schedule::Kernel& k);
+// Row reductions (cuda_c.cpp, nvptx.cpp; which reductions are rows: schedule::uses_column_strategy):
+// the threads of a row's block, and how many elements of a row a thread keeps in registers at most.
 int64_t row_block(int64_t inner);
 inline constexpr int64_t kMaxCachedItems = 16;
 // The row cache: with `block` threads taking `width` consecutive elements a step, the steps a

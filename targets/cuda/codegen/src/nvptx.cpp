@@ -300,35 +300,12 @@ class NvptxEmitter : public render::llvm::Printer {
   std::string vec_flag_;
   bool plan_vectors(size_t first_dim, bool inner_only) {
     if (!o_.vector_accesses) return false;
-    static const struct : cstyle::Dialect {  // only sizes are printed: for the plan's conditions
-      std::string type(cstyle::CT) const override { return ""; }
-      std::string literal(double, cstyle::CT) const override { return ""; }
-      std::string int_literal(int64_t v) const override { return std::to_string(v); }
-      std::string convert(const std::string& x, cstyle::CT, cstyle::CT) const override { return x; }
-      std::string math(std::string_view, cstyle::CT, const std::vector<std::string>&) const override { return ""; }
-      std::string load(DType, const std::string&, const std::string&) const override { return ""; }
-      std::string store(DType, const std::string&, const std::string&, const std::string&) const override { return ""; }
-      std::string round_to(DType, const std::string&) const override { return ""; }
-      std::string wrap_i32(const std::string&) const override { return ""; }
-      std::string ipow(const std::string&, const std::string&) const override { return ""; }
-      std::string isnan(const std::string&, cstyle::CT) const override { return ""; }
-    } sizes_only;
-    const cstyle::KernelPrinter printer(k_, s_, sizes_only);
-    vectors_ = cstyle::plan_vectors(printer, first_dim, inner_only, kVec, [&](int32_t b) { return vec_elem(buffer_dtype(b)) != nullptr; });
+    vectors_ = cstyle::plan_vectors(k_, first_dim, inner_only, kVec, [&](int32_t b) { return vec_elem(buffer_dtype(b)) != nullptr; });
     if (!vectors_) return false;
-    // The same conditions over this module's registers: every symbolic offset and non-vector
+    // The plan's conditions over this module's registers: every symbolic offset and non-vector
     // stride of a vector access a multiple of kVec.
     std::set<std::string> conds;
-    auto check = [&](const Affine& a) {
-      auto multiple = [&](const SymInt& x) {
-        if (!x.is_static()) conds.insert(op("icmp eq i64 ", op("urem i64 ", sym(x), ", ", kVec), ", 0"));
-      };
-      multiple(a.offset);
-      for (size_t d = 0; d < a.coeffs.size(); ++d)
-        if (d != vectors_->dim) multiple(a.coeffs[d]);
-    };
-    for (int32_t li : vectors_->loads) check(k_.instrs[static_cast<size_t>(li)].index);
-    for (size_t si : vectors_->stores) check(k_.stores[si].index);
+    for (const SymInt& x : vectors_->multiples) conds.insert(op("icmp eq i64 ", op("urem i64 ", sym(x), ", ", kVec), ", 0"));
     vec_flag_ = "true";
     for (const std::string& c : conds) vec_flag_ = vec_flag_ == "true" ? c : op("and i1 ", vec_flag_, ", ", c);
     return true;

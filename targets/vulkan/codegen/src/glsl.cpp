@@ -15,12 +15,15 @@
 #include "kiln/plan/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
+#include "kiln/cstyle/reduction.h"
 #include "kiln/cstyle/structure.h"
 #include "kiln/graph/error.h"
+#include "kiln/schedule/strategy.h"
 #include "kiln/vulkan/codegen.h"
 
 namespace kiln::vulkan {
 
+using cstyle::Component;
 using cstyle::CT;
 using cstyle::KernelPrinter;
 using cstyle::Scope;
@@ -243,18 +246,6 @@ constexpr int64_t kSharedBudget = 16384;
 // Largest row-reduction workgroup: 256 (each invocation then holds up to 32 elements of a cached
 // row; measured on the H100 at the CUDA target's bandwidth).
 constexpr int64_t kRowMaxBlock = 256;
-
-bool uses_column_strategy(const Kernel& k) {
-  const size_t n = k.domain.size(), no = static_cast<size_t>(k.num_outer);
-  if (k.kind != KernelKind::reduction || no == 0 || no == n) return false;
-  bool outer_unit = false, inner_unit = false;
-  for (const Instr& in : k.instrs) {
-    if (in.kind != InstrKind::load || !in.inner) continue;
-    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
-    if (in.index.coeffs[no - 1] == 1) outer_unit = true;
-  }
-  return outer_unit && !inner_unit;
-}
 
 // Invocations per workgroup of a row reduction: about 8 inner elements each, 32 to max.
 int64_t row_block(int64_t inner, int64_t max) {
@@ -514,6 +505,7 @@ class KernelEmitter {
   const CodegenOptions& o_;
   const GlslDialect& d_;
   KernelPrinter p_;
+  cstyle::Reductions red_{p_};
   std::vector<std::string> shared_;
   bool subgroup_used_ = false;
   bool unroll_used_ = false;  // [[unroll]] (GL_EXT_control_flow_attributes)
@@ -531,7 +523,7 @@ class KernelEmitter {
       int64_t state_bytes = 0;
       for (size_t i = 0; i < k_.instrs.size(); ++i)
         if (k_.instrs[i].kind == InstrKind::reduce)
-          for (const Component& c : state(static_cast<int32_t>(i), "")) state_bytes += c.ct == CT::f64 || c.ct == CT::i64 ? 8 : 4;
+          for (const Component& c : red_.state(static_cast<int32_t>(i), "")) state_bytes += c.ct == CT::f64 || c.ct == CT::i64 ? 8 : 4;
       const int64_t wide = kColumnLanes * 32;
       if (inner >= 1024 && wide <= o_.caps.max_workgroup && state_bytes * wide <= kSharedBudget) return wide;
       return kColumnLanes * std::clamp<int64_t>(o_.caps.max_workgroup / kColumnLanes, 1, 8);
@@ -539,11 +531,7 @@ class KernelEmitter {
     return row_block(inner, std::min(kRowMaxBlock, o_.caps.max_workgroup));
   }
 
-  SymInt inner_extent() const {
-    SymInt n = 1;
-    for (size_t d = static_cast<size_t>(k_.num_outer); d < k_.domain.size(); ++d) n = n * k_.domain[d];
-    return n;
-  }
+  SymInt inner_extent() const { return cstyle::inner_extent(k_); }
 
   // The loop variables' type, an integer literal and a size of that type.
   std::string ix() const { return narrow_loops_ ? "int" : "int64_t"; }
@@ -600,13 +588,13 @@ class KernelEmitter {
     if (!o_.vector_accesses) return false;
     // (the binding is 16-byte aligned by the runtime; buffers at a push-constant offset stay scalar)
     const std::optional<cstyle::VectorPlan> plan = cstyle::plan_vectors(
-        p_, first_dim, inner_only, kVec,
+        k_, first_dim, inner_only, kVec,
         [&](int32_t b) { return vec_type(p_.buffer_dtype(b)) != nullptr && !d_.offsets.count(b); });
     if (!plan) return false;
     vd_ = plan->dim;
     vec_loads_ = plan->loads;
     vec_stores_ = plan->stores;
-    p_.line("const bool vec = " + plan->flag() + ";");
+    p_.line("const bool vec = " + plan->flag(p_) + ";");
     return true;
   }
 
@@ -780,130 +768,11 @@ class KernelEmitter {
     p_.line("}");
   }
 
-  // ---- reductions (the same state machine as the CUDA codegen's) ----
-  struct Component {
-    CT ct;
-    std::string name;
-  };
-  std::vector<Component> state(int32_t r, const std::string& prefix) const {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const CT c = cstyle::compute_type(in.dtype);
-    const CT ac = cstyle::compute_type(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: return {{c, prefix + "_acc"}};
-      case ReduceKind::max: case ReduceKind::min:
-        if (cstyle::is_float(ac)) return {{ac, prefix + "_acc"}, {CT::b, prefix + "_nan"}};
-        return {{ac, prefix + "_acc"}};
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const CT vc = ac == CT::b ? CT::i64 : ac;
-        if (cstyle::is_float(vc)) return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}, {CT::b, prefix + "_nan"}};
-        return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}};
-      }
-    }
-    return {};
-  }
-  std::vector<std::string> initial(int32_t r) const {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<Component> st = state(r, "");
-    const bool mx = in.reduce == ReduceKind::max || in.reduce == ReduceKind::argmax;
-    auto extreme = [&](CT c) {
-      if (cstyle::is_float(c)) return d_.literal(mx ? -INFINITY : INFINITY, c);
-      if (c == CT::i64) return d_.int_literal(mx ? INT64_MIN : INT64_MAX);
-      return std::string(mx ? "false" : "true");
-    };
-    switch (in.reduce) {
-      case ReduceKind::sum: return {d_.literal(0, st[0].ct)};
-      case ReduceKind::prod: return {d_.literal(1, st[0].ct)};
-      case ReduceKind::max: case ReduceKind::min:
-        if (st.size() == 2) return {extreme(st[0].ct), "false"};
-        return {extreme(st[0].ct)};
-      case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {extreme(st[0].ct), d_.int_literal(INT64_MAX), "false"};
-        return {extreme(st[0].ct), d_.int_literal(INT64_MAX)};
-    }
-    return {};
-  }
-  void merge(int32_t r, const std::vector<Component>& a, const std::vector<std::string>& b) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const CT c = a[0].ct;
-    switch (in.reduce) {
-      case ReduceKind::sum: p_.line(a[0].name + " += " + b[0] + ";"); return;
-      case ReduceKind::prod: p_.line(a[0].name + " *= " + b[0] + ";"); return;
-      case ReduceKind::max: case ReduceKind::min: {
-        const bool mx = in.reduce == ReduceKind::max;
-        if (cstyle::is_float(c)) {
-          // (GLSL's max/min are undefined for NaN operands: NaN is tracked by the flag, and a NaN
-          // operand never replaces the running value.)
-          p_.line("if (" + b[0] + (mx ? " > " : " < ") + a[0].name + ") " + a[0].name + " = " + b[0] + ";");
-          p_.line(a[1].name + " = " + a[1].name + " || " + b[1] + ";");
-        } else if (c == CT::i64) {
-          p_.line(a[0].name + " = (" + b[0] + (mx ? " > " : " < ") + a[0].name + " ? " + b[0] + " : " + a[0].name + ");");
-        } else {
-          p_.line(a[0].name + " = " + a[0].name + (mx ? " || " : " && ") + b[0] + ";");
-        }
-        return;
-      }
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const char* better = in.reduce == ReduceKind::argmax ? " > " : " < ";
-        const std::string tie = "(" + b[0] + " == " + a[0].name + " && " + b[1] + " < " + a[1].name + ")";
-        std::string take = "(" + b[0] + better + a[0].name + " || " + tie + ")";
-        if (a.size() == 3)
-          take = "(" + b[2] + " ? (!" + a[2].name + " || " + b[1] + " < " + a[1].name + ") : (!" + a[2].name + " && " + take + "))";
-        p_.line("if (" + take + ") {");
-        for (size_t i = 0; i < a.size(); ++i) p_.line("  " + a[i].name + " = " + b[i] + ";");
-        p_.line("}");
-        return;
-      }
-    }
-  }
-  std::vector<std::string> element(int32_t r, const Value& x0, const std::string& j) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<Component> st = state(r, "");
-    const Value x = p_.convert(x0, st[0].ct);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: return {x.v};
-      case ReduceKind::max: case ReduceKind::min:
-        if (st.size() == 2) return {x.v, d_.isnan(x.v, x.ct)};
-        return {x.v};
-      case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {x.v, j, d_.isnan(x.v, x.ct)};
-        return {x.v, j};
-    }
-    return {};
-  }
-  std::string finish(int32_t r, const std::vector<std::string>& st) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<Component> comps = state(r, "");
-    Value v;
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: v = {st[0], comps[0].ct}; break;
-      case ReduceKind::max: case ReduceKind::min:
-        v = {st[0], comps[0].ct};
-        if (comps.size() == 2) v.v = "(" + st[1] + " ? " + d_.literal(NAN, v.ct) + " : " + st[0] + ")";
-        break;
-      case ReduceKind::argmax: case ReduceKind::argmin: v = {st[1], CT::i64}; break;
-    }
-    return p_.to_dtype(v, in.dtype).v;
-  }
-
-  void declare_state(int32_t r) {
-    const std::vector<Component> st = state(r, "a" + std::to_string(r));
-    const std::vector<std::string> init = initial(r);
-    for (size_t i = 0; i < st.size(); ++i) p_.line(d_.type(st[i].ct) + " " + st[i].name + " = " + init[i] + ";");
-  }
-
-  void pass_step(int32_t pass, const std::vector<int32_t>& reds, Scope& sc, const std::string& j) {
-    for (int32_t r : reds) {
-      const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
-      merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
-    }
-    for (const schedule::Store& st : k_.stores)
-      if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) p_.store(st, sc);
-  }
+  // ---- reductions (state, identity, fold and finish: cstyle::Reductions) ----
 
   // Shared arrays (one per state component) of the workgroup's size.
   void shared_arrays(int32_t r) {
-    for (const Component& c : state(r, "sh" + std::to_string(r)))
+    for (const Component& c : red_.state(r, "sh" + std::to_string(r)))
       shared_.push_back("shared " + d_.type(c.ct) + " " + c.name + "[gl_WorkGroupSize.x];");
   }
 
@@ -920,7 +789,7 @@ class KernelEmitter {
     p_.indent();
     std::vector<std::string> other;
     for (const Component& c : sh) other.push_back(c.name + "[gl_LocalInvocationID.x + h" + scale + "]");
-    merge(r, a, other);
+    red_.merge(r, a, other);
     for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[gl_LocalInvocationID.x] = " + a[i].name + ";");
     p_.dedent();
     p_.line("}");
@@ -937,7 +806,7 @@ class KernelEmitter {
     if (!o_.caps.subgroup) return false;
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
     if (in.reduce == ReduceKind::argmax || in.reduce == ReduceKind::argmin) return false;
-    const std::vector<Component> st = state(r, "");
+    const std::vector<Component> st = red_.state(r, "");
     return st[0].ct == CT::f32 || st[0].ct == CT::f64;
   }
 
@@ -962,7 +831,7 @@ class KernelEmitter {
     for (size_t i = 0; i < a.size(); ++i) p_.line(a[i].name + " = " + sh[i].name + "[gl_LocalInvocationID.x];");
     std::vector<std::string> other;
     for (const Component& c : sh) other.push_back(c.name + "[gl_LocalInvocationID.x + h]");
-    merge(r, a, other);
+    red_.merge(r, a, other);
     for (size_t i = 0; i < a.size(); ++i) p_.line(sh[i].name + "[gl_LocalInvocationID.x] = " + a[i].name + ";");
     p_.dedent();
     p_.line("}");
@@ -977,12 +846,12 @@ class KernelEmitter {
                     const std::function<void(int32_t, const std::vector<Component>&, const std::vector<Component>&)>& combine) {
     for (int32_t r : reds) {
       const std::string id = std::to_string(r);
-      const std::vector<Component> a = state(r, "a" + id), sh = state(r, "sh" + id);
+      const std::vector<Component> a = red_.state(r, "a" + id), sh = red_.state(r, "sh" + id);
       combine(r, a, sh);
       std::vector<std::string> fin;
       for (const Component& c : sh) fin.push_back(c.name + "[" + entry + "]");
       const CT rc = cstyle::compute_type(k_.instrs[static_cast<size_t>(r)].dtype);
-      p_.line("const " + d_.type(rc) + " r" + id + " = " + finish(r, fin) + ";");
+      p_.line("const " + d_.type(rc) + " r" + id + " = " + red_.finish(r, fin) + ";");
       p_.line("barrier();");
       p_.reduction_results()[r] = "r" + id;
     }
@@ -1036,7 +905,7 @@ class KernelEmitter {
     if (no > 0) unflatten("o", 0, no, outer);
     if (vectors) emit_row_vector_passes(outer);
     else emit_row_scalar_passes(outer);
-    emit_outer_stores(outer, "lid == 0u");
+    cstyle::store_outer(p_, outer, "lid == 0u");
     p_.dedent();
     p_.line("}");
   }
@@ -1050,34 +919,27 @@ class KernelEmitter {
     if (steps > 0)
       for (size_t i = 0; i < k_.instrs.size(); ++i)
         if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
-    for (int32_t i : cached)
-      p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" + std::to_string(i) +
-              "[" + std::to_string(steps) + "];");
+    for (int32_t i : cached) cstyle::declare_row_cache(p_, i, steps);
     for (int32_t pass = 0; pass < k_.num_passes(); ++pass) {
       const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
-      for (int32_t r : reds) declare_state(r);
+      for (int32_t r : reds) red_.declare(r);
       p_.line("{");
       p_.indent();
       if (!cached.empty()) {
         // Loads recorded in an earlier pass are read from the registers; the others load (and
         // record) as they are first needed.
-        p_.load_reads().clear();
-        for (int32_t i : cached) {
-          const std::string slot = "lc" + std::to_string(i) + "[k]";
-          p_.load_records()[i] = slot;
-          if (p_.recorded().count(i)) p_.load_reads()[i] = slot;
-        }
+        cstyle::cache_row_loads(p_, cached, "k");
         open_cached_loop(steps, 1);
         Scope sc = outer.child();
         unflatten("j", no, n, sc);
-        pass_step(pass, reds, sc, "j");
+        red_.step(pass, reds, sc, "j");
         close_cached_loop();
       } else {
         p_.line(ix() + " j = " + ix() + "(lid);");
         unrolled("j", "inner_total", ix() + "(gl_WorkGroupSize.x)", [&](const std::string& j) {
           Scope sc = outer.child();
           unflatten(j, no, n, sc);
-          pass_step(pass, reds, sc, j);
+          red_.step(pass, reds, sc, j);
         });
       }
       p_.dedent();
@@ -1104,13 +966,11 @@ class KernelEmitter {
         for (int32_t li : cstyle::loads_of_pass(k_, pass))
           if (vec_loads_.count(li) && !seen.insert(li).second) reread.insert(li);
     }
-    for (int32_t i : reread)
-      p_.line(d_.type(cstyle::compute_type(p_.buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer))) + " lc" + std::to_string(i) +
-              "[" + std::to_string(steps * kVec) + "];");
+    for (int32_t i : reread) cstyle::declare_row_cache(p_, i, steps * kVec);
     std::set<int32_t> in_registers;
     for (int32_t pass = 0; pass < k_.num_passes(); ++pass) {
       const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
-      for (int32_t r : reds) declare_state(r);
+      for (int32_t r : reds) red_.declare(r);
       p_.line("{");
       p_.indent();
       auto group = [&](const std::string& jg) {
@@ -1158,10 +1018,7 @@ class KernelEmitter {
     };
     vector_group(base, loads, slots, store_here, [&](Scope& sc, int c) {
       const std::string j = c == 0 ? jg : "(" + jg + " + " + std::to_string(c) + "l)";
-      for (int32_t r : reds) {
-        const Value x = p_.value(k_.instrs[static_cast<size_t>(r)].args[0], sc);
-        merge(r, state(r, "a" + std::to_string(r)), element(r, x, j));
-      }
+      for (int32_t r : reds) red_.fold(r, sc, j);
     }, fresh);
   }
 
@@ -1184,14 +1041,14 @@ class KernelEmitter {
     unflatten("o", 0, no, outer);
     for (int32_t pass = 0; pass < passes; ++pass) {
       const std::vector<int32_t> reds = cstyle::reductions_of_pass(k_, pass);
-      for (int32_t r : reds) declare_state(r);
+      for (int32_t r : reds) red_.declare(r);
       p_.line("if (kactive) {");
       p_.indent();
       p_.line(ix() + " j = " + ix() + "(kgroup);");
       unrolled("j", "inner_total", il(ngroups), [&](const std::string& j) {
         Scope sc = outer.child();
         unflatten(j, no, n, sc);
-        pass_step(pass, reds, sc, j);
+        red_.step(pass, reds, sc, j);
       });
       p_.dedent();
       p_.line("}");
@@ -1199,20 +1056,7 @@ class KernelEmitter {
         tree_combine(r, a, sh, "kgroup", groups + "u", " * " + lanes + "u", "");
       });
     }
-    emit_outer_stores(outer, "kactive && kgroup == 0u");
-    p_.dedent();
-    p_.line("}");
-  }
-
-  void emit_outer_stores(const Scope& outer, const std::string& who) {
-    bool any = false;
-    for (const schedule::Store& st : k_.stores) any = any || !k_.store_is_inner(st);
-    if (!any) return;
-    p_.line("if (" + who + ") {");
-    p_.indent();
-    Scope sc = outer.child();
-    for (const schedule::Store& st : k_.stores)
-      if (!k_.store_is_inner(st)) p_.store(st, sc);
+    cstyle::store_outer(p_, outer, "kactive && kgroup == 0u");
     p_.dedent();
     p_.line("}");
   }

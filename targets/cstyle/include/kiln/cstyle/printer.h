@@ -70,6 +70,20 @@ struct Dialect {
     return "((" + isnan(x, c) + " || " + isnan(y, c) + ") ? " + literal(NAN, c) + " : (" + x + (max ? " > " : " < ") + y +
            " ? " + x + " : " + y + "))";
   }
+  // Reductions (reduction.h). Whether extremum() is one cheap NaN-propagating instruction for
+  // c, so that a max/min reduction folds with it and keeps no NaN flag (CUDA's kiln_fmaxn, f32).
+  virtual bool fast_extremum(CT) const { return false; }
+  // A statement folding x into the running maximum (max) or minimum acc that keeps acc where x is
+  // NaN (the reduction's NaN flag remembers it): a compare by default (GLSL's max and min are
+  // undefined for NaN operands).
+  virtual std::string extremum_skipping_nan(bool max, const std::string& acc, const std::string& x, CT) const {
+    return "if (" + x + (max ? " > " : " < ") + acc + ") " + acc + " = " + x + ";";
+  }
+  // The statement `lhs = c ? x : y;`, its right side parenthesised as every expression is here.
+  virtual std::string assign_select(const std::string& lhs, const std::string& c, const std::string& x,
+                                    const std::string& y) const {
+    return lhs + " = (" + c + " ? " + x + " : " + y + ");";
+  }
   // The name of buffer b and of symbol s as the kernel sees them.
   virtual std::string buffer_name(int32_t b) const { return "b" + std::to_string(b); }
   virtual std::string symbol_name(SymbolId s) const { return "s" + std::to_string(s); }

@@ -21,25 +21,43 @@ std::vector<int32_t> reductions_of_pass(const schedule::Kernel& k, int32_t pass)
 // through their arguments but not through earlier reductions' results.
 std::set<int32_t> loads_of_pass(const schedule::Kernel& k, int32_t pass);
 
+// The product of the kernel's inner extents (a reduction's row; 1 for a pointwise kernel).
+SymInt inner_extent(const schedule::Kernel& k);
+// The stores of a reduction kernel made once per outer point (after its passes), at the outer
+// scope, by the threads for which `who` (a C condition) holds; nothing when there are none.
+void store_outer(KernelPrinter& p, const Scope& outer, const std::string& who);
+
+// The row cache (a static row's elements a thread loads, kept in registers across passes):
+// declare_row_cache prints `T lc<load>[entries];` for load instruction `load`; cache_row_loads
+// makes each of `loads` recorded into `lc<load>[slot]` where it is first loaded and read from
+// there where an earlier pass recorded it (KernelPrinter::load_records, load_reads).
+void declare_row_cache(KernelPrinter& p, int32_t load, int64_t entries);
+void cache_row_loads(KernelPrinter& p, const std::vector<int32_t>& loads, const std::string& slot);
+
 // Vector accesses: plain loads and stores with unit stride along the last domain dim (`dim`),
 // whose extent is a static multiple of `width` (so a group of `width` consecutive positions never
 // crosses a row), and whose other strides and offset are multiples of `width`: statically, or at
-// run time through `conditions` (C expressions over the sizes, sorted and unique; the target
-// ANDs them into one flag and falls back to single elements where it is false).
+// run time (`multiples`: the symbolic ones; the target checks them once per launch into one flag
+// and falls back to single elements where it is false). A decision, not text: the C-style
+// targets print the flag with flag(), the NVPTX codegen as LLVM IR.
 struct VectorPlan {
   size_t dim = 0;
+  int width = 1;
   std::set<int32_t> loads;   // instructions
   std::set<size_t> stores;   // indices into Kernel::stores
-  std::vector<std::string> conditions;
-  // The conditions ANDed into one C expression ("true" when there are none).
-  std::string flag() const;
+  // Symbolic offsets and strides of the vector accesses, each to be a multiple of `width`, in the
+  // order met (loads in instruction order, then stores; per access its offset, then its strides).
+  std::vector<SymInt> multiples;
+  // The run-time condition as one C expression of printer p's dialect: `(size) % width == 0` for
+  // each of `multiples`, sorted, unique, ANDed ("true" when there are none).
+  std::string flag(const KernelPrinter& p) const;
 };
 // nullopt when nothing qualifies. Dims before `first_dim` must not be the vector dim; with
 // `inner_only` only inner loads and stores count (row reductions). `has_form(buffer)`: whether the
 // target has a vector form of that buffer (its dtype, how it is bound). Buffer addresses are the
 // target's to align (both runtimes bind every buffer at a multiple of a vector's bytes); the
 // conditions are on symbolic offsets and strides only.
-std::optional<VectorPlan> plan_vectors(const KernelPrinter& p, size_t first_dim, bool inner_only, int width,
+std::optional<VectorPlan> plan_vectors(const schedule::Kernel& k, size_t first_dim, bool inner_only, int width,
                                        const std::function<bool(int32_t)>& has_form);
 
 }  // namespace kiln::cstyle

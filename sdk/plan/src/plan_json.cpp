@@ -8,7 +8,7 @@
 // that is that symbol, constants carry data of their buffer's dtype and sizes, and a reference
 // kernel's op, arity and attributes pass the op's shape rule on its input buffers and give its
 // output buffer's type.
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 
 #include <algorithm>
 #include <charconv>
@@ -16,17 +16,13 @@
 #include <limits>
 #include <utility>
 
-#include "json_values.h"
+#include "kiln/graph/json_values.h"
 
-namespace kiln::format {
+namespace kiln::plan {
 
 namespace {
 
-using namespace detail;
-using plan::KernelPlan;
-using plan::PlanBuffer;
-using plan::PlanKernel;
-using plan::SymbolBinding;
+using namespace json_values;
 
 constexpr const char* kBufferKinds[] = {"input", "constant", "output", "intermediate"};
 constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "reference"};
@@ -80,7 +76,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
     j["launch"] = std::move(l);
   }
   if (k.gemm) {
-    const plan::PlanGemm& g = *k.gemm;
+    const PlanGemm& g = *k.gemm;
     json m = json::object();
     m["a"] = g.a;
     m["b"] = g.b;
@@ -192,8 +188,8 @@ class PlanReader : public ValueReader {
   void read_buffer(const json& v, size_t i);
   void read_bindings(const json& v);
   void read_kernel(const json& v, size_t i);
-  plan::PlanLaunch read_launch(const json& v, const std::string& where) const;
-  plan::PlanGemm read_gemm(const json& v, const std::string& where) const;
+  PlanLaunch read_launch(const json& v, const std::string& where) const;
+  PlanGemm read_gemm(const json& v, const std::string& where) const;
   void check_reference(const PlanKernel& k, const std::string& where) const;
 };
 
@@ -359,10 +355,10 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   p_.kernels.push_back(std::move(ker));
 }
 
-plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) const {
+PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) const {
   const json& l = object(v, where, "");
   only_keys(l, {"block", "items_per_block", "max_blocks", "shared_bytes", "grid_stride"}, where);
-  plan::PlanLaunch r;
+  PlanLaunch r;
   auto at_least = [&](const char* field, int64_t lo) {
     const int64_t n = integer(need(l, field, where), where, field);
     if (n < lo) fail_at(where, field, "expected at least " + std::to_string(lo) + ", got " + std::to_string(n));
@@ -383,12 +379,12 @@ plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where
   return r;
 }
 
-plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
+PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   const json& m = object(v, where, "");
   only_keys(m, {"a", "b", "c", "dtype", "m", "n", "k", "batch", "a_batch_strides", "b_batch_strides", "a_offset",
                 "b_offset", "a_strides", "b_strides", "epilogue", "bias", "alpha"},
             where);
-  plan::PlanGemm g;
+  PlanGemm g;
   g.a = buffer_ref(need(m, "a", where), where, "a");
   g.b = buffer_ref(need(m, "b", where), where, "b");
   g.c = buffer_ref(need(m, "c", where), where, "c");
@@ -456,12 +452,12 @@ void PlanReader::check_reference(const PlanKernel& k, const std::string& where) 
 }
 
 KernelPlan PlanReader::read(std::string_view text) {
-  const json doc = parse_document(text, "kiln.plan", plan::kPlanVersion);
+  const json doc = parse_document(text, "kiln.plan", kPlanVersion);
   only_keys(doc,
             {"format", "version", "target", "prelude", "arch", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
              "outputs", "peak_intermediate_bytes", "guards"},
             "");
-  p_.version = plan::kPlanVersion;
+  p_.version = kPlanVersion;
   p_.target = string(need(doc, "target", ""), "", "target");
   p_.prelude = string(need(doc, "prelude", ""), "", "prelude");
   if (doc.contains("arch")) {
@@ -493,7 +489,7 @@ KernelPlan PlanReader::read(std::string_view text) {
 
 }  // namespace
 
-std::string plan_to_json(const plan::KernelPlan& p) {
+std::string plan_to_json(const KernelPlan& p) {
   try {
     return print_document(plan_document(p), 2);
   } catch (const json::exception& e) {
@@ -502,7 +498,7 @@ std::string plan_to_json(const plan::KernelPlan& p) {
   }
 }
 
-plan::KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
+KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
   return PlanReader(source_name).read(text);
 }
 
@@ -511,7 +507,7 @@ constexpr std::string_view kPreludePart = "plan.prelude";
 std::string source_part(size_t k) { return "kernel" + std::to_string(k) + ".source"; }
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> take_plan_text(plan::KernelPlan& p) {
+std::vector<std::pair<std::string, std::string>> take_plan_text(KernelPlan& p) {
   std::vector<std::pair<std::string, std::string>> parts;
   if (!p.prelude.empty()) parts.emplace_back(kPreludePart, std::exchange(p.prelude, {}));
   for (size_t k = 0; k < p.kernels.size(); ++k)
@@ -519,7 +515,7 @@ std::vector<std::pair<std::string, std::string>> take_plan_text(plan::KernelPlan
   return parts;
 }
 
-bool put_plan_text(plan::KernelPlan& p, const std::string& name, std::string&& text) {
+bool put_plan_text(KernelPlan& p, const std::string& name, std::string&& text) {
   if (name == kPreludePart) {
     p.prelude = std::move(text);
     return true;
@@ -531,4 +527,4 @@ bool put_plan_text(plan::KernelPlan& p, const std::string& name, std::string&& t
   return true;
 }
 
-}  // namespace kiln::format
+}  // namespace kiln::plan

@@ -15,7 +15,7 @@
 #include "input_checks.h"
 #include "model_files.h"
 #include "kiln/format/graph_json.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
@@ -55,7 +55,7 @@ const std::vector<std::string>& available_targets() {
 void save_plan_if_asked(const ParsedArgs& a, const plan::KernelPlan& p) {
   if (!a.has("--save-plan")) return;
   std::ofstream f(a.get("--save-plan"), std::ios::binary);
-  f << format::plan_to_json(p);
+  f << plan::plan_to_json(p);
   KILN_CHECK(f.good(), "kiln run --save-plan: cannot write ", a.get("--save-plan"));
 }
 
@@ -260,7 +260,7 @@ int cmd_run(std::span<char* const> args) {
     if (is_plan) {
       KILN_CHECK(a.has("--random") && !a.has("--check"), "kiln run: a plan file runs with --random (and no --check: ",
                  "the plan has no graph to compare with)");
-      plan::KernelPlan p = format::plan_from_json(text, a.positional[0]);
+      plan::KernelPlan p = plan::plan_from_json(text, a.positional[0]);
       // Without --target, on the target the plan was made for.
       const std::string plan_target = a.has("--target") ? target : p.target;
       std::vector<int64_t> examples;

@@ -7,7 +7,7 @@
 #include "input_checks.h"
 #include "model_files.h"
 #include "kiln/format/graph_json.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #if KILN_HAVE_CPU_TARGET
@@ -45,7 +45,7 @@ int cmd_show(std::span<char* const> args) {
     std::ifstream in(a.positional[0]);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
-      std::cout << format::plan_from_json(text, a.positional[0]).str();
+      std::cout << plan::plan_from_json(text, a.positional[0]).str();
       return 0;
     }
   }
@@ -82,7 +82,7 @@ int cmd_show(std::span<char* const> args) {
     if (a.has("--code")) std::cout << "\n" << p.module_source();
     if (a.has("--save-plan")) {
       std::ofstream out(a.get("--save-plan"));
-      out << format::plan_to_json(p);
+      out << plan::plan_to_json(p);
       KILN_CHECK(out.good(), "cannot write the plan to '", a.get("--save-plan"), "'");
       std::cout << "\nwrote " << a.get("--save-plan") << "\n";
     }

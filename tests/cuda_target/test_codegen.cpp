@@ -10,7 +10,7 @@
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/passes/passes.h"
 #include "kiln/schedule/schedule.h"
 #include "kiln_test_util.h"
@@ -277,7 +277,7 @@ BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
   BOOST_TEST(a.launch.block == 128);
   BOOST_TEST(a.launch.items_per_block == 128);
   BOOST_TEST(a.reads == (std::vector<int32_t>{0, 1, 2}));
-  BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "attention").kernels[0].source == a.source), "json round trip");
+  BOOST_TEST((plan::plan_from_json(plan::plan_to_json(p), "attention").kernels[0].source == a.source), "json round trip");
   BOOST_TEST(p.arch == 0);
 
   // For an sm_90 device: Hopper's kernel (wgmma; 2 warpgroups of 64 rows, tiles in dynamic shared
@@ -294,7 +294,7 @@ BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
   BOOST_TEST(w.launch.items_per_block == 128);
   BOOST_TEST(w.launch.shared_bytes == 82944);  // Q, 4 stages of K and V, 1 KiB to align
   BOOST_TEST(h.arch == 90);
-  BOOST_TEST(format::plan_from_json(format::plan_to_json(h), "attention").arch == 90, "json round trip");
+  BOOST_TEST(plan::plan_from_json(plan::plan_to_json(h), "attention").arch == 90, "json round trip");
   hopper.attention_sm90 = false;  // max-autotune's other kernel
   BOOST_TEST(contains(plan_of(g, hopper).kernels[0].source, "kiln_flash<true, 64, 64, 2, 64, false>"));
   hopper.attention_sm90 = true;
@@ -338,7 +338,7 @@ BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {
   BOOST_TEST(gm.c == p.outputs[0]);
   BOOST_TEST(p.kernels[0].entry.empty());
   // The plan file keeps the epilogue.
-  BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "mlp").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
+  BOOST_TEST((plan::plan_from_json(plan::plan_to_json(p), "mlp").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
 
   // Without epilogues (or with an epilogue cuBLASLt has not: erf GELU): a vectorised kernel.
   cuda::CodegenOptions off = cuda_c();
@@ -376,7 +376,7 @@ BOOST_AUTO_TEST_CASE(a_scaled_product_is_scaled_by_the_gemm) {
   BOOST_TEST(p.kernels[0].gemm->alpha == 0.125);
   BOOST_TEST(p.kernels[0].gemm->c == p.outputs[0]);
   BOOST_TEST(p.kernels[0].entry.empty());
-  BOOST_TEST((format::plan_from_json(format::plan_to_json(p), "scaled").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
+  BOOST_TEST((plan::plan_from_json(plan::plan_to_json(p), "scaled").kernels[0].gemm == p.kernels[0].gemm), "json round trip");
   // Without gemm epilogues the scale is the epilogue kernel's.
   cuda::CodegenOptions off = cuda_c();
   off.gemm_epilogues = false;

@@ -13,7 +13,7 @@
 #include "kiln/config/config.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/executable.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/kiln.h"
 #include "cuda_test_util.h"
 #include "kiln_test_util.h"
@@ -100,9 +100,9 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_the_plan_and_its_images) {
     if (e.description.rfind("cuda:", 0) != 0) continue;  // (the CPU's entries)
     cuda_entries += 1;
     BOOST_TEST_REQUIRE(!e.plan.empty());
-    plan::KernelPlan p = format::plan_from_json(e.plan, "entry");
+    plan::KernelPlan p = plan::plan_from_json(e.plan, "entry");
     // The plan's module text is kept beside its JSON; the rest are the programs' triples.
-    std::erase_if(e.blobs, [&p](auto& blob) { return format::put_plan_text(p, blob.first, std::move(blob.second)); });
+    std::erase_if(e.blobs, [&p](auto& blob) { return plan::put_plan_text(p, blob.first, std::move(blob.second)); });
     BOOST_TEST(std::any_of(p.kernels.begin(), p.kernels.end(), [](const plan::PlanKernel& k) { return !k.source.empty(); }));
     BOOST_TEST(p.target == "cuda");
     BOOST_TEST_REQUIRE(e.blobs.size() % 3 == 0);

@@ -2,7 +2,7 @@
 // (symbolic sizes, constant data, reference kernels with attributes of every kind, generated
 // kernels with multi-line source), and the kiln::Error each kind of bad input gives, located by
 // field path.
-#include <kiln/format/plan_json.h>
+#include <kiln/plan/plan_json.h>
 
 #include <cmath>
 #include <cstring>
@@ -124,10 +124,10 @@ plan::KernelPlan make_plan() {
   return p;
 }
 
-json base() { return json::parse(format::plan_to_json(make_plan())); }
+json base() { return json::parse(plan::plan_to_json(make_plan())); }
 
 std::string plan_error(const std::string& text, const std::string& source = "plan.json") {
-  return error_of([&] { format::plan_from_json(text, source); });
+  return error_of([&] { plan::plan_from_json(text, source); });
 }
 
 // The error for `text` contains every fragment.
@@ -154,17 +154,17 @@ BOOST_AUTO_TEST_SUITE(plan_json)
 
 BOOST_AUTO_TEST_CASE(round_trip_is_byte_identical) {
   const plan::KernelPlan p = make_plan();
-  const std::string text = format::plan_to_json(p);
+  const std::string text = plan::plan_to_json(p);
   plan::KernelPlan q;
   try {
-    q = format::plan_from_json(text, "plan.json");
+    q = plan::plan_from_json(text, "plan.json");
   } catch (const Error& e) {
     BOOST_FAIL("plan_from_json failed: " << e.what() << "\n" << text);
   }
-  BOOST_TEST(format::plan_to_json(q) == text);
+  BOOST_TEST(plan::plan_to_json(q) == text);
   // A third generation, and the compact form of the same document, read back alike.
-  BOOST_TEST(format::plan_to_json(format::plan_from_json(format::plan_to_json(q))) == text);
-  BOOST_TEST(format::plan_to_json(format::plan_from_json(json::parse(text).dump())) == text);
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(plan::plan_to_json(q))) == text);
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(json::parse(text).dump())) == text);
 
   // What came back, field by field where the text alone would not show it.
   BOOST_TEST(q.version == plan::kPlanVersion);
@@ -228,27 +228,27 @@ BOOST_AUTO_TEST_CASE(round_trip_is_byte_identical) {
 // lacks is an error.
 BOOST_AUTO_TEST_CASE(plan_text_comes_out_and_goes_back) {
   plan::KernelPlan p = make_plan();
-  const std::string whole = format::plan_to_json(p);
-  std::vector<std::pair<std::string, std::string>> parts = format::take_plan_text(p);
+  const std::string whole = plan::plan_to_json(p);
+  std::vector<std::pair<std::string, std::string>> parts = plan::take_plan_text(p);
   BOOST_TEST(p.prelude.empty());
   for (const plan::PlanKernel& k : p.kernels) BOOST_TEST(k.source.empty());
   BOOST_TEST(parts.size() >= 3u);
   BOOST_TEST(parts[0].first == "plan.prelude");
-  plan::KernelPlan q = format::plan_from_json(format::plan_to_json(p));
+  plan::KernelPlan q = plan::plan_from_json(plan::plan_to_json(p));
   std::string other = "bytes";
-  BOOST_TEST(!format::put_plan_text(q, "module0.o", std::move(other)));
+  BOOST_TEST(!plan::put_plan_text(q, "module0.o", std::move(other)));
   BOOST_TEST(other == "bytes");  // not taken
-  BOOST_TEST(!format::put_plan_text(q, "kernel1.sources", std::string("x")));
-  BOOST_TEST(!format::put_plan_text(q, "kernel01.source", std::string("x")));
-  for (auto& [name, text] : parts) BOOST_TEST(format::put_plan_text(q, name, std::move(text)), name);
-  BOOST_TEST(format::plan_to_json(q) == whole);
-  const std::string what = error_of([&] { format::put_plan_text(q, "kernel99.source", std::string("x")); });
+  BOOST_TEST(!plan::put_plan_text(q, "kernel1.sources", std::string("x")));
+  BOOST_TEST(!plan::put_plan_text(q, "kernel01.source", std::string("x")));
+  for (auto& [name, text] : parts) BOOST_TEST(plan::put_plan_text(q, name, std::move(text)), name);
+  BOOST_TEST(plan::plan_to_json(q) == whole);
+  const std::string what = error_of([&] { plan::put_plan_text(q, "kernel99.source", std::string("x")); });
   BOOST_TEST(what.find("kernel99.source") != std::string::npos, what);
 }
 
 BOOST_AUTO_TEST_CASE(layout_is_fixed) {
-  const std::string text = format::plan_to_json(make_plan());
-  BOOST_TEST(format::plan_to_json(make_plan()) == text);
+  const std::string text = plan::plan_to_json(make_plan());
+  BOOST_TEST(plan::plan_to_json(make_plan()) == text);
   BOOST_TEST(text.rfind("{\n  \"format\": \"kiln.plan\",\n  \"version\": 1,\n  \"target\": \"cpu\",\n", 0) == 0u);
   BOOST_TEST(text.back() == '}');
   for (const char* part : {
@@ -283,8 +283,8 @@ BOOST_AUTO_TEST_CASE(layout_is_fixed) {
 BOOST_AUTO_TEST_CASE(empty_plan) {
   plan::KernelPlan p;
   p.target = "cpu";
-  const std::string text = format::plan_to_json(p);
-  BOOST_TEST(format::plan_to_json(format::plan_from_json(text)) == text);
+  const std::string text = plan::plan_to_json(p);
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(text)) == text);
   BOOST_TEST(contains(text, "\"kernels\": [],"));
   BOOST_TEST(contains(text, "\"guards\": []\n}"));
 }
@@ -294,25 +294,25 @@ BOOST_AUTO_TEST_CASE(non_finite_and_exact_floats) {
   for (double v : {std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(), -0.0, 1e-300,
                    0.1 + 0.2}) {
     p.kernels[1].attrs.values[1] = v;
-    const std::string text = format::plan_to_json(p);
-    const plan::KernelPlan q = format::plan_from_json(text);
+    const std::string text = plan::plan_to_json(p);
+    const plan::KernelPlan q = plan::plan_from_json(text);
     BOOST_TEST((q.kernels[1].attrs == p.kernels[1].attrs));
     BOOST_TEST(std::signbit(q.kernels[1].attrs.f(1)) == std::signbit(v));
-    BOOST_TEST(format::plan_to_json(q) == text);
+    BOOST_TEST(plan::plan_to_json(q) == text);
   }
 }
 
 BOOST_AUTO_TEST_CASE(writer_errors) {
   plan::KernelPlan p = make_plan();
   p.kernels[1].attrs = {};
-  BOOST_TEST(error_of([&] { format::plan_to_json(p); }) ==
+  BOOST_TEST(error_of([&] { plan::plan_to_json(p); }) ==
              "plan_to_json: kernel 1 (k1_pad) has 0 attributes; the op declares 2");
   p = make_plan();
   p.kernels[0].source = "bad \xff byte";
-  BOOST_TEST(contains(error_of([&] { format::plan_to_json(p); }), "plan_to_json: cannot write the plan as JSON"));
+  BOOST_TEST(contains(error_of([&] { plan::plan_to_json(p); }), "plan_to_json: cannot write the plan as JSON"));
 }
 
-BOOST_AUTO_TEST_CASE(base_document_is_valid) { BOOST_CHECK_NO_THROW(format::plan_from_json(base().dump())); }
+BOOST_AUTO_TEST_CASE(base_document_is_valid) { BOOST_CHECK_NO_THROW(plan::plan_from_json(base().dump())); }
 
 BOOST_AUTO_TEST_CASE(not_json) {
   expect_text_error("{\"format\": \"kiln.plan\",\n \"version\": 1,", {"plan.json: invalid JSON", "line 2"});
@@ -414,13 +414,13 @@ BOOST_AUTO_TEST_CASE(gpu_launch_and_arch) {
   p.arch = 90;
   p.kernels[0].launch = plan::PlanLaunch{256, 128, 0, 82944, false};
   p.kernels[4].launch = plan::PlanLaunch{512, 1, 1024, 0, true};
-  const std::string text = format::plan_to_json(p);
-  const plan::KernelPlan q = format::plan_from_json(text, "plan.json");
+  const std::string text = plan::plan_to_json(p);
+  const plan::KernelPlan q = plan::plan_from_json(text, "plan.json");
   BOOST_TEST(q.arch == 90);
   BOOST_TEST((q.kernels[0].launch == p.kernels[0].launch));
   BOOST_TEST((q.kernels[4].launch == p.kernels[4].launch));
-  BOOST_TEST(format::plan_to_json(q) == text);
-  BOOST_TEST(!contains(format::plan_to_json(make_plan()), "\"arch\""));  // 0: not written
+  BOOST_TEST(plan::plan_to_json(q) == text);
+  BOOST_TEST(!contains(plan::plan_to_json(make_plan()), "\"arch\""));  // 0: not written
 
   json d = json::parse(text);
   d["kernels"][0]["launch"]["grid_stride"] = "no";
@@ -594,7 +594,7 @@ BOOST_AUTO_TEST_CASE(source_name_starts_every_message) {
   json d = base();
   d["kernels"][1]["op"] = "ppad";
   BOOST_TEST(plan_error(d.dump(), "models/p.json").rfind("models/p.json: kernels[1].op: ", 0) == 0u);
-  BOOST_TEST(error_of([] { format::plan_from_json("{"); }).rfind("<plan>: invalid JSON", 0) == 0u);
+  BOOST_TEST(error_of([] { plan::plan_from_json("{"); }).rfind("<plan>: invalid JSON", 0) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(only_kiln_errors) {
@@ -604,7 +604,7 @@ BOOST_AUTO_TEST_CASE(only_kiln_errors) {
   size_t parsed = 0;
   for (size_t n = 0; n < text.size(); n += 7) {
     try {
-      format::plan_from_json(text.substr(0, n));
+      plan::plan_from_json(text.substr(0, n));
       ++parsed;
     } catch (const Error&) {
     }
@@ -614,7 +614,7 @@ BOOST_AUTO_TEST_CASE(only_kiln_errors) {
       std::string t = text;
       t[i] = ch;
       try {
-        format::plan_from_json(t);
+        plan::plan_from_json(t);
         ++parsed;
       } catch (const Error&) {
       }

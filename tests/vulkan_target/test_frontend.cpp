@@ -11,7 +11,7 @@
 
 #include "kiln/cache/cache.h"
 #include "kiln/config/config.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/kiln.h"
 #include "kiln/vulkan/runtime.h"
 #include "kiln_test_util.h"
@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
   for (const cache::StoredInfo& info : disk.list()) {
     const cache::Entry e = cache::decode_entry(*disk.get(info.key), info.key);
     if (e.description.rfind("vulkan.graph", 0) != 0) continue;  // (the CPU's eager entries)
-    plan::KernelPlan p = format::plan_from_json(e.plan, "entry");
+    plan::KernelPlan p = plan::plan_from_json(e.plan, "entry");
     BOOST_TEST(p.target == "vulkan");
     vulkan_entries += 1;
     vulkan::ExecutableOptions o;
@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {
       if (name == "pipeline_cache") {
         has_pipeline_cache = true;
         o.pipeline_cache = bytes;
-      } else if (format::put_plan_text(p, name, std::string(bytes))) {
+      } else if (plan::put_plan_text(p, name, std::string(bytes))) {
         // the plan's module text, kept beside its JSON
       } else {
         BOOST_TEST(name.rfind("spirv", 0) == 0);

@@ -14,7 +14,7 @@
 #include "kiln/cuda/codegen.h"
 #include "kiln/vulkan/codegen.h"
 #include "kiln/format/graph_json.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/plan/plan.h"
@@ -279,7 +279,7 @@ Request parse_request(std::string_view request_json) {
 std::string plan_json(const Graph& g, const Request& r) {
   return with_request(r, [&] {
     const schedule::Schedule s = schedule::schedule_graph(passes::run_default_pipeline(g));
-    return format::plan_to_json(generate(s, r.target));
+    return plan::plan_to_json(generate(s, r.target));
   });
 }
 
@@ -343,7 +343,7 @@ std::string compile_report(const Graph& g, const Request& r) {
     const plan::KernelPlan p = generate(s, r.target);
     const double codegen_ms = ms_since(t2);
     const auto t3 = std::chrono::steady_clock::now();
-    out["plan"] = format::plan_to_json(p);
+    out["plan"] = plan::plan_to_json(p);
     const double serialize_ms = ms_since(t3);
 
     out["passes"] = std::move(passes);

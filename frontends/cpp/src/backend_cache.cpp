@@ -14,7 +14,7 @@
 #include "kiln/capture/capture.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::detail {
@@ -58,16 +58,16 @@ void check_may_compile(const Graph& g, std::string_view pipeline, const std::str
 }
 
 void put_plan(cache::Entry& e, plan::KernelPlan p) {
-  std::vector<std::pair<std::string, std::string>> text = format::take_plan_text(p);
-  e.plan = format::plan_to_json(p);
+  std::vector<std::pair<std::string, std::string>> text = plan::take_plan_text(p);
+  e.plan = plan::plan_to_json(p);
   e.blobs.insert(e.blobs.end(), std::make_move_iterator(text.begin()), std::make_move_iterator(text.end()));
 }
 
 plan::KernelPlan take_plan(cache::Entry& e) {
-  plan::KernelPlan p = format::plan_from_json(e.plan, "cache entry " + e.key + ": plan");
+  plan::KernelPlan p = plan::plan_from_json(e.plan, "cache entry " + e.key + ": plan");
   std::vector<std::pair<std::string, std::string>> rest;
   for (auto& [name, bytes] : e.blobs)
-    if (!format::put_plan_text(p, name, std::move(bytes))) rest.emplace_back(std::move(name), std::move(bytes));
+    if (!plan::put_plan_text(p, name, std::move(bytes))) rest.emplace_back(std::move(name), std::move(bytes));
   e.blobs = std::move(rest);
   return p;
 }

@@ -27,7 +27,7 @@ void note_cache_stats(const cache::CacheStats& s);
 // caches are off) instead of compiling it.
 void check_may_compile(const Graph& g, std::string_view pipeline, const std::string& key);
 // A plan as the cache entries of every target keep it: its JSON without the module text, which
-// goes into blobs of its own (format::take_plan_text), so that a hit takes the bulk of a plan as
+// goes into blobs of its own (plan::take_plan_text), so that a hit takes the bulk of a plan as
 // plain bytes instead of unescaping it from JSON (~0.04 ms of a process's first cpu hit).
 // take_plan parses e.plan and moves those blobs back into the plan and out of e.blobs, so that
 // the target's own blobs remain.

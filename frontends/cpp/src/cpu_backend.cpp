@@ -25,7 +25,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/format/graph_json.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include <nlohmann/json.hpp>
 
 #if KILN_HAVE_CPU_TARGET
@@ -311,7 +311,7 @@ plan::KernelPlan cpu_plan(const Graph& g) {
   // beside the graph they came from.
   if (const std::string& dir = debug_dump_dir(); !dir.empty()) {
     const std::filesystem::path path(dir);
-    std::ofstream(path / "plan.json") << format::plan_to_json(p);
+    std::ofstream(path / "plan.json") << plan::plan_to_json(p);
     std::ofstream(path / "plan.txt") << p.str();
     std::ofstream(path / "kernels.ll") << p.module_source();
     std::ofstream decisions(path / "schedule.txt");

@@ -17,7 +17,7 @@
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
 #include "kiln/tensor.h"

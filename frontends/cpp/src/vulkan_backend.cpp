@@ -21,7 +21,7 @@
 
 #include "kiln/cache/cache.h"
 #include "kiln/format/graph_json.h"
-#include "kiln/format/plan_json.h"
+#include "kiln/plan/plan_json.h"
 #include "kiln/schedule/schedule.h"
 #include "kiln/vulkan/codegen.h"
 #include "kiln/vulkan/runtime.h"

@@ -15,14 +15,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "json_values.h"
+#include "kiln/graph/json_values.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::format {
 
 namespace {
 
-using namespace detail;
+using namespace json_values;
 
 // ---------------------------------------------------------------------------------------------
 // Writing (the value encoders and the printer are in json_values.h)

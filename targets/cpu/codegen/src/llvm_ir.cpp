@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "kiln/plan/replay.h"
-#include "kiln/plan/skeleton.h"
+#include "kiln/lower/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cpu/codegen.h"
 #include "kiln/graph/error.h"
@@ -822,12 +822,12 @@ const std::string& prelude() {
 }  // namespace
 
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
-  plan::KernelPlan p = plan::plan_skeleton(s, "cpu");
+  plan::KernelPlan p = lower::plan_skeleton(s, "cpu");
   p.prelude = prelude();
   const ShapeEnv& env = s.graph.shapes();
   for (size_t pk_index = 0; pk_index < s.kernels.size(); ++pk_index) {
     const Kernel& k = s.kernels[pk_index];
-    plan::PlanKernel pk = plan::kernel_skeleton(k);
+    plan::PlanKernel pk = lower::kernel_skeleton(k);
     if (!k.reference) {
       pk.entry = k.name;
       // Metadata ids: a range of 4096 per function, so kernels can share any module.

@@ -14,6 +14,7 @@
 #include "kiln/cpu/jit.h"
 #include "kiln/cpu/thread_pool.h"
 #include "kiln/graph/error.h"
+#include "kiln/plan/bind.h"
 #include "kiln/reference/reference.h"
 #include "sgemm.h"
 
@@ -77,12 +78,6 @@ std::vector<int64_t> eval(const SymShape& s, const std::vector<int64_t>& syms) {
   v.reserve(s.size());
   for (const SymInt& x : s) v.push_back(x.evaluate(syms));
   return v;
-}
-
-std::string sizes_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 }  // namespace
@@ -176,13 +171,6 @@ struct PlanExecutable::Impl {
               std::to_string(candidates[k].size() * chunks.size()) + " candidates)\n";
   }
   std::string compile_report;
-  void setup_inputs() {
-    for (const plan::PlanBuffer& b : plan.buffers)
-      if (b.kind == "input") num_inputs = std::max(num_inputs, static_cast<size_t>(b.index + 1));
-    input_buffer.assign(num_inputs, -1);
-    for (const plan::PlanBuffer& b : plan.buffers)
-      if (b.kind == "input") input_buffer[static_cast<size_t>(b.index)] = b.id;
-  }
   // Each generated kernel's entry and variants, from whichever module defines them.
   KernelFn* function(const std::string& symbol, const plan::PlanKernel& pk) const {
     for (const auto& m : modules)
@@ -203,7 +191,6 @@ struct PlanExecutable::Impl {
     }
   }
   std::vector<int32_t> input_buffer;  // buffer of graph input k
-  size_t num_inputs = 0;
   // reduce-overhead: slots kept from the last call, for the symbol values they were made for
   mutable std::mutex kept_mu;
   mutable std::vector<int64_t> kept_syms;
@@ -214,13 +201,14 @@ PlanExecutable::~PlanExecutable() = default;
 
 std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const ExecutableOptions& options) {
   KILN_CHECK(p.target == "cpu", "cpu runtime: the plan is for target '", p.target, "', not cpu");
+  plan::validate(p, "cpu runtime");
   register_sgemm();
   auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
   exe->impl_ = std::make_unique<Impl>();
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.setup_inputs();
+  im.input_buffer = plan::input_buffers(im.plan);
   // Kernels are split into one module per thread, balanced by source size, and the modules
   // compiled at once (JitModule::compile may run on several threads): a plan of many kernels
   // compiles in about the time of its largest share.
@@ -262,13 +250,14 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
 std::shared_ptr<PlanExecutable> PlanExecutable::load_compiled(plan::KernelPlan p, std::span<const std::string> objects,
                                                               const ExecutableOptions& options) {
   KILN_CHECK(p.target == "cpu", "cpu runtime: the plan is for target '", p.target, "', not cpu");
+  plan::validate(p, "cpu runtime");
   register_sgemm();
   auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
   exe->impl_ = std::make_unique<Impl>();
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.setup_inputs();
+  im.input_buffer = plan::input_buffers(im.plan);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < objects.size(); ++i)
     im.modules.push_back(JitModule::load_object(objects[i], "kiln_plan_" + std::to_string(i)));
@@ -303,22 +292,11 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
 std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> inputs) const {
   Impl& im = *impl_;
   const plan::KernelPlan& pl = im.plan;
-  KILN_CHECK(inputs.size() == im.num_inputs, "cpu runtime: the plan takes ", im.num_inputs, " inputs, got ",
-             inputs.size());
-  // Symbols first, then every input against the plan.
-  std::vector<int64_t> syms(pl.symbols.size(), 0);
-  for (const plan::SymbolBinding& b : pl.bindings) {
-    const TensorData& t = *inputs[static_cast<size_t>(b.input)];
-    KILN_CHECK(b.dim < t.rank(), "cpu runtime: input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ",
-               b.dim, " of it");
-    syms[b.symbol] = t.sizes[static_cast<size_t>(b.dim)];
-  }
-  for (const SymbolInfo& s : pl.symbols)
-    KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, "cpu runtime: size s", s.id, " = ", syms[s.id],
-               " (", s.source, ") is outside the plan's range [", s.min, ", ", s.max, "]");
+  // Sizes, checked inputs, slots and extents (bind.h); what is left is memory and launches.
+  const plan::Binding bound = plan::bind(pl, inputs, "cpu runtime");
+  const std::vector<int64_t>& syms = bound.symbols;
   std::vector<TensorData> owned;  // contiguous copies of inputs the plan wants contiguous
   owned.reserve(inputs.size());
-  std::vector<const TensorData*> in(inputs.begin(), inputs.end());
   constexpr size_t kSmall = 32;
   char* small_ptrs[kSmall];
   std::vector<char*> many;
@@ -327,30 +305,14 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     many.resize(pl.buffers.size());
     ptrs = many.data();
   }
-  for (size_t k = 0; k < im.num_inputs; ++k) {
-    const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(im.input_buffer[k])];
-    const TensorData* t = in[k];
-    KILN_CHECK(t->dtype == b.dtype, "cpu runtime: input ", k, " has dtype ", dtype_name(t->dtype), ", the plan expects ",
-               dtype_name(b.dtype));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const TensorData* t = inputs[k];
     KILN_CHECK(t->device().type == DeviceType::cpu, "cpu runtime: input ", k, " is not on the cpu");
-    KILN_CHECK(t->rank() == static_cast<int64_t>(b.sizes.size()), "cpu runtime: input ", k, " has rank ", t->rank(),
-               ", the plan expects ", b.sizes.size());
-    for (size_t d = 0; d < b.sizes.size(); ++d) {
-      const int64_t want = b.sizes[d].evaluate(syms);
-      KILN_CHECK(t->sizes[d] == want, "cpu runtime: input ", k, " has sizes ", sizes_str(t->sizes), ", but the plan needs ",
-                 want, " at dim ", d, " (", b.sizes[d].str(), ")");
-    }
-    bool strides_ok = true;
-    for (size_t d = 0; d < b.strides.size() && strides_ok; ++d)
-      strides_ok = t->sizes[d] == 1 || t->strides[d] == b.strides[d].evaluate(syms);
-    if (!strides_ok) {
-      KILN_CHECK(b.strides == contiguous_strides(b.sizes), "cpu runtime: input ", k, " has strides ",
-                 sizes_str(t->strides), ", the plan was made for other strides");
+    if (bound.copy_input[k]) {  // the plan wants it contiguous
       owned.push_back(reference::contiguous(*t));
       t = &owned.back();
     }
-    in[k] = t;
-    ptrs[b.id] = static_cast<char*>(t->data());
+    ptrs[im.input_buffer[k]] = static_cast<char*>(t->data());
   }
   // Outputs, constants and slots.
   std::vector<TensorData> outs(pl.outputs.size());
@@ -360,7 +322,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   if (keep && im.kept_syms == syms && im.kept_slots.size() == pl.slots.size()) {
     slot_mem = im.kept_slots;
   } else {
-    for (const SymInt& s : pl.slots) slot_mem.push_back(allocate_host_buffer(static_cast<size_t>(s.evaluate(syms))));
+    for (int64_t bytes : bound.slot_bytes) slot_mem.push_back(allocate_host_buffer(static_cast<size_t>(bytes)));
     if (keep) {
       im.kept_syms = syms;
       im.kept_slots = slot_mem;
@@ -371,9 +333,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     if (b.kind == "constant") {
       ptrs[b.id] = const_cast<char*>(reinterpret_cast<const char*>(b.data->bytes.data()));
     } else if (b.kind == "output") {
-      size_t n = static_cast<size_t>(dtype_size(b.dtype));
-      for (const SymInt& s : b.sizes) n *= static_cast<size_t>(s.evaluate(syms));
-      out_mem[static_cast<size_t>(b.id)] = allocate_host_buffer(n);
+      out_mem[static_cast<size_t>(b.id)] = allocate_host_buffer(static_cast<size_t>(bound.buffer_bytes[static_cast<size_t>(b.id)]));
       ptrs[b.id] = static_cast<char*>(out_mem[static_cast<size_t>(b.id)]->data());
     } else if (b.kind == "intermediate") {
       ptrs[b.id] = static_cast<char*>(slot_mem[static_cast<size_t>(b.slot)]->data());
@@ -403,8 +363,8 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
     if (im.fns[ki]) {
-      const int64_t extent = k.parallel_extent.evaluate(syms);
-      if (extent <= 0) continue;
+      const int64_t extent = bound.extents[ki];
+      if (extent == 0) continue;
       const int64_t* sp = syms.data();
       auto launch = [&](KernelFn* f, int64_t grain) {
         pool.parallel_for(extent, grain, [f, ptrs, sp](int64_t b, int64_t e) { f(ptrs, sp, b, e); });

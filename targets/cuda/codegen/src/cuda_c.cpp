@@ -12,7 +12,7 @@
 
 #include "internal.h"
 #include "kiln/plan/replay.h"
-#include "kiln/plan/skeleton.h"
+#include "kiln/lower/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
 #include "kiln/cstyle/reduction.h"
@@ -1018,12 +1018,12 @@ bool fuse_gemm_epilogue(const Kernel& k, const schedule::Schedule& s, const Code
 const char* prelude() { return kPrelude; }
 
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
-  plan::KernelPlan p = plan::plan_skeleton(s, "cuda");
+  plan::KernelPlan p = lower::plan_skeleton(s, "cuda");
   p.prelude = kPrelude;
   p.arch = options.arch;
   bool sm90_attention = false;
   for (const Kernel& k : s.kernels) {
-    plan::PlanKernel pk = plan::kernel_skeleton(k);
+    plan::PlanKernel pk = lower::kernel_skeleton(k);
     if (k.reference) {
       p.kernels.push_back(std::move(pk));
       continue;

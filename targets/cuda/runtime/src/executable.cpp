@@ -19,6 +19,7 @@
 #include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
+#include "kiln/plan/bind.h"
 #include "kiln/reference/reference.h"
 #include "driver_api.h"
 #include "prebuilt.h"
@@ -31,12 +32,6 @@ std::vector<int64_t> eval(const SymShape& s, const std::vector<int64_t>& syms) {
   std::vector<int64_t> v;
   for (const SymInt& x : s) v.push_back(x.evaluate(syms));
   return v;
-}
-
-std::string sizes_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 }  // namespace
@@ -211,6 +206,7 @@ struct LaunchArgs {
 // One call's bindings: symbol values, each buffer's device address, and the memory behind them.
 struct Bound {
   std::vector<int64_t> syms;
+  std::vector<int64_t> extents;  // per kernel
   std::vector<DevicePtr> ptrs;
   std::vector<TensorData> held;  // device copies of host inputs
   std::vector<std::shared_ptr<Storage>> slot_mem, out_mem;
@@ -274,8 +270,7 @@ struct PlanExecutable::Impl {
   std::string tuning_report;
   std::vector<std::vector<int32_t>> params;  // per kernel: the buffers it takes, in id order
   std::vector<std::shared_ptr<Storage>> constants;  // by buffer id
-  size_t num_inputs = 0;
-  std::vector<int32_t> input_buffer;
+  std::vector<int32_t> input_buffer;  // buffer of graph input k
   bool graphable = true;  // no reference kernels
   double compile_seconds = 0;
   std::string compile_log;  // programs and their NVRTC times
@@ -316,6 +311,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
 std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::vector<plan::KernelPlan> alternatives,
                                                      const ExecutableOptions& options) {
   KILN_CHECK(p.target == "cuda", "cuda runtime: the plan is for target '", p.target, "', not cuda");
+  plan::validate(p, "cuda runtime");
   auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
   exe->impl_ = std::make_unique<Impl>();
   Impl& im = *exe->impl_;
@@ -327,12 +323,9 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   KILN_CHECK(im.plan.arch == 0 || im.plan.arch == device_arch, "cuda runtime: the plan was generated for sm_", im.plan.arch,
              " and cuda:", options.device, " is sm_", device_arch, "; generate it for this device (CodegenOptions::arch) or for any (0)");
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.arch != 0 && a.arch != device_arch; });
-  for (const plan::PlanBuffer& b : im.plan.buffers)
-    if (b.kind == "input") im.num_inputs = std::max(im.num_inputs, static_cast<size_t>(b.index + 1));
-  im.input_buffer.assign(im.num_inputs, -1);
-  for (const plan::PlanBuffer& b : im.plan.buffers)
-    if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
+  im.input_buffer = plan::input_buffers(im.plan);
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
+  for (const plan::KernelPlan& a : alternatives) plan::validate(a, "cuda runtime: an alternative plan");
   const auto t0 = std::chrono::steady_clock::now();
   if (std::any_of(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); })) {
     im.gemm_start = start_gemm(*im.ctx);
@@ -460,45 +453,24 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
   join_gemm_start();
   Context& ctx = *this->ctx;
   const plan::KernelPlan& pl = plan;
-  KILN_CHECK(inputs.size() == num_inputs, "cuda runtime: the plan takes ", num_inputs, " inputs, got ", inputs.size());
+  // Sizes, checked inputs, slots and extents (bind.h); what is left is memory, copies, launches.
+  plan::Binding sizes = plan::bind(pl, inputs, "cuda runtime");
   Bound bound;
-  std::vector<int64_t>& syms = bound.syms;
-  syms.assign(pl.symbols.size(), 0);
-  for (const plan::SymbolBinding& b : pl.bindings) {
-    const TensorData& t = inputs[static_cast<size_t>(b.input)];
-    KILN_CHECK(b.dim < t.rank(), "cuda runtime: input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ", b.dim,
-               " of it");
-    syms[b.symbol] = t.sizes[static_cast<size_t>(b.dim)];
-  }
-  for (const SymbolInfo& s : pl.symbols)
-    KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, "cuda runtime: size s", s.id, " = ", syms[s.id], " (", s.source,
-               ") is outside the plan's range [", s.min, ", ", s.max, "]");
+  bound.syms = std::move(sizes.symbols);
+  bound.extents = std::move(sizes.extents);
+  const std::vector<int64_t>& syms = bound.syms;
   std::vector<DevicePtr>& ptrs = bound.ptrs;
   ptrs.assign(pl.buffers.size(), 0);
   std::vector<TensorData>& held = bound.held;  // device copies of host inputs, alive until the run is queued
   held.reserve(inputs.size());
   const int dev = ctx.info().ordinal;
-  for (size_t k = 0; k < num_inputs; ++k) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(input_buffer[k])];
     const TensorData& t = inputs[k];
-    KILN_CHECK(t.dtype == b.dtype, "cuda runtime: input ", k, " has dtype ", dtype_name(t.dtype), ", the plan expects ",
-               dtype_name(b.dtype));
-    KILN_CHECK(t.rank() == static_cast<int64_t>(b.sizes.size()), "cuda runtime: input ", k, " has rank ", t.rank(),
-               ", the plan expects ", b.sizes.size());
-    for (size_t d = 0; d < b.sizes.size(); ++d) {
-      const int64_t want = b.sizes[d].evaluate(syms);
-      KILN_CHECK(t.sizes[d] == want, "cuda runtime: input ", k, " has sizes ", sizes_str(t.sizes), ", but the plan needs ", want,
-                 " at dim ", d, " (", b.sizes[d].str(), ")");
-    }
     const Device where = t.device();
     KILN_CHECK(where.type == DeviceType::cpu || (where.type == DeviceType::cuda && where.index == dev), "cuda runtime: input ",
                k, " is on ", where.str(), "; the plan runs on cuda:", dev);
-    bool strides_ok = true;
-    for (size_t d = 0; d < b.strides.size() && strides_ok; ++d)
-      strides_ok = t.sizes[d] == 1 || t.strides[d] == b.strides[d].evaluate(syms);
-    if (!strides_ok)
-      KILN_CHECK(b.strides == contiguous_strides(b.sizes), "cuda runtime: input ", k, " has strides ", sizes_str(t.strides),
-                 ", the plan was made for other strides");
+    const bool strides_ok = !sizes.copy_input[k];
     const int64_t es = dtype_size(t.dtype);
     if (where.type == DeviceType::cuda && strides_ok) {
       const DevicePtr at = reinterpret_cast<DevicePtr>(t.storage->data()) + static_cast<DevicePtr>(t.offset * es);
@@ -539,7 +511,7 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
   if (keep && kept_syms == syms && kept_slots.size() == pl.slots.size()) {
     slot_mem = kept_slots;
   } else {
-    for (const SymInt& s : pl.slots) slot_mem.push_back(ctx.allocate(static_cast<size_t>(s.evaluate(syms))));
+    for (int64_t bytes : sizes.slot_bytes) slot_mem.push_back(ctx.allocate(static_cast<size_t>(bytes)));
     if (keep) {
       kept_syms = syms;
       kept_slots = slot_mem;
@@ -552,9 +524,7 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
     if (b.kind == "constant") {
       ptrs[id] = reinterpret_cast<DevicePtr>(constants[id]->data());
     } else if (b.kind == "output") {
-      size_t n = static_cast<size_t>(dtype_size(b.dtype));
-      for (const SymInt& s : b.sizes) n *= static_cast<size_t>(s.evaluate(syms));
-      out_mem[id] = ctx.allocate(n);
+      out_mem[id] = ctx.allocate(static_cast<size_t>(sizes.buffer_bytes[id]));
       ptrs[id] = reinterpret_cast<DevicePtr>(out_mem[id]->data());
     } else if (b.kind == "intermediate") {
       ptrs[id] = reinterpret_cast<DevicePtr>(slot_mem[static_cast<size_t>(b.slot)]->data());
@@ -568,8 +538,8 @@ LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) co
   const KernelVersion& v = versions[ki][static_cast<size_t>(version)];
   LaunchArgs a;
   a.fn = v.fn;
-  const int64_t extent = k.parallel_extent.evaluate(b.syms);
-  if (!v.fn || extent <= 0) return a;
+  const int64_t extent = b.extents[ki];
+  if (!v.fn || extent == 0) return a;
   int64_t grid = (extent + v.launch.items_per_block - 1) / std::max<int64_t>(1, v.launch.items_per_block);
   if (v.launch.max_blocks > 0) grid = std::min(grid, v.launch.max_blocks);
   // A kernel without a grid-stride loop needs every block (PlanLaunch::grid_stride).

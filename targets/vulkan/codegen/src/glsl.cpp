@@ -12,7 +12,7 @@
 
 #include "glsl_helpers.h"
 #include "kiln/plan/replay.h"
-#include "kiln/plan/skeleton.h"
+#include "kiln/lower/skeleton.h"
 #include "kiln/config/config.h"
 #include "kiln/cstyle/printer.h"
 #include "kiln/cstyle/reduction.h"
@@ -1142,7 +1142,7 @@ std::string gemm_shader(const schedule::Schedule& s, const schedule::Gemm& g, co
 }  // namespace
 
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
-  plan::KernelPlan p = plan::plan_skeleton(s, "vulkan");
+  plan::KernelPlan p = lower::plan_skeleton(s, "vulkan");
   p.prelude = "// kiln vulkan GLSL 450; device caps: " + options.caps.str() + "\n";
   GlslDialect d;
   d.caps = options.caps;
@@ -1151,7 +1151,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   KILN_CHECK(pc_bytes <= 128, "vulkan codegen: the plan needs ", pc_bytes,
              " bytes of push constants (sizes and offsets), more than the 128 every Vulkan device offers");
   for (const Kernel& k : s.kernels) {
-    plan::PlanKernel pk = plan::kernel_skeleton(k);
+    plan::PlanKernel pk = lower::kernel_skeleton(k);
     KILN_CHECK(!k.attention, "vulkan codegen: kernel ", k.name, " is a fused attention kernel, which the vulkan "
                "target does not print (its schedule target decomposes attention)");
     if (k.reference) {

@@ -8,6 +8,7 @@
 
 #include "device.h"
 #include "kiln/graph/error.h"
+#include "kiln/plan/bind.h"
 #include "kiln/reference/reference.h"
 
 namespace kiln::vulkan {
@@ -18,12 +19,6 @@ std::vector<int64_t> eval(const SymShape& s, const std::vector<int64_t>& syms) {
   std::vector<int64_t> v;
   for (const SymInt& x : s) v.push_back(x.evaluate(syms));
   return v;
-}
-
-std::string sizes_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 // Elements [lo, hi] a strided view reaches relative to its element 0 (size-1 dims ignored).
@@ -63,8 +58,7 @@ struct PlanExecutable::Impl {
   std::vector<int32_t> offset_buffers;
   uint32_t push_bytes = 0;
   std::vector<std::shared_ptr<Buffer>> constants;  // by buffer id
-  size_t num_inputs = 0;
-  std::vector<int32_t> input_buffer;
+  std::vector<int32_t> input_buffer;  // buffer of graph input k
   double compile_seconds = 0;
   VkCommandPool pool = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
@@ -84,6 +78,7 @@ struct PlanExecutable::Impl {
   };
   bool arena_valid = false;
   std::vector<int64_t> arena_syms;
+  std::vector<int64_t> arena_extents;          // per kernel, at arena_syms
   std::vector<std::shared_ptr<Buffer>> bufs;    // by buffer id (inputs, outputs, intermediates' slots)
   std::vector<std::shared_ptr<Buffer>> slots;
   std::vector<int64_t> input_lo;                // by input: element 0's offset in its buffer
@@ -99,7 +94,7 @@ struct PlanExecutable::Impl {
 
   ~Impl();
   void free_arena();
-  void build_arena(const std::vector<int64_t>& syms, const std::vector<int64_t>& lo);
+  void build_arena(const plan::Binding& sizes, const std::vector<int64_t>& lo);
   void bind_and_record(const std::vector<Binding>& binding);
   std::vector<TensorData> run(std::span<const TensorData> inputs, bool device_outputs);
 };
@@ -142,6 +137,7 @@ PlanExecutable::~PlanExecutable() = default;
 
 std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const ExecutableOptions& options) {
   KILN_CHECK(p.target == "vulkan", "vulkan runtime: the plan is for target '", p.target, "', not vulkan");
+  plan::validate(p, "vulkan runtime");
   Device& dev = Device::get(options.device);
   auto exe = std::shared_ptr<PlanExecutable>(new PlanExecutable);
   exe->impl_ = std::make_unique<Impl>();
@@ -168,11 +164,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     KILN_CHECK(!needs("double") || caps.float64, "vulkan runtime: kernel ", k.name, " uses f64, which device ",
                dev.info().name, " lacks (no shaderFloat64)");
   }
-  for (const plan::PlanBuffer& b : im.plan.buffers)
-    if (b.kind == "input") im.num_inputs = std::max(im.num_inputs, static_cast<size_t>(b.index + 1));
-  im.input_buffer.assign(im.num_inputs, -1);
-  for (const plan::PlanBuffer& b : im.plan.buffers)
-    if (b.kind == "input") im.input_buffer[static_cast<size_t>(b.index)] = b.id;
+  im.input_buffer = plan::input_buffers(im.plan);
   im.offset_buffers = offset_buffers(im.plan);
   im.push_bytes = static_cast<uint32_t>(8 * (im.plan.symbols.size() + im.offset_buffers.size() + 1));
 
@@ -298,25 +290,19 @@ double median_gpu_ms(const std::function<void()>& call, int reps) {
   return m > 0 ? m : -1;
 }
 
-void PlanExecutable::Impl::build_arena(const std::vector<int64_t>& syms, const std::vector<int64_t>& lo) {
+void PlanExecutable::Impl::build_arena(const plan::Binding& sizes, const std::vector<int64_t>& lo) {
   free_arena();
   const plan::KernelPlan& pl = plan;
   bufs.assign(pl.buffers.size(), nullptr);
-  for (const SymInt& s : pl.slots) slots.push_back(dev->allocate(static_cast<size_t>(s.evaluate(syms))));
+  for (int64_t bytes : sizes.slot_bytes) slots.push_back(dev->allocate(static_cast<size_t>(bytes)));
   for (const plan::PlanBuffer& b : pl.buffers) {
     const size_t id = static_cast<size_t>(b.id);
-    const std::vector<int64_t> sizes = eval(b.sizes, syms);
-    const int64_t es = dtype_size(b.dtype);
-    if (b.kind == "constant") {
+    if (b.kind == "constant")
       bufs[id] = constants[id];
-    } else if (b.kind == "output") {
-      bufs[id] = dev->allocate(static_cast<size_t>(numel(sizes) * es));
-    } else if (b.kind == "intermediate") {
+    else if (b.kind == "intermediate")
       bufs[id] = slots[static_cast<size_t>(b.slot)];
-    } else if (b.kind == "input") {
-      const auto [l, h] = span_of(sizes, eval(b.strides, syms));
-      bufs[id] = dev->allocate(numel(sizes) == 0 ? 0 : static_cast<size_t>((h - l + 1) * es));
-    }
+    else  // outputs: their elements; inputs: their extent (a copy with the plan's strides)
+      bufs[id] = dev->allocate(static_cast<size_t>(sizes.buffer_bytes[id]));
   }
   input_lo = lo;
   // Descriptor sets: one per generated kernel (written by bind_and_record).
@@ -361,7 +347,8 @@ void PlanExecutable::Impl::build_arena(const std::vector<int64_t>& syms, const s
     cai.commandBufferCount = 1;
     KILN_VK(vk::vkAllocateCommandBuffers(vd, &cai, &seg.cb));
   }
-  arena_syms = syms;
+  arena_syms = sizes.symbols;
+  arena_extents = sizes.extents;
   arena_valid = true;
 }
 
@@ -419,8 +406,8 @@ void PlanExecutable::Impl::bind_and_record(const std::vector<Binding>& binding) 
         gy = static_cast<uint32_t>(std::min(cap, (m + kGemmTile - 1) / kGemmTile));
         gz = static_cast<uint32_t>(std::min(cap, batches));
       } else {
-        const int64_t extent = k.parallel_extent.evaluate(syms);
-        if (extent <= 0) continue;
+        const int64_t extent = arena_extents[ki];
+        if (extent == 0) continue;
         const int64_t per = std::max<int64_t>(1, k.launch.items_per_block);
         gx = static_cast<uint32_t>(std::clamp<int64_t>((extent + per - 1) / per, 1, cap));
       }
@@ -459,45 +446,26 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
   Impl& im = *this;
   const plan::KernelPlan& pl = im.plan;
   const kiln::Device here = kiln::Device::vulkan(im.options.device);
-  KILN_CHECK(inputs.size() == im.num_inputs, "vulkan runtime: the plan takes ", im.num_inputs, " inputs, got ", inputs.size());
-  std::vector<int64_t> syms(pl.symbols.size(), 0);
-  for (const plan::SymbolBinding& b : pl.bindings) {
-    const TensorData& t = inputs[static_cast<size_t>(b.input)];
-    KILN_CHECK(b.dim < t.rank(), "vulkan runtime: input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ", b.dim,
-               " of it");
-    syms[b.symbol] = t.sizes[static_cast<size_t>(b.dim)];
-  }
-  for (const SymbolInfo& s : pl.symbols)
-    KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, "vulkan runtime: size s", s.id, " = ", syms[s.id], " (", s.source,
-               ") is outside the plan's range [", s.min, ", ", s.max, "]");
-  // Check the inputs; decide how each reaches the kernels: bound where it lies (a tensor on this
+  // Sizes, checked inputs, slots and extents (bind.h); what is left is memory, copies, dispatches.
+  const plan::Binding sizes = plan::bind(pl, inputs, "vulkan runtime");
+  const std::vector<int64_t>& syms = sizes.symbols;
+  const size_t num_inputs = inputs.size();
+  // Decide how each input reaches the kernels: bound where it lies (a tensor on this
   // device with the plan's strides at an aligned offset: no copy), copied on the device into the
   // plan's buffer (the same, unaligned), or copied in from the host (a host tensor, or one made
   // contiguous first).
-  std::vector<int64_t> lo(im.num_inputs, 0);
-  std::vector<TensorData> src(im.num_inputs);       // what is copied from the host
-  std::vector<Binding> bound(im.num_inputs);        // bound in place (buffer set) ...
-  std::vector<Location> device_src(im.num_inputs);  // ... or copied on the device (buffer set)
-  for (size_t k = 0; k < im.num_inputs; ++k) {
+  std::vector<int64_t> lo(num_inputs, 0);
+  std::vector<TensorData> src(num_inputs);       // what is copied from the host
+  std::vector<Binding> bound(num_inputs);        // bound in place (buffer set) ...
+  std::vector<Location> device_src(num_inputs);  // ... or copied on the device (buffer set)
+  for (size_t k = 0; k < num_inputs; ++k) {
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(im.input_buffer[k])];
     const TensorData& t = inputs[k];
-    KILN_CHECK(t.dtype == b.dtype, "vulkan runtime: input ", k, " has dtype ", dtype_name(t.dtype), ", the plan expects ",
-               dtype_name(b.dtype));
-    KILN_CHECK(t.rank() == static_cast<int64_t>(b.sizes.size()), "vulkan runtime: input ", k, " has rank ", t.rank(),
-               ", the plan expects ", b.sizes.size());
-    for (size_t d = 0; d < b.sizes.size(); ++d) {
-      const int64_t want = b.sizes[d].evaluate(syms);
-      KILN_CHECK(t.sizes[d] == want, "vulkan runtime: input ", k, " has sizes ", sizes_str(t.sizes), ", but the plan needs ",
-                 want, " at dim ", d, " (", b.sizes[d].str(), ")");
-    }
     const bool on_device = t.device().type != DeviceType::cpu;
     KILN_CHECK(!on_device || t.device() == here, "vulkan runtime: input ", k, " is on ", t.device().str(),
                "; the plan runs on vulkan:", im.options.device);
-    const std::vector<int64_t> ps = eval(b.strides, syms);
-    bool strides_ok = true;
-    for (size_t d = 0; d < ps.size() && strides_ok; ++d) strides_ok = t.sizes[d] == 1 || t.strides[d] == ps[d];
-    if (strides_ok) {
-      lo[k] = span_of(t.sizes, ps).first;
+    if (!sizes.copy_input[k]) {
+      lo[k] = span_of(t.sizes, eval(b.strides, syms)).first;
       if (on_device && t.numel() > 0) {
         const auto [l, h] = span_of(t.sizes, t.strides);
         const int64_t es = dtype_size(t.dtype);
@@ -513,13 +481,11 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
       } else {
         src[k] = t;
       }
-    } else {
-      KILN_CHECK(b.strides == contiguous_strides(b.sizes), "vulkan runtime: input ", k, " has strides ", sizes_str(t.strides),
-                 ", the plan was made for other strides");
+    } else {  // the plan wants it contiguous
       src[k] = reference::contiguous(on_device ? to_host(t) : t);
     }
   }
-  if (!im.arena_valid || im.arena_syms != syms || im.input_lo != lo) im.build_arena(syms, lo);
+  if (!im.arena_valid || im.arena_syms != syms || im.input_lo != lo) im.build_arena(sizes, lo);
   // Outputs still held by the caller (returned by an earlier run_device) get new buffers.
   if (device_outputs)
     for (const plan::PlanBuffer& b : pl.buffers)
@@ -535,7 +501,7 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
   }
   if (binding != im.recorded) im.bind_and_record(binding);
   // Copy in.
-  for (size_t k = 0; k < im.num_inputs; ++k) {
+  for (size_t k = 0; k < num_inputs; ++k) {
     Buffer& dst = *im.bufs[static_cast<size_t>(im.input_buffer[k])];
     if (bound[k].buffer) continue;
     if (device_src[k].buffer) {

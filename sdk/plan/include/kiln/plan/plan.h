@@ -6,9 +6,9 @@
 // the inputs; the guards the plan assumes; and which buffer is each output.
 //
 // Takes: nothing but its own fields (codegens fill them). Gives: str(), the readable form
-// `kiln show --plan` prints, and module_source(). The JSON form lives with the other JSON
-// formats in frontends/graph (kiln/format/plan_json.h), which shares the graph format's
-// encoders for sizes, symbols, facts, attributes and tensors.
+// `kiln show --plan` prints, and module_source(). Beside it: its JSON form (plan_json.h, with the
+// graph format's encoders for sizes, symbols, facts, attributes and tensors from sdk/graph's
+// json_values.h), and what every runtime checks and computes before running one (bind.h).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // PlanExecutable: a KernelPlan for the cpu target, compiled and ready to run.
 //
-// Takes: a plan (targets/cpu/codegen makes them; kiln::format::plan_from_json reads them back).
+// Takes: a plan (targets/cpu/codegen makes them; kiln::plan::plan_from_json reads them back).
 // load() JIT-compiles the plan's module once (see jit.h). run() binds the size symbols from
 // the inputs, checks the inputs against the plan (dtype, rank, sizes, strides: a mismatch is a
 // kiln::Error naming the input), allocates outputs and intermediate slots from a caching host

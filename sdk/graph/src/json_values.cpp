@@ -1,6 +1,6 @@
 // The value encoders, printer and checked decoders the graph and plan JSON formats share
 // (json_values.h).
-#include "json_values.h"
+#include "kiln/graph/json_values.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "base64.h"
 
-namespace kiln::format::detail {
+namespace kiln::json_values {
 
 // ---------------------------------------------------------------------------------------------
 // Writing
@@ -599,4 +599,4 @@ std::vector<ShapeFact> ValueReader::read_facts(const json& v) const {
   return facts;
 }
 
-}  // namespace kiln::format::detail
+}  // namespace kiln::json_values

@@ -3,7 +3,7 @@
 #include <array>
 #include <cstdint>
 
-namespace kiln::format::detail {
+namespace kiln::json_values {
 
 namespace {
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -82,4 +82,4 @@ std::optional<std::vector<std::byte>> base64_decode(std::string_view text) {
   return out;
 }
 
-}  // namespace kiln::format::detail
+}  // namespace kiln::json_values

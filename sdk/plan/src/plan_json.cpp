@@ -1,14 +1,11 @@
 // The "kiln.plan" JSON format, version 1 (docs/graph-format.md, "Kernel plans").
 //
 // Writing builds an ordered document with the graph format's value encoders and prints it with
-// the same printer (json_values.h). Reading decodes every value with the graph format's checked
-// decoders (ValueReader, with errors located by field path: "kernels[2].reads[0]"), then checks
-// every reference: buffer ids are positions, kernels, bindings and outputs name buffers that
-// exist, intermediates name slots that exist, every symbol is bound by exactly one input dim
-// that is that symbol, constants carry data of their buffer's dtype and sizes, and a reference
-// kernel's op, arity and attributes pass the op's shape rule on its input buffers and give its
-// output buffer's type.
-#include "kiln/format/plan_json.h"
+// the same printer (kiln/graph/json_values.h). Reading decodes every value with the graph format's
+// checked decoders (ValueReader, with errors located by field path: "kernels[2].reads[0]"), then
+// checks the plan against itself with plan::validate (bind.h), whose messages use the same paths:
+// buffer ids, every buffer reference, slots, symbol bindings, constants, reference kernels.
+#include "kiln/plan/plan_json.h"
 
 #include <algorithm>
 #include <charconv>
@@ -16,32 +13,14 @@
 #include <limits>
 #include <utility>
 
-#include "json_values.h"
+#include "kiln/graph/json_values.h"
+#include "kiln/plan/bind.h"
 
-namespace kiln::format {
+namespace kiln::plan {
 
 namespace {
 
-using namespace detail;
-using plan::KernelPlan;
-using plan::PlanBuffer;
-using plan::PlanKernel;
-using plan::SymbolBinding;
-
-constexpr const char* kBufferKinds[] = {"input", "constant", "output", "intermediate"};
-constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "reference"};
-
-template <size_t N>
-bool one_of(const std::string& s, const char* const (&names)[N]) {
-  return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return s == n; });
-}
-
-template <size_t N>
-std::string list_of(const char* const (&names)[N]) {
-  std::string out;
-  for (const char* n : names) out += (out.empty() ? "" : ", ") + std::string(n);
-  return out;
-}
+using namespace json_values;
 
 // ---------------------------------------------------------------------------------------------
 // Writing
@@ -80,7 +59,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
     j["launch"] = std::move(l);
   }
   if (k.gemm) {
-    const plan::PlanGemm& g = *k.gemm;
+    const PlanGemm& g = *k.gemm;
     json m = json::object();
     m["a"] = g.a;
     m["b"] = g.b;
@@ -163,11 +142,12 @@ std::string at(std::string_view list, size_t i) { return std::string(list) + "["
 
 class PlanReader : public ValueReader {
  public:
-  explicit PlanReader(std::string_view source) : ValueReader(source, "plan", Locations::paths) {}
+  explicit PlanReader(std::string_view source) : ValueReader(source, "plan", Locations::paths), source_(source) {}
   KernelPlan read(std::string_view text);
 
  private:
   KernelPlan p_;
+  std::string source_;
 
   int32_t int32(const json& v, const std::string& where, std::string_view field) const {
     int64_t n = integer(v, where, field);
@@ -175,12 +155,9 @@ class PlanReader : public ValueReader {
       fail_at(where, field, "integer " + std::to_string(n) + " does not fit in 32 bits");
     return static_cast<int32_t>(n);
   }
+  // A buffer id; plan::validate checks that it names a buffer.
   int32_t buffer_ref(const json& v, const std::string& where, std::string_view field) const {
-    int64_t n = integer(v, where, field);
-    if (n < 0 || n >= static_cast<int64_t>(p_.buffers.size()))
-      fail_at(where, field, "buffer " + std::to_string(n) + " does not exist (the plan has " +
-                                std::to_string(p_.buffers.size()) + " buffer" + (p_.buffers.size() == 1 ? "" : "s") + ")");
-    return static_cast<int32_t>(n);
+    return int32(v, where, field);
   }
   std::vector<int32_t> buffer_refs(const json& v, const std::string& where, const std::string& field) const {
     array(v, where, field);
@@ -192,9 +169,8 @@ class PlanReader : public ValueReader {
   void read_buffer(const json& v, size_t i);
   void read_bindings(const json& v);
   void read_kernel(const json& v, size_t i);
-  plan::PlanLaunch read_launch(const json& v, const std::string& where) const;
-  plan::PlanGemm read_gemm(const json& v, const std::string& where) const;
-  void check_reference(const PlanKernel& k, const std::string& where) const;
+  PlanLaunch read_launch(const json& v, const std::string& where) const;
+  PlanGemm read_gemm(const json& v, const std::string& where) const;
 };
 
 void PlanReader::read_buffer(const json& v, size_t i) {
@@ -202,50 +178,19 @@ void PlanReader::read_buffer(const json& v, size_t i) {
   const json& b = object(v, where, "");
   only_keys(b, {"id", "kind", "dtype", "sizes", "strides", "index", "slot", "data"}, where);
   PlanBuffer buf;
-  int64_t id = integer(need(b, "id", where), where, "id");
-  if (id != static_cast<int64_t>(i))
-    fail_at(where, "id", "buffers must be listed with ids 0, 1, ... in order: expected " + std::to_string(i) + ", got " +
-                             std::to_string(id));
-  buf.id = static_cast<int32_t>(id);
+  buf.id = int32(need(b, "id", where), where, "id");
   buf.kind = string(need(b, "kind", where), where, "kind");
-  if (!one_of(buf.kind, kBufferKinds))
-    fail_at(where, "kind", "unknown buffer kind '" + buf.kind + "' (valid kinds are " + list_of(kBufferKinds) + ")");
   buf.dtype = dtype(need(b, "dtype", where), where, "dtype");
   buf.sizes = shape(need(b, "sizes", where), where, "sizes");
   buf.strides = shape(need(b, "strides", where), where, "strides");
-  if (buf.strides.size() != buf.sizes.size())
-    fail_at(where, "strides", "has " + std::to_string(buf.strides.size()) + " strides for a buffer of rank " +
-                                  std::to_string(buf.sizes.size()));
   buf.index = int32(need(b, "index", where), where, "index");
-  if (buf.index < -1) fail_at(where, "index", "expected a position (0 or more) or -1, got " + std::to_string(buf.index));
-  if ((buf.kind == "input" || buf.kind == "output") && buf.index < 0)
-    fail_at(where, "index", "an " + buf.kind + " buffer needs its position among the graph's " + buf.kind +
-                                "s (0 or more), got " + std::to_string(buf.index));
   buf.slot = int32(need(b, "slot", where), where, "slot");
-  if (buf.slot < -1 || buf.slot >= static_cast<int64_t>(p_.slots.size()))
-    fail_at(where, "slot", "slot " + std::to_string(buf.slot) + " does not exist (the plan has " +
-                               std::to_string(p_.slots.size()) + " slot" + (p_.slots.size() == 1 ? "" : "s") + ")");
-  if (buf.kind == "intermediate" && buf.slot < 0)
-    fail_at(where, "slot", "an intermediate buffer needs a memory slot, got -1");
-  const json* data = maybe(b, "data");
-  if (buf.kind == "constant") {
-    if (!data) fail_at(where, "", "missing field 'data' (a constant buffer holds its data)");
-    buf.data = tensor(*data, where, "data");
-    if (buf.data->dtype != buf.dtype)
-      fail_at(where, "data.dtype", "the data is " + std::string(dtype_name(buf.data->dtype)) + ", the buffer " +
-                                       std::string(dtype_name(buf.dtype)));
-    if (!(static_shape(buf.data->sizes) == buf.sizes))
-      fail_at(where, "data.shape", "the data has shape " + shape_str(static_shape(buf.data->sizes)) +
-                                       ", the buffer sizes " + shape_str(buf.sizes));
-  } else if (data) {
-    fail_at(where, "data", "only constant buffers hold data; this one is an " + buf.kind + " buffer");
-  }
+  if (const json* data = maybe(b, "data")) buf.data = tensor(*data, where, "data");
   p_.buffers.push_back(std::move(buf));
 }
 
 void PlanReader::read_bindings(const json& v) {
   array(v, "", "bindings");
-  std::vector<int64_t> bound_by(p_.symbols.size(), -1);
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string where = at("bindings", i);
     const json& b = object(v[i], where, "");
@@ -259,27 +204,10 @@ void PlanReader::read_bindings(const json& v) {
       fail_at(where, "symbol", "unknown symbol '" + name + "' (the plan declares " + std::to_string(p_.symbols.size()) +
                                    " symbols" + (p_.symbols.empty() ? "" : ", s0.." + ("s" + std::to_string(p_.symbols.size() - 1))) + ")");
     sb.symbol = id;
-    if (bound_by[id] >= 0)
-      fail_at(where, "symbol", name + " is already bound by bindings[" + std::to_string(bound_by[id]) + "]");
-    bound_by[id] = static_cast<int64_t>(i);
     sb.input = int32(need(b, "input", where), where, "input");
-    auto it = std::find_if(p_.buffers.begin(), p_.buffers.end(),
-                           [&](const PlanBuffer& pb) { return pb.kind == "input" && pb.index == sb.input; });
-    if (it == p_.buffers.end())
-      fail_at(where, "input", "no input buffer has index " + std::to_string(sb.input));
     sb.dim = int32(need(b, "dim", where), where, "dim");
-    if (sb.dim < 0 || sb.dim >= static_cast<int64_t>(it->sizes.size()))
-      fail_at(where, "dim", "dim " + std::to_string(sb.dim) + " is out of range for input " + std::to_string(sb.input) +
-                                " (buffer " + std::to_string(it->id) + ", of rank " + std::to_string(it->sizes.size()) + ")");
-    const SymInt& size = it->sizes[static_cast<size_t>(sb.dim)];
-    if (!(size == SymInt::symbol(id, 0)))
-      fail_at(where, "", "input " + std::to_string(sb.input) + " dim " + std::to_string(sb.dim) + " has size " + size.str() +
-                             ", not " + name);
     p_.bindings.push_back(sb);
   }
-  for (size_t s = 0; s < bound_by.size(); ++s)
-    if (bound_by[s] < 0)
-      fail_at("", "bindings", "symbol s" + std::to_string(s) + " has no binding, so the plan cannot learn its value");
 }
 
 void PlanReader::read_kernel(const json& v, size_t i) {
@@ -287,8 +215,6 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   const json& k = object(v, where, "");
   PlanKernel ker;
   ker.kind = string(need(k, "kind", where), where, "kind");
-  if (!one_of(ker.kind, kKernelKinds))
-    fail_at(where, "kind", "unknown kernel kind '" + ker.kind + "' (valid kinds are " + list_of(kKernelKinds) + ")");
   const bool reference = ker.kind == "reference";
   if (reference)
     only_keys(k, {"name", "kind", "entry", "variants", "source", "parallel_extent", "grain", "provenance", "reads",
@@ -310,12 +236,8 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   }
   ker.parallel_extent = size(need(k, "parallel_extent", where), where, "parallel_extent");
   ker.grain = integer(need(k, "grain", where), where, "grain");
-  if (ker.grain < 1) fail_at(where, "grain", "the grain must be at least 1, got " + std::to_string(ker.grain));
   if (const json* l = maybe(k, "launch")) ker.launch = read_launch(*l, where + ".launch");
-  if (const json* g = maybe(k, "gemm")) {
-    if (ker.kind != "matmul") fail_at(where, "gemm", "only matmul kernels run a gemm; this one is a " + ker.kind + " kernel");
-    ker.gemm = read_gemm(*g, where + ".gemm");
-  }
+  if (const json* g = maybe(k, "gemm")) ker.gemm = read_gemm(*g, where + ".gemm");
   if (const json* ab = maybe(k, "arg_buffers")) {
     ker.arg_buffers = buffer_refs(*ab, where, "arg_buffers");
     if (ker.arg_buffers.empty()) fail_at(where, "arg_buffers", "a kernel of fixed signature takes at least one buffer");
@@ -344,25 +266,15 @@ void PlanReader::read_kernel(const json& v, size_t i) {
     const OpDef& def = op_def(ker.op);
     ker.attrs = attrs(&need(k, "attrs", where), def, where, "attrs");
     ker.inputs = buffer_refs(need(k, "inputs", where), where, "inputs");
-    int given = static_cast<int>(std::min<size_t>(ker.inputs.size(), 1u << 20));
-    if (given < def.min_inputs || (def.max_inputs >= 0 && given > def.max_inputs)) {
-      std::string want = def.max_inputs < 0 ? "at least " + std::to_string(def.min_inputs)
-                         : def.min_inputs == def.max_inputs
-                             ? std::to_string(def.min_inputs)
-                             : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
-      fail_at(where, "inputs", std::string(def.name) + " takes " + want + " input" + (want == "1" ? "" : "s") + ", got " +
-                                   std::to_string(given));
-    }
     ker.output = buffer_ref(need(k, "output", where), where, "output");
-    check_reference(ker, where);
   }
   p_.kernels.push_back(std::move(ker));
 }
 
-plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) const {
+PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) const {
   const json& l = object(v, where, "");
   only_keys(l, {"block", "items_per_block", "max_blocks", "shared_bytes", "grid_stride"}, where);
-  plan::PlanLaunch r;
+  PlanLaunch r;
   auto at_least = [&](const char* field, int64_t lo) {
     const int64_t n = integer(need(l, field, where), where, field);
     if (n < lo) fail_at(where, field, "expected at least " + std::to_string(lo) + ", got " + std::to_string(n));
@@ -383,28 +295,22 @@ plan::PlanLaunch PlanReader::read_launch(const json& v, const std::string& where
   return r;
 }
 
-plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
+PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   const json& m = object(v, where, "");
   only_keys(m, {"a", "b", "c", "dtype", "m", "n", "k", "batch", "a_batch_strides", "b_batch_strides", "a_offset",
                 "b_offset", "a_strides", "b_strides", "epilogue", "bias", "alpha"},
             where);
-  plan::PlanGemm g;
+  PlanGemm g;
   g.a = buffer_ref(need(m, "a", where), where, "a");
   g.b = buffer_ref(need(m, "b", where), where, "b");
   g.c = buffer_ref(need(m, "c", where), where, "c");
   g.dtype = dtype(need(m, "dtype", where), where, "dtype");
-  for (int32_t b : {g.a, g.b, g.c})
-    if (p_.buffers[static_cast<size_t>(b)].dtype != g.dtype)
-      fail_at(where, "dtype", "the gemm is " + std::string(dtype_name(g.dtype)) + " but buffer " + std::to_string(b) +
-                                  " is " + std::string(dtype_name(p_.buffers[static_cast<size_t>(b)].dtype)));
   g.m = size(need(m, "m", where), where, "m");
   g.n = size(need(m, "n", where), where, "n");
   g.k = size(need(m, "k", where), where, "k");
   g.batch = shape(need(m, "batch", where), where, "batch");
   g.a_batch_strides = shape(need(m, "a_batch_strides", where), where, "a_batch_strides");
   g.b_batch_strides = shape(need(m, "b_batch_strides", where), where, "b_batch_strides");
-  if (g.a_batch_strides.size() != g.batch.size() || g.b_batch_strides.size() != g.batch.size())
-    fail_at(where, "batch", "needs one operand stride per batch dim (" + std::to_string(g.batch.size()) + ")");
   g.a_offset = size(need(m, "a_offset", where), where, "a_offset");
   g.b_offset = size(need(m, "b_offset", where), where, "b_offset");
   const SymShape as = shape(need(m, "a_strides", where), where, "a_strides");
@@ -424,44 +330,17 @@ plan::PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) co
       fail_at(where, "epilogue", "is \"bias\" or \"gelu_bias\"");
     g.epilogue = e.get<std::string>();
     g.bias = buffer_ref(need(m, "bias", where), where, "bias");
-    if (p_.buffers[static_cast<size_t>(g.bias)].dtype != g.dtype)
-      fail_at(where, "bias", "the bias buffer must be of the gemm's dtype (" + std::string(dtype_name(g.dtype)) + ")");
   }
   return g;
 }
 
-// The op's shape rule on the input buffers' types must accept the attributes and give the
-// output buffer's type: what the reference interpreter will be asked to compute.
-void PlanReader::check_reference(const PlanKernel& k, const std::string& where) const {
-  Graph g;
-  TensorMeta inferred;
-  try {
-    for (const SymbolInfo& s : p_.symbols) g.shapes().add_symbol(s);
-    std::vector<NodeId> ins;
-    for (int32_t b : k.inputs) {
-      TensorMeta m;
-      m.dtype = p_.buffers[static_cast<size_t>(b)].dtype;
-      m.sizes = p_.buffers[static_cast<size_t>(b)].sizes;
-      ins.push_back(g.add_input(std::move(m)));
-    }
-    inferred = g.node(g.add(k.op, std::move(ins), k.attrs)).meta;
-  } catch (const Error& e) {
-    fail_at(where, "", e.what());
-  }
-  const PlanBuffer& out = p_.buffers[static_cast<size_t>(k.output)];
-  if (inferred.dtype != out.dtype || !(inferred.sizes == out.sizes))
-    fail_at(where, "output", "buffer " + std::to_string(k.output) + " is " + std::string(dtype_name(out.dtype)) +
-                                 shape_str(out.sizes) + ", but " + std::string(op_name(k.op)) + " of the inputs gives " +
-                                 std::string(dtype_name(inferred.dtype)) + shape_str(inferred.sizes));
-}
-
 KernelPlan PlanReader::read(std::string_view text) {
-  const json doc = parse_document(text, "kiln.plan", plan::kPlanVersion);
+  const json doc = parse_document(text, "kiln.plan", kPlanVersion);
   only_keys(doc,
             {"format", "version", "target", "prelude", "arch", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
              "outputs", "peak_intermediate_bytes", "guards"},
             "");
-  p_.version = plan::kPlanVersion;
+  p_.version = kPlanVersion;
   p_.target = string(need(doc, "target", ""), "", "target");
   p_.prelude = string(need(doc, "prelude", ""), "", "prelude");
   if (doc.contains("arch")) {
@@ -488,12 +367,13 @@ KernelPlan PlanReader::read(std::string_view text) {
     fail_at("", "peak_intermediate_bytes", "negative byte count " + std::to_string(p_.peak_intermediate_bytes));
   const json& guards = array(need(doc, "guards", ""), "", "guards");
   for (size_t i = 0; i < guards.size(); ++i) p_.guards.push_back(string(guards[i], "", at("guards", i)));
+  validate(p_, source_);
   return std::move(p_);
 }
 
 }  // namespace
 
-std::string plan_to_json(const plan::KernelPlan& p) {
+std::string plan_to_json(const KernelPlan& p) {
   try {
     return print_document(plan_document(p), 2);
   } catch (const json::exception& e) {
@@ -502,7 +382,7 @@ std::string plan_to_json(const plan::KernelPlan& p) {
   }
 }
 
-plan::KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
+KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
   return PlanReader(source_name).read(text);
 }
 
@@ -511,7 +391,7 @@ constexpr std::string_view kPreludePart = "plan.prelude";
 std::string source_part(size_t k) { return "kernel" + std::to_string(k) + ".source"; }
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> take_plan_text(plan::KernelPlan& p) {
+std::vector<std::pair<std::string, std::string>> take_plan_text(KernelPlan& p) {
   std::vector<std::pair<std::string, std::string>> parts;
   if (!p.prelude.empty()) parts.emplace_back(kPreludePart, std::exchange(p.prelude, {}));
   for (size_t k = 0; k < p.kernels.size(); ++k)
@@ -519,7 +399,7 @@ std::vector<std::pair<std::string, std::string>> take_plan_text(plan::KernelPlan
   return parts;
 }
 
-bool put_plan_text(plan::KernelPlan& p, const std::string& name, std::string&& text) {
+bool put_plan_text(KernelPlan& p, const std::string& name, std::string&& text) {
   if (name == kPreludePart) {
     p.prelude = std::move(text);
     return true;
@@ -531,4 +411,4 @@ bool put_plan_text(plan::KernelPlan& p, const std::string& name, std::string&& t
   return true;
 }
 
-}  // namespace kiln::format
+}  // namespace kiln::plan

@@ -1,11 +1,15 @@
 // plan_skeleton: the part of a plan every target's codegen shares.
-#include "kiln/plan/skeleton.h"
+#include "kiln/lower/skeleton.h"
 
 #include <limits>
 
 #include "kiln/graph/error.h"
 
-namespace kiln::plan {
+namespace kiln::lower {
+
+using plan::KernelPlan;
+using plan::PlanBuffer;
+using plan::PlanKernel;
 
 namespace {
 
@@ -74,4 +78,4 @@ PlanKernel kernel_skeleton(const schedule::Kernel& k) {
   return pk;
 }
 
-}  // namespace kiln::plan
+}  // namespace kiln::lower

@@ -1,8 +1,9 @@
-// What the JSON formats of frontends/graph (graph_json.cpp: "kiln.graph", plan_json.cpp:
-// "kiln.plan") share, so both write and read every value the same way: encoders for sizes,
-// shapes, floats, tensor types, constant tensors (base64), attributes, symbols and shape facts;
-// the deterministic printer; and ValueReader, the checked decoders for the same values plus the
-// document-level checks (nesting depth, "format", "version"). Internal to the library.
+// What Kiln's JSON formats share (frontends/graph's graph_json.cpp: "kiln.graph"; sdk/plan's
+// plan_json.cpp: "kiln.plan"), so both write and read every value the same way: encoders for
+// sizes, shapes, floats, tensor types, constant tensors (base64), attributes, symbols and shape
+// facts; the deterministic printer; and ValueReader, the checked decoders for the same values
+// plus the document-level checks (nesting depth, "format", "version"). For the formats' own
+// code, not their users (they include kiln/format/graph_json.h or kiln/plan/plan_json.h).
 //
 // Every decoder checks the JSON type before using a value and bounds every size (2^48 per size
 // at the symbols' examples, 2^62 elements per shape) so later arithmetic on sizes cannot
@@ -21,7 +22,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/graph/graph.h"
 
-namespace kiln::format::detail {
+namespace kiln::json_values {
 
 using json = nlohmann::ordered_json;
 
@@ -128,4 +129,4 @@ class ValueReader {
 inline bool mul_ok(int64_t a, int64_t b, int64_t* r) { return !__builtin_mul_overflow(a, b, r); }
 inline bool add_ok(int64_t a, int64_t b, int64_t* r) { return !__builtin_add_overflow(a, b, r); }
 
-}  // namespace kiln::format::detail
+}  // namespace kiln::json_values

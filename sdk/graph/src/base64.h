@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln::format::detail {
+namespace kiln::json_values {
 
 std::string base64_encode(std::span<const std::byte> bytes);
 // nullopt when `text` is not canonical padded base64 (bad character, bad length, bad padding).
@@ -16,4 +16,4 @@ std::optional<std::vector<std::byte>> base64_decode(std::string_view text);
 // The decoded size of a well-formed text, without decoding it.
 size_t base64_decoded_size(std::string_view text);
 
-}  // namespace kiln::format::detail
+}  // namespace kiln::json_values

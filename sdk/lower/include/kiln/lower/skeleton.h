@@ -1,0 +1,28 @@
+// sdk/lower: the seed of the lowering stage, which turns a scheduled kernel and its strategy
+// into what a codegen prints (issue 25: loops, loads and stores, reductions expanded once). Today
+// it holds what every target's codegen starts from: the skeleton of a KernelPlan built from a
+// Schedule. It lives here, not in sdk/plan, so the plan (the portable artifact runtimes load,
+// and its JSON format) does not depend on the scheduler.
+// Takes: a schedule::Schedule (and its kernels). Gives: a plan::KernelPlan with everything but
+// the target's prelude and kernels' sources, entries and launches.
+#pragma once
+
+#include <string_view>
+
+#include "kiln/plan/plan.h"
+#include "kiln/schedule/schedule.h"
+
+namespace kiln::lower {
+
+// What every target's plan of a schedule shares: symbols, facts and their guards, symbol
+// bindings (each symbol bound from the first input dim that is exactly that symbol; a symbol no
+// input binds is a kiln::Error naming `target`), buffers, slots, outputs and peak memory. The
+// codegen then adds its prelude and one kernel per schedule kernel.
+plan::KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view target);
+
+// A plan kernel's fields every target fills alike: name, kind, provenance, buffers read and
+// written, and for a reference kernel its op, attributes and buffers. The codegen adds the
+// source, entry and launch.
+plan::PlanKernel kernel_skeleton(const schedule::Kernel& k);
+
+}  // namespace kiln::lower

@@ -1,0 +1,59 @@
+// plan::validate and plan::bind: what every runtime checks and computes before it runs a plan.
+//
+// A plan is an artifact from outside the process as often as not (a JSON file, a cache entry,
+// the browser), so nothing in it is trusted until checked:
+// - validate(plan) checks the plan against itself, before anything is compiled: buffer ids are
+//   positions, every buffer a kernel, binding, output or gemm names exists, intermediates name
+//   existing slots, constants carry data of their buffer's dtype and sizes, every symbol is bound
+//   by exactly one input dim that is that symbol, the graph inputs are buffers 0..n-1 of kind
+//   input, and a reference kernel's op, arity and attributes pass the op's shape rule and give
+//   its output buffer's type. plan_from_json calls it; every runtime's load calls it.
+// - bind(plan, inputs) takes the inputs of one call and gives what a runtime needs for it: the
+//   symbol values (read off the inputs, checked against the symbols' ranges), each input checked
+//   (count, dtype, rank, sizes) and whether it needs a contiguous copy (strides other than the
+//   plan's: the runtime makes it on its device), the bytes of every buffer's memory and every
+//   slot, and every kernel's parallel extent. With concrete sizes it also checks what only sizes
+//   can tell: each buffer's extent (its last element's offset + 1) fits the memory it is given,
+//   every gemm's operands stay inside their buffers, and no size wraps int64 or exceeds
+//   kMaxBufferBytes.
+// Every problem is a kiln::Error that starts with the caller's name ("cpu runtime", "plan.json")
+// and says which kernel or buffer is wrong and how.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kiln/graph/tensor_data.h"
+#include "kiln/plan/plan.h"
+
+namespace kiln::plan {
+
+// The most bytes one buffer or slot may need (256 TiB): more is an edited or corrupt plan, not a
+// tensor, and refusing it keeps every later byte computation far from int64's range.
+inline constexpr int64_t kMaxBufferBytes = int64_t{1} << 48;
+
+// Throws kiln::Error "<who>: <path>: <what>" (paths as the plan's JSON names them:
+// "kernels[2].reads[0]: buffer 17 does not exist (the plan has 5 buffers)").
+void validate(const KernelPlan& p, std::string_view who);
+
+// The buffer of each graph input, by input position (validate makes sure there is one each).
+std::vector<int32_t> input_buffers(const KernelPlan& p);
+
+// One call's sizes, from bind.
+struct Binding {
+  std::vector<int64_t> symbols;    // by symbol id
+  std::vector<bool> copy_input;    // by input: strides other than the plan's, pass a contiguous copy
+  std::vector<int64_t> buffer_bytes;  // by buffer: the bytes its memory holds (outputs: what to allocate,
+                                      // numel * dtype size; intermediates: the extent their slot must hold)
+  std::vector<int64_t> slot_bytes;    // by slot: what to allocate
+  std::vector<int64_t> extents;       // by kernel: the parallel extent (>= 0)
+};
+
+// Binds a validated plan to the inputs of one call. `who` starts every message ("cpu runtime").
+// Devices are the runtime's to check: bind reads only dtypes, sizes and strides.
+Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std::string_view who);
+Binding bind(const KernelPlan& p, std::span<const TensorData> inputs, std::string_view who);
+
+}  // namespace kiln::plan

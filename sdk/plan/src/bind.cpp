@@ -1,0 +1,477 @@
+// plan::validate and plan::bind (bind.h).
+#include "kiln/plan/bind.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "kiln/graph/error.h"
+#include "kiln/graph/graph.h"
+
+namespace kiln::plan {
+
+namespace {
+
+constexpr const char* kBufferKinds[] = {"input", "constant", "output", "intermediate"};
+constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "reference"};
+
+template <size_t N>
+bool one_of(const std::string& s, const char* const (&names)[N]) {
+  return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return s == n; });
+}
+
+template <size_t N>
+std::string list_of(const char* const (&names)[N]) {
+  std::string out;
+  for (const char* n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+std::string at(std::string_view list, size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
+
+std::string plural(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+std::string ints_str(std::span<const int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// The static checks, with messages located by the plan's JSON paths.
+class Validator {
+ public:
+  Validator(const KernelPlan& p, std::string_view who) : p_(p), who_(who) {}
+
+  void run() {
+    for (size_t i = 0; i < p_.buffers.size(); ++i) buffer(i);
+    inputs();
+    bindings();
+    for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(i);
+    for (size_t i = 0; i < p_.outputs.size(); ++i) ref(p_.outputs[i], "", at("outputs", i));
+  }
+
+ private:
+  const KernelPlan& p_;
+  std::string who_;
+
+  [[noreturn]] void fail_at(const std::string& where, std::string_view field, const std::string& message) const {
+    std::string path = where;
+    if (!field.empty()) path += (path.empty() ? "" : ".") + std::string(field);
+    fail(who_, ": ", path.empty() ? "" : path + ": ", message);
+  }
+  void ref(int32_t b, const std::string& where, const std::string& field) const {
+    if (b < 0 || static_cast<size_t>(b) >= p_.buffers.size())
+      fail_at(where, field, "buffer " + std::to_string(b) + " does not exist (the plan has " + plural(p_.buffers.size(), "buffer") + ")");
+  }
+  void refs(const std::vector<int32_t>& bs, const std::string& where, const std::string& field) const {
+    for (size_t i = 0; i < bs.size(); ++i) ref(bs[i], where, at(field, i));
+  }
+  const PlanBuffer& buf(int32_t b) const { return p_.buffers[static_cast<size_t>(b)]; }
+
+  void buffer(size_t i) const {
+    const std::string where = at("buffers", i);
+    const PlanBuffer& b = p_.buffers[i];
+    if (b.id != static_cast<int64_t>(i))
+      fail_at(where, "id", "buffers must be listed with ids 0, 1, ... in order: expected " + std::to_string(i) + ", got " +
+                               std::to_string(b.id));
+    if (!one_of(b.kind, kBufferKinds))
+      fail_at(where, "kind", "unknown buffer kind '" + b.kind + "' (valid kinds are " + list_of(kBufferKinds) + ")");
+    if (b.strides.size() != b.sizes.size())
+      fail_at(where, "strides", "has " + std::to_string(b.strides.size()) + " strides for a buffer of rank " +
+                                    std::to_string(b.sizes.size()));
+    if (b.index < -1) fail_at(where, "index", "expected a position (0 or more) or -1, got " + std::to_string(b.index));
+    if ((b.kind == "input" || b.kind == "output") && b.index < 0)
+      fail_at(where, "index", "an " + b.kind + " buffer needs its position among the graph's " + b.kind +
+                                  "s (0 or more), got " + std::to_string(b.index));
+    if (b.slot < -1 || b.slot >= static_cast<int64_t>(p_.slots.size()))
+      fail_at(where, "slot", "slot " + std::to_string(b.slot) + " does not exist (the plan has " + plural(p_.slots.size(), "slot") + ")");
+    if (b.kind == "intermediate" && b.slot < 0) fail_at(where, "slot", "an intermediate buffer needs a memory slot, got -1");
+    if (b.kind == "constant") {
+      if (!b.data) fail_at(where, "", "missing field 'data' (a constant buffer holds its data)");
+      if (b.data->dtype != b.dtype)
+        fail_at(where, "data.dtype", "the data is " + std::string(dtype_name(b.data->dtype)) + ", the buffer " +
+                                         std::string(dtype_name(b.dtype)));
+      if (!(static_shape(b.data->sizes) == b.sizes))
+        fail_at(where, "data.shape", "the data has shape " + shape_str(static_shape(b.data->sizes)) + ", the buffer sizes " +
+                                         shape_str(b.sizes));
+      int64_t n = dtype_size(b.dtype);
+      for (int64_t s : b.data->sizes)
+        if (s < 0 || __builtin_mul_overflow(n, s, &n)) n = -1;
+      if (n < 0 || static_cast<size_t>(n) != b.data->bytes.size())
+        fail_at(where, "data", "holds " + std::to_string(b.data->bytes.size()) + " bytes; a " + std::string(dtype_name(b.dtype)) +
+                                   " tensor of shape " + ints_str(b.data->sizes) + " needs " + std::to_string(n));
+    } else if (b.data) {
+      fail_at(where, "data", "only constant buffers hold data; this one is an " + b.kind + " buffer");
+    }
+  }
+
+  // The graph inputs are buffers of kind input with positions 0..n-1, one each.
+  void inputs() const {
+    std::vector<int32_t> of;
+    for (const PlanBuffer& b : p_.buffers) {
+      if (b.kind != "input") continue;
+      const size_t k = static_cast<size_t>(b.index);
+      if (k >= p_.buffers.size())
+        fail_at(at("buffers", static_cast<size_t>(b.id)), "index", "input position " + std::to_string(b.index) +
+                                                                       " is out of range (the plan has " + plural(p_.buffers.size(), "buffer") + ")");
+      if (of.size() <= k) of.resize(k + 1, -1);
+      if (of[k] >= 0)
+        fail_at(at("buffers", static_cast<size_t>(b.id)), "index", "input " + std::to_string(k) + " is already buffer " +
+                                                                       std::to_string(of[k]));
+      of[k] = b.id;
+    }
+    for (size_t k = 0; k < of.size(); ++k)
+      if (of[k] < 0)
+        fail_at("", "buffers", "no input buffer has index " + std::to_string(k) + ", but input " + std::to_string(of.size() - 1) +
+                                   " has one (inputs are numbered 0, 1, ...)");
+  }
+
+  void bindings() const {
+    std::vector<int64_t> bound_by(p_.symbols.size(), -1);
+    for (size_t i = 0; i < p_.bindings.size(); ++i) {
+      const std::string where = at("bindings", i);
+      const SymbolBinding& sb = p_.bindings[i];
+      if (sb.symbol >= p_.symbols.size())
+        fail_at(where, "symbol", "unknown symbol 's" + std::to_string(sb.symbol) + "' (the plan declares " +
+                                     std::to_string(p_.symbols.size()) + " symbols)");
+      const std::string name = "s" + std::to_string(sb.symbol);
+      if (bound_by[sb.symbol] >= 0)
+        fail_at(where, "symbol", name + " is already bound by bindings[" + std::to_string(bound_by[sb.symbol]) + "]");
+      bound_by[sb.symbol] = static_cast<int64_t>(i);
+      auto it = std::find_if(p_.buffers.begin(), p_.buffers.end(),
+                             [&](const PlanBuffer& pb) { return pb.kind == "input" && pb.index == sb.input; });
+      if (it == p_.buffers.end()) fail_at(where, "input", "no input buffer has index " + std::to_string(sb.input));
+      if (sb.dim < 0 || sb.dim >= static_cast<int64_t>(it->sizes.size()))
+        fail_at(where, "dim", "dim " + std::to_string(sb.dim) + " is out of range for input " + std::to_string(sb.input) +
+                                  " (buffer " + std::to_string(it->id) + ", of rank " + std::to_string(it->sizes.size()) + ")");
+      const SymInt& size = it->sizes[static_cast<size_t>(sb.dim)];
+      if (!(size == SymInt::symbol(sb.symbol, 0)))
+        fail_at(where, "", "input " + std::to_string(sb.input) + " dim " + std::to_string(sb.dim) + " has size " + size.str() +
+                               ", not " + name);
+    }
+    for (size_t s = 0; s < bound_by.size(); ++s)
+      if (bound_by[s] < 0)
+        fail_at("", "bindings", "symbol s" + std::to_string(s) + " has no binding, so the plan cannot learn its value");
+  }
+
+  void kernel(size_t i) const {
+    const std::string where = at("kernels", i);
+    const PlanKernel& k = p_.kernels[i];
+    if (!one_of(k.kind, kKernelKinds))
+      fail_at(where, "kind", "unknown kernel kind '" + k.kind + "' (valid kinds are " + list_of(kKernelKinds) + ")");
+    if (k.grain < 1) fail_at(where, "grain", "the grain must be at least 1, got " + std::to_string(k.grain));
+    if (k.gemm && k.kind != "matmul")
+      fail_at(where, "gemm", "only matmul kernels run a gemm; this one is a " + k.kind + " kernel");
+    if (!k.arg_values.empty() && k.arg_buffers.empty())
+      fail_at(where, "arg_values", "arg_values needs arg_buffers (the buffers the kernel takes first)");
+    refs(k.arg_buffers, where, "arg_buffers");
+    refs(k.reads, where, "reads");
+    refs(k.writes, where, "writes");
+    if (k.gemm) gemm(*k.gemm, where + ".gemm");
+    if (k.kind == "reference") reference(k, where);
+  }
+
+  void gemm(const PlanGemm& g, const std::string& where) const {
+    ref(g.a, where, "a");
+    ref(g.b, where, "b");
+    ref(g.c, where, "c");
+    for (int32_t b : {g.a, g.b, g.c})
+      if (buf(b).dtype != g.dtype)
+        fail_at(where, "dtype", "the gemm is " + std::string(dtype_name(g.dtype)) + " but buffer " + std::to_string(b) + " is " +
+                                    std::string(dtype_name(buf(b).dtype)));
+    if (g.a_batch_strides.size() != g.batch.size() || g.b_batch_strides.size() != g.batch.size())
+      fail_at(where, "batch", "needs one operand stride per batch dim (" + std::to_string(g.batch.size()) + ")");
+    if (buf(g.c).kind == "input" || buf(g.c).kind == "constant")
+      fail_at(where, "c", "the gemm writes buffer " + std::to_string(g.c) + ", an " + buf(g.c).kind + " buffer");
+    if (g.epilogue.empty()) return;
+    if (g.epilogue != "bias" && g.epilogue != "gelu_bias") fail_at(where, "epilogue", "is \"bias\" or \"gelu_bias\"");
+    ref(g.bias, where, "bias");
+    if (buf(g.bias).dtype != g.dtype)
+      fail_at(where, "bias", "the bias buffer must be of the gemm's dtype (" + std::string(dtype_name(g.dtype)) + ")");
+  }
+
+  // The op's shape rule on the input buffers' types must accept the attributes and give the
+  // output buffer's type: what the reference interpreter will be asked to compute.
+  void reference(const PlanKernel& k, const std::string& where) const {
+    if (k.op == OpId::input) fail_at(where, "op", "a reference kernel cannot run 'input' (inputs are buffers)");
+    const OpDef& def = op_def(k.op);
+    const int given = static_cast<int>(std::min<size_t>(k.inputs.size(), 1u << 20));
+    if (given < def.min_inputs || (def.max_inputs >= 0 && given > def.max_inputs)) {
+      std::string want = def.max_inputs < 0 ? "at least " + std::to_string(def.min_inputs)
+                         : def.min_inputs == def.max_inputs
+                             ? std::to_string(def.min_inputs)
+                             : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
+      fail_at(where, "inputs", std::string(def.name) + " takes " + want + " input" + (want == "1" ? "" : "s") + ", got " +
+                                   std::to_string(given));
+    }
+    refs(k.inputs, where, "inputs");
+    ref(k.output, where, "output");
+    const PlanBuffer& out = buf(k.output);
+    if (out.kind == "input" || out.kind == "constant")
+      fail_at(where, "output", "the kernel writes buffer " + std::to_string(k.output) + ", an " + out.kind + " buffer");
+    Graph g;
+    TensorMeta inferred;
+    try {
+      for (const SymbolInfo& s : p_.symbols) g.shapes().add_symbol(s);
+      std::vector<NodeId> ins;
+      for (int32_t b : k.inputs) {
+        TensorMeta m;
+        m.dtype = buf(b).dtype;
+        m.sizes = buf(b).sizes;
+        ins.push_back(g.add_input(std::move(m)));
+      }
+      inferred = g.node(g.add(k.op, std::move(ins), k.attrs)).meta;
+    } catch (const Error& e) {
+      fail_at(where, "", e.what());
+    }
+    if (inferred.dtype != out.dtype || !(inferred.sizes == out.sizes))
+      fail_at(where, "output", "buffer " + std::to_string(k.output) + " is " + std::string(dtype_name(out.dtype)) +
+                                   shape_str(out.sizes) + ", but " + std::string(op_name(k.op)) + " of the inputs gives " +
+                                   std::string(dtype_name(inferred.dtype)) + shape_str(inferred.sizes));
+  }
+};
+
+// s at the symbol values, nullopt when a product or sum overflows int64.
+std::optional<int64_t> checked_evaluate(const SymInt& s, std::span<const int64_t> values) {
+  if (s.is_static()) return s.hint();
+  const SymExpr e = s.expr();  // a copy: terms() of the temporary would dangle
+  int64_t total = 0;
+  for (const SymTerm& t : e.terms()) {
+    int64_t v = t.coeff;
+    for (SymbolId id : t.symbols) {
+      KILN_CHECK(id < values.size(), "size symbol s", id, " has no value bound");
+      if (__builtin_mul_overflow(v, values[id], &v)) return std::nullopt;
+    }
+    if (__builtin_add_overflow(total, v, &total)) return std::nullopt;
+  }
+  return total;
+}
+
+// bind's arithmetic: every size evaluated and combined with overflow checks, every problem a
+// kiln::Error naming the sizes it happened at. `what` makes the message's subject, only when
+// there is a problem (bind runs on every call).
+class Sizes {
+ public:
+  Sizes(std::string_view who, const std::vector<int64_t>& syms) : who_(who), syms_(syms) {}
+
+  [[noreturn]] void fail_here(const std::string& what) const {
+    std::string at;
+    for (size_t i = 0; i < syms_.size(); ++i) at += (i ? ", s" : " (at s") + std::to_string(i) + " = " + std::to_string(syms_[i]);
+    fail(who_, ": ", what, at.empty() ? "" : at + ")");
+  }
+  template <class What>
+  int64_t eval(const SymInt& s, What&& what) const {
+    const std::optional<int64_t> v = checked_evaluate(s, syms_);
+    if (!v) fail_here(what() + " (" + s.str() + ") overflows 64-bit integers");
+    return *v;
+  }
+  template <class What>
+  int64_t mul(int64_t a, int64_t b, What&& what) const {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) fail_here(what() + " overflows 64-bit integers");
+    return r;
+  }
+  template <class What>
+  int64_t add(int64_t a, int64_t b, What&& what) const {
+    int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) fail_here(what() + " overflows 64-bit integers");
+    return r;
+  }
+  template <class What>
+  int64_t bytes(int64_t n, What&& what) const {
+    if (n > kMaxBufferBytes) fail_here(what() + " needs " + std::to_string(n) + " bytes, more than a buffer may have (2^48)");
+    return n;
+  }
+  // The element offsets a strided view reaches: [lo, hi] relative to its element 0; false when
+  // it has no elements.
+  template <class What>
+  bool reach(std::span<const int64_t> sizes, std::span<const int64_t> strides, int64_t* lo, int64_t* hi, What&& what) const {
+    *lo = *hi = 0;
+    for (int64_t s : sizes)
+      if (s == 0) return false;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      const int64_t e = mul(sizes[d] - 1, strides[d], what);
+      if (e < 0) *lo = add(*lo, e, what);
+      else *hi = add(*hi, e, what);
+    }
+    return true;
+  }
+
+ private:
+  std::string who_;
+  const std::vector<int64_t>& syms_;
+};
+
+std::string buffer_name(const PlanBuffer& b) {
+  return "buffer " + std::to_string(b.id) + " (" + b.kind + " " + std::string(dtype_name(b.dtype)) + shape_str(b.sizes) + ")";
+}
+
+// A gemm's operands at these sizes: a (batch x m x k) and b (batch x k x n) as strided views,
+// c (batch x m x n) contiguous from its buffer's start, the bias n elements; each inside the
+// memory of its buffer (`holds`, in elements).
+template <class Name>
+void bind_gemm(const Sizes& z, const PlanGemm& g, Name&& kname, const std::vector<std::pair<int64_t, int64_t>>& holds) {
+  auto what = [&] { return kname() + "'s gemm"; };
+  const int64_t m = z.eval(g.m, what), n = z.eval(g.n, what), k = z.eval(g.k, what);
+  if (m < 0 || n < 0 || k < 0)
+    z.fail_here(what() + " has a negative size: m = " + std::to_string(m) + ", n = " + std::to_string(n) + ", k = " + std::to_string(k));
+  std::vector<int64_t> batch;
+  int64_t batches = 1;
+  for (const SymInt& s : g.batch) {
+    batch.push_back(z.eval(s, what));
+    if (batch.back() < 0) z.fail_here(what() + " has a negative batch size " + std::to_string(batch.back()));
+    batches = z.mul(batches, batch.back(), what);
+  }
+  if (m == 0 || n == 0 || batches == 0) return;  // nothing is read or written
+  auto held = [&](int32_t b) {
+    const auto [lo, hi] = holds[static_cast<size_t>(b)];
+    return lo == 0 ? std::to_string(hi + 1) : "elements " + std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  const int64_t c = z.mul(z.mul(batches, m, what), n, what);
+  if (holds[static_cast<size_t>(g.c)].first > 0 || c - 1 > holds[static_cast<size_t>(g.c)].second)
+    z.fail_here(what() + " writes " + std::to_string(c) + " elements of buffer " + std::to_string(g.c) + ", which holds " + held(g.c));
+  if (g.bias >= 0 && (holds[static_cast<size_t>(g.bias)].first > 0 || n - 1 > holds[static_cast<size_t>(g.bias)].second))
+    z.fail_here(what() + " reads " + std::to_string(n) + " bias elements of buffer " + std::to_string(g.bias) + ", which holds " +
+                held(g.bias));
+  auto operand = [&](const char* name, int32_t buffer, const SymInt& offset, const SymShape& batch_strides, int64_t rows,
+                     int64_t cols, const SymInt& row_stride, const SymInt& col_stride) {
+    std::vector<int64_t> shape = batch, st;
+    for (const SymInt& s : batch_strides) st.push_back(z.eval(s, what));
+    shape.insert(shape.end(), {rows, cols});
+    st.insert(st.end(), {z.eval(row_stride, what), z.eval(col_stride, what)});
+    int64_t lo = 0, hi = 0;
+    if (!z.reach(shape, st, &lo, &hi, what)) return;
+    const int64_t off = z.eval(offset, what);
+    lo = z.add(lo, off, what);
+    hi = z.add(hi, off, what);
+    const auto [have_lo, have_hi] = holds[static_cast<size_t>(buffer)];
+    if (lo < have_lo || hi > have_hi)
+      z.fail_here(what() + " reads its " + name + " operand at elements " + std::to_string(lo) + " to " + std::to_string(hi) +
+                  " of buffer " + std::to_string(buffer) + ", which holds " + held(buffer));
+  };
+  operand("a", g.a, g.a_offset, g.a_batch_strides, m, k, g.a_row_stride, g.a_col_stride);
+  operand("b", g.b, g.b_offset, g.b_batch_strides, k, n, g.b_row_stride, g.b_col_stride);
+}
+
+}  // namespace
+
+void validate(const KernelPlan& p, std::string_view who) { Validator(p, who).run(); }
+
+std::vector<int32_t> input_buffers(const KernelPlan& p) {
+  std::vector<int32_t> of;
+  for (const PlanBuffer& b : p.buffers)
+    if (b.kind == "input") {
+      if (of.size() <= static_cast<size_t>(b.index)) of.resize(static_cast<size_t>(b.index) + 1, -1);
+      of[static_cast<size_t>(b.index)] = b.id;
+    }
+  return of;
+}
+
+Binding bind(const KernelPlan& p, std::span<const TensorData> inputs, std::string_view who) {
+  std::vector<const TensorData*> ptrs;
+  ptrs.reserve(inputs.size());
+  for (const TensorData& t : inputs) ptrs.push_back(&t);
+  return bind(p, std::span<const TensorData* const>(ptrs), who);
+}
+
+Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std::string_view who) {
+  const std::vector<int32_t> input_buffer = input_buffers(p);
+  KILN_CHECK(inputs.size() == input_buffer.size(), who, ": the plan takes ", input_buffer.size(), " inputs, got ", inputs.size());
+  Binding r;
+  // Symbols first, then every input against the plan.
+  std::vector<int64_t>& syms = r.symbols;
+  syms.assign(p.symbols.size(), 0);
+  for (const SymbolBinding& b : p.bindings) {
+    const TensorData& t = *inputs[static_cast<size_t>(b.input)];
+    KILN_CHECK(b.dim < t.rank(), who, ": input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ", b.dim, " of it");
+    syms[b.symbol] = t.sizes[static_cast<size_t>(b.dim)];
+  }
+  for (const SymbolInfo& s : p.symbols)
+    KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, who, ": size s", s.id, " = ", syms[s.id], " (", s.source,
+               ") is outside the plan's range [", s.min, ", ", s.max, "]");
+  const Sizes z(who, syms);
+  // Every buffer's sizes and strides at these symbols, buffer after buffer in one array each.
+  std::vector<int64_t> all_sizes, all_strides;
+  std::vector<size_t> first(p.buffers.size() + 1, 0);
+  for (const PlanBuffer& b : p.buffers) {
+    for (size_t d = 0; d < b.sizes.size(); ++d) {
+      auto what = [&] { return buffer_name(b) + " dim " + std::to_string(d); };
+      all_sizes.push_back(z.eval(b.sizes[d], what));
+      all_strides.push_back(z.eval(b.strides[d], what));
+      if (all_sizes.back() < 0) z.fail_here(what() + " has size " + std::to_string(all_sizes.back()));
+    }
+    first[static_cast<size_t>(b.id) + 1] = all_sizes.size();
+  }
+  auto sizes = [&](size_t id) { return std::span<const int64_t>(all_sizes).subspan(first[id], first[id + 1] - first[id]); };
+  auto strides = [&](size_t id) { return std::span<const int64_t>(all_strides).subspan(first[id], first[id + 1] - first[id]); };
+  r.copy_input.assign(inputs.size(), false);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const PlanBuffer& b = p.buffers[static_cast<size_t>(input_buffer[k])];
+    const TensorData& t = *inputs[k];
+    const std::span<const int64_t> want = sizes(static_cast<size_t>(b.id));
+    KILN_CHECK(t.dtype == b.dtype, who, ": input ", k, " has dtype ", dtype_name(t.dtype), ", the plan expects ", dtype_name(b.dtype));
+    KILN_CHECK(t.rank() == static_cast<int64_t>(b.sizes.size()), who, ": input ", k, " has rank ", t.rank(), ", the plan expects ",
+               b.sizes.size());
+    for (size_t d = 0; d < b.sizes.size(); ++d)
+      KILN_CHECK(t.sizes[d] == want[d], who, ": input ", k, " has sizes ", ints_str(t.sizes), ", but the plan needs ", want[d],
+                 " at dim ", d, " (", b.sizes[d].str(), ")");
+    bool strides_ok = true;
+    for (size_t d = 0; d < b.strides.size() && strides_ok; ++d)
+      strides_ok = t.sizes[d] == 1 || t.strides[d] == strides(static_cast<size_t>(b.id))[d];
+    if (!strides_ok) {
+      KILN_CHECK(b.strides == contiguous_strides(b.sizes), who, ": input ", k, " has strides ", ints_str(t.strides),
+                 ", the plan was made for other strides");
+      r.copy_input[k] = true;
+    }
+  }
+  // Slots, then the bytes each buffer reaches (its extent; the whole of it for outputs and what
+  // reference kernels write, contiguously) against what its memory holds.
+  for (size_t s = 0; s < p.slots.size(); ++s) {
+    auto what = [&] { return "slot " + std::to_string(s); };
+    const int64_t n = z.eval(p.slots[s], what);
+    if (n < 0) z.fail_here(what() + " has a negative size, " + std::to_string(n) + " bytes");
+    r.slot_bytes.push_back(z.bytes(n, what));
+  }
+  std::vector<bool> written_whole(p.buffers.size(), false);
+  for (const PlanKernel& k : p.kernels)
+    if (k.kind == "reference") written_whole[static_cast<size_t>(k.output)] = true;
+  std::vector<std::pair<int64_t, int64_t>> holds(p.buffers.size());  // the elements each buffer's memory holds
+  r.buffer_bytes.assign(p.buffers.size(), 0);
+  for (const PlanBuffer& b : p.buffers) {
+    const size_t id = static_cast<size_t>(b.id);
+    auto what = [&] { return buffer_name(b); };
+    const int64_t es = dtype_size(b.dtype);
+    int64_t numel = 1;
+    for (int64_t s : sizes(id)) numel = z.mul(numel, s, what);
+    int64_t lo = 0, hi = 0;
+    const bool any = z.reach(sizes(id), strides(id), &lo, &hi, what);
+    // Element 0 is where the buffer starts, except for an input (the caller's tensor, which may be
+    // a view with negative strides that reaches below its element 0).
+    if (lo < 0 && b.kind != "input")
+      z.fail_here(what() + " has negative strides " + ints_str(strides(id)) + ": it reaches before its first element");
+    const int64_t extent = any ? z.add(z.add(hi, 1, what), -lo, what) : 0;  // elements from the lowest to one past the highest
+    int64_t need = z.bytes(z.mul(extent, es, what), what);
+    if (b.kind == "output" || written_whole[id]) need = std::max(need, z.bytes(z.mul(numel, es, what), what));
+    int64_t have = need;  // inputs: the input itself, or its contiguous copy, holds its extent; outputs get what they need
+    if (b.kind == "constant") have = static_cast<int64_t>(b.data->bytes.size());
+    if (b.kind == "intermediate") have = r.slot_bytes[static_cast<size_t>(b.slot)];
+    if (need > have)
+      z.fail_here(what() + " reaches " + std::to_string(need) + " bytes, but " +
+                  (b.kind == "intermediate" ? "its slot " + std::to_string(b.slot) + " holds " : "its data holds ") +
+                  std::to_string(have));
+    r.buffer_bytes[id] = need;
+    holds[id] = {lo, lo + have / es - 1};
+  }
+  // Kernels: extents, and every gemm's operands inside their buffers.
+  for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
+    const PlanKernel& k = p.kernels[ki];
+    auto kname = [&] { return "kernel " + std::to_string(ki) + " (" + k.name + ")"; };
+    const int64_t extent = z.eval(k.parallel_extent, [&] { return kname() + "'s parallel extent"; });
+    if (extent < 0) z.fail_here(kname() + " has a negative parallel extent, " + std::to_string(extent));
+    r.extents.push_back(extent);
+    if (k.gemm) bind_gemm(z, *k.gemm, kname, holds);
+  }
+  return r;
+}
+
+}  // namespace kiln::plan

@@ -1,0 +1,251 @@
+// plan::validate and plan::bind on real plans: the cpu codegen's plan of a sample graph and of a
+// graph with a size symbol, the CUDA codegen's plan of a matmul (a gemm), and copies of them
+// edited the way a hand-edited or corrupt plan file would be. Every malformed plan must give a
+// kiln::Error that names what is wrong; a correct one binds to the right sizes.
+#include <boost/test/unit_test.hpp>
+#include <limits>
+
+#include "kiln/cpu/codegen.h"
+#include "kiln/cuda/codegen.h"
+#include "kiln/format/graph_json.h"
+#include "kiln/plan/bind.h"
+#include "kiln/plan/plan_json.h"
+#include "kiln_test_util.h"
+
+using namespace kiln;
+using kiln_test_util::contains;
+using kiln_test_util::error_of;
+
+namespace {
+
+// x: f32[s0, 64] (s0 dynamic, example 8) -> softmax over dim 1 (kept in an intermediate buffer),
+// then its column sums, f32[64]; and x + 1.
+Graph dynamic_graph() {
+  Graph g;
+  const SymInt s0 = g.shapes().create_symbol(8, 2, int64_t{1} << 20, "input 0 (x) dim 0", true);
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {s0, 64}, {}}, "x");
+  const NodeId sm = g.add(OpId::softmax, {x}, {int64_t{1}});
+  const NodeId one = g.add(OpId::full, {}, {SymShape{}, 1.0, DType::f32});
+  g.set_outputs({g.add(OpId::sum, {sm}, {std::vector<int64_t>{0}, false}), g.add(OpId::add, {x, one})});
+  return g;
+}
+
+plan::KernelPlan sample_plan(const char* name) {
+  return cpu::generate_plan(format::load_graph(std::string(KILN_SAMPLE_GRAPHS_DIR) + "/" + name));
+}
+
+// a: f32[64, 32] @ b: f32[32, 16] on the CUDA target: one kernel running a gemm.
+plan::KernelPlan gemm_plan() {
+  Graph g;
+  const NodeId a = g.add_input(TensorMeta{DType::f32, Device::cuda(0), {64, 32}, {}}, "a");
+  const NodeId b = g.add_input(TensorMeta{DType::f32, Device::cuda(0), {32, 16}, {}}, "b");
+  g.set_outputs({g.add(OpId::matmul, {a, b})});
+  return cuda::generate_plan(g);
+}
+
+TensorData host(DType t, std::vector<int64_t> sizes) { return TensorData::empty_host(t, sizes); }
+
+// Random-free inputs of the plan's input types, at symbol values `syms`.
+std::vector<TensorData> inputs_of(const plan::KernelPlan& p, const std::vector<int64_t>& syms = {}) {
+  std::vector<TensorData> in;
+  for (int32_t id : plan::input_buffers(p)) {
+    const plan::PlanBuffer& b = p.buffers[static_cast<size_t>(id)];
+    std::vector<int64_t> sizes;
+    for (const SymInt& s : b.sizes) sizes.push_back(s.evaluate(syms));
+    in.push_back(host(b.dtype, sizes));
+  }
+  return in;
+}
+
+// The first intermediate buffer of `p` (the test plans have one).
+const plan::PlanBuffer& first_intermediate(const plan::KernelPlan& p) {
+  for (const plan::PlanBuffer& b : p.buffers)
+    if (b.kind == "intermediate") return b;
+  BOOST_FAIL("the plan has no intermediate buffer");
+  return p.buffers.front();
+}
+
+std::string bind_error(const plan::KernelPlan& p, const std::vector<TensorData>& in) {
+  return error_of([&] { plan::bind(p, in, "test runtime"); });
+}
+std::string validate_error(const plan::KernelPlan& p) {
+  return error_of([&] { plan::validate(p, "test plan"); });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(plan_bind)
+
+BOOST_AUTO_TEST_CASE(a_correct_plan_binds_to_its_sizes) {
+  const plan::KernelPlan p = cpu::generate_plan(dynamic_graph());
+  BOOST_CHECK_NO_THROW(plan::validate(p, "test plan"));
+  // The JSON reader validates too, and the plan survives the round trip.
+  BOOST_CHECK_NO_THROW(plan::validate(plan::plan_from_json(plan::plan_to_json(p), "p.json"), "test plan"));
+  BOOST_REQUIRE_EQUAL(p.symbols.size(), 1u);
+  for (int64_t s0 : {int64_t{2}, int64_t{5}, int64_t{1000}}) {
+    const std::vector<TensorData> in = {host(DType::f32, {s0, 64})};
+    const plan::Binding b = plan::bind(p, in, "test runtime");
+    BOOST_TEST(b.symbols == std::vector<int64_t>{s0});
+    BOOST_TEST(b.copy_input == std::vector<bool>{false});
+    BOOST_REQUIRE_EQUAL(b.slot_bytes.size(), p.slots.size());
+    for (size_t s = 0; s < p.slots.size(); ++s) BOOST_TEST(b.slot_bytes[s] == p.slots[s].evaluate(b.symbols));
+    // The outputs: f32[64] and f32[s0, 64].
+    BOOST_TEST(b.buffer_bytes[static_cast<size_t>(p.outputs[0])] == 4 * 64);
+    BOOST_TEST(b.buffer_bytes[static_cast<size_t>(p.outputs[1])] == 4 * s0 * 64);
+    BOOST_REQUIRE_EQUAL(b.extents.size(), p.kernels.size());
+    for (size_t k = 0; k < p.kernels.size(); ++k) BOOST_TEST(b.extents[k] == p.kernels[k].parallel_extent.evaluate(b.symbols));
+  }
+  // A transposed input binds too, as one to copy contiguously.
+  TensorData t = host(DType::f32, {64, 6});
+  t.sizes = {6, 64};
+  t.strides = {1, 6};
+  const std::vector<TensorData> in = {t};
+  BOOST_TEST(plan::bind(p, in, "test runtime").copy_input == std::vector<bool>{true});
+  // Every sample plan validates and binds.
+  for (const char* name : {"mlp.json", "transformer_block.json", "layernorm.json"}) {
+    const plan::KernelPlan s = sample_plan(name);
+    BOOST_CHECK_NO_THROW(plan::validate(s, name));
+    BOOST_CHECK_NO_THROW(plan::bind(s, inputs_of(s), name));
+  }
+  const plan::KernelPlan g = gemm_plan();
+  BOOST_CHECK_NO_THROW(plan::validate(g, "gemm"));
+  BOOST_CHECK_NO_THROW(plan::bind(g, inputs_of(g), "gemm"));
+}
+
+BOOST_AUTO_TEST_CASE(wrong_inputs) {
+  const plan::KernelPlan p = cpu::generate_plan(dynamic_graph());
+  BOOST_TEST(bind_error(p, {}) == "test runtime: the plan takes 1 inputs, got 0");
+  BOOST_TEST(bind_error(p, {host(DType::f16, {4, 64})}) == "test runtime: input 0 has dtype f16, the plan expects f32");
+  BOOST_TEST(bind_error(p, {host(DType::f32, {4})}) == "test runtime: input 0 has rank 1, the plan expects 2");
+  BOOST_TEST(bind_error(p, {host(DType::f32, {4, 64, 1})}) == "test runtime: input 0 has rank 3, the plan expects 2");
+  BOOST_TEST(bind_error(p, {host(DType::f32, {4, 65})}) ==
+             "test runtime: input 0 has sizes [4, 65], but the plan needs 64 at dim 1 (64)");
+  BOOST_TEST(bind_error(p, {host(DType::f32, {1, 64})}) ==
+             "test runtime: size s0 = 1 (input 0 (x) dim 0) is outside the plan's range [2, 1048576]");
+}
+
+BOOST_AUTO_TEST_CASE(an_edited_buffer_size) {
+  // The output's size made larger than the kernels computing it: the sizes no longer agree with
+  // the graph the slots and kernels were made for.
+  plan::KernelPlan p = sample_plan("transformer_block.json");
+  const std::vector<TensorData> in = inputs_of(p);
+  plan::PlanBuffer& b = const_cast<plan::PlanBuffer&>(first_intermediate(p));
+  b.sizes[0] = b.sizes[0] * SymInt(1000);
+  b.strides = contiguous_strides(b.sizes);
+  const std::string e = bind_error(p, in);
+  BOOST_TEST(contains(e, "test runtime: buffer " + std::to_string(b.id) + " (intermediate "), e);
+  BOOST_TEST(contains(e, "bytes, but its slot " + std::to_string(b.slot) + " holds "), e);
+}
+
+BOOST_AUTO_TEST_CASE(a_slot_too_small_for_its_intermediate) {
+  plan::KernelPlan p = cpu::generate_plan(dynamic_graph());
+  const plan::PlanBuffer& b = first_intermediate(p);
+  p.slots[static_cast<size_t>(b.slot)] = SymInt(64);
+  const std::string e = bind_error(p, {host(DType::f32, {8, 64})});
+  BOOST_TEST(contains(e, "test runtime: buffer " + std::to_string(b.id) + " (intermediate f32"), e);
+  BOOST_TEST(contains(e, "but its slot " + std::to_string(b.slot) + " holds 64 (at s0 = 8)"), e);
+  // Through the JSON file too: the reader accepts the plan (sizes agree with themselves at
+  // the examples only at bind time), bind refuses it.
+  const plan::KernelPlan q = plan::plan_from_json(plan::plan_to_json(p), "edited.json");
+  BOOST_TEST(contains(bind_error(q, {host(DType::f32, {8, 64})}), "holds 64"));
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_reading_buffer_99) {
+  plan::KernelPlan p = sample_plan("mlp.json");
+  p.kernels[0].reads.push_back(99);
+  const std::string n = std::to_string(p.buffers.size());
+  BOOST_TEST(validate_error(p) == "test plan: kernels[0].reads[" + std::to_string(p.kernels[0].reads.size() - 1) +
+                                      "]: buffer 99 does not exist (the plan has " + n + " buffers)");
+  // The JSON reader refuses it with the same words.
+  const std::string e = error_of([&] { plan::plan_from_json(plan::plan_to_json(p), "edited.json"); });
+  BOOST_TEST(contains(e, "edited.json: kernels[0].reads["), e);
+  BOOST_TEST(contains(e, "buffer 99 does not exist"), e);
+  p = sample_plan("mlp.json");
+  p.outputs[0] = -3;
+  BOOST_TEST(validate_error(p) == "test plan: outputs[0]: buffer -3 does not exist (the plan has " + n + " buffers)");
+  p = sample_plan("mlp.json");
+  p.buffers[1].id = 7;
+  BOOST_TEST(contains(validate_error(p), "test plan: buffers[1].id: buffers must be listed with ids 0, 1, ..."));
+  p = sample_plan("transformer_block.json");
+  const_cast<plan::PlanBuffer&>(first_intermediate(p)).slot = 40;
+  BOOST_TEST(contains(validate_error(p), "slot 40 does not exist"));
+  p = sample_plan("mlp.json");
+  p.bindings.push_back({0, 0, 0});
+  BOOST_TEST(contains(validate_error(p), "test plan: bindings["));
+  p = sample_plan("mlp.json");
+  for (plan::PlanBuffer& b : p.buffers)
+    if (b.kind == "input" && b.index == 0) b.index = 5;
+  BOOST_TEST(contains(validate_error(p), "no input buffer has index 0"));
+}
+
+BOOST_AUTO_TEST_CASE(a_gemm_reading_past_its_buffer) {
+  plan::KernelPlan p = gemm_plan();
+  BOOST_REQUIRE(p.kernels[0].gemm.has_value());
+  plan::PlanGemm& g = *p.kernels[0].gemm;
+  g.k = SymInt(33);  // a is 64 x 32, b 32 x 16: k = 33 reads one column of a and one row of b too many
+  const std::vector<TensorData> in = inputs_of(p);
+  std::string e = bind_error(p, in);
+  BOOST_TEST(contains(e, "test runtime: kernel 0 (" + p.kernels[0].name + ")'s gemm reads its a operand at elements 0 to "), e);
+  BOOST_TEST(contains(e, "of buffer " + std::to_string(g.a) + ", which holds 2048"), e);
+  g.k = SymInt(32);
+  g.b_offset = SymInt(16);
+  e = bind_error(p, in);
+  BOOST_TEST(contains(e, "reads its b operand at elements 16 to 527 of buffer " + std::to_string(g.b) + ", which holds 512"), e);
+  g.b_offset = SymInt(0);
+  g.m = SymInt(65);
+  BOOST_TEST(contains(bind_error(p, in), "writes 1040 elements of buffer " + std::to_string(g.c) + ", which holds 1024"));
+  g.m = SymInt(64);
+  g.c = g.a;  // writing an input
+  BOOST_TEST(contains(validate_error(p), "kernels[0].gemm.c: the gemm writes buffer " + std::to_string(g.a) + ", an input buffer"));
+}
+
+BOOST_AUTO_TEST_CASE(sizes_that_overflow) {
+  // A slot of s0^4 * 2^40 bytes: 2^72 at s0 = 4096 wraps int64.
+  plan::KernelPlan p = cpu::generate_plan(dynamic_graph());
+  const plan::PlanBuffer& b = first_intermediate(p);
+  const SymInt s0 = SymInt::symbol(0, 8);
+  p.slots[static_cast<size_t>(b.slot)] = s0 * s0 * s0 * s0 * SymInt(int64_t{1} << 40);
+  std::string e = bind_error(p, {host(DType::f32, {4096, 64})});
+  BOOST_TEST(contains(e, "test runtime: slot " + std::to_string(b.slot) + " ("), e);
+  BOOST_TEST(contains(e, "overflows 64-bit integers (at s0 = 4096)"), e);
+  // One that does not wrap but is no tensor: 2^50 bytes.
+  p.slots[static_cast<size_t>(b.slot)] = s0 * SymInt(int64_t{1} << 38);
+  e = bind_error(p, {host(DType::f32, {4096, 64})});
+  BOOST_TEST(contains(e, "needs 1125899906842624 bytes, more than a buffer may have (2^48)"), e);
+  // An output whose element count wraps.
+  p = cpu::generate_plan(dynamic_graph());
+  for (plan::PlanBuffer& o : p.buffers)
+    if (o.kind == "output" && o.sizes.size() == 2) {
+      o.sizes[1] = SymInt(std::numeric_limits<int64_t>::max() / 2);
+      o.strides = {SymInt(1), SymInt(1)};
+    }
+  e = bind_error(p, {host(DType::f32, {8, 64})});
+  BOOST_TEST(contains(e, "overflows 64-bit integers"), e);
+  // A negative parallel extent.
+  p = cpu::generate_plan(dynamic_graph());
+  p.kernels[0].parallel_extent = s0 - SymInt(100);
+  e = bind_error(p, {host(DType::f32, {8, 64})});
+  BOOST_TEST(contains(e, "has a negative parallel extent, -92 (at s0 = 8)"), e);
+}
+
+BOOST_AUTO_TEST_CASE(reference_kernels_pass_their_shape_rule) {
+  plan::KernelPlan p = cpu::generate_plan(dynamic_graph());
+  plan::PlanKernel k;
+  k.name = "k_ref";
+  k.kind = "reference";
+  k.op = OpId::exp;
+  k.inputs = {0, 0};
+  k.output = p.outputs[1];
+  p.kernels.push_back(k);
+  const std::string where = "test plan: kernels[" + std::to_string(p.kernels.size() - 1) + "]";
+  BOOST_TEST(validate_error(p) == where + ".inputs: exp takes 1 input, got 2");
+  p.kernels.back().inputs = {0};
+  BOOST_CHECK_NO_THROW(plan::validate(p, "test plan"));
+  p.kernels.back().output = p.outputs[0];  // f32[64], not exp's f32[s0, 64]
+  BOOST_TEST(contains(validate_error(p), where + ".output: buffer " + std::to_string(p.outputs[0]) +
+                                             " is f32[64], but exp of the inputs gives f32[s0, 64]"));
+  p.kernels.back().op = OpId::input;
+  BOOST_TEST(validate_error(p) == where + ".op: a reference kernel cannot run 'input' (inputs are buffers)");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -541,7 +541,9 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
       throw InputValueNeeded("onnx: " + label + ": " + e.what(), e.input);
     } catch (const Error& e) {
       fail("onnx: ", label, ": ", e.what());
-    } catch (const std::exception& e) {
+    } catch (const InternalError&) {
+      throw;  // a bug in Kiln, not in the model: not to be reported as the node's fault
+    } catch (const std::exception& e) {  // e.g. std::out_of_range from the standard library
       fail("onnx: ", label, ": ", e.what());
     }
     for (int j = 0; j < n.output_size(); ++j) {

@@ -1,6 +1,8 @@
 // Process replay: plans written as text to $KILN_REPLAY_DIR (replay.h).
 #include "kiln/plan/replay.h"
 
+#include <errno.h>  // program_invocation_short_name (glibc, _GNU_SOURCE)
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -18,9 +20,8 @@ uint64_t fnv1a(std::string_view s) {
 }
 
 std::string program_name() {
-#if defined(__linux__) && !defined(__EMSCRIPTEN__)
-  extern char* program_invocation_short_name;
-  return program_invocation_short_name ? program_invocation_short_name : "kiln";
+#if defined(__GLIBC__)
+  return ::program_invocation_short_name ? ::program_invocation_short_name : "kiln";
 #else
   return "kiln";
 #endif

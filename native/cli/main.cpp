@@ -1,13 +1,15 @@
 // The `kiln` command-line tool: run and inspect graph files, list options and backends,
 // run the benchmark suite.
 // Exit status: 0 on success, 1 when Kiln reports an error ("kiln: error: ..." on stderr),
-// 2 for a command-line mistake.
+// 2 for a command-line mistake, 70 (EX_SOFTWARE) for a bug in Kiln ("kiln: internal error (a
+// bug in Kiln, please report it): ..."); errors.h says which exception gives which.
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
 
 #include "commands.h"
+#include "errors.h"
 #include "kiln/graph/error.h"
 
 namespace {
@@ -55,15 +57,8 @@ int main(int argc, char** argv) {
     if (name != c.name) continue;
     try {
       return c.run(std::span<char* const>(argv + 2, static_cast<size_t>(argc - 2)));
-    } catch (const kiln::cli::UsageError& e) {
-      std::cerr << e.what() << "\n";
-      return 2;
-    } catch (const kiln::Error& e) {
-      std::cerr << "kiln: error: " << e.what() << "\n";
-      return 1;
-    } catch (const std::exception& e) {
-      std::cerr << "kiln: internal error: " << e.what() << "\n";
-      return 1;
+    } catch (...) {
+      return kiln::cli::report_exception(std::current_exception(), std::cerr);
     }
   }
   std::cerr << "kiln: unknown command '" << name << "'\n\n";

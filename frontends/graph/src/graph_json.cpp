@@ -163,8 +163,7 @@ void Reader::read_node(const json& v, size_t index, Graph& g, int64_t& next_inpu
     // Graph::add takes no name; the graph owns its nodes, so set it in place.
     if (!name.empty()) g.set_name(got, name);
   }
-  if (got != static_cast<NodeId>(index))
-    fail_at(where, "", "the graph gave this node id " + std::to_string(got));
+  KILN_INTERNAL_CHECK(got == static_cast<NodeId>(index), "graph JSON ", where, ": the graph gave this node id ", got);
 }
 
 Graph Reader::read(std::string_view text) {

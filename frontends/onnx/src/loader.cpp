@@ -75,7 +75,7 @@ TensorData make_tensor(DType t, std::vector<int64_t> sizes, const std::vector<do
   KILN_CHECK(want <= (int64_t{1} << 24), "onnx: a constant of ", want, " elements made while importing is too large");
   TensorData out = TensorData::empty_host(t, std::move(sizes));
   const int64_t n = out.numel();
-  KILN_CHECK(static_cast<int64_t>(values.size()) == n || values.size() == 1, "onnx: internal: ", values.size(),
+  KILN_INTERNAL_CHECK(static_cast<int64_t>(values.size()) == n || values.size() == 1, "onnx: ", values.size(),
              " values for ", n, " elements");
   // Written as f64 and converted with the reference's cast semantics.
   TensorData d = TensorData::empty_host(DType::f64, out.sizes);
@@ -276,7 +276,7 @@ V Importer::constant(TensorData t) {
 V Importer::scalar(double x, DType t) { return constant(make_tensor(t, {}, {x})); }
 
 V Importer::known_ints(SymShape values, bool is_scalar) {
-  KILN_CHECK(!is_scalar || values.size() == 1, "internal: a scalar of ", values.size(), " values");
+  KILN_INTERNAL_CHECK(!is_scalar || values.size() == 1, "a scalar of ", values.size(), " values");
   if (shape_is_static(values)) {
     std::vector<int64_t> sizes;
     if (!is_scalar) sizes.push_back(static_cast<int64_t>(values.size()));
@@ -541,7 +541,9 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
       throw InputValueNeeded("onnx: " + label + ": " + e.what(), e.input);
     } catch (const Error& e) {
       fail("onnx: ", label, ": ", e.what());
-    } catch (const std::exception& e) {
+    } catch (const InternalError&) {
+      throw;  // a bug in Kiln, not in the model: not to be reported as the node's fault
+    } catch (const std::exception& e) {  // e.g. std::out_of_range from the standard library
       fail("onnx: ", label, ": ", e.what());
     }
     for (int j = 0; j < n.output_size(); ++j) {

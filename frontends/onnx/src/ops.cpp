@@ -262,7 +262,7 @@ std::vector<V> reduce_op(NodeCtx& c, const std::string& kind) {
   }
   if (kind == "ReduceLogSum") return one(fix(im.op(O::log, {im.reduce(O::sum, x, axes, keep)})));
   if (kind == "ReduceLogSumExp") return one(fix(im.reduce(O::logsumexp, x, axes, keep)));
-  fail("internal: unknown reduction ", kind);
+  internal_fail("onnx: unknown reduction ", kind);
 }
 
 std::vector<V> arg_op(NodeCtx& c, O op) {

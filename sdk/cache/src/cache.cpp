@@ -93,6 +93,8 @@ void enqueue_remote(std::shared_ptr<Store> store, std::string key, std::string b
         try {
           job.first->put(job.second.first, job.second.second);
         } catch (const std::exception& e) {
+          // Everything, InternalError included: an exception leaving this detached thread would
+          // terminate the process, and a failed remote put only costs a later remote miss.
           KILN_LOG(cache, "remote put failed: ", e.what());
         }
         lock.lock();

@@ -709,10 +709,9 @@ std::vector<OpDef> build_table() {
 
       {O::matmul, "matmul", C::matmul, 2, 2, {}, infer_matmul},
   };
-  if (t.size() != static_cast<size_t>(kNumOps)) throw std::logic_error("kiln op table: wrong number of entries");
+  KILN_INTERNAL_CHECK(t.size() == static_cast<size_t>(kNumOps), "kiln op table: wrong number of entries");
   for (size_t i = 0; i < t.size(); ++i)
-    if (static_cast<size_t>(t[i].id) != i)
-      throw std::logic_error("kiln op table: entry " + std::string(t[i].name) + " is out of enum order");
+    KILN_INTERNAL_CHECK(static_cast<size_t>(t[i].id) == i, "kiln op table: entry ", t[i].name, " is out of enum order");
   return t;
 }
 

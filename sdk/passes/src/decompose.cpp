@@ -26,7 +26,7 @@ struct Expander {
       return id;
     }
     if (from.empty()) from = def.name;
-    KILN_CHECK(depth < 16, "passes: decompose: the decomposition of ", def.name,
+    KILN_INTERNAL_CHECK(depth < 16, "passes: decompose: the decomposition of ", def.name,
                " does not bottom out in primitives (16 levels deep)");
     ++composites;
     // The decomposition runs on a scratch graph over the same metas and ShapeEnv, then its

@@ -12,7 +12,7 @@ namespace {
 
 // What every pass must keep: the signature, the outputs' metas, the ShapeEnv.
 void verify(const Graph& before, const Graph& after, std::string_view pass) {
-  auto bug = [&](auto&&... parts) { fail("passes: ", pass, " ", parts..., " (a bug in the pass)"); };
+  auto bug = [&](auto&&... parts) { internal_fail("passes: ", pass, " ", parts...); };
   if (after.inputs().size() != before.inputs().size())
     bug("changed the number of inputs from ", before.inputs().size(), " to ", after.inputs().size());
   for (size_t k = 0; k < before.inputs().size(); ++k) {

@@ -344,7 +344,7 @@ PassResult run_recognizer(const Graph& g, bool attention_only) {
     if (!reads_interior) {
       rw.copy(id);
     } else if (rec.live(id)) {
-      fail("passes: recognize: live node %", id, " reads a replaced pattern's interior (a bug in the pass)");
+      internal_fail("passes: recognize: live node %", id, " reads a replaced pattern's interior");
     }  // else a dead node reading into a pattern (or from such a node): dropped
   }
   int total = 0;

@@ -23,8 +23,8 @@ Rewriter::Rewriter(const Graph& in, std::string_view pass) : in_(in), pass_(pass
 std::vector<NodeId> Rewriter::mapped_inputs(NodeId id) const {
   std::vector<NodeId> ins = in_.node(id).inputs;
   for (NodeId& i : ins) {
-    KILN_CHECK(map(i) >= 0, "passes: ", pass_, ": node %", id, " reads %", i,
-               ", which the pass did not keep (a bug in the pass)");
+    KILN_INTERNAL_CHECK(map(i) >= 0, "passes: ", pass_, ": node %", id, " reads %", i,
+               ", which the pass did not keep");
     i = map(i);
   }
   return ins;
@@ -32,7 +32,7 @@ std::vector<NodeId> Rewriter::mapped_inputs(NodeId id) const {
 
 NodeId Rewriter::copy(NodeId id) {
   const Node& n = in_.node(id);
-  KILN_CHECK(n.op != OpId::input, "passes: ", pass_, ": input %", id, " copied twice (a bug in the pass)");
+  KILN_INTERNAL_CHECK(n.op != OpId::input, "passes: ", pass_, ": input %", id, " copied twice");
   const NodeId to = out_.add(n.op, mapped_inputs(id), n.attrs);
   if (!n.name.empty()) out_.set_name(to, n.name);
   bind(id, to);
@@ -42,16 +42,16 @@ NodeId Rewriter::copy(NodeId id) {
 void Rewriter::bind(NodeId id, NodeId to) {
   const TensorMeta& was = in_.node(id).meta;
   const TensorMeta& now = out_.node(to).meta;
-  KILN_CHECK(same_value_meta(was, now), "passes: ", pass_, " replaced %", id, " (", op_name(in_.node(id).op),
+  KILN_INTERNAL_CHECK(same_value_meta(was, now), "passes: ", pass_, " replaced %", id, " (", op_name(in_.node(id).op),
              ", ", was.str(), ") by %", to, " (", op_name(out_.node(to).op), ", ", now.str(),
-             "), which has another meta (a bug in the pass)");
+             "), which has another meta");
   map_[static_cast<size_t>(id)] = to;
 }
 
 Graph Rewriter::finish() {
   std::vector<NodeId> outs;
   for (NodeId o : in_.outputs()) {
-    KILN_CHECK(map(o) >= 0, "passes: ", pass_, " dropped output %", o, " (a bug in the pass)");
+    KILN_INTERNAL_CHECK(map(o) >= 0, "passes: ", pass_, " dropped output %", o);
     outs.push_back(map(o));
   }
   out_.set_outputs(std::move(outs));

@@ -98,7 +98,7 @@ void plan_buffers(Schedule& s) {
   for (size_t ki = 0; ki < s.kernels.size(); ++ki) {
     const Kernel& k = s.kernels[ki];
     for (int32_t b : k.reads()) {
-      KILN_CHECK(ready[static_cast<size_t>(b)] || (k.gemm && b == k.gemm->c), "schedule: kernel ", k.name,
+      KILN_INTERNAL_CHECK(ready[static_cast<size_t>(b)] || (k.gemm && b == k.gemm->c), "schedule: kernel ", k.name,
                  " reads buffer b", b, " before any kernel writes it");
       last_use[static_cast<size_t>(b)] = static_cast<int32_t>(ki);
     }
@@ -109,7 +109,7 @@ void plan_buffers(Schedule& s) {
     }
   }
   for (int32_t o : s.outputs)
-    KILN_CHECK(ready[static_cast<size_t>(o)], "schedule: output buffer b", o, " is never written");
+    KILN_INTERNAL_CHECK(ready[static_cast<size_t>(o)], "schedule: output buffer b", o, " is never written");
 
   // Linear scan.
   std::vector<bool> slot_free;

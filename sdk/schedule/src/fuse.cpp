@@ -515,7 +515,7 @@ class Fuser {
     Attention::Operand* views[3] = {&a.q_view, &a.k_view, &a.v_view};
     for (size_t j = 0; j < 3; ++j) {
       const std::optional<Layout> l = ctx_.layout(node.inputs[j], nullptr);
-      if (!l) fail("schedule: attention operand %", node.inputs[j], " of ", label(id), " is not in memory (a bug)");
+      if (!l) internal_fail("schedule: attention operand %", node.inputs[j], " of ", label(id), " is not in memory");
       *bufs[j] = ctx_.buffer_of[static_cast<size_t>(l->base)];
       views[j]->offset = l->offset;
       views[j]->batch_strides.assign(l->strides.begin(), l->strides.end() - 2);

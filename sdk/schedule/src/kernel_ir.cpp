@@ -58,7 +58,7 @@ bool inner_index(const Affine& a, int32_t num_outer) {
 }
 
 void check_affine(const Kernel& k, const Affine& a, std::string_view what) {
-  KILN_CHECK(a.coeffs.size() == k.domain.size(), "kernel ", k.name, ": ", what, " has ", a.coeffs.size(),
+  KILN_INTERNAL_CHECK(a.coeffs.size() == k.domain.size(), "kernel ", k.name, ": ", what, " has ", a.coeffs.size(),
              " coefficients for a domain of rank ", k.domain.size());
 }
 
@@ -68,7 +68,7 @@ void finish_kernel(Kernel& k) {
   for (size_t i = 0; i < k.instrs.size(); ++i) {
     Instr& in = k.instrs[i];
     for (int32_t a : in.args)
-      KILN_CHECK(a >= 0 && static_cast<size_t>(a) < i, "kernel ", k.name, ": instruction ", i,
+      KILN_INTERNAL_CHECK(a >= 0 && static_cast<size_t>(a) < i, "kernel ", k.name, ": instruction ", i,
                  " uses instruction ", a, ", which does not precede it");
     in.inner = false;
     in.pass = 0;
@@ -77,7 +77,7 @@ void finish_kernel(Kernel& k) {
       case InstrKind::index:
         check_affine(k, in.index, "an index");
         in.inner = inner_index(in.index, k.num_outer);
-        KILN_CHECK(in.kind == InstrKind::load ? in.args.size() == size_t{in.masked} + size_t{in.gathered}
+        KILN_INTERNAL_CHECK(in.kind == InstrKind::load ? in.args.size() == size_t{in.masked} + size_t{in.gathered}
                                               : in.args.empty(),
                    "kernel ", k.name, ": instruction ", i, " has operands its kind does not take");
         for (int32_t a : in.args) {  // a masked or gathered load varies with its mask and offset
@@ -94,8 +94,8 @@ void finish_kernel(Kernel& k) {
         }
         break;
       case InstrKind::reduce:
-        KILN_CHECK(in.args.size() == 1, "kernel ", k.name, ": a reduction takes one value");
-        KILN_CHECK(static_cast<size_t>(k.num_outer) < k.domain.size(), "kernel ", k.name,
+        KILN_INTERNAL_CHECK(in.args.size() == 1, "kernel ", k.name, ": a reduction takes one value");
+        KILN_INTERNAL_CHECK(static_cast<size_t>(k.num_outer) < k.domain.size(), "kernel ", k.name,
                    ": a reduction needs inner dims");
         in.pass = k.instrs[static_cast<size_t>(in.args[0])].pass + 1;
         break;
@@ -103,7 +103,7 @@ void finish_kernel(Kernel& k) {
   }
   for (const Store& s : k.stores) {
     check_affine(k, s.index, "a store index");
-    KILN_CHECK(s.value >= 0 && static_cast<size_t>(s.value) < k.instrs.size(), "kernel ", k.name,
+    KILN_INTERNAL_CHECK(s.value >= 0 && static_cast<size_t>(s.value) < k.instrs.size(), "kernel ", k.name,
                ": a store of an unknown value");
 
   }

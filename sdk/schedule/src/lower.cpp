@@ -279,7 +279,7 @@ int32_t KernelBuilder::pointwise(OpId op, DType t, std::vector<int32_t> args, At
 
 int32_t KernelBuilder::load(NodeId base, const Layout& layout, const Map& map, DType dtype) {
   const int32_t buffer = ctx_.buffer_of[static_cast<size_t>(base)];
-  KILN_CHECK(buffer >= 0, "schedule: node %", base, " has no buffer");
+  KILN_INTERNAL_CHECK(buffer >= 0, "schedule: node %", base, " has no buffer");
   Instr in;
   in.kind = InstrKind::load;
   in.dtype = dtype;
@@ -295,7 +295,7 @@ int32_t KernelBuilder::load(NodeId base, const Layout& layout, const Map& map, D
 int32_t KernelBuilder::load_where(const Layout& layout, const Map& map, DType dtype, int32_t mask, int32_t offset) {
   if (mask < 0 && offset < 0) return load(layout.base, layout, map, dtype);
   const int32_t buffer = ctx_.buffer_of[static_cast<size_t>(layout.base)];
-  KILN_CHECK(buffer >= 0, "schedule: node %", layout.base, " has no buffer");
+  KILN_INTERNAL_CHECK(buffer >= 0, "schedule: node %", layout.base, " has no buffer");
   Instr in;
   in.kind = InstrKind::load;
   in.dtype = dtype;
@@ -667,7 +667,7 @@ void KernelBuilder::set_gemm(int32_t c) {
     const NodeId op = mm.inputs[static_cast<size_t>(side)];
     const TensorMeta& om = ctx_.g.node(op).meta;
     std::optional<Layout> l = ctx_.layout(op, &member_);
-    KILN_CHECK(l.has_value(), "schedule: matmul operand %", op, " is not a view of a buffer");
+    KILN_INTERNAL_CHECK(l.has_value(), "schedule: matmul operand %", op, " is not a view of a buffer");
     const size_t orank = om.sizes.size();
     SymShape bstrides(gm.batch.size(), SymInt(0));
     for (size_t j = 0; j + 2 < orank; ++j) {

@@ -67,13 +67,13 @@ std::string KernelPrinter::sym(const SymInt& s) const {
 std::string KernelPrinter::affine(const Affine& a, const Scope& sc, bool value) const {
   if (narrow_indices && !value) {
     auto narrow = [&](const SymInt& x) {
-      KILN_CHECK(x.is_static(), "codegen: kernel ", k_.name, ": a narrow index with a symbolic term");
+      KILN_INTERNAL_CHECK(x.is_static(), "codegen: kernel ", k_.name, ": a narrow index with a symbolic term");
       return std::to_string(x.hint());
     };
     std::string acc = a.offset == 0 ? "" : narrow(a.offset);
     for (size_t v = 0; v < a.coeffs.size(); ++v) {
       if (a.coeffs[v] == 0) continue;
-      KILN_CHECK(!sc.vars[v].empty(), "codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
+      KILN_INTERNAL_CHECK(!sc.vars[v].empty(), "codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
       const std::string var = "int(" + sc.vars[v] + ")";
       acc += (acc.empty() ? "" : " + ") + (a.coeffs[v] == 1 ? var : narrow(a.coeffs[v]) + "*" + var);
     }
@@ -82,7 +82,7 @@ std::string KernelPrinter::affine(const Affine& a, const Scope& sc, bool value) 
   std::string acc = a.offset == 0 ? "" : sym(a.offset);
   for (size_t v = 0; v < a.coeffs.size(); ++v) {
     if (a.coeffs[v] == 0) continue;
-    KILN_CHECK(!sc.vars[v].empty(), "codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
+    KILN_INTERNAL_CHECK(!sc.vars[v].empty(), "codegen: kernel ", k_.name, ": loop variable ", v, " used outside its loop");
     const std::string term = a.coeffs[v] == 1 ? sc.vars[v] : sym(a.coeffs[v]) + "*" + sc.vars[v];
     acc += (acc.empty() ? "" : " + ") + term;
   }
@@ -142,7 +142,7 @@ Value KernelPrinter::value(int32_t i, Scope& sc) {
     case InstrKind::pointwise: r = pointwise(in, sc); break;
     case InstrKind::reduce: {
       auto it = reductions_.find(i);
-      KILN_CHECK(it != reductions_.end(), "codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
+      KILN_INTERNAL_CHECK(it != reductions_.end(), "codegen: kernel ", k_.name, ": reduction v", i, " read before its pass");
       r = {it->second, compute_type(in.dtype)};
       break;
     }

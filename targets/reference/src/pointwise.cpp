@@ -94,7 +94,7 @@ UnaryFns unary_fns(const KernelArgs& a) {
     }
     default: break;
   }
-  fail("reference: ", op_name(a.op), " is not a unary arithmetic op");
+  internal_fail("reference: ", op_name(a.op), " is not a unary arithmetic op");
 }
 
 // ---- Binary ------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ BinaryFns arithmetic_fns(OpId op) {
     case OpId::minimum: return {min_f, [](int64_t x, int64_t y) { return x < y ? x : y; }};
     default: break;
   }
-  fail("reference: ", op_name(op), " is not a binary arithmetic op");
+  internal_fail("reference: ", op_name(op), " is not a binary arithmetic op");
 }
 
 template <class T>

@@ -224,7 +224,7 @@ void reduce_kernel(const KernelArgs& a) {
     case OpId::logsumexp: logsumexp(a); return;
     default: break;
   }
-  fail("reference: ", op_name(a.op), " is not a reduction");
+  internal_fail("reference: ", op_name(a.op), " is not a reduction");
 }
 
 }  // namespace kiln::reference::detail

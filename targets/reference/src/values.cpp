@@ -33,7 +33,7 @@ double raw_float(const std::byte* p, DType t) {
     case DType::f64: return read<double>(p);
     default: break;
   }
-  fail("reference: ", dtype_name(t), " is not a floating dtype");
+  internal_fail("reference: ", dtype_name(t), " is not a floating dtype");
 }
 
 // The raw stored value of an integral or bool element, exactly.
@@ -44,7 +44,7 @@ int64_t raw_int(const std::byte* p, DType t) {
     case DType::i64: return read<int64_t>(p);
     default: break;
   }
-  fail("reference: ", dtype_name(t), " is not an integral dtype");
+  internal_fail("reference: ", dtype_name(t), " is not an integral dtype");
 }
 
 // v rounded to float with round-to-odd: truncate toward zero, and when inexact set the last
@@ -217,7 +217,7 @@ size_t attr_slot(OpId op, std::string_view name) {
   const auto& specs = op_def(op).attrs;
   for (size_t k = 0; k < specs.size(); ++k)
     if (specs[k].name == name) return k;
-  fail("reference: op ", op_name(op), " has no attribute '", name, "'");
+  internal_fail("reference: op ", op_name(op), " has no attribute '", name, "'");
 }
 
 int64_t product(std::span<const int64_t> sizes) {

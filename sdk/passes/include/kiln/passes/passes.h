@@ -6,7 +6,7 @@
 //   device and sizes (an output may come to be an input node, or the same node twice); and the
 //   same ShapeEnv (symbols and facts: a pass never adds an assumption about sizes).
 // Every pass goes through run_pass, which checks those invariants (a violation is a bug in the
-// pass: it throws kiln::Error naming the pass) and logs under KILN_LOGS=graph the graph before,
+// pass: it throws kiln::InternalError naming the pass) and logs under KILN_LOGS=graph the graph before,
 // the graph after and a line saying what changed ("cse: merged 3 nodes"). docs/passes.md says
 // what each pass rewrites, what it never touches and why.
 #pragma once

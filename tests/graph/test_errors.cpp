@@ -1,0 +1,88 @@
+// kiln::Error and kiln::InternalError (error.h): a broken invariant throws InternalError, which
+// names the file:line of its check and which no `catch (const kiln::Error&)` recovery path
+// catches; bad input keeps giving kiln::Error.
+#include <string>
+
+#include "helpers.h"
+
+using namespace kiln;
+using kiln_test::G;
+
+namespace {
+
+// Runs f, which must throw; says whether a `catch (const kiln::Error&)` took the exception.
+template <class F>
+bool caught_as_kiln_error(F&& f) {
+  try {
+    try {
+      f();
+    } catch (const Error&) {
+      return true;
+    }
+  } catch (const InternalError&) {
+    return false;
+  }
+  BOOST_FAIL("no exception");
+  return false;
+}
+
+std::string internal_message(void (*f)()) {
+  try {
+    f();
+  } catch (const InternalError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int check_line = 0;
+void failing_check() {
+  const int two = 2;
+  check_line = __LINE__ + 1;
+  KILN_INTERNAL_CHECK(two == 3, "the scheduler lost buffer b", 7);
+}
+
+int fail_line = 0;
+void failing_fail() {
+  fail_line = __LINE__ + 1;
+  internal_fail("unknown kernel kind ", 42);
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+BOOST_AUTO_TEST_CASE(internal_check_throws_internal_error_with_file_and_line) {
+  const std::string msg = internal_message(failing_check);
+  BOOST_TEST(msg.starts_with("internal error: "), msg);
+  // The path is relative to the repository root where the compiler has -fmacro-prefix-map.
+  BOOST_TEST(contains(msg, "tests/graph/test_errors.cpp:" + std::to_string(check_line) + ": "), msg);
+  BOOST_TEST(contains(msg, "check `two == 3` failed: the scheduler lost buffer b7"), msg);
+  BOOST_TEST(contains(msg, "a bug in Kiln"), msg);
+  BOOST_TEST(!caught_as_kiln_error(failing_check));
+  // A check that holds throws nothing.
+  BOOST_CHECK_NO_THROW(KILN_INTERNAL_CHECK(1 + 1 == 2, "arithmetic"));
+}
+
+BOOST_AUTO_TEST_CASE(internal_fail_throws_internal_error_with_file_and_line) {
+  const std::string msg = internal_message(failing_fail);
+  BOOST_TEST(msg.starts_with("internal error: tests/graph/test_errors.cpp:" + std::to_string(fail_line) +
+                             ": unknown kernel kind 42 (this is a bug in Kiln)"),
+             msg);
+  BOOST_TEST(!caught_as_kiln_error(failing_fail));
+  // Not a runtime_error either: it is a std::logic_error.
+  BOOST_CHECK_THROW(failing_fail(), std::logic_error);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_still_gives_kiln_error) {
+  G t;
+  const NodeId x = t.in(DType::f32, {2, 3});
+  BOOST_TEST(caught_as_kiln_error([&] { t.op(OpId::matmul, {x, x}); }));
+  BOOST_TEST(caught_as_kiln_error([&] { t.op(OpId::add, {x}); }));
+  BOOST_TEST(caught_as_kiln_error([] { (void)parse_dtype("f33"); }));
+  BOOST_TEST(caught_as_kiln_error([] { fail("a user mistake"); }));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,7 @@
 // Process replay: plans written as text to $KILN_REPLAY_DIR (replay.h).
 #include "kiln/plan/replay.h"
 
+#include <cerrno>  // program_invocation_short_name (glibc, _GNU_SOURCE)
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -19,8 +20,7 @@ uint64_t fnv1a(std::string_view s) {
 
 std::string program_name() {
 #if defined(__linux__) && !defined(__EMSCRIPTEN__)
-  extern char* program_invocation_short_name;
-  return program_invocation_short_name ? program_invocation_short_name : "kiln";
+  return ::program_invocation_short_name ? ::program_invocation_short_name : "kiln";
 #else
   return "kiln";
 #endif

@@ -138,6 +138,9 @@ std::vector<OptionDef> build_options() {
      "How generated CUDA kernels are compiled: 'llvm' (pointwise kernels as LLVM IR, through "
      "LLVM's NVPTX backend and nvJitLink: a few times sooner than NVRTC; other kernels through "
      "NVRTC) or 'nvrtc' (every kernel as CUDA C through NVRTC).", cuda_compiler},
+    {"keep_buffers", T::Bool, false, kNoCodegen, kUsed,
+     "Keep a compiled plan's intermediate buffers allocated between calls, on every target "
+     "(mode reduce-overhead)."},
     {"cpu.keep_buffers", T::Bool, false, kNoCodegen, kUsed,
      "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
     {"cpu.eager_compile_threshold", T::Int, 4096, kNoCodegen, kUsed,
@@ -196,7 +199,7 @@ std::vector<OptionDef> build_options() {
 std::vector<ModeDef> build_modes() {
   return {
       {"default", {}},
-      {"reduce-overhead", {{"cudagraphs", true}, {"cpu.keep_buffers", true}}},
+      {"reduce-overhead", {{"cudagraphs", true}, {"keep_buffers", true}, {"cpu.keep_buffers", true}}},
       {"max-autotune",
        {{"max_autotune", true},
         {"max_autotune_pointwise", true},

@@ -171,7 +171,7 @@ class CpuRuntime final : public target::Runtime {
   }
 
  private:
-  // Compiled graphs: keep_buffers (mode reduce-overhead; cpu.keep_buffers too), cpu.threads and
+  // Compiled graphs: keep_buffers (mode reduce-overhead) or cpu.keep_buffers, cpu.threads and
   // max-autotune with its choices kept in `lo.autotune`. Eager kernels: the defaults.
   static ExecutableOptions options(const target::LoadOptions& lo) {
     ExecutableOptions o;

@@ -32,6 +32,24 @@ std::string CodegenRequest::str() const {
   return s;
 }
 
+TensorData Runtime::move_through(const TensorData& t, Device to,
+                                 const std::function<TensorData(const TensorData&)>& to_host,
+                                 const std::function<TensorData(const TensorData&, int)>& to_device) const {
+  const Device from = t.device();
+  if (from == to) return t;
+  std::string why;
+  if (!available(&why)) fail("to(", to.str(), "): ", why);
+  const DeviceType mine = device_type();
+  if (to.type == DeviceType::cpu) {
+    KILN_CHECK(from.type == mine, "to(cpu): cannot move a tensor from ", from.str());
+    return to_host(t);
+  }
+  KILN_CHECK(to.type == mine, "to(", to.str(), "): the ", name(), " target cannot move a tensor there");
+  if (from.type == mine) return to_device(to_host(t), to.index);
+  KILN_CHECK(from.type == DeviceType::cpu, "to(", to.str(), "): cannot move a tensor from ", from.str());
+  return to_device(t, to.index);
+}
+
 namespace {
 
 struct Registry {

@@ -106,18 +106,8 @@ class CudaRuntime final : public target::Runtime {
     return std::make_shared<CudaLoaded>(std::move(exe));
   }
   TensorData move(const TensorData& t, Device to) override {
-    const Device from = t.device();
-    if (from == to) return t;
-    std::string why;
-    if (!cuda::available(&why)) fail("to(", to.str(), "): ", why);
-    if (to.type == DeviceType::cpu) {
-      KILN_CHECK(from.type == DeviceType::cuda, "to(cpu): cannot move a tensor from ", from.str());
-      return to_host(t);
-    }
-    KILN_CHECK(to.type == DeviceType::cuda, "to(", to.str(), "): the CUDA target cannot move a tensor there");
-    if (from.type == DeviceType::cuda) return to_device(to_host(t), to.index);
-    KILN_CHECK(from.type == DeviceType::cpu, "to(", to.str(), "): cannot move a tensor from ", from.str());
-    return to_device(t, to.index);
+    return move_through(t, to, [](const TensorData& h) { return to_host(h); },
+                        [](const TensorData& h, int index) { return to_device(h, index); });
   }
   void synchronize(Device d) override {
     std::string why;

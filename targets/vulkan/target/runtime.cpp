@@ -90,18 +90,8 @@ class VulkanRuntime final : public target::Runtime {
     return std::make_shared<VulkanLoaded>(PlanExecutable::load(std::move(plans.plan), o));
   }
   TensorData move(const TensorData& t, Device to) override {
-    const Device from = t.device();
-    if (from == to) return t;
-    std::string why;
-    if (!vulkan::available(&why)) fail("to(", to.str(), "): ", why);
-    if (to.type == DeviceType::cpu) {
-      KILN_CHECK(from.type == DeviceType::vulkan, "to(cpu): cannot move a tensor from ", from.str());
-      return to_host(t);
-    }
-    KILN_CHECK(to.type == DeviceType::vulkan, "to(", to.str(), "): the Vulkan target cannot move a tensor there");
-    if (from.type == DeviceType::vulkan) return to_device(to_host(t), to.index);
-    KILN_CHECK(from.type == DeviceType::cpu, "to(", to.str(), "): cannot move a tensor from ", from.str());
-    return to_device(t, to.index);
+    return move_through(t, to, [](const TensorData& h) { return to_host(h); },
+                        [](const TensorData& h, int index) { return to_device(h, index); });
   }
   target::EagerPolicy eager_policy() const override {
     target::EagerPolicy p;

@@ -156,6 +156,10 @@ class Runtime {
                                            std::string* refused) = 0;
   // `t` on `to` (a device of this target or the host; t itself when it is there already).
   virtual TensorData move(const TensorData& t, Device to) = 0;
+  // A move() made of a device target's two copies: `to_host` and `to_device(host, index)` (from
+  // one of its devices to another through the host), after available() (its reason on failure).
+  TensorData move_through(const TensorData& t, Device to, const std::function<TensorData(const TensorData&)>& to_host,
+                          const std::function<TensorData(const TensorData&, int)>& to_device) const;
   virtual void synchronize(Device) {}
   virtual EagerPolicy eager_policy() const { return {}; }
   // Benchmarks: the device time of `call` (which runs plans on d), ms: the median of at least

@@ -15,13 +15,7 @@
 #include "anchor.h"
 #include "commands.h"
 #include "kiln/graph/error.h"
-#if KILN_HAVE_VULKAN_TARGET
-#include "kiln/vulkan/runtime.h"
-#endif
-#if KILN_HAVE_CUDA_TARGET
-#include "kiln/cuda/device.h"
-#include "kiln/cuda/executable.h"
-#endif
+#include "kiln/target/target.h"
 
 namespace kiln::cli {
 
@@ -99,54 +93,19 @@ int64_t bytes_of(const Tensors& ts) {
   return total;
 }
 
-#if KILN_HAVE_CUDA_TARGET
-// On the GPU: the median of `reps` (at least 30) calls after 3 warm-ups, each timed with device
-// events on the context's stream (the stream Kiln queues every kernel on); launch-bound
-// workloads: host wall time per call over 2000 back-to-back calls and one synchronisation.
+// On a device: the device time of each call (device events on CUDA's stream, timestamps around
+// Vulkan's command buffers), the median of `reps` (at least 30) after the target's warm-up;
+// launch-bound workloads: host wall time per call over 2000 back-to-back calls and one
+// synchronisation, after the same warm-up. Host wall time where the target has no device timers.
 template <class F>
-double time_ms_cuda(F&& call, int reps, bool launch_bound) {
-  cuda::Context& ctx = cuda::Context::get(0);
-  for (int i = 0; i < 3; ++i) call();
-  ctx.synchronize();
-  auto timer = ctx.timer();
-  return median_or_per_launch(
-      call, std::max(reps, 30), launch_bound,
-      [&] {
-        timer->start();
-        call();
-        return timer->stop_ms();
-      },
-      [&] { ctx.synchronize(); });
+double time_ms_device(target::Runtime& rt, Device d, F&& call, int reps, bool launch_bound) {
+  if (!launch_bound) {
+    if (const std::optional<double> ms = rt.median_device_ms(d, call, std::max(reps, 30))) return *ms;
+    return time_ms(call, reps, false);
+  }
+  rt.median_device_ms(d, call, 1);  // warm-up (clocks up, lazily loaded kernels loaded)
+  return median_or_per_launch(call, 1, true, [] { return 0.0; }, [&] { rt.synchronize(d); });
 }
-#endif
-
-#if KILN_HAVE_VULKAN_TARGET
-// On Vulkan every call is synchronous (submit, wait): its GPU time is the span of the timestamps
-// around its command buffers (what device events around a CUDA call measure), the median of
-// `reps` (at least 30) calls after warm-ups until the clocks are up (vulkan::median_gpu_ms says
-// why); launch-bound workloads: host wall time per call over 2000 calls, after the same warm-up.
-template <class F>
-double time_ms_vulkan(F&& call, int reps, bool launch_bound) {
-  if (!launch_bound) return vulkan::median_gpu_ms(call, std::max(reps, 30));
-  vulkan::median_gpu_ms(call, 1);
-  return median_or_per_launch(call, 1, true, [] { return 0.0; }, [] {});
-}
-#endif
-
-#if KILN_HAVE_CUDA_TARGET
-// Device-to-device copy bandwidth (bytes read plus written per second), median of 30 copies of
-// 1 GiB: the ceiling of every memory-bound workload.
-double copy_gbps() {
-  cuda::Context& ctx = cuda::Context::get(0);
-  const size_t n = size_t{1} << 30;
-  const cuda::DevicePtr a = ctx.alloc(n), b = ctx.alloc(n);
-  ctx.memset(a, 1, n);
-  const double ms = time_ms_cuda([&] { ctx.copy_device(b, a, n); }, 30, false);
-  ctx.free(a, n);
-  ctx.free(b, n);
-  return 2.0 * static_cast<double>(n) / (ms * 1e-3) / 1e9;
-}
-#endif
 
 struct Result {
   std::string workload, impl;
@@ -247,42 +206,31 @@ int cmd_bench(std::span<char* const> args) {
     return 0;
   }
   const std::string device = a.has("--device") ? a.get("--device") : "cpu";
-  double vk_copy = -1;  // Vulkan's device-to-device copy, GB/s
-#if KILN_HAVE_VULKAN_TARGET
-  // Vulkan (lavapipe for orientation here): compiled mode only (eager ops do not run on Vulkan
-  // tensors yet); calls are synchronous, so wall-clock medians.
-  const bool vk = device == "vulkan";
-  if (vk) {
-    std::string why;
-    KILN_CHECK(vulkan::available(&why), "bench --device vulkan: ", why);
-    const vulkan::DeviceInfo d = vulkan::list_devices()[0];
-    vk_copy = vulkan::copy_gbps(0, d.type == "cpu" ? size_t{64} << 20 : size_t{1} << 30, 30);
-    std::printf("device: %s; device-to-device copy %.0f GB/s (read + write)\n", d.str().c_str(), vk_copy);
+  // The device's target (the registry's runtime of that name) and its device 0.
+  target::ensure_builtin_targets();
+  target::Runtime* rt = target::find_runtime(device);
+  if (!rt) {
+    std::string names;
+    for (const std::string& n : target::runtime_names()) names += (names.empty() ? "" : ", ") + n;
+    fail("bench: device '", device, "' is not available in this build (", names, " are)");
   }
-#else
-  const bool vk = false;
-#endif
-#if KILN_HAVE_CUDA_TARGET
-  KILN_CHECK(device == "cpu" || device == "cuda" || vk, "bench: device '", device,
-             "' is not available in this build (cpu and cuda are)");
-  if (device == "cuda") {
+  const Device dev{rt->device_type(), 0};
+  const bool on_device = dev.type != DeviceType::cpu;
+  if (on_device) {
     std::string why;
-    KILN_CHECK(cuda::available(&why), "bench --device cuda: ", why);
+    KILN_CHECK(rt->available(&why), "bench --device ", device, ": ", why);
   }
-#else
-  KILN_CHECK(device == "cpu" || vk, "bench: device '", device, "' is not available in this build (only cpu)");
-#endif
-  const bool gpu = device == "cuda";
   // Cold compiles are measured here, so the on-disk compile cache (which would serve graphs an
   // earlier run compiled) is off; `kiln cache bench` measures the caches.
   config::set("cache.plan_cache", false);
   const bool small = a.has("--small");
   const auto only = a.has("--only") ? split(a.get("--only")) : std::vector<std::string>{};
-  auto modes = split(a.has("--modes") ? a.get("--modes") : (vk ? "default" : "default,eager"));
-  // On CUDA eager runs first, as the anchor (torch_anchor.py) runs eager before it compiles: a
+  // Eager where the target runs eager ops (not on Vulkan tensors yet).
+  auto modes = split(a.has("--modes") ? a.get("--modes") : (rt->eager_policy().enabled ? "default,eager" : "default"));
+  // On a device eager runs first, as the anchor (torch_anchor.py) runs eager before it compiles: a
   // library's first use in the process (cuBLASLt's handle, heuristics and lazily loaded
   // kernels, ~0.1 s) then lands in the eager run on both sides, not in a cold compile.
-  if (gpu) std::stable_partition(modes.begin(), modes.end(), [](const std::string& m) { return m == "eager"; });
+  if (on_device) std::stable_partition(modes.begin(), modes.end(), [](const std::string& m) { return m == "eager"; });
   int reps = 10;
   if (a.has("--reps")) {
     reps = std::atoi(a.get("--reps").c_str());
@@ -300,18 +248,17 @@ int cmd_bench(std::span<char* const> args) {
                "bench: unknown workload '", name, "'");
   }
 
-  if (vk_copy >= 0 && json.is_open())
-    json << "{\"workload\": \"d2d_copy\", \"device\": \"vulkan\", \"impl\": \"vkCmdCopyBuffer\", \"gbps\": " << vk_copy << "}\n";
-  double copy = vk_copy;  // the device's copy bandwidth, GB/s (-1: not measured)
-#if KILN_HAVE_CUDA_TARGET
-  if (gpu) {
-    copy = copy_gbps();
-    std::printf("device: %s; device-to-device copy %.0f GB/s (read + write)\n",
-                cuda::Context::get(0).info().str().c_str(), copy);
-    if (json.is_open())
-      json << "{\"workload\": \"d2d_copy\", \"device\": \"cuda\", \"impl\": \"cuMemcpyDtoD\", \"gbps\": " << copy << "}\n";
+  double copy = -1;  // the device's copy bandwidth, GB/s (-1: not measured)
+  if (on_device) {
+    const std::optional<target::Bandwidth> bw = rt->copy_gbps(dev);
+    const std::vector<std::string> lines = rt->device_lines();
+    copy = bw ? bw->gbps : -1;
+    std::printf("device: %s; device-to-device copy %.0f GB/s (read + write)\n", lines.empty() ? device.c_str() : lines[0].c_str(),
+                copy);
+    if (bw && json.is_open())
+      json << "{\"workload\": \"d2d_copy\", \"device\": \"" << device << "\", \"impl\": \"" << bw->how
+           << "\", \"gbps\": " << copy << "}\n";
   }
-#endif
   std::printf("%-15s %-22s %10s %9s %9s %10s %9s %10s\n", "workload", "impl", "median ms", "GB/s", "vs hand",
               "compile s", "again s", "rel err");
   int failures = 0;
@@ -320,12 +267,10 @@ int cmd_bench(std::span<char* const> args) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
     const Tensors host_inputs = w.make_inputs(small);
     Tensors inputs = host_inputs;
-    if (gpu)
-      for (Tensor& t : inputs) t = t.to(Device::cuda(0));
-    if (vk)
-      for (Tensor& t : inputs) t = t.to(Device::vulkan(0));
+    if (on_device)
+      for (Tensor& t : inputs) t = t.to(dev);
     Tensors expected;
-    if (gpu && (w.name == "mlp_bf16" || w.name == "attention_bf16")) {
+    if (on_device && (w.name == "mlp_bf16" || w.name == "attention_bf16")) {
       // The same code eager on the CPU (compiled single-op kernels and OpenBLAS: the reference
       // interpreter would take minutes over the GPU sizes' matmuls).
       expected = w.eager(host_inputs);
@@ -352,11 +297,9 @@ int cmd_bench(std::span<char* const> args) {
         fn = w.compiled(options);
         again = w.compiled(options);
       }
-#if KILN_HAVE_CUDA_TARGET
       // Eager ran first (above) and compiled its single-op kernels: a workload of one op would
-      // find its kernel's image in the runtime's process cache. Cold means NVRTC runs.
-      if (gpu && mode != "eager") cuda::forget_modules();
-#endif
+      // find its kernel's image in the runtime's process cache. Cold means the compiler runs.
+      if (on_device && mode != "eager") rt->forget_compiled();
       auto t0 = Clock::now();
       // The cold compile: the first of this graph and mode in the process, so no cache holds it
       // (the on-disk cache is off, above; NVRTC's images from earlier modes are forgotten). The
@@ -364,16 +307,9 @@ int cmd_bench(std::span<char* const> args) {
       Tensors got = fn(inputs);
       const double first_s = seconds_since(t0);
       r.max_rel_err = rel_error(values(got), want);
-#if KILN_HAVE_CUDA_TARGET
-      if (gpu)
-        r.median_ms = time_ms_cuda([&] { fn(inputs); }, reps, w.launch_bound);
+      if (on_device)
+        r.median_ms = time_ms_device(*rt, dev, [&] { fn(inputs); }, reps, w.launch_bound);
       else
-#endif
-#if KILN_HAVE_VULKAN_TARGET
-      if (vk)
-        r.median_ms = time_ms_vulkan([&] { fn(inputs); }, reps, w.launch_bound);
-      else
-#endif
         r.median_ms = time_ms([&] { fn(inputs); }, reps, w.launch_bound);
       if (again) {
         t0 = Clock::now();
@@ -385,7 +321,7 @@ int cmd_bench(std::span<char* const> args) {
     }
 
     const bool f32 = std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.dtype() == DType::f32; });
-    if (references && f32 && !gpu && !vk) {
+    if (references && f32 && !on_device) {
       std::vector<std::vector<int64_t>> shapes;
       std::vector<const float*> in;
       for (const Tensor& t : inputs) {

@@ -1,19 +1,20 @@
-// kiln list-devices: the devices this build of Kiln can run on, by index (cpu; vulkan:<i> for
-// every device the Vulkan loader reports, or why there is none).
+// kiln list-devices: the devices this build of Kiln can run on, by index: one line per device of
+// every registered target (cpu; cuda:<i> and vulkan:<i> for each device their drivers report),
+// or a line saying why a target has none.
 #include <iostream>
 
 #include "commands.h"
-#if KILN_HAVE_VULKAN_TARGET
-#include "kiln/vulkan/runtime.h"
-#endif
+#include "kiln/target/target.h"
 
 namespace kiln::cli {
 
 const CommandSpec& list_devices_spec() {
   static const CommandSpec spec{
       "list-devices", "",
-      "Lists the devices Kiln can run on: cpu, and each Vulkan device by index (vulkan:<i>) with its\n"
-      "driver, the features the shaders use (16/8-bit storage, f64, int64), subgroup size and timestamps.",
+      "Lists the devices Kiln can run on: cpu, each CUDA device (cuda:<i>) with its architecture and\n"
+      "memory, and each Vulkan device by index (vulkan:<i>) with its driver, the features the shaders\n"
+      "use (16/8-bit storage, f64, int64), subgroup size and timestamps; for a target without a\n"
+      "device here, why.",
       "", {}};
   return spec;
 }
@@ -25,15 +26,9 @@ int cmd_list_devices(std::span<char* const> args) {
     std::cout << command_help(spec);
     return 0;
   }
-  std::cout << "cpu\n";
-#if KILN_HAVE_VULKAN_TARGET
-  std::string why;
-  const std::vector<vulkan::DeviceInfo> devices = vulkan::list_devices(&why);
-  for (const vulkan::DeviceInfo& d : devices) std::cout << d.str() << "\n";
-  if (devices.empty()) std::cout << "vulkan: " << why << "\n";
-#else
-  std::cout << "vulkan: not built (KILN_WITH_VULKAN=OFF)\n";
-#endif
+  target::ensure_builtin_targets();
+  for (const std::string& name : target::runtime_names())
+    for (const std::string& line : target::runtime(name).device_lines()) std::cout << line << "\n";
   return 0;
 }
 

@@ -21,34 +21,19 @@
 #include "kiln/npy/npy.h"
 #include "kiln/reference/random.h"
 #include "kiln/reference/reference.h"
-#if KILN_HAVE_CPU_TARGET
-#include "kiln/cpu/codegen.h"
-#include "kiln/cpu/executable.h"
-#endif
 #include "kiln/passes/passes.h"
-#if KILN_HAVE_CUDA_TARGET
-#include "kiln/cuda/codegen.h"
-#include "kiln/cuda/device.h"
-#include "kiln/cuda/executable.h"
-#endif
-#if KILN_HAVE_VULKAN_TARGET
-#include "kiln/vulkan/runtime.h"
-#endif
+#include "kiln/target/target.h"
 
 namespace kiln::cli {
 
 namespace {
 
-// The targets `kiln run` can use in this build.
-const std::vector<std::string>& available_targets() {
-  static const std::vector<std::string> targets = [] {
-    std::vector<std::string> t = {"reference"};
-    if (KILN_HAVE_CPU_TARGET) t.push_back("cpu");
-    if (KILN_HAVE_CUDA_TARGET) t.push_back("cuda");
-    if (KILN_HAVE_VULKAN_TARGET) t.push_back("vulkan");
-    return t;
-  }();
-  return targets;
+// The targets `kiln run` can use in this build: the reference and every registered runtime.
+std::vector<std::string> available_targets() {
+  target::ensure_builtin_targets();
+  std::vector<std::string> t = {"reference"};
+  for (std::string& name : target::runtime_names()) t.push_back(std::move(name));
+  return t;
 }
 
 // --save-plan FILE: the plan as kiln.plan JSON, before it runs (so a plan that fails is kept too).
@@ -59,54 +44,75 @@ void save_plan_if_asked(const ParsedArgs& a, const plan::KernelPlan& p) {
   KILN_CHECK(f.good(), "kiln run --save-plan: cannot write ", a.get("--save-plan"));
 }
 
+double element(const TensorData& t, int64_t flat);  // below
+
+// The outputs of one run of `p`, copied to the host.
+std::vector<TensorData> run_on_host(target::Runtime& rt, const target::LoadedPlan& p, const std::vector<TensorData>& inputs) {
+  std::vector<const TensorData*> in;
+  for (const TensorData& t : inputs) in.push_back(&t);
+  std::vector<TensorData> out = p.run(in);
+  for (TensorData& t : out) t = rt.move(t, Device::cpu());
+  return out;
+}
+
 // Runs a kernel plan on its target's runtime (device 0), outputs on the host. A plan made for
-// another target, or a target without a device here, is a kiln::Error saying so.
-std::vector<TensorData> run_plan(const std::string& target, plan::KernelPlan p, const std::vector<TensorData>& inputs,
+// another target, or a target without a device here, is a kiln::Error saying so. --repeat runs
+// it again: the median device time where the target has device timers (inputs on the device,
+// and each kernel's time in the last run), else the median wall time; every run must give the
+// same bits as the first.
+std::vector<TensorData> run_plan(const std::string& target_name, plan::KernelPlan p, const std::vector<TensorData>& inputs,
                                  const ParsedArgs& a) {
-  KILN_CHECK(p.target == target, "kiln run: the plan is for target '", p.target, "', not '", target,
+  KILN_CHECK(p.target == target_name, "kiln run: the plan is for target '", p.target, "', not '", target_name,
              "' (run it with --target ", p.target, ")");
-  // KILN_LOGS=output_code shows what runs, as the backends do (the way to see a GPU's kernels).
-  KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
   save_plan_if_asked(a, p);
-  const std::span<const TensorData> in(inputs);
-#if KILN_HAVE_CPU_TARGET
-  if (target == "cpu") return cpu::PlanExecutable::load(std::move(p))->run(in);
-#endif
-#if KILN_HAVE_CUDA_TARGET
-  if (target == "cuda") {
-    std::string why;
-    KILN_CHECK(cuda::available(&why), "kiln run --target cuda: ", why);
-    return cuda::PlanExecutable::load(std::move(p))->run_host(in);
-  }
-#endif
-#if KILN_HAVE_VULKAN_TARGET
-  if (target == "vulkan") {
-    std::string why;
-    KILN_CHECK(vulkan::available(&why), "kiln run --target vulkan: ", why);
-    auto exe = vulkan::PlanExecutable::load(std::move(p));
-    std::vector<TensorData> outputs = exe->run_host(in);
-    if (a.has("--repeat")) {
-      // GPU time per run (timestamps) with the inputs on the device, and per kernel in the last
-      // run; then one more run, which must give the same bits.
-      std::vector<TensorData> on_device;
-      for (const TensorData& t : inputs) on_device.push_back(vulkan::to_device(t));
-      const int repeat = std::max(1, std::atoi(a.get("--repeat").c_str()));
-      const double ms = vulkan::median_gpu_ms([&] { exe->run_device(on_device); }, repeat);
-      std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << ms << " ms of GPU time over "
-                << repeat << " runs (after warm-up)\n";
-      const std::vector<double> per = exe->last_kernel_ms();
-      for (size_t k = 0; k < per.size() && k < exe->plan().kernels.size(); ++k)
-        std::cout << "  " << exe->plan().kernels[k].name << ": " << per[k] << " ms (last run)\n";
-      const std::vector<TensorData> again = exe->run_host(on_device);
-      for (size_t k = 0; k < again.size(); ++k)
-        KILN_CHECK(std::memcmp(again[k].data(), outputs[k].data(),
-                               static_cast<size_t>(again[k].numel() * dtype_size(again[k].dtype))) == 0,
-                   "kiln run --repeat: a later run gave different output ", k, " than the first");
+  target::Runtime& rt = target::runtime(target_name);
+  std::string why;
+  KILN_CHECK(rt.available(&why), "kiln run --target ", target_name, ": ", why);
+  target::LoadOptions options;
+  options.device = Device{rt.device_type(), 0};
+  const std::shared_ptr<target::LoadedPlan> exe = rt.load({std::move(p), {}}, nullptr, options, nullptr);
+  const std::vector<TensorData> outputs = run_on_host(rt, *exe, inputs);
+  if (!a.has("--repeat")) return outputs;
+  const int repeat = std::max(1, std::atoi(a.get("--repeat").c_str()));
+  auto check_same = [&](const std::vector<TensorData>& again, int run) {
+    for (size_t k = 0; k < again.size(); ++k) {
+      if (std::memcmp(again[k].data(), outputs[k].data(), static_cast<size_t>(again[k].numel() * dtype_size(again[k].dtype))) == 0)
+        continue;
+      double worst = 0;
+      int64_t at = 0;
+      for (int64_t e = 0; e < again[k].numel(); ++e) {
+        const double d = std::fabs(element(again[k], e) - element(outputs[k], e));
+        if (!(d <= worst)) worst = d, at = e;
+      }
+      fail("run ", run, " gave different output ", k, " than the first run (largest difference ", worst, " at element ",
+           at, ")");
     }
+  };
+  std::vector<TensorData> on_device;
+  std::vector<const TensorData*> ptrs;
+  for (const TensorData& t : inputs) on_device.push_back(rt.move(t, options.device));
+  for (const TensorData& t : on_device) ptrs.push_back(&t);
+  if (const std::optional<double> ms = rt.median_device_ms(options.device, [&] { exe->run(ptrs); }, repeat)) {
+    std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << *ms << " ms of GPU time over "
+              << repeat << " runs (after warm-up)\n";
+    const std::vector<double> per = exe->last_kernel_ms();
+    for (size_t k = 0; k < per.size() && k < exe->plan().kernels.size(); ++k)
+      std::cout << "  " << exe->plan().kernels[k].name << ": " << per[k] << " ms (last run)\n";
+    check_same(run_on_host(rt, *exe, on_device), repeat + 2);
     return outputs;
   }
-#endif
-  fail("this build of kiln cannot run plans on target '", target, "'");
+  std::vector<double> ms;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<TensorData> again = run_on_host(rt, *exe, on_device);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    check_same(again, i + 2);
+  }
+  std::sort(ms.begin(), ms.end());
+  std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << ms[ms.size() / 2] << " ms over "
+            << ms.size() << " runs, all identical\n"
+            << exe->compile_details();
+  return outputs;
 }
 
 constexpr int64_t kShowValues = 8;
@@ -273,6 +279,8 @@ int cmd_run(std::span<char* const> args) {
           for (const SymInt& x : b.sizes) sizes.push_back(x.evaluate(examples));
           plan_inputs[static_cast<size_t>(b.index)] = random_tensor(b.dtype, sizes, splitmix64(seed + static_cast<uint64_t>(b.index)));
         }
+      // KILN_LOGS=output_code shows what runs, as the backends do (the way to see a GPU's kernels).
+      KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
       const std::vector<TensorData> outs = run_plan(plan_target, std::move(p), plan_inputs, a);
       for (size_t k = 0; k < outs.size(); ++k) {
         std::cout << "output " << k << ": " << dtype_name(outs[k].dtype) << shape_str(static_shape(outs[k].sizes)) << "\n  [";
@@ -319,50 +327,16 @@ int cmd_run(std::span<char* const> args) {
   std::vector<TensorData> outputs;
   if (target == "reference") {
     outputs = reference::run_graph(g, inputs);
-  } else if (target != "cpu") {
-    // cuda, vulkan: the default passes, the scheduler and the target's codegen (for device 0's
-    // capabilities on Vulkan), then its runtime.
-    const Graph optimised = passes::run_default_pipeline(g);
-#if KILN_HAVE_CUDA_TARGET
-    if (target == "cuda") outputs = run_plan(target, cuda::generate_plan(optimised), inputs, a);
-#endif
-#if KILN_HAVE_VULKAN_TARGET
-    if (target == "vulkan") {
-      std::string why;
-      KILN_CHECK(vulkan::available(&why), "kiln run --target vulkan: ", why);
-      outputs = run_plan(target, vulkan::generate_plan(optimised, vulkan::codegen_options_for(0)), inputs, a);
-    }
-#endif
   } else {
-#if KILN_HAVE_CPU_TARGET
-    plan::KernelPlan p = cpu::generate_plan(passes::run_default_pipeline(g));
-    save_plan_if_asked(a, p);
-    auto exe = cpu::PlanExecutable::load(std::move(p));
-    outputs = exe->run(std::span<const TensorData>(inputs));
-    if (a.has("--repeat")) {
-      // Runs again, timing each run and checking that every run gives the same bits.
-      const int repeat = std::atoi(a.get("--repeat").c_str());
-      std::vector<double> ms;
-      for (int i = 0; i < repeat; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const std::vector<TensorData> again = exe->run(std::span<const TensorData>(inputs));
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-        for (size_t k = 0; k < again.size(); ++k)
-          if (std::memcmp(again[k].data(), outputs[k].data(), static_cast<size_t>(again[k].numel() * dtype_size(again[k].dtype))) != 0) {
-            double worst = 0;
-            int64_t at = 0;
-            for (int64_t e = 0; e < again[k].numel(); ++e) {
-              const double d = std::fabs(element(again[k], e) - element(outputs[k], e));
-              if (!(d <= worst)) worst = d, at = e;
-            }
-            fail("run ", i + 2, " gave different output ", k, " than the first run (largest difference ", worst,
-                 " at element ", at, ")");
-          }
-      }
-      std::sort(ms.begin(), ms.end());
-      if (!ms.empty()) std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << ms[ms.size() / 2] << " ms over " << ms.size() << " runs, all identical\n" << exe->compile_report();
-    }
-#endif
+    // A target: the default passes, the scheduler and the target's codegen for device 0 (its
+    // capabilities: the GPU's architecture, the Vulkan device's caps), then its runtime.
+    target::Runtime& rt = target::runtime(target);
+    std::string why;
+    KILN_CHECK(rt.available(&why), "kiln run --target ", target, ": ", why);
+    const target::CodegenRequest request = rt.codegen_request(Device{rt.device_type(), 0});
+    plan::KernelPlan p =
+        target::compile_graph(target::codegen(target), passes::run_default_pipeline(g), request).generated.plan;
+    outputs = run_plan(target, std::move(p), inputs, a);
   }
   int bad = 0;
   if (a.has("--check")) {

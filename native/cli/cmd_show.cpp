@@ -10,10 +10,7 @@
 #include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
-#if KILN_HAVE_CPU_TARGET
-#include "kiln/cpu/codegen.h"
-#include "kiln/schedule/schedule.h"
-#endif
+#include "kiln/target/target.h"
 
 namespace kiln::cli {
 
@@ -24,11 +21,13 @@ const CommandSpec& show_spec() {
       "Prints a graph file (or a kernel plan file, kiln.plan JSON): its nodes, its size symbols with their ranges, and its guards (the\n"
       "checks an input must pass: dtype, device, rank, each size exact or within a symbol's\n"
       "range, and the shape facts the graph relies on).",
-      "With --plan, --schedule or --code it also compiles the graph for the CPU the way the\n"
-      "\"kiln\" backend does (graph passes, fusion, LLVM IR codegen) and prints what came out.",
+      "With --plan, --schedule or --code it also compiles the graph for a target (--target, default\n"
+      "cpu; for any device of it) the way the \"kiln\" backend does (graph passes, fusion, the\n"
+      "target's codegen) and prints what came out.",
       {{"--schedule", "", "print the fusion decisions and each kernel's loop-level IR"},
        {"--plan", "", "print the kernel plan: kernels, launch shapes, provenance, buffers, guards"},
-       {"--code", "", "print the generated LLVM IR module"},
+       {"--code", "", "print the generated module (LLVM IR for cpu, CUDA C for cuda, GLSL for vulkan)"},
+       {"--target", "NAME", "the codegen to show: cpu (default), cuda, vulkan"},
        {"--save-plan", "FILE", "write the kernel plan as JSON (kiln show / kiln run take such files)"}}};
   return spec;
 }
@@ -69,15 +68,17 @@ int cmd_show(std::span<char* const> args) {
   std::cout << "\nguards:\n";
   for (const std::string& line : guard_lines(g)) std::cout << "  " << line << "\n";
   if (a.has("--schedule") || a.has("--plan") || a.has("--code") || a.has("--save-plan")) {
-#if KILN_HAVE_CPU_TARGET
-    const schedule::Schedule s = schedule::schedule_graph(passes::run_default_pipeline(g));
+    target::ensure_builtin_targets();
+    const target::Compiled c = target::compile_graph(target::codegen(a.has("--target") ? a.get("--target") : "cpu"),
+                                                     passes::run_default_pipeline(g), {});
+    const schedule::Schedule& s = c.schedule;
     if (a.has("--schedule")) {
       std::cout << "\nfusion decisions:\n";
       for (const std::string& d : s.decisions) std::cout << "  " << d << "\n";
       std::cout << "\nschedule (" << s.kernels.size() << " kernel" << (s.kernels.size() == 1 ? "" : "s") << "):\n"
                 << s.str();
     }
-    const plan::KernelPlan p = cpu::generate(s);
+    const plan::KernelPlan& p = c.generated.plan;
     if (a.has("--plan")) std::cout << "\n" << p.str();
     if (a.has("--code")) std::cout << "\n" << p.module_source();
     if (a.has("--save-plan")) {
@@ -86,9 +87,6 @@ int cmd_show(std::span<char* const> args) {
       KILN_CHECK(out.good(), "cannot write the plan to '", a.get("--save-plan"), "'");
       std::cout << "\nwrote " << a.get("--save-plan") << "\n";
     }
-#else
-    throw UsageError("this build of kiln has no CPU target (KILN_WITH_LLVM=OFF)");
-#endif
   }
   return 0;
 }

@@ -275,6 +275,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cuda.allow_tf32", "KILN_CUDA_ALLOW_TF32", T::Bool, false, true, true},
       {"cuda.precise_math", "KILN_CUDA_PRECISE_MATH", T::Bool, false, true, true},
       {"cuda.compiler", "KILN_CUDA_COMPILER", T::String, "llvm", true, true},
+      {"keep_buffers", "KILN_KEEP_BUFFERS", T::Bool, false, false, true},
       {"cpu.keep_buffers", "KILN_CPU_KEEP_BUFFERS", T::Bool, false, false, true},
       {"cpu.eager_compile_threshold", "KILN_CPU_EAGER_COMPILE_THRESHOLD", T::Int, 4096, false, true},
       {"cpu.matmul", "KILN_CPU_MATMUL", T::String, "auto", true, true},
@@ -337,7 +338,7 @@ BOOST_AUTO_TEST_CASE(mode_contents) {
   using Map = std::map<std::string, ConfigValue>;
   BOOST_TEST((config::mode_options("default") == Map{}));
   BOOST_TEST((config::mode_options("") == Map{}));
-  BOOST_TEST((config::mode_options("reduce-overhead") == Map{{"cudagraphs", true}, {"cpu.keep_buffers", true}}));
+  BOOST_TEST((config::mode_options("reduce-overhead") == Map{{"cudagraphs", true}, {"keep_buffers", true}}));
   BOOST_TEST((config::mode_options("max-autotune") == Map{{"max_autotune", true},
                                                           {"max_autotune_pointwise", true},
                                                           {"max_autotune_gemm", true},

@@ -10,9 +10,6 @@
 #include "kiln/cache/cache.h"
 #include "kiln/capture/guards.h"
 #include "kiln/config/config.h"
-#include "kiln/cpu/codegen.h"
-#include "kiln/cuda/codegen.h"
-#include "kiln/vulkan/codegen.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
@@ -21,6 +18,7 @@
 #include "kiln/reference/random.h"
 #include "kiln/reference/reference.h"
 #include "kiln/schedule/schedule.h"
+#include "kiln/target/target.h"
 
 namespace kiln::web {
 
@@ -59,11 +57,19 @@ auto with_request(const Request& r, Fn&& fn) {
   return fn();
 }
 
+// The registry's codegen of a target (every codegen this build has: kiln_link_builtin_targets).
+const target::Codegen& codegen(const std::string& name) {
+  target::ensure_builtin_targets();
+  return target::codegen(name);
+}
+
+// The schedule of a graph for a target's codegen, for any device of it (an empty request).
+schedule::Schedule schedule_for(const Graph& g, const std::string& target) {
+  return schedule::schedule_graph(g, codegen(target).capabilities({}));
+}
+
 plan::KernelPlan generate(const schedule::Schedule& s, const std::string& target) {
-  if (target == "cpu") return cpu::generate(s);
-  if (target == "cuda") return cuda::generate(s);
-  if (target == "vulkan") return vulkan::generate(s);
-  fail("unknown target '", target, "' (this build has: cpu, cuda, vulkan)");
+  return codegen(target).generate(s, {}).plan;
 }
 
 json graph_object(const Graph& g) { return json::parse(format::to_json(g, -1)); }
@@ -232,7 +238,10 @@ constexpr int64_t kMaxRunElements = int64_t{1} << 22;  // per tensor: the page s
 
 std::string version() { return cache::kiln_version(); }
 
-std::vector<std::string> targets() { return {"cpu", "cuda", "vulkan"}; }
+std::vector<std::string> targets() {
+  target::ensure_builtin_targets();
+  return target::codegen_names();
+}
 
 std::string op_table_json() {
   static constexpr const char* kCategory[] = {"source", "unary", "binary", "ternary",
@@ -260,8 +269,7 @@ Request parse_request(std::string_view request_json) {
       KILN_CHECK(value.is_string(), "compile request: 'target' must be a string");
       r.target = value.get<std::string>();
       const std::vector<std::string> known = targets();
-      KILN_CHECK(std::find(known.begin(), known.end(), r.target) != known.end(), "unknown target '", r.target,
-                 "' (this build has: cpu, cuda, vulkan)");
+      if (std::find(known.begin(), known.end(), r.target) == known.end()) codegen(r.target);  // says which there are
     } else if (key == "mode") {
       KILN_CHECK(value.is_string(), "compile request: 'mode' must be a string");
       r.mode = value.get<std::string>();
@@ -278,7 +286,7 @@ Request parse_request(std::string_view request_json) {
 
 std::string plan_json(const Graph& g, const Request& r) {
   return with_request(r, [&] {
-    const schedule::Schedule s = schedule::schedule_graph(passes::run_default_pipeline(g));
+    const schedule::Schedule s = schedule_for(passes::run_default_pipeline(g), r.target);
     return plan::plan_to_json(generate(s, r.target));
   });
 }
@@ -337,7 +345,7 @@ std::string compile_report(const Graph& g, const Request& r) {
     }
     const double passes_ms = ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
-    const schedule::Schedule s = schedule::schedule_graph(current);
+    const schedule::Schedule s = schedule_for(current, r.target);
     const double schedule_ms = ms_since(t1);
     const auto t2 = std::chrono::steady_clock::now();
     const plan::KernelPlan p = generate(s, r.target);

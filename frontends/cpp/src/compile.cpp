@@ -8,15 +8,14 @@
 #include <ostream>
 #include <sstream>
 
+#include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/reference/reference.h"
-#include "cpu_backend.h"
-#include "cuda_backend.h"
 #include "device_move.h"
-#include "vulkan_backend.h"
+#include "target_driver.h"
 #include "trace.h"
 
 namespace kiln {
@@ -44,23 +43,32 @@ void register_builtin_backends() {
     // "eager" interprets the captured graph op by op: it checks capture alone.
     BackendRegistry::add("eager", [](const Graph& g, std::span<const TensorMeta>) { return reference_executable(g); });
     // "kiln" is the fusing compiler: the graph passes, then the scheduler and the target of
-    // the inputs' device (the CPU through LLVM); graphs no target takes run on the reference.
+    // the inputs' device (sdk/target's registry); graphs no target takes run on the reference.
     BackendRegistry::add("kiln", [](const Graph& g, std::span<const TensorMeta>) {
       Graph optimised = passes::run_default_pipeline(g);
-      if (detail::cpu_target_applies(optimised)) return detail::cpu_executable(optimised);
-      if (detail::cuda_target_applies(optimised)) return detail::cuda_executable(optimised);
-      if (detail::vulkan_target_applies(optimised)) return detail::vulkan_executable(optimised);
+      Device device;
+      if (target::Runtime* rt = detail::target_of(optimised, &device))
+        return detail::target_executable(*rt, device, optimised);
       return reference_executable(std::move(optimised));
     });
-    // "cudagraphs": eager kernels (no fusion) replayed as a CUDA graph, as torch.compile's.
+    // "cudagraphs": eager kernels (no fusion) replayed as a CUDA graph, as torch.compile's: each
+    // op its own kernel (what eager mode launches), recorded once and replayed.
     BackendRegistry::add("cudagraphs", [](const Graph& g, std::span<const TensorMeta>) -> Executable {
-      if (!detail::cuda_target_available())
+      target::ensure_builtin_targets();
+      if (!target::find_runtime(DeviceType::cuda))
         fail("backend 'cudagraphs' needs a CUDA device, and this build of Kiln has no CUDA runtime "
              "(KILN_WITH_CUDA=OFF)");
       Graph optimised = passes::run_default_pipeline(g);
-      KILN_CHECK(detail::cuda_target_applies(optimised), "backend 'cudagraphs' runs graphs whose inputs are all on one ",
-                 "CUDA device (and not empty); use backend 'kiln' for others");
-      return detail::cuda_graphs_executable(optimised);
+      Device device;
+      target::Runtime* rt = detail::target_of(optimised, &device);
+      KILN_CHECK(rt != nullptr && device.type == DeviceType::cuda, "backend 'cudagraphs' runs graphs whose inputs are ",
+                 "all on one CUDA device (and not empty); use backend 'kiln' for others");
+      config::Patch eager_kernels({{"fusion.max_fusion_size", int64_t{1}},
+                                   {"fusion.epilogue_fusion", false},
+                                   {"fusion.horizontal", false},
+                                   {"cudagraphs", true},
+                                   {"keep_buffers", true}});
+      return detail::target_executable(*rt, device, optimised);
     });
     return true;
   }();
@@ -100,7 +108,7 @@ std::string sanitize(std::string s) {
 }
 
 // debug_dir: one directory per compiled graph, holding the readable graph, its JSON and its
-// guards, and what the backend writes there while compiling it (the cpu plan, its code and the
+// guards, and what the backend writes there while compiling it (the plan, its code and the
 // fusion decisions: detail::debug_dump_dir()).
 class DebugDump {
  public:
@@ -252,7 +260,7 @@ ExplainOutput explain_impl(std::span<const ArgView> args, FunctionRef<Outputs(co
   e.graphs = t.graphs;
   for (size_t i = 0; i < t.traced_graphs.size(); ++i) {
     const std::string prefix = t.traced_graphs.size() > 1 ? "graph " + std::to_string(i) + ": " : "";
-    for (std::string& k : cpu_kernel_list(t.traced_graphs[i])) e.kernels.push_back(prefix + std::move(k));
+    for (std::string& k : kernel_list(t.traced_graphs[i])) e.kernels.push_back(prefix + std::move(k));
   }
   e.kernel_count = static_cast<int64_t>(e.kernels.size());
   return e;

@@ -4,8 +4,8 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/reference/reference.h"
-#include "cpu_backend.h"
-#include "cuda_backend.h"
+#include "kiln/target/target.h"
+#include "target_driver.h"
 #include "trace.h"
 
 namespace kiln::detail {
@@ -80,26 +80,26 @@ std::optional<TensorData> try_view(OpId op, const TensorData& in, const Attrs& a
 Tensor run_eager(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
   std::vector<TensorData> in;
   in.reserve(inputs.size());
-  bool on_cuda = false;
   for (const Tensor* t : inputs) {
     KILN_CHECK(t->defined(), op_name(op), ": an input tensor is undefined (default-constructed)");
     KILN_CHECK(!t->is_traced(), op_name(op), ": this tensor belongs to a trace that has ended; a traced tensor ",
                "escaped its compiled function (return it instead of storing it)");
     const TensorData& d = *t->impl()->data;
-    KILN_CHECK(d.device().type == DeviceType::cpu || d.device().type == DeviceType::cuda, op_name(op),
-               ": eager kernels run on the CPU and CUDA devices, but an input is on ", d.device().str());
-    on_cuda = on_cuda || d.device().type == DeviceType::cuda;
+    if (d.device().type != DeviceType::cpu) {
+      target::ensure_builtin_targets();
+      const target::Runtime* rt = target::find_runtime(d.device().type);
+      KILN_CHECK(rt != nullptr && rt->eager_policy().enabled, op_name(op), ": eager kernels do not run on ",
+                 d.device().str(), " tensors (compile the function, or move them with to())");
+    }
     in.push_back(d);
   }
   const TensorMeta out = infer_static(op, in, attrs);
   if (op_def(op).category == OpCategory::layout || op == OpId::flatten || op == OpId::transpose) {
     if (auto view = try_view(op, in[0], attrs, out)) return Tensor::from_data(std::move(*view));
   }
-  // Ops on CUDA tensors run on their device (cuda_backend.cpp).
-  if (on_cuda) return Tensor::from_data(cuda_eager(op, in, attrs));
-  // Compute ops on enough data run as compiled single-op kernels (the same codegen as
-  // compiled graphs); the rest on the reference interpreter.
-  if (auto r = cpu_eager(op, in, attrs, out)) return Tensor::from_data(std::move(*r));
+  // Compute ops run as compiled single-op kernels of their device's target (the same codegen as
+  // compiled graphs) where its eager policy says so; the rest on the reference interpreter.
+  if (auto r = eager(op, in, attrs, out)) return Tensor::from_data(std::move(*r));
   return Tensor::from_data(reference::eval_op(op, in, attrs));
 }
 

@@ -6,26 +6,10 @@
 #include "kiln/graph/error.h"
 #include "kiln/ops.h"
 #include "kiln/reference/reference.h"
-#include "cuda_backend.h"
 #include "device_move.h"
-#include "vulkan_backend.h"
 #include "trace.h"
 
 namespace kiln {
-
-TensorData detail::move_data(const TensorData& t, Device to) {
-  const Device from = t.device();
-  if (from == to) return t;
-  if (from.type != DeviceType::cpu && to.type != DeviceType::cpu && from.type != to.type)
-    return move_data(move_data(t, Device::cpu()), to);  // between kinds of GPU: through the host
-  const DeviceType gpu = from.type == DeviceType::cpu ? to.type : from.type;
-  switch (gpu) {
-    case DeviceType::cuda: return cuda_move(t, to);
-    case DeviceType::vulkan: return vulkan_move(t, to);
-    case DeviceType::cpu: break;
-  }
-  fail("to(", to.str(), "): cannot move a tensor from ", from.str());
-}
 
 namespace {
 // The data itself when it is on the host, else a host copy.

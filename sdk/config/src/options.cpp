@@ -138,8 +138,12 @@ std::vector<OptionDef> build_options() {
      "How generated CUDA kernels are compiled: 'llvm' (pointwise kernels as LLVM IR, through "
      "LLVM's NVPTX backend and nvJitLink: a few times sooner than NVRTC; other kernels through "
      "NVRTC) or 'nvrtc' (every kernel as CUDA C through NVRTC).", cuda_compiler},
+    {"keep_buffers", T::Bool, false, kNoCodegen, kUsed,
+     "Keep a compiled plan's intermediate buffers allocated between calls, on every target "
+     "(mode reduce-overhead)."},
     {"cpu.keep_buffers", T::Bool, false, kNoCodegen, kUsed,
-     "Keep a CPU plan's intermediate buffers allocated between calls (mode reduce-overhead)."},
+     "Keep a CPU plan's intermediate buffers allocated between calls (as keep_buffers does on "
+     "every target)."},
     {"cpu.eager_compile_threshold", T::Int, 4096, kNoCodegen, kUsed,
      "Eager ops on the CPU run as compiled single-op kernels (cached by op, attributes, dtypes "
      "and shape pattern) when their output or an input has at least this many elements; smaller "
@@ -196,7 +200,7 @@ std::vector<OptionDef> build_options() {
 std::vector<ModeDef> build_modes() {
   return {
       {"default", {}},
-      {"reduce-overhead", {{"cudagraphs", true}, {"cpu.keep_buffers", true}}},
+      {"reduce-overhead", {{"cudagraphs", true}, {"keep_buffers", true}}},
       {"max-autotune",
        {{"max_autotune", true},
         {"max_autotune_pointwise", true},

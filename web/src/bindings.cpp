@@ -28,6 +28,8 @@ auto guarded(Fn&& fn) -> decltype(fn()) {
     return fn();
   } catch (const kiln::Error& e) {
     message = e.what();
+  } catch (const kiln::InternalError& e) {
+    message = e.what();  // already "internal error: file:line: ..."
   } catch (const std::exception& e) {
     message = std::string("internal error: ") + e.what();
   }

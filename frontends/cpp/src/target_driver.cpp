@@ -173,7 +173,10 @@ std::shared_ptr<target::LoadedPlan> cached_plan(target::Runtime& rt, Device devi
       // The entry stays for the devices it was made for; this process compiles its own.
       KILN_LOG(cache, pipeline, " plan ", key, ": ", refused, "; compiling it here, not storing it over that entry");
       store = false;
+    } catch (const InternalError&) {
+      throw;  // a bug in Kiln, not a bad entry: never hidden by a recompile
     } catch (const std::exception& err) {
+      // A bad entry (kiln::Error, or a library's exception on its corrupt bytes) is dropped.
       cache::discard(key, std::string("cannot load it: ") + err.what() + "; compiling again");
     }
   }

@@ -12,7 +12,11 @@ function(kiln_add_library short)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
   set_property(GLOBAL APPEND PROPERTY KILN_LIBRARIES ${target})
-  set_property(GLOBAL APPEND PROPERTY KILN_INCLUDE_DIRS ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  # Installed headers: a library's include/ folder, where it has one (targets/<t>/target has none:
+  # nothing outside the registry calls a target's implementation).
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    set_property(GLOBAL APPEND PROPERTY KILN_INCLUDE_DIRS ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  endif()
 endfunction()
 
 # kiln_add_test(<name> SOURCES ... DEPS ...): a Boost.Test executable registered with CTest.

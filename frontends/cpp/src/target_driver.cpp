@@ -215,7 +215,10 @@ std::shared_ptr<target::LoadedPlan> loaded_plan(target::Runtime& rt, Device devi
     std::shared_ptr<target::LoadedPlan> plan;
   };
   static std::mutex mu;
-  static std::map<uint64_t, std::vector<Cached>> cache;
+  // Never destroyed: a loaded plan holds device memory whose device (a static of its runtime) may
+  // be gone by the time statics are destroyed at exit (a Vulkan plan freed its buffers into a
+  // destroyed device's free lists). The process's end reclaims both.
+  static auto& cache = *new std::map<uint64_t, std::vector<Cached>>();
   const Graph canonical = g.canonical();
   if (!cache::enabled_layers().memory) return cached_plan(rt, device, g, canonical, eager);
   const uint64_t key = canonical.structural_hash(), config_hash = config::codegen_hash();
@@ -431,7 +434,7 @@ std::optional<TensorData> eager(OpId op, std::span<const TensorData> inputs, con
     in.push_back(std::move(t));
   }
   static std::mutex mu;
-  static std::map<std::string, std::vector<EagerEntry>> kernels;
+  static auto& kernels = *new std::map<std::string, std::vector<EagerEntry>>();  // never destroyed, as loaded_plan's
   std::string key;
   Graph g = eager_graph(op, in, attrs, policy.symbolic_sizes, key);
   if (policy.symbolic_sizes && !g.shapes().facts().empty())

@@ -97,7 +97,8 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_the_plan_and_its_images) {
   int cuda_entries = 0;
   for (const cache::StoredInfo& info : disk.list()) {
     cache::Entry e = cache::decode_entry(*disk.get(info.key), info.key);
-    if (e.description.rfind("cuda:", 0) != 0) continue;  // (the CPU's entries)
+    // The compiled graph's entry ("cuda.graph: ..."), not the CPU's nor the eager ops' ("cuda.eager").
+    if (e.description.rfind("cuda.graph:", 0) != 0) continue;
     cuda_entries += 1;
     BOOST_TEST_REQUIRE(!e.plan.empty());
     plan::KernelPlan p = plan::plan_from_json(e.plan, "entry");

@@ -463,8 +463,9 @@ TensorData move_data(const TensorData& t, Device to) {
   const DeviceType type = from.type == DeviceType::cpu ? to.type : from.type;
   target::ensure_builtin_targets();
   target::Runtime* rt = target::find_runtime(type);
-  KILN_CHECK(rt != nullptr, "to(", to.str(), "): cannot move a tensor from ", from.str(),
-             ": this build of Kiln has no target for ", Device{type, 0}.str(), " devices");
+  const char* kind = type == DeviceType::cuda ? "CUDA" : type == DeviceType::vulkan ? "Vulkan" : "CPU";
+  KILN_CHECK(rt != nullptr, "to(", to.str(), "): no ", kind, " device: this build of Kiln has no ", kind,
+             " target to move a tensor from ", from.str());
   return rt->move(t, to);
 }
 

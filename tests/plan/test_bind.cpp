@@ -85,15 +85,15 @@ BOOST_AUTO_TEST_CASE(a_correct_plan_binds_to_its_sizes) {
   for (int64_t s0 : {int64_t{2}, int64_t{5}, int64_t{1000}}) {
     const std::vector<TensorData> in = {host(DType::f32, {s0, 64})};
     const plan::Binding b = plan::bind(p, in, "test runtime");
-    BOOST_TEST(b.symbols == std::vector<int64_t>{s0});
+    BOOST_TEST(b.symbols() == std::vector<int64_t>{s0});
     BOOST_TEST(b.copy_input == std::vector<bool>{false});
-    BOOST_REQUIRE_EQUAL(b.slot_bytes.size(), p.slots.size());
-    for (size_t s = 0; s < p.slots.size(); ++s) BOOST_TEST(b.slot_bytes[s] == p.slots[s].evaluate(b.symbols));
+    BOOST_REQUIRE_EQUAL(b.slot_bytes().size(), p.slots.size());
+    for (size_t s = 0; s < p.slots.size(); ++s) BOOST_TEST(b.slot_bytes()[s] == p.slots[s].evaluate(b.symbols()));
     // The outputs: f32[64] and f32[s0, 64].
-    BOOST_TEST(b.buffer_bytes[static_cast<size_t>(p.outputs[0])] == 4 * 64);
-    BOOST_TEST(b.buffer_bytes[static_cast<size_t>(p.outputs[1])] == 4 * s0 * 64);
-    BOOST_REQUIRE_EQUAL(b.extents.size(), p.kernels.size());
-    for (size_t k = 0; k < p.kernels.size(); ++k) BOOST_TEST(b.extents[k] == p.kernels[k].parallel_extent.evaluate(b.symbols));
+    BOOST_TEST(b.buffer_bytes()[static_cast<size_t>(p.outputs[0])] == 4 * 64);
+    BOOST_TEST(b.buffer_bytes()[static_cast<size_t>(p.outputs[1])] == 4 * s0 * 64);
+    BOOST_REQUIRE_EQUAL(b.extents().size(), p.kernels.size());
+    for (size_t k = 0; k < p.kernels.size(); ++k) BOOST_TEST(b.extents()[k] == p.kernels[k].parallel_extent.evaluate(b.symbols()));
   }
   // A transposed input binds too, as one to copy contiguously.
   TensorData t = host(DType::f32, {64, 6});
@@ -110,6 +110,36 @@ BOOST_AUTO_TEST_CASE(a_correct_plan_binds_to_its_sizes) {
   const plan::KernelPlan g = gemm_plan();
   BOOST_CHECK_NO_THROW(plan::validate(g, "gemm"));
   BOOST_CHECK_NO_THROW(plan::bind(g, inputs_of(g), "gemm"));
+}
+
+// A runtime's Binder evaluates the plan's sizes once per symbol values: a call at the sizes of
+// the one before shares them, a call at other sizes gets its own (and correct) ones, and a call
+// a check refuses leaves the kept sizes as they were.
+BOOST_AUTO_TEST_CASE(a_binder_keeps_the_sizes_of_the_last_symbols) {
+  const plan::KernelPlan p = cpu::generate_plan(dynamic_graph());
+  const plan::Binder binder(p, "test runtime");
+  const std::vector<TensorData> at5 = {host(DType::f32, {5, 64})}, at7 = {host(DType::f32, {7, 64})};
+  const plan::Binding a = binder.bind(at5), b = binder.bind(at5);
+  BOOST_TEST(a.at.get() == b.at.get());
+  const plan::Binding c = binder.bind(at7);
+  BOOST_TEST(c.at.get() != a.at.get());
+  BOOST_TEST(c.symbols() == std::vector<int64_t>{7});
+  BOOST_TEST(c.buffer_bytes()[static_cast<size_t>(p.outputs[1])] == 4 * 7 * 64);
+  BOOST_TEST(a.buffer_bytes()[static_cast<size_t>(p.outputs[1])] == 4 * 5 * 64);  // still its own
+  // Same sizes as the last call but a wrong dtype: refused, and the next good call still shares.
+  BOOST_TEST(contains(error_of([&] { binder.bind(std::vector<TensorData>{host(DType::f16, {7, 64})}); }), "has dtype f16"));
+  BOOST_TEST(binder.bind(at7).at.get() == c.at.get());
+  // Sizes out of the symbol's range are refused before anything is kept.
+  BOOST_TEST(!error_of([&] { binder.bind(std::vector<TensorData>{host(DType::f32, {0, 64})}); }).empty());
+  BOOST_TEST(binder.bind(at7).at.get() == c.at.get());
+  // Every binding equals a fresh one's.
+  for (const auto& in : {at5, at7, at5}) {
+    const plan::Binding kept = binder.bind(in), fresh = plan::bind(p, in, "test runtime");
+    BOOST_TEST(kept.symbols() == fresh.symbols());
+    BOOST_TEST(kept.buffer_bytes() == fresh.buffer_bytes());
+    BOOST_TEST(kept.slot_bytes() == fresh.slot_bytes());
+    BOOST_TEST(kept.extents() == fresh.extents());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(wrong_inputs) {

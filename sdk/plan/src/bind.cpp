@@ -368,19 +368,38 @@ std::vector<int32_t> input_buffers(const KernelPlan& p) {
 }
 
 Binding bind(const KernelPlan& p, std::span<const TensorData> inputs, std::string_view who) {
-  std::vector<const TensorData*> ptrs;
-  ptrs.reserve(inputs.size());
-  for (const TensorData& t : inputs) ptrs.push_back(&t);
-  return bind(p, std::span<const TensorData* const>(ptrs), who);
+  return Binder(p, std::string(who)).bind(inputs);
 }
 
 Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std::string_view who) {
-  const std::vector<int32_t> input_buffer = input_buffers(p);
-  KILN_CHECK(inputs.size() == input_buffer.size(), who, ": the plan takes ", input_buffer.size(), " inputs, got ", inputs.size());
-  Binding r;
-  // Symbols first, then every input against the plan.
-  std::vector<int64_t>& syms = r.symbols;
-  syms.assign(p.symbols.size(), 0);
+  return Binder(p, std::string(who)).bind(inputs);
+}
+
+Binder::Binder(const KernelPlan& p, std::string who)
+    : p_(&p), who_(std::move(who)), input_buffer_(plan::input_buffers(p)), written_whole_(p.buffers.size(), false) {
+  for (const PlanKernel& k : p.kernels)
+    if (k.kind == "reference") written_whole_[static_cast<size_t>(k.output)] = true;
+}
+
+Binding Binder::bind(std::span<const TensorData> inputs) const {
+  constexpr size_t kSmall = 16;
+  const TensorData* small[kSmall];
+  std::vector<const TensorData*> many;
+  const TensorData** ptrs = small;
+  if (inputs.size() > kSmall) {
+    many.resize(inputs.size());
+    ptrs = many.data();
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) ptrs[k] = &inputs[k];
+  return bind(std::span<const TensorData* const>(ptrs, inputs.size()));
+}
+
+Binding Binder::bind(std::span<const TensorData* const> inputs) const {
+  const KernelPlan& p = *p_;
+  const std::string& who = who_;
+  KILN_CHECK(inputs.size() == input_buffer_.size(), who, ": the plan takes ", input_buffer_.size(), " inputs, got ", inputs.size());
+  // Symbols first, then every input against the plan's sizes at them.
+  std::vector<int64_t> syms(p.symbols.size(), 0);
   for (const SymbolBinding& b : p.bindings) {
     const TensorData& t = *inputs[static_cast<size_t>(b.input)];
     KILN_CHECK(b.dim < t.rank(), who, ": input ", b.input, " has rank ", t.rank(), ", but the plan reads dim ", b.dim, " of it");
@@ -389,10 +408,48 @@ Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std
   for (const SymbolInfo& s : p.symbols)
     KILN_CHECK(syms[s.id] >= s.min && syms[s.id] <= s.max, who, ": size s", s.id, " = ", syms[s.id], " (", s.source,
                ") is outside the plan's range [", s.min, ", ", s.max, "]");
-  const Sizes z(who, syms);
+  Binding r;
+  r.at = sizes_at(std::move(syms));
+  const BoundSizes& z = *r.at;
+  r.copy_input.assign(inputs.size(), false);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const PlanBuffer& b = p.buffers[static_cast<size_t>(input_buffer_[k])];
+    const TensorData& t = *inputs[k];
+    const size_t id = static_cast<size_t>(b.id), rank = b.sizes.size();
+    const int64_t* want = z.sizes.data() + z.first[id];
+    const int64_t* stride = z.strides.data() + z.first[id];
+    KILN_CHECK(t.dtype == b.dtype, who, ": input ", k, " has dtype ", dtype_name(t.dtype), ", the plan expects ", dtype_name(b.dtype));
+    KILN_CHECK(t.rank() == static_cast<int64_t>(rank), who, ": input ", k, " has rank ", t.rank(), ", the plan expects ", rank);
+    for (size_t d = 0; d < rank; ++d)
+      KILN_CHECK(t.sizes[d] == want[d], who, ": input ", k, " has sizes ", ints_str(t.sizes), ", but the plan needs ", want[d],
+                 " at dim ", d, " (", b.sizes[d].str(), ")");
+    bool strides_ok = true;
+    for (size_t d = 0; d < rank && strides_ok; ++d) strides_ok = t.sizes[d] == 1 || t.strides[d] == stride[d];
+    if (!strides_ok) {
+      KILN_CHECK(b.strides == contiguous_strides(b.sizes), who, ": input ", k, " has strides ", ints_str(t.strides),
+                 ", the plan was made for other strides");
+      r.copy_input[k] = true;
+    }
+  }
+  return r;
+}
+
+// The sizes at these symbol values: the last ones computed when they match (a call at the sizes
+// of the one before, the common case), else evaluated and checked now.
+std::shared_ptr<const BoundSizes> Binder::sizes_at(std::vector<int64_t> symbols) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last_ && last_->symbols == symbols) return last_;
+  }
+  const KernelPlan& p = *p_;
+  auto r = std::make_shared<BoundSizes>();
+  r->symbols = std::move(symbols);
+  const Sizes z(who_, r->symbols);
   // Every buffer's sizes and strides at these symbols, buffer after buffer in one array each.
-  std::vector<int64_t> all_sizes, all_strides;
-  std::vector<size_t> first(p.buffers.size() + 1, 0);
+  std::vector<int64_t>& all_sizes = r->sizes;
+  std::vector<int64_t>& all_strides = r->strides;
+  std::vector<size_t>& first = r->first;
+  first.assign(p.buffers.size() + 1, 0);
   for (const PlanBuffer& b : p.buffers) {
     for (size_t d = 0; d < b.sizes.size(); ++d) {
       auto what = [&] { return buffer_name(b) + " dim " + std::to_string(d); };
@@ -404,39 +461,16 @@ Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std
   }
   auto sizes = [&](size_t id) { return std::span<const int64_t>(all_sizes).subspan(first[id], first[id + 1] - first[id]); };
   auto strides = [&](size_t id) { return std::span<const int64_t>(all_strides).subspan(first[id], first[id + 1] - first[id]); };
-  r.copy_input.assign(inputs.size(), false);
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const PlanBuffer& b = p.buffers[static_cast<size_t>(input_buffer[k])];
-    const TensorData& t = *inputs[k];
-    const std::span<const int64_t> want = sizes(static_cast<size_t>(b.id));
-    KILN_CHECK(t.dtype == b.dtype, who, ": input ", k, " has dtype ", dtype_name(t.dtype), ", the plan expects ", dtype_name(b.dtype));
-    KILN_CHECK(t.rank() == static_cast<int64_t>(b.sizes.size()), who, ": input ", k, " has rank ", t.rank(), ", the plan expects ",
-               b.sizes.size());
-    for (size_t d = 0; d < b.sizes.size(); ++d)
-      KILN_CHECK(t.sizes[d] == want[d], who, ": input ", k, " has sizes ", ints_str(t.sizes), ", but the plan needs ", want[d],
-                 " at dim ", d, " (", b.sizes[d].str(), ")");
-    bool strides_ok = true;
-    for (size_t d = 0; d < b.strides.size() && strides_ok; ++d)
-      strides_ok = t.sizes[d] == 1 || t.strides[d] == strides(static_cast<size_t>(b.id))[d];
-    if (!strides_ok) {
-      KILN_CHECK(b.strides == contiguous_strides(b.sizes), who, ": input ", k, " has strides ", ints_str(t.strides),
-                 ", the plan was made for other strides");
-      r.copy_input[k] = true;
-    }
-  }
   // Slots, then the bytes each buffer reaches (its extent; the whole of it for outputs and what
   // reference kernels write, contiguously) against what its memory holds.
   for (size_t s = 0; s < p.slots.size(); ++s) {
     auto what = [&] { return "slot " + std::to_string(s); };
     const int64_t n = z.eval(p.slots[s], what);
     if (n < 0) z.fail_here(what() + " has a negative size, " + std::to_string(n) + " bytes");
-    r.slot_bytes.push_back(z.bytes(n, what));
+    r->slot_bytes.push_back(z.bytes(n, what));
   }
-  std::vector<bool> written_whole(p.buffers.size(), false);
-  for (const PlanKernel& k : p.kernels)
-    if (k.kind == "reference") written_whole[static_cast<size_t>(k.output)] = true;
   std::vector<std::pair<int64_t, int64_t>> holds(p.buffers.size());  // the elements each buffer's memory holds
-  r.buffer_bytes.assign(p.buffers.size(), 0);
+  r->buffer_bytes.assign(p.buffers.size(), 0);
   for (const PlanBuffer& b : p.buffers) {
     const size_t id = static_cast<size_t>(b.id);
     auto what = [&] { return buffer_name(b); };
@@ -451,15 +485,15 @@ Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std
       z.fail_here(what() + " has negative strides " + ints_str(strides(id)) + ": it reaches before its first element");
     const int64_t extent = any ? z.add(z.add(hi, 1, what), -lo, what) : 0;  // elements from the lowest to one past the highest
     int64_t need = z.bytes(z.mul(extent, es, what), what);
-    if (b.kind == "output" || written_whole[id]) need = std::max(need, z.bytes(z.mul(numel, es, what), what));
+    if (b.kind == "output" || written_whole_[id]) need = std::max(need, z.bytes(z.mul(numel, es, what), what));
     int64_t have = need;  // inputs: the input itself, or its contiguous copy, holds its extent; outputs get what they need
     if (b.kind == "constant") have = static_cast<int64_t>(b.data->bytes.size());
-    if (b.kind == "intermediate") have = r.slot_bytes[static_cast<size_t>(b.slot)];
+    if (b.kind == "intermediate") have = r->slot_bytes[static_cast<size_t>(b.slot)];
     if (need > have)
       z.fail_here(what() + " reaches " + std::to_string(need) + " bytes, but " +
                   (b.kind == "intermediate" ? "its slot " + std::to_string(b.slot) + " holds " : "its data holds ") +
                   std::to_string(have));
-    r.buffer_bytes[id] = need;
+    r->buffer_bytes[id] = need;
     holds[id] = {lo, lo + have / es - 1};
   }
   // Kernels: extents, and every gemm's operands inside their buffers.
@@ -468,9 +502,11 @@ Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std
     auto kname = [&] { return "kernel " + std::to_string(ki) + " (" + k.name + ")"; };
     const int64_t extent = z.eval(k.parallel_extent, [&] { return kname() + "'s parallel extent"; });
     if (extent < 0) z.fail_here(kname() + " has a negative parallel extent, " + std::to_string(extent));
-    r.extents.push_back(extent);
+    r->extents.push_back(extent);
     if (k.gemm) bind_gemm(z, *k.gemm, kname, holds);
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  last_ = r;
   return r;
 }
 

@@ -97,6 +97,7 @@ std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes) {
 
 struct PlanExecutable::Impl {
   plan::KernelPlan plan;
+  std::unique_ptr<plan::Binder> binder;  // of `plan`
   ExecutableOptions options;
   std::vector<std::unique_ptr<JitModule>> modules;
   double compile_seconds = 0;
@@ -208,7 +209,8 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.input_buffer = plan::input_buffers(im.plan);
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime");
+  im.input_buffer = im.binder->input_buffers();
   // Kernels are split into one module per thread, balanced by source size, and the modules
   // compiled at once (JitModule::compile may run on several threads): a plan of many kernels
   // compiles in about the time of its largest share.
@@ -257,7 +259,8 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load_compiled(plan::KernelPlan p
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.input_buffer = plan::input_buffers(im.plan);
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime");
+  im.input_buffer = im.binder->input_buffers();
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < objects.size(); ++i)
     im.modules.push_back(JitModule::load_object(objects[i], "kiln_plan_" + std::to_string(i)));
@@ -293,8 +296,8 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   Impl& im = *impl_;
   const plan::KernelPlan& pl = im.plan;
   // Sizes, checked inputs, slots and extents (bind.h); what is left is memory and launches.
-  const plan::Binding bound = plan::bind(pl, inputs, "cpu runtime");
-  const std::vector<int64_t>& syms = bound.symbols;
+  const plan::Binding bound = im.binder->bind(inputs);
+  const std::vector<int64_t>& syms = bound.symbols();
   std::vector<TensorData> owned;  // contiguous copies of inputs the plan wants contiguous
   owned.reserve(inputs.size());
   constexpr size_t kSmall = 32;
@@ -322,7 +325,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   if (keep && im.kept_syms == syms && im.kept_slots.size() == pl.slots.size()) {
     slot_mem = im.kept_slots;
   } else {
-    for (int64_t bytes : bound.slot_bytes) slot_mem.push_back(allocate_host_buffer(static_cast<size_t>(bytes)));
+    for (int64_t bytes : bound.slot_bytes()) slot_mem.push_back(allocate_host_buffer(static_cast<size_t>(bytes)));
     if (keep) {
       im.kept_syms = syms;
       im.kept_slots = slot_mem;
@@ -333,7 +336,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     if (b.kind == "constant") {
       ptrs[b.id] = const_cast<char*>(reinterpret_cast<const char*>(b.data->bytes.data()));
     } else if (b.kind == "output") {
-      out_mem[static_cast<size_t>(b.id)] = allocate_host_buffer(static_cast<size_t>(bound.buffer_bytes[static_cast<size_t>(b.id)]));
+      out_mem[static_cast<size_t>(b.id)] = allocate_host_buffer(static_cast<size_t>(bound.buffer_bytes()[static_cast<size_t>(b.id)]));
       ptrs[b.id] = static_cast<char*>(out_mem[static_cast<size_t>(b.id)]->data());
     } else if (b.kind == "intermediate") {
       ptrs[b.id] = static_cast<char*>(slot_mem[static_cast<size_t>(b.slot)]->data());
@@ -363,7 +366,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
     if (im.fns[ki]) {
-      const int64_t extent = bound.extents[ki];
+      const int64_t extent = bound.extents()[ki];
       if (extent == 0) continue;
       const int64_t* sp = syms.data();
       auto launch = [&](KernelFn* f, int64_t grain) {

@@ -205,8 +205,9 @@ struct LaunchArgs {
 
 // One call's bindings: symbol values, each buffer's device address, and the memory behind them.
 struct Bound {
-  std::vector<int64_t> syms;
-  std::vector<int64_t> extents;  // per kernel
+  std::shared_ptr<const plan::BoundSizes> at;  // the plan's sizes at this call's symbols
+  const std::vector<int64_t>& syms() const { return at->symbols; }
+  const std::vector<int64_t>& extents() const { return at->extents; }  // per kernel
   std::vector<DevicePtr> ptrs;
   std::vector<TensorData> held;  // device copies of host inputs
   std::vector<std::shared_ptr<Storage>> slot_mem, out_mem;
@@ -276,6 +277,7 @@ struct PlanExecutable::Impl {
   std::string compile_log;  // programs and their NVRTC times
   std::vector<ProgramImage> programs;
   int arch = 0;
+  std::unique_ptr<plan::Binder> binder;  // of `plan`
   mutable std::mutex kept_mu;
   mutable std::vector<int64_t> kept_syms;
   mutable std::vector<std::shared_ptr<Storage>> kept_slots;
@@ -283,7 +285,7 @@ struct PlanExecutable::Impl {
   mutable std::unique_ptr<GraphState> graph;
   mutable std::atomic<int64_t> graphs_recorded{0}, replays{0}, node_updates{0}, direct_runs{0};
 
-  Bound bind(std::span<const TensorData> inputs);
+  Bound bind(std::span<const TensorData* const> inputs);
   LaunchArgs args(size_t ki, int version, const Bound& b) const;
   // Queues every kernel (kernel `override_kernel` as version `override_version`); with a timer,
   // times that kernel alone.
@@ -323,7 +325,8 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   KILN_CHECK(im.plan.arch == 0 || im.plan.arch == device_arch, "cuda runtime: the plan was generated for sm_", im.plan.arch,
              " and cuda:", options.device, " is sm_", device_arch, "; generate it for this device (CodegenOptions::arch) or for any (0)");
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.arch != 0 && a.arch != device_arch; });
-  im.input_buffer = plan::input_buffers(im.plan);
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cuda runtime");
+  im.input_buffer = im.binder->input_buffers();
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
   for (const plan::KernelPlan& a : alternatives) plan::validate(a, "cuda runtime: an alternative plan");
   const auto t0 = std::chrono::steady_clock::now();
@@ -442,23 +445,21 @@ std::vector<TensorData> PlanExecutable::run_host(std::span<const TensorData> inp
   return outs;
 }
 
-std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> inputs) const {
-  std::vector<TensorData> v;
-  v.reserve(inputs.size());
-  for (const TensorData* t : inputs) v.push_back(*t);
-  return run(std::span<const TensorData>(v));
+std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
+  std::vector<const TensorData*> p;
+  p.reserve(inputs.size());
+  for (const TensorData& t : inputs) p.push_back(&t);
+  return run(std::span<const TensorData* const>(p));
 }
 
-Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
+Bound PlanExecutable::Impl::bind(std::span<const TensorData* const> inputs) {
   join_gemm_start();
   Context& ctx = *this->ctx;
   const plan::KernelPlan& pl = plan;
   // Sizes, checked inputs, slots and extents (bind.h); what is left is memory, copies, launches.
-  plan::Binding sizes = plan::bind(pl, inputs, "cuda runtime");
+  const plan::Binding sizes = binder->bind(inputs);
   Bound bound;
-  bound.syms = std::move(sizes.symbols);
-  bound.extents = std::move(sizes.extents);
-  const std::vector<int64_t>& syms = bound.syms;
+  bound.at = sizes.at;
   std::vector<DevicePtr>& ptrs = bound.ptrs;
   ptrs.assign(pl.buffers.size(), 0);
   std::vector<TensorData>& held = bound.held;  // device copies of host inputs, alive until the run is queued
@@ -466,7 +467,7 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
   const int dev = ctx.info().ordinal;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(input_buffer[k])];
-    const TensorData& t = inputs[k];
+    const TensorData& t = *inputs[k];
     const Device where = t.device();
     KILN_CHECK(where.type == DeviceType::cpu || (where.type == DeviceType::cuda && where.index == dev), "cuda runtime: input ",
                k, " is on ", where.str(), "; the plan runs on cuda:", dev);
@@ -508,10 +509,11 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
   std::unique_lock<std::mutex>& kept_lock = bound.kept_lock;
   kept_lock = std::unique_lock<std::mutex>(kept_mu, std::defer_lock);
   const bool keep = options.keep_buffers && kept_lock.try_lock();
+  const std::vector<int64_t>& syms = bound.syms();
   if (keep && kept_syms == syms && kept_slots.size() == pl.slots.size()) {
     slot_mem = kept_slots;
   } else {
-    for (int64_t bytes : sizes.slot_bytes) slot_mem.push_back(ctx.allocate(static_cast<size_t>(bytes)));
+    for (int64_t bytes : sizes.slot_bytes()) slot_mem.push_back(ctx.allocate(static_cast<size_t>(bytes)));
     if (keep) {
       kept_syms = syms;
       kept_slots = slot_mem;
@@ -524,7 +526,7 @@ Bound PlanExecutable::Impl::bind(std::span<const TensorData> inputs) {
     if (b.kind == "constant") {
       ptrs[id] = reinterpret_cast<DevicePtr>(constants[id]->data());
     } else if (b.kind == "output") {
-      out_mem[id] = ctx.allocate(static_cast<size_t>(sizes.buffer_bytes[id]));
+      out_mem[id] = ctx.allocate(static_cast<size_t>(sizes.buffer_bytes()[id]));
       ptrs[id] = reinterpret_cast<DevicePtr>(out_mem[id]->data());
     } else if (b.kind == "intermediate") {
       ptrs[id] = reinterpret_cast<DevicePtr>(slot_mem[static_cast<size_t>(b.slot)]->data());
@@ -538,7 +540,7 @@ LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) co
   const KernelVersion& v = versions[ki][static_cast<size_t>(version)];
   LaunchArgs a;
   a.fn = v.fn;
-  const int64_t extent = b.extents[ki];
+  const int64_t extent = b.extents()[ki];
   if (!v.fn || extent == 0) return a;
   int64_t grid = (extent + v.launch.items_per_block - 1) / std::max<int64_t>(1, v.launch.items_per_block);
   if (v.launch.max_blocks > 0) grid = std::min(grid, v.launch.max_blocks);
@@ -551,9 +553,9 @@ LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) co
   a.shared = v.launch.shared_bytes;
   for (int32_t id : params[ki]) a.bufs.push_back(b.ptrs[static_cast<size_t>(id)]);
   if (k.fixed_signature())
-    for (const SymInt& x : k.arg_values) a.syms.push_back(x.evaluate(b.syms));
+    for (const SymInt& x : k.arg_values) a.syms.push_back(x.evaluate(b.syms()));
   else
-    a.syms.assign(b.syms.begin(), b.syms.end());
+    a.syms.assign(b.syms().begin(), b.syms().end());
   a.bind();
   return a;
 }
@@ -567,8 +569,8 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
     const plan::PlanBuffer& buf = pl.buffers[static_cast<size_t>(id)];
     TensorData t;
     t.dtype = buf.dtype;
-    t.sizes = eval(buf.sizes, b.syms);
-    t.strides = eval(buf.strides, b.syms);
+    t.sizes = eval(buf.sizes, b.syms());
+    t.strides = eval(buf.strides, b.syms());
     int64_t span = 1;
     for (size_t d = 0; d < t.sizes.size(); ++d) span += (t.sizes[d] - 1) * t.strides[d];
     t.storage = std::make_shared<Storage>(Device::cuda(dev), reinterpret_cast<void*>(b.ptrs[static_cast<size_t>(id)]),
@@ -581,7 +583,7 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
       std::vector<TensorData> args;
       for (int32_t id : k.inputs) args.push_back(to_host(device_view(id)));
       const plan::PlanBuffer& ob = pl.buffers[static_cast<size_t>(k.output)];
-      const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, b.syms));
+      const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, b.syms()));
       const TensorData rc = r.is_contiguous() ? r : reference::contiguous(r);
       const size_t bytes = static_cast<size_t>(rc.numel() * dtype_size(rc.dtype));
       if (bytes) c.copy_to_device(b.ptrs[static_cast<size_t>(k.output)], rc.data(), bytes);
@@ -589,7 +591,7 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
     }
     const bool timed = timer && static_cast<int>(ki) == override_kernel;
     if (timed) timer->start();
-    if (k.gemm) run_gemm(c, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, stream, gemm_algorithm[ki]);
+    if (k.gemm) run_gemm(c, *k.gemm, b.ptrs, b.syms(), options.allow_tf32, k.name, stream, gemm_algorithm[ki]);
     LaunchArgs a = args(ki, static_cast<int>(ki) == override_kernel ? override_version : chosen[ki], b);
     if (a.fn && a.grid > 0) c.launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
     if (timed) *ms = timer->stop_ms();
@@ -632,7 +634,7 @@ void PlanExecutable::Impl::tune(const Bound& b) {
   std::lock_guard<std::mutex> lock(tune_mu);
   if (tuned) return;
   std::string problem;
-  for (int64_t s : b.syms) problem += std::to_string(s) + ",";
+  for (int64_t s : b.syms()) problem += std::to_string(s) + ",";
   auto timer = ctx->timer();
   std::ostringstream report;
   // Progress for long tuning: once it has run for 2 s, a line per kernel it goes on to.
@@ -688,17 +690,17 @@ void PlanExecutable::Impl::tune_gemms(const Bound& b, const std::string& problem
   for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
     const plan::PlanKernel& k = plan.kernels[ki];
     if (!k.gemm) continue;
-    const int n = gemm_algorithms(*ctx, *k.gemm, b.syms, options.allow_tf32, k.name);
+    const int n = gemm_algorithms(*ctx, *k.gemm, b.syms(), options.allow_tf32, k.name);
     if (n < 2) continue;
     const plan::PlanGemm& g = *k.gemm;
     std::ostringstream sig;
-    sig << "cuBLASLt gemm " << dtype_name(g.dtype) << (options.allow_tf32 ? " tf32" : "") << " m " << g.m.evaluate(b.syms)
-        << " n " << g.n.evaluate(b.syms) << " k " << g.k.evaluate(b.syms) << " a strides " << g.a_row_stride.evaluate(b.syms)
-        << "," << g.a_col_stride.evaluate(b.syms) << " b strides " << g.b_row_stride.evaluate(b.syms) << ","
-        << g.b_col_stride.evaluate(b.syms) << " batch";
+    sig << "cuBLASLt gemm " << dtype_name(g.dtype) << (options.allow_tf32 ? " tf32" : "") << " m " << g.m.evaluate(b.syms())
+        << " n " << g.n.evaluate(b.syms()) << " k " << g.k.evaluate(b.syms()) << " a strides " << g.a_row_stride.evaluate(b.syms())
+        << "," << g.a_col_stride.evaluate(b.syms()) << " b strides " << g.b_row_stride.evaluate(b.syms()) << ","
+        << g.b_col_stride.evaluate(b.syms()) << " batch";
     for (size_t d = 0; d < g.batch.size(); ++d)
-      sig << " " << g.batch[d].evaluate(b.syms) << "/" << g.a_batch_strides[d].evaluate(b.syms) << "/"
-          << g.b_batch_strides[d].evaluate(b.syms);
+      sig << " " << g.batch[d].evaluate(b.syms()) << "/" << g.a_batch_strides[d].evaluate(b.syms()) << "/"
+          << g.b_batch_strides[d].evaluate(b.syms());
     sig << " epilogue '" << g.epilogue << "' algorithms " << n;
     const std::string signature = sig.str();
     auto describe = [&](int a) {
@@ -717,7 +719,7 @@ void PlanExecutable::Impl::tune_gemms(const Bound& b, const std::string& problem
     }
     const Timed t = time_candidates(n, options.autotune_trials, [&](int a) {
       timer.start();
-      run_gemm(*ctx, g, b.ptrs, b.syms, options.allow_tf32, k.name, nullptr, a);
+      run_gemm(*ctx, g, b.ptrs, b.syms(), options.allow_tf32, k.name, nullptr, a);
       return timer.stop_ms();
     });
     const int best = t.best;
@@ -746,7 +748,7 @@ CUgraph PlanExecutable::Impl::capture_gemm(GraphState& g, size_t ki, const Bound
                 "(recording gemm " + k.name + ")");
   CUgraph child = nullptr;
   try {
-    run_gemm(*ctx, *k.gemm, b.ptrs, b.syms, options.allow_tf32, k.name, g.capture, gemm_algorithm[ki]);
+    run_gemm(*ctx, *k.gemm, b.ptrs, b.syms(), options.allow_tf32, k.name, g.capture, gemm_algorithm[ki]);
   } catch (...) {
     d.cuStreamEndCapture(g.capture, &child);
     if (child) d.cuGraphDestroy(child);
@@ -799,7 +801,7 @@ void PlanExecutable::Impl::record(GraphState& g, const Bound& b) {
   }
   detail::check(d.cuGraphInstantiate(&g.exec, g.graph, 0), "cuGraphInstantiate",
                 "(" + std::to_string(g.nodes.size()) + " nodes)");
-  g.syms = b.syms;
+  g.syms = b.syms();
   ++graphs_recorded;
 }
 
@@ -807,9 +809,9 @@ bool PlanExecutable::Impl::replay(const Bound& b) {
   const detail::DriverApi& d = detail::driver();
   if (!graph) graph = std::make_unique<GraphState>();
   GraphState& g = *graph;
-  if (g.syms != b.syms || !g.warmed) {
+  if (g.syms != b.syms() || !g.warmed) {
     g.drop();
-    g.syms = b.syms;
+    g.syms = b.syms();
     g.warmed = true;
     return false;  // the warm-up call of these sizes: direct launches
   }
@@ -843,13 +845,13 @@ bool PlanExecutable::Impl::replay(const Bound& b) {
   return true;
 }
 
-std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) const {
+std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> inputs) const {
   Impl& im = *impl_;
   Context& ctx = *im.ctx;
   ctx.make_current();
   const plan::KernelPlan& pl = im.plan;
   const Bound bound = im.bind(inputs);
-  const std::vector<int64_t>& syms = bound.syms;
+  const std::vector<int64_t>& syms = bound.syms();
   const std::vector<std::shared_ptr<Storage>>& out_mem = bound.out_mem;
   const int dev = ctx.info().ordinal;
   if (!im.tuned.load()) im.tune(bound);
@@ -867,7 +869,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
     const int32_t id = pl.outputs[o];
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];
     if (b.kind == "input") {
-      outs[o] = inputs[static_cast<size_t>(b.index)];
+      outs[o] = *inputs[static_cast<size_t>(b.index)];
     } else if (b.kind == "constant") {
       TensorData h;
       h.dtype = b.dtype;

@@ -58,6 +58,7 @@ struct PlanExecutable::Impl {
   std::vector<int32_t> offset_buffers;
   uint32_t push_bytes = 0;
   std::vector<std::shared_ptr<Buffer>> constants;  // by buffer id
+  std::unique_ptr<plan::Binder> binder;  // of `plan`
   std::vector<int32_t> input_buffer;  // buffer of graph input k
   double compile_seconds = 0;
   VkCommandPool pool = VK_NULL_HANDLE;
@@ -164,7 +165,8 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     KILN_CHECK(!needs("double") || caps.float64, "vulkan runtime: kernel ", k.name, " uses f64, which device ",
                dev.info().name, " lacks (no shaderFloat64)");
   }
-  im.input_buffer = plan::input_buffers(im.plan);
+  im.binder = std::make_unique<plan::Binder>(im.plan, "vulkan runtime");
+  im.input_buffer = im.binder->input_buffers();
   im.offset_buffers = offset_buffers(im.plan);
   im.push_bytes = static_cast<uint32_t>(8 * (im.plan.symbols.size() + im.offset_buffers.size() + 1));
 
@@ -294,7 +296,7 @@ void PlanExecutable::Impl::build_arena(const plan::Binding& sizes, const std::ve
   free_arena();
   const plan::KernelPlan& pl = plan;
   bufs.assign(pl.buffers.size(), nullptr);
-  for (int64_t bytes : sizes.slot_bytes) slots.push_back(dev->allocate(static_cast<size_t>(bytes)));
+  for (int64_t bytes : sizes.slot_bytes()) slots.push_back(dev->allocate(static_cast<size_t>(bytes)));
   for (const plan::PlanBuffer& b : pl.buffers) {
     const size_t id = static_cast<size_t>(b.id);
     if (b.kind == "constant")
@@ -302,7 +304,7 @@ void PlanExecutable::Impl::build_arena(const plan::Binding& sizes, const std::ve
     else if (b.kind == "intermediate")
       bufs[id] = slots[static_cast<size_t>(b.slot)];
     else  // outputs: their elements; inputs: their extent (a copy with the plan's strides)
-      bufs[id] = dev->allocate(static_cast<size_t>(sizes.buffer_bytes[id]));
+      bufs[id] = dev->allocate(static_cast<size_t>(sizes.buffer_bytes()[id]));
   }
   input_lo = lo;
   // Descriptor sets: one per generated kernel (written by bind_and_record).
@@ -347,8 +349,8 @@ void PlanExecutable::Impl::build_arena(const plan::Binding& sizes, const std::ve
     cai.commandBufferCount = 1;
     KILN_VK(vk::vkAllocateCommandBuffers(vd, &cai, &seg.cb));
   }
-  arena_syms = sizes.symbols;
-  arena_extents = sizes.extents;
+  arena_syms = sizes.symbols();
+  arena_extents = sizes.extents();
   arena_valid = true;
 }
 
@@ -447,8 +449,8 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
   const plan::KernelPlan& pl = im.plan;
   const kiln::Device here = kiln::Device::vulkan(im.options.device);
   // Sizes, checked inputs, slots and extents (bind.h); what is left is memory, copies, dispatches.
-  const plan::Binding sizes = plan::bind(pl, inputs, "vulkan runtime");
-  const std::vector<int64_t>& syms = sizes.symbols;
+  const plan::Binding sizes = im.binder->bind(inputs);
+  const std::vector<int64_t>& syms = sizes.symbols();
   const size_t num_inputs = inputs.size();
   // Decide how each input reaches the kernels: bound where it lies (a tensor on this
   // device with the plan's strides at an aligned offset: no copy), copied on the device into the

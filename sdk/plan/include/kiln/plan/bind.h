@@ -21,6 +21,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -41,18 +44,52 @@ void validate(const KernelPlan& p, std::string_view who);
 // The buffer of each graph input, by input position (validate makes sure there is one each).
 std::vector<int32_t> input_buffers(const KernelPlan& p);
 
-// One call's sizes, from bind.
-struct Binding {
-  std::vector<int64_t> symbols;    // by symbol id
-  std::vector<bool> copy_input;    // by input: strides other than the plan's, pass a contiguous copy
+// What a binding computes from the symbol values alone: the same for every call at those values.
+struct BoundSizes {
+  std::vector<int64_t> symbols;       // by symbol id
   std::vector<int64_t> buffer_bytes;  // by buffer: the bytes its memory holds (outputs: what to allocate,
                                       // numel * dtype size; intermediates: the extent their slot must hold)
   std::vector<int64_t> slot_bytes;    // by slot: what to allocate
   std::vector<int64_t> extents;       // by kernel: the parallel extent (>= 0)
+  std::vector<int64_t> sizes, strides;  // every buffer's, buffer after buffer (from first[b] to first[b + 1])
+  std::vector<size_t> first;
 };
 
-// Binds a validated plan to the inputs of one call. `who` starts every message ("cpu runtime").
-// Devices are the runtime's to check: bind reads only dtypes, sizes and strides.
+// One call's binding, from bind.
+struct Binding {
+  std::shared_ptr<const BoundSizes> at;  // shared by every call at the same symbol values
+  std::vector<bool> copy_input;          // by input: strides other than the plan's, pass a contiguous copy
+
+  const std::vector<int64_t>& symbols() const { return at->symbols; }
+  const std::vector<int64_t>& buffer_bytes() const { return at->buffer_bytes; }
+  const std::vector<int64_t>& slot_bytes() const { return at->slot_bytes; }
+  const std::vector<int64_t>& extents() const { return at->extents; }
+};
+
+// Binds a validated plan to the inputs of its calls. The plan's sizes are evaluated and checked
+// once per symbol values (the last ones are kept: a call at the sizes of the one before does
+// only the per-input checks), so a runtime keeps one Binder per loaded plan. `who` starts every
+// message ("cpu runtime"). Devices are the runtime's to check: bind reads only dtypes, sizes and
+// strides. The plan must outlive the Binder; bind may be called from several threads at once.
+class Binder {
+ public:
+  Binder(const KernelPlan& p, std::string who);
+  Binding bind(std::span<const TensorData* const> inputs) const;
+  Binding bind(std::span<const TensorData> inputs) const;
+  const std::vector<int32_t>& input_buffers() const { return input_buffer_; }
+
+ private:
+  std::shared_ptr<const BoundSizes> sizes_at(std::vector<int64_t> symbols) const;
+
+  const KernelPlan* p_;
+  std::string who_;
+  std::vector<int32_t> input_buffer_;
+  std::vector<bool> written_whole_;  // by buffer: a reference kernel writes all of it, contiguously
+  mutable std::mutex mu_;
+  mutable std::shared_ptr<const BoundSizes> last_;
+};
+
+// One binding without keeping a Binder (tests, tools).
 Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std::string_view who);
 Binding bind(const KernelPlan& p, std::span<const TensorData> inputs, std::string_view who);
 

@@ -19,8 +19,8 @@
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
-#include "kiln/reference/random.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/random.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/passes/passes.h"
 #include "kiln/target/target.h"
 
@@ -164,10 +164,10 @@ TensorData random_tensor(DType dtype, const std::vector<int64_t>& sizes, uint64_
       case DType::bool_: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(bits & 1); break;
       case DType::i32: t.data_as<int32_t>()[i] = static_cast<int32_t>(bits % 4); break;
       case DType::i64: t.data_as<int64_t>()[i] = static_cast<int64_t>(bits % 4); break;
-      case DType::f16: t.data_as<uint16_t>()[i] = float_to_half_bits(reference::randn_at(seed, static_cast<uint64_t>(i))); break;
-      case DType::bf16: t.data_as<uint16_t>()[i] = float_to_bf16_bits(reference::randn_at(seed, static_cast<uint64_t>(i))); break;
-      case DType::f32: t.data_as<float>()[i] = reference::randn_at(seed, static_cast<uint64_t>(i)); break;
-      case DType::f64: t.data_as<double>()[i] = reference::randn_at(seed, static_cast<uint64_t>(i)); break;
+      case DType::f16: t.data_as<uint16_t>()[i] = float_to_half_bits(eval::randn_at(seed, static_cast<uint64_t>(i))); break;
+      case DType::bf16: t.data_as<uint16_t>()[i] = float_to_bf16_bits(eval::randn_at(seed, static_cast<uint64_t>(i))); break;
+      case DType::f32: t.data_as<float>()[i] = eval::randn_at(seed, static_cast<uint64_t>(i)); break;
+      case DType::f64: t.data_as<double>()[i] = eval::randn_at(seed, static_cast<uint64_t>(i)); break;
     }
   }
   return t;
@@ -304,7 +304,7 @@ int cmd_run(std::span<char* const> args) {
     for (size_t k = 0; k < files.size(); ++k) {
       TensorData t = npy::load_npy(files[k]);
       const DType want = g.node(g.inputs()[k]).meta.dtype;
-      if (want == DType::bf16 && t.dtype == DType::f32) t = reference::convert(t, DType::bf16);
+      if (want == DType::bf16 && t.dtype == DType::f32) t = eval::convert(t, DType::bf16);
       inputs.push_back(std::move(t));
       origins.push_back(files[k]);
     }
@@ -326,7 +326,7 @@ int cmd_run(std::span<char* const> args) {
   }
   std::vector<TensorData> outputs;
   if (target == "reference") {
-    outputs = reference::run_graph(g, inputs);
+    outputs = eval::run_graph(g, inputs);
   } else {
     // A target: the default passes, the scheduler and the target's codegen for device 0 (its
     // capabilities: the GPU's architecture, the Vulkan device's caps), then its runtime.
@@ -340,7 +340,7 @@ int cmd_run(std::span<char* const> args) {
   }
   int bad = 0;
   if (a.has("--check")) {
-    const std::vector<TensorData> want = reference::run_graph(g, inputs);
+    const std::vector<TensorData> want = eval::run_graph(g, inputs);
     for (size_t k = 0; k < outputs.size(); ++k) {
       const TensorData& t = outputs[k];
       double num = 0, den = 0, worst = 0;

@@ -1,7 +1,7 @@
 // Writes the sample graph files of samples/graphs/ (the committed .json files are its output):
 //   make_sample_graphs OUTDIR
 // Each graph is built with Graph::add, so the files are exactly what the graph format writes.
-// Weights are constants with seeded normal values (kiln::reference::randn_at), scaled by
+// Weights are constants with seeded normal values (kiln::eval::randn_at), scaled by
 // 1/sqrt(fan_in), so the files are self-contained and `kiln run --random` needs only x.
 #include <cmath>
 #include <cstring>
@@ -11,7 +11,7 @@
 
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
-#include "kiln/reference/random.h"
+#include "kiln/eval/random.h"
 
 namespace {
 
@@ -33,7 +33,7 @@ NodeId weight(Graph& g, std::vector<int64_t> sizes, uint64_t seed, float scale) 
   for (int64_t s : c->sizes) n *= s;
   c->bytes.resize(static_cast<size_t>(n) * 4);
   for (int64_t i = 0; i < n; ++i) {
-    float v = reference::randn_at(seed, static_cast<uint64_t>(i)) * scale;
+    float v = eval::randn_at(seed, static_cast<uint64_t>(i)) * scale;
     std::memcpy(c->bytes.data() + i * 4, &v, 4);
   }
   return g.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(std::move(c))});

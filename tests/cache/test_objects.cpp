@@ -14,7 +14,7 @@
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
-#include "kiln/reference/random.h"
+#include "kiln/eval/random.h"
 #include "kiln/schedule/schedule.h"
 
 using namespace kiln;
@@ -58,7 +58,7 @@ TensorData random_input(const TensorMeta& m, uint64_t seed) {
   for (const SymInt& s : m.sizes) sizes.push_back(s.hint());
   TensorData t = TensorData::empty_host(m.dtype, sizes);
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if (m.dtype == DType::f32) t.data_as<float>()[i] = reference::randn_at(seed, static_cast<uint64_t>(i));
+    if (m.dtype == DType::f32) t.data_as<float>()[i] = eval::randn_at(seed, static_cast<uint64_t>(i));
     else if (m.dtype == DType::i64) t.data_as<int64_t>()[i] = i % 4;  // other dtypes: zeros
   }
   return t;

@@ -405,7 +405,7 @@ std::string run_and_compare(const Compiled& c, std::span<const TensorData> input
   if (c.error.empty() && !c.exe) return "";  // compile-only target: nothing to compare
   std::vector<TensorData> want;
   try {
-    want = reference::run_graph(c.graph, inputs);
+    want = eval::run_graph(c.graph, inputs);
   } catch (const std::exception& e) {
     return std::string("the reference failed: ") + e.what() + "\n";
   }
@@ -435,7 +435,7 @@ std::string run_and_compare(const Compiled& c, std::span<const TensorData> input
       a.push_back(tensor(t.dtype, t.sizes, v));
     }
     try {
-      abs_run = reference::run_graph(c.graph, a);
+      abs_run = eval::run_graph(c.graph, a);
     } catch (const std::exception&) {
       abs_run.clear();
     }

@@ -17,7 +17,7 @@
 
 #include "kiln/graph/graph.h"
 #include "kiln/plan/plan.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 
 namespace cpu_test {
 

@@ -123,7 +123,7 @@ class Gen {
     std::vector<int64_t> sizes;
     const std::vector<int64_t> ex = g_.shapes().examples();
     for (const SymInt& s : n.meta.sizes) sizes.push_back(s.evaluate(ex));
-    vals_[static_cast<size_t>(id)] = reference::run_op(n.op, args, n.attrs, n.meta.dtype, sizes);
+    vals_[static_cast<size_t>(id)] = eval::run_op(n.op, args, n.attrs, n.meta.dtype, sizes);
     return id;
   }
   NodeId scalar(double v, DType t) { return add(OpId::full, {}, {SymShape{}, v, t}); }
@@ -821,8 +821,8 @@ std::string check_run(const Graph& g, const Compiled& c, std::span<const TensorD
   all.set_outputs(nodes);
   std::vector<TensorData> vals, wants;
   try {
-    vals = reference::run_graph(all, inputs);
-    wants = reference::run_graph(g, inputs);
+    vals = eval::run_graph(all, inputs);
+    wants = eval::run_graph(g, inputs);
   } catch (const std::exception& e) {
     return std::string("(the reference failed: ") + e.what() + ")";
   }

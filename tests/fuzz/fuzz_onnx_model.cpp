@@ -11,7 +11,7 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/onnx/onnx.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::onnx::Model m;
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   try {
-    (void)kiln::reference::run_graph(m.graph, inputs);
+    (void)kiln::eval::run_graph(m.graph, inputs);
   } catch (const kiln::Error&) {
   }
   return 0;

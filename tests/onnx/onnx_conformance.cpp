@@ -26,7 +26,7 @@
 #include "kiln/compile.h"
 #include "kiln/graph/error.h"
 #include "kiln/onnx/onnx.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/tensor.h"
 
 namespace fs = std::filesystem;
@@ -97,7 +97,7 @@ std::string compare(const TensorData& got_any, const TensorData& want, size_t in
            std::string(dtype_name(want.dtype));
   if (got_any.sizes != want.sizes)
     return what + " has shape " + sizes_str(got_any.sizes) + ", expected " + sizes_str(want.sizes);
-  const TensorData got = reference::contiguous(got_any);
+  const TensorData got = eval::contiguous(got_any);
   int64_t bad = 0, first = -1;
   for (int64_t k = 0; k < want.numel(); ++k) {
     const double g = value_at(got, k), w = value_at(want, k);
@@ -184,7 +184,7 @@ struct Runner {
                std::to_string(m.output_names.size());
       std::vector<TensorData> outputs;
       if (target == "reference") {
-        outputs = reference::run_graph(m.graph, inputs);
+        outputs = eval::run_graph(m.graph, inputs);
       } else {
         std::vector<TensorMeta> metas;
         for (NodeId i : m.graph.inputs()) metas.push_back(m.graph.node(i).meta);

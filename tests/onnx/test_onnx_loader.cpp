@@ -15,7 +15,7 @@
 #include "kiln/graph/error.h"
 #include "kiln_test_util.h"
 #include "kiln/onnx/onnx.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/tensor.h"
 #include "onnx/onnx_pb.h"
 
@@ -25,7 +25,7 @@ using kiln::Error;
 using kiln::Tensor;
 using kiln::TensorData;
 using kiln::TensorMeta;
-namespace reference = kiln::reference;
+namespace eval = kiln::eval;
 namespace konnx = kiln::onnx;
 using kiln_test_util::error_of;
 namespace pb = ::onnx;
@@ -126,7 +126,7 @@ TensorData host(std::vector<int64_t> sizes, std::vector<float> v) {
 }
 
 std::vector<float> values(const TensorData& t) {
-  const TensorData c = reference::contiguous(t);
+  const TensorData c = eval::contiguous(t);
   return {c.data_as<float>(), c.data_as<float>() + c.numel()};
 }
 
@@ -162,7 +162,7 @@ BOOST_AUTO_TEST_CASE(initializers_and_named_inputs) {
   for (int64_t batch : {2, 5}) {
     std::vector<float> x;
     for (int64_t k = 0; k < batch * 3; ++k) x.push_back(static_cast<float>(k % 4) - 1.0f);
-    const std::vector<TensorData> out = reference::run_graph(m.graph, std::vector<TensorData>{host({batch, 3}, x)});
+    const std::vector<TensorData> out = eval::run_graph(m.graph, std::vector<TensorData>{host({batch, 3}, x)});
     const std::vector<float> y = values(out[0]);
     BOOST_REQUIRE_EQUAL(y.size(), static_cast<size_t>(batch * 2));
     for (int64_t r = 0; r < batch; ++r) {
@@ -237,7 +237,7 @@ BOOST_AUTO_TEST_CASE(shape_arithmetic_over_dynamic_dims_stays_symbolic) {
   BOOST_CHECK_EQUAL(im.graph.op_count(), 1u);
   std::vector<float> x(24);
   for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k);
-  const std::vector<TensorData> r = reference::run_graph(im.graph, std::vector<TensorData>{host({4, 2, 3}, x)});
+  const std::vector<TensorData> r = eval::run_graph(im.graph, std::vector<TensorData>{host({4, 2, 3}, x)});
   BOOST_CHECK(r[0].sizes == (std::vector<int64_t>{4, 6}));
   BOOST_CHECK(values(r[0]) == x);
 }
@@ -276,7 +276,7 @@ BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
   node(g, "Mul", {"x", "w"}, {"xw"});
   node(g, "Add", {"xw", "two"}, {"y"});
   const konnx::Model im = konnx::load(save(dir, m));
-  const std::vector<TensorData> r = reference::run_graph(im.graph, std::vector<TensorData>{host({4}, {1, 1, 2, 2})});
+  const std::vector<TensorData> r = eval::run_graph(im.graph, std::vector<TensorData>{host({4}, {1, 1, 2, 2})});
   BOOST_CHECK(values(r[0]) == (std::vector<float>{3, 4, 8, 10}));
 
   // A location outside the model's directory is refused, as is a file too short.
@@ -348,7 +348,7 @@ BOOST_AUTO_TEST_CASE(conv_and_pooling_against_hand_values) {
   ints_attr(p, "kernel_shape", {2, 2});
   const konnx::Model im = konnx::load(save(dir, m));
   const std::vector<TensorData> r =
-      reference::run_graph(im.graph, std::vector<TensorData>{host({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})});
+      eval::run_graph(im.graph, std::vector<TensorData>{host({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})});
   BOOST_CHECK(values(r[0]) == (std::vector<float>{7, 11, 11, 17, 25, 23, 19, 29, 23}));
   BOOST_CHECK(values(r[1]) == (std::vector<float>{5, 6, 8, 9}));
 }

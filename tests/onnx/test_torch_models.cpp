@@ -19,7 +19,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
 #include "kiln/onnx/onnx.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/tensor.h"
 
 namespace fs = std::filesystem;
@@ -32,7 +32,7 @@ namespace {
 const fs::path kModels = fs::path(KILN_TORCH_MODELS);
 
 std::vector<double> values(const TensorData& t) {
-  const TensorData d = kiln::reference::convert(kiln::reference::contiguous(t), kiln::DType::f64);
+  const TensorData d = kiln::eval::convert(kiln::eval::contiguous(t), kiln::DType::f64);
   const double* p = static_cast<const double*>(d.data());
   return std::vector<double>(p, p + d.numel());
 }

@@ -5,7 +5,7 @@
 #include <kiln/graph/error.h>
 #include <kiln/graph/graph.h>
 #include <kiln/passes/passes.h>
-#include <kiln/reference/reference.h>
+#include <kiln/eval/interpreter.h>
 
 #include <boost/test/unit_test.hpp>
 
@@ -136,7 +136,7 @@ inline std::string compare(const TensorData& a, const TensorData& b) {
   if (a.dtype != b.dtype) return "dtypes differ";
   if (a.sizes != b.sizes) return "sizes differ";
   if (is_floating(a.dtype)) {
-    const TensorData x = reference::convert(a, DType::f64), y = reference::convert(b, DType::f64);
+    const TensorData x = eval::convert(a, DType::f64), y = eval::convert(b, DType::f64);
     const double tol = tolerance(a.dtype);
     for (int64_t k = 0; k < x.numel(); ++k) {
       const double p = x.data_as<double>()[k], q = y.data_as<double>()[k];
@@ -144,7 +144,7 @@ inline std::string compare(const TensorData& a, const TensorData& b) {
       if (!ok) return "element " + std::to_string(k) + ": " + std::to_string(p) + " vs " + std::to_string(q);
     }
   } else {
-    const TensorData x = reference::convert(a, DType::i64), y = reference::convert(b, DType::i64);
+    const TensorData x = eval::convert(a, DType::i64), y = eval::convert(b, DType::i64);
     for (int64_t k = 0; k < x.numel(); ++k)
       if (x.data_as<int64_t>()[k] != y.data_as<int64_t>()[k])
         return "element " + std::to_string(k) + ": " + std::to_string(x.data_as<int64_t>()[k]) + " vs " +
@@ -162,8 +162,8 @@ inline bool same_results(const Graph& before, const Graph& after, uint64_t seed 
   for (int variant = 0; variant < 2; ++variant) {
     const std::vector<int64_t> symbols = symbol_values(before, variant);
     const std::vector<TensorData> inputs = random_inputs(before, symbols, seed + static_cast<uint64_t>(variant));
-    const std::vector<TensorData> a = reference::run_graph(before, inputs);
-    const std::vector<TensorData> b = reference::run_graph(after, inputs);
+    const std::vector<TensorData> a = eval::run_graph(before, inputs);
+    const std::vector<TensorData> b = eval::run_graph(after, inputs);
     for (size_t k = 0; k < a.size(); ++k) {
       const std::string diff = compare(a[k], b[k]);
       if (!diff.empty()) {

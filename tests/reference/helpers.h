@@ -13,7 +13,7 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/graph/graph.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 
 namespace ref_test {
 
@@ -105,7 +105,7 @@ inline void check(const TensorData& got, DType dtype, const std::vector<int64_t>
 }
 
 inline TensorData eval(OpId op, std::vector<TensorData> in, Attrs attrs = {}) {
-  return kiln::reference::eval_op(op, in, attrs);
+  return kiln::eval::eval_op(op, in, attrs);
 }
 
 // Runs `fn` and checks it throws kiln::Error whose message contains every one of `parts`.

@@ -2,7 +2,7 @@
 #include "helpers.h"
 
 using namespace ref_test;
-namespace kr = kiln::reference;
+namespace kr = kiln::eval;
 
 namespace {
 using kiln::SymInt;

@@ -3,10 +3,10 @@
 #include <limits>
 
 #include "helpers.h"
-#include "kiln/reference/random.h"
+#include "kiln/eval/random.h"
 
 using namespace ref_test;
-namespace kr = kiln::reference;
+namespace kr = kiln::eval;
 
 namespace {
 using kiln::SymInt;

@@ -56,7 +56,7 @@ std::shared_ptr<vulkan::PlanExecutable> load(const Graph& g, const vulkan::Codeg
 }
 
 void expect_matches(const Graph& g, const std::vector<TensorData>& in, const std::vector<TensorData>& got, DType t) {
-  const std::vector<TensorData> want = reference::run_graph(g, in);
+  const std::vector<TensorData> want = eval::run_graph(g, in);
   BOOST_REQUIRE(got.size() == want.size());
   for (size_t k = 0; k < got.size(); ++k) {
     const OutputDiff d = compare(got[k], want[k], tolerance_for(t, true));

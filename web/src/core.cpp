@@ -15,8 +15,8 @@
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/plan/plan.h"
-#include "kiln/reference/random.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/random.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/schedule/schedule.h"
 #include "kiln/target/target.h"
 
@@ -107,7 +107,7 @@ void set_element(TensorData& t, int64_t i, double v) {
 }
 
 json tensor_json(const TensorData& t) {
-  const TensorData c = reference::contiguous(t);
+  const TensorData c = eval::contiguous(t);
   json data = json::array();
   for (int64_t i = 0; i < c.numel(); ++i) data.push_back(number_json(element(c, i)));
   return {{"dtype", dtype_name(c.dtype)}, {"shape", c.sizes}, {"data", std::move(data)}};
@@ -510,7 +510,7 @@ std::string run_reference(const Graph& g, std::string_view inputs_json) {
       TensorData td = TensorData::empty_host(m.dtype, sizes);
       for (int64_t e = 0; e < n; ++e) {
         // Uniform in [-2, 2) from Philox's integer bits (no libm: the same bits everywhere).
-        const auto bits = reference::philox4x32_10({static_cast<uint32_t>(e), static_cast<uint32_t>(e >> 32), 0u, 0u},
+        const auto bits = eval::philox4x32_10({static_cast<uint32_t>(e), static_cast<uint32_t>(e >> 32), 0u, 0u},
                                                    {static_cast<uint32_t>(seed + i), static_cast<uint32_t>((seed + i) >> 32)});
         const double v = static_cast<double>(bits[0] >> 8) * 0x1p-22 - 2.0;
         set_element(td, e, m.dtype == DType::bool_ ? (v > 0) : is_integral(m.dtype) ? std::round(v * 4) : v);
@@ -518,7 +518,7 @@ std::string run_reference(const Graph& g, std::string_view inputs_json) {
       inputs.push_back(std::move(td));
     }
   }
-  const std::vector<TensorData> outputs = reference::run_graph(g, inputs);
+  const std::vector<TensorData> outputs = eval::run_graph(g, inputs);
   json out;
   out["inputs"] = json::array();
   for (const TensorData& t : inputs) out["inputs"].push_back(tensor_json(t));

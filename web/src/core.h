@@ -2,7 +2,7 @@
 // WebAssembly module (bindings.cpp) and the native test helper (tests/web/native_plan.cpp) run
 // the very same code. Nothing here is specific to the web: it calls the stages the native
 // build calls (sdk/passes, sdk/schedule, targets/<t>/codegen, frontends/graph,
-// targets/reference) and shapes their results as JSON for the page.
+// sdk/eval) and shapes their results as JSON for the page.
 //
 // Takes: graph JSON text (docs/graph-format.md) or a GraphBuilder, and a compile request
 //   {"target": "cpu"|"cuda"|"vulkan", "mode": "default"|..., "options": {"fusion.max_fusion_size": 8}}.

@@ -13,7 +13,7 @@
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "device_move.h"
 #include "target_driver.h"
 #include "trace.h"
@@ -31,7 +31,7 @@ Executable reference_executable(Graph graph) {
     std::vector<TensorData> values;
     values.reserve(inputs.size());
     for (const TensorData* t : inputs) values.push_back(detail::move_data(*t, Device::cpu()));
-    std::vector<TensorData> outputs = reference::run_graph(*g, values);
+    std::vector<TensorData> outputs = eval::run_graph(*g, values);
     for (size_t i = 0; i < outputs.size(); ++i)
       outputs[i] = detail::move_data(outputs[i], g->node(g->outputs()[i]).meta.device);
     return outputs;

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kiln/graph/error.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/target/target.h"
 #include "target_driver.h"
 #include "trace.h"
@@ -100,7 +100,7 @@ Tensor run_eager(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
   // Compute ops run as compiled single-op kernels of their device's target (the same codegen as
   // compiled graphs) where its eager policy says so; the rest on the reference interpreter.
   if (auto r = eager(op, in, attrs, out)) return Tensor::from_data(std::move(*r));
-  return Tensor::from_data(reference::eval_op(op, in, attrs));
+  return Tensor::from_data(eval::eval_op(op, in, attrs));
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/tensor.h"
 
 namespace kiln::detail {
@@ -392,7 +392,7 @@ std::optional<TensorData> eager(OpId op, std::span<const TensorData> inputs, con
     if (dev.type == DeviceType::cpu) return std::nullopt;
     std::vector<TensorData> host;
     for (const TensorData& t : inputs) host.push_back(move_data(t, Device::cpu()));
-    return rt->move(reference::eval_op(op, host, attrs), dev);
+    return rt->move(eval::eval_op(op, host, attrs), dev);
   };
   const OpCategory cat = op_def(op).category;
   // Sources, and views that need a copy on the host, are the reference's.
@@ -411,7 +411,7 @@ std::optional<TensorData> eager(OpId op, std::span<const TensorData> inputs, con
       std::vector<TensorData> args;
       for (NodeId i : n.inputs) args.push_back(values[static_cast<size_t>(i)]);
       std::optional<TensorData> r = eager(n.op, args, n.attrs, n.meta);
-      values[static_cast<size_t>(id)] = r ? std::move(*r) : reference::eval_op(n.op, args, n.attrs);
+      values[static_cast<size_t>(id)] = r ? std::move(*r) : eval::eval_op(n.op, args, n.attrs);
     }
     return values[static_cast<size_t>(result)];
   }
@@ -429,8 +429,8 @@ std::optional<TensorData> eager(OpId op, std::span<const TensorData> inputs, con
     TensorData t = t0.device() == dev ? t0 : rt->move(t0, dev);
     // Kernels of a shape pattern are made for contiguous inputs.
     if (policy.symbolic_sizes && !t.is_contiguous())
-      t = dev.type == DeviceType::cpu ? reference::contiguous(t)
-                                      : rt->move(reference::contiguous(move_data(t, Device::cpu())), dev);
+      t = dev.type == DeviceType::cpu ? eval::contiguous(t)
+                                      : rt->move(eval::contiguous(move_data(t, Device::cpu())), dev);
     in.push_back(std::move(t));
   }
   static std::mutex mu;

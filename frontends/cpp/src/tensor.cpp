@@ -5,7 +5,7 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/ops.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "device_move.h"
 #include "trace.h"
 
@@ -58,7 +58,7 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::contiguous() const {
   checked(impl_, "contiguous()");
   if (is_traced() || impl_->data->is_contiguous()) return *this;
-  return from_data(detail::move_data(reference::contiguous(on_host(*impl_->data)), device()));
+  return from_data(detail::move_data(eval::contiguous(on_host(*impl_->data)), device()));
 }
 
 const TensorData& Tensor::data(std::string_view why, std::source_location loc) const {
@@ -73,13 +73,13 @@ const TensorData& Tensor::data(std::string_view why, std::source_location loc) c
 }
 
 std::vector<double> Tensor::values_as_double(std::string_view why, std::source_location loc) const {
-  const TensorData c = reference::convert(reference::contiguous(on_host(data(why, loc))), DType::f64);
+  const TensorData c = eval::convert(eval::contiguous(on_host(data(why, loc))), DType::f64);
   const double* p = c.data_as<double>();
   return std::vector<double>(p, p + c.numel());
 }
 
 std::vector<int64_t> Tensor::values_as_int(std::string_view why, std::source_location loc) const {
-  const TensorData c = reference::convert(reference::contiguous(on_host(data(why, loc))), DType::i64);
+  const TensorData c = eval::convert(eval::contiguous(on_host(data(why, loc))), DType::i64);
   const int64_t* p = c.data_as<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
 }
@@ -97,7 +97,7 @@ std::string Tensor::str() const {
   std::ostringstream out;
   out << "Tensor(" << impl_->meta.str();
   if (!is_traced() && impl_->data->numel() <= 16) {
-    const TensorData c = reference::convert(reference::contiguous(on_host(*impl_->data)), DType::f64);
+    const TensorData c = eval::convert(eval::contiguous(on_host(*impl_->data)), DType::f64);
     out << ", [";
     for (int64_t i = 0; i < c.numel(); ++i) out << (i ? ", " : "") << c.data_as<double>()[i];
     out << "]";

@@ -5,7 +5,7 @@
 #include "kiln/capture/backend.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 
 namespace kiln::detail {
 
@@ -47,7 +47,7 @@ NodeId node_of(Trace& t, const Tensor& x, std::string_view op) {
   } else {
     // A tensor from outside the function's arguments: captured by value, like a lambda
     // capture. Pass it as an argument instead if it changes between calls.
-    const TensorData c = reference::contiguous(data);
+    const TensorData c = eval::contiguous(data);
     auto constant = std::make_shared<ConstantData>();
     constant->dtype = c.dtype;
     constant->sizes = c.sizes;

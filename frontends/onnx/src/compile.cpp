@@ -8,7 +8,7 @@
 
 #include "importer.h"
 #include "kiln/compile.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/tensor.h"
 
@@ -77,7 +77,7 @@ std::vector<TensorData> CompiledModel::run(std::span<const TensorData> inputs) c
     auto bind = [&](const std::string& name) {
       const auto at = std::find(m.input_names.begin(), m.input_names.end(), name);
       KILN_CHECK(at != m.input_names.end(), "onnx model '", s.path, "': unknown input '", name, "'");
-      lo.constant_inputs[name] = reference::contiguous(host[static_cast<size_t>(at - m.input_names.begin())]);
+      lo.constant_inputs[name] = eval::contiguous(host[static_cast<size_t>(at - m.input_names.begin())]);
     };
     std::lock_guard lock(s.mutex);
     if (s.bound_names.empty()) {  // the first call finds which inputs the import needs

@@ -12,7 +12,7 @@
 
 #include "importer.h"
 #include "kiln/onnx/onnx.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 
 namespace kiln::onnx {
 
@@ -80,16 +80,16 @@ TensorData make_tensor(DType t, std::vector<int64_t> sizes, const std::vector<do
   // Written as f64 and converted with the reference's cast semantics.
   TensorData d = TensorData::empty_host(DType::f64, out.sizes);
   for (int64_t k = 0; k < n; ++k) d.data_as<double>()[k] = values.size() == 1 ? values[0] : values[k];
-  return t == DType::f64 ? d : reference::convert(d, t);
+  return t == DType::f64 ? d : eval::convert(d, t);
 }
 
 std::vector<double> doubles_of(const TensorData& t) {
-  const TensorData d = reference::convert(t, DType::f64);
+  const TensorData d = eval::convert(t, DType::f64);
   return {d.data_as<double>(), d.data_as<double>() + d.numel()};
 }
 
 std::vector<int64_t> ints_of(const TensorData& t) {
-  const TensorData d = reference::convert(t, DType::i64);
+  const TensorData d = eval::convert(t, DType::i64);
   return {d.data_as<int64_t>(), d.data_as<int64_t>() + d.numel()};
 }
 
@@ -269,7 +269,7 @@ V Importer::constant(TensorData t) {
     for (int64_t x : ints_of(t)) s.push_back(x);
     v->ints = std::move(s);
   }
-  v->data = std::make_shared<const TensorData>(t.is_contiguous() ? std::move(t) : reference::contiguous(t));
+  v->data = std::make_shared<const TensorData>(t.is_contiguous() ? std::move(t) : eval::contiguous(t));
   return v;
 }
 
@@ -347,7 +347,7 @@ V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
     if (shape_is_static(out.sizes) && out.numel().hint() <= kMaxFoldedElements) {
       std::vector<TensorData> args;
       for (const V& v : inputs) args.push_back(*v->data);
-      return constant(reference::run_op(o, args, attrs, out.dtype, shape_hints(out.sizes)));
+      return constant(eval::run_op(o, args, attrs, out.dtype, shape_hints(out.sizes)));
     }
   }
   if (V sym = symbolic_arith(o, inputs)) return sym;

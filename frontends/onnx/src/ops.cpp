@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "importer.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 
 namespace kiln::onnx::detail {
 

@@ -10,7 +10,7 @@
 // - Small: any other op (reductions, matmul, composites, cat, pad, index_select, ...) whose
 //   inputs are all constant, full, arange or folded nodes of static shape with at most
 //   kMaxFoldElements elements, and whose result is static and that small: computed with
-//   reference::run_op; a uniform result becomes a `full`, any other a `constant`.
+//   eval::run_op; a uniform result becomes a `full`, any other a `constant`.
 // Sources stay as they are (a full of a scalar is not turned into data; arange is cheaper than
 // its data). randn is never folded: its values are the one place targets may differ by an ulp
 // (logf/sinf/cosf), so baking the reference's values in would change what a target computes.
@@ -20,7 +20,7 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "rewrite.h"
 
 namespace kiln::passes {
@@ -76,7 +76,7 @@ struct Folder {
     const std::optional<std::vector<int64_t>> sizes = static_sizes(n.meta);
     if (!sizes || numel(*sizes) > kMaxFoldElements) return nullptr;
     slot = n.op == OpId::constant ? detail::tensor_of(n.attrs.tensor(0))
-                                  : reference::run_op(n.op, {}, n.attrs, n.meta.dtype, *sizes);
+                                  : eval::run_op(n.op, {}, n.attrs, n.meta.dtype, *sizes);
     return &*slot;
   }
 
@@ -117,13 +117,13 @@ struct Folder {
     for (NodeId i : ins) {
       const Node& f = out().node(i);
       const std::vector<int64_t> ones(f.meta.sizes.size(), 1);
-      args.push_back(reference::run_op(OpId::full, {}, {static_shape(ones), f.attrs.f(1), f.meta.dtype},
+      args.push_back(eval::run_op(OpId::full, {}, {static_shape(ones), f.attrs.f(1), f.meta.dtype},
                                        f.meta.dtype, ones));
     }
     const std::vector<int64_t> ones(n.meta.sizes.size(), 1);
     TensorData r;
     try {
-      r = reference::run_op(n.op, args, n.attrs, n.meta.dtype, ones);
+      r = eval::run_op(n.op, args, n.attrs, n.meta.dtype, ones);
     } catch (const Error&) {
       return -1;
     }
@@ -145,11 +145,11 @@ struct Folder {
     }
     TensorData r;
     try {
-      r = reference::run_op(n.op, args, n.attrs, n.meta.dtype, *sizes);
+      r = eval::run_op(n.op, args, n.attrs, n.meta.dtype, *sizes);
     } catch (const Error&) {
       return -1;
     }
-    return emit(reference::contiguous(r), n.meta);
+    return emit(eval::contiguous(r), n.meta);
   }
 };
 

@@ -15,7 +15,7 @@
 #include "kiln/cpu/thread_pool.h"
 #include "kiln/graph/error.h"
 #include "kiln/plan/bind.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "sgemm.h"
 
 namespace kiln::cpu {
@@ -312,7 +312,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     const TensorData* t = inputs[k];
     KILN_CHECK(t->device().type == DeviceType::cpu, "cpu runtime: input ", k, " is not on the cpu");
     if (bound.copy_input[k]) {  // the plan wants it contiguous
-      owned.push_back(reference::contiguous(*t));
+      owned.push_back(eval::contiguous(*t));
       t = &owned.back();
     }
     ptrs[im.input_buffer[k]] = static_cast<char*>(t->data());
@@ -379,7 +379,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
       for (int32_t b : k.inputs) args.push_back(view(b));
       const plan::PlanBuffer& ob = pl.buffers[static_cast<size_t>(k.output)];
       const std::vector<int64_t> osizes = eval(ob.sizes, syms);
-      TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, osizes);
+      TensorData r = eval::run_op(k.op, args, k.attrs, ob.dtype, osizes);
       std::memcpy(ptrs[k.output], r.data(), static_cast<size_t>(r.numel() * dtype_size(r.dtype)));
     }
   }
@@ -390,7 +390,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     if (b.kind == "input") {
       outs[o] = *inputs[static_cast<size_t>(b.index)];
     } else if (b.kind == "constant") {
-      outs[o] = reference::contiguous(view(id));
+      outs[o] = eval::contiguous(view(id));
     } else {
       TensorData t;
       t.dtype = b.dtype;

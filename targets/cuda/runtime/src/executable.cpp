@@ -20,7 +20,7 @@
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
 #include "kiln/plan/bind.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "driver_api.h"
 #include "prebuilt.h"
 
@@ -583,8 +583,8 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
       std::vector<TensorData> args;
       for (int32_t id : k.inputs) args.push_back(to_host(device_view(id)));
       const plan::PlanBuffer& ob = pl.buffers[static_cast<size_t>(k.output)];
-      const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, b.syms()));
-      const TensorData rc = r.is_contiguous() ? r : reference::contiguous(r);
+      const TensorData r = eval::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, b.syms()));
+      const TensorData rc = r.is_contiguous() ? r : eval::contiguous(r);
       const size_t bytes = static_cast<size_t>(rc.numel() * dtype_size(rc.dtype));
       if (bytes) c.copy_to_device(b.ptrs[static_cast<size_t>(k.output)], rc.data(), bytes);
       continue;
@@ -877,7 +877,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
       h.strides = eval(b.strides, syms);
       h.storage = std::make_shared<Storage>(Device::cpu(), const_cast<std::byte*>(b.data->bytes.data()), b.data->bytes.size(),
                                             nullptr);
-      outs[o] = to_device(reference::contiguous(h), dev);
+      outs[o] = to_device(eval::contiguous(h), dev);
     } else {
       TensorData t;
       t.dtype = b.dtype;

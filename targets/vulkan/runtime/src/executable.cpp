@@ -9,7 +9,7 @@
 #include "device.h"
 #include "kiln/graph/error.h"
 #include "kiln/plan/bind.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 
 namespace kiln::vulkan {
 
@@ -484,7 +484,7 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
         src[k] = t;
       }
     } else {  // the plan wants it contiguous
-      src[k] = reference::contiguous(on_device ? to_host(t) : t);
+      src[k] = eval::contiguous(on_device ? to_host(t) : t);
     }
   }
   if (!im.arena_valid || im.arena_syms != syms || im.input_lo != lo) im.build_arena(sizes, lo);
@@ -558,8 +558,8 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
       std::vector<TensorData> args;
       for (int32_t b : k.inputs) args.push_back(host_view(b));
       const plan::PlanBuffer& ob = pl.buffers[static_cast<size_t>(k.output)];
-      const TensorData r = reference::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, syms));
-      const TensorData rc = r.is_contiguous() ? r : reference::contiguous(r);
+      const TensorData r = eval::run_op(k.op, args, k.attrs, ob.dtype, eval(ob.sizes, syms));
+      const TensorData rc = r.is_contiguous() ? r : eval::contiguous(r);
       const size_t bytes = static_cast<size_t>(rc.numel() * dtype_size(rc.dtype));
       im.dev->upload(im.bufs[static_cast<size_t>(k.output)]->address, rc.data(), bytes);
     }
@@ -604,7 +604,7 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
       h.strides = eval(b.strides, syms);
       h.storage = std::make_shared<Storage>(kiln::Device::cpu(), const_cast<std::byte*>(b.data->bytes.data()), b.data->bytes.size(),
                                             nullptr);
-      outs[o] = reference::contiguous(h);
+      outs[o] = eval::contiguous(h);
       if (device_outputs) outs[o] = to_device(outs[o], im.options.device);
     } else {
       KILN_CHECK(b.kind == "output", "vulkan runtime: output ", o, " is buffer b", id, ", which is not an output buffer");
@@ -631,7 +631,7 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
 TensorData to_device(const TensorData& host, int device) {
   KILN_CHECK(host.device().type == DeviceType::cpu, "vulkan: to_device takes a host tensor, not one on ", host.device().str());
   Device& dev = Device::get(device);
-  const TensorData c = host.is_contiguous() ? host : reference::contiguous(host);
+  const TensorData c = host.is_contiguous() ? host : eval::contiguous(host);
   const size_t bytes = static_cast<size_t>(c.numel() * dtype_size(c.dtype));
   std::shared_ptr<Buffer> buf = dev.allocate(bytes);
   dev.upload(buf->address, c.data(), bytes);
@@ -654,14 +654,14 @@ TensorData to_host(const TensorData& t) {
   if (t.numel() == 0) {
     view.storage = Storage::allocate_host(0);
     view.offset = 0;
-    return reference::contiguous(view);
+    return eval::contiguous(view);
   }
   const auto [l, h] = span_of(t.sizes, t.strides);
   const size_t bytes = static_cast<size_t>((h - l + 1) * es);
   view.storage = Storage::allocate_host(bytes);
   dev.download(view.storage->data(), static_cast<const char*>(t.data()) + l * es, bytes);
   view.offset = -l;
-  return reference::contiguous(view);
+  return eval::contiguous(view);
 }
 
 }  // namespace kiln::vulkan

@@ -1,7 +1,7 @@
 // The op table: every op Kiln knows is declared once here (its id) and once in
 // src/op_table.cpp (name, arity, attributes, dtype and shape rule, decomposition when it
 // is a composite). Nothing else in the pipeline lists ops by hand, except the reference
-// kernels (targets/reference) and the codegen expression printers of later targets.
+// kernels (sdk/eval) and the codegen expression printers of later targets.
 //
 // Conventions for every op:
 // - A node has exactly one output tensor.
@@ -34,7 +34,7 @@ enum class OpId : uint16_t {
   arange,       // attrs: start:float, end:float, step:float, dtype:dtype   size ceil((end-start)/step)
   randn,        // attrs: shape:symints, seed:int, dtype:dtype  normal(0,1): element i depends only on
                 //        (seed, i): Philox4x32-10 keyed by seed, counter i/2, Box-Muller pair
-                //        (targets/reference/random.h has the exact scheme every target reproduces)
+                //        (sdk/eval/include/kiln/eval/random.h has the exact scheme every target reproduces)
   // Unary pointwise (1 input). Float-only ops (exp, log, sqrt, rsqrt, reciprocal, sin, cos,
   // tanh, sigmoid, gelu, silu, erf) promote integer/bool inputs to f32.
   neg, abs, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu,

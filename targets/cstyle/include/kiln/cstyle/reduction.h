@@ -4,7 +4,7 @@
 // element, a lane's neighbour in a warp or subgroup, and a shared-memory entry), and the finish
 // that turns the final state into the reduction's value.
 //
-// The rules (those of the reference, targets/reference):
+// The rules (those of the reference interpreter, sdk/eval):
 // - sum and prod accumulate in the result's compute type;
 // - max and min propagate NaN: where the dialect's extremum does (Dialect::extremum_propagates_nan,
 //   CUDA's kiln_fmaxn for f32) the running value alone; elsewhere beside a "NaN seen" flag, the

@@ -17,7 +17,7 @@
 #include "kiln/graph/meta.h"
 #include "values.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 namespace {
 
@@ -227,4 +227,4 @@ void reduce_kernel(const KernelArgs& a) {
   internal_fail("reference: ", op_name(a.op), " is not a reduction");
 }
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

@@ -1,6 +1,7 @@
-// The reference target: a plain interpreter of the Graph over every op and dtype. It is the
-// eager fallback and the oracle every other target is tested against; it aims to be correct
-// and clear, not fast.
+// sdk/eval, the reference interpreter: a plain interpreter of the Graph over every op and dtype.
+// It is an sdk stage, not a target: the oracle every target is tested against, the engine of
+// constant folding (sdk/passes), the eager fallback and the runner of plans' reference kernels.
+// It aims to be correct and clear, not fast.
 //
 // Takes host TensorData of any strides and offset (never written to); gives new contiguous
 // host tensors. Floating math is done in double and rounded once to the output dtype; integer
@@ -17,7 +18,7 @@
 #include "kiln/graph/ops.h"
 #include "kiln/graph/tensor_data.h"
 
-namespace kiln::reference {
+namespace kiln::eval {
 
 // Runs one op on concrete host inputs of any strides/offsets; returns a new contiguous host
 // tensor of `out_dtype` and sizes `out_sizes` (which the caller took from the op's shape rule;
@@ -54,4 +55,4 @@ TensorData convert(const TensorData& t, DType to);
 // decomposition, nor covered by a reference kernel. run_op checks this on first use.
 void check_kernel_table();
 
-}  // namespace kiln::reference
+}  // namespace kiln::eval

@@ -24,7 +24,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace kiln::reference {
+namespace kiln::eval {
 
 inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u;  // multiplier applied to counter word 0
 inline constexpr uint32_t kPhiloxM1 = 0xCD9E8D57u;  // multiplier applied to counter word 2
@@ -63,4 +63,4 @@ inline float randn_at(uint64_t seed, uint64_t index) {
   return (index & 1u) ? radius * std::sin(theta) : radius * std::cos(theta);
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::eval

@@ -12,7 +12,7 @@
 #include "kiln/graph/meta.h"
 #include "values.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 namespace {
 
@@ -115,4 +115,4 @@ void matmul_kernel(const KernelArgs& a) {
   }
 }
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

@@ -18,7 +18,7 @@
 #include "kiln/graph/error.h"
 #include "values.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 namespace {
 
@@ -235,4 +235,4 @@ void where_kernel(const KernelArgs& a) {
   }
 }
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

@@ -6,10 +6,10 @@
 
 #include "kernels.h"
 #include "kiln/graph/error.h"
-#include "kiln/reference/reference.h"
+#include "kiln/eval/interpreter.h"
 #include "values.h"
 
-namespace kiln::reference {
+namespace kiln::eval {
 
 namespace {
 
@@ -275,4 +275,4 @@ TensorData convert(const TensorData& t, DType to) {
   return out;
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::eval

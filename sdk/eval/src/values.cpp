@@ -8,7 +8,7 @@
 
 #include "kiln/graph/error.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 namespace {
 
@@ -234,4 +234,4 @@ std::string sizes_str(std::span<const int64_t> sizes) {
   return out.str();
 }
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

@@ -18,7 +18,7 @@
 #include "kiln/graph/ops.h"
 #include "kiln/graph/tensor_data.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 // ---- One element -------------------------------------------------------------------------
 
@@ -132,4 +132,4 @@ size_t attr_slot(OpId op, std::string_view name);
 int64_t product(std::span<const int64_t> sizes);
 std::string sizes_str(std::span<const int64_t> sizes);  // "[2, 3]"
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

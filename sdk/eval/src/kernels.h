@@ -8,7 +8,7 @@
 #include "kiln/graph/ops.h"
 #include "kiln/graph/tensor_data.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 // What a kernel gets: the op (a family kernel serves several), its checked host inputs and
 // attributes, and the output, already allocated (contiguous, of the requested dtype and sizes).
@@ -42,4 +42,4 @@ void full_kernel(const KernelArgs& a);
 void arange_kernel(const KernelArgs& a);
 void randn_kernel(const KernelArgs& a);
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

@@ -4,10 +4,10 @@
 
 #include "kernels.h"
 #include "kiln/graph/error.h"
-#include "kiln/reference/random.h"
+#include "kiln/eval/random.h"
 #include "values.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 // The captured bytes, converted to the output dtype if it differs.
 void constant_kernel(const KernelArgs& a) {
@@ -47,4 +47,4 @@ void randn_kernel(const KernelArgs& a) {
     store_float(out.at(k), out.dtype, randn_at(seed, static_cast<uint64_t>(k)));
 }
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

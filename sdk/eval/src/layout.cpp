@@ -8,7 +8,7 @@
 #include "kiln/graph/error.h"
 #include "values.h"
 
-namespace kiln::reference::detail {
+namespace kiln::eval::detail {
 
 namespace {
 
@@ -166,4 +166,4 @@ void index_select_kernel(const KernelArgs& a) {
   }
 }
 
-}  // namespace kiln::reference::detail
+}  // namespace kiln::eval::detail

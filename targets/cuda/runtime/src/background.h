@@ -6,13 +6,48 @@
 // processes; it now runs on a thread its executable joins (start_gemm, executable.cpp).
 #pragma once
 
+#include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace kiln::cuda::detail {
+
+// Work under way on background threads (the head starts below, cuBLASLt's start-up), counted so
+// that the exit can wait for it: the toolkit's libraries are loaded when first used, often by
+// such a thread, so their statics are constructed after this file's and would be destroyed
+// first, under a thread still inside them. toolkit_api.cpp registers wait_for_background_work
+// with atexit right after it loads a library, so it runs before that library's destructors
+// (atexit handlers run in the reverse order of their registration).
+struct BackgroundWork {
+  std::mutex mu;
+  std::condition_variable idle;
+  int running = 0;
+};
+inline BackgroundWork& background_work() {
+  static BackgroundWork& w = *new BackgroundWork;  // never destroyed: the atexit wait reads it
+  return w;
+}
+// Counts one piece of work from before its thread starts to when it ends.
+class BackgroundScope {
+ public:
+  BackgroundScope() {
+    std::lock_guard<std::mutex> lock(background_work().mu);
+    ++background_work().running;
+  }
+  BackgroundScope(const BackgroundScope&) = delete;
+  ~BackgroundScope() {
+    std::lock_guard<std::mutex> lock(background_work().mu);
+    if (--background_work().running == 0) background_work().idle.notify_all();
+  }
+};
+inline void wait_for_background_work() {
+  std::unique_lock<std::mutex> lock(background_work().mu);
+  background_work().idle.wait(lock, [] { return background_work().running == 0; });
+}
 
 inline void start_in_background(std::function<void()> work) {
   struct Threads {
@@ -25,7 +60,7 @@ inline void start_in_background(std::function<void()> work) {
   };
   static Threads threads;
   std::lock_guard<std::mutex> lock(threads.mu);
-  threads.started.emplace_back([work = std::move(work)] {
+  threads.started.emplace_back([work = std::move(work), counted = std::make_shared<BackgroundScope>()] {
     try {
       work();
     } catch (...) {

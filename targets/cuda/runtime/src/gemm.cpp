@@ -10,7 +10,9 @@
 #include <sstream>
 #include <vector>
 
+#include "background.h"
 #include "kiln/graph/error.h"
+#include "toolkit_api.h"
 
 namespace kiln::cuda {
 
@@ -18,7 +20,7 @@ namespace {
 
 void check_lt(cublasStatus_t s, const char* call, const std::string& kernel) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  fail("cuBLASLt: ", call, " failed: ", cublasLtGetStatusName(s), " (", cublasLtGetStatusString(s), ") in kernel ", kernel);
+  fail("cuBLASLt: ", call, " failed: ", detail::cublaslt_api().cublasLtGetStatusName(s), " (", detail::cublaslt_api().cublasLtGetStatusString(s), ") in kernel ", kernel);
 }
 
 struct Handle {
@@ -40,7 +42,7 @@ Handle& handle_of(Context& ctx) {
   std::lock_guard<std::mutex> lock(mu);
   Handle& h = handles[&ctx];
   if (!h.h) {
-    check_lt(cublasLtCreate(&h.h), "cublasLtCreate", "(handle)");
+    check_lt(detail::cublaslt_api().cublasLtCreate(&h.h), "cublasLtCreate", "(handle)");
     h.workspace = ctx.alloc(h.workspace_bytes);
   }
   return h;
@@ -49,7 +51,7 @@ Handle& handle_of(Context& ctx) {
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
   ~Layout() {
-    if (l) cublasLtMatrixLayoutDestroy(l);
+    if (l) detail::cublaslt_api().cublasLtMatrixLayoutDestroy(l);
   }
 };
 
@@ -99,7 +101,7 @@ struct Prepared {
   Prepared(const Prepared&) = delete;
   Prepared& operator=(const Prepared&) = delete;
   ~Prepared() {
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (desc) detail::cublaslt_api().cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -165,43 +167,43 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
   }
   auto p = std::make_unique<Prepared>();
   p->scale = scale;
-  check_lt(cublasLtMatmulDescCreate(&p->desc, compute, scale), "cublasLtMatmulDescCreate", kernel);
+  check_lt(detail::cublaslt_api().cublasLtMatmulDescCreate(&p->desc, compute, scale), "cublasLtMatmulDescCreate", kernel);
   // Column-major: C^T (n x m) = op(B^T) (n x k) * op(A^T) (k x m): the first operand is B.
-  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &B.op, sizeof B.op), "set TRANSA", kernel);
-  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof A.op), "set TRANSB", kernel);
+  check_lt(detail::cublaslt_api().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &B.op, sizeof B.op), "set TRANSA", kernel);
+  check_lt(detail::cublaslt_api().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof A.op), "set TRANSB", kernel);
   if (!g.epilogue.empty()) {
     // The bias runs along the product's last dim: the rows of the column-major C^T.
     const cublasLtEpilogue_t ep = g.epilogue == "gelu_bias" ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "set EPILOGUE", kernel);
+    check_lt(detail::cublaslt_api().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "set EPILOGUE", kernel);
   }
-  check_lt(cublasLtMatrixLayoutCreate(&p->lb.l, t, B.rows, B.cols, B.ld), "cublasLtMatrixLayoutCreate (B)", kernel);
-  check_lt(cublasLtMatrixLayoutCreate(&p->la.l, t, A.rows, A.cols, A.ld), "cublasLtMatrixLayoutCreate (A)", kernel);
-  check_lt(cublasLtMatrixLayoutCreate(&p->lc.l, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n),
+  check_lt(detail::cublaslt_api().cublasLtMatrixLayoutCreate(&p->lb.l, t, B.rows, B.cols, B.ld), "cublasLtMatrixLayoutCreate (B)", kernel);
+  check_lt(detail::cublaslt_api().cublasLtMatrixLayoutCreate(&p->la.l, t, A.rows, A.cols, A.ld), "cublasLtMatrixLayoutCreate (A)", kernel);
+  check_lt(detail::cublaslt_api().cublasLtMatrixLayoutCreate(&p->lc.l, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n),
            "cublasLtMatrixLayoutCreate (C)", kernel);
   if (!pr.batch.empty()) {
     for (cublasLtMatrixLayout_t l : {p->lb.l, p->la.l, p->lc.l})
-      check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &pr.inner_count, sizeof pr.inner_count),
+      check_lt(detail::cublaslt_api().cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &pr.inner_count, sizeof pr.inner_count),
                "set BATCH_COUNT", kernel);
-    check_lt(cublasLtMatrixLayoutSetAttribute(p->lb.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sb, sizeof inner_sb),
+    check_lt(detail::cublaslt_api().cublasLtMatrixLayoutSetAttribute(p->lb.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sb, sizeof inner_sb),
              "set STRIDED_BATCH_OFFSET (B)", kernel);
-    check_lt(cublasLtMatrixLayoutSetAttribute(p->la.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sa, sizeof inner_sa),
+    check_lt(detail::cublaslt_api().cublasLtMatrixLayoutSetAttribute(p->la.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sa, sizeof inner_sa),
              "set STRIDED_BATCH_OFFSET (A)", kernel);
-    check_lt(cublasLtMatrixLayoutSetAttribute(p->lc.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sc, sizeof inner_sc),
+    check_lt(detail::cublaslt_api().cublasLtMatrixLayoutSetAttribute(p->lc.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sc, sizeof inner_sc),
              "set STRIDED_BATCH_OFFSET (C)", kernel);
   }
   Handle& h = handle_of(ctx);
   cublasLtMatmulPreference_t pref = nullptr;
-  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", kernel);
+  check_lt(detail::cublaslt_api().cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", kernel);
   struct PrefGuard {
     cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+    ~PrefGuard() { detail::cublaslt_api().cublasLtMatmulPreferenceDestroy(p); }
   } pg{pref};
-  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &h.workspace_bytes,
+  check_lt(detail::cublaslt_api().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &h.workspace_bytes,
                                                 sizeof h.workspace_bytes),
            "set MAX_WORKSPACE_BYTES", kernel);
   p->algorithms.resize(kMaxAlgorithms);
   int found = 0;
-  check_lt(cublasLtMatmulAlgoGetHeuristic(h.h, p->desc, p->lb.l, p->la.l, p->lc.l, p->lc.l, pref, kMaxAlgorithms,
+  check_lt(detail::cublaslt_api().cublasLtMatmulAlgoGetHeuristic(h.h, p->desc, p->lb.l, p->la.l, p->lc.l, p->lc.l, pref, kMaxAlgorithms,
                                           p->algorithms.data(), &found),
            "cublasLtMatmulAlgoGetHeuristic", kernel);
   KILN_CHECK(found > 0, "cuBLASLt: no algorithm for the ", dtype_name(g.dtype), " gemm of kernel ", kernel, " (m ", m,
@@ -217,7 +219,7 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 std::thread start_gemm(Context& ctx) {
   static std::atomic<bool> started{false};
   if (started.exchange(true)) return {};  // done, or under way on another executable's thread
-  return std::thread([&ctx] {
+  return std::thread([&ctx, counted = std::make_shared<detail::BackgroundScope>()] {
     try {
       ctx.make_current();
       // Setting up one problem starts cuBLASLt: its handle, the workspace and its heuristics (a
@@ -253,7 +255,7 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
   Prepared& p = *pr.prepared;
   if (!g.epilogue.empty()) {
     const void* bias = reinterpret_cast<const void*>(ptrs[static_cast<size_t>(g.bias)]);
-    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER", kernel);
+    check_lt(detail::cublaslt_api().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER", kernel);
   }
   const cublasLtMatmulAlgo_t& algo =
       p.algorithms[static_cast<size_t>(std::clamp(algorithm, 0, static_cast<int>(p.algorithms.size()) - 1))].algo;
@@ -276,7 +278,7 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
     const DevicePtr a = ptrs[static_cast<size_t>(g.a)] + static_cast<DevicePtr>(oa * es);
     const DevicePtr b = ptrs[static_cast<size_t>(g.b)] + static_cast<DevicePtr>(ob * es);
     const DevicePtr c = c_base + static_cast<DevicePtr>(o * pr.inner_count * m * n * es);
-    check_lt(cublasLtMatmul(h.h, p.desc, alpha, reinterpret_cast<const void*>(b), p.lb.l, reinterpret_cast<const void*>(a),
+    check_lt(detail::cublaslt_api().cublasLtMatmul(h.h, p.desc, alpha, reinterpret_cast<const void*>(b), p.lb.l, reinterpret_cast<const void*>(a),
                             p.la.l, beta, reinterpret_cast<void*>(c), p.lc.l, reinterpret_cast<void*>(c), p.lc.l, &algo,
                             reinterpret_cast<void*>(h.workspace), h.workspace_bytes,
                             static_cast<cudaStream_t>(stream ? stream : ctx.stream())),

@@ -38,6 +38,7 @@
 
 #include "background.h"
 #include "kiln/graph/error.h"
+#include "toolkit_api.h"
 
 namespace kiln::cuda {
 
@@ -364,7 +365,7 @@ namespace {
 struct JitLink {
   nvJitLinkHandle handle = nullptr;
   ~JitLink() {
-    if (handle) nvJitLinkDestroy(&handle);
+    if (handle) detail::nvjitlink_api().nvJitLinkDestroy(&handle);
   }
 };
 
@@ -384,9 +385,9 @@ std::string result_text(nvJitLinkResult r) {
 
 std::string error_log(nvJitLinkHandle handle) {
   size_t n = 0;
-  if (!handle || nvJitLinkGetErrorLogSize(handle, &n) != NVJITLINK_SUCCESS || n == 0) return "(no log)";
+  if (!handle || detail::nvjitlink_api().nvJitLinkGetErrorLogSize(handle, &n) != NVJITLINK_SUCCESS || n == 0) return "(no log)";
   std::string log(n, '\0');
-  if (nvJitLinkGetErrorLog(handle, log.data()) != NVJITLINK_SUCCESS) return "(no log)";
+  if (detail::nvjitlink_api().nvJitLinkGetErrorLog(handle, log.data()) != NVJITLINK_SUCCESS) return "(no log)";
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   return log;
 }
@@ -400,19 +401,19 @@ std::string cubin_from_ptx(const std::string& ptx, int arch, const std::string& 
   const std::string arch_option = "-arch=" + sm(arch);
   const char* options[] = {arch_option.c_str()};
   JitLink link;
-  nvJitLinkResult r = nvJitLinkCreate(&link.handle, 1, options);
+  nvJitLinkResult r = detail::nvjitlink_api().nvJitLinkCreate(&link.handle, 1, options);
   if (r == NVJITLINK_SUCCESS)
-    r = nvJitLinkAddData(link.handle, NVJITLINK_INPUT_PTX, ptx.data(), ptx.size(), (name + ".ptx").c_str());
-  if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(link.handle);
+    r = detail::nvjitlink_api().nvJitLinkAddData(link.handle, NVJITLINK_INPUT_PTX, ptx.data(), ptx.size(), (name + ".ptx").c_str());
+  if (r == NVJITLINK_SUCCESS) r = detail::nvjitlink_api().nvJitLinkComplete(link.handle);
   if (r != NVJITLINK_SUCCESS)
     fail("nvJitLink: program '", name, "' does not compile for ", sm(arch), " (", result_text(r), "):\n",
          error_log(link.handle));
   size_t n = 0;
   std::string cubin;
-  r = nvJitLinkGetLinkedCubinSize(link.handle, &n);
+  r = detail::nvjitlink_api().nvJitLinkGetLinkedCubinSize(link.handle, &n);
   if (r == NVJITLINK_SUCCESS) {
     cubin.resize(n);
-    r = nvJitLinkGetLinkedCubin(link.handle, cubin.data());
+    r = detail::nvjitlink_api().nvJitLinkGetLinkedCubin(link.handle, cubin.data());
   }
   if (r != NVJITLINK_SUCCESS) fail("nvJitLink: no cubin for program '", name, "' (", result_text(r), ")");
   if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - start).count();

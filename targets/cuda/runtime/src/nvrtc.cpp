@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kiln/graph/error.h"
+#include "toolkit_api.h"
 #include "background.h"
 
 namespace kiln::cuda {
@@ -16,21 +17,21 @@ namespace kiln::cuda {
 namespace {
 
 void check(nvrtcResult r, const char* call, const std::string& name) {
-  if (r != NVRTC_SUCCESS) fail("NVRTC: ", call, " failed for program '", name, "': ", nvrtcGetErrorString(r));
+  if (r != NVRTC_SUCCESS) fail("NVRTC: ", call, " failed for program '", name, "': ", detail::nvrtc_api().nvrtcGetErrorString(r));
 }
 
 struct Program {
   nvrtcProgram p = nullptr;
   ~Program() {
-    if (p) nvrtcDestroyProgram(&p);
+    if (p) detail::nvrtc_api().nvrtcDestroyProgram(&p);
   }
 };
 
 std::string program_log(nvrtcProgram p, const std::string& name) {
   size_t n = 0;
-  check(nvrtcGetProgramLogSize(p, &n), "nvrtcGetProgramLogSize", name);
+  check(detail::nvrtc_api().nvrtcGetProgramLogSize(p, &n), "nvrtcGetProgramLogSize", name);
   std::string log(n, '\0');
-  if (n > 0) check(nvrtcGetProgramLog(p, log.data()), "nvrtcGetProgramLog", name);
+  if (n > 0) check(detail::nvrtc_api().nvrtcGetProgramLog(p, log.data()), "nvrtcGetProgramLog", name);
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   return log;
 }
@@ -73,7 +74,7 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name, in
              "' is not one (give e.g. 80 for sm_80)");
   const auto start = std::chrono::steady_clock::now();
   Program prog;
-  check(nvrtcCreateProgram(&prog.p, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram",
+  check(detail::nvrtc_api().nvrtcCreateProgram(&prog.p, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram",
         name);
   // --no-cache: NVRTC 13 keeps its own cache of images in the driver's compute cache; Kiln's plan
   // cache (sdk/cache) already keeps them, so a second cache would only cost a write per miss and
@@ -89,25 +90,25 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name, in
   opts.insert(opts.end(), from_env.begin(), from_env.end());
   std::vector<const char*> argv;
   for (const std::string& o : opts) argv.push_back(o.c_str());
-  const nvrtcResult r = nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data());
+  const nvrtcResult r = detail::nvrtc_api().nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data());
   NvrtcOutput out;
   out.cubin = cubin;
   out.log = program_log(prog.p, name);
   if (r != NVRTC_SUCCESS) {
     std::string all;
     for (const std::string& o : opts) all += " " + o;
-    fail("NVRTC: program '", name, "' does not compile for sm_", arch, " (", nvrtcGetErrorString(r), ", options", all,
+    fail("NVRTC: program '", name, "' does not compile for sm_", arch, " (", detail::nvrtc_api().nvrtcGetErrorString(r), ", options", all,
          "):\n", out.log, "\nsource:\n", numbered_source(source));
   }
   size_t n = 0;
   if (cubin) {
-    check(nvrtcGetCUBINSize(prog.p, &n), "nvrtcGetCUBINSize", name);
+    check(detail::nvrtc_api().nvrtcGetCUBINSize(prog.p, &n), "nvrtcGetCUBINSize", name);
     out.image.resize(n);
-    check(nvrtcGetCUBIN(prog.p, out.image.data()), "nvrtcGetCUBIN", name);
+    check(detail::nvrtc_api().nvrtcGetCUBIN(prog.p, out.image.data()), "nvrtcGetCUBIN", name);
   } else {
-    check(nvrtcGetPTXSize(prog.p, &n), "nvrtcGetPTXSize", name);
+    check(detail::nvrtc_api().nvrtcGetPTXSize(prog.p, &n), "nvrtcGetPTXSize", name);
     out.image.resize(n);
-    check(nvrtcGetPTX(prog.p, out.image.data()), "nvrtcGetPTX", name);
+    check(detail::nvrtc_api().nvrtcGetPTX(prog.p, out.image.data()), "nvrtcGetPTX", name);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
@@ -125,15 +126,15 @@ void nvrtc_prewarm(int arch) {
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "nvrtcVersion", "-");
+  check(detail::nvrtc_api().nvrtcVersion(&major, &minor), "nvrtcVersion", "-");
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
 std::vector<int> nvrtc_supported_archs() {
   int n = 0;
-  check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs", "-");
+  check(detail::nvrtc_api().nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs", "-");
   std::vector<int> a(static_cast<size_t>(n));
-  if (n > 0) check(nvrtcGetSupportedArchs(a.data()), "nvrtcGetSupportedArchs", "-");
+  if (n > 0) check(detail::nvrtc_api().nvrtcGetSupportedArchs(a.data()), "nvrtcGetSupportedArchs", "-");
   return a;
 }
 

@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
-# Installs the built tree into a fresh prefix and builds tests/install/consumer against it.
+# Installs the built tree into a fresh prefix and builds tests/install/consumer against it, the
+# way a CPU-only user would on a machine without the CUDA toolkit: find_package(CUDAToolkit) is
+# disabled while configuring, the program must not need any library of the toolkit, and it runs
+# with the toolkit's folder hidden (an empty folder mounted over it, where this machine lets an
+# unprivileged mount namespace be made; said on stdout either way).
 set -euo pipefail
 build_dir=$1; source_dir=$2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
-cmake -S "$source_dir/tests/install/consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log"
+cmake -S "$source_dir/tests/install/consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON > "$work/configure.log"
 cmake --build "$work/build" > "$work/build.log"
-"$work/build/app"
+if ldd "$work/build/app" | grep -E "libcuda|libnvrtc|libnvJitLink|libcublas"; then
+  echo "check_install: the consumer needs a CUDA toolkit library (above); Kiln's CUDA target must load them when first used" >&2
+  exit 1
+fi
+toolkit=""
+for d in /usr/local/cuda /usr/local/cuda-*; do [ -d "$d" ] && toolkit=$(readlink -f "$d") && break; done
+if [ -n "$toolkit" ] && unshare -rm true 2>/dev/null; then
+  mkdir -p "$work/empty"
+  echo "running the consumer with $toolkit hidden"
+  unshare -rm sh -c 'mount --bind "$1" "$2" && exec "$3"' sh "$work/empty" "$toolkit" "$work/build/app"
+else
+  echo "running the consumer (${toolkit:-no CUDA toolkit here}; not hidden: no mount namespace)"
+  "$work/build/app"
+fi

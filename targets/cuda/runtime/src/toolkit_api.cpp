@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <string>
-#include <type_traits>
 
 #include "background.h"
 #include "kiln/graph/error.h"
@@ -34,88 +33,34 @@ void* open_library(const char* what, const std::string& soname) {
   return h;
 }
 
-struct Loader {
-  void* handle;
-  template <class Fn>
-  void operator()(Fn& fn, const char* name, const char* what, const std::string& soname) const {
-    fn = reinterpret_cast<std::remove_reference_t<Fn>>(dlsym(handle, name));
-    if (!fn) fail("the CUDA target needs ", name, ", which ", what, " (", soname, ") lacks (an older toolkit?)");
-  }
-};
-
-// The major version in the toolkit's sonames: the one Kiln was built against.
-std::string so(const char* stem) { return std::string(stem) + ".so." + std::to_string(CUDA_VERSION / 1000); }
+// The library's entry points: `list` applies X(name) to each (the lists in toolkit_api.h).
+#define KILN_TOOLKIT_LOAD(Api, list, what, stem)                                                          \
+  [] {                                                                                                    \
+    const std::string soname = std::string(stem) + ".so." + std::to_string(CUDA_VERSION / 1000);          \
+    const char* const library = what;                                                                     \
+    void* h = open_library(library, soname);                                                              \
+    Api a;                                                                                                \
+    list(KILN_TOOLKIT_SYMBOL)                                                                             \
+    return a;                                                                                             \
+  }()
+#define KILN_TOOLKIT_SYMBOL(f)                                                                            \
+  a.f = reinterpret_cast<decltype(a.f)>(dlsym(h, #f));                                                    \
+  if (!a.f) fail("the CUDA target needs ", #f, ", which ", library, " (", soname, ") lacks (an older toolkit?)");
 
 }  // namespace
 
 const NvrtcApi& nvrtc_api() {
-  static const NvrtcApi api = [] {
-    const std::string soname = so("libnvrtc");
-    const Loader sym{open_library("NVRTC", soname)};
-    NvrtcApi a;
-#define KILN_SYM(f) sym(a.f, #f, "NVRTC", soname)
-    KILN_SYM(nvrtcGetErrorString);
-    KILN_SYM(nvrtcVersion);
-    KILN_SYM(nvrtcGetNumSupportedArchs);
-    KILN_SYM(nvrtcGetSupportedArchs);
-    KILN_SYM(nvrtcCreateProgram);
-    KILN_SYM(nvrtcDestroyProgram);
-    KILN_SYM(nvrtcCompileProgram);
-    KILN_SYM(nvrtcGetProgramLogSize);
-    KILN_SYM(nvrtcGetProgramLog);
-    KILN_SYM(nvrtcGetPTXSize);
-    KILN_SYM(nvrtcGetPTX);
-    KILN_SYM(nvrtcGetCUBINSize);
-    KILN_SYM(nvrtcGetCUBIN);
-#undef KILN_SYM
-    return a;
-  }();
+  static const NvrtcApi api = KILN_TOOLKIT_LOAD(NvrtcApi, KILN_NVRTC_FUNCTIONS, "NVRTC", "libnvrtc");
   return api;
 }
 
 const NvJitLinkApi& nvjitlink_api() {
-  static const NvJitLinkApi api = [] {
-    const std::string soname = so("libnvJitLink");
-    const Loader sym{open_library("nvJitLink", soname)};
-    NvJitLinkApi a;
-#define KILN_SYM(f) sym(a.f, #f, "nvJitLink", soname)
-    KILN_SYM(nvJitLinkCreate);
-    KILN_SYM(nvJitLinkDestroy);
-    KILN_SYM(nvJitLinkAddData);
-    KILN_SYM(nvJitLinkComplete);
-    KILN_SYM(nvJitLinkGetLinkedCubinSize);
-    KILN_SYM(nvJitLinkGetLinkedCubin);
-    KILN_SYM(nvJitLinkGetErrorLogSize);
-    KILN_SYM(nvJitLinkGetErrorLog);
-#undef KILN_SYM
-    return a;
-  }();
+  static const NvJitLinkApi api = KILN_TOOLKIT_LOAD(NvJitLinkApi, KILN_NVJITLINK_FUNCTIONS, "nvJitLink", "libnvJitLink");
   return api;
 }
 
 const CublasLtApi& cublaslt_api() {
-  static const CublasLtApi api = [] {
-    const std::string soname = so("libcublasLt");
-    const Loader sym{open_library("cuBLASLt", soname)};
-    CublasLtApi a;
-#define KILN_SYM(f) sym(a.f, #f, "cuBLASLt", soname)
-    KILN_SYM(cublasLtGetStatusName);
-    KILN_SYM(cublasLtGetStatusString);
-    KILN_SYM(cublasLtCreate);
-    KILN_SYM(cublasLtMatrixLayoutCreate);
-    KILN_SYM(cublasLtMatrixLayoutDestroy);
-    KILN_SYM(cublasLtMatrixLayoutSetAttribute);
-    KILN_SYM(cublasLtMatmulDescCreate);
-    KILN_SYM(cublasLtMatmulDescDestroy);
-    KILN_SYM(cublasLtMatmulDescSetAttribute);
-    KILN_SYM(cublasLtMatmulPreferenceCreate);
-    KILN_SYM(cublasLtMatmulPreferenceDestroy);
-    KILN_SYM(cublasLtMatmulPreferenceSetAttribute);
-    KILN_SYM(cublasLtMatmulAlgoGetHeuristic);
-    KILN_SYM(cublasLtMatmul);
-#undef KILN_SYM
-    return a;
-  }();
+  static const CublasLtApi api = KILN_TOOLKIT_LOAD(CublasLtApi, KILN_CUBLASLT_FUNCTIONS, "cuBLASLt", "libcublasLt");
   return api;
 }
 

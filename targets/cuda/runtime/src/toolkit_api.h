@@ -12,49 +12,32 @@
 
 namespace kiln::cuda::detail {
 
+// Each library's entry points, listed once: X(name) for every function Kiln calls.
+#define KILN_NVRTC_FUNCTIONS(X)                                                                          \
+  X(nvrtcGetErrorString) X(nvrtcVersion) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)          \
+  X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)          \
+  X(nvrtcGetProgramLog) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)
+#define KILN_NVJITLINK_FUNCTIONS(X)                                                                      \
+  X(nvJitLinkCreate) X(nvJitLinkDestroy) X(nvJitLinkAddData) X(nvJitLinkComplete)                        \
+  X(nvJitLinkGetLinkedCubinSize) X(nvJitLinkGetLinkedCubin) X(nvJitLinkGetErrorLogSize) X(nvJitLinkGetErrorLog)
+#define KILN_CUBLASLT_FUNCTIONS(X)                                                                       \
+  X(cublasLtGetStatusName) X(cublasLtGetStatusString) X(cublasLtCreate) X(cublasLtMatrixLayoutCreate)   \
+  X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulDescCreate)         \
+  X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatmulPreferenceCreate)      \
+  X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)                             \
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+
+#define KILN_TOOLKIT_MEMBER(f) decltype(&::f) f = nullptr;
 struct NvrtcApi {
-  decltype(&::nvrtcGetErrorString) nvrtcGetErrorString = nullptr;
-  decltype(&::nvrtcVersion) nvrtcVersion = nullptr;
-  decltype(&::nvrtcGetNumSupportedArchs) nvrtcGetNumSupportedArchs = nullptr;
-  decltype(&::nvrtcGetSupportedArchs) nvrtcGetSupportedArchs = nullptr;
-  decltype(&::nvrtcCreateProgram) nvrtcCreateProgram = nullptr;
-  decltype(&::nvrtcDestroyProgram) nvrtcDestroyProgram = nullptr;
-  decltype(&::nvrtcCompileProgram) nvrtcCompileProgram = nullptr;
-  decltype(&::nvrtcGetProgramLogSize) nvrtcGetProgramLogSize = nullptr;
-  decltype(&::nvrtcGetProgramLog) nvrtcGetProgramLog = nullptr;
-  decltype(&::nvrtcGetPTXSize) nvrtcGetPTXSize = nullptr;
-  decltype(&::nvrtcGetPTX) nvrtcGetPTX = nullptr;
-  decltype(&::nvrtcGetCUBINSize) nvrtcGetCUBINSize = nullptr;
-  decltype(&::nvrtcGetCUBIN) nvrtcGetCUBIN = nullptr;
+  KILN_NVRTC_FUNCTIONS(KILN_TOOLKIT_MEMBER)
 };
-
 struct NvJitLinkApi {
-  decltype(&::nvJitLinkCreate) nvJitLinkCreate = nullptr;
-  decltype(&::nvJitLinkDestroy) nvJitLinkDestroy = nullptr;
-  decltype(&::nvJitLinkAddData) nvJitLinkAddData = nullptr;
-  decltype(&::nvJitLinkComplete) nvJitLinkComplete = nullptr;
-  decltype(&::nvJitLinkGetLinkedCubinSize) nvJitLinkGetLinkedCubinSize = nullptr;
-  decltype(&::nvJitLinkGetLinkedCubin) nvJitLinkGetLinkedCubin = nullptr;
-  decltype(&::nvJitLinkGetErrorLogSize) nvJitLinkGetErrorLogSize = nullptr;
-  decltype(&::nvJitLinkGetErrorLog) nvJitLinkGetErrorLog = nullptr;
+  KILN_NVJITLINK_FUNCTIONS(KILN_TOOLKIT_MEMBER)
 };
-
 struct CublasLtApi {
-  decltype(&::cublasLtGetStatusName) cublasLtGetStatusName = nullptr;
-  decltype(&::cublasLtGetStatusString) cublasLtGetStatusString = nullptr;
-  decltype(&::cublasLtCreate) cublasLtCreate = nullptr;
-  decltype(&::cublasLtMatrixLayoutCreate) cublasLtMatrixLayoutCreate = nullptr;
-  decltype(&::cublasLtMatrixLayoutDestroy) cublasLtMatrixLayoutDestroy = nullptr;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) cublasLtMatrixLayoutSetAttribute = nullptr;
-  decltype(&::cublasLtMatmulDescCreate) cublasLtMatmulDescCreate = nullptr;
-  decltype(&::cublasLtMatmulDescDestroy) cublasLtMatmulDescDestroy = nullptr;
-  decltype(&::cublasLtMatmulDescSetAttribute) cublasLtMatmulDescSetAttribute = nullptr;
-  decltype(&::cublasLtMatmulPreferenceCreate) cublasLtMatmulPreferenceCreate = nullptr;
-  decltype(&::cublasLtMatmulPreferenceDestroy) cublasLtMatmulPreferenceDestroy = nullptr;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) cublasLtMatmulPreferenceSetAttribute = nullptr;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) cublasLtMatmulAlgoGetHeuristic = nullptr;
-  decltype(&::cublasLtMatmul) cublasLtMatmul = nullptr;
+  KILN_CUBLASLT_FUNCTIONS(KILN_TOOLKIT_MEMBER)
 };
+#undef KILN_TOOLKIT_MEMBER
 
 // Each loaded on first call (thread-safe), or a kiln::Error "the CUDA target needs the CUDA
 // toolkit's NVRTC (libnvrtc.so.13), which could not be loaded: <why>".

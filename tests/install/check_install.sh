@@ -17,11 +17,11 @@ if ldd "$work/build/app" | grep -E "libcuda|libnvrtc|libnvJitLink|libcublas"; th
 fi
 toolkit=""
 for d in /usr/local/cuda /usr/local/cuda-*; do [ -d "$d" ] && toolkit=$(readlink -f "$d") && break; done
-if [ -n "$toolkit" ] && unshare -rm true 2>/dev/null; then
-  mkdir -p "$work/empty"
+mkdir -p "$work/empty"
+if [ -n "$toolkit" ] && unshare -rm sh -c 'mount --bind "$1" "$2"' sh "$work/empty" "$toolkit" 2>/dev/null; then
   echo "running the consumer with $toolkit hidden"
   unshare -rm sh -c 'mount --bind "$1" "$2" && exec "$3"' sh "$work/empty" "$toolkit" "$work/build/app"
 else
-  echo "running the consumer (${toolkit:-no CUDA toolkit here}; not hidden: no mount namespace)"
+  echo "running the consumer (${toolkit:-no CUDA toolkit here}; not hidden: this machine allows no mount namespace)"
   "$work/build/app"
 fi

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "helpers.h"
+#include "kiln/graph/tensor_data.h"
 
 using namespace kiln;
 using kiln_test::G;
@@ -83,6 +84,24 @@ BOOST_AUTO_TEST_CASE(bad_input_still_gives_kiln_error) {
   BOOST_TEST(caught_as_kiln_error([&] { t.op(OpId::add, {x}); }));
   BOOST_TEST(caught_as_kiln_error([] { (void)parse_dtype("f33"); }));
   BOOST_TEST(caught_as_kiln_error([] { fail("a user mistake"); }));
+}
+
+// Sizes that wrap or exceed the largest tensor give a kiln::Error naming the shape, never a small
+// allocation that writes run past, nor std::bad_alloc (issue 31: an expand to [2^31, 2^31]).
+BOOST_AUTO_TEST_CASE(tensor_sizes_that_wrap_or_exceed_the_limit_are_refused) {
+  const int64_t big = int64_t{1} << 31;
+  const std::string wrapped = kiln_test_util::error_of([&] { TensorData::empty_host(DType::f32, {big, big}); });
+  BOOST_TEST(contains(wrapped, "f32 tensor of shape [2147483648, 2147483648]"));
+  BOOST_TEST(contains(wrapped, "overflows 64-bit integers"));
+  BOOST_TEST(contains(kiln_test_util::error_of([&] { TensorData::empty_host(DType::f32, {big, big, big}); }),
+                      "overflows 64-bit integers"));
+  const std::string huge = kiln_test_util::error_of([&] { TensorData::empty_host(DType::bool_, {big, big}); });
+  BOOST_TEST(contains(huge, "needs 4611686018427387904 bytes, more than a tensor may have (2^48)"));
+  BOOST_TEST(contains(kiln_test_util::error_of([&] { TensorData::empty_host(DType::f32, {-1}); }), "negative size -1"));
+  BOOST_TEST(caught_as_kiln_error([&] { TensorData::empty_host(DType::f64, {big, big}); }));
+  // An empty tensor of a huge other dimension is fine (no element), and so is an ordinary one.
+  BOOST_TEST(TensorData::empty_host(DType::f32, {0, int64_t{1} << 62}).numel() == 0);
+  BOOST_TEST(TensorData::empty_host(DType::f32, {4, 4}).storage->nbytes() == 64u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "kiln/graph/error.h"
 
@@ -11,8 +12,9 @@ namespace kiln {
 std::shared_ptr<Storage> Storage::allocate_host(size_t nbytes) {
   constexpr size_t kAlign = 64;
   const size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  if (!p) throw std::bad_alloc();
+  void* p = rounded < nbytes ? nullptr : std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+  // A kiln::Error, not std::bad_alloc: what was asked for is said, and callers may recover.
+  if (!p) fail("out of host memory: could not allocate ", nbytes, " bytes");
   std::memset(p, 0, rounded == 0 ? kAlign : rounded);
   return std::make_shared<Storage>(Device::cpu(), p, nbytes, [](void* q) { std::free(q); });
 }
@@ -25,16 +27,32 @@ Storage::~Storage() {
 }
 
 TensorData TensorData::empty_host(DType dtype, std::vector<int64_t> sizes) {
+  // The most bytes one tensor may have (256 TiB, as plan::kMaxBufferBytes): more is a size that
+  // wrapped or an edited file, not a tensor; counted with overflow checks so that no product
+  // wraps to a small allocation that later writes run past.
+  constexpr int64_t kMaxTensorBytes = int64_t{1} << 48;
   TensorData t;
   t.dtype = dtype;
   t.sizes = std::move(sizes);
   int64_t n = 1;
+  bool wrapped = false;
   for (int64_t s : t.sizes) {
     KILN_CHECK(s >= 0, "cannot allocate a tensor with negative size ", s);
-    n *= s;
+    wrapped = wrapped || __builtin_mul_overflow(n, s, &n);
   }
+  int64_t bytes = 0;
+  wrapped = wrapped || __builtin_mul_overflow(n, dtype_size(dtype), &bytes);
+  auto shape = [&] {
+    std::string out = "[";
+    for (size_t i = 0; i < t.sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(t.sizes[i]);
+    return out + "]";
+  };
+  KILN_CHECK(!wrapped, "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(),
+             ": its size in bytes overflows 64-bit integers");
+  KILN_CHECK(bytes <= kMaxTensorBytes, "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(), ": it needs ", bytes,
+             " bytes, more than a tensor may have (2^48)");
   t.strides = contiguous_strides(std::span<const int64_t>(t.sizes));
-  t.storage = Storage::allocate_host(static_cast<size_t>(n * dtype_size(dtype)));
+  t.storage = Storage::allocate_host(static_cast<size_t>(bytes));
   return t;
 }
 

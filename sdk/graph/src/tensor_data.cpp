@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 
 #include "kiln/graph/error.h"
@@ -42,11 +41,7 @@ TensorData TensorData::empty_host(DType dtype, std::vector<int64_t> sizes) {
   }
   int64_t bytes = 0;
   wrapped = wrapped || __builtin_mul_overflow(n, dtype_size(dtype), &bytes);
-  auto shape = [&] {
-    std::string out = "[";
-    for (size_t i = 0; i < t.sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(t.sizes[i]);
-    return out + "]";
-  };
+  auto shape = [&] { return shape_str(static_shape(t.sizes)); };
   KILN_CHECK(!wrapped, "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(),
              ": its size in bytes overflows 64-bit integers");
   KILN_CHECK(bytes <= kMaxTensorBytes, "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(), ": it needs ", bytes,

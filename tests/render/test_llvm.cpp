@@ -51,7 +51,7 @@ BOOST_AUTO_TEST_CASE(literals_are_exact) {
   BOOST_TEST(rl::literal(0.1, rl::CT::f32) == "0x3FB99999A0000000");  // 0.1f widened
   BOOST_TEST(rl::literal(0.1, rl::CT::f64) == "0x3FB999999999999A");
   BOOST_TEST(rl::literal(-3, rl::CT::i64) == "-3");
-  BOOST_TEST(rl::literal(2, rl::CT::i1) == "true");
+  BOOST_TEST(rl::literal(2, rl::CT::b) == "true");
 }
 
 BOOST_AUTO_TEST_CASE(exp_per_flavour) {
@@ -102,25 +102,44 @@ BOOST_AUTO_TEST_CASE(bf16_rounding) {
   BOOST_TEST((r.ct == rl::CT::f32));
 }
 
-BOOST_AUTO_TEST_CASE(reduction_folds) {
+// A reduction's rule (sdk/lower) printed over a state in memory: each flavour's fold instructions.
+BOOST_AUTO_TEST_CASE(reduction_rules_print_each_flavours_folds) {
+  using schedule::ReduceKind;
+  auto rule = [](const rl::Flavour& f, ReduceKind k, DType t) {
+    const lower::CT c = lower::compute_type(t);
+    return lower::reduction_rule(k, c, k == ReduceKind::argmax || k == ReduceKind::argmin ? DType::i64 : t,
+                                 {f.nan_extremum(lower::CT::f32), f.nan_extremum(lower::CT::f64)});
+  };
   Probe cpu(rl::cpu(), "k");
-  cpu.fold(schedule::ReduceKind::sum, rl::CT::f32, "%acc", "%x");
-  cpu.fold(schedule::ReduceKind::max, rl::CT::f32, "%acc", "%x");
-  cpu.fold(schedule::ReduceKind::max, rl::CT::i64, "%acc", "%x");
-  BOOST_TEST(contains(cpu.text(), "fadd reassoc float %acc, %x"));
-  BOOST_TEST(contains(cpu.text(), "call nnan nsz float @llvm.maxnum.f32(float %acc, float %x)"));
-  BOOST_TEST(contains(cpu.text(), "icmp sgt i64 %x, %acc"));
+  cpu.fold_into(rule(rl::cpu(), ReduceKind::sum, DType::f32), {"%acc"}, {"%x"});
+  BOOST_TEST(contains(cpu.text(), "fadd reassoc float %t0, %x"));
+  BOOST_TEST(contains(cpu.text(), "store float %t1, ptr %acc"));
+  // The CPU's float max skips NaN (a fold that vectorises) beside a NaN flag.
+  const lower::Rule max = rule(rl::cpu(), ReduceKind::max, DType::f32);
+  BOOST_TEST(max.has_nan_flag());
+  const std::vector<std::string> el = cpu.element_state(max, {"%y", rl::CT::f32}, "%j");
+  cpu.fold_into(max, {"%m", "%n"}, el);
+  BOOST_TEST(contains(cpu.text(), "fcmp uno float %y, %y"));
+  BOOST_TEST(contains(cpu.text(), "call nnan nsz float @llvm.maxnum.f32(float"));
+  BOOST_TEST(contains(cpu.text(), "or i1"));
+  cpu.fold_into(rule(rl::cpu(), ReduceKind::max, DType::i64), {"%acc"}, {"%x"});
+  BOOST_TEST(contains(cpu.text(), "icmp sgt i64 %x, "));
+  // NVPTX has a NaN-propagating f32 minimum: no flag.
   Probe gpu(rl::nvptx(false), "k");
-  gpu.fold(schedule::ReduceKind::sum, rl::CT::f32, "%acc", "%x");
-  gpu.fold(schedule::ReduceKind::min, rl::CT::f32, "%acc", "%x");
-  gpu.fold(schedule::ReduceKind::sum, rl::CT::i1, "%acc", "%x");
-  BOOST_TEST(contains(gpu.text(), "fadd float %acc, %x"));
-  BOOST_TEST(contains(gpu.text(), "call float @llvm.minimum.f32(float %acc, float %x)"));
-  BOOST_TEST(contains(gpu.text(), "or i1 %acc, %x"));
-  BOOST_TEST(cpu.identity(schedule::ReduceKind::max, rl::CT::f32) == rl::literal(-INFINITY, rl::CT::f32));
-  BOOST_TEST(cpu.identity(schedule::ReduceKind::argmin, rl::CT::i64) == "9223372036854775807");
-  BOOST_TEST(cpu.identity(schedule::ReduceKind::prod, rl::CT::f64) == rl::literal(1, rl::CT::f64));
-  BOOST_CHECK_THROW(cpu.fold(schedule::ReduceKind::argmax, rl::CT::f32, "%acc", "%x"), kiln::Error);
+  const lower::Rule min = rule(rl::nvptx(false), ReduceKind::min, DType::f32);
+  BOOST_TEST(!min.has_nan_flag());
+  gpu.fold_into(min, {"%acc"}, {"%x"});
+  BOOST_TEST(contains(gpu.text(), "call float @llvm.minimum.f32(float %t0, float %x)"));
+  gpu.fold_into(rule(rl::nvptx(false), ReduceKind::sum, DType::f32), {"%acc"}, {"%x"});
+  BOOST_TEST(contains(gpu.text(), "fadd float"));
+  // Identities and an arg reduction's finish (its position).
+  Probe id(rl::cpu(), "k");
+  const lower::Rule am = rule(rl::cpu(), ReduceKind::argmin, DType::f64);
+  id.store_identity(am, {"%v", "%i", "%n"});
+  BOOST_TEST(contains(id.text(), "store double " + rl::literal(INFINITY, rl::CT::f64) + ", ptr %v"));
+  BOOST_TEST(contains(id.text(), "store i64 9223372036854775807, ptr %i"));
+  BOOST_TEST(contains(id.text(), "store i1 false, ptr %n"));
+  BOOST_TEST(id.finish_state(am, {"%a", "%b", "%c"}, DType::i64).v == "%b");
 }
 
 BOOST_AUTO_TEST_CASE(integer_ops_wrap_and_float_only_ops_fail) {

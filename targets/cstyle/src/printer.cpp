@@ -12,16 +12,6 @@ using schedule::Affine;
 using schedule::Instr;
 using schedule::InstrKind;
 
-CT compute_type(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16: return CT::f32;
-    case DType::f64: return CT::f64;
-    case DType::i32: case DType::i64: return CT::i64;
-    case DType::bool_: return CT::b;
-  }
-  return CT::f32;
-}
-
 const Value* Scope::find(int32_t i) const {
   for (const Scope* s = this; s; s = s->parent) {
     auto it = s->memo.find(i);

@@ -1,133 +1,132 @@
 // Reductions of the C-style targets (see reduction.h).
 #include "kiln/cstyle/reduction.h"
 
-#include <cmath>
+#include "kiln/graph/error.h"
+
 
 namespace kiln::cstyle {
 
 using schedule::Instr;
 using schedule::ReduceKind;
 
-namespace {
-bool is_arg(ReduceKind k) { return k == ReduceKind::argmax || k == ReduceKind::argmin; }
-bool takes_max(ReduceKind k) { return k == ReduceKind::max || k == ReduceKind::argmax; }
-}  // namespace
+using lower::Node;
+using Op = Node::Op;
 
-bool Reductions::nan_flag(int32_t r) const {
-  const Instr& in = at(r);
-  const CT ac = compute_type(at(in.args[0]).dtype);
-  if (is_arg(in.reduce)) return is_float(ac);
-  if (in.reduce == ReduceKind::max || in.reduce == ReduceKind::min) return is_float(ac) && !p_.dialect().fast_extremum(ac);
-  return false;
+lower::Rule Reductions::rule(int32_t r) const {
+  const Dialect& d = p_.dialect();
+  return lower::reduction_rule(p_.kernel(), r, {d.fast_extremum(CT::f32), d.fast_extremum(CT::f64)});
 }
 
+bool Reductions::nan_flag(int32_t r) const { return rule(r).has_nan_flag(); }
+
 std::vector<Component> Reductions::state(int32_t r, const std::string& prefix) const {
-  const Instr& in = at(r);
-  const CT c = compute_type(in.dtype);
-  const CT ac = compute_type(at(in.args[0]).dtype);
-  switch (in.reduce) {
-    case ReduceKind::sum: case ReduceKind::prod: return {{c, prefix + "_acc"}};
-    case ReduceKind::max: case ReduceKind::min:
-      if (nan_flag(r)) return {{ac, prefix + "_acc"}, {CT::b, prefix + "_nan"}};
-      return {{ac, prefix + "_acc"}};
-    case ReduceKind::argmax: case ReduceKind::argmin: {
-      const CT vc = ac == CT::b ? CT::i64 : ac;  // bools compared as 0 and 1
-      if (nan_flag(r)) return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}, {CT::b, prefix + "_nan"}};
-      return {{vc, prefix + "_val"}, {CT::i64, prefix + "_idx"}};
-    }
+  const lower::Rule rl = rule(r);
+  const bool has_position = rl.state.size() > 1 && rl.state[1].role == lower::Rule::Role::position;
+  std::vector<Component> st;
+  for (const lower::Rule::Component& c : rl.state) {
+    const char* suffix = c.role == lower::Rule::Role::position ? "_idx"
+                         : c.role == lower::Rule::Role::nan_seen ? "_nan"
+                         : has_position                          ? "_val"
+                                                                 : "_acc";
+    st.push_back({c.ct, prefix + suffix});
   }
-  return {};
+  return st;
+}
+
+// Node n of rule rl as a C expression over the names in env; `top`: the whole right side of an
+// assignment (no parentheses around it).
+std::string Reductions::print(const lower::Rule& rl, int32_t n, const Env& env, bool top) const {
+  const Dialect& d = p_.dialect();
+  const Node& nd = rl.at(n);
+  auto arg = [&](int k) { return print(rl, nd.args[k], env); };
+  auto wrap = [&](const std::string& e) { return top ? e : "(" + e + ")"; };
+  switch (nd.op) {
+    case Op::a: return (*env.a)[static_cast<size_t>(nd.index)];
+    case Op::b: return (*env.b)[static_cast<size_t>(nd.index)];
+    case Op::x: return env.x;
+    case Op::j: return env.j;
+    case Op::literal: return nd.ct == CT::i64 ? d.int_literal(nd.integer) : d.literal(nd.value, nd.ct);
+    case Op::add: return wrap(arg(0) + " + " + arg(1));
+    case Op::mul: return wrap(arg(0) + " * " + arg(1));
+    case Op::max:
+    case Op::min: {
+      const bool mx = nd.op == Op::max;
+      if (nd.ct == CT::b) return wrap(arg(0) + (mx ? " || " : " && ") + arg(1));
+      if (is_float(nd.ct)) {
+        KILN_INTERNAL_CHECK(nd.propagate_nan, "cstyle: a NaN-skipping extremum is a statement, not an expression");
+        return d.extremum(mx, arg(0), arg(1), nd.ct);
+      }
+      return "(" + arg(1) + (mx ? " > " : " < ") + arg(0) + " ? " + arg(1) + " : " + arg(0) + ")";
+    }
+    // (compares bare: every operand is a name, a literal or parenthesised, and a compare binds
+    // tighter than the && || ?: around it)
+    case Op::gt: return arg(0) + " > " + arg(1);
+    case Op::lt: return arg(0) + " < " + arg(1);
+    case Op::eq: return arg(0) + " == " + arg(1);
+    case Op::land: return wrap(arg(0) + " && " + arg(1));
+    case Op::lor: return wrap(arg(0) + " || " + arg(1));
+    case Op::lnot: return "!" + arg(0);
+    case Op::isnan: return d.isnan(arg(0), nd.operand);
+    case Op::select: return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+  }
+  internal_fail("cstyle: reduction rule node ", static_cast<int>(nd.op), " has no C form");
 }
 
 std::vector<std::string> Reductions::initial(int32_t r) const {
-  const Dialect& d = p_.dialect();
-  const Instr& in = at(r);
-  const std::vector<Component> st = state(r, "");
-  const bool mx = takes_max(in.reduce);
-  auto extreme = [&](CT c) {
-    if (is_float(c)) return d.literal(mx ? -INFINITY : INFINITY, c);
-    if (c == CT::i64) return d.int_literal(mx ? INT64_MIN : INT64_MAX);
-    return std::string(mx ? "false" : "true");
-  };
-  switch (in.reduce) {
-    case ReduceKind::sum: return {d.literal(0, st[0].ct)};
-    case ReduceKind::prod: return {d.literal(1, st[0].ct)};
-    case ReduceKind::max: case ReduceKind::min:
-      if (st.size() == 2) return {extreme(st[0].ct), "false"};
-      return {extreme(st[0].ct)};
-    case ReduceKind::argmax: case ReduceKind::argmin:
-      if (st.size() == 3) return {extreme(st[0].ct), d.int_literal(INT64_MAX), "false"};
-      return {extreme(st[0].ct), d.int_literal(INT64_MAX)};
-  }
-  return {};
+  const lower::Rule rl = rule(r);
+  std::vector<std::string> out;
+  for (int32_t n : rl.identity) out.push_back(print(rl, n, {}));
+  return out;
 }
 
 std::vector<std::string> Reductions::element(int32_t r, const Value& x0, const std::string& j) const {
-  const Instr& in = at(r);
-  const std::vector<Component> st = state(r, "");
-  const Value x = p_.convert(x0, st[0].ct);
-  switch (in.reduce) {
-    case ReduceKind::sum: case ReduceKind::prod: return {x.v};
-    case ReduceKind::max: case ReduceKind::min:
-      if (st.size() == 2) return {x.v, p_.dialect().isnan(x.v, x.ct)};
-      return {x.v};
-    case ReduceKind::argmax: case ReduceKind::argmin:
-      if (st.size() == 3) return {x.v, j, p_.dialect().isnan(x.v, x.ct)};
-      return {x.v, j};
-  }
-  return {};
+  const lower::Rule rl = rule(r);
+  Env env;
+  env.x = p_.convert(x0, rl.state[0].ct).v;
+  env.j = j;
+  std::vector<std::string> out;
+  for (int32_t n : rl.element) out.push_back(print(rl, n, env));
+  return out;
 }
 
 void Reductions::merge(int32_t r, const std::vector<Component>& a, const std::vector<std::string>& b) const {
   const Dialect& d = p_.dialect();
-  const Instr& in = at(r);
-  const CT c = a[0].ct;
-  switch (in.reduce) {
-    case ReduceKind::sum: p_.line(a[0].name + " += " + b[0] + ";"); return;
-    case ReduceKind::prod: p_.line(a[0].name + " *= " + b[0] + ";"); return;
-    case ReduceKind::max: case ReduceKind::min: {
-      const bool mx = in.reduce == ReduceKind::max;
-      if (a.size() == 2) {  // floats with a NaN flag: the value skips NaN, the flag remembers it
-        p_.line(d.extremum_skipping_nan(mx, a[0].name, b[0], c));
-        p_.line(a[1].name + " = " + a[1].name + " || " + b[1] + ";");
-      } else if (is_float(c)) {
-        p_.line(a[0].name + " = " + d.extremum(mx, a[0].name, b[0], c) + ";");
-      } else if (c == CT::i64) {
-        p_.line(d.assign_select(a[0].name, b[0] + (mx ? " > " : " < ") + a[0].name, b[0], a[0].name));
-      } else {
-        p_.line(a[0].name + " = " + a[0].name + (mx ? " || " : " && ") + b[0] + ";");
-      }
-      return;
-    }
-    case ReduceKind::argmax: case ReduceKind::argmin: {
-      // b wins when better, or equal at a smaller position; with NaN flags a NaN wins over every
-      // number and the first NaN over later ones.
-      const char* better = in.reduce == ReduceKind::argmax ? " > " : " < ";
-      const std::string tie = "(" + b[0] + " == " + a[0].name + " && " + b[1] + " < " + a[1].name + ")";
-      std::string take = "(" + b[0] + better + a[0].name + " || " + tie + ")";
-      if (a.size() == 3)
-        take = "(" + b[2] + " ? (!" + a[2].name + " || " + b[1] + " < " + a[1].name + ") : (!" + a[2].name + " && " + take + "))";
-      p_.line("if (" + take + ") {");
-      for (size_t i = 0; i < a.size(); ++i) p_.line("  " + a[i].name + " = " + b[i] + ";");
-      p_.line("}");
-      return;
+  const lower::Rule rl = rule(r);
+  std::vector<std::string> names;
+  for (const Component& c : a) names.push_back(c.name);
+  Env env;
+  env.a = &names;
+  env.b = &b;
+  if (rl.take >= 0) {  // a conditional fold: every component assigned where take holds
+    p_.line("if (" + print(rl, rl.take, env) + ") {");
+    for (size_t i = 0; i < a.size(); ++i) p_.line("  " + a[i].name + " = " + print(rl, rl.fold[i], env, true) + ";");
+    p_.line("}");
+    return;
+  }
+  // Each component's fold, in C's forms: compound assignments, the dialect's extremum
+  // statements. (No fold here reads a component another one assigns before it.)
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Node& f = rl.at(rl.fold[i]);
+    const std::string& lhs = a[i].name;
+    const bool onto_self = f.args[0] >= 0 && rl.at(f.args[0]).op == Op::a && rl.at(f.args[0]).index == static_cast<int32_t>(i);
+    const std::string y = onto_self ? print(rl, f.args[1], env) : "";
+    if (onto_self && (f.op == Op::add || f.op == Op::mul)) {
+      p_.line(lhs + (f.op == Op::add ? " += " : " *= ") + y + ";");
+    } else if (onto_self && (f.op == Op::max || f.op == Op::min) && is_float(f.ct) && !f.propagate_nan) {
+      p_.line(d.extremum_skipping_nan(f.op == Op::max, lhs, y, f.ct));
+    } else if (onto_self && (f.op == Op::max || f.op == Op::min) && f.ct == CT::i64) {
+      p_.line(d.assign_select(lhs, y + (f.op == Op::max ? " > " : " < ") + lhs, y, lhs));
+    } else {
+      p_.line(lhs + " = " + print(rl, rl.fold[i], env, true) + ";");
     }
   }
 }
 
 std::string Reductions::finish(int32_t r, const std::vector<std::string>& st) const {
-  const Instr& in = at(r);
-  const std::vector<Component> comps = state(r, "");
-  Value v;
-  switch (in.reduce) {
-    case ReduceKind::sum: case ReduceKind::prod: v = {st[0], comps[0].ct}; break;
-    case ReduceKind::max: case ReduceKind::min:
-      v = {st[0], comps[0].ct};
-      if (comps.size() == 2) v.v = "(" + st[1] + " ? " + p_.dialect().literal(NAN, v.ct) + " : " + st[0] + ")";
-      break;
-    case ReduceKind::argmax: case ReduceKind::argmin: v = {st[1], CT::i64}; break;
-  }
-  return p_.to_dtype(v, in.dtype).v;
+  const lower::Rule rl = rule(r);
+  Env env;
+  env.a = &st;
+  return p_.to_dtype({print(rl, rl.finish, env), rl.finish_ct}, at(r).dtype).v;
 }
 
 void Reductions::declare(int32_t r) const {

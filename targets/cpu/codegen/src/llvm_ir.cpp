@@ -131,7 +131,7 @@ class FunctionEmitter : public render::llvm::Printer {
   Variant v_;
   std::map<int32_t, std::string> bufs_;
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
-  std::map<int32_t, std::string> acc_, nan_, idx_;
+  std::map<int32_t, std::string> state_[3];  // reduce instr -> the slot of its state's component c
   std::map<std::string, CT> slot_type_;
   // Row strategy: values kept from the pass that computes them for later passes (see
   // kept_values()): instruction -> its row scratch (an alloca of the inner extent), and the
@@ -211,7 +211,7 @@ class FunctionEmitter : public render::llvm::Printer {
     if (in.masked) {
       // Only where the mask holds: a branch around the load (the loop vectorizer turns it into a
       // masked load or gather), the slot holding 0 otherwise.
-      const std::string m = convert(value(in.mask(), sc), CT::i1).v;
+      const std::string m = convert(value(in.mask(), sc), CT::b).v;
       raw = masked_load(t, m, [&] { return op("load ", storage_type(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer)); });
     } else {
       raw = op("load ", storage_type(t), ", ptr ", p, ", align ", dtype_size(t), alias(in.buffer));
@@ -363,97 +363,34 @@ class FunctionEmitter : public render::llvm::Printer {
     return op("getelementptr [", lanes_, " x ", type_of(c), "], ptr ", m[i], ", i64 0, i64 ", lane);
   }
 
+  // Reductions: each one's rule (sdk/lower/reduction.h) over its state's slots. The CPU has no
+  // NaN-propagating extremum that vectorises, so a float max or min folds skipping NaN (the
+  // flavour's nnan nsz fold) beside a NaN flag.
+  lower::Rule rule(int32_t i) const {
+    return lower::reduction_rule(k_, i, {flavour_.nan_extremum(CT::f32), flavour_.nan_extremum(CT::f64)});
+  }
+  std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane) {
+    std::vector<std::string> s;
+    for (size_t c = 0; c < rl.state.size(); ++c) s.push_back(slot(state_[c], i, rl.state[c].ct, lane));
+    return s;
+  }
   void init_acc(int32_t i, const std::string& lane) {
-    const Instr& in = k_.instrs[static_cast<size_t>(i)];
-    const CT c = ct_of(in.dtype);
-    const CT ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod:
-        line("store ", type_of(c), " ", identity(in.reduce, c), ", ptr ", slot(acc_, i, c, lane));
-        break;
-      case ReduceKind::max: case ReduceKind::min:
-        line("store ", type_of(ac), " ", identity(in.reduce, ac), ", ptr ", slot(acc_, i, ac, lane));
-        if (is_float(ac)) line("store i1 false, ptr ", slot(nan_, i, CT::i1, lane));
-        break;
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const CT vc = ac == CT::i1 ? CT::i64 : ac;
-        line("store ", type_of(vc), " ", identity(in.reduce, vc), ", ptr ", slot(acc_, i, vc, lane));
-        line("store i64 0, ptr ", slot(idx_, i, CT::i64, lane));
-        if (is_float(vc)) line("store i1 false, ptr ", slot(nan_, i, CT::i1, lane));
-        break;
-      }
-    }
+    const lower::Rule rl = rule(i);
+    store_identity(rl, state_slots(rl, i, lane));
   }
-
   void combine(int32_t i, Scope& sc, const std::string& flat) {
-    const Instr& in = k_.instrs[static_cast<size_t>(i)];
-    const CT c = ct_of(in.dtype);
-    Val x = value(in.args[0], sc);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: {
-        x = convert(x, c);
-        const std::string p = slot(acc_, i, c, sc.lane);
-        line("store ", type_of(c), " ", fold(in.reduce, c, op("load ", type_of(c), ", ptr ", p), x.v), ", ptr ", p);
-        break;
-      }
-      case ReduceKind::max: case ReduceKind::min: {
-        // A float fold skips NaN (the flavour's nnan nsz fold vectorises); the flag below records
-        // one and replaces the result at the end.
-        const std::string p = slot(acc_, i, x.ct, sc.lane);
-        const std::string r = fold(in.reduce, x.ct, op("load ", type_of(x.ct), ", ptr ", p), x.v);
-        if (is_float(x.ct)) {
-          const std::string np = slot(nan_, i, CT::i1, sc.lane);
-          const std::string f = op("load i1, ptr ", np);
-          line("store i1 ", op("or i1 ", f, ", ", op("fcmp uno ", type_of(x.ct), " ", x.v, ", ", x.v)), ", ptr ", np);
-        }
-        line("store ", type_of(x.ct), " ", r, ", ptr ", p);
-        break;
-      }
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const bool mx = in.reduce == ReduceKind::argmax;
-        if (x.ct == CT::i1) x = convert(x, CT::i64);
-        const std::string p = slot(acc_, i, x.ct, sc.lane);
-        const std::string a = op("load ", type_of(x.ct), ", ptr ", p);
-        std::string take;
-        if (is_float(x.ct)) {
-          // The first NaN wins; after it nothing replaces it.
-          const std::string np = slot(nan_, i, CT::i1, sc.lane);
-          const std::string have_nan = op("load i1, ptr ", np);
-          const std::string xnan = op("fcmp uno ", type_of(x.ct), " ", x.v, ", ", x.v);
-          const std::string better = op("fcmp ", mx ? "ogt " : "olt ", type_of(x.ct), " ", x.v, ", ", a);
-          const std::string fresh = op("xor i1 ", have_nan, ", true"), wins = op("or i1 ", xnan, ", ", better);
-          take = op("and i1 ", fresh, ", ", wins);
-          line("store i1 ", op("or i1 ", have_nan, ", ", xnan), ", ptr ", np);
-        } else {
-          take = op("icmp ", mx ? "sgt" : "slt", " i64 ", x.v, ", ", a);
-        }
-        line("store ", type_of(x.ct), " ", select(take, x.ct, x.v, a).v, ", ptr ", p);
-        const std::string ip = slot(idx_, i, CT::i64, sc.lane);
-        const std::string bi = op("load i64, ptr ", ip);
-        line("store i64 ", select(take, CT::i64, flat, bi).v, ", ptr ", ip);
-        break;
-      }
-    }
+    const lower::Rule rl = rule(i);
+    const Val x = value(k_.instrs[static_cast<size_t>(i)].args[0], sc);
+    fold_into(rl, state_slots(rl, i, sc.lane), element_state(rl, x, flat));
   }
-
   void finish_acc(int32_t i, const std::string& lane) {
     const Instr& in = k_.instrs[static_cast<size_t>(i)];
+    const lower::Rule rl = rule(i);
+    std::vector<std::string> st;
+    const std::vector<std::string> slots = state_slots(rl, i, lane);
+    for (size_t c = 0; c < slots.size(); ++c) st.push_back(op("load ", type_of(rl.state[c].ct), ", ptr ", slots[c]));
     const CT c = ct_of(in.dtype);
-    Val r;
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: r = {op("load ", type_of(c), ", ptr ", slot(acc_, i, c, lane)), c}; break;
-      case ReduceKind::max: case ReduceKind::min: {
-        const CT ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
-        r = {op("load ", type_of(ac), ", ptr ", slot(acc_, i, ac, lane)), ac};
-        if (is_float(ac)) r = select(op("load i1, ptr ", slot(nan_, i, CT::i1, lane)), ac, literal(NAN, ac), r.v);
-        r = to_dtype(r, in.dtype);
-        break;
-      }
-      case ReduceKind::argmax: case ReduceKind::argmin:
-        r = to_dtype({op("load i64, ptr ", slot(idx_, i, CT::i64, lane)), CT::i64}, in.dtype);
-        break;
-    }
-    const std::string v = convert(r, c).v, p = slot(red_, i, c, lane);
+    const std::string v = convert(finish_state(rl, st, in.dtype), c).v, p = slot(red_, i, c, lane);
     line("store ", type_of(c), " ", v, ", ptr ", p);
   }
 

@@ -173,7 +173,7 @@ class NvptxEmitter : public render::llvm::Printer {
     std::string raw;
     if (in.masked) {
       // Only where the mask holds (pad, cat): no read outside the buffer's own range.
-      const std::string m = convert(value(in.mask(), sc), CT::i1).v;
+      const std::string m = convert(value(in.mask(), sc), CT::b).v;
       raw = masked_load(t, m, [&] {
         const std::string p = element_ptr(in.buffer, index);
         return op("load ", storage_type(t), ", ptr addrspace(1) ", p, ", align ", dtype_size(t));
@@ -401,99 +401,39 @@ class NvptxEmitter : public render::llvm::Printer {
     block(out);
   }
 
-  // The running state of reduction r: its components' types (cuda_c.cpp's state()).
-  // A maximum or minimum keeps a NaN flag beside its NaN-skipping fold where the target has no
-  // NaN-propagating instruction for it (f64).
-  bool nan_flag(int32_t r) const {
-    const CT c = ct_of(k_.instrs[static_cast<size_t>(k_.instrs[static_cast<size_t>(r)].args[0])].dtype);
-    return is_float(c) && !flavour_.nan_extremum(c);
+  // Reductions: each one's rule (sdk/lower/reduction.h: state, identity, element, fold, finish)
+  // as registers; a state lives in Vars. A maximum or minimum keeps a NaN flag beside its
+  // NaN-skipping fold where the flavour has no NaN-propagating instruction for it (f64).
+  lower::Rule rule(int32_t r) const {
+    return lower::reduction_rule(k_, r, {flavour_.nan_extremum(CT::f32), flavour_.nan_extremum(CT::f64)});
   }
-  std::vector<CT> state(int32_t r) const {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const CT c = ct_of(in.dtype), ac = ct_of(k_.instrs[static_cast<size_t>(in.args[0])].dtype);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: return {c};
-      case ReduceKind::max: case ReduceKind::min: return nan_flag(r) ? std::vector<CT>{ac, CT::i1} : std::vector<CT>{ac};
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const CT vc = ac == CT::i1 ? CT::i64 : ac;
-        return is_float(vc) ? std::vector<CT>{vc, CT::i64, CT::i1} : std::vector<CT>{vc, CT::i64};
-      }
-    }
-    return {};
-  }
-  std::vector<std::string> initial(int32_t r) const {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<CT> st = state(r);
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: return {identity(in.reduce, st[0])};
-      case ReduceKind::max: case ReduceKind::min:
-        if (st.size() == 2) return {identity(in.reduce, st[0]), "false"};
-        return {identity(in.reduce, st[0])};
-      case ReduceKind::argmax: case ReduceKind::argmin:
-        if (st.size() == 3) return {identity(in.reduce, st[0]), std::to_string(INT64_MAX), "false"};
-        return {identity(in.reduce, st[0]), std::to_string(INT64_MAX)};
-    }
-    return {};
+  bool nan_flag(int32_t r) const { return rule(r).has_nan_flag(); }
+  std::vector<std::string> initial(int32_t r) {
+    const lower::Rule rl = rule(r);
+    std::map<int32_t, Val> memo;
+    std::vector<std::string> out;
+    for (int32_t n : rl.identity) out.push_back(rule_value(rl, n, {}, memo).v);
+    return out;
   }
   std::vector<Var> declare_state(int32_t r) {
+    const lower::Rule rl = rule(r);
     std::vector<Var> a;
-    const std::vector<CT> st = state(r);
-    const std::vector<std::string> init = initial(r);
-    for (size_t i = 0; i < st.size(); ++i) a.push_back(var(st[i], init[i]));
+    for (const lower::Rule::Component& c : rl.state) a.push_back({alloca(type_of(c.ct)), c.ct});
+    store_identity(rl, ptrs(a));  // (in the body: a row's state starts afresh in every row)
     return a;
   }
-  // Folds state b (values) into state a (variables) of reduction r (cuda_c.cpp's merge()).
-  void merge(int32_t r, const std::vector<Var>& a, const std::vector<std::string>& b) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const CT c = a[0].ct;
-    const std::string x = get(a[0]).v;
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: set(a[0], fold(in.reduce, c, x, b[0])); return;
-      case ReduceKind::max: case ReduceKind::min:
-        set(a[0], fold(in.reduce, c, x, b[0]));
-        if (a.size() == 2) set(a[1], op("or i1 ", get(a[1]).v, ", ", b[1]));  // NaN seen (f64)
-        return;
-      case ReduceKind::argmax: case ReduceKind::argmin: {
-        const bool mx = in.reduce == ReduceKind::argmax;
-        const std::string ai = get(a[1]).v;
-        const std::string better = is_float(c) ? op("fcmp ", mx ? "ogt " : "olt ", type_of(c), " ", b[0], ", ", x)
-                                               : op("icmp ", mx ? "sgt " : "slt ", "i64 ", b[0], ", ", x);
-        const std::string equal = is_float(c) ? op("fcmp oeq ", type_of(c), " ", b[0], ", ", x) : op("icmp eq i64 ", b[0], ", ", x);
-        const std::string earlier = op("icmp slt i64 ", b[1], ", ", ai);
-        std::string take = op("or i1 ", better, ", ", op("and i1 ", equal, ", ", earlier));
-        if (a.size() == 3) {
-          const std::string an = get(a[2]).v, not_an = op("xor i1 ", an, ", true");
-          const std::string if_nan = op("or i1 ", not_an, ", ", earlier), if_not = op("and i1 ", not_an, ", ", take);
-          take = select(b[2], CT::i1, if_nan, if_not).v;
-        }
-        for (size_t i = 0; i < a.size(); ++i) set(a[i], select(take, a[i].ct, b[i], get(a[i]).v).v);
-        return;
-      }
-    }
+  static std::vector<std::string> ptrs(const std::vector<Var>& a) {
+    std::vector<std::string> p;
+    for (const Var& v : a) p.push_back(v.ptr);
+    return p;
   }
+  // Folds state b (values) into state a (variables) of reduction r.
+  void merge(int32_t r, const std::vector<Var>& a, const std::vector<std::string>& b) { fold_into(rule(r), ptrs(a), b); }
   // The state element x at inner position j contributes.
-  std::vector<std::string> element(int32_t r, const Val& x0, const std::string& j) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<CT> st = state(r);
-    const Val x = convert(x0, st[0]);
-    auto isnan = [&] { return op("fcmp uno ", type_of(x.ct), " ", x.v, ", ", x.v); };
-    switch (in.reduce) {
-      case ReduceKind::sum: case ReduceKind::prod: return {x.v};
-      case ReduceKind::max: case ReduceKind::min: return st.size() == 2 ? std::vector<std::string>{x.v, isnan()} : std::vector<std::string>{x.v};
-      case ReduceKind::argmax: case ReduceKind::argmin:
-        return st.size() == 3 ? std::vector<std::string>{x.v, j, isnan()} : std::vector<std::string>{x.v, j};
-    }
-    return {};
-  }
+  std::vector<std::string> element(int32_t r, const Val& x, const std::string& j) { return element_state(rule(r), x, j); }
   // The reduction's value from its final state, as its dtype's compute type.
   Val finish(int32_t r, const std::vector<std::string>& st) {
-    const Instr& in = k_.instrs[static_cast<size_t>(r)];
-    const std::vector<CT> comps = state(r);
-    Val v{st[0], comps[0]};
-    if ((in.reduce == ReduceKind::max || in.reduce == ReduceKind::min) && comps.size() == 2)
-      v = select(st[1], v.ct, literal(NAN, v.ct), st[0]);
-    if (in.reduce == ReduceKind::argmax || in.reduce == ReduceKind::argmin) v = {st[1], CT::i64};
-    return to_dtype(v, in.dtype);
+    return finish_state(rule(r), st, k_.instrs[static_cast<size_t>(r)].dtype);
   }
 
   // A shuffle of x across the warp (xor lane mask off): 32-bit shuffles, two for 64-bit values.
@@ -502,7 +442,7 @@ class NvptxEmitter : public render::llvm::Printer {
     auto shfl32 = [&](const std::string& w) { return op("call i32 @llvm.nvvm.shfl.sync.bfly.i32(i32 -1, i32 ", w, ", i32 ", off, ", i32 31)"); };
     switch (t) {
       case CT::f32: return op("bitcast i32 ", shfl32(op("bitcast float ", x, " to i32")), " to float");
-      case CT::i1: return op("trunc i32 ", shfl32(op("zext i1 ", x, " to i32")), " to i1");
+      case CT::b: return op("trunc i32 ", shfl32(op("zext i1 ", x, " to i32")), " to i1");
       case CT::f64: case CT::i64: {
         const std::string bits = t == CT::f64 ? op("bitcast double ", x, " to i64") : x;
         const std::string lo = shfl32(op("trunc i64 ", bits, " to i32"));
@@ -586,7 +526,7 @@ class NvptxEmitter : public render::llvm::Printer {
   };
   OnlineState online_state(const OnlinePair& op) {
     const CT c = ct_of(k_.instrs[static_cast<size_t>(op.max)].dtype);
-    return {var(c, literal(-INFINITY, c)), var(CT::i1, "false"), var(c, literal(0, c))};
+    return {var(c, literal(-INFINITY, c)), var(CT::b, "false"), var(c, literal(0, c))};
   }
   Val fmax_of(CT c, const std::string& a, const std::string& b) {  // C's fmax: NaN-skipping
     return call(std::string("@llvm.maxnum.") + render::llvm::suffix_of(c), c, {a, b});
@@ -629,11 +569,11 @@ class NvptxEmitter : public render::llvm::Printer {
   }
   void online_combine(const OnlinePair& p, const OnlineState& st) {
     const CT c = ct_of(k_.instrs[static_cast<size_t>(p.max)].dtype);
-    const std::string shm = shared_array(c, 32), shn = shared_array(CT::i1, 32), shs = shared_array(c, 32);
+    const std::string shm = shared_array(c, 32), shn = shared_array(CT::b, 32), shs = shared_array(c, 32);
     auto warp = [&] {
       for (int off = 16; off > 0; off >>= 1) {
         const std::string om = shuffle(c, get(st.m).v, off), os = shuffle(c, get(st.s).v, off);
-        const std::string seen = get(st.nan).v, other = shuffle(CT::i1, seen, off);
+        const std::string seen = get(st.nan).v, other = shuffle(CT::b, seen, off);
         set(st.nan, op("or i1 ", seen, ", ", other));
         online_merge(c, st, om, os);
       }
@@ -641,7 +581,7 @@ class NvptxEmitter : public render::llvm::Printer {
     auto publish = [&](const std::string& at) {
       when(op("icmp eq i64 ", lane_, ", 0"), [&] {
         shared_store(shm, c, at, get(st.m).v);
-        shared_store(shn, CT::i1, at, get(st.nan).v);
+        shared_store(shn, CT::b, at, get(st.nan).v);
         shared_store(shs, c, at, get(st.s).v);
       });
     };
@@ -651,13 +591,13 @@ class NvptxEmitter : public render::llvm::Printer {
     when(op("icmp eq i64 ", warp_, ", 0"), [&] {
       const std::string in_range = op("icmp slt i64 ", lane_, ", ", warps_);
       set(st.m, select(in_range, c, shared_load(shm, c, lane_).v, literal(-INFINITY, c)).v);
-      set(st.nan, select(in_range, CT::i1, shared_load(shn, CT::i1, lane_).v, "false").v);
+      set(st.nan, select(in_range, CT::b, shared_load(shn, CT::b, lane_).v, "false").v);
       set(st.s, select(in_range, c, shared_load(shs, c, lane_).v, literal(0, c)).v);
       warp();
       publish("0");
     });
     barrier();
-    const std::string m0 = shared_load(shm, c, "0").v, n0 = shared_load(shn, CT::i1, "0").v;
+    const std::string m0 = shared_load(shm, c, "0").v, n0 = shared_load(shn, CT::b, "0").v;
     reductions_[p.max] = nan_flag(p.max) ? finish(p.max, {m0, n0}) : finish(p.max, {select(n0, c, literal(NAN, c), m0).v});
     reductions_[p.sum] = finish(p.sum, {shared_load(shs, c, "0").v});
     barrier();

@@ -14,22 +14,12 @@ using schedule::Affine;
 using schedule::Instr;
 using schedule::ReduceKind;
 
-CT ct_of(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16: return CT::f32;
-    case DType::f64: return CT::f64;
-    case DType::i32: case DType::i64: return CT::i64;
-    case DType::bool_: return CT::i1;
-  }
-  return CT::f32;
-}
-
 const char* type_of(CT c) {
   switch (c) {
     case CT::f32: return "float";
     case CT::f64: return "double";
     case CT::i64: return "i64";
-    case CT::i1: return "i1";
+    case CT::b: return "i1";
   }
   return "?";
 }
@@ -59,7 +49,7 @@ std::string literal(double v, CT c) {
       return buf;
     }
     case CT::i64: return std::to_string(static_cast<int64_t>(v));
-    case CT::i1: return v != 0.0 ? "true" : "false";
+    case CT::b: return v != 0.0 ? "true" : "false";
   }
   return "0";
 }
@@ -193,12 +183,12 @@ Val Printer::convert(const Val& x, CT to) {
   switch (to) {
     case CT::f32: case CT::f64:
       if (is_float(x.ct)) return {op(to == CT::f64 ? "fpext float " : "fptrunc double ", x.v, " to ", type_of(to)), to};
-      if (x.ct == CT::i1) return {op("uitofp i1 ", x.v, " to ", type_of(to)), to};
+      if (x.ct == CT::b) return {op("uitofp i1 ", x.v, " to ", type_of(to)), to};
       return {op("sitofp i64 ", x.v, " to ", type_of(to)), to};
     case CT::i64:
-      if (x.ct == CT::i1) return {op("zext i1 ", x.v, " to i64"), to};
+      if (x.ct == CT::b) return {op("zext i1 ", x.v, " to i64"), to};
       return {op("fptosi ", type_of(x.ct), " ", x.v, " to i64"), to};
-    case CT::i1:
+    case CT::b:
       if (is_float(x.ct)) return {op("fcmp une ", type_of(x.ct), " ", x.v, ", ", literal(0, x.ct)), to};
       return {op("icmp ne i64 ", x.v, ", 0"), to};
   }
@@ -224,7 +214,7 @@ Val Printer::from_storage(DType t, const std::string& raw) {
     case DType::bf16: return {op("bitcast i32 ", op("shl i32 ", op("zext i16 ", raw, " to i32"), ", 16"), " to float"), CT::f32};
     case DType::i32: return {op("sext i32 ", raw, " to i64"), CT::i64};
     case DType::i64: return {raw, CT::i64};
-    case DType::bool_: return {op("icmp ne i8 ", raw, ", 0"), CT::i1};
+    case DType::bool_: return {op("icmp ne i8 ", raw, ", 0"), CT::b};
   }
   return {raw, CT::f32};
 }
@@ -276,14 +266,14 @@ Val Printer::pointwise(const Instr& in, const std::vector<Val>& a, const std::ve
   auto finish = [&](const Val& v) { return emulate ? narrow(v, out) : v; };
   switch (in.op) {
     case OpId::cast: return to_dtype(a[0], out);
-    case OpId::logical_not: return {op("xor i1 ", convert(a[0], CT::i1).v, ", true"), CT::i1};
+    case OpId::logical_not: return {op("xor i1 ", convert(a[0], CT::b).v, ", true"), CT::b};
     case OpId::isnan:
-      if (!is_float(a[0].ct)) return {"false", CT::i1};
-      return {op("fcmp uno ", type_of(a[0].ct), " ", a[0].v, ", ", a[0].v), CT::i1};
+      if (!is_float(a[0].ct)) return {"false", CT::b};
+      return {op("fcmp uno ", type_of(a[0].ct), " ", a[0].v, ", ", a[0].v), CT::b};
     case OpId::logical_and:
     case OpId::logical_or: {
-      const std::string x = convert(a[0], CT::i1).v, y = convert(a[1], CT::i1).v;
-      return {op(in.op == OpId::logical_and ? "and i1 " : "or i1 ", x, ", ", y), CT::i1};
+      const std::string x = convert(a[0], CT::b).v, y = convert(a[1], CT::b).v;
+      return {op(in.op == OpId::logical_and ? "and i1 " : "or i1 ", x, ", ", y), CT::b};
     }
     case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge: {
       const DType ct = promote_types(at[0], at[1]);
@@ -294,10 +284,10 @@ Val Printer::pointwise(const Instr& in, const std::vector<Val>& a, const std::ve
           {OpId::le, {"ole", "sle"}}, {OpId::gt, {"ogt", "sgt"}}, {OpId::ge, {"oge", "sge"}}};
       const auto& p = preds.at(in.op);
       return {op(is_float(c) ? "fcmp " : "icmp ", is_float(c) ? p.first : p.second, " ", type_of(c), " ", x.v, ", ", y.v),
-              CT::i1};
+              CT::b};
     }
     case OpId::where: {
-      const Val c = convert(a[0], CT::i1);
+      const Val c = convert(a[0], CT::b);
       const std::string x = to_dtype(a[1], out).v, y = to_dtype(a[2], out).v;
       return select(c.v, oc, x, y);
     }
@@ -407,41 +397,105 @@ Val Printer::pointwise(const Instr& in, const std::vector<Val>& a, const std::ve
 }
 
 // ---- reductions ----
-std::string Printer::identity(ReduceKind k, CT c) const {
-  switch (k) {
-    case ReduceKind::sum: return literal(0, c);
-    case ReduceKind::prod: return literal(1, c);
-    default: break;
+Val Printer::rule_value(const lower::Rule& r, int32_t n, const std::function<std::string(const lower::Node&)>& leaf,
+                        std::map<int32_t, Val>& memo) {
+  using Op = lower::Node::Op;
+  if (auto it = memo.find(n); it != memo.end()) return it->second;
+  const lower::Node& nd = r.at(n);
+  auto arg = [&](int k) { return rule_value(r, nd.args[k], leaf, memo).v; };
+  const char* t = type_of(nd.ct);
+  Val v{"", nd.ct};
+  switch (nd.op) {
+    case Op::a: case Op::b: case Op::x: case Op::j: v.v = leaf(nd); break;
+    case Op::literal:
+      v.v = nd.ct == CT::i64 ? std::to_string(nd.integer) : nd.ct == CT::b ? (nd.value != 0 ? "true" : "false") : literal(nd.value, nd.ct);
+      break;
+    case Op::add: case Op::mul: {
+      const bool add = nd.op == Op::add;
+      const std::string x = arg(0), y = arg(1);
+      if (is_float(nd.ct)) v.v = op(add ? "fadd " : "fmul ", flavour_.fold_flags, t, " ", x, ", ", y);
+      else v.v = op(nd.ct == CT::b ? (add ? "or i1 " : "and i1 ") : (add ? "add i64 " : "mul i64 "), x, ", ", y);
+      break;
+    }
+    case Op::max: case Op::min: {
+      const bool mx = nd.op == Op::max;
+      const std::string x = arg(0), y = arg(1);
+      if (is_float(nd.ct) && nd.propagate_nan) v = extremum(mx, nd.ct, x, y);
+      else if (is_float(nd.ct))
+        v = call(std::string("@llvm.") + (mx ? "maxnum." : "minnum.") + suffix_of(nd.ct), nd.ct, {x, y}, flavour_.extremum_flags);
+      else if (nd.ct == CT::i64) v = select(op("icmp ", mx ? "sgt" : "slt", " i64 ", y, ", ", x), nd.ct, y, x);
+      else v.v = op(mx ? "or i1 " : "and i1 ", x, ", ", y);
+      break;
+    }
+    case Op::gt: case Op::lt: case Op::eq: {
+      const std::string x = arg(0), y = arg(1);
+      const char* pred = nd.op == Op::gt ? (is_float(nd.operand) ? "ogt " : "sgt ")
+                         : nd.op == Op::lt ? (is_float(nd.operand) ? "olt " : "slt ")
+                                           : (is_float(nd.operand) ? "oeq " : "eq ");
+      v.v = op(is_float(nd.operand) ? "fcmp " : "icmp ", pred, type_of(nd.operand), " ", x, ", ", y);
+      break;
+    }
+    case Op::land: case Op::lor: {
+      const std::string x = arg(0), y = arg(1);
+      v.v = op(nd.op == Op::land ? "and i1 " : "or i1 ", x, ", ", y);
+      break;
+    }
+    case Op::lnot: v.v = op("xor i1 ", arg(0), ", true"); break;
+    case Op::isnan: {
+      const std::string x = arg(0);
+      v.v = is_float(nd.operand) ? op("fcmp uno ", type_of(nd.operand), " ", x, ", ", x) : "false";
+      break;
+    }
+    case Op::select: {
+      const std::string c = arg(0), x = arg(1), y = arg(2);
+      v = select(c, nd.ct, x, y);
+      break;
+    }
   }
-  const bool mx = k == ReduceKind::max || k == ReduceKind::argmax;
-  if (is_float(c)) return literal(mx ? -INFINITY : INFINITY, c);
-  if (c == CT::i64) return std::to_string(mx ? INT64_MIN : INT64_MAX);
-  return mx ? "false" : "true";
+  memo[n] = v;
+  return v;
 }
 
-std::string Printer::fold(ReduceKind k, CT c, const std::string& acc, const std::string& x) {
-  switch (k) {
-    case ReduceKind::sum:
-    case ReduceKind::prod: {
-      const bool sum = k == ReduceKind::sum;
-      if (is_float(c)) return op(sum ? "fadd " : "fmul ", flavour_.fold_flags, type_of(c), " ", acc, ", ", x);
-      return op(c == CT::i1 ? (sum ? "or i1 " : "and i1 ") : (sum ? "add i64 " : "mul i64 "), acc, ", ", x);
-    }
-    case ReduceKind::max:
-    case ReduceKind::min: {
-      const bool mx = k == ReduceKind::max;
-      if (is_float(c)) {
-        if (flavour_.nan_extremum(c)) return extremum(mx, c, acc, x).v;
-        return call(std::string("@llvm.") + (mx ? "maxnum." : "minnum.") + suffix_of(c), c, {acc, x},
-                    flavour_.extremum_flags)
-            .v;
-      }
-      if (c == CT::i64) return select(op("icmp ", mx ? "sgt" : "slt", " i64 ", x, ", ", acc), c, x, acc).v;
-      return op(mx ? "or i1 " : "and i1 ", acc, ", ", x);
-    }
-    default: break;
-  }
-  fail(flavour_.codegen, ": kernel ", kernel_, ": an arg reduction has no fold of values alone");
+void Printer::store_identity(const lower::Rule& r, const std::vector<std::string>& slots) {
+  std::map<int32_t, Val> memo;
+  for (size_t c = 0; c < r.state.size(); ++c)
+    line("store ", type_of(r.state[c].ct), " ", rule_value(r, r.identity[c], {}, memo).v, ", ptr ", slots[c]);
 }
+
+std::vector<std::string> Printer::element_state(const lower::Rule& r, const Val& x0, const std::string& j) {
+  const std::string x = convert(x0, r.state[0].ct).v;
+  std::map<int32_t, Val> memo;
+  auto leaf = [&](const lower::Node& n) { return n.op == lower::Node::Op::x ? x : j; };
+  std::vector<std::string> out;
+  for (int32_t n : r.element) out.push_back(rule_value(r, n, leaf, memo).v);
+  return out;
+}
+
+void Printer::fold_into(const lower::Rule& r, const std::vector<std::string>& slots, const std::vector<std::string>& b) {
+  std::map<int32_t, Val> memo;
+  std::map<int32_t, std::string> old;  // component -> its loaded value
+  auto a = [&](size_t c) -> const std::string& {
+    auto it = old.find(static_cast<int32_t>(c));
+    if (it == old.end()) it = old.emplace(static_cast<int32_t>(c), op("load ", type_of(r.state[c].ct), ", ptr ", slots[c])).first;
+    return it->second;
+  };
+  auto leaf = [&](const lower::Node& n) {
+    return n.op == lower::Node::Op::a ? a(static_cast<size_t>(n.index)) : b[static_cast<size_t>(n.index)];
+  };
+  const std::string take = r.take >= 0 ? rule_value(r, r.take, leaf, memo).v : "";
+  std::vector<std::string> next;
+  for (size_t c = 0; c < r.state.size(); ++c) {
+    const std::string f = rule_value(r, r.fold[c], leaf, memo).v;
+    next.push_back(take.empty() ? f : select(take, r.state[c].ct, f, a(c)).v);
+  }
+  for (size_t c = 0; c < r.state.size(); ++c) line("store ", type_of(r.state[c].ct), " ", next[c], ", ptr ", slots[c]);
+}
+
+Val Printer::finish_state(const lower::Rule& r, const std::vector<std::string>& a, DType result) {
+  std::map<int32_t, Val> memo;
+  auto leaf = [&](const lower::Node& n) { return a[static_cast<size_t>(n.index)]; };
+  return to_dtype(rule_value(r, r.finish, leaf, memo), result);
+}
+
 
 }  // namespace kiln::render::llvm

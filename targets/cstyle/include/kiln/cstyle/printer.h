@@ -22,15 +22,16 @@
 #include <vector>
 
 #include "kiln/graph/graph.h"
+#include "kiln/lower/reduction.h"
 #include "kiln/schedule/kernel_ir.h"
 #include "kiln/schedule/schedule.h"
 
 namespace kiln::cstyle {
 
-// The type a value is computed in: f32 (f32, f16, bf16), f64, i64 (i32, i64) or bool.
-enum class CT { f32, f64, i64, b };
-CT compute_type(DType t);
-inline bool is_float(CT c) { return c == CT::f32 || c == CT::f64; }
+// The type a value is computed in (sdk/lower): f32 (f32, f16, bf16), f64, i64 (i32, i64) or b.
+using lower::CT;
+using lower::compute_type;
+using lower::is_float;
 
 struct Value {
   std::string v;  // an expression (a temporary's name or a literal)

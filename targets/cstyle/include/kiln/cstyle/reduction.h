@@ -1,16 +1,9 @@
-// targets/cstyle: the reductions of a kernel as the C-style targets (CUDA C, GLSL) print them,
-// written once: each reduction's running state (its components), the identity it starts from,
-// the state one element contributes, the fold of one state into another (the same for an
-// element, a lane's neighbour in a warp or subgroup, and a shared-memory entry), and the finish
-// that turns the final state into the reduction's value.
-//
-// The rules (those of the reference interpreter, sdk/eval):
-// - sum and prod accumulate in the result's compute type;
-// - max and min propagate NaN: where the dialect's extremum does (Dialect::extremum_propagates_nan,
-//   CUDA's kiln_fmaxn for f32) the running value alone; elsewhere beside a "NaN seen" flag, the
-//   running value skipping NaN, and the finish is NaN when the flag is set;
-// - argmax and argmin keep the value and its inner position; ties go to the smaller position,
-//   and a NaN (flagged) wins over every number, the first NaN over later ones.
+// targets/cstyle: the reductions of a kernel as the C-style targets (CUDA C, GLSL) print them:
+// each reduction's rule (sdk/lower/reduction.h: its state's components, identity, the state an
+// element contributes, the fold of one state into another, the finish) printed as C
+// expressions and statements, and the running state of a thread and its steps. The rules are
+// written once in sdk/lower; this file decides only names and C's forms (compound
+// assignments, the dialect's extremum statements, `if (take) { ... }`).
 // Portable C++.
 #pragma once
 
@@ -19,6 +12,7 @@
 #include <vector>
 
 #include "kiln/cstyle/printer.h"
+#include "kiln/lower/reduction.h"
 
 namespace kiln::cstyle {
 
@@ -57,6 +51,15 @@ class Reductions {
 
  private:
   KernelPrinter& p_;
+  // Names the expressions of a rule refer to: the states folded into (a) and in (b), the
+  // element and its position.
+  struct Env {
+    const std::vector<std::string>* a = nullptr;
+    const std::vector<std::string>* b = nullptr;
+    std::string x, j;
+  };
+  lower::Rule rule(int32_t r) const;
+  std::string print(const lower::Rule& rl, int32_t n, const Env& env, bool top = false) const;
   const schedule::Instr& at(int32_t i) const { return p_.kernel().instrs[static_cast<size_t>(i)]; }
 };
 

@@ -5,8 +5,8 @@
 // Takes: values of the kernel IR (sdk/schedule) as the codegen asks for them. Gives: LLVM IR
 // text in an IR function body: compute types and constants, a loaded element's conversion from
 // its storage type and back, each pointwise op's math, casts with f16/bf16 rounding and i32
-// wrapping, NaN-propagating maximum/minimum, size and index arithmetic, and the fold steps and
-// identities of reductions. The codegen derives from Printer and writes the loop or thread
+// wrapping, NaN-propagating maximum/minimum, size and index arithmetic, and the expressions of
+// reductions' rules (sdk/lower/reduction.h) over states in memory. The codegen derives from Printer and writes the loop or thread
 // structure around these values (loops, grids, warps, shared memory, vector accesses, gemm).
 // A Flavour says what differs between the targets: math functions (LLVM intrinsics and libm on
 // the CPU, libdevice and PTX approximations on NVPTX), fast-math flags, helper functions.
@@ -22,15 +22,16 @@
 #include <vector>
 
 #include "kiln/graph/graph.h"
+#include "kiln/lower/reduction.h"
 #include "kiln/schedule/kernel_ir.h"
 
 namespace kiln::render::llvm {
 
-// The type a value is computed in: float (f32, f16, bf16), double (f64), i64 (i32, i64) or i1
-// (bool). Loads convert from the storage type, stores back.
-enum class CT { f32, f64, i64, i1 };
-CT ct_of(DType t);
-inline bool is_float(CT c) { return c == CT::f32 || c == CT::f64; }
+// The type a value is computed in (sdk/lower): float (f32, f16, bf16), double (f64), i64 (i32,
+// i64) or i1 (CT::b, bool). Loads convert from the storage type, stores back.
+using lower::CT;
+using lower::is_float;
+inline CT ct_of(DType t) { return lower::compute_type(t); }
 const char* type_of(CT c);           // "float", "double", "i64", "i1"
 const char* suffix_of(CT c);         // an intrinsic's suffix: "f32" or "f64"
 const char* storage_type(DType t);   // an element in memory: half, i16 (bf16 bits), i8 (bool), ...
@@ -142,11 +143,21 @@ class Printer {
                 bool invariant_divisor = false);
 
   // ---- reductions ----
-  // The identity of a fold of kind k over values of type c (max: -inf, the least integer, false).
-  std::string identity(schedule::ReduceKind k, CT c) const;
-  // One fold step of acc and x (sum, prod; max, min: NaN-skipping for floats, which a codegen
-  // tracks NaN beside unless flavour.nan_extremum).
-  std::string fold(schedule::ReduceKind k, CT c, const std::string& acc, const std::string& x);
+  // Node n of a reduction's rule (sdk/lower/reduction.h) as a value; `leaf` gives the rule's
+  // leaves (the states' components a and b, the element x, its position j) as registers or
+  // literals. `memo` keeps each node's value, so a node used twice is computed once; pass the
+  // same one for the nodes of one fold.
+  Val rule_value(const lower::Rule& r, int32_t n, const std::function<std::string(const lower::Node&)>& leaf,
+                 std::map<int32_t, Val>& memo);
+  // A reduction's state kept in memory, one pointer (an alloca or an element of one) per
+  // component of its rule: the identity stored there; the state an element x at inner position
+  // j contributes (x converted to the state's type); state b (values) folded into it, every new
+  // component computed from the old state before the stores; the reduction's value from a final
+  // state (values), as `result`'s compute type.
+  void store_identity(const lower::Rule& r, const std::vector<std::string>& slots);
+  std::vector<std::string> element_state(const lower::Rule& r, const Val& x, const std::string& j);
+  void fold_into(const lower::Rule& r, const std::vector<std::string>& slots, const std::vector<std::string>& b);
+  Val finish_state(const lower::Rule& r, const std::vector<std::string>& a, DType result);
 
  protected:
   const Flavour& flavour_;

@@ -153,3 +153,54 @@ BOOST_AUTO_TEST_CASE(index_select_gathers_only_a_checked_constant_index) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A chain of ops computed without storing is stored every Options::max_inline_depth ops, in
+// realization and in fusion alike: walks over a kernel's values (lowering, every codegen) are as
+// deep as that, not as the graph, and one kernel's code stays a size LLVM compiles in time.
+BOOST_AUTO_TEST_SUITE(deep_graphs)
+
+BOOST_AUTO_TEST_CASE(a_100k_op_chain_is_cut_every_max_inline_depth_ops) {
+  Graph g;
+  NodeId x = g.add_input(f32({64}), "x");
+  const OpId ops[] = {OpId::tanh, OpId::sigmoid, OpId::neg, OpId::abs};
+  constexpr int kOps = 100000;
+  for (int i = 0; i < kOps; ++i) x = g.add(ops[i % 4], {x});
+  g.set_outputs({x});
+  const schedule::Schedule s = schedule::schedule_graph(g);
+  const schedule::Options o;
+  BOOST_TEST(static_cast<int64_t>(s.kernels.size()) >= kOps / o.max_inline_depth);
+  size_t most = 0;
+  for (const schedule::Kernel& k : s.kernels) most = std::max(most, k.instrs.size());
+  // One load, at most max_inline_depth ops (each one instruction here).
+  BOOST_TEST(static_cast<int64_t>(most) <= o.max_inline_depth + 1);
+}
+
+BOOST_AUTO_TEST_CASE(fusion_does_not_join_realized_nodes_into_a_longer_chain) {
+  // Every 10th op is used twice and costs over the recompute budget: realized. Fusion would join
+  // them all into one kernel (the realized nodes are 100, max_fusion_size is 64 per kernel), but
+  // no kernel may compute more than max_inline_depth = 32 ops on one path.
+  Graph g;
+  NodeId x = g.add_input(f32({64}), "x");
+  for (int i = 0; i < 1000; ++i) {
+    x = g.add(OpId::exp, {g.add(OpId::tanh, {x})});
+    if (i % 10 == 9) x = g.add(OpId::add, {x, x});
+  }
+  g.set_outputs({x});
+  schedule::Options o;
+  o.max_inline_depth = 32;
+  const schedule::Schedule s = schedule::schedule_graph(g, o);
+  for (const schedule::Kernel& k : s.kernels) {
+    // The longest chain of instructions in the kernel.
+    std::vector<int64_t> depth(k.instrs.size(), 0);
+    int64_t most = 0;
+    for (size_t i = 0; i < k.instrs.size(); ++i) {
+      for (int32_t a : k.instrs[i].args) depth[i] = std::max(depth[i], depth[static_cast<size_t>(a)]);
+      depth[i] += k.instrs[i].kind == InstrKind::pointwise ? 1 : 0;
+      most = std::max(most, depth[i]);
+    }
+    BOOST_TEST(most <= o.max_inline_depth, k.name << " computes " << most << " ops on one path");
+  }
+  BOOST_TEST(s.kernels.size() >= 2100u / 32u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -149,6 +149,8 @@ class Fuser {
   std::vector<std::vector<NodeId>> consumers_;  // per realized/source node: realized nodes reading it
   std::vector<Group> groups_;
   std::vector<int32_t> group_of_;
+  std::vector<int64_t> inline_depth_;  // per node: the longest chain of unrealized ops ending there
+  std::vector<int64_t> kernel_depth_;  // per grouped node: ... of ops its kernel computes to reach it
 
   void log(std::string line) {
     KILN_LOG(fusion, line);
@@ -161,6 +163,8 @@ class Fuser {
   void realize() {
     const Graph& g = s_.graph;
     std::vector<int> uses(g.size(), 0), cost(g.size(), 0);
+    std::vector<int64_t>& depth = inline_depth_;  // the longest chain of unrealized ops ending at a node
+    depth.assign(g.size(), 0);
     for (const Node& node : g.nodes())
       for (NodeId i : node.inputs) ++uses[static_cast<size_t>(i)];
     const int budget = opt_.aggressive_fusion ? 16 : 4;
@@ -228,6 +232,12 @@ class Fuser {
           !ctx_.layout(id, nullptr)) {
         realize_node(node.inputs[0], "reshaped by " + label(id) + ", which no strides express over it");
       }
+      int64_t d = 1;
+      for (NodeId i : node.inputs)
+        if (!ctx_.realized[static_cast<size_t>(i)]) d = std::max(d, depth[static_cast<size_t>(i)] + 1);
+      depth[k] = d;
+      if (d >= opt_.max_inline_depth)
+        realize_node(id, "ends a chain of " + std::to_string(d) + " ops computed without storing (max_inline_depth)");
       int c = (cat == OpCategory::layout) ? 0 : recompute_cost(node.op);
       for (NodeId i : node.inputs)
         if (!ctx_.realized[static_cast<size_t>(i)]) c += cost[static_cast<size_t>(i)];
@@ -271,16 +281,20 @@ class Fuser {
     for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
       const size_t k = static_cast<size_t>(id);
       if (!ctx_.realized[k] || ctx_.source[k]) continue;
+      // The realized nodes reached through unrealized ones (an explicit stack: a chain of
+      // 100k unrealized ops is as deep).
       std::set<NodeId> found, seen;
-      std::function<void(NodeId)> walk = [&](NodeId x) {
-        if (!seen.insert(x).second) return;
+      std::vector<NodeId> todo(g.node(id).inputs.begin(), g.node(id).inputs.end());
+      while (!todo.empty()) {
+        const NodeId x = todo.back();
+        todo.pop_back();
+        if (!seen.insert(x).second) continue;
         if (ctx_.realized[static_cast<size_t>(x)]) {
           found.insert(x);
-          return;
+          continue;
         }
-        for (NodeId i : g.node(x).inputs) walk(i);
-      };
-      for (NodeId i : g.node(id).inputs) walk(i);
+        for (NodeId i : g.node(x).inputs) todo.push_back(i);
+      }
       frontier_[k].assign(found.begin(), found.end());
       for (NodeId f : found) consumers_[static_cast<size_t>(f)].push_back(id);
     }
@@ -343,6 +357,9 @@ class Fuser {
       if (fg >= 0 && static_cast<size_t>(fg) > gi)
         return "it reads " + label(f) + " from a later kernel";
     }
+    if (const int64_t d = depth_in(gi, id); d > opt_.max_inline_depth)
+      return "the kernel would compute " + std::to_string(d) + " ops on one path (max_inline_depth " +
+             std::to_string(opt_.max_inline_depth) + ")";
     const bool reduction = op_def(node.op).category == OpCategory::reduction;
     dom = G.dom;
     if ((G.dom.has_reduction() || G.dom.gemm >= 0) && !reduction && !opt_.epilogue_fusion)
@@ -371,9 +388,19 @@ class Fuser {
     return std::nullopt;
   }
 
+  // The longest chain of ops kernel gi would compute to reach `id` (its own inlined chain after
+  // the longest one of the members it reads).
+  int64_t depth_in(size_t gi, NodeId id) const {
+    int64_t before = 0;
+    for (NodeId f : frontier_[static_cast<size_t>(id)])
+      if (group_of_[static_cast<size_t>(f)] == static_cast<int32_t>(gi)) before = std::max(before, kernel_depth_[static_cast<size_t>(f)]);
+    return before + inline_depth_[static_cast<size_t>(id)];
+  }
+
   void group() {
     const Graph& g = s_.graph;
     group_of_.assign(g.size(), -1);
+    kernel_depth_.assign(g.size(), 0);
     for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
       const size_t k = static_cast<size_t>(id);
       if (!ctx_.realized[k] || ctx_.source[k]) continue;
@@ -420,6 +447,7 @@ class Fuser {
           log("not fusing " + label(id) + " into kernel " + std::to_string(gi) + ": " + *why);
           continue;
         }
+        kernel_depth_[k] = depth_in(static_cast<size_t>(gi), id);
         Group& G = groups_[static_cast<size_t>(gi)];
         G.dom = dom;
         G.members.insert(std::upper_bound(G.members.begin(), G.members.end(), id), id);
@@ -437,7 +465,10 @@ class Fuser {
   }
 
   void start(Group g) {
-    for (NodeId m : g.members) group_of_[static_cast<size_t>(m)] = static_cast<int32_t>(groups_.size());
+    for (NodeId m : g.members) {
+      group_of_[static_cast<size_t>(m)] = static_cast<int32_t>(groups_.size());
+      kernel_depth_[static_cast<size_t>(m)] = inline_depth_[static_cast<size_t>(m)];
+    }
     groups_.push_back(std::move(g));
   }
 

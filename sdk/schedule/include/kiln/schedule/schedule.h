@@ -73,6 +73,12 @@ struct Target {
 struct Options {
   Target target;                 // what the schedule is for (Target::cpu() unless a target says)
   int64_t max_fusion_size = 64;  // most realized nodes in one kernel
+  // Most ops on one path of values a kernel computes without storing them (a chain of pointwise
+  // ops): a longer chain is stored and read again every so many ops. It bounds the depth of
+  // every walk over a kernel's values (lowering and the codegens recurse along it) and the size
+  // of one kernel's code (LLVM's optimisers grow faster than linearly with it): a 100k-op chain
+  // is 100k / 256 kernels, not one kernel of 100k ops.
+  int64_t max_inline_depth = 256;
   bool epilogue_fusion = true;   // pointwise consumers join reductions and matmuls
   bool aggressive_fusion = false;  // recompute more rather than store intermediates
   bool horizontal = true;        // siblings over one domain share a kernel

@@ -181,6 +181,13 @@ class Fuser {
         ctx_.realized[k] = true;
         continue;
       }
+      // (every kind of node: a reduction or a matmul epilogue computes its inlined inputs too)
+      int64_t d = 1;
+      for (NodeId i : node.inputs)
+        if (!ctx_.realized[static_cast<size_t>(i)]) d = std::max(d, depth[static_cast<size_t>(i)] + 1);
+      depth[k] = d;
+      if (d >= opt_.max_inline_depth)
+        realize_node(id, "ends a chain of " + std::to_string(d) + " ops computed without storing (max_inline_depth)");
       const OpCategory cat = op_def(node.op).category;
       if (is_reference_op(g, node, opt_.target)) {
         realize_node(id, "runs on the reference kernel");
@@ -232,12 +239,6 @@ class Fuser {
           !ctx_.layout(id, nullptr)) {
         realize_node(node.inputs[0], "reshaped by " + label(id) + ", which no strides express over it");
       }
-      int64_t d = 1;
-      for (NodeId i : node.inputs)
-        if (!ctx_.realized[static_cast<size_t>(i)]) d = std::max(d, depth[static_cast<size_t>(i)] + 1);
-      depth[k] = d;
-      if (d >= opt_.max_inline_depth)
-        realize_node(id, "ends a chain of " + std::to_string(d) + " ops computed without storing (max_inline_depth)");
       int c = (cat == OpCategory::layout) ? 0 : recompute_cost(node.op);
       for (NodeId i : node.inputs)
         if (!ctx_.realized[static_cast<size_t>(i)]) c += cost[static_cast<size_t>(i)];

@@ -366,9 +366,7 @@ class FunctionEmitter : public render::llvm::Printer {
   // Reductions: each one's rule (sdk/lower/reduction.h) over its state's slots. The CPU has no
   // NaN-propagating extremum that vectorises, so a float max or min folds skipping NaN (the
   // flavour's nnan nsz fold) beside a NaN flag.
-  lower::Rule rule(int32_t i) const {
-    return lower::reduction_rule(k_, i, {flavour_.nan_extremum(CT::f32), flavour_.nan_extremum(CT::f64)});
-  }
+  lower::Rule rule(int32_t i) const { return reduction_rule(k_, i); }
   std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane) {
     std::vector<std::string> s;
     for (size_t c = 0; c < rl.state.size(); ++c) s.push_back(slot(state_[c], i, rl.state[c].ct, lane));

@@ -404,17 +404,9 @@ class NvptxEmitter : public render::llvm::Printer {
   // Reductions: each one's rule (sdk/lower/reduction.h: state, identity, element, fold, finish)
   // as registers; a state lives in Vars. A maximum or minimum keeps a NaN flag beside its
   // NaN-skipping fold where the flavour has no NaN-propagating instruction for it (f64).
-  lower::Rule rule(int32_t r) const {
-    return lower::reduction_rule(k_, r, {flavour_.nan_extremum(CT::f32), flavour_.nan_extremum(CT::f64)});
-  }
+  lower::Rule rule(int32_t r) const { return reduction_rule(k_, r); }
   bool nan_flag(int32_t r) const { return rule(r).has_nan_flag(); }
-  std::vector<std::string> initial(int32_t r) {
-    const lower::Rule rl = rule(r);
-    std::map<int32_t, Val> memo;
-    std::vector<std::string> out;
-    for (int32_t n : rl.identity) out.push_back(rule_value(rl, n, {}, memo).v);
-    return out;
-  }
+  std::vector<std::string> initial(int32_t r) { return identity_values(rule(r)); }
   std::vector<Var> declare_state(int32_t r) {
     const lower::Rule rl = rule(r);
     std::vector<Var> a;

@@ -456,10 +456,20 @@ Val Printer::rule_value(const lower::Rule& r, int32_t n, const std::function<std
   return v;
 }
 
-void Printer::store_identity(const lower::Rule& r, const std::vector<std::string>& slots) {
+lower::Rule Printer::reduction_rule(const schedule::Kernel& k, int32_t r) const {
+  return lower::reduction_rule(k, r, {flavour_.nan_extremum(CT::f32), flavour_.nan_extremum(CT::f64)});
+}
+
+std::vector<std::string> Printer::identity_values(const lower::Rule& r) {
   std::map<int32_t, Val> memo;
-  for (size_t c = 0; c < r.state.size(); ++c)
-    line("store ", type_of(r.state[c].ct), " ", rule_value(r, r.identity[c], {}, memo).v, ", ptr ", slots[c]);
+  std::vector<std::string> out;
+  for (int32_t n : r.identity) out.push_back(rule_value(r, n, {}, memo).v);
+  return out;
+}
+
+void Printer::store_identity(const lower::Rule& r, const std::vector<std::string>& slots) {
+  const std::vector<std::string> init = identity_values(r);
+  for (size_t c = 0; c < r.state.size(); ++c) line("store ", type_of(r.state[c].ct), " ", init[c], ", ptr ", slots[c]);
 }
 
 std::vector<std::string> Printer::element_state(const lower::Rule& r, const Val& x0, const std::string& j) {

@@ -154,6 +154,10 @@ class Printer {
   // j contributes (x converted to the state's type); state b (values) folded into it, every new
   // component computed from the old state before the stores; the reduction's value from a final
   // state (values), as `result`'s compute type.
+  // The rule of reduction instruction r of kernel k with this flavour's NaN-propagating
+  // extremum, and its identity as one value per component.
+  lower::Rule reduction_rule(const schedule::Kernel& k, int32_t r) const;
+  std::vector<std::string> identity_values(const lower::Rule& r);
   void store_identity(const lower::Rule& r, const std::vector<std::string>& slots);
   std::vector<std::string> element_state(const lower::Rule& r, const Val& x, const std::string& j);
   void fold_into(const lower::Rule& r, const std::vector<std::string>& slots, const std::vector<std::string>& b);

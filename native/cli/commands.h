@@ -14,6 +14,7 @@ const CommandSpec& list_options_spec();
 const CommandSpec& list_backends_spec();
 const CommandSpec& list_devices_spec();
 const CommandSpec& bench_spec();
+const CommandSpec& bench_model_spec();
 const CommandSpec& cache_spec();
 
 int cmd_run(std::span<char* const> args);
@@ -22,6 +23,7 @@ int cmd_list_options(std::span<char* const> args);
 int cmd_list_backends(std::span<char* const> args);
 int cmd_list_devices(std::span<char* const> args);
 int cmd_bench(std::span<char* const> args);
+int cmd_bench_model(std::span<char* const> args);
 int cmd_cache(std::span<char* const> args);
 
 }  // namespace kiln::cli

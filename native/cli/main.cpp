@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"list-backends", kiln::cli::list_backends_spec, kiln::cli::cmd_list_backends},
     {"list-devices", kiln::cli::list_devices_spec, kiln::cli::cmd_list_devices},
     {"bench", kiln::cli::bench_spec, kiln::cli::cmd_bench},
+    {"bench-model", kiln::cli::bench_model_spec, kiln::cli::cmd_bench_model},
     {"cache", kiln::cli::cache_spec, kiln::cli::cmd_cache},
 };
 

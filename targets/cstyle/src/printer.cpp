@@ -185,7 +185,7 @@ Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
       const CT c = is_floating(ct) ? (ct == DType::f64 ? CT::f64 : CT::f32) : CT::i64;
       static const std::map<OpId, const char*> ops{{OpId::eq, " == "}, {OpId::ne, " != "}, {OpId::lt, " < "},
                                                    {OpId::le, " <= "}, {OpId::gt, " > "},  {OpId::ge, " >= "}};
-      return v(CT::b, "(" + convert(a[0], c).v + ops.at(in.op) + convert(a[1], c).v + ")");
+      return v(CT::b, d_.compare(convert(a[0], c).v, ops.at(in.op), convert(a[1], c).v, c));
     }
     case OpId::where:
       return v(oc, sel(convert(a[0], CT::b).v, to_dtype(a[1], out).v, to_dtype(a[2], out).v));
@@ -257,8 +257,8 @@ Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
       case OpId::sub: r = "(" + x[0] + " - " + x[1] + ")"; break;
       case OpId::mul: r = "(" + x[0] + " * " + x[1] + ")"; break;
       case OpId::pow: r = d_.ipow(x[0], x[1]); break;
-      case OpId::maximum: r = sel(x[0] + " > " + x[1], x[0], x[1]); break;
-      case OpId::minimum: r = sel(x[0] + " < " + x[1], x[0], x[1]); break;
+      case OpId::maximum: r = sel(d_.compare(x[0], " > ", x[1], CT::i64), x[0], x[1]); break;
+      case OpId::minimum: r = sel(d_.compare(x[0], " < ", x[1], CT::i64), x[0], x[1]); break;
       default: fail("codegen: ", op_name(in.op), " has no integer form (kernel ", k_.name, ")");
     }
     return to_dtype(v(CT::i64, r), out);

@@ -151,6 +151,13 @@ struct GlslDialect final : cstyle::Dialect {
     if (v == INT64_MIN) return "(-9223372036854775807l - 1l)";
     return v < 0 ? "(" + std::to_string(v) + "l)" : std::to_string(v) + "l";
   }
+  // lavapipe also miscompiles 64-bit compares against other constants (i64 >= 5 was true for
+  // 0..3): the right operand of an i64 compare gets the push-constant zero added, so the driver
+  // never sees a constant there.
+  std::string compare(const std::string& x, std::string_view op, const std::string& y, CT c) const override {
+    if (c != CT::i64) return Dialect::compare(x, op, y, c);
+    return "(" + x + std::string(op) + "(" + y + " + pc.kz))";
+  }
   std::string convert(const std::string& x, CT from, CT to) const override {
     if (to == CT::b) return "(" + x + " != " + literal(0, from) + ")";
     if (from == CT::b) return "(" + x + " ? " + literal(1, to) + " : " + literal(0, to) + ")";

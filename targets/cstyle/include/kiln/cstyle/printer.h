@@ -60,6 +60,10 @@ struct Dialect {
   // x^y for i64 (integer power; negative exponents as the reference does).
   virtual std::string ipow(const std::string& x, const std::string& y) const = 0;
   virtual std::string isnan(const std::string& x, CT c) const = 0;
+  // x op y (op " < ", " >= ", ...) of two values of compute type c, as a bool.
+  virtual std::string compare(const std::string& x, std::string_view op, const std::string& y, CT) const {
+    return "(" + x + std::string(op) + y + ")";
+  }
   // x / y of floats (c f32 or f64).
   virtual std::string divide(const std::string& x, const std::string& y, CT) const { return "(" + x + " / " + y + ")"; }
   // 1 / sqrt(x) of floats.

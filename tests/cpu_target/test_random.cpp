@@ -121,4 +121,59 @@ BOOST_AUTO_TEST_CASE(a_deep_chain_matches_the_reference) {
   BOOST_TEST(report.empty(), report);
 }
 
+// 64-bit integer compares and extrema against constants other than 0 (lavapipe miscompiled
+// i64 >= 5 as true for 0..3 until the GLSL dialect hid the constant, docs/vulkan.md).
+BOOST_AUTO_TEST_CASE(integer_compares_against_constants_match_the_reference) {
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::i64, Device::cpu(), {12}, {}}, "x");
+  const NodeId y = g.add_input(TensorMeta{DType::i32, Device::cpu(), {12}, {}}, "y");
+  auto scalar = [&](DType t, double v) { return g.add(OpId::full, {}, Attrs{std::vector<SymInt>{}, v, t}); };
+  std::vector<NodeId> outs;
+  for (const NodeId v : {x, y}) {
+    const DType t = g.node(v).meta.dtype;
+    for (const OpId op : {OpId::lt, OpId::le, OpId::gt, OpId::ge, OpId::eq, OpId::ne}) outs.push_back(g.add(op, {v, scalar(t, 5)}));
+    outs.push_back(g.add(OpId::minimum, {v, scalar(t, 5)}));
+    outs.push_back(g.add(OpId::maximum, {v, scalar(t, -3)}));
+  }
+  g.set_outputs(outs);
+  const Compiled c = compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  const std::vector<double> values{-7, -3, -1, 0, 1, 3, 4, 5, 6, 9, 1e9, -1e9};
+  const std::vector<TensorData> in{tensor(DType::i64, {12}, values), tensor(DType::i32, {12}, values)};
+  const std::string report = run_and_compare(c, in, {tolerance_for(DType::i64)});
+  BOOST_TEST(report.empty(), report);
+}
+
+// Indices known only when run gather on the device, clamped into the dim; the plan's check
+// counts those outside it, and the run is a kiln::Error saying so (the reference kernel used to
+// take every such index_select, copying its input to the host and back).
+BOOST_AUTO_TEST_CASE(run_time_indices_gather_on_the_device_and_are_checked) {
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {5, 3}, {}}, "x");
+  const NodeId i = g.add_input(TensorMeta{DType::i32, Device::cpu(), {4}, {}}, "i");
+  const NodeId rows = g.add(OpId::index_select, {x, i}, {int64_t{0}});
+  g.set_outputs({g.add(OpId::sum, {g.add(OpId::exp, {rows})}, {std::vector<int64_t>{1}, false})});
+  const Compiled c = compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  for (const plan::PlanKernel& k : c.plan.kernels) BOOST_TEST(k.kind != "reference", k.name);
+  BOOST_REQUIRE_EQUAL(c.plan.checks.size(), 1u);
+  std::mt19937_64 rng(5);
+  const TensorData xs = tensor(DType::f32, {5, 3}, random_values(DType::f32, 15, Domain::normal, rng));
+  const std::vector<TensorData> ok{xs, tensor(DType::i32, {4}, {4, 0, 0, 2})};
+  const std::string report = run_and_compare(c, ok, {tolerance_for(DType::f32)});
+  BOOST_TEST(report.empty(), report);
+  if (!c.exe) return;  // compiled only (no device here)
+  const std::vector<TensorData> bad{xs, tensor(DType::i32, {4}, {4, 5, -1, 2})};
+  try {
+    c.exe->run(bad);
+    BOOST_ERROR("indices 5 and -1 of a dim of size 5 ran without an error");
+  } catch (const kiln::Error& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find("indices outside [0, 5), the size of dim 0 of its input (2 of them)") != std::string::npos, m);
+  }
+  // The executable still runs good indices afterwards.
+  const std::string again = run_and_compare(c, ok, {tolerance_for(DType::f32)});
+  BOOST_TEST(again.empty(), again);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

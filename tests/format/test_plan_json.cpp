@@ -406,6 +406,19 @@ BOOST_AUTO_TEST_CASE(mistyped_fields) {
   d = base();
   d["kernels"][0]["parallel_extent"] = -4;
   expect_exact(d, "plan.json: kernels[0].parallel_extent: negative size -4");
+  // Checks: their counts are the last outputs, 0-d i64 output buffers.
+  d = base();
+  d["checks"] = json::array({"an index outside its dim"});
+  BOOST_CHECK_EXCEPTION(plan::plan_from_json(d.dump()), Error, [](const Error& e) {
+    return std::string(e.what()).find(": checks[0]: its count, outputs[") != std::string::npos &&
+           std::string(e.what()).find("must be a 0-d i64 output buffer") != std::string::npos;
+  });
+  d["checks"] = json::array({"a", "b", "c", "d", "e", "f", "g", "h"});
+  BOOST_CHECK_EXCEPTION(plan::plan_from_json(d.dump()), Error, [](const Error& e) {
+    return std::string(e.what()).find(": checks: the plan has 8 checks and only") != std::string::npos;
+  });
+  d["checks"] = json::array({3});
+  expect_exact(d, "plan.json: checks[0]: expected a string, got number 3");
 }
 
 // A GPU plan's launch fields and the compute capability it was generated for.

@@ -133,23 +133,41 @@ BOOST_AUTO_TEST_CASE(a_computed_input_is_stored_first) {
   BOOST_TEST(count_loads(s.kernels[1], true, false) == 1, s.kernels[1].str());
 }
 
-BOOST_AUTO_TEST_CASE(index_select_gathers_only_a_checked_constant_index) {
-  auto kinds = [](const std::vector<int64_t>& index, bool constant) {
+BOOST_AUTO_TEST_CASE(index_select_gathers_on_the_device_and_checks_run_time_indices) {
+  struct Result {
+    std::vector<std::string> kinds;
+    std::vector<std::string> checks;
+  };
+  auto schedule = [](const std::vector<int64_t>& index, bool constant, bool symbolic_rows = false) {
     Graph g;
-    const NodeId x = g.add_input(f32({5, 3}), "x");
+    const SymInt rows = symbolic_rows ? g.shapes().create_symbol(5, 2, 1 << 20, "s0", false) : SymInt(5);
+    const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {rows, SymInt(3)}, {}}, "x");
     const NodeId i = constant ? g.add(OpId::constant, {}, {i64s(index)})
                               : g.add_input(TensorMeta{DType::i64, Device::cpu(), {SymInt(2)}, {}}, "i");
     g.set_outputs({g.add(OpId::neg, {g.add(OpId::index_select, {x, i}, {int64_t{0}})}, {})});
-    std::vector<std::string> r;
-    for (const schedule::Kernel& k : schedule::schedule_graph(g).kernels)
-      r.emplace_back(std::string(schedule::kernel_kind_name(k.kind)) + (count_loads(k, false, true) ? "+gather" : ""));
+    const schedule::Schedule s = schedule::schedule_graph(g);
+    Result r;
+    for (const schedule::Kernel& k : s.kernels)
+      r.kinds.emplace_back(std::string(schedule::kernel_kind_name(k.kind)) + (count_loads(k, false, true) ? "+gather" : ""));
+    r.checks = s.checks;
+    BOOST_TEST(s.outputs.size() == 1 + s.checks.size());
     return r;
   };
-  BOOST_TEST(kinds({4, 0, 2}, true) == std::vector<std::string>{"pointwise+gather"}, boost::test_tools::per_element());
-  // Out of range, or known only when run: the reference kernel checks every index.
-  BOOST_TEST(kinds({4, 5}, true) == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
-  BOOST_TEST(kinds({-1}, true) == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
-  BOOST_TEST(kinds({}, false) == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
+  // A constant index inside the dim: a plain gathering load.
+  Result r = schedule({4, 0, 2}, true);
+  BOOST_TEST(r.kinds == std::vector<std::string>{"pointwise+gather"}, boost::test_tools::per_element());
+  BOOST_TEST(r.checks.empty());
+  // Out of range, or known only when run: the load is clamped into the dim, and a check (a
+  // reduction over the indices, one more output) counts the indices outside it.
+  for (const Result& c : {schedule({4, 5}, true), schedule({-1}, true), schedule({}, false)}) {
+    BOOST_TEST(c.kinds == (std::vector<std::string>{"pointwise+gather", "reduction"}), boost::test_tools::per_element());
+    BOOST_REQUIRE_EQUAL(c.checks.size(), 1u);
+    BOOST_TEST(c.checks[0].find("indices outside [0, 5), the size of dim 0") != std::string::npos, c.checks[0]);
+  }
+  // Along a symbolic dim the bound is not a constant: the reference kernel checks every index.
+  r = schedule({}, false, true);
+  BOOST_TEST(r.kinds == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(r.checks.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

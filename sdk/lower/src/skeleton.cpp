@@ -58,6 +58,7 @@ KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view target) {
   }
   for (const schedule::Slot& sl : s.slots) p.slots.push_back(sl.bytes);
   p.outputs = s.outputs;
+  p.checks = s.checks;
   p.peak_intermediate_bytes = s.peak_intermediate_bytes;
   return p;
 }

@@ -2,6 +2,7 @@
 #include "kiln/plan/bind.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -48,11 +49,26 @@ class Validator {
     bindings();
     for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(i);
     for (size_t i = 0; i < p_.outputs.size(); ++i) ref(p_.outputs[i], "", at("outputs", i));
+    checks();
   }
 
  private:
   const KernelPlan& p_;
   std::string who_;
+
+  // The last checks.size() outputs are the checks' counts: 0-d i64 buffers the kernels write.
+  void checks() const {
+    if (p_.checks.size() > p_.outputs.size())
+      fail_at("", "checks", "the plan has " + std::to_string(p_.checks.size()) + " checks and only " +
+                                std::to_string(p_.outputs.size()) + " outputs to hold their counts");
+    for (size_t c = 0; c < p_.checks.size(); ++c) {
+      const size_t o = p_.outputs.size() - p_.checks.size() + c;
+      const PlanBuffer& b = p_.buffers[static_cast<size_t>(p_.outputs[o])];
+      if (b.kind != "output" || b.dtype != DType::i64 || !b.sizes.empty())
+        fail_at(at("checks", c), "", "its count, outputs[" + std::to_string(o) + "] (buffer " + std::to_string(b.id) +
+                                         "), must be a 0-d i64 output buffer");
+    }
+  }
 
   [[noreturn]] void fail_at(const std::string& where, std::string_view field, const std::string& message) const {
     std::string path = where;
@@ -508,6 +524,20 @@ std::shared_ptr<const BoundSizes> Binder::sizes_at(std::vector<int64_t> symbols)
   std::lock_guard<std::mutex> lock(mu_);
   last_ = r;
   return r;
+}
+
+void finish_outputs(const KernelPlan& p, std::vector<TensorData>& outs,
+                    const std::function<TensorData(const TensorData&)>& to_host, std::string_view who) {
+  if (p.checks.empty()) return;
+  KILN_INTERNAL_CHECK(outs.size() == p.outputs.size(), who, ": ", outs.size(), " outputs for a plan of ", p.outputs.size());
+  const size_t first = outs.size() - p.checks.size();
+  for (size_t c = 0; c < p.checks.size(); ++c) {
+    const TensorData count = to_host(outs[first + c]);
+    int64_t n = 0;
+    std::memcpy(&n, count.data(), sizeof n);
+    if (n != 0) fail(who, ": ", p.checks[c], " (", n, n == 1 ? " of them)" : " of them)");
+  }
+  outs.resize(first);
 }
 
 }  // namespace kiln::plan

@@ -69,6 +69,8 @@ std::string KernelPlan::str() const {
   os << "outputs:";
   for (int32_t o : outputs) os << " b" << o;
   os << "\n";
+  for (size_t c = 0; c < checks.size(); ++c)
+    os << "check b" << outputs[outputs.size() - checks.size() + c] << " == 0: " << checks[c] << "\n";
   return os.str();
 }
 

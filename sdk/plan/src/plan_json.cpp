@@ -129,6 +129,7 @@ json plan_document(const KernelPlan& p) {
   for (size_t i = 0; i < p.kernels.size(); ++i) kernels.push_back(kernel_json(p.kernels[i], i));
   doc["kernels"] = std::move(kernels);
   doc["outputs"] = json(p.outputs);
+  if (!p.checks.empty()) doc["checks"] = json(p.checks);
   doc["peak_intermediate_bytes"] = p.peak_intermediate_bytes;
   doc["guards"] = json(p.guards);
   return doc;
@@ -338,7 +339,7 @@ KernelPlan PlanReader::read(std::string_view text) {
   const json doc = parse_document(text, "kiln.plan", kPlanVersion);
   only_keys(doc,
             {"format", "version", "target", "prelude", "arch", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
-             "outputs", "peak_intermediate_bytes", "guards"},
+             "outputs", "checks", "peak_intermediate_bytes", "guards"},
             "");
   p_.version = kPlanVersion;
   p_.target = string(need(doc, "target", ""), "", "target");
@@ -361,6 +362,10 @@ KernelPlan PlanReader::read(std::string_view text) {
   const json& kernels = array(need(doc, "kernels", ""), "", "kernels");
   for (size_t i = 0; i < kernels.size(); ++i) read_kernel(kernels[i], i);
   p_.outputs = buffer_refs(need(doc, "outputs", ""), "", "outputs");
+  if (doc.contains("checks")) {
+    const json& checks = array(doc["checks"], "", "checks");
+    for (size_t i = 0; i < checks.size(); ++i) p_.checks.push_back(string(checks[i], "", at("checks", i)));
+  }
 
   p_.peak_intermediate_bytes = integer(need(doc, "peak_intermediate_bytes", ""), "", "peak_intermediate_bytes");
   if (p_.peak_intermediate_bytes < 0)

@@ -56,16 +56,14 @@ std::string Schedule::str() const {
     os << "\n";
   }
   for (const Kernel& k : kernels) os << k.str();
+  for (size_t c = 0; c < checks.size(); ++c)
+    os << "check b" << outputs[outputs.size() - checks.size() + c] << " == 0: " << checks[c] << "\n";
   os << "peak intermediate bytes: " << peak_intermediate_bytes << "\n";
   return os.str();
 }
 
 namespace detail {
-namespace {
 
-// index_select compiles to a gathering load when its index is a constant that is inside the
-// selected dim for every size the plan serves; any other index runs on the reference kernel,
-// which reports an index out of range as an error instead of reading past the input.
 bool constant_index_in_range(const Graph& g, const Node& n) {
   const Node& index = g.node(n.inputs[1]);
   const SymInt& size = g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))];
@@ -88,10 +86,17 @@ bool constant_index_in_range(const Graph& g, const Node& n) {
   return true;
 }
 
+bool index_checked_at_run_time(const Graph& g, const Node& n) {
+  return n.op == OpId::index_select && !constant_index_in_range(g, n) &&
+         g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
+}
+
+namespace {
+
 bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
   switch (n.op) {
     case OpId::randn: return true;
-    case OpId::index_select: return !constant_index_in_range(g, n);
+    case OpId::index_select: return !constant_index_in_range(g, n) && !index_checked_at_run_time(g, n);
     case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
                           // integer products stay exact on the reference
       const DType t = n.meta.dtype;
@@ -629,7 +634,7 @@ Schedule schedule_graph(const Graph& g, const Target& target) {
 
 Schedule schedule_graph(const Graph& g, const Options& options) {
   Schedule s;
-  s.graph = detail::prepare(g, options.target);
+  s.graph = detail::prepare(g, options.target, s.checks);
   detail::Fuser(s, options).run();
   if (options.split_reductions) detail::split_reductions(s, options.target);
   detail::plan_buffers(s);

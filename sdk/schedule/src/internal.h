@@ -117,7 +117,15 @@ class KernelBuilder {
 
 // Graph preparation before scheduling: composites decomposed, matmul operands and results in f32
 // (f16/bf16 ones kept in their dtype when the target multiplies them so).
-Graph prepare(const Graph& g, const Target& target);
+// `checks` receives one message per check output prepare() appends (Schedule::checks).
+Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& checks);
+
+// index_select whose index is a constant inside the selected dim for every size the plan
+// serves: a plain gathering load. Any other index with a static selected dim is read at run
+// time, clamped into the dim, and counted by a check when it lies outside (prepare.cpp); a
+// symbolic selected dim leaves the op to the reference kernel.
+bool constant_index_in_range(const Graph& g, const Node& n);
+bool index_checked_at_run_time(const Graph& g, const Node& n);
 
 // Large full reductions -> two kernels (partials in parallel, then the fold and the epilogue).
 void split_reductions(Schedule& s, const Target& target);

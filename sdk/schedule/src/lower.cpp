@@ -400,8 +400,10 @@ int32_t KernelBuilder::emit_cat(NodeId n, const Map& map) {
   return result;
 }
 
-// index_select with a constant index (checked against the input when scheduled, fuse.cpp):
-// the load's position in the selected dim comes from the index tensor.
+// index_select: the load's position in the selected dim comes from the index tensor. A
+// constant index was checked against the input when scheduled (fuse.cpp); any other is
+// clamped into the dim, so the load stays inside the input whatever the index (the plan's
+// check reports indices outside it after the run, prepare.cpp).
 int32_t KernelBuilder::emit_index_select(NodeId n, const Map& map) {
   const Node& node = ctx_.g.node(n);
   const NodeId x = node.inputs[0], idx = node.inputs[1];
@@ -410,6 +412,12 @@ int32_t KernelBuilder::emit_index_select(NodeId n, const Map& map) {
   const int32_t pos = emit(idx, Map{map[d]});
   int32_t offset = pos;
   if (k_.instrs[static_cast<size_t>(pos)].dtype != DType::i64) offset = pointwise(OpId::cast, DType::i64, {pos}, Attrs{DType::i64});
+  if (!constant_index_in_range(ctx_.g, node)) {
+    const SymInt& size = ctx_.g.node(x).meta.sizes[d];
+    KILN_INTERNAL_CHECK(size.is_static(), "schedule: index_select node %", n, " gathers along a symbolic dim");
+    offset = pointwise(OpId::maximum, DType::i64, {offset, constant(0.0, DType::i64)});
+    offset = pointwise(OpId::minimum, DType::i64, {offset, constant(static_cast<double>(size.hint() - 1), DType::i64)});
+  }
   if (!(l.strides[d] == 1)) offset = pointwise(OpId::mul, DType::i64, {offset, size_value(l.strides[d])});
   Map in_map = map;
   in_map[d] = zero(rank());

@@ -7,6 +7,9 @@
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
+// An index_select whose indices are only known at run time gathers on the device with each
+// index clamped into the dim, and gets a check: one more graph output counting the indices
+// outside the dim, which the runtime reads after the kernels (Schedule::checks).
 #include <optional>
 
 #include "internal.h"
@@ -43,7 +46,7 @@ NodeId view_base(const Graph& g, NodeId id) {
 
 }  // namespace
 
-Graph prepare(const Graph& in, const Target& target) {
+Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& checks) {
   Graph g = target.fused_attention
                 ? passes::decompose_except(passes::eliminate_dead_code(passes::recognize_attention(in)),
                                            [&](const Graph& gr, const Node& n) { return target.fuses_attention(gr, n); })
@@ -105,6 +108,28 @@ Graph prepare(const Graph& in, const Target& target) {
   }
   std::vector<NodeId> outs;
   for (NodeId o : g.outputs()) outs.push_back(map[static_cast<size_t>(o)]);
+  // Checks of run-time indices: sum(index < 0 or index >= size) over the index tensor.
+  checks.clear();
+  auto scalar = [&](DType t, int64_t v) {
+    return out.add(OpId::full, {}, Attrs{std::vector<SymInt>{}, static_cast<double>(v), t});
+  };
+  const size_t num_nodes = out.size();
+  for (NodeId id = 0; id < static_cast<NodeId>(num_nodes); ++id) {
+    const Node& n = out.node(id);
+    if (!index_checked_at_run_time(out, n)) continue;
+    const int64_t dim = n.attrs.i(0);
+    const int64_t size = out.node(n.inputs[0]).meta.sizes[static_cast<size_t>(dim)].hint();
+    const std::string what = "index_select" + (n.name.empty() ? std::string() : " '" + n.name + "'") + " (node %" +
+                             std::to_string(id) + " of the scheduled graph)";
+    NodeId index = n.inputs[1];
+    if (out.node(index).meta.dtype != DType::i64) index = out.add(OpId::cast, {index}, Attrs{DType::i64});
+    const NodeId below = out.add(OpId::lt, {index, scalar(DType::i64, 0)});
+    const NodeId above = out.add(OpId::ge, {index, scalar(DType::i64, size)});
+    const NodeId outside = out.add(OpId::logical_or, {below, above});
+    outs.push_back(out.add(OpId::sum, {outside}, Attrs{std::vector<int64_t>{}, false}));
+    checks.push_back(what + ": indices outside [0, " + std::to_string(size) + "), the size of dim " + std::to_string(dim) +
+                     " of its input");
+  }
   out.set_outputs(outs);
   return out;
 }

@@ -401,6 +401,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
       outs[o] = std::move(t);
     }
   }
+  plan::finish_outputs(pl, outs, [](const TensorData& t) { return t; }, "cpu runtime");
   return outs;
 }
 

@@ -892,6 +892,8 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   // (their blocks return to the cache, and a later allocation on another thread's call could
   // be written by a host copy before the queued kernels read them).
   if (!bound.held.empty()) ctx.synchronize();
+  // The checks' counts: reading them waits for the kernels (only plans with checks do).
+  plan::finish_outputs(pl, outs, [](const TensorData& t) { return to_host(t); }, "cuda runtime");
   return outs;
 }
 

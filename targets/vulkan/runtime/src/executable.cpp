@@ -625,6 +625,8 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
       }
     }
   }
+  plan::finish_outputs(pl, outs, [](const TensorData& t) { return t.device().type == DeviceType::cpu ? t : to_host(t); },
+                       "vulkan runtime");
   return outs;
 }
 

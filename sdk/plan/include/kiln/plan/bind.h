@@ -16,11 +16,14 @@
 //   can tell: each buffer's extent (its last element's offset + 1) fits the memory it is given,
 //   every gemm's operands stay inside their buffers, and no size wraps int64 or exceeds
 //   kMaxBufferBytes.
+// - finish_outputs(plan, outputs) reads the plan's checks after a run (what only a run can know,
+//   such as run-time indices inside their dim) and drops them from the outputs.
 // Every problem is a kiln::Error that starts with the caller's name ("cpu runtime", "plan.json")
 // and says which kernel or buffer is wrong and how.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -88,6 +91,12 @@ class Binder {
   mutable std::mutex mu_;
   mutable std::shared_ptr<const BoundSizes> last_;
 };
+
+// After a run: `outs` holds every plan output, the checks' counts last (KernelPlan::checks).
+// Reads each count (to_host moves it to the host), throws kiln::Error "<who>: <the check's
+// sentence> (<count> of them)" for the first nonzero one, and drops the counts from `outs`.
+void finish_outputs(const KernelPlan& p, std::vector<TensorData>& outs,
+                    const std::function<TensorData(const TensorData&)>& to_host, std::string_view who);
 
 // One binding without keeping a Binder (tests, tools).
 Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std::string_view who);

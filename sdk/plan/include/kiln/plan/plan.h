@@ -122,7 +122,11 @@ struct KernelPlan {
   std::vector<PlanBuffer> buffers;
   std::vector<SymInt> slots;            // bytes of each intermediate slot
   std::vector<PlanKernel> kernels;      // in execution order
-  std::vector<int32_t> outputs;         // buffer per graph output
+  std::vector<int32_t> outputs;         // buffer per graph output, then one per check
+  // What only a run can know (schedule::Schedule::checks): the last checks.size() entries of
+  // `outputs` are 0-d i64 counts that must be 0 after a run, each with the sentence saying what
+  // a nonzero count means. Runtimes read them after the kernels (plan::finish_outputs).
+  std::vector<std::string> checks;
   int64_t peak_intermediate_bytes = 0;  // at the example sizes
   std::vector<std::string> guards;      // what the plan assumes, one sentence each
 

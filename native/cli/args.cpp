@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace kiln::cli {
 
@@ -66,6 +67,15 @@ std::string command_help(const CommandSpec& spec) {
   if (!spec.details.empty()) s += "\n" + spec.details;
   if (!s.empty() && s.back() != '\n') s += '\n';
   return s;
+}
+
+std::vector<std::string> split_list(const std::string& s, char separator) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, separator))
+    if (!part.empty()) out.push_back(part);
+  return out;
 }
 
 }  // namespace kiln::cli

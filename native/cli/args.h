@@ -43,4 +43,7 @@ ParsedArgs parse_args(const CommandSpec& spec, std::span<char* const> args);
 // "usage: kiln run GRAPH.json [options]" plus the flags and details.
 std::string command_help(const CommandSpec& spec);
 
+// The non-empty items of a list option ("--only a,b", "--modes x,y"; PATH with ':').
+std::vector<std::string> split_list(const std::string& s, char separator = ',');
+
 }  // namespace kiln::cli

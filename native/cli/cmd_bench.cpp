@@ -26,14 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // What every timer below shares: the median of `reps` calls, each measured by `one_call` (which
 // makes the call and returns its time in ms), or, for launch-bound workloads, host wall time per
 // call over 2000 back-to-back calls ending with `sync`.
@@ -224,9 +216,9 @@ int cmd_bench(std::span<char* const> args) {
   // earlier run compiled) is off; `kiln cache bench` measures the caches.
   config::set("cache.plan_cache", false);
   const bool small = a.has("--small");
-  const auto only = a.has("--only") ? split(a.get("--only")) : std::vector<std::string>{};
+  const auto only = a.has("--only") ? split_list(a.get("--only")) : std::vector<std::string>{};
   // Eager where the target runs eager ops (not on Vulkan tensors yet).
-  auto modes = split(a.has("--modes") ? a.get("--modes") : (rt->eager_policy().enabled ? "default,eager" : "default"));
+  auto modes = split_list(a.has("--modes") ? a.get("--modes") : (rt->eager_policy().enabled ? "default,eager" : "default"));
   // On a device eager runs first, as the anchor (torch_anchor.py) runs eager before it compiles: a
   // library's first use in the process (cuBLASLt's handle, heuristics and lazily loaded
   // kernels, ~0.1 s) then lands in the eager run on both sides, not in a cold compile.

@@ -29,14 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {

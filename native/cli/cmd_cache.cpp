@@ -64,15 +64,6 @@ std::string when(int64_t unix_seconds) {
   return buf;
 }
 
-std::vector<std::string> split(const std::string& s, char separator = ',') {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, separator))
-    if (!part.empty()) out.push_back(part);
-  return out;
-}
-
 // Runs `argv` with extra environment variables; returns its exit status and stdout.
 int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string& out) {
   int fds[2];
@@ -131,7 +122,7 @@ struct OwnRedis {
     // The first redis-server on PATH (a machine without the package may carry one), else the
     // package's.
     std::string exe;
-    std::vector<std::string> dirs = split(std::getenv("PATH") ? std::getenv("PATH") : "", ':');
+    std::vector<std::string> dirs = split_list(std::getenv("PATH") ? std::getenv("PATH") : "", ':');
     dirs.insert(dirs.end(), {"/usr/bin", "/usr/local/bin"});
     for (const std::string& d : dirs)
       if (!d.empty() && exe.empty() && ::access((d + "/redis-server").c_str(), X_OK) == 0) exe = d + "/redis-server";
@@ -255,7 +246,7 @@ int bench(const ParsedArgs& a) {
   const bool small = a.has("--small");
   const int repeat = a.has("--repeat") ? std::stoi(a.get("--repeat")) : 3;
   KILN_CHECK(repeat >= 1, "kiln cache bench: --repeat must be at least 1, but got ", repeat);
-  const auto only = a.has("--only") ? split(a.get("--only")) : std::vector<std::string>{};
+  const auto only = a.has("--only") ? split_list(a.get("--only")) : std::vector<std::string>{};
   const std::string device = a.has("--device") ? a.get("--device") : "cpu";
   bench_device(device);
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();

@@ -11,6 +11,7 @@
 // KILN_DIFF_GRAPH=file.json runs one graph file (e.g. a printed failure) the same way, in every
 // compile mode, at its example sizes or at KILN_DIFF_SYMBOLS=7,2 (the values of s0, s1, ...).
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -119,6 +120,33 @@ BOOST_AUTO_TEST_CASE(a_deep_chain_matches_the_reference) {
   const std::vector<TensorData> in{tensor(DType::f32, {3, 50}, random_values(DType::f32, 150, Domain::normal, rng))};
   const std::string report = run_and_compare(c, in, {tolerance_for(DType::f32, true)});
   BOOST_TEST(report.empty(), report);
+}
+
+// Long float sums stay accurate: rows of 1,000,003 elements summed and averaged (an argmax over
+// the same rows in the same kernel keeps the CPU's loop scalar) within 5e-6 relative L2 of the
+// reference, which sums in double. The CPU target summed each row serially (this graph, by `kiln
+// run --check`: 2.6e-5; sum_all's 1M-element partials, vectorised: 1.3e-5); it now sums blocks
+// of 4,096 elements and folds the blocks (1.4e-6 to 1.9e-6 here; lavapipe's tree: 1.7e-6).
+BOOST_AUTO_TEST_CASE(long_sums_are_accurate) {
+  constexpr int64_t kRow = 1000003;
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {3, kRow}, {}}, "x");
+  const Attrs row{std::vector<int64_t>{1}, false};
+  g.set_outputs({g.add(OpId::sum, {x}, row), g.add(OpId::mean, {x}, row), g.add(OpId::argmax, {x}, row)});
+  const Compiled c = compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  if (!c.exe) return;
+  std::mt19937_64 rng(11);
+  const std::vector<TensorData> in{tensor(DType::f32, {3, kRow}, random_values(DType::f32, 3 * kRow, Domain::normal, rng))};
+  const std::vector<TensorData> want = eval::run_graph(c.optimized, in), got = c.exe->run(in);
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  for (size_t o = 0; o < 2; ++o) {
+    const std::vector<double> a = elements(got[o]), b = elements(want[o]);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+    BOOST_TEST(std::sqrt(num / den) <= 5e-6, "output " << o << ": relative L2 error " << std::sqrt(num / den));
+  }
+  BOOST_TEST(elements(got[2]) == elements(want[2]), boost::test_tools::per_element());
 }
 
 // 64-bit integer compares and extrema against constants other than 0 (lavapipe miscompiled

@@ -57,6 +57,20 @@ struct KernelCounts {
   std::map<std::string, int64_t> reference_ops;
 };
 
+// Sends the schedule log (only) into a string while it lives; the log's usual settings after.
+struct ScheduleLogCapture {
+  explicit ScheduleLogCapture(std::string& into) {
+    logs::set_sink_for_testing([&into](std::string_view text) { into += text; });
+    logs::set_categories_for_testing("schedule");
+  }
+  ~ScheduleLogCapture() {
+    logs::set_sink_for_testing({});
+    logs::reset_for_testing();
+  }
+  ScheduleLogCapture(const ScheduleLogCapture&) = delete;
+  ScheduleLogCapture& operator=(const ScheduleLogCapture&) = delete;
+};
+
 KernelCounts count_kernels(const std::string& schedule_log) {
   KernelCounts c;
   std::istringstream in(schedule_log);
@@ -183,19 +197,12 @@ int cmd_bench_model(std::span<char* const> args) {
     }
     if (!counts && !a.has("--no-kernel-count")) {
       std::string log;
-      logs::set_sink_for_testing([&](std::string_view text) { log += text; });
-      logs::set_categories_for_testing("schedule");
-      const config::Patch no_caches({{"force_disable_caches", true}});
-      try {
+      {
+        const ScheduleLogCapture capture(log);
+        const config::Patch no_caches({{"force_disable_caches", true}});
         (void)onnx::compile(path, options)(in);
         synchronize(device);
-      } catch (...) {
-        logs::set_sink_for_testing({});
-        logs::reset_for_testing();
-        throw;
       }
-      logs::set_sink_for_testing({});
-      logs::reset_for_testing();
       counts = count_kernels(log);
     }
     std::cout << path << " on " << device.str() << ", mode " << mode << ": first call " << first_s << " s (loading " << load_s << " s)";

@@ -96,7 +96,8 @@ namespace {
 bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
   switch (n.op) {
     case OpId::randn: return true;
-    case OpId::index_select: return !constant_index_in_range(g, n) && !index_checked_at_run_time(g, n);
+    // Only along a symbolic dim: there is no constant bound to clamp a run-time index to.
+    case OpId::index_select: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
     case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
                           // integer products stay exact on the reference
       const DType t = n.meta.dtype;

@@ -133,7 +133,7 @@ class FunctionEmitter : public render::llvm::Printer {
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> state_[3];  // reduce instr -> the slot of its state's component c
   std::map<int32_t, std::string> block_state_[3];  // the same for one block of a blocked sum
-  bool into_block_ = false;  // combine() folds into block_state_ (inside a block of a blocked sum)
+  bool into_block_ = false;  // inside a block of a blocked sum: combine() folds into block_state_
   std::map<std::string, CT> slot_type_;
   // Row strategy: values kept from the pass that computes them for later passes (see
   // kept_values()): instruction -> its row scratch (an alloca of the inner extent), and the
@@ -369,11 +369,14 @@ class FunctionEmitter : public render::llvm::Printer {
   // NaN-propagating extremum that vectorises, so a float max or min folds skipping NaN (the
   // flavour's nnan nsz fold) beside a NaN flag.
   lower::Rule rule(int32_t i) const { return reduction_rule(k_, i); }
-  std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane) {
+  // The running state's slots, or (`block`) those of the current block of a blocked sum.
+  std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane, bool block) {
     std::vector<std::string> s;
-    for (size_t c = 0; c < rl.state.size(); ++c)
-      s.push_back(slot(into_block_ ? block_state_[c] : state_[c], i, rl.state[c].ct, lane));
+    for (size_t c = 0; c < rl.state.size(); ++c) s.push_back(slot(block ? block_state_[c] : state_[c], i, rl.state[c].ct, lane));
     return s;
+  }
+  std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane) {
+    return state_slots(rl, i, lane, into_block_);
   }
   void init_acc(int32_t i, const std::string& lane) {
     const lower::Rule rl = rule(i);
@@ -445,16 +448,14 @@ class FunctionEmitter : public render::llvm::Printer {
           sc.parent = &parent;
           body(sc);
         });
+        into_block_ = false;
         for (int32_t r : *blocked) {
           const lower::Rule rl = rule(r);
-          const std::vector<std::string> from = state_slots(rl, r, "");
+          const std::vector<std::string> from = state_slots(rl, r, "", true);
           std::vector<std::string> values;
           for (size_t c = 0; c < from.size(); ++c) values.push_back(op("load ", type_of(rl.state[c].ct), ", ptr ", from[c]));
-          into_block_ = false;
-          fold_into(rl, state_slots(rl, r, ""), values);
-          into_block_ = true;
+          fold_into(rl, state_slots(rl, r, "", false), values);
         }
-        into_block_ = false;
       });
       return;
     }

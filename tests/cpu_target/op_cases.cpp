@@ -422,7 +422,7 @@ DType float_of(DType t) { return is_floating(t) ? t : D::f32; }
 Tolerance tol_of(OpId op, DType out) {
   Tolerance t = tolerance_for(out, loose_op(op));
   switch (op) {
-    case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear:
+    case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear: case OpId::convolution:
       t.rtol *= 4;
       t.scale_by_abs_run = true;
       break;
@@ -1049,6 +1049,26 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(Cop(op, {A(t, {-1, 3, -2})}, {int64_t{1}}));
         break;
       }
+      case OpId::convolution: {
+        if (!is_floating(t)) break;
+        using V = std::vector<int64_t>;
+        auto conv = [&](std::vector<Arg> args, V strides, V pads, V dil, int64_t groups, const char* note = "") {
+          return Cop(op, std::move(args), {std::move(strides), std::move(pads), std::move(dil), groups}, note);
+        };
+        cs.push_back(core(conv({A(t, {2, 4, 8, 8}), A(t, {6, 4, 3, 3})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, "3x3, pad 1")));
+        cs.push_back(core(conv({A(t, {2, 4, 8, 8}), A(t, {6, 4, 3, 3}), A(t, {6})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, "bias")));
+        cs.push_back(conv({A(t, {1, 3, 9, 8}), A(t, {4, 3, 3, 3})}, {2, 2}, {1, 0, 0, 1}, {1, 1}, 1, "stride 2, asymmetric pads"));
+        cs.push_back(conv({A(t, {1, 4, 9, 9}), A(t, {6, 2, 3, 3})}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 2, "groups 2, dilation 2"));
+        cs.push_back(core(conv({A(t, {2, 6, 7, 7}), A(t, {6, 1, 3, 3})}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, "depthwise, stride 2")));
+        cs.push_back(conv({A(t, {2, 8, 5, 5}), A(t, {3, 8, 1, 1})}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1"));
+        cs.push_back(conv({A(t, {2, 3, 10}), A(t, {4, 3, 3}), A(t, {4})}, {2}, {1, 1}, {1}, 1, "1-D"));
+        cs.push_back(conv({A(t, {1, 2, 4, 5, 4}), A(t, {3, 2, 2, 3, 2})}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, "3-D"));
+        cs.push_back(conv({A(t, {2, 4, 6, 6}, Domain::normal, Layout::permuted), A(t, {5, 4, 3, 3})}, {1, 1}, {0, 0, 0, 0},
+                          {1, 1}, 1, "strided input"));
+        sym.push_back(core(conv({A(t, {-1, 4, 6, 6}), A(t, {5, 4, 3, 3}), A(t, {5})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1,
+                                "symbolic batch")));
+        break;
+      }
       case OpId::layer_norm:
       case OpId::rms_norm: {
         for (int64_t nd : {1, 2, 3}) cs.push_back(Cop(op, {A(t, {4, 7, 13})}, {nd, 1e-5}));
@@ -1201,7 +1221,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::slice, OpId::cat, OpId::pad, OpId::index_select, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
-                    OpId::scaled_dot_product_attention, OpId::matmul})
+                    OpId::scaled_dot_product_attention, OpId::convolution, OpId::matmul})
       t[op] = composite_cases;
     return t;
   }();

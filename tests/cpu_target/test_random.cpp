@@ -204,4 +204,58 @@ BOOST_AUTO_TEST_CASE(run_time_indices_gather_on_the_device_and_are_checked) {
   BOOST_TEST(again.empty(), again);
 }
 
+// A small residual CNN as exported models write it: convolutions with constant weights and
+// biases, batch norm as a scale and shift, relu, a strided and a depthwise convolution, a 1x1
+// projection on the shortcut, and the residual add; f32 and bf16. On CUDA each convolution is
+// a cuDNN kernel (cuda.cudnn), elsewhere its decomposition; both match the reference.
+BOOST_AUTO_TEST_CASE(a_residual_cnn_matches_the_reference) {
+  for (const DType t : {DType::f32, DType::bf16}) {
+    BOOST_TEST_CONTEXT(dtype_name(t)) {
+      std::mt19937_64 rng(21);
+      Graph g;
+      auto constant = [&](std::vector<int64_t> sizes, double scale) {
+        int64_t n = 1;
+        for (int64_t e : sizes) n *= e;
+        std::vector<double> v = random_values(DType::f64, n, Domain::normal, rng);
+        for (double& e : v) e *= scale;
+        const TensorData d = tensor(t, sizes, v);
+        auto c = std::make_shared<ConstantData>();
+        c->dtype = t;
+        c->sizes = sizes;
+        c->bytes.assign(reinterpret_cast<const std::byte*>(d.data()), reinterpret_cast<const std::byte*>(d.data()) + n * dtype_size(t));
+        return g.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(c)});
+      };
+      using V = std::vector<int64_t>;
+      auto conv = [&](NodeId x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t groups, bool bias) {
+        const int64_t p = k / 2;
+        std::vector<NodeId> in{x, constant({cout, cin / groups, k, k}, 1.0 / std::sqrt(static_cast<double>(cin / groups * k * k)))};
+        if (bias) in.push_back(constant({cout}, 0.1));
+        return g.add(OpId::convolution, in, {V{stride, stride}, V{p, p, p, p}, V{1, 1}, groups});
+      };
+      auto bn_relu = [&](NodeId y, int64_t ch) {
+        const NodeId s = g.add(OpId::add, {constant({ch, 1, 1}, 0.1), g.add(OpId::full, {}, {SymShape{}, 1.0, t})});
+        return g.add(OpId::relu, {g.add(OpId::add, {g.add(OpId::mul, {y, s}), constant({ch, 1, 1}, 0.1)})}, {});
+      };
+      const NodeId x = g.add_input(TensorMeta{t, Device::cpu(), {SymInt(2), SymInt(8), SymInt(12), SymInt(12)}, {}}, "x");
+      const NodeId a = bn_relu(conv(x, 8, 16, 3, 2, 1, false), 16);      // 3x3 stride 2
+      const NodeId d = bn_relu(conv(a, 16, 16, 3, 1, 16, false), 16);    // depthwise
+      const NodeId e = conv(d, 16, 16, 1, 1, 1, true);                   // 1x1 with bias
+      const NodeId shortcut = conv(x, 8, 16, 1, 2, 1, false);            // strided projection
+      g.set_outputs({g.add(OpId::relu, {g.add(OpId::add, {e, shortcut})}, {})});
+      const Compiled c = compile(g);
+      BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+      int convolutions = 0;
+      for (const plan::PlanKernel& k : c.plan.kernels) convolutions += k.kind == "convolution";
+      BOOST_TEST(convolutions == (c.plan.target == "cuda" ? 4 : 0));
+      const TensorData xs = tensor(t, {2, 8, 12, 12}, random_values(DType::f64, 2 * 8 * 12 * 12, Domain::normal, rng));
+      Tolerance tol = tolerance_for(t);
+      tol.rtol *= 4;
+      tol.scale_by_max = true;
+      const std::vector<TensorData> in{xs};
+      const std::string report = run_and_compare(c, in, {tol});
+      BOOST_TEST(report.empty(), report);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

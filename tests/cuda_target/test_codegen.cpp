@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/llvm_ptx.h"
@@ -407,6 +409,45 @@ BOOST_AUTO_TEST_CASE(long_rows_take_max_and_sum_in_one_pass) {
     BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_acc * kiln_exp("));
     BOOST_TEST(!contains(plan_of(g, off).kernels[0].source, "_nan"));
   }
+}
+
+// A convolution is one kernel of kind convolution (cuDNN's, no source) followed by the pointwise
+// kernel of its bias, batch norm and activation; the plan's JSON keeps it byte for byte, and a
+// plan whose convolution does not fit its buffers is refused when read.
+BOOST_AUTO_TEST_CASE(convolutions_run_through_cudnn_and_their_epilogue_is_one_kernel) {
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::bf16, {8, 16, 14, 14}), "x");
+  const NodeId w = g.add_input(meta(DType::bf16, {32, 16, 3, 3}), "w");
+  const NodeId b = g.add_input(meta(DType::bf16, {32}), "b");
+  const NodeId scale = g.add_input(meta(DType::bf16, {32, 1, 1}), "scale");
+  const NodeId y = g.add(OpId::convolution, {x, w, b},
+                         {std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, int64_t{1}});
+  g.set_outputs({g.add(OpId::relu, {g.add(OpId::mul, {y, scale})}, {})});
+  const plan::KernelPlan p = plan_of(g);
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 2u);
+  BOOST_TEST(p.kernels[0].kind == "convolution");
+  BOOST_TEST(p.kernels[0].source.empty());
+  BOOST_REQUIRE(p.kernels[0].convolution.has_value());
+  const plan::PlanConvolution& c = *p.kernels[0].convolution;
+  BOOST_TEST((c.dtype == DType::bf16));
+  BOOST_TEST(shape_str(c.y_sizes()) == "[8, 32, 7, 7]");
+  BOOST_TEST(p.kernels[1].kind == "pointwise");
+  const std::string text = plan::plan_to_json(p);
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(text, "conv.json")) == text);
+  auto error_of = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json d = nlohmann::json::parse(text);
+    edit(d["kernels"][0]["convolution"]);
+    try {
+      plan::plan_from_json(d.dump(), "conv.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["strides"] = {1, 1}; }), "but the convolution gives [8, 32, 14, 14]"));
+  BOOST_TEST(contains(error_of([&](nlohmann::json& v) { v["y"] = v["x"]; }), "an input buffer"));
+  BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["dtype"] = "f32"; }), "the convolution is f32 but buffer"));
+  BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["groups"] = 3; }), "does not match 16 input channels in 3 groups"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -115,6 +115,13 @@ Graph op_use(OpId op) {
       y = g.add(op, {x, k, v}, {0.125});
       break;
     }
+    case OpId::convolution: {  // x [s0, 6] as a 1-D signal of 6 channels and length 1
+      const NodeId sig = g.add(OpId::unsqueeze, {x}, {int64_t{2}});
+      const NodeId w = g.add_input(meta(DType::f32, {4, 3, 1}), "w");
+      const NodeId b = g.add_input(meta(DType::f32, {4}), "b");
+      y = g.add(op, {sig, w, b}, {Ints{1}, Ints{0, 0}, Ints{1}, int64_t{2}});
+      break;
+    }
   }
   BOOST_REQUIRE_MESSAGE(y >= 0, "no sample use of op " << op_name(op));
   g.set_outputs({y, x});

@@ -1,4 +1,6 @@
 // Composite ops (run through their decompositions) and matmul against hand-computed values.
+#include <random>
+
 #include "helpers.h"
 
 using namespace ref_test;
@@ -106,6 +108,119 @@ BOOST_AUTO_TEST_CASE(batched_broadcast) {
   // Batch by batch: [2, 1, 2] @ [2, 2, 1].
   check(eval(OpId::matmul, {f32({2, 1, 2}, {1, 2, 3, 4}), f32({2, 2, 1}, {1, 1, 2, 0})}), DType::f32, {2, 1, 1},
         {3, 6});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Convolution (through its decomposition: padded windows and a matmul per group) against a
+// direct loop over output positions, channels and kernel taps, in f64: 1-D, 2-D and 3-D; strides,
+// dilations, asymmetric pads, groups (depthwise too) and a bias.
+BOOST_AUTO_TEST_SUITE(convolution)
+
+namespace {
+
+struct ConvCase {
+  std::vector<int64_t> x, w;  // [N, C, *S], [M, C/g, *K]
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups = 1;
+  bool bias = false;
+};
+
+std::vector<double> direct(const ConvCase& c, const std::vector<double>& x, const std::vector<double>& w,
+                           const std::vector<double>& b, std::vector<int64_t>& out) {
+  const size_t n = c.x.size() - 2;
+  out = {c.x[0], c.w[0]};
+  for (size_t d = 0; d < n; ++d)
+    out.push_back((c.x[2 + d] + c.pads[d] + c.pads[d + n] - (c.w[2 + d] - 1) * c.dilations[d] - 1) / c.strides[d] + 1);
+  int64_t total = 1;
+  for (int64_t e : out) total *= e;
+  std::vector<double> y(static_cast<size_t>(total), 0.0);
+  const int64_t cg = c.w[1], mg = c.w[0] / c.groups;
+  int64_t taps = 1;
+  for (size_t d = 0; d < n; ++d) taps *= c.w[2 + d];
+  int64_t xs = 1;
+  for (size_t d = 0; d < n; ++d) xs *= c.x[2 + d];
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t r = i;
+    std::vector<int64_t> o(n);
+    for (size_t d = n; d-- > 0;) {
+      o[d] = r % out[2 + d];
+      r /= out[2 + d];
+    }
+    const int64_t m = r % c.w[0], nb = r / c.w[0];
+    const int64_t g = m / mg;
+    double acc = c.bias ? b[static_cast<size_t>(m)] : 0.0;
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t tr = t, xoff = 0, stride = 1;
+        bool inside = true;
+        std::vector<int64_t> k(n);
+        for (size_t d = n; d-- > 0;) {
+          k[d] = tr % c.w[2 + d];
+          tr /= c.w[2 + d];
+        }
+        for (size_t d = n; d-- > 0;) {
+          const int64_t p = o[d] * c.strides[d] + k[d] * c.dilations[d] - c.pads[d];
+          inside = inside && p >= 0 && p < c.x[2 + d];
+          xoff += p * stride;
+          stride *= c.x[2 + d];
+        }
+        if (!inside) continue;
+        const double xv = x[static_cast<size_t>((nb * c.x[1] + g * cg + ci) * xs + xoff)];
+        const double wv = w[static_cast<size_t>((m * cg + ci) * taps + t)];
+        acc += xv * wv;
+      }
+    y[static_cast<size_t>(i)] = acc;
+  }
+  return y;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(decomposition_matches_a_direct_loop) {
+  const std::vector<ConvCase> cases = {
+      {{2, 3, 9}, {4, 3, 3}, {2}, {1, 2}, {1}, 1, true},                      // 1-D, stride, asymmetric pad
+      {{1, 4, 7, 6}, {6, 2, 3, 2}, {1, 2}, {1, 1, 0, 1}, {2, 1}, 2, false},     // 2-D, groups, dilation
+      {{2, 3, 5, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true},      // depthwise with bias
+      {{1, 2, 8, 8}, {5, 2, 1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, false},     // 1x1, strided
+      {{1, 2, 4, 3, 5}, {3, 2, 2, 1, 3}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, {1, 1, 1}, 1, true},  // 3-D
+  };
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  for (const ConvCase& c : cases) {
+    auto fill = [&](const std::vector<int64_t>& s) {
+      int64_t n = 1;
+      for (int64_t e : s) n *= e;
+      std::vector<double> v(static_cast<size_t>(n));
+      for (double& e : v) e = normal(rng);
+      return v;
+    };
+    const std::vector<double> xv = fill(c.x), wv = fill(c.w), bv = fill({c.w[0]});
+    std::vector<TensorData> in{f64(c.x, xv), f64(c.w, wv)};
+    if (c.bias) in.push_back(f64({c.w[0]}, bv));
+    std::vector<int64_t> out;
+    const std::vector<double> want = direct(c, xv, wv, bv, out);
+    check(eval(OpId::convolution, in, {c.strides, c.pads, c.dilations, c.groups}), DType::f64, out, want, 1e-12);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_shapes_are_errors) {
+  const TensorData x = f32({1, 4, 5, 5}, std::vector<double>(100, 1.0));
+  auto message = [&](std::vector<TensorData> in, Attrs a) {
+    try {
+      eval(OpId::convolution, in, a);
+    } catch (const kiln::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const Attrs plain{std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{1, 1}, int64_t{1}};
+  BOOST_TEST(message({x, f32({2, 3, 3, 3}, std::vector<double>(54, 1.0))}, plain).find("does not match 4 input channels") !=
+             std::string::npos);
+  BOOST_TEST(message({x, f32({2, 4, 7, 7}, std::vector<double>(392, 1.0))}, plain).find("larger than the padded input") !=
+             std::string::npos);
+  const Attrs short_pads{std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0}, std::vector<int64_t>{1, 1}, int64_t{1}};
+  BOOST_TEST(message({x, f32({2, 4, 3, 3}, std::vector<double>(72, 1.0))}, short_pads).find("4 pads") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

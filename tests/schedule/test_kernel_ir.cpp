@@ -1,6 +1,7 @@
 // The kernel IR: values_reused_across_passes (which per-row values a target may keep between
 // the passes of a reduction kernel instead of recomputing them), and the masked and gathered
 // loads that pad, cat and index_select lower to.
+#include <algorithm>
 #include <kiln/graph/graph.h>
 #include <kiln/schedule/schedule.h>
 
@@ -168,6 +169,45 @@ BOOST_AUTO_TEST_CASE(index_select_gathers_on_the_device_and_checks_run_time_indi
   r = schedule({}, false, true);
   BOOST_TEST(r.kinds == (std::vector<std::string>{"reference", "pointwise"}), boost::test_tools::per_element());
   BOOST_TEST(r.checks.empty());
+}
+
+// A target that convolves (CUDA's cuDNN) keeps the op as one kernel over whole contiguous
+// buffers: a strided graph input is copied first, asymmetric pads become a pad before it, and
+// the bias an add after it that joins the following pointwise kernel. Every other target sees
+// the decomposition: the windows and a gemm.
+BOOST_AUTO_TEST_CASE(convolutions_are_kernels_where_the_target_convolves) {
+  auto schedule = [](bool convolves, bool strided_input, std::vector<int64_t> pads) {
+    Graph g;
+    const SymInt batch = g.shapes().create_symbol(2, 1, 1 << 20, "s0", false);
+    TensorMeta xm{DType::f32, Device::cpu(), {batch, SymInt(4), SymInt(6), SymInt(6)}, {}};
+    NodeId x = g.add_input(strided_input ? TensorMeta{DType::f32, Device::cpu(), {batch, SymInt(6), SymInt(6), SymInt(4)}, {}} : xm, "x");
+    if (strided_input) x = g.add(OpId::permute, {x}, {std::vector<int64_t>{0, 3, 1, 2}});
+    const NodeId w = g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(5), SymInt(4), SymInt(3), SymInt(3)}, {}}, "w");
+    const NodeId b = g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(5)}, {}}, "b");
+    const NodeId y = g.add(OpId::convolution, {x, w, b},
+                           {std::vector<int64_t>{1, 1}, pads, std::vector<int64_t>{1, 1}, int64_t{1}});
+    g.set_outputs({g.add(OpId::relu, {y}, {})});
+    schedule::Target t;
+    t.convolution = convolves;
+    const schedule::Schedule s = schedule::schedule_graph(g, t);
+    std::vector<std::string> kinds;
+    for (const schedule::Kernel& k : s.kernels) {
+      kinds.emplace_back(schedule::kernel_kind_name(k.kind));
+      if (k.convolution) {
+        BOOST_TEST(k.convolution->pads[0] == k.convolution->pads[2]);
+        BOOST_TEST(k.convolution->pads[1] == k.convolution->pads[3]);
+        BOOST_TEST(k.convolution->x_sizes[0].is_symbolic());
+      }
+    }
+    return kinds;
+  };
+  using K = std::vector<std::string>;
+  BOOST_TEST(schedule(true, false, {1, 1, 1, 1}) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(schedule(true, true, {1, 1, 1, 1}) == (K{"pointwise", "convolution", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(schedule(true, false, {1, 1, 0, 0}) == (K{"pointwise", "convolution", "pointwise"}), boost::test_tools::per_element());
+  const K decomposed = schedule(false, false, {1, 1, 1, 1});
+  BOOST_TEST(std::count(decomposed.begin(), decomposed.end(), "convolution") == 0);
+  BOOST_TEST(std::count(decomposed.begin(), decomposed.end(), "matmul") == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

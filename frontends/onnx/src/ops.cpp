@@ -881,27 +881,14 @@ V patches(Importer& im, const V& x, const Window& w, double fill) {
   return cols.size() == 1 ? cols[0] : im.op(O::cat, cols, {int64_t{2}});
 }
 
-// y = conv(x, w) + bias (input 2 when present): the windows of x as columns, one matmul per group.
+// y = conv(x, w) + bias (input 2 when present): one convolution op, which targets run with their
+// own convolution kernels or as the windows of x times the weights (its decomposition).
 V conv_apply(NodeCtx& c, const V& x, const V& wt, int64_t group, const Window& w) {
-  Importer& im = c.im;
-  const int64_t ch = static_dim(im, x, 1, "Conv"), m = static_dim(im, wt, 0, "Conv");
-  const V cols = patches(im, x, w, 0);  // [N, C, P, *O]
-  int64_t p = 1, l = 1;
-  for (int64_t k : w.kernel) p *= k;
-  for (int64_t o : w.out) l *= o;
-  const SymInt nb = x->sizes[0];
-  const V a = im.reshape(cols, {nb, group, ch / group * p, l});
-  const V b = im.reshape(wt, {group, m / group, ch / group * p});
-  V y = im.op(O::matmul, {b, a});  // [N, g, M/g, L]
-  SymShape out{nb, m};
-  for (int64_t o : w.out) out.push_back(o);
-  y = im.reshape(y, out);
-  if (c.present(2)) {
-    SymShape bs{m};
-    for (size_t k = 0; k < w.kernel.size(); ++k) bs.push_back(1);
-    y = im.add(y, im.reshape(c.input(2), bs));
-  }
-  return y;
+  std::vector<int64_t> pads = w.pads_begin;
+  pads.insert(pads.end(), w.pads_end.begin(), w.pads_end.end());
+  std::vector<V> ins{x, wt};
+  if (c.present(2)) ins.push_back(c.input(2));
+  return c.im.op(O::convolution, ins, {w.strides, pads, w.dilations, group});
 }
 
 std::vector<V> conv(NodeCtx& c) {

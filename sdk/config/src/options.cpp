@@ -129,6 +129,10 @@ std::vector<OptionDef> build_options() {
     {"cuda.allow_tf32", T::Bool, false, kCodegen, kUsed,
      "Let float32 matmuls use TF32 tensor cores (faster, ~10 mantissa bits; cuBLASLt's "
      "CUBLAS_COMPUTE_32F_FAST_TF32)."},
+    {"cuda.cudnn", T::Bool, true, kCodegen, kUsed,
+     "Run convolutions on CUDA through cuDNN (libcudnn.so.9, loaded when a plan first convolves; "
+     "implicit-GEMM and other algorithms, no im2col copy). false: as on the other targets, the "
+     "windows of the input (an im2col copy) times the weights in a cuBLASLt gemm."},
     {"cuda.precise_math", T::Bool, false, kCodegen, kUsed,
      "Compute float32 exp, division and 1/sqrt on CUDA with libdevice's expf, IEEE division and "
      "sqrt (nvcc's defaults) instead of the fast forms torch.compile's Triton kernels use "

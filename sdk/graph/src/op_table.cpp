@@ -442,6 +442,46 @@ TensorMeta infer_attention(const InferContext& c) {
   return result(c, t, out);
 }
 
+// Convolution: x[N, C, *S] (*) w[M, C/groups, *K] (+ bias[M]) -> [N, M, *O] over static spatial
+// and channel dims; the batch may be symbolic.
+TensorMeta infer_convolution(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const TensorMeta& w = arg(c, 1);
+  KILN_CHECK(x.rank() >= 3 && w.rank() == x.rank(), opn(c), ": expected x[N, C, *spatial] and w[M, C/groups, *kernel] of the same rank (at least 3), got ",
+             shape_str(x.sizes), " and ", shape_str(w.sizes));
+  const size_t n = static_cast<size_t>(x.rank() - 2);
+  const std::vector<int64_t>& strides = c.attrs.ints(0);
+  const std::vector<int64_t>& pads = c.attrs.ints(1);
+  const std::vector<int64_t>& dilations = c.attrs.ints(2);
+  const int64_t groups = c.attrs.i(3);
+  KILN_CHECK(strides.size() == n && dilations.size() == n && pads.size() == 2 * n, opn(c), ": ", n,
+             " spatial dims need ", n, " strides, ", n, " dilations and ", 2 * n, " pads, got ", strides.size(), ", ",
+             dilations.size(), " and ", pads.size());
+  for (size_t d = 1; d < x.sizes.size(); ++d)
+    KILN_CHECK(x.sizes[d].is_static(), opn(c), ": dim ", d, " of x ", shape_str(x.sizes), " must be static (only the batch may be symbolic)");
+  for (const SymInt& s : w.sizes) KILN_CHECK(s.is_static(), opn(c), ": the weight's shape ", shape_str(w.sizes), " must be static");
+  const int64_t ch = x.sizes[1].hint(), m = w.sizes[0].hint();
+  KILN_CHECK(groups >= 1 && ch % groups == 0 && m % groups == 0 && w.sizes[1].hint() * groups == ch, opn(c),
+             ": weight ", shape_str(w.sizes), " does not match ", ch, " input channels in ", groups, " group", groups == 1 ? "" : "s");
+  if (c.inputs.size() > 2) {
+    const TensorMeta& b = arg(c, 2);
+    KILN_CHECK(b.rank() == 1 && b.sizes[0] == m, opn(c), ": bias ", shape_str(b.sizes), " must be [", m, "]");
+  }
+  SymShape out{x.sizes[0], m};
+  for (size_t d = 0; d < n; ++d) {
+    KILN_CHECK(strides[d] >= 1 && dilations[d] >= 1 && pads[d] >= 0 && pads[d + n] >= 0, opn(c),
+               ": strides and dilations must be positive and pads not negative (spatial dim ", d, ")");
+    const int64_t span = (w.sizes[2 + d].hint() - 1) * dilations[d] + 1;
+    const int64_t room = x.sizes[2 + d].hint() + pads[d] + pads[d + n] - span;
+    KILN_CHECK(w.sizes[2 + d].hint() >= 1 && room >= 0, opn(c), ": the window (", span, ") is larger than the padded input (",
+               x.sizes[2 + d].hint() + pads[d] + pads[d + n], ") along spatial dim ", d);
+    out.push_back(room / strides[d] + 1);
+  }
+  const DType t = result_type(c.inputs);
+  KILN_CHECK(is_floating(t), opn(c), ": operands must be floating point, got ", dtype_name(t));
+  return result(c, t, out);
+}
+
 // numpy matmul: a 1-D left operand is a row, a 1-D right operand a column, and the added
 // dim is dropped again; leading dims broadcast.
 TensorMeta infer_matmul(const InferContext& c) {
@@ -607,6 +647,74 @@ NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a)
   return b.add(OpId::matmul, {p, b.cast(in[2], t)});
 }
 
+// The windows of x as columns and one matmul per group (im2col): x padded, then for each of the
+// P = prod(K) kernel offsets a strided slice [N, C, *O], stacked into [N, g, C/g * P, L]
+// (L = prod(O)), multiplied by w as [g, M/g, C/g * P]. Targets with a convolution kernel of
+// their own keep the op (schedule::Target::convolution).
+NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  std::vector<TensorMeta> metas;
+  for (NodeId i : in) metas.push_back(b.meta(i));
+  std::vector<const TensorMeta*> ptrs;
+  for (const TensorMeta& m : metas) ptrs.push_back(&m);
+  const DType t = result_type(ptrs);
+  const TensorMeta& x = metas[0];
+  const TensorMeta& w = metas[1];
+  const size_t n = static_cast<size_t>(x.rank() - 2);
+  const std::vector<int64_t>& strides = a.ints(0);
+  const std::vector<int64_t>& pads = a.ints(1);
+  const std::vector<int64_t>& dil = a.ints(2);
+  const int64_t groups = a.i(3);
+  const int64_t ch = x.sizes[1].hint(), m = w.sizes[0].hint();
+  std::vector<int64_t> kernel, osz;
+  for (size_t d = 0; d < n; ++d) {
+    kernel.push_back(w.sizes[2 + d].hint());
+    const int64_t span = (kernel[d] - 1) * dil[d] + 1;
+    osz.push_back((x.sizes[2 + d].hint() + pads[d] + pads[d + n] - span) / strides[d] + 1);
+  }
+  NodeId xp = b.cast(in[0], t);
+  std::vector<int64_t> tp;  // pad's pairs run from the last dim
+  bool any = false;
+  for (size_t d = n; d-- > 0;) {
+    tp.push_back(pads[d]);
+    tp.push_back(pads[d + n]);
+    any = any || pads[d] != 0 || pads[d + n] != 0;
+  }
+  if (any) xp = b.add(OpId::pad, {xp}, {tp, 0.0});
+  std::vector<NodeId> cols;
+  std::vector<int64_t> pos(n, 0);
+  for (;;) {
+    NodeId p = xp;
+    for (size_t d = 0; d < n; ++d) {
+      const int64_t s = pos[d] * dil[d];
+      const int64_t e = s + (osz[d] - 1) * strides[d] + 1;
+      const int64_t size = b.meta(p).sizes[2 + d].hint();
+      if (s != 0 || e != size || strides[d] != 1)
+        p = b.add(OpId::slice, {p}, {static_cast<int64_t>(2 + d), s, e, strides[d]});
+    }
+    cols.push_back(b.add(OpId::unsqueeze, {p}, {int64_t{2}}));
+    size_t d = n;
+    while (d > 0 && ++pos[d - 1] == kernel[d - 1]) pos[--d] = 0;
+    if (d == 0) break;
+  }
+  const NodeId patches = cols.size() == 1 ? cols[0] : b.add(OpId::cat, cols, {int64_t{2}});  // [N, C, P, *O]
+  int64_t p = 1, l = 1;
+  for (int64_t k : kernel) p *= k;
+  for (int64_t o : osz) l *= o;
+  const SymInt nb = x.sizes[0];
+  const NodeId lhs = b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{groups, m / groups, ch / groups * p}});
+  const NodeId rhs = b.add(OpId::reshape, {patches}, {SymShape{nb, groups, ch / groups * p, l}});
+  SymShape ys{nb, m};
+  for (int64_t o : osz) ys.push_back(o);
+  NodeId y = b.add(OpId::reshape, {b.add(OpId::matmul, {lhs, rhs})}, {ys});  // [N, g, M/g, L] -> [N, M, *O]
+  if (in.size() > 2) {
+    SymShape bs{m};
+    bs.insert(bs.end(), n, SymInt(1));
+    y = b.add(OpId::add, {y, b.add(OpId::reshape, {b.cast(in[2], t)}, {bs})});
+  }
+  return y;
+}
+
 // ---- the table -----------------------------------------------------------------------
 
 std::vector<OpDef> build_table() {
@@ -706,6 +814,9 @@ std::vector<OpDef> build_table() {
       {O::linear, "linear", C::composite, 2, 3, {}, infer_linear, decompose_linear},
       {O::scaled_dot_product_attention, "scaled_dot_product_attention", C::composite, 3, 3, {{"scale", K::float_}},
        infer_attention, decompose_attention},
+      {O::convolution, "convolution", C::composite, 2, 3,
+       {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}}, infer_convolution,
+       decompose_convolution},
 
       {O::matmul, "matmul", C::matmul, 2, 2, {}, infer_matmul},
   };

@@ -70,6 +70,11 @@ PlanKernel kernel_skeleton(const schedule::Kernel& k) {
   pk.provenance = k.provenance;
   pk.reads = k.reads();
   pk.writes = k.writes();
+  if (k.convolution) {
+    const schedule::Convolution& c = *k.convolution;
+    pk.convolution = plan::PlanConvolution{c.x,       c.w,    c.y,         c.dtype, c.x_sizes,
+                                           c.w_sizes, c.strides, c.pads, c.dilations, c.groups};
+  }
   if (k.reference) {
     pk.op = k.reference->op;
     pk.attrs = k.reference->attrs;

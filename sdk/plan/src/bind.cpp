@@ -14,7 +14,7 @@ namespace kiln::plan {
 namespace {
 
 constexpr const char* kBufferKinds[] = {"input", "constant", "output", "intermediate"};
-constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "reference"};
+constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "convolution", "reference"};
 
 template <size_t N>
 bool one_of(const std::string& s, const char* const (&names)[N]) {
@@ -185,6 +185,53 @@ class Validator {
     refs(k.writes, where, "writes");
     if (k.gemm) gemm(*k.gemm, where + ".gemm");
     if (k.kind == "reference") reference(k, where);
+    if (k.convolution && k.kind != "convolution")
+      fail_at(where, "convolution", "only convolution kernels convolve; this one is a " + k.kind + " kernel");
+    if (k.kind == "convolution") {
+      if (!k.convolution) fail_at(where, "", "missing field 'convolution' (what a convolution kernel computes)");
+      convolution(*k.convolution, where + ".convolution");
+    }
+  }
+
+  // What the runtime hands its library: x, w and y whole contiguous buffers of the dtype, whose
+  // sizes are those of the op's shape rule for these attributes, and y apart from x and w.
+  void convolution(const PlanConvolution& c, const std::string& where) const {
+    ref(c.x, where, "x");
+    ref(c.w, where, "w");
+    ref(c.y, where, "y");
+    if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::bf16)
+      fail_at(where, "dtype", "convolution kernels are f32, f16 or bf16, not " + std::string(dtype_name(c.dtype)));
+    const char* fields[3] = {"x", "w", "y"};
+    const int32_t ids[3] = {c.x, c.w, c.y};
+    for (size_t j = 0; j < 3; ++j) {
+      const PlanBuffer& b = buf(ids[j]);
+      if (b.dtype != c.dtype)
+        fail_at(where, fields[j], "the convolution is " + std::string(dtype_name(c.dtype)) + " but buffer " +
+                                      std::to_string(b.id) + " is " + std::string(dtype_name(b.dtype)));
+      SymInt expect = 1;
+      for (size_t d = b.sizes.size(); d-- > 0;) {
+        if (!(b.sizes[d] == 1) && (d >= b.strides.size() || !(b.strides[d] == expect)))
+          fail_at(where, fields[j], "buffer " + std::to_string(b.id) + " is not contiguous (strides " + shape_str(b.strides) + ")");
+        expect = expect * b.sizes[d];
+      }
+    }
+    if (c.x_sizes.size() < 3 || c.x_sizes.size() > 5)
+      fail_at(where, "x_sizes", "a convolution has 1 to 3 spatial dims, got rank " + std::to_string(c.x_sizes.size()));
+    if (c.groups < 1) fail_at(where, "groups", "must be at least 1");
+    if (!(buf(c.x).sizes == c.x_sizes))
+      fail_at(where, "x_sizes", shape_str(c.x_sizes) + " are not the sizes of buffer " + std::to_string(c.x) + " " +
+                                    shape_str(buf(c.x).sizes));
+    if (!(buf(c.w).sizes == static_shape(c.w_sizes)))
+      fail_at(where, "w_sizes", "are not the sizes of buffer " + std::to_string(c.w) + " " + shape_str(buf(c.w).sizes));
+    const std::string& yk = buf(c.y).kind;
+    if (yk == "input" || yk == "constant") fail_at(where, "y", "the convolution writes buffer " + std::to_string(c.y) + ", an " + yk + " buffer");
+    for (int32_t b : {c.x, c.w})
+      if (b == c.y || (buf(b).slot >= 0 && buf(b).slot == buf(c.y).slot))
+        fail_at(where, "y", "y shares memory with operand buffer " + std::to_string(b));
+    const TensorMeta inferred = infer(OpId::convolution, {c.x, c.w}, Attrs{c.strides, c.pads, c.dilations, c.groups}, where);
+    if (!(inferred.sizes == buf(c.y).sizes))
+      fail_at(where, "y", "buffer " + std::to_string(c.y) + " has sizes " + shape_str(buf(c.y).sizes) + ", but the convolution gives " +
+                              shape_str(inferred.sizes));
   }
 
   void gemm(const PlanGemm& g, const std::string& where) const {
@@ -206,6 +253,25 @@ class Validator {
       fail_at(where, "bias", "the bias buffer must be of the gemm's dtype (" + std::string(dtype_name(g.dtype)) + ")");
   }
 
+  // What the op's shape rule gives for these buffers' types and attributes (its error, if any,
+  // at `where`).
+  TensorMeta infer(OpId op, const std::vector<int32_t>& inputs, const Attrs& attrs, const std::string& where) const {
+    Graph g;
+    try {
+      for (const SymbolInfo& s : p_.symbols) g.shapes().add_symbol(s);
+      std::vector<NodeId> ins;
+      for (int32_t b : inputs) {
+        TensorMeta m;
+        m.dtype = buf(b).dtype;
+        m.sizes = buf(b).sizes;
+        ins.push_back(g.add_input(std::move(m)));
+      }
+      return g.node(g.add(op, std::move(ins), attrs)).meta;
+    } catch (const Error& e) {
+      fail_at(where, "", e.what());
+    }
+  }
+
   // The op's shape rule on the input buffers' types must accept the attributes and give the
   // output buffer's type: what the reference interpreter will be asked to compute.
   void reference(const PlanKernel& k, const std::string& where) const {
@@ -225,21 +291,7 @@ class Validator {
     const PlanBuffer& out = buf(k.output);
     if (out.kind == "input" || out.kind == "constant")
       fail_at(where, "output", "the kernel writes buffer " + std::to_string(k.output) + ", an " + out.kind + " buffer");
-    Graph g;
-    TensorMeta inferred;
-    try {
-      for (const SymbolInfo& s : p_.symbols) g.shapes().add_symbol(s);
-      std::vector<NodeId> ins;
-      for (int32_t b : k.inputs) {
-        TensorMeta m;
-        m.dtype = buf(b).dtype;
-        m.sizes = buf(b).sizes;
-        ins.push_back(g.add_input(std::move(m)));
-      }
-      inferred = g.node(g.add(k.op, std::move(ins), k.attrs)).meta;
-    } catch (const Error& e) {
-      fail_at(where, "", e.what());
-    }
+    const TensorMeta inferred = infer(k.op, k.inputs, k.attrs, where);
     if (inferred.dtype != out.dtype || !(inferred.sizes == out.sizes))
       fail_at(where, "output", "buffer " + std::to_string(k.output) + " is " + std::string(dtype_name(out.dtype)) +
                                    shape_str(out.sizes) + ", but " + std::string(op_name(k.op)) + " of the inputs gives " +
@@ -395,6 +447,8 @@ Binder::Binder(const KernelPlan& p, std::string who)
     : p_(&p), who_(std::move(who)), input_buffer_(plan::input_buffers(p)), written_whole_(p.buffers.size(), false) {
   for (const PlanKernel& k : p.kernels)
     if (k.kind == "reference") written_whole_[static_cast<size_t>(k.output)] = true;
+    else if (k.convolution)  // read and written whole by the library
+      for (int32_t id : {k.convolution->x, k.convolution->w, k.convolution->y}) written_whole_[static_cast<size_t>(id)] = true;
 }
 
 Binding Binder::bind(std::span<const TensorData> inputs) const {

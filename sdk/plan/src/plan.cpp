@@ -19,6 +19,16 @@ std::string KernelPlan::module_source(bool fixed_too) const {
   return m;
 }
 
+SymShape PlanConvolution::y_sizes() const {
+  SymShape y{x_sizes.at(0), w_sizes.at(0)};
+  const size_t n = x_sizes.size() - 2;
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t span = (w_sizes.at(2 + d) - 1) * dilations.at(d) + 1;
+    y.push_back((x_sizes.at(2 + d).hint() + pads.at(d) + pads.at(d + n) - span) / strides.at(d) + 1);
+  }
+  return y;
+}
+
 std::string KernelPlan::kernel_program(size_t ki) const { return prelude + "\n" + kernels.at(ki).source; }
 
 std::string KernelPlan::str() const {
@@ -50,6 +60,15 @@ std::string KernelPlan::str() const {
       os << " " << op_name(k.op) << "(";
       for (size_t i = 0; i < k.inputs.size(); ++i) os << (i ? ", b" : "b") << k.inputs[i];
       os << ") -> b" << k.output;
+    } else if (k.convolution) {
+      const PlanConvolution& c = *k.convolution;
+      auto list = [](const std::vector<int64_t>& v) {
+        std::string t;
+        for (size_t i = 0; i < v.size(); ++i) t += (i ? "," : "") + std::to_string(v[i]);
+        return t;
+      };
+      os << " b" << c.y << " = conv(b" << c.x << ", b" << c.w << ") " << dtype_name(c.dtype) << " strides " << list(c.strides)
+         << " pads " << list(c.pads) << " dilations " << list(c.dilations) << " groups " << c.groups;
     } else {
       os << " entry @" << k.entry << ", parallel over " << k.parallel_extent.str() << " in chunks of >= " << k.grain;
       if (k.fixed_signature()) {

@@ -82,6 +82,21 @@ json kernel_json(const PlanKernel& k, size_t i) {
     if (g.alpha != 1.0) m["alpha"] = g.alpha;
     j["gemm"] = std::move(m);
   }
+  if (k.convolution) {
+    const PlanConvolution& c = *k.convolution;
+    json m = json::object();
+    m["x"] = c.x;
+    m["w"] = c.w;
+    m["y"] = c.y;
+    m["dtype"] = std::string(dtype_name(c.dtype));
+    m["x_sizes"] = shape_json(c.x_sizes);
+    m["w_sizes"] = json(c.w_sizes);
+    m["strides"] = json(c.strides);
+    m["pads"] = json(c.pads);
+    m["dilations"] = json(c.dilations);
+    m["groups"] = c.groups;
+    j["convolution"] = std::move(m);
+  }
   if (k.fixed_signature()) {
     j["arg_buffers"] = json(k.arg_buffers);
     j["arg_values"] = shape_json(k.arg_values);
@@ -172,6 +187,13 @@ class PlanReader : public ValueReader {
   void read_kernel(const json& v, size_t i);
   PlanLaunch read_launch(const json& v, const std::string& where) const;
   PlanGemm read_gemm(const json& v, const std::string& where) const;
+  PlanConvolution read_convolution(const json& v, const std::string& where) const;
+  std::vector<int64_t> integers(const json& v, const std::string& where, const std::string& field) const {
+    array(v, where, field);
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], where, at(field, i)));
+    return out;
+  }
 };
 
 void PlanReader::read_buffer(const json& v, size_t i) {
@@ -223,7 +245,7 @@ void PlanReader::read_kernel(const json& v, size_t i) {
               where);
   else
     only_keys(k, {"name", "kind", "entry", "variants", "source", "language", "parallel_extent", "grain", "launch", "gemm",
-                  "arg_buffers", "arg_values", "provenance", "reads", "writes"},
+                  "convolution", "arg_buffers", "arg_values", "provenance", "reads", "writes"},
               where);
   ker.name = string(need(k, "name", where), where, "name");
   ker.entry = string(need(k, "entry", where), where, "entry");
@@ -239,6 +261,7 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   ker.grain = integer(need(k, "grain", where), where, "grain");
   if (const json* l = maybe(k, "launch")) ker.launch = read_launch(*l, where + ".launch");
   if (const json* g = maybe(k, "gemm")) ker.gemm = read_gemm(*g, where + ".gemm");
+  if (const json* c = maybe(k, "convolution")) ker.convolution = read_convolution(*c, where + ".convolution");
   if (const json* ab = maybe(k, "arg_buffers")) {
     ker.arg_buffers = buffer_refs(*ab, where, "arg_buffers");
     if (ker.arg_buffers.empty()) fail_at(where, "arg_buffers", "a kernel of fixed signature takes at least one buffer");
@@ -294,6 +317,23 @@ PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) cons
                                        std::to_string(r.max_blocks));
   }
   return r;
+}
+
+PlanConvolution PlanReader::read_convolution(const json& v, const std::string& where) const {
+  const json& m = object(v, where, "");
+  only_keys(m, {"x", "w", "y", "dtype", "x_sizes", "w_sizes", "strides", "pads", "dilations", "groups"}, where);
+  PlanConvolution c;
+  c.x = buffer_ref(need(m, "x", where), where, "x");
+  c.w = buffer_ref(need(m, "w", where), where, "w");
+  c.y = buffer_ref(need(m, "y", where), where, "y");
+  c.dtype = dtype(need(m, "dtype", where), where, "dtype");
+  c.x_sizes = shape(need(m, "x_sizes", where), where, "x_sizes");
+  c.w_sizes = integers(need(m, "w_sizes", where), where, "w_sizes");
+  c.strides = integers(need(m, "strides", where), where, "strides");
+  c.pads = integers(need(m, "pads", where), where, "pads");
+  c.dilations = integers(need(m, "dilations", where), where, "dilations");
+  c.groups = integer(need(m, "groups", where), where, "groups");
+  return c;
 }
 
 PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {

@@ -29,6 +29,9 @@ void remap(Kernel& k, const std::vector<int32_t>& to) {
   if (k.attention) {
     for (int32_t* b : {&k.attention->q, &k.attention->k, &k.attention->v, &k.attention->out}) m(*b);
   }
+  if (k.convolution) {
+    for (int32_t* b : {&k.convolution->x, &k.convolution->w, &k.convolution->y}) m(*b);
+  }
   if (k.reference) {
     for (int32_t& b : k.reference->inputs) m(b);
     m(k.reference->output);

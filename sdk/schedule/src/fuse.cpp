@@ -118,11 +118,23 @@ bool gemm_readable(const TensorMeta& m, const Layout& l) {
   return (cs == 1 && !(rs == 0)) || (rs == 1 && !(cs == 0));
 }
 
+// A view that reads its whole base buffer in order: offset 0, row-major strides (a reshape or
+// an unsqueeze of a contiguous buffer; size-1 dims may have any stride).
+bool contiguous_from_start(const TensorMeta& m, const Layout& l) {
+  if (!(l.offset == 0)) return false;
+  SymInt expect = 1;
+  for (size_t d = m.sizes.size(); d-- > 0;) {
+    if (!(m.sizes[d] == 1) && !(l.strides[d] == expect)) return false;
+    expect = expect * m.sizes[d];
+  }
+  return true;
+}
+
 struct Group {
   Domain dom;
   std::vector<NodeId> members;  // sorted
   bool reference = false;
-  bool attention = false;
+  bool whole = false;  // an attention or a convolution kernel: one op, computed whole, alone
   bool alive = true;
 };
 
@@ -241,6 +253,14 @@ class Fuser {
         }
         continue;
       }
+      if (node.op == OpId::convolution) {  // kept by prepare: the target runs it
+        realize_node(id, "convolution");
+        for (NodeId i : node.inputs) {
+          const std::optional<Layout> l = operand_layout(i, "convolution");
+          if (!l || !contiguous_from_start(g.node(i).meta, *l)) realize_node(i, "convolution operand not contiguous");
+        }
+        continue;
+      }
       if (node.op == OpId::reshape && !reshape_is_unsqueeze(g.node(node.inputs[0]).meta.sizes, node.meta.sizes) &&
           !ctx_.layout(id, nullptr)) {
         realize_node(node.inputs[0], "reshaped by " + label(id) + ", which no strides express over it");
@@ -356,7 +376,7 @@ class Fuser {
     const Graph& g = s_.graph;
     const Node& node = g.node(id);
     if (G.reference) return "reference kernels run alone";
-    if (G.attention) return "attention kernels run alone";
+    if (G.whole) return "attention and convolution kernels run alone";
     if (static_cast<int64_t>(G.members.size()) >= opt_.max_fusion_size)
       return "the kernel has max_fusion_size (" + std::to_string(opt_.max_fusion_size) + ") nodes";
     for (NodeId f : frontier_[static_cast<size_t>(id)]) {
@@ -420,9 +440,10 @@ class Fuser {
         start(std::move(ng));
         continue;
       }
-      if (node.op == OpId::scaled_dot_product_attention) {
-        ng.attention = true;
-        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (attention kernel)");
+      if (node.op == OpId::scaled_dot_product_attention || node.op == OpId::convolution) {
+        ng.whole = true;
+        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (" +
+            (node.op == OpId::convolution ? "convolution" : "attention") + " kernel)");
         start(std::move(ng));
         continue;
       }
@@ -489,11 +510,11 @@ class Fuser {
 
   void horizontal() {
     for (size_t a = 0; a < groups_.size(); ++a) {
-      if (!groups_[a].alive || groups_[a].reference || groups_[a].attention || groups_[a].dom.gemm >= 0) continue;
+      if (!groups_[a].alive || groups_[a].reference || groups_[a].whole || groups_[a].dom.gemm >= 0) continue;
       for (size_t b = a + 1; b < groups_.size(); ++b) {
         Group& A = groups_[a];
         Group& B = groups_[b];
-        if (!B.alive || B.reference || B.attention || B.dom.gemm >= 0 || !(A.dom == B.dom)) continue;
+        if (!B.alive || B.reference || B.whole || B.dom.gemm >= 0 || !(A.dom == B.dom)) continue;
         const std::set<NodeId> ra = reads_of(A), rb = reads_of(B);
         bool shared = false, depends = false;
         for (NodeId f : rb) {
@@ -563,6 +584,35 @@ class Fuser {
     return k;
   }
 
+  Kernel convolution_kernel(NodeId id, const std::string& name) const {
+    const Graph& g = s_.graph;
+    const Node& node = g.node(id);
+    Kernel k;
+    k.name = name;
+    k.kind = KernelKind::convolution;
+    k.domain = node.meta.sizes;
+    k.num_outer = static_cast<int32_t>(node.meta.sizes.size());
+    k.provenance = {id};
+    Convolution c;
+    c.dtype = node.meta.dtype;
+    int32_t* bufs[2] = {&c.x, &c.w};
+    for (size_t j = 0; j < 2; ++j) {
+      const std::optional<Layout> l = ctx_.layout(node.inputs[j], nullptr);
+      if (!l || !contiguous_from_start(g.node(node.inputs[j]).meta, *l))
+        internal_fail("schedule: convolution operand %", node.inputs[j], " of ", label(id), " is not contiguous in memory");
+      *bufs[j] = ctx_.buffer_of[static_cast<size_t>(l->base)];
+    }
+    c.y = ctx_.buffer_of[static_cast<size_t>(id)];
+    c.x_sizes = g.node(node.inputs[0]).meta.sizes;
+    for (const SymInt& e : g.node(node.inputs[1]).meta.sizes) c.w_sizes.push_back(e.hint());
+    c.strides = node.attrs.ints(0);
+    c.pads = node.attrs.ints(1);
+    c.dilations = node.attrs.ints(2);
+    c.groups = node.attrs.i(3);
+    k.convolution = std::move(c);
+    return k;
+  }
+
   void build() {
     int index = 0;
     for (Group& G : groups_) {
@@ -584,8 +634,10 @@ class Fuser {
         s_.kernels.push_back(std::move(k));
         continue;
       }
-      if (G.attention) {
-        s_.kernels.push_back(attention_kernel(G.members[0], name));
+      if (G.whole) {
+        const NodeId id = G.members[0];
+        s_.kernels.push_back(s_.graph.node(id).op == OpId::convolution ? convolution_kernel(id, name)
+                                                                        : attention_kernel(id, name));
         continue;
       }
       try {
@@ -614,6 +666,12 @@ bool Target::fuses_attention(const Graph& g, const Node& n) const {
   const TensorMeta& q = g.node(n.inputs[0]).meta;
   const TensorMeta& v = g.node(n.inputs[2]).meta;
   return head_dim_ok(q.sizes.back()) && head_dim_ok(v.sizes.back());
+}
+
+bool Target::runs_convolution(const Node& n) const {
+  if (!convolution || n.op != OpId::convolution) return false;
+  const DType t = n.meta.dtype;
+  return (t == DType::f32 || t == DType::f16 || t == DType::bf16) && n.meta.rank() >= 3 && n.meta.rank() <= 5;
 }
 
 Target Target::gpu() {

@@ -44,6 +44,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::reduction: return "reduction";
     case KernelKind::matmul: return "matmul";
     case KernelKind::attention: return "attention";
+    case KernelKind::convolution: return "convolution";
     case KernelKind::reference: return "reference";
   }
   return "?";
@@ -186,6 +187,7 @@ std::vector<int32_t> Kernel::reads() const {
   }
   if (reference) r.insert(r.end(), reference->inputs.begin(), reference->inputs.end());
   if (attention) r.insert(r.end(), {attention->q, attention->k, attention->v});
+  if (convolution) r.insert(r.end(), {convolution->x, convolution->w});
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
   return r;
@@ -197,13 +199,14 @@ std::vector<int32_t> Kernel::writes() const {
   if (gemm) w.push_back(gemm->c);
   if (reference) w.push_back(reference->output);
   if (attention) w.push_back(attention->out);
+  if (convolution) w.push_back(convolution->y);
   std::sort(w.begin(), w.end());
   w.erase(std::unique(w.begin(), w.end()), w.end());
   return w;
 }
 
 void collapse_dims(Kernel& k) {
-  if (k.gemm || k.reference || k.attention) return;
+  if (k.gemm || k.reference || k.attention || k.convolution) return;
   std::vector<Affine*> all;
   for (Instr& in : k.instrs)
     if (in.kind == InstrKind::load || in.kind == InstrKind::index) all.push_back(&in.index);
@@ -251,6 +254,17 @@ std::string Kernel::str() const {
        << " x " << attention->dv << "] = softmax(b" << attention->q << " @ b" << attention->k << "^T * "
        << attention->scale << ") @ b" << attention->v << " (lk = " << attention->lk.str() << ", d = " << attention->d
        << ")\n";
+  if (convolution) {
+    const Convolution& c = *convolution;
+    auto list = [](const std::vector<int64_t>& v) {
+      std::string t;
+      for (size_t i = 0; i < v.size(); ++i) t += (i ? "," : "") + std::to_string(v[i]);
+      return t;
+    };
+    os << "  convolution: b" << c.y << " = conv(b" << c.x << shape_str(c.x_sizes) << ", b" << c.w << "[" << list(c.w_sizes)
+       << "]) strides " << list(c.strides) << " pads " << list(c.pads) << " dilations " << list(c.dilations) << " groups "
+       << c.groups << "\n";
+  }
   if (reference) {
     os << "  reference " << op_name(reference->op) << "(";
     for (size_t i = 0; i < reference->inputs.size(); ++i) os << (i ? ", b" : "b") << reference->inputs[i];

@@ -3,7 +3,8 @@
 // runs in f32, as kernels accumulate in f32 anyway; the casts become its prologue and epilogue),
 // unless the target multiplies them in their own dtype (Target::low_precision_gemm: GPUs);
 // attention (written as the op, or recognised here by passes::recognize_attention) stays one op
-// where the target has a kernel for it (Target::fused_attention);
+// where the target has a kernel for it (Target::fused_attention), and so does a convolution
+// (Target::convolution), in the form its kernel takes (prepare_convolution);
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
@@ -44,12 +45,56 @@ NodeId view_base(const Graph& g, NodeId id) {
   }
 }
 
+// A convolution the target runs (kept by decompose_except) in the form its kernel takes:
+// operands of the result's dtype, contiguous in memory (a graph input or constant read through
+// other strides is copied first); pads symmetric (the rest is a pad op before it); the bias an
+// add after it, which fuses with what follows.
+NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
+  const DType t = n.meta.dtype;
+  for (NodeId& i : ins) {
+    if (out.node(i).meta.dtype != t) i = out.add(OpId::cast, {i}, Attrs{t});
+    const Node& b = out.node(view_base(out, i));
+    if (b.op != OpId::input && b.op != OpId::constant) continue;  // fusion stores computed operands itself
+    const std::optional<Layout> l = source_layout(out, i);
+    bool ok = l && l->offset == 0;
+    SymInt expect = 1;
+    const SymShape sizes = out.node(i).meta.sizes;
+    for (size_t d = sizes.size(); ok && d-- > 0;) {
+      if (!(sizes[d] == 1) && !(l->strides[d] == expect)) ok = false;
+      expect = expect * sizes[d];
+    }
+    if (!ok) i = out.add(OpId::cast, {i}, Attrs{t});
+  }
+  const size_t sp = static_cast<size_t>(n.meta.rank() - 2);
+  std::vector<int64_t> pads = n.attrs.ints(1);
+  std::vector<int64_t> extra;  // pad's pairs, last dim first
+  bool asymmetric = false;
+  for (size_t d = sp; d-- > 0;) {
+    const int64_t common = std::min(pads[d], pads[d + sp]);
+    extra.push_back(pads[d] - common);
+    extra.push_back(pads[d + sp] - common);
+    asymmetric = asymmetric || pads[d] != pads[d + sp];
+    pads[d] = pads[d + sp] = common;
+  }
+  if (asymmetric) ins[0] = out.add(OpId::pad, {ins[0]}, Attrs{extra, 0.0});
+  NodeId y = out.add(OpId::convolution, {ins[0], ins[1]}, Attrs{n.attrs.ints(0), pads, n.attrs.ints(2), n.attrs.i(3)});
+  if (ins.size() > 2) {
+    SymShape bs{out.node(ins[2]).meta.sizes[0]};
+    bs.insert(bs.end(), sp, SymInt(1));
+    y = out.add(OpId::add, {y, out.add(OpId::reshape, {ins[2]}, Attrs{bs})});
+  }
+  return y;
+}
+
 }  // namespace
 
 Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& checks) {
-  Graph g = target.fused_attention
-                ? passes::decompose_except(passes::eliminate_dead_code(passes::recognize_attention(in)),
-                                           [&](const Graph& gr, const Node& n) { return target.fuses_attention(gr, n); })
+  const Graph recognized = target.fused_attention ? passes::eliminate_dead_code(passes::recognize_attention(in)) : Graph();
+  const Graph& src = target.fused_attention ? recognized : in;
+  Graph g = target.fused_attention || target.convolution
+                ? passes::decompose_except(src, [&](const Graph& gr, const Node& n) {
+                    return target.fuses_attention(gr, n) || target.runs_convolution(n);
+                  })
                 : passes::decompose(in);
   Graph out;
   out.shapes() = g.shapes();
@@ -71,6 +116,11 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
         const std::optional<Layout> l = source_layout(out, i);
         if (!l || !(l->strides.back() == 1)) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
       }
+    }
+    if (n.op == OpId::convolution) {
+      map[static_cast<size_t>(id)] = prepare_convolution(out, n, ins);
+      if (!n.name.empty()) out.set_name(map[static_cast<size_t>(id)], n.name);
+      continue;
     }
     if (reshape || (n.op == OpId::matmul && g.node(n.inputs[0]).meta.rank() >= 2 && g.node(n.inputs[1]).meta.rank() >= 2)) {
       for (NodeId& i : ins) {

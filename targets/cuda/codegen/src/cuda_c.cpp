@@ -1024,7 +1024,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   bool sm90_attention = false;
   for (const Kernel& k : s.kernels) {
     plan::PlanKernel pk = lower::kernel_skeleton(k);
-    if (k.reference) {
+    if (k.reference || k.convolution) {  // run by the runtime: the reference interpreter, cuDNN
       p.kernels.push_back(std::move(pk));
       continue;
     }
@@ -1069,6 +1069,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
 schedule::Target schedule_target() {
   schedule::Target t = schedule::Target::gpu();
   t.fused_attention = true;
+  t.convolution = config::get<bool>("cuda.cudnn");
   return t;
 }
 

@@ -15,6 +15,7 @@
 
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/convolution.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
@@ -173,7 +174,7 @@ bool interchangeable(const plan::KernelPlan& a, const plan::KernelPlan& b) {
     // versions must take the same arguments.
     const bool fixed = x.fixed_signature() && y.fixed_signature();
     if (x.name != y.name || x.kind != y.kind || (x.entry != y.entry && !fixed) || x.reads != y.reads ||
-        x.writes != y.writes || x.gemm != y.gemm || !(x.parallel_extent == y.parallel_extent) ||
+        x.writes != y.writes || x.gemm != y.gemm || x.convolution != y.convolution || !(x.parallel_extent == y.parallel_extent) ||
         x.arg_buffers != y.arg_buffers || x.arg_values != y.arg_values)
       return false;
   }
@@ -222,10 +223,10 @@ struct GraphState {
   bool warmed = false;        // a direct run of these sizes happened (lazy loading done)
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
-  CUstream capture = nullptr;  // private stream gemms are captured on
+  CUstream capture = nullptr;  // private stream library calls (gemms, convolutions) are captured on
   struct Node {
     size_t kernel = 0;
-    bool gemm = false;
+    bool library = false;  // a gemm or a convolution, captured as a child graph
     CUgraphNode node = nullptr;
     std::vector<DevicePtr> bound;  // the addresses the node was last given
   };
@@ -265,7 +266,7 @@ struct PlanExecutable::Impl {
   std::vector<std::string> sources;                  // of every kernel version (stable addresses)
   std::vector<std::vector<KernelVersion>> versions;  // per kernel: [0] the plan's own, then alternatives
   std::vector<int> chosen;                           // per kernel: the version in use
-  std::vector<int> gemm_algorithm;                   // per kernel: cuBLASLt's algorithm in use (0: its first)
+  std::vector<int> library_algorithm;  // per kernel: cuBLASLt's or cuDNN's algorithm in use (0: its first)
   std::atomic<bool> tuned{true};
   std::mutex tune_mu;
   std::string tuning_report;
@@ -293,13 +294,15 @@ struct PlanExecutable::Impl {
                   Context::Timer* timer = nullptr, double* ms = nullptr);
   void tune(const Bound& b);
   template <class Progress>
-  void tune_gemms(const Bound& b, const std::string& problem, Context::Timer& timer, std::ostringstream& report,
-                  Progress& progress);
+  void tune_libraries(const Bound& b, const std::string& problem, Context::Timer& timer, std::ostringstream& report,
+                      Progress& progress);
   // The recorded graph of b's sizes, updated and launched; false when it cannot be used yet (the
   // warm-up call of new sizes), and the caller launches directly.
   bool replay(const Bound& b);
   void record(GraphState& g, const Bound& b);
-  CUgraph capture_gemm(GraphState& g, size_t ki, const Bound& b);
+  CUgraph capture_library(GraphState& g, size_t ki, const Bound& b);
+  // Kernel ki's gemm or convolution, with its library's algorithm `algorithm`.
+  void run_library(size_t ki, const Bound& b, void* stream, int algorithm);
   std::vector<DevicePtr> node_addresses(const GraphState::Node& n, const Bound& b) const;
 };
 
@@ -412,7 +415,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
           im.ctx->function(*im.modules[static_cast<size_t>(program_of[pi][ki])], v.entry, v.launch.shared_bytes), v.launch,
           &im.sources.back()});
     }
-    tunable = tunable || im.versions[ki].size() > 1 || (options.autotune_gemm && k.gemm);
+    tunable = tunable || im.versions[ki].size() > 1 || (options.autotune_gemm && (k.gemm || k.convolution));
     std::vector<int32_t> bufs = k.reads;
     bufs.insert(bufs.end(), k.writes.begin(), k.writes.end());
     std::sort(bufs.begin(), bufs.end());
@@ -420,7 +423,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     im.params.push_back(k.fixed_signature() ? k.arg_buffers : std::move(bufs));
   }
   im.tuned = !tunable;
-  im.gemm_algorithm.assign(im.plan.kernels.size(), 0);
+  im.library_algorithm.assign(im.plan.kernels.size(), 0);
   im.constants.resize(im.plan.buffers.size());
   for (const plan::PlanBuffer& b : im.plan.buffers) {
     if (b.kind != "constant") continue;
@@ -591,7 +594,7 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
     }
     const bool timed = timer && static_cast<int>(ki) == override_kernel;
     if (timed) timer->start();
-    if (k.gemm) run_gemm(c, *k.gemm, b.ptrs, b.syms(), options.allow_tf32, k.name, stream, gemm_algorithm[ki]);
+    if (k.gemm || k.convolution) run_library(ki, b, stream, library_algorithm[ki]);
     LaunchArgs a = args(ki, static_cast<int>(ki) == override_kernel ? override_version : chosen[ki], b);
     if (a.fn && a.grid > 0) c.launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
     if (timed) *ms = timer->stop_ms();
@@ -674,56 +677,74 @@ void PlanExecutable::Impl::tune(const Bound& b) {
     report << describe(best) << ", " << t.best_ms << " ms (medians in ms of the versions: " << t.medians << ")\n";
     if (options.remember) options.remember(signature, problem, best, describe(best));
   }
-  if (options.autotune_gemm) tune_gemms(b, problem, *timer, report, progress);
+  if (options.autotune_gemm) tune_libraries(b, problem, *timer, report, progress);
   ctx->synchronize();
   tuning_report = report.str();
   tuned = true;
 }
 
-// max-autotune of matmuls: each gemm's other cuBLASLt algorithms (its heuristic's next
-// choices, up to 8 in all), timed alone on the operands one full run of the plan left, median of
-// autotune_trials; the fastest is kept (and remembered in the autotune cache).
+// max-autotune of library calls: each gemm's other cuBLASLt algorithms (its heuristic's next
+// choices, up to 8 in all) and each convolution's other cuDNN algorithms (those its heuristic
+// proposes that fit the workspace), timed alone on the operands one full run of the plan left,
+// median of autotune_trials; the fastest is kept (and remembered in the autotune cache).
 template <class Progress>
-void PlanExecutable::Impl::tune_gemms(const Bound& b, const std::string& problem, Context::Timer& timer,
-                                      std::ostringstream& report, Progress& progress) {
+void PlanExecutable::Impl::tune_libraries(const Bound& b, const std::string& problem, Context::Timer& timer,
+                                          std::ostringstream& report, Progress& progress) {
   bool ran = false;
+  const std::vector<int64_t>& z = b.syms();
   for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
     const plan::PlanKernel& k = plan.kernels[ki];
-    if (!k.gemm) continue;
-    const int n = gemm_algorithms(*ctx, *k.gemm, b.syms(), options.allow_tf32, k.name);
+    if (!k.gemm && !k.convolution) continue;
+    const int n = k.gemm ? gemm_algorithms(*ctx, *k.gemm, z, options.allow_tf32, k.name)
+                         : convolution_algorithms(*ctx, *k.convolution, z, options.allow_tf32, k.name);
     if (n < 2) continue;
-    const plan::PlanGemm& g = *k.gemm;
     std::ostringstream sig;
-    sig << "cuBLASLt gemm " << dtype_name(g.dtype) << (options.allow_tf32 ? " tf32" : "") << " m " << g.m.evaluate(b.syms())
-        << " n " << g.n.evaluate(b.syms()) << " k " << g.k.evaluate(b.syms()) << " a strides " << g.a_row_stride.evaluate(b.syms())
-        << "," << g.a_col_stride.evaluate(b.syms()) << " b strides " << g.b_row_stride.evaluate(b.syms()) << ","
-        << g.b_col_stride.evaluate(b.syms()) << " batch";
-    for (size_t d = 0; d < g.batch.size(); ++d)
-      sig << " " << g.batch[d].evaluate(b.syms()) << "/" << g.a_batch_strides[d].evaluate(b.syms()) << "/"
-          << g.b_batch_strides[d].evaluate(b.syms());
-    sig << " epilogue '" << g.epilogue << "' algorithms " << n;
+    if (k.gemm) {
+      const plan::PlanGemm& g = *k.gemm;
+      sig << "cuBLASLt gemm " << dtype_name(g.dtype) << (options.allow_tf32 ? " tf32" : "") << " m " << g.m.evaluate(z)
+          << " n " << g.n.evaluate(z) << " k " << g.k.evaluate(z) << " a strides " << g.a_row_stride.evaluate(z) << ","
+          << g.a_col_stride.evaluate(z) << " b strides " << g.b_row_stride.evaluate(z) << "," << g.b_col_stride.evaluate(z)
+          << " batch";
+      for (size_t d = 0; d < g.batch.size(); ++d)
+        sig << " " << g.batch[d].evaluate(z) << "/" << g.a_batch_strides[d].evaluate(z) << "/" << g.b_batch_strides[d].evaluate(z);
+      sig << " epilogue '" << g.epilogue << "' algorithms " << n;
+    } else {
+      const plan::PlanConvolution& c = *k.convolution;
+      sig << "cuDNN convolution " << dtype_name(c.dtype) << (options.allow_tf32 ? " tf32" : "") << " x";
+      for (const SymInt& e : c.x_sizes) sig << " " << e.evaluate(z);
+      sig << " w";
+      for (int64_t e : c.w_sizes) sig << " " << e;
+      for (const std::vector<int64_t>* v : {&c.strides, &c.pads, &c.dilations}) {
+        sig << " |";
+        for (int64_t e : *v) sig << " " << e;
+      }
+      sig << " groups " << c.groups << " algorithms " << n;
+    }
     const std::string signature = sig.str();
     auto describe = [&](int a) {
+      if (k.convolution)
+        return k.name + ": " + convolution_algorithm_name(*ctx, *k.convolution, z, options.allow_tf32, k.name, a) +
+               " (algorithm " + std::to_string(a) + " of " + std::to_string(n) + " in heuristic order)";
       return k.name + ": cuBLASLt algorithm " + std::to_string(a) + " of " + std::to_string(n) + " (heuristic order)";
     };
     if (options.recall)
       if (const std::optional<int> c = options.recall(signature, problem); c && *c >= 0 && *c < n) {
-        gemm_algorithm[ki] = *c;
+        library_algorithm[ki] = *c;
         report << describe(*c) << " (from the autotune cache)\n";
         continue;
       }
-    progress(ki, "timing " + std::to_string(n) + " cuBLASLt algorithms");
-    if (!ran) {  // every gemm's operands computed once
+    progress(ki, "timing " + std::to_string(n) + (k.gemm ? " cuBLASLt" : " cuDNN") + " algorithms");
+    if (!ran) {  // every operand computed once
       launch_all(b, nullptr);
       ran = true;
     }
     const Timed t = time_candidates(n, options.autotune_trials, [&](int a) {
       timer.start();
-      run_gemm(*ctx, g, b.ptrs, b.syms(), options.allow_tf32, k.name, nullptr, a);
+      run_library(ki, b, nullptr, a);
       return timer.stop_ms();
     });
     const int best = t.best;
-    gemm_algorithm[ki] = best;
+    library_algorithm[ki] = best;
     report << describe(best) << ", " << t.best_ms << " ms (medians in ms of the algorithms: " << t.medians << ")\n";
     if (options.remember) options.remember(signature, problem, best, describe(best));
   }
@@ -732,29 +753,37 @@ void PlanExecutable::Impl::tune_gemms(const Bound& b, const std::string& problem
 std::vector<DevicePtr> PlanExecutable::Impl::node_addresses(const GraphState::Node& n, const Bound& b) const {
   std::vector<DevicePtr> v;
   const plan::PlanKernel& k = plan.kernels[n.kernel];
-  if (n.gemm) {
+  if (n.library && k.gemm) {
     for (int32_t id : {k.gemm->a, k.gemm->b, k.gemm->c, k.gemm->bias})
       if (id >= 0) v.push_back(b.ptrs[static_cast<size_t>(id)]);
+  } else if (n.library) {
+    for (int32_t id : {k.convolution->x, k.convolution->w, k.convolution->y}) v.push_back(b.ptrs[static_cast<size_t>(id)]);
   } else {
     for (int32_t id : params[n.kernel]) v.push_back(b.ptrs[static_cast<size_t>(id)]);
   }
   return v;
 }
 
-CUgraph PlanExecutable::Impl::capture_gemm(GraphState& g, size_t ki, const Bound& b) {
+void PlanExecutable::Impl::run_library(size_t ki, const Bound& b, void* stream, int algorithm) {
+  const plan::PlanKernel& k = plan.kernels[ki];
+  if (k.gemm) run_gemm(*ctx, *k.gemm, b.ptrs, b.syms(), options.allow_tf32, k.name, stream, algorithm);
+  else run_convolution(*ctx, *k.convolution, b.ptrs, b.syms(), options.allow_tf32, k.name, stream, algorithm);
+}
+
+CUgraph PlanExecutable::Impl::capture_library(GraphState& g, size_t ki, const Bound& b) {
   const detail::DriverApi& d = detail::driver();
   const plan::PlanKernel& k = plan.kernels[ki];
-  detail::check(d.cuStreamBeginCapture(g.capture, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture",
-                "(recording gemm " + k.name + ")");
+  const std::string what = std::string(k.gemm ? "(recording gemm " : "(recording convolution ") + k.name + ")";
+  detail::check(d.cuStreamBeginCapture(g.capture, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture", what);
   CUgraph child = nullptr;
   try {
-    run_gemm(*ctx, *k.gemm, b.ptrs, b.syms(), options.allow_tf32, k.name, g.capture, gemm_algorithm[ki]);
+    run_library(ki, b, g.capture, library_algorithm[ki]);
   } catch (...) {
     d.cuStreamEndCapture(g.capture, &child);
     if (child) d.cuGraphDestroy(child);
     throw;
   }
-  detail::check(d.cuStreamEndCapture(g.capture, &child), "cuStreamEndCapture", "(recording gemm " + k.name + ")");
+  detail::check(d.cuStreamEndCapture(g.capture, &child), "cuStreamEndCapture", what);
   return child;
 }
 
@@ -780,12 +809,12 @@ void PlanExecutable::Impl::record(GraphState& g, const Bound& b) {
   CUgraphNode prev = nullptr;
   for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
     const plan::PlanKernel& k = plan.kernels[ki];
-    if (k.gemm) {
-      CUgraph child = capture_gemm(g, ki, b);
+    if (k.gemm || k.convolution) {
+      CUgraph child = capture_library(g, ki, b);
       GraphState::Node n{ki, true, nullptr, {}};
       const CUresult r = d.cuGraphAddChildGraphNode(&n.node, g.graph, prev ? &prev : nullptr, prev ? 1 : 0, child);
       d.cuGraphDestroy(child);
-      detail::check(r, "cuGraphAddChildGraphNode", "(gemm " + k.name + ")");
+      detail::check(r, "cuGraphAddChildGraphNode", "(library call of kernel " + k.name + ")");
       n.bound = node_addresses(n, b);
       prev = n.node;
       g.nodes.push_back(std::move(n));
@@ -822,8 +851,8 @@ bool PlanExecutable::Impl::replay(const Bound& b) {
       std::vector<DevicePtr> now = node_addresses(n, b);
       if (now == n.bound) continue;
       CUresult r;
-      if (n.gemm) {
-        CUgraph child = capture_gemm(g, n.kernel, b);
+      if (n.library) {
+        CUgraph child = capture_library(g, n.kernel, b);
         r = d.cuGraphExecChildGraphNodeSetParams(g.exec, n.node, child);
         d.cuGraphDestroy(child);
       } else {

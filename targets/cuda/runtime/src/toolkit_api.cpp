@@ -27,16 +27,21 @@ void* open_library(const char* what, const std::string& soname) {
     h = dlopen((std::string(KILN_CUDA_TOOLKIT_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) why += std::string("; ") + (dlerror() ?: "?");
   }
-  if (!h) fail("the CUDA target needs the CUDA toolkit's ", what, " (", soname, "), which could not be loaded: ", why);
+  if (!h)
+    fail("the CUDA target needs the CUDA toolkit's ", what, " (", soname, "), which could not be loaded: ", why,
+         std::string(what) == "cuDNN"
+             ? " (put the folder holding it on LD_LIBRARY_PATH, or set the option cuda.cudnn to false to run convolutions as "
+               "their windows times the weights)"
+             : "");
   // After the library's own exit handlers: the exit waits for background work inside it first.
   std::atexit(wait_for_background_work);
   return h;
 }
 
 // The library's entry points: `list` applies X(name) to each (the lists in toolkit_api.h).
-#define KILN_TOOLKIT_LOAD(Api, list, what, stem)                                                          \
+#define KILN_TOOLKIT_LOAD(Api, list, what, stem, major)                                                   \
   [] {                                                                                                    \
-    const std::string soname = std::string(stem) + ".so." + std::to_string(CUDA_VERSION / 1000);          \
+    const std::string soname = std::string(stem) + ".so." + std::to_string(major);                       \
     const char* const library = what;                                                                     \
     void* h = open_library(library, soname);                                                              \
     Api a;                                                                                                \
@@ -50,17 +55,22 @@ void* open_library(const char* what, const std::string& soname) {
 }  // namespace
 
 const NvrtcApi& nvrtc_api() {
-  static const NvrtcApi api = KILN_TOOLKIT_LOAD(NvrtcApi, KILN_NVRTC_FUNCTIONS, "NVRTC", "libnvrtc");
+  static const NvrtcApi api = KILN_TOOLKIT_LOAD(NvrtcApi, KILN_NVRTC_FUNCTIONS, "NVRTC", "libnvrtc", CUDA_VERSION / 1000);
   return api;
 }
 
 const NvJitLinkApi& nvjitlink_api() {
-  static const NvJitLinkApi api = KILN_TOOLKIT_LOAD(NvJitLinkApi, KILN_NVJITLINK_FUNCTIONS, "nvJitLink", "libnvJitLink");
+  static const NvJitLinkApi api = KILN_TOOLKIT_LOAD(NvJitLinkApi, KILN_NVJITLINK_FUNCTIONS, "nvJitLink", "libnvJitLink", CUDA_VERSION / 1000);
   return api;
 }
 
 const CublasLtApi& cublaslt_api() {
-  static const CublasLtApi api = KILN_TOOLKIT_LOAD(CublasLtApi, KILN_CUBLASLT_FUNCTIONS, "cuBLASLt", "libcublasLt");
+  static const CublasLtApi api = KILN_TOOLKIT_LOAD(CublasLtApi, KILN_CUBLASLT_FUNCTIONS, "cuBLASLt", "libcublasLt", CUDA_VERSION / 1000);
+  return api;
+}
+
+const CudnnApi& cudnn_api() {
+  static const CudnnApi api = KILN_TOOLKIT_LOAD(CudnnApi, KILN_CUDNN_FUNCTIONS, "cuDNN", "libcudnn", CUDNN_MAJOR);
   return api;
 }
 

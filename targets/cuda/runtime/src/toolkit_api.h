@@ -1,4 +1,4 @@
-// The CUDA toolkit libraries the CUDA target calls (NVRTC, nvJitLink, cuBLASLt), resolved with
+// The CUDA toolkit libraries the CUDA target calls (NVRTC, nvJitLink, cuBLASLt, cuDNN), resolved with
 // dlsym when first used (internal), as the driver is (driver_api.h). Linked directly, they cost
 // every process that links Kiln about 0.5 s and 200 MB at start (cuBLASLt's static
 // initialisers alone take 0.4 s), CPU-only ones and `kiln --help` included, and a binary would
@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cublasLt.h>
+#include <cudnn.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
@@ -27,6 +28,16 @@ namespace kiln::cuda::detail {
   X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)                             \
   X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
 
+// cuDNN's convolution API (the "legacy" one of cuDNN 9: descriptors, heuristics, one call).
+#define KILN_CUDNN_FUNCTIONS(X)                                                                          \
+  X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnSetStream)                             \
+  X(cudnnCreateTensorDescriptor) X(cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor)           \
+  X(cudnnCreateFilterDescriptor) X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)           \
+  X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                                 \
+  X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)   \
+  X(cudnnGetConvolutionNdForwardOutputDim) X(cudnnGetConvolutionForwardAlgorithm_v7)                     \
+  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)
+
 #define KILN_TOOLKIT_MEMBER(f) decltype(&::f) f = nullptr;
 struct NvrtcApi {
   KILN_NVRTC_FUNCTIONS(KILN_TOOLKIT_MEMBER)
@@ -37,6 +48,9 @@ struct NvJitLinkApi {
 struct CublasLtApi {
   KILN_CUBLASLT_FUNCTIONS(KILN_TOOLKIT_MEMBER)
 };
+struct CudnnApi {
+  KILN_CUDNN_FUNCTIONS(KILN_TOOLKIT_MEMBER)
+};
 #undef KILN_TOOLKIT_MEMBER
 
 // Each loaded on first call (thread-safe), or a kiln::Error "the CUDA target needs the CUDA
@@ -44,5 +58,8 @@ struct CublasLtApi {
 const NvrtcApi& nvrtc_api();
 const NvJitLinkApi& nvjitlink_api();
 const CublasLtApi& cublaslt_api();
+// cuDNN (libcudnn.so.9, beside the toolkit or where the loader finds it, e.g. the lib folder of
+// pip's nvidia-cudnn package on LD_LIBRARY_PATH): only plans with convolution kernels load it.
+const CudnnApi& cudnn_api();
 
 }  // namespace kiln::cuda::detail

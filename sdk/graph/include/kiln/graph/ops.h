@@ -76,6 +76,11 @@ enum class OpId : uint16_t {
   linear,       // inputs (x[..., in], w[out, in][, b[out]]) -> x @ w^T + b
   scaled_dot_product_attention,  // attrs: scale:float; inputs (q[..., Lq, D], k[..., Lk, D],
                 //        v[..., Lk, Dv]), equal batch dims -> softmax(q @ k^T * scale, -1) @ v
+  convolution,  // attrs: strides:ints, pads:ints (n begins then n ends), dilations:ints, groups:int;
+                //        inputs (x[N, C, *S], w[M, C/groups, *K][, bias[M]]) over n = rank - 2 static
+                //        spatial dims (N may be symbolic) -> y[N, M, *O], O = (S + pads - span) / stride + 1
+                //        (cross-correlation, as torch's conv1d/2d/3d and ONNX Conv); decomposes into
+                //        the windows of x (pad, strided slices, cat) and one matmul per group
   // Linear algebra.
   matmul,       // numpy matmul: 1-D operands promoted and squeezed, batch dims broadcast
 };

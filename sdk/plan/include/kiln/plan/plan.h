@@ -68,9 +68,24 @@ struct PlanGemm {
   bool operator==(const PlanGemm&) const = default;
 };
 
+// A convolution the runtime runs through its library (cuDNN) as the whole kernel: y = conv(x, w)
+// over n = x_sizes.size() - 2 spatial dims, x [N, C, *S] and w [M, C/groups, *K] whole contiguous
+// buffers, y a contiguous [N, M, *O] (schedule::Convolution says more).
+struct PlanConvolution {
+  int32_t x = -1, w = -1, y = -1;  // buffers, all of `dtype`
+  DType dtype = DType::f32;
+  SymShape x_sizes;
+  std::vector<int64_t> w_sizes;
+  std::vector<int64_t> strides, pads, dilations;  // pads: n begins, then n ends
+  int64_t groups = 1;
+  // y's sizes: [N, M, (S + pads - (K - 1) * dilation - 1) / stride + 1 ...]
+  SymShape y_sizes() const;
+  bool operator==(const PlanConvolution&) const = default;
+};
+
 struct PlanKernel {
   std::string name;
-  std::string kind;    // "pointwise", "reduction", "matmul" (generated) or "reference"
+  std::string kind;    // "pointwise", "reduction", "matmul", "attention" (generated), "convolution" or "reference"
   std::string entry;   // generated: the function to call
   // generated, max-autotune: other functions in the source computing the same thing another way
   // (vector width, block size); the runtime times them on the first call and keeps the fastest
@@ -85,6 +100,7 @@ struct PlanKernel {
   int64_t grain = 1;           // smallest chunk of that range worth a thread
   PlanLaunch launch;           // GPU targets
   std::optional<PlanGemm> gemm;  // GPU matmul kernels
+  std::optional<PlanConvolution> convolution;  // convolution kernels (no source)
   // Generated kernels of a fixed signature (library kernels: one source for every graph of their
   // kind, e.g. CUDA's flash attention per dtype and head dims, so a target may build them ahead
   // of time): their parameters, in order, are these buffers (repeats allowed), then these values

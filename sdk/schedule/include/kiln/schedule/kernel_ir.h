@@ -10,11 +10,12 @@
 // 0) and gathered (index_select: an i64 value adds an element offset to its affine index).
 // Targets choose tiling, threads and vector width; they never change what is computed.
 //
-// Three kinds of kernels do more than the loop nest: a matmul kernel first multiplies its
+// Four kinds of kernels do more than the loop nest: a matmul kernel first multiplies its
 // operands (GEMM) into a buffer that its body then reads as an epilogue, row block by row block;
 // an attention kernel computes softmax(q k^T * scale) v whole, for targets that print a fused
-// kernel for it (Target::fused_attention); a reference kernel runs one op on the reference
-// interpreter (ops no codegen handles yet).
+// kernel for it (Target::fused_attention); a convolution kernel convolves whole, for targets
+// that run a library's convolutions (Target::convolution); a reference kernel runs one op on
+// the reference interpreter (ops no codegen handles yet).
 #pragma once
 
 #include <cstdint>
@@ -112,6 +113,21 @@ struct Attention {
   Operand q_view, k_view, v_view;
 };
 
+// y = conv(x, w) (the op table's convolution without a bias) over n spatial dims, for targets
+// that run it through a library of their own (Target::convolution): x [N, C, *S] and w
+// [M, C/groups, *K] are whole contiguous buffers, y a contiguous [N, M, *O]. Only the batch may be
+// symbolic. The scheduler gives such a target symmetric pads (an asymmetric pad is a pad op
+// before it) and the bias as an add after it.
+struct Convolution {
+  int32_t x = -1, w = -1, y = -1;  // buffers, all of `dtype`
+  DType dtype = DType::f32;        // f32, f16 or bf16
+  SymShape x_sizes;                // [N, C, *S]
+  std::vector<int64_t> w_sizes;    // [M, C/groups, *K]
+  std::vector<int64_t> strides, pads, dilations;  // per spatial dim; pads: n begins, then n ends
+  int64_t groups = 1;
+  bool operator==(const Convolution&) const = default;
+};
+
 // A reference kernel: one graph op run by the reference interpreter on whole buffers.
 struct ReferenceOp {
   OpId op = OpId::input;
@@ -120,7 +136,7 @@ struct ReferenceOp {
   int32_t output = -1;
 };
 
-enum class KernelKind : uint8_t { pointwise, reduction, matmul, attention, reference };
+enum class KernelKind : uint8_t { pointwise, reduction, matmul, attention, convolution, reference };
 std::string_view kernel_kind_name(KernelKind k);
 
 struct Kernel {
@@ -132,6 +148,7 @@ struct Kernel {
   std::vector<Store> stores;
   std::optional<Gemm> gemm;            // matmul kernels: runs before the body, per row block
   std::optional<Attention> attention;   // attention kernels: the whole kernel (no body)
+  std::optional<Convolution> convolution;  // convolution kernels: the whole kernel (no body)
   std::optional<ReferenceOp> reference;
   std::vector<NodeId> provenance;      // graph nodes this kernel computes (sorted)
 

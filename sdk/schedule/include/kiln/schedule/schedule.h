@@ -66,6 +66,11 @@ struct Target {
   // decomposed into two matmuls and a softmax like on every other target.
   bool fused_attention = false;
   bool fuses_attention(const Graph& g, const Node& n) const;
+  // The target convolves through a library of its own (CUDA: cuDNN): a convolution of f32, f16
+  // or bf16 over 1 to 3 spatial dims stays one kernel (KernelKind::convolution) instead of being
+  // decomposed into its windows and a matmul like on every other target.
+  bool convolution = false;
+  bool runs_convolution(const Node& n) const;
   static Target cpu() { return {}; }
   static Target gpu();
 };

@@ -25,6 +25,9 @@
 //   template in the prelude of plans that have one, of a fixed signature (sizes, strides and the
 //   scale are PlanKernel::arg_values), so one program serves every graph of its configuration
 //   and the runtime carries the common ones prebuilt.
+// - convolution (f32/f16/bf16, 1 to 3 spatial dims): no source; the runtime runs cuDNN's
+//   convolution on the kernel's buffers (PlanKernel::convolution), and what follows it (bias,
+//   batch norm, activation, residual) is the next pointwise kernel.
 // Reductions combine partials in a fixed order, so results are deterministic run to run.
 #pragma once
 

@@ -40,8 +40,9 @@ struct ExecutableOptions {
   bool allow_tf32 = false;    // f32 gemms on TF32 tensor cores (config cuda.allow_tf32)
   bool cuda_graph = false;    // replay the plan's launches as a CUDA graph (see above)
   int autotune_trials = 30;   // timed runs of each candidate (config autotune.num_trials)
-  // max-autotune of matmuls (config max_autotune_gemm): on the first call each gemm's other
-  // cuBLASLt algorithms (its heuristic's next choices) are timed too and the fastest kept.
+  // max-autotune of matmuls and convolutions (config max_autotune_gemm): on the first call each
+  // gemm's other cuBLASLt algorithms (its heuristic's next choices) and each convolution's other
+  // cuDNN algorithms are timed too and the fastest kept.
   bool autotune_gemm = false;
   // Called with a line per kernel once tuning has taken 2 s (optional).
   std::function<void(const std::string& line)> progress;

@@ -1,0 +1,221 @@
+#include "kiln/cuda/convolution.h"
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "kiln/graph/error.h"
+#include "toolkit_api.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+const detail::CudnnApi& api() { return detail::cudnn_api(); }
+
+void check_dnn(cudnnStatus_t s, const char* call, const std::string& kernel) {
+  if (s == CUDNN_STATUS_SUCCESS) return;
+  fail("cuDNN: ", call, " failed: ", api().cudnnGetErrorString(s), " in kernel ", kernel);
+}
+
+struct Handle {
+  cudnnHandle_t h = nullptr;
+  DevicePtr workspace = 0;
+  // Algorithms needing more are not proposed. A fixed size, allocated once: a CUDA graph's
+  // capture may not allocate.
+  size_t workspace_bytes = size_t{64} << 20;
+  std::mutex queue_mu;  // held while one convolution is queued (the handle's stream is set per call)
+};
+
+Handle& handle_of(Context& ctx) {
+  // Never destroyed, as the contexts (gemm.cpp says why).
+  static std::mutex& mu = *new std::mutex;
+  static std::map<Context*, Handle>& handles = *new std::map<Context*, Handle>;
+  std::lock_guard<std::mutex> lock(mu);
+  Handle& h = handles[&ctx];
+  if (!h.h) {
+    ctx.make_current();
+    check_dnn(api().cudnnCreate(&h.h), "cudnnCreate", "(handle)");
+    h.workspace = ctx.alloc(h.workspace_bytes);
+  }
+  return h;
+}
+
+const char* algorithm_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit precomputed gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft tiling";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd nonfused";
+    default: return "?";
+  }
+}
+
+// One problem's descriptors and usable algorithms (best first).
+struct Prepared {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;
+  Prepared() = default;
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+  ~Prepared() {
+    if (x) api().cudnnDestroyTensorDescriptor(x);
+    if (y) api().cudnnDestroyTensorDescriptor(y);
+    if (w) api().cudnnDestroyFilterDescriptor(w);
+    if (conv) api().cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+std::vector<int> contiguous_strides(const std::vector<int>& dims) {
+  std::vector<int> s(dims.size(), 1);
+  for (size_t d = dims.size() - 1; d-- > 0;) s[d] = s[d + 1] * dims[d + 1];
+  return s;
+}
+
+int narrow(int64_t v, const char* what, const std::string& kernel) {
+  KILN_CHECK(v >= 0 && v <= INT32_MAX, "cuda runtime: kernel ", kernel, ": the convolution's ", what, " (", v,
+             ") does not fit cuDNN's 32-bit sizes");
+  return static_cast<int>(v);
+}
+
+// The problem at these sizes, set up on first use by this thread; null when y is empty.
+Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms, bool allow_tf32,
+                  const std::string& kernel) {
+  const int64_t batch = c.x_sizes.at(0).evaluate(syms);
+  const SymShape ys = c.y_sizes();
+  int64_t y_elems = batch;
+  for (size_t d = 1; d < ys.size(); ++d) y_elems *= ys[d].hint();
+  if (y_elems == 0) return nullptr;
+  cudnnDataType_t t;
+  switch (c.dtype) {
+    case DType::f32: t = CUDNN_DATA_FLOAT; break;
+    case DType::f16: t = CUDNN_DATA_HALF; break;
+    case DType::bf16: t = CUDNN_DATA_BFLOAT16; break;
+    default: fail("cuda runtime: kernel ", kernel, ": cuDNN convolutions of ", dtype_name(c.dtype), " are not supported");
+  }
+  // f32 without TF32: plain FMA math; with it, cuDNN's default (TF32 where it pays); f16/bf16:
+  // tensor cores.
+  const cudnnMathType_t math = c.dtype != DType::f32 ? CUDNN_TENSOR_OP_MATH : allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  // A 1-D convolution is a 2-D one of height 1.
+  const size_t n = c.x_sizes.size() - 2;
+  std::vector<int> xd{narrow(batch, "batch", kernel), narrow(c.x_sizes[1].hint(), "channels", kernel)};
+  std::vector<int> wd{narrow(c.w_sizes[0], "output channels", kernel), narrow(c.w_sizes[1], "channels per group", kernel)};
+  std::vector<int> pads, strides, dilations;
+  if (n == 1) {
+    xd.push_back(1);
+    wd.push_back(1);
+    pads.push_back(0);
+    strides.push_back(1);
+    dilations.push_back(1);
+  }
+  for (size_t d = 0; d < n; ++d) {
+    xd.push_back(narrow(c.x_sizes[2 + d].hint(), "spatial size", kernel));
+    wd.push_back(narrow(c.w_sizes[2 + d], "kernel size", kernel));
+    KILN_CHECK(c.pads[d] == c.pads[d + n], "cuda runtime: kernel ", kernel,
+               ": cuDNN pads both ends of a dim alike; the plan pads spatial dim ", d, " by ", c.pads[d], " and ", c.pads[d + n]);
+    pads.push_back(narrow(c.pads[d], "padding", kernel));
+    strides.push_back(narrow(c.strides[d], "stride", kernel));
+    dilations.push_back(narrow(c.dilations[d], "dilation", kernel));
+  }
+  std::ostringstream key;
+  key << &ctx << ' ' << static_cast<int>(t) << ' ' << static_cast<int>(math) << ' ' << c.groups;
+  for (const std::vector<int>* v : {&xd, &wd, &pads, &strides, &dilations}) {
+    key << " |";
+    for (int e : *v) key << ' ' << e;
+  }
+  thread_local std::map<std::string, std::unique_ptr<Prepared>> problems;
+  std::unique_ptr<Prepared>& slot = problems[key.str()];
+  if (slot) return slot.get();
+  if (problems.size() > 512) {  // many shapes (dynamic sizes): start again rather than grow
+    problems.clear();
+    return prepare(ctx, c, syms, allow_tf32, kernel);
+  }
+  auto p = std::make_unique<Prepared>();
+  const int rank = static_cast<int>(xd.size());
+  check_dnn(api().cudnnCreateTensorDescriptor(&p->x), "cudnnCreateTensorDescriptor", kernel);
+  check_dnn(api().cudnnSetTensorNdDescriptor(p->x, t, rank, xd.data(), contiguous_strides(xd).data()), "cudnnSetTensorNdDescriptor (x)", kernel);
+  check_dnn(api().cudnnCreateFilterDescriptor(&p->w), "cudnnCreateFilterDescriptor", kernel);
+  check_dnn(api().cudnnSetFilterNdDescriptor(p->w, t, CUDNN_TENSOR_NCHW, rank, wd.data()), "cudnnSetFilterNdDescriptor", kernel);
+  check_dnn(api().cudnnCreateConvolutionDescriptor(&p->conv), "cudnnCreateConvolutionDescriptor", kernel);
+  check_dnn(api().cudnnSetConvolutionNdDescriptor(p->conv, rank - 2, pads.data(), strides.data(), dilations.data(),
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+            "cudnnSetConvolutionNdDescriptor", kernel);
+  check_dnn(api().cudnnSetConvolutionGroupCount(p->conv, narrow(c.groups, "group count", kernel)), "cudnnSetConvolutionGroupCount", kernel);
+  check_dnn(api().cudnnSetConvolutionMathType(p->conv, math), "cudnnSetConvolutionMathType", kernel);
+  std::vector<int> yd(static_cast<size_t>(rank));
+  check_dnn(api().cudnnGetConvolutionNdForwardOutputDim(p->conv, p->x, p->w, rank, yd.data()), "cudnnGetConvolutionNdForwardOutputDim", kernel);
+  std::vector<int> want{xd[0], wd[0]};
+  if (n == 1) want.push_back(1);
+  for (size_t d = 2; d < ys.size(); ++d) want.push_back(static_cast<int>(ys[d].hint()));
+  KILN_INTERNAL_CHECK(yd == want, "cuda runtime: kernel ", kernel, ": cuDNN's convolution output differs from the plan's");
+  check_dnn(api().cudnnCreateTensorDescriptor(&p->y), "cudnnCreateTensorDescriptor", kernel);
+  check_dnn(api().cudnnSetTensorNdDescriptor(p->y, t, rank, yd.data(), contiguous_strides(yd).data()), "cudnnSetTensorNdDescriptor (y)", kernel);
+  Handle& h = handle_of(ctx);
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+  int found = 0;
+  check_dnn(api().cudnnGetConvolutionForwardAlgorithm_v7(h.h, p->x, p->w, p->conv, p->y, static_cast<int>(perf.size()), &found, perf.data()),
+            "cudnnGetConvolutionForwardAlgorithm_v7", kernel);
+  for (int i = 0; i < found; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& a = perf[static_cast<size_t>(i)];
+    if (a.status != CUDNN_STATUS_SUCCESS) continue;
+    // Without TF32, no algorithm that rounds f32 operands to tensor-core precision.
+    if (c.dtype == DType::f32 && !allow_tf32 && a.mathType != CUDNN_FMA_MATH && a.mathType != CUDNN_DEFAULT_MATH) continue;
+    size_t bytes = 0;
+    if (api().cudnnGetConvolutionForwardWorkspaceSize(h.h, p->x, p->w, p->conv, p->y, a.algo, &bytes) != CUDNN_STATUS_SUCCESS ||
+        bytes > h.workspace_bytes)
+      continue;
+    p->algorithms.push_back(a);
+    p->algorithms.back().memory = bytes;
+  }
+  KILN_CHECK(!p->algorithms.empty(), "cuDNN: no algorithm for the ", dtype_name(c.dtype), " convolution of kernel ", kernel,
+             " within a workspace of ", h.workspace_bytes >> 20, " MiB");
+  slot = std::move(p);
+  return slot.get();
+}
+
+}  // namespace
+
+int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
+                           bool allow_tf32, const std::string& kernel) {
+  const Prepared* p = prepare(ctx, c, syms, allow_tf32, kernel);
+  return p ? static_cast<int>(p->algorithms.size()) : 0;
+}
+
+std::string convolution_algorithm_name(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
+                                       bool allow_tf32, const std::string& kernel, int algorithm) {
+  const Prepared* p = prepare(ctx, c, syms, allow_tf32, kernel);
+  if (!p) return "cuDNN (nothing to compute)";
+  const size_t i = static_cast<size_t>(std::clamp(algorithm, 0, static_cast<int>(p->algorithms.size()) - 1));
+  return std::string("cuDNN ") + algorithm_name(p->algorithms[i].algo);
+}
+
+void run_convolution(Context& ctx, const plan::PlanConvolution& c, const std::vector<DevicePtr>& ptrs,
+                     const std::vector<int64_t>& syms, bool allow_tf32, const std::string& kernel, void* stream, int algorithm) {
+  Prepared* p = prepare(ctx, c, syms, allow_tf32, kernel);
+  if (!p) return;
+  const cudnnConvolutionFwdAlgoPerf_t& a =
+      p->algorithms[static_cast<size_t>(std::clamp(algorithm, 0, static_cast<int>(p->algorithms.size()) - 1))];
+  Handle& h = handle_of(ctx);
+  const float one = 1.0f, zero = 0.0f;  // f32 scaling for every dtype cuDNN computes in f32
+  ctx.make_current();
+  std::lock_guard<std::mutex> queue(h.queue_mu);
+  check_dnn(api().cudnnSetStream(h.h, static_cast<cudaStream_t>(stream ? stream : ctx.stream())), "cudnnSetStream", kernel);
+  check_dnn(api().cudnnSetConvolutionMathType(p->conv, a.mathType), "cudnnSetConvolutionMathType", kernel);
+  check_dnn(api().cudnnConvolutionForward(h.h, &one, p->x, reinterpret_cast<const void*>(ptrs[static_cast<size_t>(c.x)]), p->w,
+                                          reinterpret_cast<const void*>(ptrs[static_cast<size_t>(c.w)]), p->conv, a.algo,
+                                          reinterpret_cast<void*>(h.workspace), a.memory, &zero, p->y,
+                                          reinterpret_cast<void*>(ptrs[static_cast<size_t>(c.y)])),
+            "cudnnConvolutionForward", kernel);
+}
+
+}  // namespace kiln::cuda

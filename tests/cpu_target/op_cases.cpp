@@ -1060,6 +1060,8 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(conv({A(t, {1, 3, 9, 8}), A(t, {4, 3, 3, 3})}, {2, 2}, {1, 0, 0, 1}, {1, 1}, 1, "stride 2, asymmetric pads"));
         cs.push_back(conv({A(t, {1, 4, 9, 9}), A(t, {6, 2, 3, 3})}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 2, "groups 2, dilation 2"));
         cs.push_back(core(conv({A(t, {2, 6, 7, 7}), A(t, {6, 1, 3, 3})}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, "depthwise, stride 2")));
+        cs.push_back(conv({A(t, {2, 3, 8, 8}), A(t, {6, 1, 5, 5}), A(t, {6})}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 3,
+                          "depthwise 5x5, 2 per channel, bias"));
         cs.push_back(conv({A(t, {2, 8, 5, 5}), A(t, {3, 8, 1, 1})}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1"));
         cs.push_back(conv({A(t, {2, 3, 10}), A(t, {4, 3, 3}), A(t, {4})}, {2}, {1, 1}, {1}, 1, "1-D"));
         cs.push_back(conv({A(t, {1, 2, 4, 5, 4}), A(t, {3, 2, 2, 3, 2})}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, "3-D"));

@@ -182,6 +182,9 @@ BOOST_AUTO_TEST_CASE(decomposition_matches_a_direct_loop) {
       {{2, 3, 9}, {4, 3, 3}, {2}, {1, 2}, {1}, 1, true},                      // 1-D, stride, asymmetric pad
       {{1, 4, 7, 6}, {6, 2, 3, 2}, {1, 2}, {1, 1, 0, 1}, {2, 1}, 2, false},     // 2-D, groups, dilation
       {{2, 3, 5, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true},      // depthwise with bias
+      {{1, 3, 7, 6}, {6, 1, 3, 2}, {2, 1}, {1, 0, 0, 1}, {1, 2}, 3, false},     // depthwise, 2 per channel, asymmetric
+      {{2, 4, 9}, {4, 1, 5}, {2}, {2, 2}, {1}, 4, true},                       // depthwise 1-D
+      {{1, 2, 11, 11}, {2, 1, 9, 9}, {1, 1}, {4, 4, 4, 4}, {1, 1}, 2, false},  // depthwise of 81 taps: im2col
       {{1, 2, 8, 8}, {5, 2, 1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, false},     // 1x1, strided
       {{1, 2, 4, 3, 5}, {3, 2, 2, 1, 3}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, {1, 1, 1}, 1, true},  // 3-D
   };

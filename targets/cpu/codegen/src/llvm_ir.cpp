@@ -113,6 +113,9 @@ class FunctionEmitter : public render::llvm::Printer {
       case KernelKind::attention:
         fail("cpu codegen: kernel ", k_.name, " is a fused attention kernel, which the cpu target does not "
              "print (schedule for it with Target::cpu(), which decomposes attention)");
+      case KernelKind::convolution:
+        fail("cpu codegen: kernel ", k_.name, " is a library convolution, which the cpu target does not run "
+             "(schedule for it with Target::cpu(), which decomposes convolutions)");
     }
     std::ostringstream f;
     f << "define void @" << v_.name << "(ptr noalias %buffers, ptr noalias %sizes, i64 %begin, i64 %end) #"

@@ -86,6 +86,16 @@ bool constant_index_in_range(const Graph& g, const Node& n) {
   return true;
 }
 
+bool contiguous_from_start(const TensorMeta& m, const Layout& l) {
+  if (!(l.offset == 0)) return false;
+  SymInt expect = 1;
+  for (size_t d = m.sizes.size(); d-- > 0;) {
+    if (!(m.sizes[d] == 1) && !(l.strides[d] == expect)) return false;
+    expect = expect * m.sizes[d];
+  }
+  return true;
+}
+
 bool index_checked_at_run_time(const Graph& g, const Node& n) {
   return n.op == OpId::index_select && !constant_index_in_range(g, n) &&
          g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
@@ -116,18 +126,6 @@ bool gemm_readable(const TensorMeta& m, const Layout& l) {
   const SymInt& rs = l.strides[r - 2];
   const SymInt& cs = l.strides[r - 1];
   return (cs == 1 && !(rs == 0)) || (rs == 1 && !(cs == 0));
-}
-
-// A view that reads its whole base buffer in order: offset 0, row-major strides (a reshape or
-// an unsqueeze of a contiguous buffer; size-1 dims may have any stride).
-bool contiguous_from_start(const TensorMeta& m, const Layout& l) {
-  if (!(l.offset == 0)) return false;
-  SymInt expect = 1;
-  for (size_t d = m.sizes.size(); d-- > 0;) {
-    if (!(m.sizes[d] == 1) && !(l.strides[d] == expect)) return false;
-    expect = expect * m.sizes[d];
-  }
-  return true;
 }
 
 struct Group {

@@ -127,6 +127,10 @@ Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& ch
 bool constant_index_in_range(const Graph& g, const Node& n);
 bool index_checked_at_run_time(const Graph& g, const Node& n);
 
+// A view that reads its whole base buffer in order: offset 0, row-major strides (size-1 dims
+// may have any). What a convolution kernel's operands must be (prepare.cpp, fuse.cpp).
+bool contiguous_from_start(const TensorMeta& m, const Layout& l);
+
 // Large full reductions -> two kernels (partials in parallel, then the fold and the epilogue).
 void split_reductions(Schedule& s, const Target& target);
 

@@ -56,14 +56,7 @@ NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
     const Node& b = out.node(view_base(out, i));
     if (b.op != OpId::input && b.op != OpId::constant) continue;  // fusion stores computed operands itself
     const std::optional<Layout> l = source_layout(out, i);
-    bool ok = l && l->offset == 0;
-    SymInt expect = 1;
-    const SymShape sizes = out.node(i).meta.sizes;
-    for (size_t d = sizes.size(); ok && d-- > 0;) {
-      if (!(sizes[d] == 1) && !(l->strides[d] == expect)) ok = false;
-      expect = expect * sizes[d];
-    }
-    if (!ok) i = out.add(OpId::cast, {i}, Attrs{t});
+    if (!l || !contiguous_from_start(out.node(i).meta, *l)) i = out.add(OpId::cast, {i}, Attrs{t});
   }
   const size_t sp = static_cast<size_t>(n.meta.rank() - 2);
   std::vector<int64_t> pads = n.attrs.ints(1);

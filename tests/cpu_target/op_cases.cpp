@@ -410,7 +410,7 @@ bool loose_op(OpId op) {
     case OpId::exp: case OpId::log: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::sigmoid:
     case OpId::gelu: case OpId::silu: case OpId::erf: case OpId::pow: case OpId::rsqrt: case OpId::logsumexp:
     case OpId::softmax: case OpId::log_softmax: case OpId::layer_norm: case OpId::rms_norm: case OpId::var:
-    case OpId::scaled_dot_product_attention:
+    case OpId::scaled_dot_product_attention: case OpId::batch_norm: case OpId::group_norm:
       return true;
     default: return false;
   }
@@ -422,7 +422,7 @@ DType float_of(DType t) { return is_floating(t) ? t : D::f32; }
 Tolerance tol_of(OpId op, DType out) {
   Tolerance t = tolerance_for(out, loose_op(op));
   switch (op) {
-    case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear: case OpId::convolution:
+    case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear: case OpId::convolution: case OpId::avg_pool:
       t.rtol *= 4;
       t.scale_by_abs_run = true;
       break;
@@ -430,7 +430,7 @@ Tolerance tol_of(OpId op, DType out) {
       t.rtol *= 8;
       break;
     case OpId::var: case OpId::logsumexp: case OpId::softmax: case OpId::log_softmax: case OpId::layer_norm:
-    case OpId::rms_norm:
+    case OpId::rms_norm: case OpId::batch_norm: case OpId::group_norm:
       t.rtol *= 4;
       t.scale_by_max = true;
       break;
@@ -1071,6 +1071,52 @@ std::vector<Batch> composite_cases(OpId op) {
                                 "symbolic batch")));
         break;
       }
+      case OpId::max_pool:
+      case OpId::avg_pool: {
+        if (!is_floating(t)) break;
+        using V = std::vector<int64_t>;
+        const bool avg = op == OpId::avg_pool;
+        auto pool = [&](Arg x, V kernel, V strides, V pads, V dil, bool ceil_mode, bool include_pad, const char* note) {
+          Attrs a{std::move(kernel), std::move(strides), std::move(pads), std::move(dil), ceil_mode};
+          if (avg) a.values.push_back(include_pad);
+          return Cop(op, {std::move(x)}, std::move(a), note);
+        };
+        cs.push_back(core(pool(A(t, {2, 3, 9, 9}), {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false, "3x3 stride 2, pad 1")));
+        cs.push_back(pool(A(t, {2, 3, 9, 9}), {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true, "pads counted"));
+        cs.push_back(core(pool(A(t, {1, 2, 8, 7}), {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, false, "2x2, ceil_mode")));
+        cs.push_back(pool(A(t, {1, 2, 7, 6}), {3, 2}, {2, 1}, {1, 0, 0, 1}, {1, 2}, true, true, "asymmetric, dilation, ceil"));
+        cs.push_back(pool(A(t, {2, 4, 10}), {4}, {3}, {1, 1}, {1}, false, false, "1-D"));
+        cs.push_back(pool(A(t, {1, 2, 4, 5, 4}), {2, 2, 2}, {2, 2, 1}, {0, 1, 0, 0, 0, 1}, {1, 1, 1}, true, false, "3-D"));
+        cs.push_back(pool(A(t, {2, 3, 6, 6}, Domain::normal, Layout::permuted), {2, 2}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false,
+                          false, "strided input"));
+        if (!avg) cs.push_back(pool(A(t, {1, 2, 5, 5}, Domain::special), {2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, false,
+                                    "NaN, inf"));
+        sym.push_back(core(pool(A(t, {-1, 3, 8, 8}), {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false, "symbolic batch")));
+        sym.push_back(pool(A(t, {-1, -2, 6, 5}), {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false,
+                           "symbolic batch and channels"));
+        break;
+      }
+      case OpId::batch_norm: {
+        if (!is_floating(t)) break;
+        const Arg var = A(t, {5}, Domain::positive);
+        cs.push_back(core(Cop(op, {A(t, {2, 5, 4, 3}), A(t, {5}), var, A(t, {5}), A(t, {5})}, {1e-5}, "affine")));
+        cs.push_back(Cop(op, {A(t, {2, 5, 4, 3}), A(t, {5}), var}, {1e-3}, "statistics only"));
+        cs.push_back(Cop(op, {A(t, {3, 5}), A(t, {5}), var, A(t, {5})}, {1e-5}, "[N, C], weight"));
+        cs.push_back(Cop(op, {A(t, {2, 5, 7}), A(D::f32, {5}), A(D::f32, {5}, Domain::positive), A(D::f32, {5}),
+                              A(D::f32, {5})}, {1e-5}, "f32 statistics"));
+        sym.push_back(core(Cop(op, {A(t, {-1, 5, 3, 3}), A(t, {5}), var, A(t, {5}), A(t, {5})}, {1e-5}, "symbolic batch")));
+        break;
+      }
+      case OpId::group_norm: {
+        if (!is_floating(t)) break;
+        cs.push_back(core(Cop(op, {A(t, {2, 6, 4, 3}), A(t, {6}), A(t, {6})}, {int64_t{3}, 1e-5}, "3 groups, affine")));
+        cs.push_back(Cop(op, {A(t, {2, 6, 4, 3})}, {int64_t{1}, 1e-5}, "one group"));
+        cs.push_back(Cop(op, {A(t, {2, 6, 5}), A(t, {6})}, {int64_t{6}, 1e-5}, "instance norm, weight"));
+        cs.push_back(Cop(op, {A(t, {1, 4, 2, 3, 2}), A(t, {4}), A(t, {4})}, {int64_t{2}, 1e-5}, "3-D"));
+        sym.push_back(core(Cop(op, {A(t, {-1, 6, 4, 4}), A(t, {6}), A(t, {6})}, {int64_t{2}, 1e-5}, "symbolic batch")));
+        sym.push_back(Cop(op, {A(t, {2, 4, -1})}, {int64_t{2}, 1e-5}, "symbolic length"));
+        break;
+      }
       case OpId::layer_norm:
       case OpId::rms_norm: {
         for (int64_t nd : {1, 2, 3}) cs.push_back(Cop(op, {A(t, {4, 7, 13})}, {nd, 1e-5}));
@@ -1223,7 +1269,8 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::slice, OpId::cat, OpId::pad, OpId::index_select, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
-                    OpId::scaled_dot_product_attention, OpId::convolution, OpId::matmul})
+                    OpId::scaled_dot_product_attention, OpId::convolution, OpId::max_pool, OpId::avg_pool,
+                    OpId::batch_norm, OpId::group_norm, OpId::matmul})
       t[op] = composite_cases;
     return t;
   }();

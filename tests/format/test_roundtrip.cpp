@@ -122,6 +122,23 @@ Graph op_use(OpId op) {
       y = g.add(op, {sig, w, b}, {Ints{1}, Ints{0, 0}, Ints{1}, int64_t{2}});
       break;
     }
+    case OpId::max_pool: case OpId::avg_pool: {  // x [s0, 6] as [s0, 2, 3]: 2 channels of length 3
+      const NodeId sig = g.add(OpId::reshape, {x}, {SymShape{s0, 2, 3}});
+      Attrs a{Ints{2}, Ints{2}, Ints{1, 0}, Ints{1}, true};
+      if (op == OpId::avg_pool) a.values.push_back(false);
+      y = g.add(op, {sig}, a);
+      break;
+    }
+    case OpId::batch_norm: {
+      const NodeId m = g.add_input(meta(DType::f32, {6}), "mean");
+      y = g.add(op, {x, m, m, row}, {1e-5});
+      break;
+    }
+    case OpId::group_norm: {
+      const NodeId sig = g.add(OpId::unsqueeze, {x}, {int64_t{2}});
+      y = g.add(op, {sig}, {int64_t{3}, 1e-5});
+      break;
+    }
   }
   BOOST_REQUIRE_MESSAGE(y >= 0, "no sample use of op " << op_name(op));
   g.set_outputs({y, x});

@@ -353,6 +353,43 @@ BOOST_AUTO_TEST_CASE(conv_and_pooling_against_hand_values) {
   BOOST_CHECK(values(r[1]) == (std::vector<float>{5, 6, 8, 9}));
 }
 
+// Conv, BatchNormalization, MaxPool, AveragePool and InstanceNormalization over a dynamic
+// batch: the batch stays a symbol (only channels and spatial sizes must be static), and each
+// image of a batch gives what it gives alone.
+BOOST_AUTO_TEST_CASE(a_cnn_keeps_its_batch_dynamic) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"N", "1", "4", "4"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"N", "2", "1", "1"});
+  *g->add_initializer() = floats("w", {2, 1, 3, 3}, {0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1});
+  *g->add_initializer() = floats("scale", {2}, {2, 0.5f});
+  *g->add_initializer() = floats("shift", {2}, {1, -1});
+  *g->add_initializer() = floats("mean", {2}, {0.5f, 1});
+  *g->add_initializer() = floats("var", {2}, {4, 1});
+  ints_attr(node(g, "Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  node(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"b"});
+  node(g, "InstanceNormalization", {"b", "scale", "shift"}, {"i"});
+  pb::NodeProto* mp = node(g, "MaxPool", {"i"}, {"p"});
+  ints_attr(mp, "kernel_shape", {2, 2});
+  ints_attr(mp, "strides", {2, 2});
+  pb::NodeProto* ap = node(g, "AveragePool", {"p"}, {"y"});
+  ints_attr(ap, "kernel_shape", {2, 2});
+  const konnx::Model im = konnx::load(save(dir, m));
+  BOOST_CHECK(im.graph.node(im.graph.inputs()[0]).meta.sizes[0].is_symbolic());
+  std::vector<float> x;
+  for (int k = 0; k < 48; ++k) x.push_back(static_cast<float>((k * 7) % 11) - 5.0f);
+  const std::vector<float> all = values(eval::run_graph(im.graph, std::vector<TensorData>{host({3, 1, 4, 4}, x)})[0]);
+  BOOST_REQUIRE_EQUAL(all.size(), 6u);
+  for (int64_t n = 0; n < 3; ++n) {
+    const std::vector<float> one(x.begin() + n * 16, x.begin() + (n + 1) * 16);
+    const std::vector<float> y = values(eval::run_graph(im.graph, std::vector<TensorData>{host({1, 1, 4, 4}, one)})[0]);
+    BOOST_REQUIRE_EQUAL(y.size(), 2u);
+    BOOST_CHECK_CLOSE(y[0], all[static_cast<size_t>(2 * n)], 1e-4);
+    BOOST_CHECK_CLOSE(y[1], all[static_cast<size_t>(2 * n + 1)], 1e-4);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(inputs_whose_values_the_import_needs) {
   TempDir dir;
   pb::ModelProto m = model(13);

@@ -279,7 +279,232 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return dispatch(OpId::scaled_dot_product_attention, {&q, &k, &v}, Attrs{s});
 }
 
+namespace {
+
+// One value per spatial dim: `v` gives one for all or one each.
+Dims per_spatial(const Dims& v, size_t n, std::string_view op, std::string_view what) {
+  if (v.size() == 1) return Dims(n, v[0]);
+  KILN_CHECK(v.size() == n, op, ": ", what, " takes 1 or ", n, " values, got ", v.size());
+  return v;
+}
+
+void check_spatial(const Tensor& x, size_t n, std::string_view op) {
+  KILN_CHECK(x.defined(), op, ": the input is undefined");
+  KILN_CHECK(x.rank() == static_cast<int64_t>(n) + 2, op, ": expected x[N, C, ", n, " spatial dim", n == 1 ? "" : "s",
+             "], got ", shape_str(x.shape()));
+}
+
+Dims both_sides(const Dims& pads) {
+  Dims out = pads;
+  out.insert(out.end(), pads.begin(), pads.end());
+  return out;
+}
+
+Tensor conv_nd(size_t n, std::string_view op, const Tensor& x, const Tensor& w, const Tensor& bias, const Dims& stride,
+               const Dims& padding, const Dims& dilation, int64_t groups) {
+  check_spatial(x, n, op);
+  const Attrs attrs{per_spatial(stride, n, op, "stride"), both_sides(per_spatial(padding, n, op, "padding")),
+                    per_spatial(dilation, n, op, "dilation"), groups};
+  if (bias.defined()) return dispatch(OpId::convolution, {&x, &w, &bias}, attrs);
+  return dispatch(OpId::convolution, {&x, &w}, attrs);
+}
+
+Tensor max_pool_nd(size_t n, std::string_view op, const Tensor& x, const Dims& kernel, const Dims& stride,
+                   const Dims& padding, const Dims& dilation, bool ceil_mode) {
+  check_spatial(x, n, op);
+  const Dims k = per_spatial(kernel, n, op, "kernel_size");
+  return dispatch(OpId::max_pool, {&x},
+                  Attrs{k, stride.empty() ? k : per_spatial(stride, n, op, "stride"),
+                        both_sides(per_spatial(padding, n, op, "padding")), per_spatial(dilation, n, op, "dilation"),
+                        ceil_mode});
+}
+
+Tensor avg_pool_nd(size_t n, std::string_view op, const Tensor& x, const Dims& kernel, const Dims& stride,
+                   const Dims& padding, bool ceil_mode, bool count_include_pad) {
+  check_spatial(x, n, op);
+  const Dims k = per_spatial(kernel, n, op, "kernel_size");
+  return dispatch(OpId::avg_pool, {&x},
+                  Attrs{k, stride.empty() ? k : per_spatial(stride, n, op, "stride"),
+                        both_sides(per_spatial(padding, n, op, "padding")), Dims(n, 1), ceil_mode, count_include_pad});
+}
+
+// Adaptive windows are separable (each is a product of one interval per dim), so each dim is
+// pooled on its own: an output size dividing the input size is a reshape and one reduction;
+// otherwise each interval is a slice and a reduction, and the results a cat.
+Tensor adaptive_pool_nd(size_t n, std::string_view op, const Tensor& x, const Dims& output_size, OpId reduce_op) {
+  check_spatial(x, n, op);
+  const Dims out = per_spatial(output_size, n, op, "output_size");
+  Tensor y = x;
+  for (size_t d = 0; d < n; ++d) {
+    const auto dim = static_cast<int64_t>(2 + d);
+    const int64_t size = x.size(dim), o = out[d];
+    KILN_CHECK(o >= 1, op, ": output size ", o, " must be positive");
+    if (o == size) continue;
+    if (size % o == 0) {
+      Shape s = y.shape();
+      s[d + 2] = o;
+      s.insert(s.begin() + dim + 1, size / o);
+      y = reduce(reduce_op, reshape(y, s), {dim + 1}, false);
+      continue;
+    }
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < o; ++i)
+      parts.push_back(reduce(reduce_op, slice(y, dim, i * size / o, ((i + 1) * size + o - 1) / o), {dim}, true));
+    y = cat(parts, dim);
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, const Dims& p, const Dims& d, int64_t g) {
+  return conv_nd(1, "conv1d", x, w, b, s, p, d, g);
+}
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, const Dims& p, const Dims& d, int64_t g) {
+  return conv_nd(2, "conv2d", x, w, b, s, p, d, g);
+}
+Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, const Dims& p, const Dims& d, int64_t g) {
+  return conv_nd(3, "conv3d", x, w, b, s, p, d, g);
+}
+Tensor max_pool1d(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, const Dims& d, bool ceil_mode) {
+  return max_pool_nd(1, "max_pool1d", x, k, s, p, d, ceil_mode);
+}
+Tensor max_pool2d(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, const Dims& d, bool ceil_mode) {
+  return max_pool_nd(2, "max_pool2d", x, k, s, p, d, ceil_mode);
+}
+Tensor max_pool3d(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, const Dims& d, bool ceil_mode) {
+  return max_pool_nd(3, "max_pool3d", x, k, s, p, d, ceil_mode);
+}
+Tensor avg_pool1d(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, bool ceil_mode, bool include_pad) {
+  return avg_pool_nd(1, "avg_pool1d", x, k, s, p, ceil_mode, include_pad);
+}
+Tensor avg_pool2d(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, bool ceil_mode, bool include_pad) {
+  return avg_pool_nd(2, "avg_pool2d", x, k, s, p, ceil_mode, include_pad);
+}
+Tensor avg_pool3d(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, bool ceil_mode, bool include_pad) {
+  return avg_pool_nd(3, "avg_pool3d", x, k, s, p, ceil_mode, include_pad);
+}
+Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& o) { return adaptive_pool_nd(1, "adaptive_avg_pool1d", x, o, OpId::mean); }
+Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& o) { return adaptive_pool_nd(2, "adaptive_avg_pool2d", x, o, OpId::mean); }
+Tensor adaptive_avg_pool3d(const Tensor& x, const Dims& o) { return adaptive_pool_nd(3, "adaptive_avg_pool3d", x, o, OpId::mean); }
+Tensor adaptive_max_pool1d(const Tensor& x, const Dims& o) { return adaptive_pool_nd(1, "adaptive_max_pool1d", x, o, OpId::max); }
+Tensor adaptive_max_pool2d(const Tensor& x, const Dims& o) { return adaptive_pool_nd(2, "adaptive_max_pool2d", x, o, OpId::max); }
+Tensor adaptive_max_pool3d(const Tensor& x, const Dims& o) { return adaptive_pool_nd(3, "adaptive_max_pool3d", x, o, OpId::max); }
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const Attrs attrs{eps};
+  if (bias.defined()) {
+    const Tensor w = weight.defined() ? weight : ones(bias.shape(), bias.dtype(), bias.device());
+    return dispatch(OpId::batch_norm, {&x, &running_mean, &running_var, &w, &bias}, attrs);
+  }
+  if (weight.defined()) return dispatch(OpId::batch_norm, {&x, &running_mean, &running_var, &weight}, attrs);
+  return dispatch(OpId::batch_norm, {&x, &running_mean, &running_var}, attrs);
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  const Attrs attrs{num_groups, eps};
+  if (bias.defined()) {
+    const Tensor w = weight.defined() ? weight : ones(bias.shape(), bias.dtype(), bias.device());
+    return dispatch(OpId::group_norm, {&x, &w, &bias}, attrs);
+  }
+  if (weight.defined()) return dispatch(OpId::group_norm, {&x, &weight}, attrs);
+  return dispatch(OpId::group_norm, {&x}, attrs);
+}
+
+Tensor instance_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  KILN_CHECK(x.defined() && x.rank() >= 3, "instance_norm: expected x[N, C, *spatial]");
+  return group_norm(x, x.size(1), weight, bias, eps);
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  KILN_CHECK(min || max, "clamp: give a min, a max or both");
+  Tensor y = x;
+  if (min) y = maximum(y, *min);
+  if (max) y = minimum(y, *max);
+  return y;
+}
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  KILN_CHECK(min.defined() || max.defined(), "clamp: give a min, a max or both");
+  Tensor y = x;
+  if (min.defined()) y = maximum(y, min);
+  if (max.defined()) y = minimum(y, max);
+  return y;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) { return where(mask, value, x); }
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  KILN_CHECK(!xs.empty(), "stack: needs at least one tensor");
+  const int64_t d = normalize_dim(dim, xs[0].rank() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (const Tensor& t : xs) parts.push_back(unsqueeze(t, d));
+  return cat(parts, d);
+}
+
+std::vector<Tensor> split(const Tensor& x, const Dims& sizes, int64_t dim) {
+  const int64_t d = normalize_dim(dim, x.rank(), "split");
+  const int64_t n = x.size(d);
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    KILN_CHECK(s >= 0, "split: negative size ", s);
+    total += s;
+  }
+  KILN_CHECK(total == n, "split: sizes add up to ", total, ", but dim ", d, " of ", shape_str(x.shape()), " has ", n);
+  std::vector<Tensor> out;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    out.push_back(slice(x, d, at, at + s));
+    at += s;
+  }
+  return out;
+}
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  KILN_CHECK(split_size >= 1, "split: split_size must be positive, got ", split_size);
+  const int64_t n = x.size(normalize_dim(dim, x.rank(), "split"));
+  Dims sizes;
+  for (int64_t at = 0; at < n || (n == 0 && sizes.empty()); at += split_size) sizes.push_back(std::min(split_size, n - at));
+  return split(x, sizes, dim);
+}
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  KILN_CHECK(chunks >= 1, "chunk: chunks must be positive, got ", chunks);
+  const int64_t n = x.size(normalize_dim(dim, x.rank(), "chunk"));
+  return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
+}
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  const int64_t d = normalize_dim(dim, x.rank(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.size(d); ++i) out.push_back(squeeze(slice(x, d, i, i + 1), d));
+  return out;
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) { return dispatch(OpId::matmul, {&a, &b}); }
+
+// Member forms.
+Tensor Tensor::sum(const Dims& dims, bool keepdim) const { return kiln::sum(*this, dims, keepdim); }
+Tensor Tensor::mean(const Dims& dims, bool keepdim) const { return kiln::mean(*this, dims, keepdim); }
+Tensor Tensor::max(const Dims& dims, bool keepdim) const { return kiln::max(*this, dims, keepdim); }
+Tensor Tensor::min(const Dims& dims, bool keepdim) const { return kiln::min(*this, dims, keepdim); }
+Tensor Tensor::prod(const Dims& dims, bool keepdim) const { return kiln::prod(*this, dims, keepdim); }
+Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const { return kiln::argmax(*this, dim, keepdim); }
+Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const { return kiln::argmin(*this, dim, keepdim); }
+Tensor Tensor::reshape(const Shape& shape) const { return kiln::reshape(*this, shape); }
+Tensor Tensor::view(const Shape& shape) const { return kiln::reshape(*this, shape); }
+Tensor Tensor::permute(const Dims& dims) const { return kiln::permute(*this, dims); }
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return kiln::transpose(*this, dim0, dim1); }
+Tensor Tensor::expand(const Shape& shape) const { return kiln::expand(*this, shape); }
+Tensor Tensor::squeeze(int64_t dim) const { return kiln::squeeze(*this, dim); }
+Tensor Tensor::unsqueeze(int64_t dim) const { return kiln::unsqueeze(*this, dim); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return kiln::flatten(*this, start_dim, end_dim); }
+Tensor Tensor::matmul(const Tensor& other) const { return kiln::matmul(*this, other); }
+Tensor Tensor::softmax(int64_t dim) const { return kiln::softmax(*this, dim); }
+Tensor Tensor::exp() const { return kiln::exp(*this); }
+Tensor Tensor::log() const { return kiln::log(*this); }
+Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::abs() const { return kiln::abs(*this); }
+Tensor Tensor::relu() const { return kiln::relu(*this); }
+Tensor Tensor::sigmoid() const { return kiln::sigmoid(*this); }
+Tensor Tensor::tanh() const { return kiln::tanh(*this); }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator!(const Tensor& x) { return logical_not(x); }

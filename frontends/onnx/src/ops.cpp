@@ -35,9 +35,10 @@ int64_t static_dim(Importer& im, const V& v, int64_t d, const char* op) {
   return s.is_static() ? s.hint() : im.graph().shapes().specialize(s, op);
 }
 
-std::vector<int64_t> static_sizes(Importer& im, const V& v, const char* op) {
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < rank_of(v); ++d) out.push_back(static_dim(im, v, d, op));
+// The sizes of v, specialising symbolic ones from dim `from` on; those before it are -1.
+std::vector<int64_t> static_sizes(Importer& im, const V& v, const char* op, int64_t from = 0) {
+  std::vector<int64_t> out(static_cast<size_t>(from), -1);
+  for (int64_t d = from; d < rank_of(v); ++d) out.push_back(static_dim(im, v, d, op));
   return out;
 }
 
@@ -805,11 +806,11 @@ std::vector<V> gemm(NodeCtx& c) {
 
 struct Window {
   std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, out;
-  std::vector<int64_t> extra_end;  // of pads_end: what ceil_mode adds past the given pads
 };
 
-// Output sizes and padding of a convolution or pooling window over spatial sizes `in`.
-Window window(NodeCtx& c, const std::vector<int64_t>& in, std::vector<int64_t> kernel, bool ceil_mode) {
+// Output sizes and explicit padding (auto_pad resolved) of a convolution or pooling window over
+// spatial sizes `in`.
+Window window(NodeCtx& c, const std::vector<int64_t>& in, std::vector<int64_t> kernel) {
   const size_t n = in.size();
   Window w;
   w.kernel = std::move(kernel);
@@ -841,44 +842,12 @@ Window window(NodeCtx& c, const std::vector<int64_t>& in, std::vector<int64_t> k
     }
     const int64_t room = in[k] + pb + pe - span;
     KILN_CHECK(room >= 0, "the window (", span, ") is larger than the padded input (", in[k] + pb + pe, ")");
-    int64_t o = (ceil_mode ? (room + w.strides[k] - 1) / w.strides[k] : room / w.strides[k]) + 1;
-    if (ceil_mode && (o - 1) * w.strides[k] >= in[k] + pb) --o;  // the last window must start inside
-    // Windows running past the end (ceil_mode) read padding too.
-    const int64_t need = std::max(pe, (o - 1) * w.strides[k] + span - in[k] - pb);
-    w.extra_end.push_back(need - pe);
-    pe = need;
+    const int64_t o = room / w.strides[k] + 1;
     w.pads_begin.push_back(pb);
     w.pads_end.push_back(pe);
     w.out.push_back(o);
   }
   return w;
-}
-
-// [N, C, *S] -> [N, C, P, *O]: the P = prod(kernel) strided windows, padded with `fill`.
-V patches(Importer& im, const V& x, const Window& w, double fill) {
-  const size_t n = w.kernel.size();
-  std::vector<int64_t> kp;  // last dim first
-  for (size_t k = n; k-- > 0;) {
-    kp.push_back(w.pads_begin[k]);
-    kp.push_back(w.pads_end[k]);
-  }
-  bool any = false;
-  for (int64_t p : kp) any = any || p != 0;
-  const V xp = any ? im.op(O::pad, {x}, {kp, fill}) : x;
-  std::vector<V> cols;
-  std::vector<int64_t> pos(n, 0);
-  for (;;) {
-    V p = xp;
-    for (size_t k = 0; k < n; ++k) {
-      const int64_t s = pos[k] * w.dilations[k];
-      p = im.slice(p, static_cast<int64_t>(2 + k), s, s + (w.out[k] - 1) * w.strides[k] + 1, w.strides[k]);
-    }
-    cols.push_back(im.unsqueeze(p, 2));
-    size_t k = n;
-    while (k > 0 && ++pos[k - 1] == w.kernel[k - 1]) pos[--k] = 0;
-    if (k == 0) break;
-  }
-  return cols.size() == 1 ? cols[0] : im.op(O::cat, cols, {int64_t{2}});
 }
 
 // y = conv(x, w) + bias (input 2 when present): one convolution op, which targets run with their
@@ -896,14 +865,15 @@ std::vector<V> conv(NodeCtx& c) {
   const V& x = c.input(0);
   const V& wt = c.input(1);
   KILN_CHECK(rank_of(x) >= 3 && rank_of(wt) == rank_of(x), "X and W must have the same rank >= 3");
-  const std::vector<int64_t> xs = static_sizes(im, x, "Conv"), ws = static_sizes(im, wt, "Conv");
+  // The batch stays symbolic; channels and spatial sizes must be static. xs[0] is not read.
+  const std::vector<int64_t> xs = static_sizes(im, x, "Conv", 1), ws = static_sizes(im, wt, "Conv");
   const int64_t group = c.i("group", 1);
   const int64_t ch = xs[1], m = ws[0];
   KILN_CHECK(group >= 1 && ch % group == 0 && m % group == 0 && ws[1] * group == ch, "W shape [", m, ", ", ws[1],
              ", ...] does not match ", ch, " input channels in ", group, " groups");
   std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
   if (c.has("kernel_shape")) KILN_CHECK(c.ints("kernel_shape") == kernel, "kernel_shape does not match W");
-  const Window w = window(c, std::vector<int64_t>(xs.begin() + 2, xs.end()), kernel, false);
+  const Window w = window(c, std::vector<int64_t>(xs.begin() + 2, xs.end()), kernel);
   return one(im.cast(conv_apply(c, x, wt, group, w), x->dtype));
 }
 
@@ -916,7 +886,7 @@ std::vector<V> conv_transpose(NodeCtx& c) {
   const V& wt = c.input(1);
   const int64_t r = rank_of(x);
   KILN_CHECK(r >= 3 && rank_of(wt) == r, "X and W must have the same rank >= 3");
-  const std::vector<int64_t> xs = static_sizes(im, x, "ConvTranspose"), ws = static_sizes(im, wt, "ConvTranspose");
+  const std::vector<int64_t> xs = static_sizes(im, x, "ConvTranspose", 1), ws = static_sizes(im, wt, "ConvTranspose");
   const size_t n = static_cast<size_t>(r - 2);
   const int64_t group = c.i("group", 1);
   const int64_t ch = xs[1];
@@ -987,7 +957,6 @@ std::vector<V> conv_transpose(NodeCtx& c) {
   w.dilations = dil;
   w.pads_begin.assign(n, 0);
   w.pads_end.assign(n, 0);
-  w.extra_end.assign(n, 0);
   for (size_t k = 0; k < n; ++k) {
     const int64_t size = static_dim(im, x, static_cast<int64_t>(2 + k), "ConvTranspose");
     w.out.push_back(size - (kernel[k] - 1) * dil[k]);
@@ -996,40 +965,22 @@ std::vector<V> conv_transpose(NodeCtx& c) {
   return one(im.cast(conv_apply(c, x, w2, group, w), c.input(0)->dtype));
 }
 
+// MaxPool and AveragePool: the pooling ops, with auto_pad resolved to explicit pads; only the
+// spatial dims need static sizes.
 std::vector<V> pool(NodeCtx& c, bool is_max) {
   Importer& im = c.im;
   const V& x = c.input(0);
   KILN_CHECK(rank_of(x) >= 3, "X must have rank >= 3");
   KILN_CHECK(c.outputs() == 1, "the Indices output is not supported");
   KILN_CHECK(c.i("storage_order", 0) == 0, "storage_order 1 is not supported");
-  const std::vector<int64_t> xs = static_sizes(im, x, is_max ? "MaxPool" : "AveragePool");
-  const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
-  const Window w = window(c, spatial, c.ints("kernel_shape"), c.i("ceil_mode", 0) != 0);
-  const V cols = patches(im, x, w, is_max ? -kInf : 0);
-  if (is_max) return one(im.reduce(O::max, cols, {2}, false));
-  const V sum = im.reduce(O::sum, cols, {2}, false);
-  // The divisor counts the window's elements inside the input, or inside input and explicit
-  // pads with count_include_pad; a ones tensor pooled the same way gives it (folded here).
-  std::vector<int64_t> ones_shape{1, 1};
-  ones_shape.insert(ones_shape.end(), spatial.begin(), spatial.end());
-  V ones = im.constant(make_tensor(x->dtype, ones_shape, {1}));
-  Window wd = w;
-  if (c.i("count_include_pad", 0) != 0) {
-    // The explicit (or automatic) pads count; what ceil_mode adds past them does not.
-    std::vector<int64_t> kp;
-    const size_t n = spatial.size();
-    for (size_t k = n; k-- > 0;) {
-      kp.push_back(w.pads_begin[k]);
-      kp.push_back(w.pads_end[k] - w.extra_end[k]);
-    }
-    for (size_t k = 0; k < n; ++k) {
-      wd.pads_begin[k] = 0;
-      wd.pads_end[k] = w.extra_end[k];
-    }
-    ones = im.op(O::pad, {ones}, {kp, 1.0});
-  }
-  const V count = im.reduce(O::sum, patches(im, ones, wd, 0), {2}, false);
-  return one(im.cast(im.div(sum, count), x->dtype));
+  std::vector<int64_t> spatial;
+  for (int64_t d = 2; d < rank_of(x); ++d) spatial.push_back(static_dim(im, x, d, is_max ? "MaxPool" : "AveragePool"));
+  const Window w = window(c, spatial, c.ints("kernel_shape"));
+  std::vector<int64_t> pads = w.pads_begin;
+  pads.insert(pads.end(), w.pads_end.begin(), w.pads_end.end());
+  const bool ceil_mode = c.i("ceil_mode", 0) != 0;
+  if (is_max) return one(im.op(O::max_pool, {x}, {w.kernel, w.strides, pads, w.dilations, ceil_mode}));
+  return one(im.op(O::avg_pool, {x}, {w.kernel, w.strides, pads, w.dilations, ceil_mode, c.i("count_include_pad", 0) != 0}));
 }
 
 std::vector<V> global_pool(NodeCtx& c, bool is_max) {
@@ -1090,38 +1041,24 @@ std::vector<V> layer_norm(NodeCtx& c) {
   return {im.cast(y, x->dtype), mean, inv};
 }
 
-// Per-channel parameters [C] broadcast against [N, C, *S].
-V channel(Importer& im, const V& p, int64_t rank) {
-  SymShape s{p->sizes.at(0)};
-  for (int64_t d = 2; d < rank; ++d) s.push_back(1);
-  return im.reshape(p, s);
-}
-
 std::vector<V> batch_norm(NodeCtx& c) {
   Importer& im = c.im;
   const V& x = c.input(0);
   KILN_CHECK(c.i("training_mode", 0) == 0 && c.outputs() == 1, "training mode is not supported");
-  const int64_t r = rank_of(x);
-  KILN_CHECK(r >= 2, "X must have rank >= 2");
-  const double eps = c.f("epsilon", 1e-5);
-  const V scale = channel(im, c.input(1), r), bias = channel(im, c.input(2), r);
-  const V mean = channel(im, c.input(3), r), var = channel(im, c.input(4), r);
-  const V inv = im.op(O::rsqrt, {im.add(var, sc(c, eps, var))});
-  return one(im.cast(im.add(im.mul(im.mul(im.sub(x, mean), inv), scale), bias), x->dtype));
+  KILN_CHECK(rank_of(x) >= 2, "X must have rank >= 2");
+  // ONNX orders (X, scale, B, mean, var); the op takes (x, mean, var, weight, bias).
+  const V y = im.op(O::batch_norm, {x, c.input(3), c.input(4), c.input(1), c.input(2)}, {c.f("epsilon", 1e-5)});
+  return one(im.cast(y, x->dtype));
 }
 
+// A group norm of one channel per group.
 std::vector<V> instance_norm(NodeCtx& c) {
   Importer& im = c.im;
   const V& x = c.input(0);
-  const int64_t r = rank_of(x);
-  KILN_CHECK(r >= 3, "input must have rank >= 3");
-  std::vector<int64_t> dims;
-  for (int64_t d = 2; d < r; ++d) dims.push_back(d);
-  const V mean = im.reduce(O::mean, x, dims, true);
-  const V d = im.sub(x, mean);
-  const V var = im.reduce(O::mean, im.mul(d, d), dims, true);
-  const V y = im.mul(d, im.op(O::rsqrt, {im.add(var, sc(c, c.f("epsilon", 1e-5), x))}));
-  return one(im.cast(im.add(im.mul(y, channel(im, c.input(1), r)), channel(im, c.input(2), r)), x->dtype));
+  KILN_CHECK(rank_of(x) >= 3, "input must have rank >= 3");
+  const int64_t ch = static_dim(im, x, 1, "InstanceNormalization");
+  const V y = im.op(O::group_norm, {x, c.input(1), c.input(2)}, {ch, c.f("epsilon", 1e-5)});
+  return one(im.cast(y, x->dtype));
 }
 
 std::vector<V> lp_norm(NodeCtx& c) {

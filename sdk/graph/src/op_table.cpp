@@ -2,6 +2,7 @@
 // (unary, binary, reduction, ...) so the table itself reads as a list; composites carry
 // decompositions that emit primitives only, so one decomposition pass leaves no composite.
 #include <cstdlib>
+#include <cstring>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -482,6 +483,78 @@ TensorMeta infer_convolution(const InferContext& c) {
   return result(c, t, out);
 }
 
+// Pooling windows, shared by the shape rule and the decompositions of max_pool and avg_pool.
+struct PoolWindows {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, out;
+  std::vector<int64_t> extra_end;  // past pads_end: where ceil_mode's last windows run beyond the pads
+};
+
+// Output sizes as torch computes them: floor (or ceil with ceil_mode) of (S + pads - span) /
+// stride, plus one; with ceil_mode a last window that would start in the end padding is dropped.
+PoolWindows pool_windows(std::string_view op, const SymShape& x, const Attrs& a) {
+  KILN_CHECK(x.size() >= 3, op, ": expected x[N, C, *spatial] with 1 to 3 spatial dims, got ", shape_str(x));
+  const size_t n = x.size() - 2;
+  PoolWindows w{a.ints(0), a.ints(1), a.ints(3), {}, {}, {}, {}};
+  const std::vector<int64_t>& pads = a.ints(2);
+  const bool ceil_mode = a.b(4);
+  KILN_CHECK(n <= 3, op, ": at most 3 spatial dims, got ", n, " (x ", shape_str(x), ")");
+  KILN_CHECK(w.kernel.size() == n && w.strides.size() == n && w.dilations.size() == n && pads.size() == 2 * n, op, ": ",
+             n, " spatial dims need ", n, " kernel sizes, strides and dilations and ", 2 * n, " pads, got ", w.kernel.size(),
+             ", ", w.strides.size(), ", ", w.dilations.size(), " and ", pads.size());
+  for (size_t d = 0; d < n; ++d) {
+    KILN_CHECK(x[2 + d].is_static(), op, ": spatial dim ", d, " of x ", shape_str(x), " must be static");
+    KILN_CHECK(w.kernel[d] >= 1 && w.strides[d] >= 1 && w.dilations[d] >= 1 && pads[d] >= 0 && pads[d + n] >= 0, op,
+               ": kernel sizes, strides and dilations must be positive and pads not negative (spatial dim ", d, ")");
+    const int64_t in = x[2 + d].hint(), span = (w.kernel[d] - 1) * w.dilations[d] + 1;
+    const int64_t room = in + pads[d] + pads[d + n] - span;
+    KILN_CHECK(room >= 0, op, ": the window (", span, ") is larger than the padded input (", in + pads[d] + pads[d + n],
+               ") along spatial dim ", d);
+    int64_t o = (ceil_mode ? (room + w.strides[d] - 1) / w.strides[d] : room / w.strides[d]) + 1;
+    if (ceil_mode && (o - 1) * w.strides[d] >= in + pads[d]) --o;
+    const int64_t need = std::max(pads[d + n], (o - 1) * w.strides[d] + span - in - pads[d]);
+    w.pads_begin.push_back(pads[d]);
+    w.pads_end.push_back(pads[d + n]);
+    w.extra_end.push_back(need - pads[d + n]);
+    w.out.push_back(o);
+  }
+  return w;
+}
+
+// max_pool and avg_pool: x[N, C, *S] -> [N, C, *O]; N and C may be symbolic.
+TensorMeta infer_pool(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const PoolWindows w = pool_windows(opn(c), x.sizes, c.attrs);
+  KILN_CHECK(is_floating(x.dtype), opn(c), ": x must be floating point, got ", dtype_name(x.dtype));
+  SymShape out{x.sizes[0], x.sizes[1]};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  return result(c, x.dtype, out);
+}
+
+// batch_norm (x[N, C, *], mean, var[, weight[, bias]]) and group_norm (x[N, C, *][, weight[,
+// bias]]): per-channel parameters of [C]; the result has x's floating type.
+TensorMeta infer_channel_norm(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const bool batch = c.op == OpId::batch_norm;
+  KILN_CHECK(x.rank() >= (batch ? 2 : 3), opn(c), ": expected x[N, C, ", batch ? "*" : "*spatial", "], got ", shape_str(x.sizes));
+  const double eps = c.attrs.f(batch ? 0 : 1);
+  KILN_CHECK(eps >= 0, opn(c), ": eps must not be negative, got ", eps);
+  static const char* const kBatchNames[] = {"x", "mean", "var", "weight", "bias"};
+  static const char* const kGroupNames[] = {"x", "weight", "bias"};
+  for (size_t k = 1; k < c.inputs.size(); ++k) {
+    const TensorMeta& p = arg(c, k);
+    KILN_CHECK(p.rank() == 1 && c.shapes.decide_equal(p.sizes[0], x.sizes[1], opn(c)), opn(c), ": ",
+               (batch ? kBatchNames : kGroupNames)[k], " ", shape_str(p.sizes), " must be [", x.sizes[1].str(), "] (one per channel of x ",
+               shape_str(x.sizes), ")");
+  }
+  if (!batch) {
+    const int64_t groups = c.attrs.i(0);
+    KILN_CHECK(x.sizes[1].is_static(), opn(c), ": the channels of x ", shape_str(x.sizes), " must be static");
+    KILN_CHECK(groups >= 1 && x.sizes[1].hint() % groups == 0, opn(c), ": ", x.sizes[1].hint(),
+               " channels do not split into ", groups, " groups");
+  }
+  return result(c, float_of(x.dtype), x.sizes);
+}
+
 // numpy matmul: a 1-D left operand is a row, a 1-D right operand a column, and the added
 // dim is dropped again; leading dims broadcast.
 TensorMeta infer_matmul(const InferContext& c) {
@@ -510,6 +583,18 @@ struct Builder {
   Graph& g;
 
   TensorMeta meta(NodeId x) const { return g.node(x).meta; }
+  // The inputs' metas, and the dtype they promote to.
+  std::vector<TensorMeta> metas(std::span<const NodeId> in) const {
+    std::vector<TensorMeta> out;
+    for (NodeId i : in) out.push_back(meta(i));
+    return out;
+  }
+  DType promoted(std::span<const NodeId> in) const {
+    const std::vector<TensorMeta> m = metas(in);
+    std::vector<const TensorMeta*> ptrs;
+    for (const TensorMeta& x : m) ptrs.push_back(&x);
+    return result_type(ptrs);
+  }
   NodeId add(OpId op, std::vector<NodeId> in, Attrs attrs = {}) { return g.add(op, std::move(in), std::move(attrs)); }
   NodeId scalar(double v, DType t) { return add(OpId::full, {}, {SymShape{}, v, t}); }
   NodeId cast(NodeId x, DType t) { return meta(x).dtype == t ? x : add(OpId::cast, {x}, {t}); }
@@ -589,11 +674,8 @@ NodeId decompose_logsumexp(Graph& g, std::span<const NodeId> in, const Attrs& a)
 
 NodeId decompose_layer_norm(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
-  std::vector<TensorMeta> metas;
-  for (NodeId i : in) metas.push_back(b.meta(i));
-  std::vector<const TensorMeta*> ptrs;
-  for (const TensorMeta& m : metas) ptrs.push_back(&m);
-  const DType t = norm_dtype(ptrs);
+  const std::vector<TensorMeta> metas = b.metas(in);
+  const DType t = float_of(b.promoted(in));
   const int64_t rank = metas[0].rank();
   const std::vector<int64_t> dims = iota(rank - a.i(0), rank);
   const NodeId x = b.cast(in[0], t);
@@ -608,11 +690,8 @@ NodeId decompose_layer_norm(Graph& g, std::span<const NodeId> in, const Attrs& a
 
 NodeId decompose_rms_norm(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
-  std::vector<TensorMeta> metas;
-  for (NodeId i : in) metas.push_back(b.meta(i));
-  std::vector<const TensorMeta*> ptrs;
-  for (const TensorMeta& m : metas) ptrs.push_back(&m);
-  const DType t = norm_dtype(ptrs);
+  const std::vector<TensorMeta> metas = b.metas(in);
+  const DType t = float_of(b.promoted(in));
   const int64_t rank = metas[0].rank();
   const NodeId x = b.cast(in[0], t);
   const NodeId ms = b.reduce(OpId::mean, b.add(OpId::mul, {x, x}), iota(rank - a.i(0), rank), true);
@@ -632,11 +711,8 @@ NodeId decompose_linear(Graph& g, std::span<const NodeId> in, const Attrs&) {
 // when it is 1), exactly the ops passes::recognize turns into this composite.
 NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
-  std::vector<TensorMeta> metas;
-  for (NodeId i : in) metas.push_back(b.meta(i));
-  std::vector<const TensorMeta*> ptrs;
-  for (const TensorMeta& m : metas) ptrs.push_back(&m);
-  const DType t = float_of(result_type(ptrs));
+  const std::vector<TensorMeta> metas = b.metas(in);
+  const DType t = float_of(b.promoted(in));
   const int64_t rank = metas[0].rank();
   std::vector<int64_t> perm = iota(0, rank);
   std::swap(perm[static_cast<size_t>(rank - 1)], perm[static_cast<size_t>(rank - 2)]);
@@ -653,11 +729,8 @@ NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a)
 // their own keep the op (schedule::Target::convolution).
 NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
-  std::vector<TensorMeta> metas;
-  for (NodeId i : in) metas.push_back(b.meta(i));
-  std::vector<const TensorMeta*> ptrs;
-  for (const TensorMeta& m : metas) ptrs.push_back(&m);
-  const DType t = result_type(ptrs);
+  const std::vector<TensorMeta> metas = b.metas(in);
+  const DType t = b.promoted(in);
   const TensorMeta& x = metas[0];
   const TensorMeta& w = metas[1];
   const size_t n = static_cast<size_t>(x.rank() - 2);
@@ -713,6 +786,131 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
     y = b.add(OpId::add, {y, b.add(OpId::reshape, {b.cast(in[2], t)}, {bs})});
   }
   return y;
+}
+
+// [N, C, *S] -> [N, C, P, *O]: x padded with `fill` (the explicit pads and what ceil_mode needs
+// past them), then one strided slice per kernel offset, P = prod(kernel) of them.
+NodeId pool_patches(Builder& b, NodeId x, const PoolWindows& w, double fill) {
+  const size_t n = w.kernel.size();
+  std::vector<int64_t> tp;  // pad's pairs run from the last dim
+  bool any = false;
+  for (size_t d = n; d-- > 0;) {
+    tp.push_back(w.pads_begin[d]);
+    tp.push_back(w.pads_end[d] + w.extra_end[d]);
+    any = any || w.pads_begin[d] != 0 || w.pads_end[d] + w.extra_end[d] != 0;
+  }
+  const NodeId xp = any ? b.add(OpId::pad, {x}, {tp, fill}) : x;
+  std::vector<NodeId> cols;
+  std::vector<int64_t> pos(n, 0);
+  for (;;) {
+    NodeId p = xp;
+    for (size_t d = 0; d < n; ++d) {
+      const int64_t s = pos[d] * w.dilations[d];
+      const int64_t e = s + (w.out[d] - 1) * w.strides[d] + 1;
+      if (s != 0 || e != b.meta(p).sizes[2 + d].hint() || w.strides[d] != 1)
+        p = b.add(OpId::slice, {p}, {static_cast<int64_t>(2 + d), s, e, w.strides[d]});
+    }
+    cols.push_back(b.add(OpId::unsqueeze, {p}, {int64_t{2}}));
+    size_t d = n;
+    while (d > 0 && ++pos[d - 1] == w.kernel[d - 1]) pos[--d] = 0;
+    if (d == 0) break;
+  }
+  return cols.size() == 1 ? cols[0] : b.add(OpId::cat, cols, {int64_t{2}});
+}
+
+NodeId decompose_max_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const PoolWindows w = pool_windows("max_pool", b.meta(in[0]).sizes, a);
+  return b.reduce(OpId::max, pool_patches(b, in[0], w, -std::numeric_limits<double>::infinity()), {2}, false);
+}
+
+// The window sums divided by each window's count: the taps inside x (or inside x and its
+// explicit pads with count_include_pad), a scalar where every window counts alike. Otherwise
+// the counts are the same windows summed over ones padded with 1 where pads count and 0
+// elsewhere. The ones are made from x (cast(isnan(x)) * 0 + 1): a graph off the CPU holds no
+// constants of rank > 0, and slicing a plane out of x would pin a symbolic batch; fused, they
+// cost arithmetic on taps the kernel reads anyway.
+NodeId decompose_avg_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const TensorMeta x = b.meta(in[0]);
+  const PoolWindows w = pool_windows("avg_pool", x.sizes, a);
+  const bool include_pad = a.b(5);
+  const size_t n = w.kernel.size();
+  bool uniform = true;
+  int64_t count = 1;
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t size = x.sizes[2 + d].hint();
+    const int64_t lo = include_pad ? -w.pads_begin[d] : 0, hi = include_pad ? size + w.pads_end[d] : size;
+    int64_t first = -1;
+    for (int64_t o = 0; o < w.out[d]; ++o) {
+      int64_t taps = 0;
+      for (int64_t t = 0; t < w.kernel[d]; ++t) {
+        const int64_t p = o * w.strides[d] - w.pads_begin[d] + t * w.dilations[d];
+        taps += p >= lo && p < hi;
+      }
+      if (first < 0) first = taps;
+      uniform = uniform && taps == first;
+    }
+    count *= first;
+  }
+  const NodeId sum = b.reduce(OpId::sum, pool_patches(b, in[0], w, 0.0), {2}, false);
+  if (uniform) return b.add(OpId::div, {sum, b.scalar(static_cast<double>(count), x.dtype)});
+  const NodeId zero = b.add(OpId::mul, {b.cast(b.add(OpId::isnan, {in[0]}), x.dtype), b.scalar(0.0, x.dtype)});
+  NodeId ones = b.add(OpId::add, {zero, b.scalar(1.0, x.dtype)});
+  PoolWindows counted = w;
+  if (include_pad) {  // the explicit pads count: pad them with 1 first, then pool without them
+    std::vector<int64_t> tp;
+    for (size_t d = n; d-- > 0;) {
+      tp.push_back(w.pads_begin[d]);
+      tp.push_back(w.pads_end[d]);
+      counted.pads_begin[d] = counted.pads_end[d] = 0;
+    }
+    ones = b.add(OpId::pad, {ones}, {tp, 1.0});
+  }
+  const NodeId counts = b.reduce(OpId::sum, pool_patches(b, ones, counted, 0.0), {2}, false);
+  return b.add(OpId::div, {sum, counts});
+}
+
+// [C] -> [C, 1, ..., 1] against x of rank r, cast to t.
+NodeId per_channel(Builder& b, NodeId p, int64_t r, DType t) {
+  SymShape s{b.meta(p).sizes[0]};
+  s.insert(s.end(), static_cast<size_t>(r - 2), SymInt(1));
+  return b.add(OpId::reshape, {b.cast(p, t)}, {s});
+}
+
+// (x - mean) * (rsqrt(var + eps) * weight) + bias, the per-channel factor computed on [C]
+// (folded when the statistics are constants).
+NodeId decompose_batch_norm(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const std::vector<TensorMeta> metas = b.metas(in);
+  const DType t = float_of(b.promoted(in));
+  const int64_t r = metas[0].rank();
+  NodeId factor = b.add(OpId::rsqrt, {b.add(OpId::add, {b.cast(in[2], t), b.scalar(a.f(0), t)})});
+  if (in.size() > 3) factor = b.add(OpId::mul, {factor, b.cast(in[3], t)});
+  NodeId y = b.add(OpId::mul, {b.add(OpId::sub, {b.cast(in[0], t), per_channel(b, in[1], r, t)}), per_channel(b, factor, r, t)});
+  if (in.size() > 4) y = b.add(OpId::add, {y, per_channel(b, in[4], r, t)});
+  return b.cast(y, float_of(metas[0].dtype));
+}
+
+// x as [N, groups, rest], normalised over rest (population variance), then back to x's shape
+// and scaled per channel.
+NodeId decompose_group_norm(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const std::vector<TensorMeta> metas = b.metas(in);
+  const DType t = float_of(b.promoted(in));
+  const SymShape& xs = metas[0].sizes;
+  const int64_t groups = a.i(0);
+  SymInt rest = SymInt(xs[1].hint() / groups);
+  for (size_t d = 2; d < xs.size(); ++d) rest = rest * xs[d];
+  const NodeId x = b.add(OpId::reshape, {b.cast(in[0], t)}, {SymShape{xs[0], groups, rest}});
+  const NodeId mean = b.reduce(OpId::mean, x, {2}, true);
+  const NodeId var = b.add(OpId::var, {x}, {std::vector<int64_t>{2}, true, int64_t{0}});
+  const NodeId inv = b.add(OpId::rsqrt, {b.add(OpId::add, {var, b.scalar(a.f(1), t)})});
+  NodeId y = b.add(OpId::reshape, {b.add(OpId::mul, {b.add(OpId::sub, {x, mean}), inv})}, {xs});
+  const int64_t r = metas[0].rank();
+  if (in.size() > 1) y = b.add(OpId::mul, {y, per_channel(b, in[1], r, t)});
+  if (in.size() > 2) y = b.add(OpId::add, {y, per_channel(b, in[2], r, t)});
+  return b.cast(y, float_of(metas[0].dtype));
 }
 
 // ---- the table -----------------------------------------------------------------------
@@ -817,6 +1015,16 @@ std::vector<OpDef> build_table() {
       {O::convolution, "convolution", C::composite, 2, 3,
        {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}}, infer_convolution,
        decompose_convolution},
+      {O::max_pool, "max_pool", C::composite, 1, 1,
+       {{"kernel", K::ints}, {"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"ceil_mode", K::bool_}},
+       infer_pool, decompose_max_pool},
+      {O::avg_pool, "avg_pool", C::composite, 1, 1,
+       {{"kernel", K::ints}, {"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"ceil_mode", K::bool_},
+        {"count_include_pad", K::bool_}},
+       infer_pool, decompose_avg_pool},
+      {O::batch_norm, "batch_norm", C::composite, 3, 5, {{"eps", K::float_}}, infer_channel_norm, decompose_batch_norm},
+      {O::group_norm, "group_norm", C::composite, 1, 3, {{"groups", K::int_}, {"eps", K::float_}}, infer_channel_norm,
+       decompose_group_norm},
 
       {O::matmul, "matmul", C::matmul, 2, 2, {}, infer_matmul},
   };

@@ -122,6 +122,55 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     std::optional<double> scale = std::nullopt);
 
+// Convolutions and pooling over x[N, C, *spatial] with 1, 2 or 3 spatial dims, as torch's
+// conv1d/2d/3d and max/avg_pool1d/2d/3d: stride, padding and dilation give one value per
+// spatial dim or one for all (padding is on both sides; an empty pooling stride is the kernel
+// size). The batch and channels may be dynamic; spatial sizes are static.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Dims& stride = {1},
+              const Dims& padding = {0}, const Dims& dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Dims& stride = {1},
+              const Dims& padding = {0}, const Dims& dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Dims& stride = {1},
+              const Dims& padding = {0}, const Dims& dilation = {1}, int64_t groups = 1);
+Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  const Dims& dilation = {1}, bool ceil_mode = false);
+Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  const Dims& dilation = {1}, bool ceil_mode = false);
+Tensor max_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  const Dims& dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor avg_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+// Adaptive pooling to output_size (one per spatial dim, or one for all): output i of a dim of
+// size S pools [floor(i * S / O), ceil((i + 1) * S / O)), as torch does.
+Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_avg_pool3d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_max_pool3d(const Tensor& x, const Dims& output_size);
+
+// Normalisation over channels of x[N, C, *]: batch_norm with running statistics (inference),
+// group_norm over num_groups groups of channels, instance_norm (one channel per group).
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+Tensor instance_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+
+// Conveniences built from the ops above.
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // either may be undefined
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);  // where(mask, value, x)
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  // the last may be smaller
+std::vector<Tensor> split(const Tensor& x, const Dims& sizes, int64_t dim = 0);   // sizes sum to the dim
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);       // torch's sizes
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+
 // Linear algebra.
 Tensor matmul(const Tensor& a, const Tensor& b);
 

@@ -76,6 +76,32 @@ class Tensor {
   bool is_traced() const;
   std::string str() const;  // meta, and values when concrete and small
 
+  // Member forms of the ops of kiln/ops.h (x.sum(-1) is kiln::sum(x, {-1})), as torch spells them.
+  Tensor sum(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor mean(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor max(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor min(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor prod(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;  // reshape: Kiln's views copy only when they must
+  Tensor permute(const Dims& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+
   const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
 
  private:

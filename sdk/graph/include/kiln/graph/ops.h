@@ -81,6 +81,18 @@ enum class OpId : uint16_t {
                 //        spatial dims (N may be symbolic) -> y[N, M, *O], O = (S + pads - span) / stride + 1
                 //        (cross-correlation, as torch's conv1d/2d/3d and ONNX Conv); decomposes into
                 //        the windows of x (pad, strided slices, cat) and one matmul per group
+  max_pool,     // attrs: kernel:ints, strides:ints, pads:ints (n begins then n ends), dilations:ints,
+                //        ceil_mode:bool; inputs (x[N, C, *S]) over n = rank - 2 static spatial dims -> the
+                //        max of each window (pads never win); as torch's max_pool1d/2d/3d and ONNX MaxPool
+  avg_pool,     // attrs: as max_pool, then count_include_pad:bool -> the mean of each window, over the
+                //        elements inside x (or inside x and its explicit pads with count_include_pad;
+                //        never over what ceil_mode adds); torch's avg_pool1d/2d/3d and ONNX AveragePool
+  batch_norm,   // attrs: eps:float; inputs (x[N, C, *], mean[C], var[C][, weight[C][, bias[C]]]) ->
+                //        (x - mean) / sqrt(var + eps) * weight + bias per channel (inference: the
+                //        running statistics are inputs)
+  group_norm,   // attrs: groups:int, eps:float; inputs (x[N, C, *][, weight[C][, bias[C]]]): the C channels
+                //        in `groups` groups, each normalised over its channels and the spatial dims
+                //        (instance norm: groups = C)
   // Linear algebra.
   matmul,       // numpy matmul: 1-D operands promoted and squeezed, batch dims broadcast
 };

@@ -1,0 +1,142 @@
+// The ops real models are written with: convolutions, pooling (fixed and adaptive), channel
+// norms, clamp, masked_fill, stack/split/chunk/unbind and the member forms, against
+// hand-computed values; then one small CNN compiled for the CPU against its eager run.
+#include "helpers.h"
+
+#include "kiln/compile.h"
+
+using namespace kiln;
+using namespace frontend_test;
+
+namespace {
+Tensor grid(int64_t rows, int64_t cols) {  // [1, 1, rows, cols] holding 0, 1, 2, ...
+  return reshape(arange(0, static_cast<double>(rows * cols), 1, DType::f32), {1, 1, rows, cols});
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(model_ops)
+
+BOOST_AUTO_TEST_CASE(convolutions) {
+  const Tensor x = grid(3, 3);
+  const Tensor w = ones({1, 1, 2, 2});
+  check_tensor(conv2d(x, w), {1, 1, 2, 2}, DType::f32, {8, 12, 20, 24});
+  check_tensor(conv2d(x, w, f32({0.5}), {2}, {1}), {1, 1, 2, 2}, DType::f32, {0.5, 3.5, 9.5, 24.5});
+  // Two groups of one channel each: each output channel sees its own input channel.
+  const Tensor x2 = cat({x, mul(x, 10.0)}, 1);
+  check_tensor(conv2d(x2, ones({2, 1, 2, 2}), {}, {1}, {0}, {1}, 2), {1, 2, 2, 2}, DType::f32,
+               {8, 12, 20, 24, 80, 120, 200, 240});
+  check_tensor(conv1d(reshape(x, {1, 1, 9}), ones({1, 1, 3}), {}, {3}), {1, 1, 3}, DType::f32, {3, 12, 21});
+  check_tensor(conv1d(reshape(x, {1, 1, 9}), ones({1, 1, 2}), {}, {1}, {0}, {4}), {1, 1, 5}, DType::f32, {4, 6, 8, 10, 12});
+  check_tensor(conv3d(reshape(x, {1, 1, 1, 3, 3}), ones({1, 1, 1, 3, 3})), {1, 1, 1, 1, 1}, DType::f32, {36});
+  BOOST_CHECK_THROW(conv2d(reshape(x, {1, 9}), w), Error);               // no spatial dims
+  BOOST_CHECK_THROW(conv2d(x, w, {}, {1, 1, 1}), Error);                 // three strides for two dims
+  BOOST_CHECK_THROW(conv2d(x, ones({1, 2, 2, 2})), Error);               // channels do not match
+}
+
+BOOST_AUTO_TEST_CASE(pooling) {
+  const Tensor x = grid(4, 4);
+  check_tensor(max_pool2d(x, {2}), {1, 1, 2, 2}, DType::f32, {5, 7, 13, 15});
+  check_tensor(avg_pool2d(x, {2}), {1, 1, 2, 2}, DType::f32, {2.5, 4.5, 10.5, 12.5});
+  // 3x3 windows, stride 2, pad 1: the pads count (torch's default) or do not.
+  check_tensor(avg_pool2d(x, {3}, {2}, {1}), {1, 1, 2, 2}, DType::f32, {10.0 / 9, 24.0 / 9, 51.0 / 9, 10.0}, 1e-6);
+  check_tensor(avg_pool2d(x, {3}, {2}, {1}, false, false), {1, 1, 2, 2}, DType::f32, {2.5, 4.0, 8.5, 10.0});
+  check_tensor(max_pool2d(x, {3}, {2}, {1}), {1, 1, 2, 2}, DType::f32, {5, 7, 13, 15});
+  // ceil_mode keeps the last, partial window.
+  check_tensor(max_pool2d(grid(3, 3), {2}, {2}, {0}, {1}, true), {1, 1, 2, 2}, DType::f32, {4, 5, 7, 8});
+  check_tensor(max_pool1d(reshape(x, {1, 2, 8}), {3}, {3}), {1, 2, 2}, DType::f32, {2, 5, 10, 13});
+  // Adaptive windows [floor(i * 5 / 3), ceil((i + 1) * 5 / 3)) overlap when 3 does not divide 5.
+  const Tensor g5 = grid(5, 5);
+  check_tensor(adaptive_avg_pool2d(g5, {3}), {1, 1, 3, 3}, DType::f32, {3, 4.5, 6, 10.5, 12, 13.5, 18, 19.5, 21});
+  check_tensor(adaptive_max_pool2d(g5, {3}), {1, 1, 3, 3}, DType::f32, {6, 8, 9, 16, 18, 19, 21, 23, 24});
+  check_tensor(adaptive_avg_pool2d(x, {1}), {1, 1, 1, 1}, DType::f32, {7.5});
+  check_tensor(adaptive_avg_pool2d(x, {2, 4}), {1, 1, 2, 4}, DType::f32, {2, 3, 4, 5, 10, 11, 12, 13});
+  BOOST_CHECK_THROW(max_pool2d(x, {5}), Error);                          // larger than the input
+  BOOST_CHECK_THROW(max_pool2d(from_vector<int32_t>({1, 2, 3, 4}, {1, 1, 2, 2}), {2}), Error);  // integers
+}
+
+BOOST_AUTO_TEST_CASE(channel_norms) {
+  // Channel 0 holds 0..3, channel 1 holds 4..7.
+  const Tensor x = reshape(arange(0, 8, 1, DType::f32), {1, 2, 2, 2});
+  const Tensor mean = f32({1, 2}), var = f32({4, 1}), w = f32({2, 3}), b = f32({-1, 1});
+  check_tensor(batch_norm(x, mean, var, w, b, 0.0), {1, 2, 2, 2}, DType::f32,
+               {-2, -1, 0, 1, 7, 10, 13, 16});
+  check_tensor(batch_norm(x, mean, var, {}, {}, 0.0), {1, 2, 2, 2}, DType::f32, {-0.5, 0, 0.5, 1, 2, 3, 4, 5});
+  // Instance norm: each channel 0..3 (or 4..7) normalised to mean 0, variance 1.
+  const double s = 1 / std::sqrt(1.25 + 1e-5);
+  const std::vector<double> z{-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s};
+  check_tensor(instance_norm(x), {1, 2, 2, 2}, DType::f32, {z[0], z[1], z[2], z[3], z[0], z[1], z[2], z[3]}, 1e-5);
+  check_tensor(group_norm(x, 2, w, b), {1, 2, 2, 2}, DType::f32,
+               {2 * z[0] - 1, 2 * z[1] - 1, 2 * z[2] - 1, 2 * z[3] - 1, 3 * z[0] + 1, 3 * z[1] + 1, 3 * z[2] + 1,
+                3 * z[3] + 1},
+               1e-5);
+  const double t = 1 / std::sqrt(5.25 + 1e-5);  // one group over 0..7: mean 3.5, variance 5.25
+  check_tensor(group_norm(x, 1), {1, 2, 2, 2}, DType::f32,
+               {-3.5 * t, -2.5 * t, -1.5 * t, -0.5 * t, 0.5 * t, 1.5 * t, 2.5 * t, 3.5 * t}, 1e-5);
+  BOOST_CHECK_THROW(group_norm(x, 3), Error);
+  BOOST_CHECK_THROW(batch_norm(x, f32({1, 2, 3}), var), Error);
+}
+
+BOOST_AUTO_TEST_CASE(conveniences) {
+  const Tensor x = f32({-2, -0.5, 0.5, 2, 4, 7}, {2, 3});
+  check_tensor(clamp(x, -1, 3), {2, 3}, DType::f32, {-1, -0.5, 0.5, 2, 3, 3});
+  check_tensor(clamp(x, std::nullopt, 0.0), {2, 3}, DType::f32, {-2, -0.5, 0, 0, 0, 0});
+  check_tensor(clamp(x, f32({0, 1, 2}), Tensor()), {2, 3}, DType::f32, {0, 1, 2, 2, 4, 7});
+  BOOST_CHECK_THROW(clamp(x, std::nullopt, std::nullopt), Error);
+  check_tensor(masked_fill(x, gt(x, 1.0), -9.0), {2, 3}, DType::f32, {-2, -0.5, 0.5, -9, -9, -9});
+  check_tensor(stack({x, x}, 1), {2, 2, 3}, DType::f32, {-2, -0.5, 0.5, -2, -0.5, 0.5, 2, 4, 7, 2, 4, 7});
+  const std::vector<Tensor> parts = split(x, 2, 1);
+  BOOST_TEST_REQUIRE(parts.size() == 2u);
+  check_tensor(parts[0], {2, 2}, DType::f32, {-2, -0.5, 2, 4});
+  check_tensor(parts[1], {2, 1}, DType::f32, {0.5, 7});
+  const std::vector<Tensor> sized = split(x, Dims{1, 0, 2}, -1);
+  BOOST_TEST_REQUIRE(sized.size() == 3u);
+  BOOST_TEST(sizes_of(sized[1]) == (Sizes{2, 0}));
+  BOOST_CHECK_THROW(split(x, Dims{1, 1}, 1), Error);
+  BOOST_TEST(chunk(arange(5), 3).size() == 3u);  // sizes 2, 2, 1 as torch.chunk
+  BOOST_TEST(chunk(arange(6), 4).size() == 3u);  // sizes 2, 2, 2: fewer chunks than asked, as torch.chunk
+  const std::vector<Tensor> rows = unbind(x);
+  BOOST_TEST_REQUIRE(rows.size() == 2u);
+  check_tensor(rows[1], {3}, DType::f32, {2, 4, 7});
+}
+
+BOOST_AUTO_TEST_CASE(member_forms) {
+  const Tensor x = f32({1, 2, 3, 4, 5, 6}, {2, 3});
+  check_tensor(x.sum({-1}), {2}, DType::f32, {6, 15});
+  check_tensor(x.mean({0}, true), {1, 3}, DType::f32, {2.5, 3.5, 4.5});
+  check_tensor(x.max(), {}, DType::f32, {6});
+  check_tensor(x.view({3, 2}).transpose(0, 1), {2, 3}, DType::f32, {1, 3, 5, 2, 4, 6});
+  check_tensor(x.unsqueeze(0).flatten(), {6}, DType::f32, {1, 2, 3, 4, 5, 6});
+  check_tensor(x.matmul(x.permute({1, 0})), {2, 2}, DType::f32, {14, 32, 32, 77});
+  check_tensor(x.argmax(1), {2}, DType::i64, {2, 2});
+  check_tensor(x.softmax(0).sum({0}), {3}, DType::f32, {1, 1, 1}, 1e-6);
+  check_tensor((x - 3.5).relu().sqrt(), {2, 3}, DType::f32, {0, 0, 0, std::sqrt(0.5), std::sqrt(1.5), std::sqrt(2.5)}, 1e-6);
+}
+
+// A small CNN (conv, batch norm, relu, max pool, grouped conv, group norm, adaptive pool, linear)
+// compiled for the CPU, with a dynamic batch, against the same calls run eagerly.
+BOOST_AUTO_TEST_CASE(a_compiled_cnn_matches_eager) {
+  const Tensor w1 = randn({8, 3, 3, 3}, DType::f32, Device::cpu(), 1), b1 = randn({8}, DType::f32, Device::cpu(), 2);
+  const Tensor mean = randn({8}, DType::f32, Device::cpu(), 3);
+  const Tensor var = add(abs(randn({8}, DType::f32, Device::cpu(), 4)), 0.5);
+  const Tensor w2 = randn({8, 2, 3, 3}, DType::f32, Device::cpu(), 5), fc = randn({5, 8}, DType::f32, Device::cpu(), 6);
+  auto net = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& mean, const Tensor& var,
+                const Tensor& w2, const Tensor& fc) {
+    Tensor y = conv2d(x, w1, b1, {1}, {1});
+    y = batch_norm(y, mean, var).relu();
+    y = max_pool2d(y, {3}, {2}, {1});
+    y = clamp(conv2d(y, w2, {}, {1}, {1}, {1}, 4), 0.0, 6.0);
+    y = group_norm(y, 4);
+    y = adaptive_avg_pool2d(y, {1}).flatten(1);
+    return linear(y, fc);
+  };
+  auto compiled = kiln::compile(net);
+  for (int64_t batch : {2, 3}) {
+    const Tensor x = randn({batch, 3, 11, 11}, DType::f32, Device::cpu(), static_cast<uint64_t>(10 + batch));
+    const Tensor want = net(x, w1, b1, mean, var, w2, fc);
+    const Tensor got = compiled(x, w1, b1, mean, var, w2, fc);
+    BOOST_TEST(sizes_of(got) == (Sizes{batch, 5}));
+    check_values(got, want.to_vector<double>() /* eager */, 1e-4);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -205,7 +205,8 @@ const CommandSpec& run_spec() {
       "GRAPH.json|MODEL.onnx",
       "Runs a graph file on a target and prints each output's type and first values.",
       "Inputs come from .npy files, one per graph input in order (their count, dtypes and sizes are\n"
-      "checked against the graph: a symbolic size takes the file's size, within the symbol's range),\n"
+      "checked against the graph: a symbolic size takes the file's size, within the symbol's range;\n"
+      "an ONNX model's dynamic dims are imported at the files' sizes, 1 included),\n"
       "or are made up with --random at the symbols' example sizes: standard normal values for\n"
       "floating types, 0..3 for integers, 0/1 for bool. A bf16 input accepts a '<f4' file (numpy has\n"
       "no bfloat16), rounded to bf16. With --out DIR each output k is written to DIR/out<k>.npy\n"
@@ -292,17 +293,24 @@ int cmd_run(std::span<char* const> args) {
       return 0;
     }
   }
-  const Graph g = load_model_file(a.positional[0]).graph;
+  // Input files are read first: an ONNX model's dynamic dims take their sizes.
+  std::vector<TensorData> files_read;
+  std::vector<std::vector<int64_t>> file_sizes;
+  const std::vector<std::string> files = a.has("--inputs") ? split_commas(a.get("--inputs")) : std::vector<std::string>{};
+  for (const std::string& f : files) {
+    files_read.push_back(npy::load_npy(f));
+    file_sizes.push_back(files_read.back().sizes);
+  }
+  const Graph g = load_model_file(a.positional[0], file_sizes).graph;
   const size_t n_inputs = g.inputs().size();
 
   std::vector<TensorData> inputs;
   std::vector<std::string> origins;
   if (a.has("--inputs")) {
-    const std::vector<std::string> files = split_commas(a.get("--inputs"));
     KILN_CHECK(files.size() == n_inputs, "the graph takes ", n_inputs, " input", n_inputs == 1 ? "" : "s", ", --inputs names ",
                files.size(), " file", files.size() == 1 ? "" : "s");
     for (size_t k = 0; k < files.size(); ++k) {
-      TensorData t = npy::load_npy(files[k]);
+      TensorData t = std::move(files_read[k]);
       const DType want = g.node(g.inputs()[k]).meta.dtype;
       if (want == DType::bf16 && t.dtype == DType::f32) t = eval::convert(t, DType::bf16);
       inputs.push_back(std::move(t));

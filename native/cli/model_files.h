@@ -2,7 +2,9 @@
 // (a path ending in .onnx, imported by kiln::onnx when this build has the ONNX frontend).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/graph/graph.h"
 
@@ -13,7 +15,10 @@ struct ModelFile {
   Graph graph;          // its inputs named as the model's
   std::string summary;  // an ONNX model's opset, producer, named inputs and outputs; "" for JSON
 };
-// A JSON graph file or an ONNX model, read and imported once.
-ModelFile load_model_file(const std::string& path);
+// A JSON graph file or an ONNX model, read and imported once. `input_sizes` (by input position,
+// may be empty) are the sizes the inputs will have: an ONNX model's dynamic dims take them as
+// their examples (sizes 0 and 1 become static, as kiln::onnx::compile does), so a file of any
+// size in a dynamic dim runs.
+ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes = {});
 
 }  // namespace kiln::cli

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kiln bench-model end to end (CTest: cli_kiln_bench_model) on a small CNN exported by torch
 # (tests/onnx/torch_models): two modes, cold compiles, the JSON lines and the outputs, which
-# must match torch's within fp32 tolerance (relative L2 <= 1e-5).
+# must match torch's within fp32 tolerance (relative L2 <= 1e-5); then kiln run on one image (the
+# dynamic batch at size 1).
 #   bench_model_test.sh KILN MODEL_DIR WORK_DIR
 set -euo pipefail
 kiln="$1"; model="$2"; work="$3"
@@ -35,4 +36,40 @@ for l in lines:
     err = math.sqrt(sum((a - b) ** 2 for a, b in zip(got, want)) / sum(b * b for b in want))
     assert err <= 1e-5, (l["mode"], err)
     print(f"ok: {l['mode']}: {l['kernels']} kernels, relative L2 error {err:.2e}")
+PY
+
+# kiln run on the same model (a dynamic batch) with one image: the batch takes the file's size,
+# 1 included (the import's example sizes), and the output is the first row of torch's.
+python3 - "$model/in_0_0.npy" "$work/one.npy" <<'PY'
+import ast, sys
+data = open(sys.argv[1], "rb").read()
+header_len = int.from_bytes(data[8:10], "little")
+header = ast.literal_eval(data[10:10 + header_len].decode("latin1"))
+shape = header["shape"]
+per_image = 4
+for s in shape[1:]:
+    per_image *= s
+new_header = repr({"descr": "<f4", "fortran_order": False, "shape": (1,) + tuple(shape[1:])})
+new_header += " " * (63 - (10 + len(new_header)) % 64) + "\n"
+with open(sys.argv[2], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + len(new_header).to_bytes(2, "little") + new_header.encode("latin1"))
+    f.write(data[10 + header_len:10 + header_len + per_image])
+PY
+"$kiln" run "$model/model.onnx" --target cpu --inputs "$work/one.npy" --out "$work/one_out" > "$work/one_run.log"
+python3 - "$work/one_out/out0.npy" "$model/out_0_0.npy" <<'PY'
+import array, ast, math, sys
+def load(path):
+    data = open(path, "rb").read()
+    n = int.from_bytes(data[8:10], "little")
+    header = ast.literal_eval(data[10:10 + n].decode("latin1"))
+    values = array.array("f")
+    values.frombytes(data[10 + n:])
+    return header["shape"], values
+shape, got = load(sys.argv[1])
+want_shape, want = load(sys.argv[2])
+assert shape == (1,) + tuple(want_shape[1:]), (shape, want_shape)
+row = want[:len(got)]
+err = math.sqrt(sum((a - b) ** 2 for a, b in zip(got, row)) / sum(b * b for b in row))
+assert err <= 1e-5, err
+print(f"ok: kiln run at batch 1: relative L2 error {err:.2e}")
 PY

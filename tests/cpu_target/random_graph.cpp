@@ -208,7 +208,7 @@ class Gen {
   }
 
   void step() {
-    switch (pick(21)) {
+    switch (pick(23)) {
       case 0: case 1: unary(); break;
       case 2: exp_like(); break;
       case 3: log_like(); break;
@@ -224,6 +224,7 @@ class Gen {
       case 17: cat_pad_index(); break;
       case 18: sources(); break;
       case 19: if (coin()) { softmax_layer_norm_by_hand(); break; } [[fallthrough]];
+      case 20: case 21: if (coin()) { channels_and_windows(any_float().id); break; } [[fallthrough]];
       default: if (coin()) self_combine(); else with_constant(); break;
     }
   }
@@ -460,6 +461,67 @@ class Gen {
       }
     }
     (void)t;
+  }
+
+  // The ops of images over x as [N, C, *spatial]: batch_norm and group_norm over dim 1, or
+  // max_pool / avg_pool over the static trailing dims (1 or 2 of them) with random windows.
+  void channels_and_windows(NodeId x) {
+    const TensorMeta m = meta(x);
+    if (m.rank() < 3) return;
+    const DType t = m.dtype;
+    const SymInt& ch = m.sizes[1];
+    switch (pick(3)) {
+      case 0: {  // batch_norm: statistics (var positive via abs + eps) and optional affine params
+        if (!reducible(x, {})) return;
+        std::vector<NodeId> in{x, new_input(t, {ch}, false), new_input(t, {ch}, false)};
+        in[2] = add(OpId::abs, {in[2]});
+        for (int k = pick(3); k > 0; --k) in.push_back(new_input(coin(80) ? t : DType::f32, {ch}, false));
+        for (size_t k = 1; k < in.size(); ++k) pool_.push_back(Val{in[k], true, false});
+        push(add(OpId::batch_norm, in, {coin() ? 1e-3 : 1e-2}), false);
+        break;
+      }
+      case 1: {  // group_norm: a divisor of the (static) channels as the group count
+        if (!ch.is_static() || ch.hint() < 1 || !reducible(x, {})) return;
+        std::vector<int64_t> divisors;
+        for (int64_t g = 1; g <= ch.hint(); ++g)
+          if (ch.hint() % g == 0) divisors.push_back(g);
+        std::vector<NodeId> in{x};
+        for (int k = pick(3); k > 0; --k) in.push_back(new_input(t, {ch}, false));
+        for (size_t k = 1; k < in.size(); ++k) pool_.push_back(Val{in[k], true, false});
+        push(add(OpId::group_norm, in, {divisors[static_cast<size_t>(pick(static_cast<int>(divisors.size())))], 1e-5}),
+             false);
+        break;
+      }
+      default: {  // pooling over the last n static dims (each at least 2)
+        const int64_t n = m.rank() >= 4 && coin() ? 2 : 1;
+        if (m.rank() - 2 < n) return;
+        NodeId img = x;
+        if (m.rank() - 2 > n) {  // fold the extra leading dims into the channels: [N, rest, *S]
+          SymInt rest = 1;
+          for (int64_t d = 1; d < m.rank() - n; ++d) rest = rest * m.sizes[static_cast<size_t>(d)];
+          SymShape s{m.sizes[0], rest};
+          s.insert(s.end(), m.sizes.end() - n, m.sizes.end());
+          img = add(OpId::reshape, {x}, {s});
+        }
+        std::vector<int64_t> kernel, strides, pads, dil;
+        for (int64_t d = m.rank() - n; d < m.rank(); ++d) {
+          const SymInt& size = m.sizes[static_cast<size_t>(d)];
+          if (!size.is_static() || size.hint() < 2) return;
+          kernel.push_back(2 + pick(2));
+          strides.push_back(1 + pick(2));
+          dil.push_back(1);
+          pads.push_back(pick(2));
+          if (kernel.back() > size.hint() + 2 * pads.back()) return;
+        }
+        pads.insert(pads.end(), pads.begin(), pads.end());  // the same at both ends
+        const bool ceil_mode = coin();
+        if (coin()) {
+          push(add(OpId::max_pool, {img}, {kernel, strides, pads, dil, ceil_mode}), false);
+        } else {
+          push(add(OpId::avg_pool, {img}, {kernel, strides, pads, dil, ceil_mode, coin()}), false);
+        }
+      }
+    }
   }
 
   // v op view(v): a value read at other elements than the one being written (transposed, sliced),

@@ -116,7 +116,11 @@ Value KernelPrinter::value(int32_t i, Scope& sc) {
           const std::string mask = convert(value(in.mask(), sc), CT::b).v;
           const std::string name = temp();
           line(d_.type(compute_type(t)) + " " + name + " = " + d_.literal(0, compute_type(t)) + ";");
-          line("if (" + mask + ") " + name + " = " + read + ";");
+          // A constant negative index is never inside the buffer (its mask never holds), and
+          // GLSL compilers reject it even where the branch cannot run: no read at all.
+          bool never = !in.gathered && in.index.offset.is_static() && in.index.offset.hint() < 0;
+          for (const SymInt& c : in.index.coeffs) never = never && c == 0;
+          if (!never) line("if (" + mask + ") " + name + " = " + read + ";");
           raw = {name, compute_type(t)};
         } else {
           raw = {let(compute_type(t), read), compute_type(t)};

@@ -788,9 +788,11 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
   return y;
 }
 
-// [N, C, *S] -> [N, C, P, *O]: x padded with `fill` (the explicit pads and what ceil_mode needs
-// past them), then one strided slice per kernel offset, P = prod(kernel) of them.
-NodeId pool_patches(Builder& b, NodeId x, const PoolWindows& w, double fill) {
+// The windows folded tap by tap: x padded with `fill` (the explicit pads and what ceil_mode
+// needs past them), one strided slice [N, C, *O] per kernel offset, combined with `op`
+// (maximum or add). A chain of pointwise ops over views of x fuses into one kernel that reads
+// x at each tap; a stack of the windows reduced over its tap dim would materialise P copies.
+NodeId pool_fold(Builder& b, NodeId x, const PoolWindows& w, double fill, OpId op) {
   const size_t n = w.kernel.size();
   std::vector<int64_t> tp;  // pad's pairs run from the last dim
   bool any = false;
@@ -800,7 +802,7 @@ NodeId pool_patches(Builder& b, NodeId x, const PoolWindows& w, double fill) {
     any = any || w.pads_begin[d] != 0 || w.pads_end[d] + w.extra_end[d] != 0;
   }
   const NodeId xp = any ? b.add(OpId::pad, {x}, {tp, fill}) : x;
-  std::vector<NodeId> cols;
+  NodeId acc = -1;
   std::vector<int64_t> pos(n, 0);
   for (;;) {
     NodeId p = xp;
@@ -810,18 +812,18 @@ NodeId pool_patches(Builder& b, NodeId x, const PoolWindows& w, double fill) {
       if (s != 0 || e != b.meta(p).sizes[2 + d].hint() || w.strides[d] != 1)
         p = b.add(OpId::slice, {p}, {static_cast<int64_t>(2 + d), s, e, w.strides[d]});
     }
-    cols.push_back(b.add(OpId::unsqueeze, {p}, {int64_t{2}}));
+    acc = acc < 0 ? p : b.add(op, {acc, p});
     size_t d = n;
     while (d > 0 && ++pos[d - 1] == w.kernel[d - 1]) pos[--d] = 0;
     if (d == 0) break;
   }
-  return cols.size() == 1 ? cols[0] : b.add(OpId::cat, cols, {int64_t{2}});
+  return acc;
 }
 
 NodeId decompose_max_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
   const PoolWindows w = pool_windows("max_pool", b.meta(in[0]).sizes, a);
-  return b.reduce(OpId::max, pool_patches(b, in[0], w, -std::numeric_limits<double>::infinity()), {2}, false);
+  return pool_fold(b, in[0], w, -std::numeric_limits<double>::infinity(), OpId::maximum);
 }
 
 // The window sums divided by each window's count: the taps inside x (or inside x and its
@@ -853,7 +855,7 @@ NodeId decompose_avg_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) 
     }
     count *= first;
   }
-  const NodeId sum = b.reduce(OpId::sum, pool_patches(b, in[0], w, 0.0), {2}, false);
+  const NodeId sum = pool_fold(b, in[0], w, 0.0, OpId::add);
   if (uniform) return b.add(OpId::div, {sum, b.scalar(static_cast<double>(count), x.dtype)});
   const NodeId zero = b.add(OpId::mul, {b.cast(b.add(OpId::isnan, {in[0]}), x.dtype), b.scalar(0.0, x.dtype)});
   NodeId ones = b.add(OpId::add, {zero, b.scalar(1.0, x.dtype)});
@@ -867,7 +869,7 @@ NodeId decompose_avg_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) 
     }
     ones = b.add(OpId::pad, {ones}, {tp, 1.0});
   }
-  const NodeId counts = b.reduce(OpId::sum, pool_patches(b, ones, counted, 0.0), {2}, false);
+  const NodeId counts = pool_fold(b, ones, counted, 0.0, OpId::add);
   return b.add(OpId::div, {sum, counts});
 }
 

@@ -35,9 +35,9 @@ int64_t static_dim(Importer& im, const V& v, int64_t d, const char* op) {
   return s.is_static() ? s.hint() : im.graph().shapes().specialize(s, op);
 }
 
-// The sizes of v, specialising symbolic ones from dim `from` on; those before it are -1.
+// The sizes of v from dim `from` on (those before it left out), specialising symbolic ones.
 std::vector<int64_t> static_sizes(Importer& im, const V& v, const char* op, int64_t from = 0) {
-  std::vector<int64_t> out(static_cast<size_t>(from), -1);
+  std::vector<int64_t> out;
   for (int64_t d = from; d < rank_of(v); ++d) out.push_back(static_dim(im, v, d, op));
   return out;
 }
@@ -865,15 +865,15 @@ std::vector<V> conv(NodeCtx& c) {
   const V& x = c.input(0);
   const V& wt = c.input(1);
   KILN_CHECK(rank_of(x) >= 3 && rank_of(wt) == rank_of(x), "X and W must have the same rank >= 3");
-  // The batch stays symbolic; channels and spatial sizes must be static. xs[0] is not read.
-  const std::vector<int64_t> xs = static_sizes(im, x, "Conv", 1), ws = static_sizes(im, wt, "Conv");
+  // The batch stays symbolic; channels and spatial sizes (cs) must be static.
+  const std::vector<int64_t> cs = static_sizes(im, x, "Conv", 1), ws = static_sizes(im, wt, "Conv");
   const int64_t group = c.i("group", 1);
-  const int64_t ch = xs[1], m = ws[0];
+  const int64_t ch = cs[0], m = ws[0];
   KILN_CHECK(group >= 1 && ch % group == 0 && m % group == 0 && ws[1] * group == ch, "W shape [", m, ", ", ws[1],
              ", ...] does not match ", ch, " input channels in ", group, " groups");
   std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
   if (c.has("kernel_shape")) KILN_CHECK(c.ints("kernel_shape") == kernel, "kernel_shape does not match W");
-  const Window w = window(c, std::vector<int64_t>(xs.begin() + 2, xs.end()), kernel);
+  const Window w = window(c, std::vector<int64_t>(cs.begin() + 1, cs.end()), kernel);
   return one(im.cast(conv_apply(c, x, wt, group, w), x->dtype));
 }
 
@@ -886,10 +886,10 @@ std::vector<V> conv_transpose(NodeCtx& c) {
   const V& wt = c.input(1);
   const int64_t r = rank_of(x);
   KILN_CHECK(r >= 3 && rank_of(wt) == r, "X and W must have the same rank >= 3");
-  const std::vector<int64_t> xs = static_sizes(im, x, "ConvTranspose", 1), ws = static_sizes(im, wt, "ConvTranspose");
+  const std::vector<int64_t> cs = static_sizes(im, x, "ConvTranspose", 1), ws = static_sizes(im, wt, "ConvTranspose");
   const size_t n = static_cast<size_t>(r - 2);
   const int64_t group = c.i("group", 1);
-  const int64_t ch = xs[1];
+  const int64_t ch = cs[0];
   KILN_CHECK(group >= 1 && ws[0] == ch && ch % group == 0, "W shape does not match ", ch, " input channels in ",
              group, " groups");
   const int64_t m = ws[1] * group;
@@ -908,11 +908,11 @@ std::vector<V> conv_transpose(NodeCtx& c) {
   std::vector<int64_t> out_shape = c.ints("output_shape");
   if (out_shape.size() == n + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
   if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
-    for (size_t k = 0; k < n; ++k) out_shape.push_back(xs[2 + k] * strides[k]);
+    for (size_t k = 0; k < n; ++k) out_shape.push_back(cs[1 + k] * strides[k]);
   if (!out_shape.empty()) {
     KILN_CHECK(out_shape.size() == n, "output_shape needs ", n, " entries");
     for (size_t k = 0; k < n; ++k) {
-      const int64_t total = strides[k] * (xs[2 + k] - 1) + outpad[k] + (kernel[k] - 1) * dil[k] + 1 - out_shape[k];
+      const int64_t total = strides[k] * (cs[1 + k] - 1) + outpad[k] + (kernel[k] - 1) * dil[k] + 1 - out_shape[k];
       const bool lower = auto_pad == "SAME_LOWER";
       pads[k] = lower ? total - total / 2 : total / 2;
       pads[k + n] = total - pads[k];
@@ -927,8 +927,8 @@ std::vector<V> conv_transpose(NodeCtx& c) {
     std::vector<int64_t> kp(static_cast<size_t>(2 * (r - d)), 0);  // pairs from the last dim (rank r+1) to d+1
     kp[kp.size() - 1] = strides[k] - 1;
     u = im.op(O::pad, {u}, {kp, 0.0});
-    merged[static_cast<size_t>(d)] = xs[2 + k] * strides[k];
-    x = im.slice(im.reshape(u, merged), d, 0, (xs[2 + k] - 1) * strides[k] + 1);
+    merged[static_cast<size_t>(d)] = cs[1 + k] * strides[k];
+    x = im.slice(im.reshape(u, merged), d, 0, (cs[1 + k] - 1) * strides[k] + 1);
   }
   std::vector<int64_t> kp;
   for (size_t k = n; k-- > 0;) {

@@ -723,6 +723,43 @@ NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a)
   return b.add(OpId::matmul, {p, b.cast(in[2], t)});
 }
 
+// x[N, C, *S] padded with `fill` along its spatial dims (pad's pairs run from the last dim).
+NodeId pad_spatial(Builder& b, NodeId x, const std::vector<int64_t>& begin, const std::vector<int64_t>& end, double fill) {
+  std::vector<int64_t> pairs;
+  bool any = false;
+  for (size_t d = begin.size(); d-- > 0;) {
+    pairs.push_back(begin[d]);
+    pairs.push_back(end[d]);
+    any = any || begin[d] != 0 || end[d] != 0;
+  }
+  return any ? b.add(OpId::pad, {x}, {pairs, fill}) : x;
+}
+
+// The taps of w's windows over x: x padded with `fill` (the explicit pads and what ceil_mode
+// needs past them), then one strided slice [N, C, *O] per kernel offset, offsets in row-major
+// order (the order of a convolution weight's kernel dims).
+std::vector<NodeId> window_taps(Builder& b, NodeId x, const PoolWindows& w, double fill) {
+  const size_t n = w.kernel.size();
+  std::vector<int64_t> end = w.pads_end;
+  for (size_t d = 0; d < n; ++d) end[d] += w.extra_end[d];
+  const NodeId xp = pad_spatial(b, x, w.pads_begin, end, fill);
+  std::vector<NodeId> taps;
+  std::vector<int64_t> pos(n, 0);
+  for (;;) {
+    NodeId p = xp;
+    for (size_t d = 0; d < n; ++d) {
+      const int64_t s = pos[d] * w.dilations[d];
+      const int64_t e = s + (w.out[d] - 1) * w.strides[d] + 1;
+      if (s != 0 || e != b.meta(p).sizes[2 + d].hint() || w.strides[d] != 1)
+        p = b.add(OpId::slice, {p}, {static_cast<int64_t>(2 + d), s, e, w.strides[d]});
+    }
+    taps.push_back(p);
+    size_t d = n;
+    while (d > 0 && ++pos[d - 1] == w.kernel[d - 1]) pos[--d] = 0;
+    if (d == 0) return taps;
+  }
+}
+
 // The windows of x as columns and one matmul per group (im2col): x padded, then for each of the
 // P = prod(K) kernel offsets a strided slice [N, C, *O], stacked into [N, g, C/g * P, L]
 // (L = prod(O)), multiplied by w as [g, M/g, C/g * P]. Targets with a convolution kernel of
@@ -745,31 +782,10 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
     const int64_t span = (kernel[d] - 1) * dil[d] + 1;
     osz.push_back((x.sizes[2 + d].hint() + pads[d] + pads[d + n] - span) / strides[d] + 1);
   }
-  NodeId xp = b.cast(in[0], t);
-  std::vector<int64_t> tp;  // pad's pairs run from the last dim
-  bool any = false;
-  for (size_t d = n; d-- > 0;) {
-    tp.push_back(pads[d]);
-    tp.push_back(pads[d + n]);
-    any = any || pads[d] != 0 || pads[d + n] != 0;
-  }
-  if (any) xp = b.add(OpId::pad, {xp}, {tp, 0.0});
+  PoolWindows win{kernel, strides, dil, {pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n)},
+                  {pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end()}, osz, std::vector<int64_t>(n, 0)};
   std::vector<NodeId> cols;
-  std::vector<int64_t> pos(n, 0);
-  for (;;) {
-    NodeId p = xp;
-    for (size_t d = 0; d < n; ++d) {
-      const int64_t s = pos[d] * dil[d];
-      const int64_t e = s + (osz[d] - 1) * strides[d] + 1;
-      const int64_t size = b.meta(p).sizes[2 + d].hint();
-      if (s != 0 || e != size || strides[d] != 1)
-        p = b.add(OpId::slice, {p}, {static_cast<int64_t>(2 + d), s, e, strides[d]});
-    }
-    cols.push_back(b.add(OpId::unsqueeze, {p}, {int64_t{2}}));
-    size_t d = n;
-    while (d > 0 && ++pos[d - 1] == kernel[d - 1]) pos[--d] = 0;
-    if (d == 0) break;
-  }
+  for (NodeId tap : window_taps(b, b.cast(in[0], t), win, 0.0)) cols.push_back(b.add(OpId::unsqueeze, {tap}, {int64_t{2}}));
   const NodeId patches = cols.size() == 1 ? cols[0] : b.add(OpId::cat, cols, {int64_t{2}});  // [N, C, P, *O]
   int64_t p = 1, l = 1;
   for (int64_t k : kernel) p *= k;
@@ -788,35 +804,12 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
   return y;
 }
 
-// The windows folded tap by tap: x padded with `fill` (the explicit pads and what ceil_mode
-// needs past them), one strided slice [N, C, *O] per kernel offset, combined with `op`
-// (maximum or add). A chain of pointwise ops over views of x fuses into one kernel that reads
-// x at each tap; a stack of the windows reduced over its tap dim would materialise P copies.
+// The windows folded tap by tap (maximum or add): a chain of pointwise ops over views of x
+// fuses into one kernel that reads x at each tap; a stack of the windows reduced over its tap
+// dim would materialise P copies.
 NodeId pool_fold(Builder& b, NodeId x, const PoolWindows& w, double fill, OpId op) {
-  const size_t n = w.kernel.size();
-  std::vector<int64_t> tp;  // pad's pairs run from the last dim
-  bool any = false;
-  for (size_t d = n; d-- > 0;) {
-    tp.push_back(w.pads_begin[d]);
-    tp.push_back(w.pads_end[d] + w.extra_end[d]);
-    any = any || w.pads_begin[d] != 0 || w.pads_end[d] + w.extra_end[d] != 0;
-  }
-  const NodeId xp = any ? b.add(OpId::pad, {x}, {tp, fill}) : x;
   NodeId acc = -1;
-  std::vector<int64_t> pos(n, 0);
-  for (;;) {
-    NodeId p = xp;
-    for (size_t d = 0; d < n; ++d) {
-      const int64_t s = pos[d] * w.dilations[d];
-      const int64_t e = s + (w.out[d] - 1) * w.strides[d] + 1;
-      if (s != 0 || e != b.meta(p).sizes[2 + d].hint() || w.strides[d] != 1)
-        p = b.add(OpId::slice, {p}, {static_cast<int64_t>(2 + d), s, e, w.strides[d]});
-    }
-    acc = acc < 0 ? p : b.add(op, {acc, p});
-    size_t d = n;
-    while (d > 0 && ++pos[d - 1] == w.kernel[d - 1]) pos[--d] = 0;
-    if (d == 0) break;
-  }
+  for (NodeId tap : window_taps(b, x, w, fill)) acc = acc < 0 ? tap : b.add(op, {acc, tap});
   return acc;
 }
 
@@ -861,13 +854,8 @@ NodeId decompose_avg_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) 
   NodeId ones = b.add(OpId::add, {zero, b.scalar(1.0, x.dtype)});
   PoolWindows counted = w;
   if (include_pad) {  // the explicit pads count: pad them with 1 first, then pool without them
-    std::vector<int64_t> tp;
-    for (size_t d = n; d-- > 0;) {
-      tp.push_back(w.pads_begin[d]);
-      tp.push_back(w.pads_end[d]);
-      counted.pads_begin[d] = counted.pads_end[d] = 0;
-    }
-    ones = b.add(OpId::pad, {ones}, {tp, 1.0});
+    ones = pad_spatial(b, ones, w.pads_begin, w.pads_end, 1.0);
+    for (size_t d = 0; d < n; ++d) counted.pads_begin[d] = counted.pads_end[d] = 0;
   }
   const NodeId counts = pool_fold(b, ones, counted, 0.0, OpId::add);
   return b.add(OpId::div, {sum, counts});

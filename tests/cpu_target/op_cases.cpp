@@ -895,6 +895,20 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(sym, {A(t, {-1, 3})}, constant_index({2, 0, 1, 1}, 1), "constant index");
         break;
       }
+      case OpId::gather: {
+        auto idx = [](DType it, Ints sizes, int64_t bound) {
+          Arg a = A(it, std::move(sizes));
+          a.index_bound = bound;
+          return a;
+        };
+        add_both(cs, {A(t, {5, 3}), idx(D::i64, {4, 3}, 5)}, fixed({int64_t{0}}));
+        add_both(cs, {A(t, {5, 3}), idx(D::i32, {2, 7}, 3)}, fixed({int64_t{1}}), "index smaller than x");
+        add_both(cs, {A(t, {4, 5, 6}, dom, Layout::permuted), idx(D::i64, {3, 8, 2}, 5)}, fixed({int64_t{1}}), "strided");
+        add_both(cs, {A(t, {4, 5, 6}), idx(D::i64, {4, 5, 3}, 6)}, fixed({int64_t{2}}), "last dim");
+        add_both(sym, {A(t, {-1, 4}), idx(D::i64, {-1, 6}, 4)}, fixed({int64_t{1}}), "symbolic batch");
+        add_both(sym, {A(t, {-1, 3}), idx(D::i64, {2, 3}, 2)}, fixed({int64_t{0}}), "along a symbolic dim");
+        break;
+      }
       case OpId::flatten: {
         for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}, {0, 2}, {2, 2}})
           add_both(cs, {A(t, {2, 3, 4})}, fixed({a, b}));
@@ -987,6 +1001,16 @@ std::vector<Batch> source_cases(OpId op) {
           const int64_t n = probe.node(probe.add(op, {}, a)).meta.sizes[0].hint();
           cs.push_back(C({A(t, {3, n})}, source_plus_input(op, [a](const std::vector<SymInt>&) { return a; }), tt, "broadcast"));
         }
+        break;
+      }
+      case OpId::iota: {
+        if (t == D::bool_) break;
+        cs.push_back(C({}, source(op, {SymShape{5}, int64_t{0}, t}), tt));
+        cs.push_back(C({}, source(op, {SymShape{3, 129}, int64_t{1}, t}), tt));
+        cs.push_back(C({}, source(op, {SymShape{130, 3}, int64_t{0}, t}), tt));
+        cs.push_back(C({A(t, {2, 3, 4})}, source_plus_input(op, [t](const std::vector<SymInt>&) { return Attrs{SymShape{2, 3, 4}, int64_t{1}, t}; }), tt, "middle dim"));
+        sym.push_back(C({A(t, {-1, 3})}, source_plus_input(op, [t](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 3}, int64_t{0}, t}; }), tt, "along a symbolic dim"));
+        sym.push_back(C({A(t, {-1, 3})}, source_plus_input(op, [t](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 3}, int64_t{1}, t}; }), tt));
         break;
       }
       case OpId::randn: {
@@ -1181,8 +1205,32 @@ std::vector<Batch> composite_cases(OpId op) {
         }, tol_of(op, float_of(t)), "self attention over one tensor")));
         if (t == D::f16 || t == D::bf16)
           cs.push_back(core(Cop(op, qkv({1, 4, 300, 64}, {1, 4, 300, 64}, {1, 4, 300, 64}), {0.125}, "long rows")));
+        // Masks (always decomposed): bool over [Lq, Lk] for every head, floating per batch.
+        cs.push_back(core(Cop(op, {A(t, {2, 3, 16, 16}), A(t, {2, 3, 16, 16}), A(t, {2, 3, 16, 16}), A(D::bool_, {16, 16})},
+                              {0.25}, "bool mask")));
+        cs.push_back(core(Cop(op, {A(t, {2, 3, 5, 16}), A(t, {2, 3, 9, 16}), A(t, {2, 3, 9, 16}), A(float_of(t), {2, 1, 5, 9})},
+                              {0.25}, "additive mask")));
+        // The causal mask from iotas over symbolic lengths.
+        sym.push_back(core(C({A(t, {2, -1, 16}), A(t, {2, -1, 16}), A(t, {2, -1, 16})},
+                             [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          const SymInt l = g.node(in[0]).meta.sizes[1];
+          const NodeId rows = g.add(OpId::iota, {}, {SymShape{l, l}, int64_t{0}, D::i64});
+          const NodeId cols = g.add(OpId::iota, {}, {SymShape{l, l}, int64_t{1}, D::i64});
+          return g.add(op, {in[0], in[1], in[2], g.add(OpId::le, {cols, rows})}, {0.25});
+        }, tol_of(op, float_of(t)), "causal mask")));
         sym.push_back(core(Cop(op, qkv({-1, -2, 16}, {-1, -3, 16}, {-1, -3, 16}), {0.25})));
         sym.push_back(core(Cop(op, qkv({2, -1, 32}, {2, -2, 32}, {2, -2, 64}), {0.2})));
+        break;
+      }
+      case OpId::tril:
+      case OpId::triu: {
+        for (int64_t d : {0, -1, 2}) cs.push_back(Cop(op, {A(t, {4, 5})}, {d}));
+        cs.back().core = true;
+        cs.push_back(core(Cop(op, {A(t, {2, 3, 6, 4})}, {int64_t{1}}, "batched")));
+        cs.push_back(Cop(op, {A(t, {3, 7})}, {int64_t{-9}}, "diagonal past the matrix"));
+        cs.push_back(core(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted)}, {int64_t{0}}, "strided")));
+        sym.push_back(core(Cop(op, {A(t, {-1, -2})}, {int64_t{0}})));
+        sym.push_back(Cop(op, {A(t, {3, -1, 5})}, {int64_t{-1}}));
         break;
       }
       case OpId::matmul: {
@@ -1252,7 +1300,7 @@ std::vector<Batch> composite_cases(OpId op) {
 const std::map<OpId, OpCaseFn>& op_case_table() {
   static const std::map<OpId, OpCaseFn> table = [] {
     std::map<OpId, OpCaseFn> t;
-    for (OpId op : {OpId::input, OpId::constant, OpId::full, OpId::arange, OpId::randn}) t[op] = source_cases;
+    for (OpId op : {OpId::input, OpId::constant, OpId::full, OpId::arange, OpId::iota, OpId::randn}) t[op] = source_cases;
     for (OpId op : {OpId::neg, OpId::abs, OpId::exp, OpId::log, OpId::sqrt, OpId::rsqrt, OpId::reciprocal, OpId::sin,
                     OpId::cos, OpId::tanh, OpId::sigmoid, OpId::relu, OpId::gelu, OpId::silu, OpId::erf, OpId::floor,
                     OpId::ceil, OpId::round, OpId::sign, OpId::logical_not, OpId::isnan})
@@ -1266,11 +1314,11 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::logsumexp})
       t[op] = reduction_cases;
     for (OpId op : {OpId::reshape, OpId::permute, OpId::transpose, OpId::expand, OpId::squeeze, OpId::unsqueeze,
-                    OpId::slice, OpId::cat, OpId::pad, OpId::index_select, OpId::flatten})
+                    OpId::slice, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::max_pool, OpId::avg_pool,
-                    OpId::batch_norm, OpId::group_norm, OpId::matmul})
+                    OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
       t[op] = composite_cases;
     return t;
   }();

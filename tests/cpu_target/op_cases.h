@@ -22,7 +22,7 @@ struct Arg {
   // The graph input's meta states the layout's strides (the kernels index through them);
   // otherwise the input is declared contiguous and the runtime copies a strided tensor.
   bool declare_strides = true;
-  int64_t index_bound = 0;  // > 0: integer values in [0, index_bound) (index_select)
+  int64_t index_bound = 0;  // > 0: integer values in [0, index_bound) (index_select, gather)
 };
 
 using BuildFn = std::function<NodeId(Graph& g, const std::vector<NodeId>& inputs, const std::vector<SymInt>& syms)>;

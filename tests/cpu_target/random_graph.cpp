@@ -750,12 +750,31 @@ class Gen {
         c->dtype = DType::i64;
         const int64_t len = 1 + pick(5);
         c->sizes = {len};
+        // gather: the index has x's rank, len at d, and elsewhere x's static size or 1, broadcast
+        // to x's size (as take_along_dim does).
+        const bool gather = coin();
+        if (gather) {
+          c->sizes.clear();
+          for (int64_t k = 0; k < m.rank(); ++k) {
+            const SymInt& s = m.sizes[static_cast<size_t>(k)];
+            c->sizes.push_back(k == d ? len : s.is_static() && s.hint() <= 4 && coin() ? s.hint() : 1);
+          }
+        }
+        int64_t count = 1;
+        for (int64_t s : c->sizes) count *= s;
         std::vector<int64_t> idx;
-        for (int64_t j = 0; j < len; ++j) idx.push_back(pick(static_cast<int>(n.hint())));
+        for (int64_t j = 0; j < count; ++j) idx.push_back(pick(static_cast<int>(n.hint())));
         c->bytes.resize(idx.size() * sizeof(int64_t));
         std::memcpy(c->bytes.data(), idx.data(), c->bytes.size());
-        const NodeId i = add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(c)});
-        push(add(OpId::index_select, {x, i}, {d}), v.exact);
+        NodeId i = add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(c)});
+        if (!gather) {
+          push(add(OpId::index_select, {x, i}, {d}), v.exact);
+          break;
+        }
+        SymShape to = m.sizes;
+        to[static_cast<size_t>(d)] = len;
+        if (!(to == meta(i).sizes)) i = add(OpId::expand, {i}, {to});
+        push(add(OpId::gather, {x, i}, {d}), v.exact);
       }
     }
   }

@@ -52,6 +52,8 @@ Graph op_use(OpId op) {
     case OpId::constant: y = g.add(op, {}, {constant_of(DType::f32, {2, 2}, {1, -2.5, 0.1, 1e30})}); break;
     case OpId::full: y = g.add(op, {}, {SymShape{s0, 2}, 1.5, DType::f16}); break;
     case OpId::arange: y = g.add(op, {}, {0.0, 10.0, 3.0, DType::i64}); break;
+    case OpId::iota: y = g.add(op, {}, {SymShape{s0, 4}, int64_t{1}, DType::i32}); break;
+    case OpId::tril: case OpId::triu: y = one({int64_t{-1}}); break;
     case OpId::randn: y = g.add(op, {}, {SymShape{s0, 5}, int64_t{42}, DType::bf16}); break;
     case OpId::neg: case OpId::abs: case OpId::exp: case OpId::log: case OpId::sqrt: case OpId::rsqrt:
     case OpId::reciprocal: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::sigmoid: case OpId::relu:
@@ -87,6 +89,11 @@ Graph op_use(OpId op) {
     case OpId::pad: y = one({Ints{1, 2, 0, 1}, -std::numeric_limits<double>::infinity()}); break;
     case OpId::index_select: {
       const NodeId idx = g.add_input(meta(DType::i64, {4}), "idx");
+      y = g.add(op, {x, idx}, {int64_t{1}});
+      break;
+    }
+    case OpId::gather: {
+      const NodeId idx = g.add_input(meta(DType::i32, {s0, 5}), "idx");
       y = g.add(op, {x, idx}, {int64_t{1}});
       break;
     }

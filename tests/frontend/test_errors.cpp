@@ -112,6 +112,12 @@ BOOST_AUTO_TEST_CASE(bad_dims_and_shapes) {
   BOOST_TEST(contains(msg, "index_select"), msg);
   msg = error_of([&] { index_select(x, 0, f32({0})); });
   BOOST_TEST(contains(msg, "index_select"), msg);
+  msg = error_of([&] { gather(x, 0, reshape(from_vector<int64_t>({5}), {1, 1})); });
+  BOOST_TEST((contains(msg, "gather: index 5") && contains(msg, "out of range")), msg);
+  msg = error_of([&] { gather(x, 0, from_vector<int64_t>({0})); });
+  BOOST_TEST(contains(msg, "gather: index [1] must have the rank of x [2, 3]"), msg);
+  msg = error_of([&] { take_along_dim(zeros({2, 3}), zeros({3, 1}, DType::i64), 1); });
+  BOOST_TEST((contains(msg, "take_along_dim") && contains(msg, "do not broadcast at dim 0")), msg);
   msg = error_of([&] { layer_norm(x, {2}); });
   BOOST_TEST(contains(msg, "layer_norm"), msg);
   msg = error_of([&] { rms_norm(x, {3}, ones({4})); });

@@ -159,4 +159,19 @@ BOOST_AUTO_TEST_CASE(index_select_values) {
   check_tensor(index_select(transpose(x, 0, 1), 0, from_vector<int64_t>({1})), {1, 3}, DType::f32, {2, 4, 6});
 }
 
+// torch.gather(x, 1, [[1, 0], [0, 0], [1, 1]]) and torch.take_along_dim with broadcasting.
+BOOST_AUTO_TEST_CASE(gather_values) {
+  const Tensor x = f32({1, 2, 3, 4, 5, 6}, {3, 2});
+  const Tensor i = reshape(from_vector<int64_t>({1, 0, 0, 0, 1, 1}), {3, 2});
+  check_tensor(gather(x, 1, i), {3, 2}, DType::f32, {2, 1, 3, 3, 6, 6});
+  check_tensor(gather(x, -2, reshape(from_vector<int32_t>({2, 0}), {1, 2})), {1, 2}, DType::f32, {5, 2});
+  check_tensor(gather(transpose(x, 0, 1), 1, reshape(from_vector<int64_t>({2, 1}), {2, 1})), {2, 1}, DType::f32, {5, 4});
+  // The index of the largest element per row, picked back out: the row maxima.
+  check_tensor(take_along_dim(x, argmax(x, 1, true), 1), {3, 1}, DType::f32, {2, 4, 6});
+  // A [1, 2] index broadcast over x's 3 rows.
+  check_tensor(take_along_dim(x, reshape(from_vector<int64_t>({1, 0}), {1, 2}), 1), {3, 2}, DType::f32,
+               {2, 1, 4, 3, 6, 5});
+  check_tensor(x.gather(1, i), {3, 2}, DType::f32, {2, 1, 3, 3, 6, 6});
+}
+
 BOOST_AUTO_TEST_SUITE_END()

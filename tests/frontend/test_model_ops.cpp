@@ -3,6 +3,8 @@
 // hand-computed values; then one small CNN compiled for the CPU against its eager run.
 #include "helpers.h"
 
+#include <cmath>
+
 #include "kiln/compile.h"
 
 using namespace kiln;
@@ -114,6 +116,63 @@ BOOST_AUTO_TEST_CASE(member_forms) {
 
 // A small CNN (conv, batch norm, relu, max pool, grouped conv, group norm, adaptive pool, linear)
 // compiled for the CPU, with a dynamic batch, against the same calls run eagerly.
+BOOST_AUTO_TEST_CASE(masks_and_indices) {
+  const Tensor x = add(reshape(arange(0, 12, 1, DType::f32), {3, 4}), 1.0);
+  check_tensor(tril(x), {3, 4}, DType::f32, {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0});
+  check_tensor(triu(x, 1), {3, 4}, DType::f32, {0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12});
+  check_tensor(tril(x, -1), {3, 4}, DType::f32, {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0});
+  check_tensor(tril(ones({2, 2, 2}, DType::bool_)), {2, 2, 2}, DType::bool_, {1, 0, 1, 1, 1, 0, 1, 1});
+  check_tensor(one_hot(from_vector<int64_t>({2, 0, 1}), 3), {3, 3}, DType::i64, {0, 0, 1, 1, 0, 0, 0, 1, 0});
+  check_tensor(iota({2, 3}, 1, DType::i32), {2, 3}, DType::i32, {0, 1, 2, 0, 1, 2});
+  check_tensor(arange(SymInt(4)), {4}, DType::i64, {0, 1, 2, 3});
+  check_tensor(where(gt(x, 6.0), 1.5, 0), {3, 4}, DType::f32, {0, 0, 0, 0, 0, 0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5});
+  check_tensor(where(gt(x, 10.0), 1, 0), {3, 4}, DType::i64, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1});
+  BOOST_CHECK_THROW(one_hot(from_vector<int64_t>({3}), 3), Error);  // class outside [0, 3)
+  BOOST_CHECK_THROW(one_hot(x, 3), Error);                          // not integers
+  BOOST_CHECK_THROW(tril(ones({4})), Error);                        // no matrix
+}
+
+// sdpa's mask, is_causal and enable_gqa against the attention written out.
+BOOST_AUTO_TEST_CASE(attention_masks) {
+  const Tensor q = randn({2, 4, 5, 8}, DType::f32, Device::cpu(), 1);
+  const Tensor k = randn({2, 2, 5, 8}, DType::f32, Device::cpu(), 2);
+  const Tensor v = randn({2, 2, 5, 8}, DType::f32, Device::cpu(), 3);
+  const double scale = 1.0 / std::sqrt(8.0);
+  // GQA: each of k's 2 heads serves 2 of q's 4 heads, in order.
+  const Tensor kr = reshape(expand(unsqueeze(k, 2), {2, 2, 2, 5, 8}), {2, 4, 5, 8});
+  const Tensor vr = reshape(expand(unsqueeze(v, 2), {2, 2, 2, 5, 8}), {2, 4, 5, 8});
+  const Tensor scores = mul(matmul(q, transpose(kr, -1, -2)), scale);
+  const Tensor causal = tril(ones({5, 5}, DType::bool_));
+  const Tensor want = matmul(softmax(where(causal, scores, -INFINITY), -1), vr);
+  const Tensor got = scaled_dot_product_attention(q, k, v, {.is_causal = true, .enable_gqa = true});
+  check_values(got, want.to_vector<double>(), 1e-5);
+  const Tensor bias = randn({5, 5}, DType::f32, Device::cpu(), 4);
+  check_values(scaled_dot_product_attention(q, kr, vr, {.mask = bias}),
+               matmul(softmax(add(scores, bias), -1), vr).to_vector<double>(), 1e-5);
+  check_values(scaled_dot_product_attention(q, kr, vr, {.mask = causal}), want.to_vector<double>(), 1e-5);
+  BOOST_CHECK_THROW(scaled_dot_product_attention(q, k, v, {.is_causal = true}), Error);  // heads differ, no gqa
+  BOOST_CHECK_THROW(scaled_dot_product_attention(q, kr, vr, {.mask = causal, .is_causal = true}), Error);
+  BOOST_CHECK_THROW(scaled_dot_product_attention(q, kr, vr, {.mask = ones({5, 6}, DType::bool_)}), Error);
+}
+
+// A causal decoder step whose mask and positions come from the sequence length: one compile
+// serves every length once the length is dynamic (nothing in it specialises the dim).
+BOOST_AUTO_TEST_CASE(a_causal_attention_keeps_its_length_dynamic) {
+  const Tensor pos_table = randn({16, 8}, DType::f32, Device::cpu(), 7);
+  auto step = [](const Tensor& x, const Tensor& table) {
+    const Tensor pos = index_select(table, 0, arange(x.shape()[1]));  // [L, 8]
+    const Tensor h = add(x, pos);
+    return scaled_dot_product_attention(h, h, h, {.is_causal = true});
+  };
+  auto compiled = kiln::compile(step);
+  for (int64_t len : {5, 7, 9}) {
+    Tensor x = randn({2, len, 8}, DType::f32, Device::cpu(), static_cast<uint64_t>(len));
+    mark_dynamic(x, 1);
+    check_values(compiled(x, pos_table), step(x, pos_table).to_vector<double>(), 1e-5);
+  }
+  BOOST_TEST(compiled.stats().compiles == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_compiled_cnn_matches_eager) {
   const Tensor w1 = randn({8, 3, 3, 3}, DType::f32, Device::cpu(), 1), b1 = randn({8}, DType::f32, Device::cpu(), 2);
   const Tensor mean = randn({8}, DType::f32, Device::cpu(), 3);

@@ -170,6 +170,9 @@ BOOST_AUTO_TEST_CASE(on_a_gpu) {
   auto one = [](G& t) { return std::vector<NodeId>{t.g.add_input(kiln_test::meta(D::f32, {2, 8}, Device::cuda(0)))}; };
   check_decomposes(OpId::logsumexp, one, {dims({1}), false});
   check_decomposes(OpId::softmax, one, {int64_t{1}});
+  // The mask of iotas is generated in the graph: it takes the input's device.
+  check_decomposes(OpId::tril, one, {int64_t{0}});
+  check_decomposes(OpId::triu, one, {int64_t{-1}});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -52,6 +52,13 @@ BOOST_AUTO_TEST_CASE(devices_must_agree) {
   CHECK_KILN_ERROR(t.op(OpId::add, {gpu, t.in(D::f32, {3}, Device::cuda(1))}), "add:", "cuda:1");
   CHECK_KILN_ERROR(t.op(OpId::matmul, {t.in(D::f32, {3}, Device::vulkan(0)), gpu}), "matmul:", "different devices");
   CHECK_KILN_ERROR(t.op(OpId::cat, {gpu, t.in(D::f32, {3})}, {int64_t{0}}), "cat:", "different devices");
+  // Values the graph generates have no device: they count as on the device they meet.
+  const NodeId ramp = t.op(OpId::iota, {}, {SymShape{3}, int64_t{0}, D::f32});
+  const NodeId scaled = t.op(OpId::mul, {ramp, ramp});
+  BOOST_TEST(t.g.node(t.op(OpId::add, {gpu, scaled})).meta.device.str() == "cuda:0");
+  BOOST_TEST(t.g.node(t.op(OpId::add, {scaled, gpu})).meta.device.str() == "cuda:0");
+  BOOST_TEST(t.g.node(scaled).meta.device.str() == "cpu");
+  CHECK_KILN_ERROR(t.op(OpId::add, {t.op(OpId::add, {gpu, scaled}), t.in(D::f32, {3})}), "add:", "different devices");
 }
 
 BOOST_AUTO_TEST_CASE(reductions) {
@@ -105,6 +112,11 @@ BOOST_AUTO_TEST_CASE(layout) {
   CHECK_KILN_ERROR(t.op(OpId::index_select, {x, t.in(D::f32, {2})}, {int64_t{0}}),
                    "index_select: index must be i32 or i64, got f32");
   CHECK_KILN_ERROR(t.op(OpId::index_select, {x, t.in(D::i32, {2})}, {int64_t{2}}), "index_select: dim 2 out of range");
+  CHECK_KILN_ERROR(t.op(OpId::gather, {x, t.in(D::i64, {2})}, {int64_t{0}}), "gather: index [2] must have the rank of x");
+  CHECK_KILN_ERROR(t.op(OpId::gather, {x, t.in(D::f32, {2, 2})}, {int64_t{0}}), "gather: index must be i32 or i64");
+  CHECK_KILN_ERROR(t.op(OpId::gather, {x, t.in(D::i64, {3, 5})}, {int64_t{1}}), "gather: index [3, 5] is larger than x",
+                   "at dim 0");
+  CHECK_KILN_ERROR(t.op(OpId::gather, {t.in(D::f32, {}), t.in(D::i64, {})}, {int64_t{0}}), "gather: x must have at least one dim");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {x}, {int64_t{1}, int64_t{0}}), "flatten: start_dim 1 is after end_dim 0");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {x}, {int64_t{0}, int64_t{2}}), "flatten: end_dim 2 out of range");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {t.in(D::f32, {})}, {int64_t{0}, int64_t{1}}), "flatten:");

@@ -238,6 +238,8 @@ BOOST_AUTO_TEST_CASE(cat_pad_index_select) {
   BOOST_TEST(t.out(OpId::pad, {x}, {dims({}), 0.0}) == "f32[2, 3, 4]");
   BOOST_TEST(t.out(OpId::index_select, {x, t.in(D::i64, {5})}, {int64_t{1}}) == "f32[2, 5, 4]");
   BOOST_TEST(t.out(OpId::index_select, {x, t.in(D::i32, {0})}, {int64_t{2}}) == "f32[2, 3, 0]");
+  BOOST_TEST(t.out(OpId::gather, {x, t.in(D::i64, {2, 7, 4})}, {int64_t{1}}) == "f32[2, 7, 4]");
+  BOOST_TEST(t.out(OpId::gather, {x, t.in(D::i32, {1, 2, 9})}, {int64_t{2}}) == "f32[1, 2, 9]");
 }
 
 BOOST_AUTO_TEST_CASE(flatten) {

@@ -96,6 +96,18 @@ BOOST_AUTO_TEST_CASE(index_selects) {
   check_error([&] { eval(OpId::index_select, {x, i64({1}, {-1})}, {int64_t{0}}); }, {"index -1", "size 3"});
 }
 
+BOOST_AUTO_TEST_CASE(gathers) {
+  const TensorData x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  // Along dim 0: y[i][j] = x[index[i][j]][j]; along dim 1: y[i][j] = x[i][index[i][j]].
+  check(eval(OpId::gather, {x, i64({2, 2}, {2, 0, 1, 1})}, {int64_t{0}}), DType::f32, {2, 2}, {5, 2, 3, 4}, 0);
+  check(eval(OpId::gather, {x, i32({3, 3}, {1, 0, 1, 0, 0, 0, 1, 1, 1})}, {int64_t{1}}), DType::f32, {3, 3},
+        {2, 1, 2, 3, 3, 3, 6, 6, 6}, 0);
+  check(eval(OpId::gather, {x, i64({1, 1}, {1})}, {int64_t{1}}), DType::f32, {1, 1}, {2}, 0);
+  check(eval(OpId::gather, {x, i64({0, 2}, {})}, {int64_t{0}}), DType::f32, {0, 2}, {}, 0);
+  check_error([&] { eval(OpId::gather, {x, i64({1, 2}, {0, 3})}, {int64_t{0}}); }, {"index 3", "size 3"});
+  check_error([&] { eval(OpId::gather, {x, i64({1, 1}, {-1})}, {int64_t{1}}); }, {"index -1", "size 2"});
+}
+
 BOOST_AUTO_TEST_CASE(contiguous_and_convert) {
   TensorData t = x23();
   t.sizes = {3, 2};

@@ -123,6 +123,15 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   return dispatch(OpId::where, {&cond, &s, &b});
 }
 
+Tensor where(const Tensor& cond, Scalar a, Scalar b) {
+  const auto category = [](ScalarKind k) { return k == ScalarKind::floating ? 2 : k == ScalarKind::integer ? 1 : 0; };
+  const int c = std::max(category(a.kind()), category(b.kind()));
+  const DType t = c == 2 ? DType::f32 : c == 1 ? DType::i64 : DType::bool_;
+  const Tensor sa = dispatch(OpId::full, {}, Attrs{std::vector<SymInt>{}, a.value(), t});
+  const Tensor sb = dispatch(OpId::full, {}, Attrs{std::vector<SymInt>{}, b.value(), t});
+  return dispatch(OpId::where, {&cond, &sa, &sb});
+}
+
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::sum, x, dims, keepdim); }
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::mean, x, dims, keepdim); }
 Tensor max(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::max, x, dims, keepdim); }
@@ -222,6 +231,25 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return dispatch(OpId::index_select, {&x, &index}, Attrs{normalize_dim(dim, x.rank(), "index_select")});
 }
 
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  KILN_CHECK(x.rank() >= 1, "gather: x must have at least one dim, got a 0-d tensor");
+  return dispatch(OpId::gather, {&x, &index}, Attrs{normalize_dim(dim, x.rank(), "gather")});
+}
+
+Tensor take_along_dim(const Tensor& x, const Tensor& index, int64_t dim) {
+  KILN_CHECK(x.rank() >= 1 && index.rank() == x.rank(), "take_along_dim: x ", shape_str(x.shape()), " and index ",
+             shape_str(index.shape()), " must have the same rank, at least 1");
+  const int64_t d = normalize_dim(dim, x.rank(), "take_along_dim");
+  Shape xs = x.shape(), is = index.shape();
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (static_cast<int64_t>(k) == d || xs[k] == is[k]) continue;
+    KILN_CHECK(xs[k] == 1 || is[k] == 1, "take_along_dim: x ", shape_str(x.shape()), " and index ",
+               shape_str(index.shape()), " do not broadcast at dim ", k);
+    if (xs[k] == 1) xs[k] = is[k]; else is[k] = xs[k];
+  }
+  return gather(expand(x, xs), d, expand(index, is));
+}
+
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   if (x.rank() == 0) return reshape(x, {1});
   return dispatch(OpId::flatten, {&x},
@@ -277,6 +305,60 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   KILN_CHECK(q.rank() >= 1, "scaled_dot_product_attention: q must have a head dim, got a 0-d tensor");
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, q.size(-1))));
   return dispatch(OpId::scaled_dot_product_attention, {&q, &k, &v}, Attrs{s});
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  const char* op = "scaled_dot_product_attention";
+  KILN_CHECK(q.defined() && k.defined() && v.defined(), op, ": q, k and v must be defined");
+  KILN_CHECK(q.rank() >= 2 && k.rank() == q.rank() && v.rank() == q.rank(), op,
+             ": q, k and v must have the same rank (at least 2), got ", shape_str(q.shape()), ", ", shape_str(k.shape()),
+             " and ", shape_str(v.shape()));
+  KILN_CHECK(!(o.is_causal && o.mask.defined()), op, ": give a mask or is_causal, not both (as torch)");
+  Tensor kk = k, vv = v;
+  if (o.enable_gqa && q.rank() >= 3 && !(q.shape()[q.rank() - 3] == k.shape()[k.rank() - 3])) {
+    // k and v [..., Hkv, L, D] -> [..., Hkv, G, L, D] (a broadcast view) -> [..., Hq, L, D].
+    const SymInt& hq = q.shape()[q.rank() - 3];
+    const SymInt& hkv = k.shape()[k.rank() - 3];
+    KILN_CHECK(hq.is_static() && hkv.is_static() && hkv.hint() > 0 && hq.hint() % hkv.hint() == 0 &&
+                   v.shape()[v.rank() - 3] == hkv,
+               op, ": with enable_gqa, q's heads (", hq.str(), ") must be a multiple of k's and v's (", hkv.str(), ", ",
+               v.shape()[v.rank() - 3].str(), ")");
+    const int64_t groups = hq.hint() / hkv.hint();
+    auto repeat = [&](const Tensor& t) {
+      const int64_t r = t.rank();
+      Shape e = unsqueeze(t, r - 2).shape();
+      e[static_cast<size_t>(r - 2)] = groups;
+      Shape s = t.shape();
+      s[static_cast<size_t>(r - 3)] = hq;
+      return reshape(expand(unsqueeze(t, r - 2), e), s);
+    };
+    kk = repeat(k);
+    vv = repeat(v);
+  }
+  const double s = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, q.size(-1))));
+  if (!o.mask.defined() && !o.is_causal)
+    return dispatch(OpId::scaled_dot_product_attention, {&q, &kk, &vv}, Attrs{s});
+  Tensor mask = o.mask;
+  if (o.is_causal) {
+    const Shape scores{q.shape()[q.rank() - 2], kk.shape()[kk.rank() - 2]};
+    mask = le(iota(scores, 1, DType::i64, q.device()), iota(scores, 0, DType::i64, q.device()));
+  }
+  return dispatch(OpId::scaled_dot_product_attention, {&q, &kk, &vv, &mask}, Attrs{s});
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return dispatch(OpId::tril, {&x}, Attrs{diagonal}); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return dispatch(OpId::triu, {&x}, Attrs{diagonal}); }
+
+Tensor one_hot(const Tensor& x, int64_t num_classes) {
+  KILN_CHECK(x.defined() && (x.dtype() == DType::i32 || x.dtype() == DType::i64), "one_hot: x must be an i32 or i64 ",
+             "tensor of class indices", x.defined() ? std::string(", got ") + std::string(dtype_name(x.dtype())) : "");
+  KILN_CHECK(num_classes > 0, "one_hot: num_classes must be positive, got ", num_classes);
+  if (!x.is_traced())
+    for (int64_t v : cast(x, DType::i64).to_vector<int64_t>())
+      KILN_CHECK(v >= 0 && v < num_classes, "one_hot: class ", v, " is outside [0, ", num_classes, ")");
+  Shape s = x.shape();
+  s.push_back(num_classes);
+  return cast(eq(unsqueeze(x, -1), iota(s, -1, x.dtype(), x.device())), DType::i64);
 }
 
 namespace {
@@ -497,6 +579,7 @@ Tensor Tensor::squeeze(int64_t dim) const { return kiln::squeeze(*this, dim); }
 Tensor Tensor::unsqueeze(int64_t dim) const { return kiln::unsqueeze(*this, dim); }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return kiln::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::matmul(const Tensor& other) const { return kiln::matmul(*this, other); }
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return kiln::gather(*this, dim, index); }
 Tensor Tensor::softmax(int64_t dim) const { return kiln::softmax(*this, dim); }
 Tensor Tensor::exp() const { return kiln::exp(*this); }
 Tensor Tensor::log() const { return kiln::log(*this); }

@@ -123,6 +123,14 @@ Tensor arange(double end, DType dtype, Device device) { return arange(0, end, 1,
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
   return on_device(detail::dispatch(OpId::arange, {}, Attrs{start, end, step, dtype}), device);
 }
+Tensor arange(const SymInt& n, DType dtype, Device device) {
+  if (n.is_static()) return arange(0, static_cast<double>(n.hint()), 1, dtype, device);
+  return iota({n}, 0, dtype, device);
+}
+Tensor iota(const Shape& shape, int64_t dim, DType dtype, Device device) {
+  const int64_t d = normalize_dim(dim, static_cast<int64_t>(shape.size()), "iota");
+  return on_device(detail::dispatch(OpId::iota, {}, Attrs{shape, d, dtype}), device);
+}
 Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed) {
   return on_device(detail::dispatch(OpId::randn, {}, Attrs{shape, static_cast<int64_t>(seed), dtype}), device);
 }

@@ -710,12 +710,7 @@ std::vector<V> trilu(NodeCtx& c) {
   KILN_CHECK(rank_of(x) >= 2, "input must have rank >= 2");
   const int64_t k = c.present(1) ? im.static_ints(c.input(1), "k").at(0) : 0;
   const bool upper = c.i("upper", 1) != 0;
-  const int64_t rows = static_dim(im, x, rank_of(x) - 2, "Trilu"), cols = static_dim(im, x, rank_of(x) - 1, "Trilu");
-  std::vector<double> m(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) m[static_cast<size_t>(i * cols + j)] = upper ? (j - i >= k) : (j - i <= k);
-  const V mask = im.constant(make_tensor(DType::bool_, {rows, cols}, m));
-  return one(where(im, mask, x, sc(c, 0, x)));
+  return one(im.op(upper ? O::triu : O::tril, {x}, {k}));
 }
 
 std::vector<V> one_hot(NodeCtx& c) {
@@ -1100,26 +1095,16 @@ V wrap_index(Importer& im, const V& idx, int64_t n) {
   return where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, im.scalar(static_cast<double>(n), DType::i64)), i);
 }
 
-// GatherElements through a one-hot mask over the gathered axis (sizes known at import).
+// GatherElements is gather, negative indices counting from the end of the axis.
 std::vector<V> gather_elements(NodeCtx& c) {
   Importer& im = c.im;
-  V x = c.input(0);
+  const V& x = c.input(0);
   const V& idx = c.input(1);
   const int64_t r = rank_of(x);
   KILN_CHECK(rank_of(idx) == r, "indices must have the rank of data (", r, ")");
   const int64_t axis = norm_axis(c.i("axis", 0), r);
   const int64_t n = static_dim(im, x, axis, "GatherElements");
-  for (int64_t d = 0; d < r; ++d)  // data beyond the indices' sizes is never read
-    if (d != axis && !(x->sizes[static_cast<size_t>(d)] == idx->sizes[static_cast<size_t>(d)]))
-      x = im.slice(x, d, 0, static_dim(im, idx, d, "GatherElements"));
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  const V xe = im.unsqueeze(im.permute(x, perm), axis);              // [.., 1 at axis, .., n]
-  const V ie = im.unsqueeze(wrap_index(im, idx, n), r);               // [.., m at axis, .., 1]
-  const V mask = im.op(O::eq, {ie, iota_along(im, n, r, r + 1)});     // [.., m, .., n]
-  return one(im.reduce(O::sum, where(im, mask, xe, sc(c, 0, x)), {r}, false));
+  return one(im.op(O::gather, {x, wrap_index(im, idx, n)}, {axis}));
 }
 
 // NegativeLogLikelihoodLoss over log-probabilities [N, C, d..] and targets [N, d..].

@@ -27,6 +27,7 @@ const std::array<Kernel, kNumOps>& kernel_table() {
     set({constant}, detail::constant_kernel);
     set({full}, detail::full_kernel);
     set({arange}, detail::arange_kernel);
+    set({iota}, detail::iota_kernel);
     set({randn}, detail::randn_kernel);
     set({neg, abs, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu, gelu, silu, erf, floor, ceil,
          round, sign, logical_not, isnan, cast},
@@ -42,6 +43,7 @@ const std::array<Kernel, kNumOps>& kernel_table() {
     set({cat}, detail::cat_kernel);
     set({pad}, detail::pad_kernel);
     set({index_select}, detail::index_select_kernel);
+    set({gather}, detail::gather_kernel);
     set({matmul}, detail::matmul_kernel);
     return t;
   }();

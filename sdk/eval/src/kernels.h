@@ -34,12 +34,14 @@ void slice_kernel(const KernelArgs& a);
 void cat_kernel(const KernelArgs& a);
 void pad_kernel(const KernelArgs& a);
 void index_select_kernel(const KernelArgs& a);
+void gather_kernel(const KernelArgs& a);
 // matmul.cpp
 void matmul_kernel(const KernelArgs& a);
 // sources.cpp
 void constant_kernel(const KernelArgs& a);
 void full_kernel(const KernelArgs& a);
 void arange_kernel(const KernelArgs& a);
+void iota_kernel(const KernelArgs& a);
 void randn_kernel(const KernelArgs& a);
 
 }  // namespace kiln::eval::detail

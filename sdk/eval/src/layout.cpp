@@ -2,6 +2,7 @@
 // broadcast or sliced TensorData) and copy it into the contiguous output; nothing is
 // computed, only elements moved (with a dtype conversion where cat promotes).
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels.h"
@@ -164,6 +165,32 @@ void index_select_kernel(const KernelArgs& a) {
                ") is out of range for dim ", dim, " of size ", x.sizes[dim]);
     copy_elements(select(x, dim, i), select(a.out, dim, j));
   }
+}
+
+// y[i] = x[i with i[dim] = index[i]] over the index's positions.
+void gather_kernel(const KernelArgs& a) {
+  KILN_CHECK(a.inputs.size() == 2, "gather: takes 2 inputs (x, index), got ", a.inputs.size());
+  const TensorData& x = a.inputs[0];
+  const TensorData& index = a.inputs[1];
+  const size_t dim = static_cast<size_t>(dim_attr(a, "dim", x.rank()));
+  KILN_CHECK(is_integral(index.dtype) && index.rank() == x.rank(), "gather: the index must be an i32 or i64 tensor ",
+             "of x's rank ", x.rank(), ", got ", dtype_name(index.dtype), sizes_str(index.sizes));
+  KILN_CHECK(a.out.sizes == index.sizes, "gather: output sizes ", sizes_str(a.out.sizes), " should be the index's ",
+             sizes_str(index.sizes));
+  for (size_t d = 0; d < x.sizes.size(); ++d)
+    KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], "gather: index ", sizes_str(index.sizes), " is larger than x ",
+               sizes_str(x.sizes), " at dim ", d);
+  std::vector<int64_t> x_strides = x.strides;  // x at the index's position, dim `dim` added per element
+  x_strides[dim] = 0;
+  const Elements in(x), idx(index), out(a.out);
+  int64_t position = 0;
+  for_each_index<3>(index.sizes, {a.out.strides, index.strides, x_strides}, [&](const std::array<int64_t, 3>& o) {
+    const int64_t i = load_int(idx.at(o[1]), index.dtype, DType::i64);
+    KILN_CHECK(i >= 0 && i < x.sizes[dim], "gather: index ", i, " (at element ", position,
+               " of the index) is out of range for dim ", dim, " of size ", x.sizes[dim]);
+    std::memcpy(out.at(o[0]), in.at(o[2] + i * x.strides[dim]), static_cast<size_t>(in.itemsize));
+    ++position;
+  });
 }
 
 }  // namespace kiln::eval::detail

@@ -39,6 +39,17 @@ void arange_kernel(const KernelArgs& a) {
     store_float(out.at(k), out.dtype, start + static_cast<double>(k) * step);
 }
 
+// Each element's position along `dim`.
+void iota_kernel(const KernelArgs& a) {
+  const size_t dim = static_cast<size_t>(a.attrs.i(attr_slot(a.op, "dim")));
+  KILN_CHECK(dim < a.out.sizes.size(), "iota: dim ", dim, " is out of range for rank ", a.out.sizes.size());
+  int64_t inner = 1;  // elements per step along dim
+  for (size_t d = dim + 1; d < a.out.sizes.size(); ++d) inner *= a.out.sizes[d];
+  const int64_t n = a.out.sizes[dim];
+  const Elements out(a.out);
+  for (int64_t k = 0; k < a.out.numel(); ++k) store_float(out.at(k), out.dtype, static_cast<double>(k / inner % n));
+}
+
 // Element i (flat, row-major) is randn_at(seed, i) (random.h), a float, cast to the dtype.
 void randn_kernel(const KernelArgs& a) {
   const uint64_t seed = static_cast<uint64_t>(a.attrs.i(attr_slot(a.op, "seed")));

@@ -1,5 +1,6 @@
 #include "kiln/graph/graph.h"
 
+#include <algorithm>
 #include <bit>
 #include <sstream>
 
@@ -94,9 +95,46 @@ NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
     }
     in = many;
   }
+  // Generated values take the device of the placed inputs they meet.
+  std::vector<TensorMeta> moved;
+  std::vector<const TensorMeta*> placed_in;
+  const TensorMeta* placed = nullptr;
+  bool any_placeless = false;
+  for (int i = 0; i < n; ++i) {
+    if (placeless(inputs[static_cast<size_t>(i)])) {
+      any_placeless = true;
+    } else if (!placed && !(in[static_cast<size_t>(i)]->device == Device::cpu() && in[static_cast<size_t>(i)]->rank() == 0)) {
+      placed = in[static_cast<size_t>(i)];
+    }
+  }
+  if (any_placeless && placed && !(placed->device == Device::cpu())) {
+    moved.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      moved.push_back(*in[static_cast<size_t>(i)]);
+      if (placeless(inputs[static_cast<size_t>(i)])) moved.back().device = placed->device;
+    }
+    for (const TensorMeta& m : moved) placed_in.push_back(&m);
+    in = placed_in;
+  }
   TensorMeta meta = def.infer(InferContext{op, in, attrs, shapes_});
   nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), std::move(meta), {}});
   return id;
+}
+
+bool Graph::placeless(NodeId id) const {
+  for (size_t i = placeless_.size(); i <= static_cast<size_t>(id); ++i) {
+    const Node& n = nodes_[i];
+    bool p = false;
+    switch (n.op) {
+      case OpId::full: case OpId::arange: case OpId::iota: case OpId::randn: p = true; break;
+      case OpId::input: case OpId::constant: p = false; break;
+      default:
+        p = !n.inputs.empty() &&
+            std::all_of(n.inputs.begin(), n.inputs.end(), [&](NodeId k) { return placeless_[static_cast<size_t>(k)] != 0; });
+    }
+    placeless_.push_back(p ? 1 : 0);
+  }
+  return placeless_[static_cast<size_t>(id)] != 0;
 }
 
 void Graph::set_outputs(std::vector<NodeId> outputs) {

@@ -84,6 +84,16 @@ TensorMeta infer_full(const InferContext& c) {
   return result(c, c.attrs.dtype(2), c.attrs.symints(0));
 }
 
+TensorMeta infer_iota(const InferContext& c) {
+  const SymShape& shape = c.attrs.symints(0);
+  const DType t = c.attrs.dtype(2);
+  check_sizes(c, shape);
+  KILN_CHECK(!shape.empty(), "iota: the shape needs at least one dim");
+  check_dim(c, c.attrs.i(1), static_cast<int64_t>(shape.size()));
+  KILN_CHECK(t != DType::bool_, "iota: dtype bool is not supported");
+  return result(c, t, shape);
+}
+
 TensorMeta infer_randn(const InferContext& c) {
   const DType t = c.attrs.dtype(2);
   KILN_CHECK(is_floating(t), "randn: dtype must be floating, got ", dtype_name(t));
@@ -352,6 +362,27 @@ TensorMeta infer_index_select(const InferContext& c) {
   return result(c, x.dtype, out);
 }
 
+TensorMeta infer_gather(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const TensorMeta& index = arg(c, 1);
+  const int64_t r = x.rank();
+  KILN_CHECK(r >= 1, "gather: x must have at least one dim, got a 0-d tensor");
+  const int64_t d = check_dim(c, c.attrs.i(0), r);
+  KILN_CHECK(index.dtype == DType::i32 || index.dtype == DType::i64, "gather: index must be i32 or i64, got ",
+             dtype_name(index.dtype));
+  KILN_CHECK(index.rank() == r, "gather: index ", shape_str(index.sizes), " must have the rank of x ", shape_str(x.sizes));
+  for (int64_t k = 0; k < r; ++k) {
+    if (k == d) continue;
+    const SymInt& xs = x.sizes[static_cast<size_t>(k)];
+    const SymInt& is = index.sizes[static_cast<size_t>(k)];
+    // A symbolic size is only known not to exceed x's when it is x's own.
+    KILN_CHECK(is == xs || (is.is_static() && xs.is_static() && is.hint() <= xs.hint()), "gather: index ",
+               shape_str(index.sizes), " is larger than x ", shape_str(x.sizes), " at dim ", k,
+               " (only dim ", d, " may be)");
+  }
+  return result(c, x.dtype, index.sizes);
+}
+
 // Rank 0 flattens to [1], as in torch.
 TensorMeta infer_flatten(const InferContext& c) {
   const TensorMeta& x = arg(c, 0);
@@ -437,7 +468,22 @@ TensorMeta infer_attention(const InferContext& c) {
              " and k ", shape_str(k.sizes), " have different head dims");
   KILN_CHECK(c.shapes.decide_equal(k.sizes[r - 2], v.sizes[r - 2], opn(c)), opn(c), ": k ", shape_str(k.sizes),
              " and v ", shape_str(v.sizes), " have different sequence lengths");
-  const DType t = float_of(result_type(c.inputs));
+  const DType t = float_of(result_type(c.inputs.first(3)));
+  if (c.inputs.size() > 3) {
+    const TensorMeta& m = arg(c, 3);
+    KILN_CHECK(m.dtype == DType::bool_ || is_floating(m.dtype), opn(c), ": the mask must be bool or floating, got ",
+               dtype_name(m.dtype));
+    SymShape scores = q.sizes;
+    scores.back() = k.sizes[r - 2];
+    KILN_CHECK(m.rank() <= q.rank(), opn(c), ": the mask ", shape_str(m.sizes), " has more dims than the scores ",
+               shape_str(scores));
+    const SymShape b = broadcast_shapes(scores, m.sizes, c.shapes, opn(c));
+    KILN_CHECK(b.size() == scores.size(), opn(c), ": the mask ", shape_str(m.sizes), " does not broadcast to the scores ",
+               shape_str(scores));
+    for (size_t d = 0; d < r; ++d)
+      KILN_CHECK(c.shapes.decide_equal(b[d], scores[d], opn(c)), opn(c), ": the mask ", shape_str(m.sizes),
+                 " does not broadcast to the scores ", shape_str(scores));
+  }
   SymShape out = q.sizes;
   out.back() = v.sizes.back();
   return result(c, t, out);
@@ -532,6 +578,12 @@ TensorMeta infer_pool(const InferContext& c) {
 
 // batch_norm (x[N, C, *], mean, var[, weight[, bias]]) and group_norm (x[N, C, *][, weight[,
 // bias]]): per-channel parameters of [C]; the result has x's floating type.
+TensorMeta infer_triangle(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  KILN_CHECK(x.rank() >= 2, opn(c), ": x must have at least 2 dims (rows and columns), got ", shape_str(x.sizes));
+  return result(c, x.dtype, x.sizes);
+}
+
 TensorMeta infer_channel_norm(const InferContext& c) {
   const TensorMeta& x = arg(c, 0);
   const bool batch = c.op == OpId::batch_norm;
@@ -708,17 +760,22 @@ NodeId decompose_linear(Graph& g, std::span<const NodeId> in, const Attrs&) {
 }
 
 // softmax(q @ k^T * scale, -1) @ v in the result's dtype (the scale as a `full` of it, left out
-// when it is 1), exactly the ops passes::recognize turns into this composite.
+// when it is 1), exactly the ops passes::recognize turns into this composite; a bool mask sets
+// the scores it drops to -inf, a float one is added to them.
 NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
   const std::vector<TensorMeta> metas = b.metas(in);
-  const DType t = float_of(b.promoted(in));
+  const DType t = float_of(b.promoted(in.first(3)));
   const int64_t rank = metas[0].rank();
   std::vector<int64_t> perm = iota(0, rank);
   std::swap(perm[static_cast<size_t>(rank - 1)], perm[static_cast<size_t>(rank - 2)]);
   const NodeId kt = b.add(OpId::permute, {b.cast(in[1], t)}, {perm});
   NodeId s = b.add(OpId::matmul, {b.cast(in[0], t), kt});
   if (a.f(0) != 1.0) s = b.add(OpId::mul, {s, b.scalar(a.f(0), t)});
+  if (in.size() > 3 && metas[3].dtype == DType::bool_)
+    s = b.add(OpId::where, {in[3], s, b.scalar(-std::numeric_limits<double>::infinity(), t)});
+  else if (in.size() > 3)
+    s = b.add(OpId::add, {s, b.cast(in[3], t)});
   const NodeId p = b.add(OpId::softmax, {s}, {rank - 1});
   return b.add(OpId::matmul, {p, b.cast(in[2], t)});
 }
@@ -861,6 +918,20 @@ NodeId decompose_avg_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) 
   return b.add(OpId::div, {sum, counts});
 }
 
+// x where (col - row) compared with the diagonal holds, else 0: the mask from two iotas over
+// x's last two dims, so symbolic rows and columns stay symbolic and nothing is stored.
+NodeId triangle(Graph& g, NodeId x, int64_t diagonal, OpId keep) {
+  Builder b{g};
+  const TensorMeta m = b.meta(x);
+  const SymShape rc{m.sizes[m.sizes.size() - 2], m.sizes.back()};
+  const NodeId rows = b.add(OpId::iota, {}, {rc, int64_t{0}, DType::i64});
+  const NodeId cols = b.add(OpId::iota, {}, {rc, int64_t{1}, DType::i64});
+  const NodeId mask = b.add(keep, {b.add(OpId::sub, {cols, rows}), b.scalar(static_cast<double>(diagonal), DType::i64)});
+  return b.add(OpId::where, {mask, x, b.scalar(0.0, m.dtype)});
+}
+NodeId decompose_tril(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::le); }
+NodeId decompose_triu(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::ge); }
+
 // [C] -> [C, 1, ..., 1] against x of rank r, cast to t.
 NodeId per_channel(Builder& b, NodeId p, int64_t r, DType t) {
   SymShape s{b.meta(p).sizes[0]};
@@ -929,6 +1000,7 @@ std::vector<OpDef> build_table() {
       {O::full, "full", C::source, 0, 0, {{"shape", K::symints}, {"value", K::float_}, {"dtype", K::dtype}}, infer_full},
       {O::arange, "arange", C::source, 0, 0,
        {{"start", K::float_}, {"end", K::float_}, {"step", K::float_}, {"dtype", K::dtype}}, infer_arange},
+      {O::iota, "iota", C::source, 0, 0, {{"shape", K::symints}, {"dim", K::int_}, {"dtype", K::dtype}}, infer_iota},
       {O::randn, "randn", C::source, 0, 0, {{"shape", K::symints}, {"seed", K::int_}, {"dtype", K::dtype}}, infer_randn},
 
       unary(O::neg, "neg", infer_unary_same),
@@ -993,6 +1065,7 @@ std::vector<OpDef> build_table() {
       {O::cat, "cat", C::layout, 1, -1, dim, infer_cat},
       layout(O::pad, "pad", {{"pads", K::ints}, {"value", K::float_}}, infer_pad),
       {O::index_select, "index_select", C::layout, 2, 2, dim, infer_index_select},
+      {O::gather, "gather", C::layout, 2, 2, dim, infer_gather},
       layout(O::flatten, "flatten", {{"start_dim", K::int_}, {"end_dim", K::int_}}, infer_flatten, decompose_flatten),
 
       {O::softmax, "softmax", C::composite, 1, 1, dim, infer_softmax, decompose_softmax},
@@ -1000,7 +1073,7 @@ std::vector<OpDef> build_table() {
       {O::layer_norm, "layer_norm", C::composite, 1, 3, norm, infer_norm, decompose_layer_norm},
       {O::rms_norm, "rms_norm", C::composite, 1, 2, norm, infer_norm, decompose_rms_norm},
       {O::linear, "linear", C::composite, 2, 3, {}, infer_linear, decompose_linear},
-      {O::scaled_dot_product_attention, "scaled_dot_product_attention", C::composite, 3, 3, {{"scale", K::float_}},
+      {O::scaled_dot_product_attention, "scaled_dot_product_attention", C::composite, 3, 4, {{"scale", K::float_}},
        infer_attention, decompose_attention},
       {O::convolution, "convolution", C::composite, 2, 3,
        {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}}, infer_convolution,
@@ -1013,6 +1086,8 @@ std::vector<OpDef> build_table() {
         {"count_include_pad", K::bool_}},
        infer_pool, decompose_avg_pool},
       {O::batch_norm, "batch_norm", C::composite, 3, 5, {{"eps", K::float_}}, infer_channel_norm, decompose_batch_norm},
+      {O::tril, "tril", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_tril},
+      {O::triu, "triu", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_triu},
       {O::group_norm, "group_norm", C::composite, 1, 3, {{"groups", K::int_}, {"eps", K::float_}}, infer_channel_norm,
        decompose_group_norm},
 

@@ -12,7 +12,8 @@
 //   kMaxFoldElements elements, and whose result is static and that small: computed with
 //   eval::run_op; a uniform result becomes a `full`, any other a `constant`.
 // Sources stay as they are (a full of a scalar is not turned into data; arange is cheaper than
-// its data). randn is never folded: its values are the one place targets may differ by an ulp
+// its data), and iota is not folded at all: a mask built from iotas (tril, one-hot) costs an
+// index comparison inside the kernel that uses it, its data a load. randn is never folded: its values are the one place targets may differ by an ulp
 // (logf/sinf/cosf), so baking the reference's values in would change what a target computes.
 // A node whose evaluation fails (an index out of range) is left for the run to report.
 #include <cmath>

@@ -97,7 +97,7 @@ bool contiguous_from_start(const TensorMeta& m, const Layout& l) {
 }
 
 bool index_checked_at_run_time(const Graph& g, const Node& n) {
-  return n.op == OpId::index_select && !constant_index_in_range(g, n) &&
+  return gathers(n.op) && !constant_index_in_range(g, n) &&
          g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
 }
 
@@ -107,7 +107,8 @@ bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
   switch (n.op) {
     case OpId::randn: return true;
     // Only along a symbolic dim: there is no constant bound to clamp a run-time index to.
-    case OpId::index_select: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
+    case OpId::index_select:
+    case OpId::gather: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
     case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
                           // integer products stay exact on the reference
       const DType t = n.meta.dtype;
@@ -214,9 +215,9 @@ class Fuser {
         realize_node(id, "reduction");
         continue;
       }
-      if (node.op == OpId::pad || node.op == OpId::cat || node.op == OpId::index_select) {
+      if (node.op == OpId::pad || node.op == OpId::cat || gathers(node.op)) {
         // They read their input at other positions than they write: from memory, through views.
-        for (size_t j = 0; j < (node.op == OpId::index_select ? 1 : node.inputs.size()); ++j)
+        for (size_t j = 0; j < (gathers(node.op) ? 1 : node.inputs.size()); ++j)
           if (!ctx_.layout(node.inputs[j], nullptr))
             realize_node(node.inputs[j], "read at other positions by " + label(id));
       }
@@ -227,7 +228,7 @@ class Fuser {
           // Store the computed value under the views (k in k^T), then read it through them.
           NodeId base = i;
           while (op_def(g.node(base).op).category == OpCategory::layout && g.node(base).op != OpId::cat &&
-                 g.node(base).op != OpId::pad && g.node(base).op != OpId::index_select)
+                 g.node(base).op != OpId::pad && !gathers(g.node(base).op))
             base = g.node(base).inputs[0];
           realize_node(base, std::string(what) + " operand (through views)");
           l = ctx_.layout(i, nullptr);
@@ -653,7 +654,8 @@ class Fuser {
 }  // namespace detail
 
 bool Target::fuses_attention(const Graph& g, const Node& n) const {
-  if (!fused_attention || n.op != OpId::scaled_dot_product_attention) return false;
+  // The kernel has no mask (yet): a masked attention runs decomposed.
+  if (!fused_attention || n.op != OpId::scaled_dot_product_attention || n.inputs.size() > 3) return false;
   // The kernel works in base 2 with scale * log2(e) as a float: it must be a normal number.
   if (!std::isnormal(static_cast<float>(n.attrs.f(0) * 1.4426950408889634))) return false;
   const DType t = n.meta.dtype;

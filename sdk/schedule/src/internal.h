@@ -103,13 +103,13 @@ class KernelBuilder {
   // A load through `layout` that reads only where `mask` (a bool value, -1: everywhere) holds,
   // at `map` plus the element offset `offset` (an i64 value, -1: none).
   int32_t load_where(const Layout& layout, const Map& map, DType dtype, int32_t mask, int32_t offset);
-  // The layout an op reading its input at other positions (pad, cat, index_select) loads through.
+  // The layout an op reading its input at other positions (pad, cat, index_select, gather) loads through.
   Layout layout_of_input(NodeId reader, NodeId input) const;
   int32_t index_value(const Affine& a);
   int32_t size_value(const SymInt& s);
   int32_t emit_pad(NodeId n, const Map& map);
   int32_t emit_cat(NodeId n, const Map& map);
-  int32_t emit_index_select(NodeId n, const Map& map);
+  int32_t emit_gathering(NodeId n, const Map& map);
   int32_t constant(double v, DType t);
   int32_t pointwise(OpId op, DType t, std::vector<int32_t> args, Attrs attrs = {});
   size_t rank() const { return dom_.extents.size(); }
@@ -120,7 +120,9 @@ class KernelBuilder {
 // `checks` receives one message per check output prepare() appends (Schedule::checks).
 Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& checks);
 
-// index_select whose index is a constant inside the selected dim for every size the plan
+// index_select and gather read x at positions an index tensor gives along one dim.
+inline bool gathers(OpId op) { return op == OpId::index_select || op == OpId::gather; }
+// A gathering op whose index is a constant inside the selected dim for every size the plan
 // serves: a plain gathering load. Any other index with a static selected dim is read at run
 // time, clamped into the dim, and counted by a check when it lies outside (prepare.cpp); a
 // symbolic selected dim leaves the op to the reference kernel.

@@ -400,21 +400,23 @@ int32_t KernelBuilder::emit_cat(NodeId n, const Map& map) {
   return result;
 }
 
-// index_select: the load's position in the selected dim comes from the index tensor. A
-// constant index was checked against the input when scheduled (fuse.cpp); any other is
-// clamped into the dim, so the load stays inside the input whatever the index (the plan's
-// check reports indices outside it after the run, prepare.cpp).
-int32_t KernelBuilder::emit_index_select(NodeId n, const Map& map) {
+// index_select and gather: the load's position in the selected dim comes from the index
+// tensor, read at the output's position in that dim (index_select's 1-D index) or at the
+// output's position (gather's index has the output's shape). A constant index was checked
+// against the input when scheduled (fuse.cpp); any other is clamped into the dim, so the load
+// stays inside the input whatever the index (the plan's check reports indices outside it after
+// the run, prepare.cpp).
+int32_t KernelBuilder::emit_gathering(NodeId n, const Map& map) {
   const Node& node = ctx_.g.node(n);
   const NodeId x = node.inputs[0], idx = node.inputs[1];
   const size_t d = static_cast<size_t>(node.attrs.i(0));
   const Layout l = layout_of_input(n, x);
-  const int32_t pos = emit(idx, Map{map[d]});
+  const int32_t pos = emit(idx, node.op == OpId::gather ? map : Map{map[d]});
   int32_t offset = pos;
   if (k_.instrs[static_cast<size_t>(pos)].dtype != DType::i64) offset = pointwise(OpId::cast, DType::i64, {pos}, Attrs{DType::i64});
   if (!constant_index_in_range(ctx_.g, node)) {
     const SymInt& size = ctx_.g.node(x).meta.sizes[d];
-    KILN_INTERNAL_CHECK(size.is_static(), "schedule: index_select node %", n, " gathers along a symbolic dim");
+    KILN_INTERNAL_CHECK(size.is_static(), "schedule: ", op_name(node.op), " node %", n, " gathers along a symbolic dim");
     offset = pointwise(OpId::maximum, DType::i64, {offset, constant(0.0, DType::i64)});
     offset = pointwise(OpId::minimum, DType::i64, {offset, constant(static_cast<double>(size.hint() - 1), DType::i64)});
   }
@@ -499,6 +501,14 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
                                      constant(node.attrs.f(0), DType::f64)});
         return meta.dtype == DType::f64 ? v : pointwise(OpId::cast, meta.dtype, {v}, Attrs{meta.dtype});
       }
+      if (node.op == OpId::iota) {
+        Instr idx;
+        idx.kind = InstrKind::index;
+        idx.dtype = DType::i64;
+        idx.index = map[static_cast<size_t>(node.attrs.i(1))];
+        const int32_t i = add(std::move(idx));
+        return meta.dtype == DType::i64 ? i : pointwise(OpId::cast, meta.dtype, {i}, Attrs{meta.dtype});
+      }
       break;
     }
     case OpCategory::layout: {
@@ -560,7 +570,8 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
         }
         case OpId::pad: return emit_pad(n, map);
         case OpId::cat: return emit_cat(n, map);
-        case OpId::index_select: return emit_index_select(n, map);
+        case OpId::index_select:
+        case OpId::gather: return emit_gathering(n, map);
         default: break;
       }
       break;

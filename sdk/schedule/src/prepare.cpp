@@ -8,7 +8,7 @@
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
-// An index_select whose indices are only known at run time gathers on the device with each
+// An index_select or gather whose indices are only known at run time gathers on the device with each
 // index clamped into the dim, and gets a check: one more graph output counting the indices
 // outside the dim, which the runtime reads after the kernels (Schedule::checks).
 #include <optional>
@@ -38,8 +38,7 @@ std::optional<Layout> source_layout(const Graph& g, NodeId id) {
 NodeId view_base(const Graph& g, NodeId id) {
   for (;;) {
     const Node& n = g.node(id);
-    if (op_def(n.op).category != OpCategory::layout || n.op == OpId::cat || n.op == OpId::pad ||
-        n.op == OpId::index_select)
+    if (op_def(n.op).category != OpCategory::layout || n.op == OpId::cat || n.op == OpId::pad || gathers(n.op))
       return id;
     id = n.inputs[0];
   }
@@ -162,7 +161,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
     if (!index_checked_at_run_time(out, n)) continue;
     const int64_t dim = n.attrs.i(0);
     const int64_t size = out.node(n.inputs[0]).meta.sizes[static_cast<size_t>(dim)].hint();
-    const std::string what = "index_select" + (n.name.empty() ? std::string() : " '" + n.name + "'") + " (node %" +
+    const std::string what = std::string(op_name(n.op)) + (n.name.empty() ? std::string() : " '" + n.name + "'") + " (node %" +
                              std::to_string(id) + " of the scheduled graph)";
     NodeId index = n.inputs[1];
     if (out.node(index).meta.dtype != DType::i64) index = out.add(OpId::cast, {index}, Attrs{DType::i64});

@@ -80,6 +80,7 @@ KILN_BINARY(logical_or)
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+Tensor where(const Tensor& cond, Scalar a, Scalar b);  // f32 if either is floating, else i64 (or bool)
 
 // Reductions over a set of dims (empty = all dims).
 Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
@@ -106,6 +107,11 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end = std::num
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor pad(const Tensor& x, const Dims& pads, double value = 0.0);  // pairs, last dim first
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// torch.gather: y[i] = x[i with i[dim] = index[i]], y of index's shape (same rank as x, no
+// larger than x in the other dims); take_along_dim first broadcasts x and index against each
+// other in every dim but `dim`.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor take_along_dim(const Tensor& x, const Tensor& index, int64_t dim);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 
 // Composites (decomposed by the compiler; one kernel each after fusion).
@@ -121,6 +127,26 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // a multiple of 16 up to 128 runs as one fused flash-attention kernel.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     std::optional<double> scale = std::nullopt);
+// torch's other arguments: a mask broadcast to the scores [..., Lq, Lk] (bool: attend where
+// true; floating: added to the scores), or is_causal (query i attends to keys j <= i, the
+// top-left aligned triangle, built from sizes that may be symbolic); enable_gqa lets k and v
+// have fewer heads (dim -3) than q, each serving q's heads in groups (Hq a multiple of Hkv).
+// A masked attention runs decomposed (three kernels) on every target.
+struct AttentionOptions {
+  Tensor mask;
+  bool is_causal = false;
+  std::optional<double> scale;
+  bool enable_gqa = false;
+};
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
+
+// The lower (tril) or upper (triu) triangle of the last two dims, the rest 0: kept where
+// col - row <= diagonal (tril) or >= diagonal (triu), as torch.tril/triu.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// [..., num_classes] of i64, 1 at each value's class (torch.nn.functional.one_hot). Values
+// outside [0, num_classes) are an error in eager mode; in a compiled function their row is 0.
+Tensor one_hot(const Tensor& x, int64_t num_classes);
 
 // Convolutions and pooling over x[N, C, *spatial] with 1, 2 or 3 spatial dims, as torch's
 // conv1d/2d/3d and max/avg_pool1d/2d/3d: stride, padding and dilation give one value per

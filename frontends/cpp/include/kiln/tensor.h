@@ -93,6 +93,7 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor matmul(const Tensor& other) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor softmax(int64_t dim) const;
   Tensor exp() const;
   Tensor log() const;
@@ -118,6 +119,11 @@ Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
 Tensor arange(double end, DType dtype = DType::i64, Device device = Device::cpu());
 Tensor arange(double start, double end, double step = 1, DType dtype = DType::i64, Device device = Device::cpu());
+// 0, 1, ..., n - 1 for a size that may be symbolic (arange(x.shape()[1]) keeps a dynamic dim
+// dynamic while tracing; arange(x.size(1)) specialises it).
+Tensor arange(const SymInt& n, DType dtype = DType::i64, Device device = Device::cpu());
+// Each element's position along `dim` (JAX's broadcasted_iota): masks over symbolic sizes.
+Tensor iota(const Shape& shape, int64_t dim, DType dtype = DType::i64, Device device = Device::cpu());
 // Normal(0, 1) from a counter-based generator: element i depends only on (seed, i).
 Tensor randn(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu(), uint64_t seed = 0);
 Tensor scalar_tensor(double value, DType dtype = DType::f32);

@@ -26,7 +26,10 @@ class Graph {
  public:
   // Appends an input (argument index = number of inputs so far).
   NodeId add_input(TensorMeta meta, std::string name = {});
-  // Appends a node, validating arity and attributes and inferring its meta.
+  // Appends a node, validating arity and attributes and inferring its meta. Values the graph
+  // generates (full, arange, iota, randn, and what is computed from them alone) have no device
+  // of their own: their meta says cpu, and where they meet a tensor on a device they count as
+  // on it (a tril mask of iotas next to a CUDA input), as 0-d cpu tensors do.
   NodeId add(OpId op, std::vector<NodeId> inputs, Attrs attrs = {});
   void set_outputs(std::vector<NodeId> outputs);
   // Names a node (shown by str(); stripped by canonical()).
@@ -53,7 +56,9 @@ class Graph {
   bool operator==(const Graph& o) const;
 
  private:
+  bool placeless(NodeId id) const;
   std::vector<Node> nodes_;
+  mutable std::vector<char> placeless_;  // per node, filled in order on demand (nodes never change)
   std::vector<NodeId> inputs_;
   std::vector<NodeId> outputs_;
   ShapeEnv shapes_;

@@ -32,6 +32,8 @@ enum class OpId : uint16_t {
   constant,     // attrs: value:tensor                      a tensor captured by value
   full,         // attrs: shape:symints, value:float, dtype:dtype
   arange,       // attrs: start:float, end:float, step:float, dtype:dtype   size ceil((end-start)/step)
+  iota,         // attrs: shape:symints, dim:int, dtype:dtype   each element's position along dim (JAX's
+                //        broadcasted_iota): arange, masks and one-hot codes over symbolic sizes
   randn,        // attrs: shape:symints, seed:int, dtype:dtype  normal(0,1): element i depends only on
                 //        (seed, i): Philox4x32-10 keyed by seed, counter i/2, Box-Muller pair
                 //        (sdk/eval/include/kiln/eval/random.h has the exact scheme every target reproduces)
@@ -66,6 +68,9 @@ enum class OpId : uint16_t {
   pad,          // attrs: pads:ints (pairs, last dim first, as torch.nn.functional.pad; may be
                 //        negative to crop), value:float (constant mode)
   index_select, // attrs: dim:int; inputs (x, index: 1-D i32/i64)
+  gather,       // attrs: dim:int; inputs (x, index: i32/i64 of x's rank, no dim but `dim` larger than
+                //        x's) -> y of index's shape, y[i] = x[i with i[dim] = index[i]] (torch.gather,
+                //        ONNX GatherElements; indices outside x's dim are an error)
   flatten,      // attrs: start_dim:int, end_dim:int       composite -> reshape
   // Composites, each with a decomposition into the primitives above.
   softmax,      // attrs: dim:int
@@ -75,7 +80,9 @@ enum class OpId : uint16_t {
   rms_norm,     // attrs: normalized_ndim:int, eps:float; inputs (x[, weight])
   linear,       // inputs (x[..., in], w[out, in][, b[out]]) -> x @ w^T + b
   scaled_dot_product_attention,  // attrs: scale:float; inputs (q[..., Lq, D], k[..., Lk, D],
-                //        v[..., Lk, Dv]), equal batch dims -> softmax(q @ k^T * scale, -1) @ v
+                //        v[..., Lk, Dv][, mask]), equal batch dims -> softmax(q @ k^T * scale, -1) @ v;
+                //        a mask broadcast to [..., Lq, Lk]: bool keeps where true, a float one is added
+                //        to the scores (torch's attn_mask)
   convolution,  // attrs: strides:ints, pads:ints (n begins then n ends), dilations:ints, groups:int;
                 //        inputs (x[N, C, *S], w[M, C/groups, *K][, bias[M]]) over n = rank - 2 static
                 //        spatial dims (N may be symbolic) -> y[N, M, *O], O = (S + pads - span) / stride + 1
@@ -90,6 +97,8 @@ enum class OpId : uint16_t {
   batch_norm,   // attrs: eps:float; inputs (x[N, C, *], mean[C], var[C][, weight[C][, bias[C]]]) ->
                 //        (x - mean) / sqrt(var + eps) * weight + bias per channel (inference: the
                 //        running statistics are inputs)
+  tril, triu,   // attrs: diagonal:int; inputs (x[..., R, C]) -> x where col - row <= diagonal (tril) or
+                //        >= diagonal (triu), else 0 (torch.tril/triu, ONNX Trilu); R and C may be symbolic
   group_norm,   // attrs: groups:int, eps:float; inputs (x[N, C, *][, weight[C][, bias[C]]]): the C channels
                 //        in `groups` groups, each normalised over its channels and the spatial dims
                 //        (instance norm: groups = C)

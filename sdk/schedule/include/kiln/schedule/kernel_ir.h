@@ -7,7 +7,7 @@
 // reshape/permute/expand/slice/squeeze into load indices), constants, symbolic sizes, pointwise
 // ops of the op table, and reductions over all inner dims. Stores write values back, affinely.
 // A load may also be masked (pad, cat: where a bool value is false it reads nothing and yields
-// 0) and gathered (index_select: an i64 value adds an element offset to its affine index).
+// 0) and gathered (index_select, gather: an i64 value adds an element offset to its affine index).
 // Targets choose tiling, threads and vector width; they never change what is computed.
 //
 // Four kinds of kernels do more than the loop nest: a matmul kernel first multiplies its

@@ -98,7 +98,7 @@ struct Schedule {
   std::vector<Slot> slots;
   std::vector<Kernel> kernels;
   std::vector<int32_t> outputs;  // buffer per graph output (an input's buffer when it is one)
-  // Checks of what only a run can know (an index_select's run-time indices lie inside the
+  // Checks of what only a run can know (a gathering op's run-time indices lie inside the
   // selected dim): the last checks.size() entries of `outputs` are i64 counts of what went
   // wrong, which must be 0 after a run; each message says what a nonzero count means. The
   // kernels stay memory-safe meanwhile (indices are clamped), so a runtime reads the counts

@@ -423,6 +423,7 @@ Tolerance tol_of(OpId op, DType out) {
   Tolerance t = tolerance_for(out, loose_op(op));
   switch (op) {
     case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear: case OpId::convolution: case OpId::avg_pool:
+    case OpId::cumsum:  // a matmul by a triangle of ones: a sum per element
       t.rtol *= 4;
       t.scale_by_abs_run = true;
       break;
@@ -1222,6 +1223,20 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(core(Cop(op, qkv({2, -1, 32}, {2, -2, 32}, {2, -2, 64}), {0.2})));
         break;
       }
+      case OpId::cumsum: {
+        auto a = [](int64_t d, bool exclusive, bool reverse) { return Attrs{d, exclusive, reverse}; };
+        cs.push_back(core(Cop(op, {A(t, {4, 7})}, a(1, false, false))));
+        cs.push_back(Cop(op, {A(t, {4, 7})}, a(0, false, false)));
+        cs.push_back(Cop(op, {A(t, {3, 5, 6})}, a(1, true, false), "exclusive"));
+        cs.push_back(Cop(op, {A(t, {3, 5, 6})}, a(2, false, true), "reverse"));
+        cs.push_back(Cop(op, {A(t, {3, 5, 6})}, a(0, true, true), "exclusive reverse"));
+        cs.push_back(Cop(op, {A(t, {})}, a(0, false, false), "rank 0"));
+        cs.push_back(core(Cop(op, {A(t, {130})}, a(0, false, false), "long")));
+        cs.push_back(core(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted)}, a(1, false, false), "strided")));
+        sym.push_back(core(Cop(op, {A(t, {-1, 5})}, a(0, false, false), "along a symbolic dim")));
+        sym.push_back(Cop(op, {A(t, {-1, 5})}, a(1, false, true)));
+        break;
+      }
       case OpId::tril:
       case OpId::triu: {
         for (int64_t d : {0, -1, 2}) cs.push_back(Cop(op, {A(t, {4, 5})}, {d}));
@@ -1318,7 +1333,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::max_pool, OpId::avg_pool,
-                    OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
+                    OpId::cumsum, OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
       t[op] = composite_cases;
     return t;
   }();

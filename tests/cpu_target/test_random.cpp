@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_CASE(random_graphs_match_the_reference) {
   RandomGraphOptions go;
   go.avoid_known_bugs = env_u64("KILN_DIFF_AVOID_KNOWN_BUGS", 0) != 0;
   const auto start = std::chrono::steady_clock::now();
-  int failed = 0, symbolic = 0, runs = 0, nodes = 0, kernels = 0, image_ops = 0;
+  int failed = 0, symbolic = 0, runs = 0, nodes = 0, kernels = 0, image_ops = 0, gathers = 0;
   const CompileStats before = compile_stats();
   for (uint64_t seed = first; seed < first + count; ++seed) {
     const RandomCase c = random_graph(seed, go);
@@ -49,6 +49,7 @@ BOOST_AUTO_TEST_CASE(random_graphs_match_the_reference) {
     for (size_t i = 0; i < c.graph.size(); ++i) {  // the composites only channels_and_windows makes
       const OpId op = c.graph.node(static_cast<NodeId>(i)).op;
       image_ops += op == OpId::max_pool || op == OpId::avg_pool || op == OpId::batch_norm || op == OpId::group_norm;
+      gathers += op == OpId::index_select || op == OpId::gather;
     }
     DiffOptions o;
     o.compile = compile_options_for_seed(seed);
@@ -62,7 +63,7 @@ BOOST_AUTO_TEST_CASE(random_graphs_match_the_reference) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   BOOST_TEST_MESSAGE("random graphs: seeds " << first << ".." << first + count - 1 << ", " << failed << " failed, "
                                              << symbolic << " symbolic, " << runs << " runs, " << nodes << " ops (" << image_ops
-                                             << " pooling or channel norms), "
+                                             << " pooling or channel norms, " << gathers << " index_select or gather), "
                                              << kernels << " kernels compiled, " << secs << " s");
 }
 

@@ -124,6 +124,9 @@ BOOST_AUTO_TEST_CASE(masks_and_indices) {
   check_tensor(tril(ones({2, 2, 2}, DType::bool_)), {2, 2, 2}, DType::bool_, {1, 0, 1, 1, 1, 0, 1, 1});
   check_tensor(one_hot(from_vector<int64_t>({2, 0, 1}), 3), {3, 3}, DType::i64, {0, 0, 1, 1, 0, 0, 0, 1, 0});
   check_tensor(iota({2, 3}, 1, DType::i32), {2, 3}, DType::i32, {0, 1, 2, 0, 1, 2});
+  check_tensor(cumsum(x, 1), {3, 4}, DType::f32, {1, 3, 6, 10, 5, 11, 18, 26, 9, 19, 30, 42});
+  check_tensor(cumsum(x, 0), {3, 4}, DType::f32, {1, 2, 3, 4, 6, 8, 10, 12, 15, 18, 21, 24});
+  check_tensor(cumsum(from_vector<int32_t>({3, -1, 4}), 0), {3}, DType::i64, {3, 2, 6});
   check_tensor(arange(SymInt(4)), {4}, DType::i64, {0, 1, 2, 3});
   check_tensor(where(gt(x, 6.0), 1.5, 0), {3, 4}, DType::f32, {0, 0, 0, 0, 0, 0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5});
   check_tensor(where(gt(x, 10.0), 1, 0), {3, 4}, DType::i64, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1});

@@ -739,24 +739,7 @@ std::vector<V> cumsum(NodeCtx& c) {
   const V& x = c.input(0);
   const int64_t axis = norm_axis(im.static_ints(c.input(1), "the axis input").at(0), rank_of(x));
   const bool exclusive = c.i("exclusive", 0) != 0, reverse = c.i("reverse", 0) != 0;
-  const int64_t n = static_dim(im, x, axis, "CumSum");
-  // out[j] = sum_i x[i] * T[i][j]: a matmul over the axis moved last.
-  std::vector<double> t(static_cast<size_t>(n * n));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const bool in = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
-      t[static_cast<size_t>(i * n + j)] = in;
-    }
-  const DType ct = is_floating(x->dtype) ? x->dtype : DType::f64;
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < rank_of(x); ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  std::vector<int64_t> inv(perm.size());
-  for (size_t k = 0; k < perm.size(); ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
-  const V moved = im.permute(im.cast(x, ct), perm);
-  const V y = im.op(O::matmul, {moved, im.constant(make_tensor(ct, {n, n}, t))});
-  return one(im.cast(im.permute(y, inv), x->dtype));
+  return one(im.cast(im.op(O::cumsum, {x}, {axis, exclusive, reverse}), x->dtype));
 }
 
 std::vector<V> depth_to_space(NodeCtx& c, bool to_space) {

@@ -578,6 +578,13 @@ TensorMeta infer_pool(const InferContext& c) {
 
 // batch_norm (x[N, C, *], mean, var[, weight[, bias]]) and group_norm (x[N, C, *][, weight[,
 // bias]]): per-channel parameters of [C]; the result has x's floating type.
+TensorMeta infer_cumsum(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  check_dim(c, c.attrs.i(0), std::max<int64_t>(x.rank(), 1));
+  const DType t = is_floating(x.dtype) ? x.dtype : DType::i64;
+  return result(c, t, x.sizes);
+}
+
 TensorMeta infer_triangle(const InferContext& c) {
   const TensorMeta& x = arg(c, 0);
   KILN_CHECK(x.rank() >= 2, opn(c), ": x must have at least 2 dims (rows and columns), got ", shape_str(x.sizes));
@@ -929,6 +936,35 @@ NodeId triangle(Graph& g, NodeId x, int64_t diagonal, OpId keep) {
   const NodeId mask = b.add(keep, {b.add(OpId::sub, {cols, rows}), b.scalar(static_cast<double>(diagonal), DType::i64)});
   return b.add(OpId::where, {mask, x, b.scalar(0.0, m.dtype)});
 }
+// y[..., j] = sum_i x[..., i] * T[i, j] with dim moved last, T[i, j] = (i <= j) (i < j exclusive;
+// i >= j, i > j reversed) from two iotas. Integers multiply in f64 (exact up to 2^53) and are
+// cast back to i64. A 0-d x is its own running sum.
+NodeId decompose_cumsum(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const TensorMeta x = b.meta(in[0]);
+  const DType t = is_floating(x.dtype) ? x.dtype : DType::i64;
+  if (x.rank() == 0) return b.cast(in[0], t);
+  const int64_t r = x.rank(), d = a.i(0);
+  const bool exclusive = a.b(1), reverse = a.b(2);
+  const DType ct = is_floating(x.dtype) ? x.dtype : DType::f64;
+  std::vector<int64_t> perm;
+  for (int64_t k = 0; k < r; ++k)
+    if (k != d) perm.push_back(k);
+  perm.push_back(d);
+  std::vector<int64_t> inv(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
+  const SymInt n = x.sizes[static_cast<size_t>(d)];
+  const NodeId i = b.add(OpId::iota, {}, {SymShape{n, n}, int64_t{0}, DType::i64});
+  const NodeId j = b.add(OpId::iota, {}, {SymShape{n, n}, int64_t{1}, DType::i64});
+  const OpId keep = reverse ? (exclusive ? OpId::gt : OpId::ge) : (exclusive ? OpId::lt : OpId::le);
+  const NodeId tri = b.cast(b.add(keep, {i, j}), ct);
+  NodeId xs = b.cast(in[0], ct);
+  if (d != r - 1) xs = b.add(OpId::permute, {xs}, {perm});
+  NodeId y = b.add(OpId::matmul, {xs, tri});
+  if (d != r - 1) y = b.add(OpId::permute, {y}, {inv});
+  return b.cast(y, t);
+}
+
 NodeId decompose_tril(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::le); }
 NodeId decompose_triu(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::ge); }
 
@@ -1086,6 +1122,8 @@ std::vector<OpDef> build_table() {
         {"count_include_pad", K::bool_}},
        infer_pool, decompose_avg_pool},
       {O::batch_norm, "batch_norm", C::composite, 3, 5, {{"eps", K::float_}}, infer_channel_norm, decompose_batch_norm},
+      {O::cumsum, "cumsum", C::composite, 1, 1, {{"dim", K::int_}, {"exclusive", K::bool_}, {"reverse", K::bool_}},
+       infer_cumsum, decompose_cumsum},
       {O::tril, "tril", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_tril},
       {O::triu, "triu", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_triu},
       {O::group_norm, "group_norm", C::composite, 1, 3, {{"groups", K::int_}, {"eps", K::float_}}, infer_channel_norm,

@@ -142,6 +142,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 // The lower (tril) or upper (triu) triangle of the last two dims, the rest 0: kept where
 // col - row <= diagonal (tril) or >= diagonal (triu), as torch.tril/triu.
+// Running sums along dim (torch.cumsum; integers and bool give i64).
+Tensor cumsum(const Tensor& x, int64_t dim);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // [..., num_classes] of i64, 1 at each value's class (torch.nn.functional.one_hot). Values

@@ -69,6 +69,12 @@ BOOST_AUTO_TEST_CASE(all_forms) {
       for (Category c : kAll) BOOST_TEST(logs::enabled(c));
     }
   }
+  // profile changes how plans run (each kernel timed alone): only when named.
+  logs::set_categories_for_testing("all");
+  BOOST_TEST(!logs::enabled(Category::profile));
+  logs::set_categories_for_testing("all,profile");
+  BOOST_TEST(logs::enabled(Category::profile));
+  BOOST_TEST(logs::category_name(Category::profile) == "profile");
   logs::set_categories_for_testing("all,-output_code");
   BOOST_TEST(!logs::enabled(Category::output_code));
   BOOST_TEST(logs::enabled(Category::dynamic));
@@ -85,7 +91,7 @@ BOOST_AUTO_TEST_CASE(unknown_category_warns_once_and_keeps_the_rest) {
   BOOST_TEST(w ==
              "[kiln warning] log categories: unknown log categories 'bogus', 'nope'; valid "
              "categories are all, graph, guards, recompiles, graph_breaks, schedule, fusion, "
-             "output_code, cache, perf_hints, dynamic.\n");
+             "output_code, cache, perf_hints, dynamic, profile.\n");
 }
 
 BOOST_AUTO_TEST_CASE(write_prefixes_every_line) {

@@ -310,12 +310,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   const char* op = "scaled_dot_product_attention";
   KILN_CHECK(q.defined() && k.defined() && v.defined(), op, ": q, k and v must be defined");
-  KILN_CHECK(q.rank() >= 2 && k.rank() == q.rank() && v.rank() == q.rank(), op,
-             ": q, k and v must have the same rank (at least 2), got ", shape_str(q.shape()), ", ", shape_str(k.shape()),
-             " and ", shape_str(v.shape()));
   KILN_CHECK(!(o.is_causal && o.mask.defined()), op, ": give a mask or is_causal, not both (as torch)");
   Tensor kk = k, vv = v;
-  if (o.enable_gqa && q.rank() >= 3 && !(q.shape()[q.rank() - 3] == k.shape()[k.rank() - 3])) {
+  // The op's rule checks the ranks; here only so far as the head dims below are read.
+  const bool heads = q.rank() >= 3 && k.rank() == q.rank() && v.rank() == q.rank();
+  if (o.enable_gqa && heads && !(q.shape()[q.rank() - 3] == k.shape()[k.rank() - 3])) {
     // k and v [..., Hkv, L, D] -> [..., Hkv, G, L, D] (a broadcast view) -> [..., Hq, L, D].
     const SymInt& hq = q.shape()[q.rank() - 3];
     const SymInt& hkv = k.shape()[k.rank() - 3];
@@ -339,7 +338,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!o.mask.defined() && !o.is_causal)
     return dispatch(OpId::scaled_dot_product_attention, {&q, &kk, &vv}, Attrs{s});
   Tensor mask = o.mask;
-  if (o.is_causal) {
+  if (o.is_causal && q.rank() >= 2 && kk.rank() >= 2) {  // (other ranks: the op's rule says why)
     const Shape scores{q.shape()[q.rank() - 2], kk.shape()[kk.rank() - 2]};
     mask = le(iota(scores, 1, DType::i64, q.device()), iota(scores, 0, DType::i64, q.device()));
   }

@@ -95,26 +95,24 @@ NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
     }
     in = many;
   }
-  // Generated values take the device of the placed inputs they meet.
-  std::vector<TensorMeta> moved;
-  std::vector<const TensorMeta*> placed_in;
+  // Generated values take the device of the placed inputs they meet (the first input that is
+  // neither generated nor a 0-d cpu scalar).
   const TensorMeta* placed = nullptr;
-  bool any_placeless = false;
-  for (int i = 0; i < n; ++i) {
-    if (placeless(inputs[static_cast<size_t>(i)])) {
-      any_placeless = true;
-    } else if (!placed && !(in[static_cast<size_t>(i)]->device == Device::cpu() && in[static_cast<size_t>(i)]->rank() == 0)) {
-      placed = in[static_cast<size_t>(i)];
-    }
+  for (int i = 0; i < n && !placed; ++i) {
+    const TensorMeta& m = *in[static_cast<size_t>(i)];
+    if (!(m.device == Device::cpu() && m.rank() == 0) && !placeless(inputs[static_cast<size_t>(i)])) placed = &m;
   }
-  if (any_placeless && placed && !(placed->device == Device::cpu())) {
-    moved.reserve(static_cast<size_t>(n));
+  std::vector<TensorMeta> moved;
+  std::vector<const TensorMeta*> moved_in;
+  if (placed && !(placed->device == Device::cpu())) {
     for (int i = 0; i < n; ++i) {
-      moved.push_back(*in[static_cast<size_t>(i)]);
-      if (placeless(inputs[static_cast<size_t>(i)])) moved.back().device = placed->device;
+      if (!placeless(inputs[static_cast<size_t>(i)])) continue;
+      if (moved.empty())
+        for (int j = 0; j < n; ++j) moved.push_back(*in[static_cast<size_t>(j)]);
+      moved[static_cast<size_t>(i)].device = placed->device;
     }
-    for (const TensorMeta& m : moved) placed_in.push_back(&m);
-    in = placed_in;
+    for (const TensorMeta& m : moved) moved_in.push_back(&m);
+    if (!moved.empty()) in = moved_in;
   }
   TensorMeta meta = def.infer(InferContext{op, in, attrs, shapes_});
   nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), std::move(meta), {}});

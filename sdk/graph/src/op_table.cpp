@@ -925,15 +925,19 @@ NodeId decompose_avg_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) 
   return b.add(OpId::div, {sum, counts});
 }
 
-// x where (col - row) compared with the diagonal holds, else 0: the mask from two iotas over
-// x's last two dims, so symbolic rows and columns stay symbolic and nothing is stored.
+// The [rows, cols] bool mask cmp(col - row, offset) from two iotas: symbolic rows and columns
+// stay symbolic and nothing is stored. tril, triu and cumsum's triangle of ones.
+NodeId diagonal_mask(Builder& b, const SymInt& rows, const SymInt& cols, OpId cmp, int64_t offset) {
+  const SymShape rc{rows, cols};
+  const NodeId r = b.add(OpId::iota, {}, {rc, int64_t{0}, DType::i64});
+  const NodeId c = b.add(OpId::iota, {}, {rc, int64_t{1}, DType::i64});
+  return b.add(cmp, {b.add(OpId::sub, {c, r}), b.scalar(static_cast<double>(offset), DType::i64)});
+}
+// x where (col - row) compared with the diagonal holds, else 0, over x's last two dims.
 NodeId triangle(Graph& g, NodeId x, int64_t diagonal, OpId keep) {
   Builder b{g};
   const TensorMeta m = b.meta(x);
-  const SymShape rc{m.sizes[m.sizes.size() - 2], m.sizes.back()};
-  const NodeId rows = b.add(OpId::iota, {}, {rc, int64_t{0}, DType::i64});
-  const NodeId cols = b.add(OpId::iota, {}, {rc, int64_t{1}, DType::i64});
-  const NodeId mask = b.add(keep, {b.add(OpId::sub, {cols, rows}), b.scalar(static_cast<double>(diagonal), DType::i64)});
+  const NodeId mask = diagonal_mask(b, m.sizes[m.sizes.size() - 2], m.sizes.back(), keep, diagonal);
   return b.add(OpId::where, {mask, x, b.scalar(0.0, m.dtype)});
 }
 // y[..., j] = sum_i x[..., i] * T[i, j] with dim moved last, T[i, j] = (i <= j) (i < j exclusive;
@@ -954,10 +958,9 @@ NodeId decompose_cumsum(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   std::vector<int64_t> inv(perm.size());
   for (size_t k = 0; k < perm.size(); ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
   const SymInt n = x.sizes[static_cast<size_t>(d)];
-  const NodeId i = b.add(OpId::iota, {}, {SymShape{n, n}, int64_t{0}, DType::i64});
-  const NodeId j = b.add(OpId::iota, {}, {SymShape{n, n}, int64_t{1}, DType::i64});
-  const OpId keep = reverse ? (exclusive ? OpId::gt : OpId::ge) : (exclusive ? OpId::lt : OpId::le);
-  const NodeId tri = b.cast(b.add(keep, {i, j}), ct);
+  // i <= j is j - i >= 0; exclusive i < j is > 0; reversed i >= j is <= 0, exclusive < 0.
+  const OpId keep = reverse ? (exclusive ? OpId::lt : OpId::le) : (exclusive ? OpId::gt : OpId::ge);
+  const NodeId tri = b.cast(diagonal_mask(b, n, n, keep, 0), ct);
   NodeId xs = b.cast(in[0], ct);
   if (d != r - 1) xs = b.add(OpId::permute, {xs}, {perm});
   NodeId y = b.add(OpId::matmul, {xs, tri});

@@ -490,23 +490,14 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
     case OpCategory::source: {
       if (node.op == OpId::full) return constant(node.attrs.f(1), meta.dtype);
       if (node.op == OpId::arange) {
-        Instr idx;
-        idx.kind = InstrKind::index;
-        idx.dtype = DType::i64;
-        idx.index = map[0];
-        const int32_t i = add(std::move(idx));
-        const int32_t f = pointwise(OpId::cast, DType::f64, {i}, Attrs{DType::f64});
+        const int32_t f = pointwise(OpId::cast, DType::f64, {index_value(map[0])}, Attrs{DType::f64});
         const int32_t v = pointwise(OpId::add, DType::f64,
                                     {pointwise(OpId::mul, DType::f64, {f, constant(node.attrs.f(2), DType::f64)}),
                                      constant(node.attrs.f(0), DType::f64)});
         return meta.dtype == DType::f64 ? v : pointwise(OpId::cast, meta.dtype, {v}, Attrs{meta.dtype});
       }
       if (node.op == OpId::iota) {
-        Instr idx;
-        idx.kind = InstrKind::index;
-        idx.dtype = DType::i64;
-        idx.index = map[static_cast<size_t>(node.attrs.i(1))];
-        const int32_t i = add(std::move(idx));
+        const int32_t i = index_value(map[static_cast<size_t>(node.attrs.i(1))]);
         return meta.dtype == DType::i64 ? i : pointwise(OpId::cast, meta.dtype, {i}, Attrs{meta.dtype});
       }
       break;

@@ -404,11 +404,44 @@ struct EventTimer final : Context::Timer {
     return ms;
   }
 };
+struct EventTimeline final : Context::Timeline {
+  CUstream stream;
+  std::vector<CUevent> events;  // kept for the next call
+  size_t used = 0;
+  explicit EventTimeline(CUstream s) : stream(s) {}
+  ~EventTimeline() override {
+    for (CUevent e : events) driver().cuEventDestroy(e);
+  }
+  void mark() override {
+    if (used == events.size()) {
+      CUevent e = nullptr;
+      check(driver().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+      events.push_back(e);
+    }
+    check(driver().cuEventRecord(events[used++], stream), "cuEventRecord");
+  }
+  std::vector<double> intervals_ms() override {
+    std::vector<double> ms;
+    if (used) check(driver().cuEventSynchronize(events[used - 1]), "cuEventSynchronize", "(profiling; an earlier kernel may have failed)");
+    for (size_t i = 1; i < used; ++i) {
+      float t = 0;
+      check(driver().cuEventElapsedTime(&t, events[i - 1], events[i]), "cuEventElapsedTime");
+      ms.push_back(t);
+    }
+    used = 0;
+    return ms;
+  }
+};
 }  // namespace
 
 std::unique_ptr<Context::Timer> Context::timer() {
   make_current();
   return std::make_unique<EventTimer>(impl_->stream);
+}
+
+std::unique_ptr<Context::Timeline> Context::timeline() {
+  make_current();
+  return std::make_unique<EventTimeline>(impl_->stream);
 }
 
 TensorData to_device(const TensorData& host, int ordinal) {

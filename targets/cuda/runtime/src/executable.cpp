@@ -19,8 +19,10 @@
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
+#include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/plan/bind.h"
+#include "kiln/plan/profile.h"
 #include "kiln/eval/interpreter.h"
 #include "driver_api.h"
 #include "prebuilt.h"
@@ -285,13 +287,18 @@ struct PlanExecutable::Impl {
   mutable std::mutex graph_mu;
   mutable std::unique_ptr<GraphState> graph;
   mutable std::atomic<int64_t> graphs_recorded{0}, replays{0}, node_updates{0}, direct_runs{0};
+  // KILN_LOGS=profile: each call launched kernel by kernel between timeline marks.
+  std::mutex profile_mu;
+  std::unique_ptr<Context::Timeline> timeline;
+  std::unique_ptr<plan::KernelProfile> profile;
+  void profiled_run(const Bound& b);
 
   Bound bind(std::span<const TensorData* const> inputs);
   LaunchArgs args(size_t ki, int version, const Bound& b) const;
   // Queues every kernel (kernel `override_kernel` as version `override_version`); with a timer,
-  // times that kernel alone.
+  // times that kernel alone; with marks, marks the timeline before each kernel and after the last.
   void launch_all(const Bound& b, void* stream, int override_kernel = -1, int override_version = -1,
-                  Context::Timer* timer = nullptr, double* ms = nullptr);
+                  Context::Timer* timer = nullptr, double* ms = nullptr, Context::Timeline* marks = nullptr);
   void tune(const Bound& b);
   template <class Progress>
   void tune_libraries(const Bound& b, const std::string& problem, Context::Timer& timer, std::ostringstream& report,
@@ -564,7 +571,7 @@ LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) co
 }
 
 void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override_kernel, int override_version,
-                                      Context::Timer* timer, double* ms) {
+                                      Context::Timer* timer, double* ms, Context::Timeline* marks) {
   Context& c = *ctx;
   const plan::KernelPlan& pl = plan;
   const int dev = c.info().ordinal;
@@ -582,6 +589,7 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
   };
   for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
+    if (marks) marks->mark();
     if (k.kind == "reference") {
       std::vector<TensorData> args;
       for (int32_t id : k.inputs) args.push_back(to_host(device_view(id)));
@@ -599,6 +607,17 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
     if (a.fn && a.grid > 0) c.launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
     if (timed) *ms = timer->stop_ms();
   }
+  if (marks) marks->mark();
+}
+
+void PlanExecutable::Impl::profiled_run(const Bound& b) {
+  std::lock_guard<std::mutex> lock(profile_mu);
+  if (!timeline) timeline = ctx->timeline();
+  if (!profile) profile = std::make_unique<plan::KernelProfile>(plan.kernels.size());
+  launch_all(b, nullptr, -1, -1, nullptr, nullptr, timeline.get());
+  profile->add_call(timeline->intervals_ms());
+  if (profile->report_due())
+    KILN_LOG(profile, profile->report(plan, "cuda:" + std::to_string(ctx->info().ordinal) + " (" + ctx->info().name + ")"));
 }
 
 namespace {
@@ -885,7 +904,11 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   const int dev = ctx.info().ordinal;
   if (!im.tuned.load()) im.tune(bound);
   bool done = false;
-  if (im.options.cuda_graph && im.graphable) {
+  if (logs::enabled(logs::Category::profile)) {
+    im.profiled_run(bound);
+    done = true;
+  }
+  if (!done && im.options.cuda_graph && im.graphable) {
     std::unique_lock<std::mutex> lock(im.graph_mu, std::try_to_lock);
     if (lock.owns_lock()) done = im.replay(bound);
   }

@@ -1,7 +1,7 @@
 // kiln::logs: per-category diagnostic logging for every stage. (Not "kiln::log": that name
 // belongs to the tensor op kiln::log(x).)
-// Takes: the categories to show, from KILN_LOGS (comma list, "all"/"+all" for everything,
-//   "-name" to drop one), and KILN_LOG_FILE (append there instead of stderr); both read on
+// Takes: the categories to show, from KILN_LOGS (comma list, "all"/"+all" for everything but
+//   profile, "-name" to drop one), and KILN_LOG_FILE (append there instead of stderr); both read on
 //   first use.
 // Gives: enabled(c), a relaxed load and a bit test, so a disabled KILN_LOG(...) costs almost
 //   nothing and never formats its arguments; write() prefixing each line "[kiln:<category>] ";
@@ -28,8 +28,9 @@ enum class Category : uint8_t {
   cache,
   perf_hints,
   dynamic,
+  profile,  // per-kernel device times; changes how plans run (one by one, timed), so not in "all"
 };
-inline constexpr int kNumCategories = 10;
+inline constexpr int kNumCategories = 11;
 
 // "graph", "guards", ... (the enumerator's name).
 std::string_view category_name(Category c);

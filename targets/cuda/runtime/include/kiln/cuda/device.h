@@ -84,6 +84,9 @@ class Context {
   // Device events for timing (milliseconds between two recorded points on the stream).
   struct Timer;
   std::unique_ptr<Timer> timer();
+  // Events recorded on the stream between launches (the profile log).
+  struct Timeline;
+  std::unique_ptr<Timeline> timeline();
 
   struct Impl;
   Impl& impl() const { return *impl_; }
@@ -97,6 +100,14 @@ struct Context::Timer {
   virtual ~Timer() = default;
   virtual void start() = 0;
   virtual double stop_ms() = 0;  // records the end, waits for it, returns the elapsed time
+};
+
+struct Context::Timeline {
+  virtual ~Timeline() = default;
+  virtual void mark() = 0;  // records an event now (in stream order)
+  // Waits for the last mark; the ms between each two consecutive marks since the last call
+  // (n marks give n - 1 intervals), and starts over.
+  virtual std::vector<double> intervals_ms() = 0;
 };
 
 // A host tensor copied to a new contiguous tensor on device `ordinal` (any strides in).

@@ -90,4 +90,42 @@ BOOST_AUTO_TEST_CASE(low_precision_gemms_keep_their_dtype_where_the_target_says)
   BOOST_TEST((ints.kernels[0].kind == KernelKind::reference), "reference kernel");
 }
 
+// A linear layer over [batch, seq, d] (weights shared by every batch element) is one gemm of
+// batch * seq rows, with its bias epilogue over [rows, n], and so is one of a permuted activation
+// whose last dim stays (permuted after); where A's rows do not run on across the batch or B
+// differs per batch element, the batch stays.
+BOOST_AUTO_TEST_CASE(batches_that_share_the_weights_are_rows_of_one_gemm) {
+  for (const schedule::Target& t : {schedule::Target::cpu(), schedule::Target::gpu()}) {
+    Graph g;
+    const NodeId x = g.add_input(meta(DType::f32, {4, 6, 32}), "x");
+    const NodeId w = g.add_input(meta(DType::f32, {32, 16}), "w");
+    const NodeId bias = g.add_input(meta(DType::f32, {16}), "bias");
+    g.set_outputs({g.add(OpId::add, {g.add(OpId::matmul, {x, w}, {}), bias}, {})});
+    const schedule::Schedule s = schedule::schedule_graph(g, t);
+    const schedule::Kernel& k = gemm_kernel(s);
+    BOOST_TEST(k.gemm->batch.empty(), s.str());
+    BOOST_TEST(k.gemm->m.hint() == 24);
+    BOOST_TEST((k.domain == SymShape{24, 16}), s.str());
+
+    Graph p;  // x permuted ([6, 4, 32] of a [4, 6, 32]): x's own product, permuted after
+    const NodeId px = p.add(OpId::permute, {p.add_input(meta(DType::f32, {4, 6, 32}), "x")}, {std::vector<int64_t>{1, 0, 2}});
+    p.set_outputs({p.add(OpId::matmul, {px, p.add_input(meta(DType::f32, {32, 16}), "w")}, {})});
+    const schedule::Schedule ps = schedule::schedule_graph(p, t);
+    BOOST_TEST(gemm_kernel(ps).gemm->batch.empty(), ps.str());
+    BOOST_TEST(gemm_kernel(ps).gemm->m.hint() == 24);
+
+    Graph q;  // a permute moving the last dim: the batch stays
+    const NodeId qx = q.add(OpId::permute, {q.add_input(meta(DType::f32, {4, 32, 6}), "x")}, {std::vector<int64_t>{0, 2, 1}});
+    q.set_outputs({q.add(OpId::matmul, {qx, q.add_input(meta(DType::f32, {32, 16}), "w")}, {})});
+    const schedule::Schedule qs = schedule::schedule_graph(q, t);
+    BOOST_TEST(gemm_kernel(qs).gemm->batch.size() == 1u, qs.str());
+
+    Graph b;  // a batched matmul: B differs per batch element
+    b.set_outputs({b.add(OpId::matmul, {b.add_input(meta(DType::f32, {4, 6, 32}), "x"), b.add_input(meta(DType::f32, {4, 32, 16}), "y")}, {})});
+    const schedule::Schedule bs = schedule::schedule_graph(b, t);
+    BOOST_TEST(gemm_kernel(bs).gemm->batch.size() == 1u, bs.str());
+    BOOST_TEST(gemm_kernel(bs).gemm->m.hint() == 6);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,6 +23,38 @@ std::string kind_of(const PlanKernel& k) {
   return k.kind;
 }
 
+std::string shape_text(const SymShape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + s[i].str();
+  return out;
+}
+
+// What a kernel computes, in a few words: a gemm's m x n x k (batch, dtype, epilogue), a
+// convolution's shapes, a reference kernel's op, a generated kernel's name and extent.
+std::string what_of(const PlanKernel& k) {
+  if (k.gemm) {
+    const PlanGemm& g = *k.gemm;
+    std::string s = k.name + ": gemm " + g.m.str() + "x" + g.n.str() + "x" + g.k.str();
+    if (!g.batch.empty()) s += " batch " + shape_text(g.batch);
+    s += " " + std::string(dtype_name(g.dtype));
+    if (!g.epilogue.empty()) s += " +" + g.epilogue;
+    if (!k.source.empty()) s += ", then an epilogue kernel";
+    return s;
+  }
+  if (k.convolution) {
+    const PlanConvolution& c = *k.convolution;
+    SymShape w;
+    for (int64_t d : c.w_sizes) w.push_back(SymInt(d));
+    std::string s = k.name + ": conv x " + shape_text(c.x_sizes) + " w " + shape_text(w) + " " +
+                    std::string(dtype_name(c.dtype));
+    if (!c.strides.empty() && c.strides[0] != 1) s += " stride " + std::to_string(c.strides[0]);
+    if (c.groups != 1) s += " groups " + std::to_string(c.groups);
+    return s;
+  }
+  if (k.kind == "reference") return k.name + ": " + std::string(op_name(k.op)) + " on the host";
+  return k.name + " over " + k.parallel_extent.str();
+}
+
 }  // namespace
 
 void KernelProfile::add_call(std::span<const double> ms) {
@@ -65,7 +97,7 @@ std::string KernelProfile::report(const KernelPlan& plan, const std::string& dev
       continue;
     }
     const PlanKernel& pk = plan.kernels[k];
-    std::snprintf(line, sizeof line, "%8.3f %5.1f%%  %-20s  %s\n", m, share(m), kind_of(pk).c_str(), pk.name.c_str());
+    std::snprintf(line, sizeof line, "%8.3f %5.1f%%  %-20s  %s\n", m, share(m), kind_of(pk).c_str(), what_of(pk).c_str());
     out += line;
   }
   if (rest_n) {

@@ -205,12 +205,48 @@ std::vector<int32_t> Kernel::writes() const {
   return w;
 }
 
+namespace {
+
+// A matmul kernel's domain is its gemm's [batch..., m, n] and stays so. Its last batch dim
+// becomes more rows (m) where B broadcasts over it, A's rows run on along it (row-major A,
+// batch stride = m x row stride; C is contiguous) and every index of the kernel folds it into
+// the row dim: a linear layer over [batch, seq, d] is one [batch * seq, d] gemm instead of a
+// batch of small ones (which ran at a fraction of the speed), and may take a library epilogue.
+void merge_gemm_batch(Kernel& k, const std::vector<Affine*>& all) {
+  Gemm& g = *k.gemm;
+  while (!g.batch.empty() && k.domain.size() == g.batch.size() + 2) {
+    const size_t e = k.domain.size() - 3, d = e + 1;  // the last batch dim, the row dim
+    const SymInt& b = g.batch.back();
+    const bool one = b == 1;
+    const bool same_side = (static_cast<int32_t>(d) < k.num_outer) == (static_cast<int32_t>(e) < k.num_outer);
+    if (!same_side || !(k.domain[e] == b) || !(g.b_batch_strides.back() == 0) || !(g.a_col_stride == 1) ||
+        !(one || g.a_batch_strides.back() == g.m * g.a_row_stride))
+      return;
+    for (const Affine* a : all)
+      if (!one && !(a->coeffs[e] == a->coeffs[d] * k.domain[d])) return;
+    k.domain[d] = k.domain[e] * k.domain[d];
+    k.domain.erase(k.domain.begin() + static_cast<std::ptrdiff_t>(e));
+    for (Affine* a : all) a->coeffs.erase(a->coeffs.begin() + static_cast<std::ptrdiff_t>(e));
+    if (static_cast<int32_t>(e) < k.num_outer) --k.num_outer;
+    g.m = g.m * b;
+    g.batch.pop_back();
+    g.a_batch_strides.pop_back();
+    g.b_batch_strides.pop_back();
+  }
+}
+
+}  // namespace
+
 void collapse_dims(Kernel& k) {
-  if (k.gemm || k.reference || k.attention || k.convolution) return;
+  if (k.reference || k.attention || k.convolution) return;
   std::vector<Affine*> all;
   for (Instr& in : k.instrs)
     if (in.kind == InstrKind::load || in.kind == InstrKind::index) all.push_back(&in.index);
   for (Store& s : k.stores) all.push_back(&s.index);
+  if (k.gemm) {
+    merge_gemm_batch(k, all);
+    return;
+  }
   auto erase_dim = [&](size_t d) {
     k.domain.erase(k.domain.begin() + static_cast<std::ptrdiff_t>(d));
     for (Affine* a : all) a->coeffs.erase(a->coeffs.begin() + static_cast<std::ptrdiff_t>(d));

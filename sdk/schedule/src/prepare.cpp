@@ -99,6 +99,19 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
     }
     std::vector<NodeId> ins;
     for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
+    // x @ w with w 2-D (weights every row shares) and x a permute keeping its last dim is the
+    // same permute of x's own product: one gemm over x's rows in memory order instead of a batch
+    // of small ones (ViT's attention projections multiply a [seq, batch, d] transpose).
+    std::vector<int64_t> rows_permuted;
+    if (n.op == OpId::matmul && out.node(ins[1]).meta.rank() == 2 && out.node(ins[0]).op == OpId::permute) {
+      const std::vector<int64_t> p = out.node(ins[0]).attrs.ints(0);
+      bool identity = true;
+      for (size_t d = 0; d < p.size(); ++d) identity = identity && p[d] == static_cast<int64_t>(d);
+      if (p.size() >= 3 && p.back() == static_cast<int64_t>(p.size()) - 1 && !identity) {
+        rows_permuted = p;
+        ins[0] = out.node(ins[0]).inputs[0];
+      }
+    }
     const bool reshape = n.op == OpId::reshape && !reshape_is_unsqueeze(g.node(n.inputs[0]).meta.sizes, n.meta.sizes);
     if (n.op == OpId::scaled_dot_product_attention) {
       // The attention kernel reads rows with a unit stride along the head dim.
@@ -146,6 +159,8 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
     } else {
       map[static_cast<size_t>(id)] = out.add(n.op, ins, n.attrs);
     }
+    if (!rows_permuted.empty())
+      map[static_cast<size_t>(id)] = out.add(OpId::permute, {map[static_cast<size_t>(id)]}, Attrs{rows_permuted});
     if (!n.name.empty()) out.set_name(map[static_cast<size_t>(id)], n.name);
   }
   std::vector<NodeId> outs;

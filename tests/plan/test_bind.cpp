@@ -4,6 +4,7 @@
 // kiln::Error that names what is wrong; a correct one binds to the right sizes.
 #include <boost/test/unit_test.hpp>
 #include <limits>
+#include <tuple>
 
 #include "kiln/cpu/codegen.h"
 #include "kiln/cuda/codegen.h"
@@ -75,6 +76,32 @@ std::string validate_error(const plan::KernelPlan& p) {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(plan_bind)
+
+// The CUDA library call of x[4, 6, 32] @ w[32, 16] is one gemm of 24 rows even where the
+// kernel's epilogue (adding a [6, 4, 16] tensor read transposed) keeps its [4, 6, 16] domain;
+// with a batch of B matrices it stays batched. Both plans validate.
+BOOST_AUTO_TEST_CASE(a_gpu_gemm_folds_shared_weight_batches_into_rows) {
+  auto plan_of = [](SymShape w_sizes) {
+    Graph g;
+    const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cuda(0), {4, 6, 32}, {}}, "x");
+    const NodeId w = g.add_input(TensorMeta{DType::f32, Device::cuda(0), w_sizes, {}}, "w");
+    const NodeId r = g.add_input(TensorMeta{DType::f32, Device::cuda(0), {6, 4, 16}, {}}, "r");
+    const NodeId rt = g.add(OpId::permute, {r}, {std::vector<int64_t>{1, 0, 2}});
+    g.set_outputs({g.add(OpId::add, {g.add(OpId::matmul, {x, w}), rt})});
+    return cuda::generate_plan(g);
+  };
+  for (const auto& [w, rows, batches] : {std::tuple{SymShape{32, 16}, 24, 0}, std::tuple{SymShape{4, 32, 16}, 6, 1}}) {
+    const plan::KernelPlan p = plan_of(w);
+    const plan::PlanKernel* k = nullptr;
+    for (const plan::PlanKernel& pk : p.kernels)
+      if (pk.gemm) k = &pk;
+    BOOST_REQUIRE(k != nullptr);
+    BOOST_TEST(k->gemm->m.hint() == rows);
+    BOOST_TEST(k->gemm->batch.size() == static_cast<size_t>(batches));
+    BOOST_TEST(!k->source.empty());  // the epilogue kernel
+    BOOST_CHECK_NO_THROW(plan::validate(p, "gemm plan"));
+  }
+}
 
 BOOST_AUTO_TEST_CASE(a_correct_plan_binds_to_its_sizes) {
   const plan::KernelPlan p = cpu::generate_plan(dynamic_graph());

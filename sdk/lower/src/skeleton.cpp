@@ -84,4 +84,27 @@ PlanKernel kernel_skeleton(const schedule::Kernel& k) {
   return pk;
 }
 
+plan::PlanGemm plan_gemm(const schedule::Gemm& gemm) {
+  schedule::Gemm g = gemm;
+  while (g.last_batch_is_rows()) g.fold_last_batch();
+  plan::PlanGemm p;
+  p.a = g.a;
+  p.b = g.b;
+  p.c = g.c;
+  p.dtype = g.dtype;
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.batch = g.batch;
+  p.a_batch_strides = g.a_batch_strides;
+  p.b_batch_strides = g.b_batch_strides;
+  p.a_offset = g.a_offset;
+  p.b_offset = g.b_offset;
+  p.a_row_stride = g.a_row_stride;
+  p.a_col_stride = g.a_col_stride;
+  p.b_row_stride = g.b_row_stride;
+  p.b_col_stride = g.b_col_stride;
+  return p;
+}
+
 }  // namespace kiln::lower

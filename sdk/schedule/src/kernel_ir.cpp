@@ -205,33 +205,38 @@ std::vector<int32_t> Kernel::writes() const {
   return w;
 }
 
+bool Gemm::last_batch_is_rows() const {
+  return !batch.empty() && b_batch_strides.back() == 0 && a_col_stride == 1 &&
+         (batch.back() == 1 || a_batch_strides.back() == m * a_row_stride);
+}
+
+void Gemm::fold_last_batch() {
+  KILN_INTERNAL_CHECK(last_batch_is_rows(), "schedule: a gemm's last batch dim is not more rows");
+  m = m * batch.back();
+  batch.pop_back();
+  a_batch_strides.pop_back();
+  b_batch_strides.pop_back();
+}
+
 namespace {
 
-// A matmul kernel's domain is its gemm's [batch..., m, n] and stays so. Its last batch dim
-// becomes more rows (m) where B broadcasts over it, A's rows run on along it (row-major A,
-// batch stride = m x row stride; C is contiguous) and every index of the kernel folds it into
-// the row dim: a linear layer over [batch, seq, d] is one [batch * seq, d] gemm instead of a
-// batch of small ones (which ran at a fraction of the speed), and may take a library epilogue.
+// A matmul kernel's domain is its gemm's [batch..., m, n] and stays so: the gemm's last batch
+// dims become rows (Gemm::fold_last_batch) only where every index of the kernel folds them into
+// the row dim too. (A GPU's library call may fold more: lower::plan_gemm.)
 void merge_gemm_batch(Kernel& k, const std::vector<Affine*>& all) {
   Gemm& g = *k.gemm;
-  while (!g.batch.empty() && k.domain.size() == g.batch.size() + 2) {
+  while (g.last_batch_is_rows() && k.domain.size() == g.batch.size() + 2) {
     const size_t e = k.domain.size() - 3, d = e + 1;  // the last batch dim, the row dim
-    const SymInt& b = g.batch.back();
-    const bool one = b == 1;
     const bool same_side = (static_cast<int32_t>(d) < k.num_outer) == (static_cast<int32_t>(e) < k.num_outer);
-    if (!same_side || !(k.domain[e] == b) || !(g.b_batch_strides.back() == 0) || !(g.a_col_stride == 1) ||
-        !(one || g.a_batch_strides.back() == g.m * g.a_row_stride))
-      return;
-    for (const Affine* a : all)
-      if (!one && !(a->coeffs[e] == a->coeffs[d] * k.domain[d])) return;
+    if (!same_side || !(k.domain[e] == g.batch.back())) return;
+    if (!(k.domain[e] == 1))
+      for (const Affine* a : all)
+        if (!(a->coeffs[e] == a->coeffs[d] * k.domain[d])) return;
     k.domain[d] = k.domain[e] * k.domain[d];
     k.domain.erase(k.domain.begin() + static_cast<std::ptrdiff_t>(e));
     for (Affine* a : all) a->coeffs.erase(a->coeffs.begin() + static_cast<std::ptrdiff_t>(e));
     if (static_cast<int32_t>(e) < k.num_outer) --k.num_outer;
-    g.m = g.m * b;
-    g.batch.pop_back();
-    g.a_batch_strides.pop_back();
-    g.b_batch_strides.pop_back();
+    g.fold_last_batch();
   }
 }
 

@@ -905,27 +905,6 @@ class KernelEmitter {
   }
 };
 
-plan::PlanGemm plan_gemm(const schedule::Gemm& g) {
-  plan::PlanGemm p;
-  p.a = g.a;
-  p.b = g.b;
-  p.c = g.c;
-  p.dtype = g.dtype;
-  p.m = g.m;
-  p.n = g.n;
-  p.k = g.k;
-  p.batch = g.batch;
-  p.a_batch_strides = g.a_batch_strides;
-  p.b_batch_strides = g.b_batch_strides;
-  p.a_offset = g.a_offset;
-  p.b_offset = g.b_offset;
-  p.a_row_stride = g.a_row_stride;
-  p.a_col_stride = g.a_col_stride;
-  p.b_row_stride = g.b_row_stride;
-  p.b_col_stride = g.b_col_stride;
-  return p;
-}
-
 // A matmul kernel whose whole body is out = c * K (K a constant, f32/f16/bf16 gemm, out the
 // gemm's dtype and read where c is) has the gemm scale its product (alpha = K) and write out
 // directly (attention's q k^T * s); no kernel runs after it.
@@ -1038,7 +1017,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     }
     bool fused_epilogue = false;
     if (k.gemm) {
-      pk.gemm = plan_gemm(*k.gemm);
+      pk.gemm = lower::plan_gemm(*k.gemm);
       fused_epilogue = fuse_gemm_epilogue(k, s, options, *pk.gemm) || fuse_gemm_scale(k, s, options, *pk.gemm);
     }
     // Reductions launch over their outer points, everything else over the whole domain.

@@ -1069,31 +1069,10 @@ class KernelEmitter {
   }
 };
 
-plan::PlanGemm plan_gemm(const schedule::Gemm& g) {
-  plan::PlanGemm p;
-  p.a = g.a;
-  p.b = g.b;
-  p.c = g.c;
-  p.dtype = g.dtype;
-  p.m = g.m;
-  p.n = g.n;
-  p.k = g.k;
-  p.batch = g.batch;
-  p.a_batch_strides = g.a_batch_strides;
-  p.b_batch_strides = g.b_batch_strides;
-  p.a_offset = g.a_offset;
-  p.b_offset = g.b_offset;
-  p.a_row_stride = g.a_row_stride;
-  p.a_col_stride = g.a_col_stride;
-  p.b_row_stride = g.b_row_stride;
-  p.b_col_stride = g.b_col_stride;
-  return p;
-}
-
 // The tiled GEMM shader: C[b] = A[b] @ B[b], one kGemmTile x kGemmTile output tile per workgroup
 // step (x: column tiles, y: row tiles, z: batch elements, each grid-stride), K walked in tiles
 // staged through shared memory; accumulation in the operands' type, in k order.
-std::string gemm_shader(const schedule::Schedule& s, const schedule::Gemm& g, const plan::PlanKernel& pk,
+std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, const plan::PlanKernel& pk,
                         const GlslDialect& d) {
   KILN_CHECK(g.dtype == DType::f32 || g.dtype == DType::f64, "vulkan codegen: kernel ", pk.name, ": a gemm of ",
              dtype_name(g.dtype), " (only f32 and f64 gemms are generated)");
@@ -1176,12 +1155,12 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       std::sort(gk.reads.begin(), gk.reads.end());
       gk.reads.erase(std::unique(gk.reads.begin(), gk.reads.end()), gk.reads.end());
       gk.writes = {k.gemm->c};
-      gk.gemm = plan_gemm(*k.gemm);
-      gk.parallel_extent = k.gemm->m * k.gemm->n;
+      gk.gemm = lower::plan_gemm(*k.gemm);
+      gk.parallel_extent = gk.gemm->m * gk.gemm->n;
       gk.launch.block = kGemmTile * kGemmTile;
       gk.launch.items_per_block = kGemmTile * kGemmTile;
       gk.launch.max_blocks = options.max_workgroups;
-      gk.source = gemm_shader(s, *k.gemm, gk, d);
+      gk.source = gemm_shader(s, *gk.gemm, gk, d);
       p.kernels.push_back(std::move(gk));
       if (k.stores.empty()) continue;
       pk.kind = "pointwise";

@@ -4,7 +4,7 @@
 // Schedule. It lives here, not in sdk/plan, so the plan (the portable artifact runtimes load,
 // and its JSON format) does not depend on the scheduler.
 // Takes: a schedule::Schedule (and its kernels). Gives: a plan::KernelPlan with everything but
-// the target's prelude and kernels' sources, entries and launches.
+// the target's prelude and kernels' sources, entries and launches; a GPU gemm's library call.
 #pragma once
 
 #include <string_view>
@@ -24,5 +24,10 @@ plan::KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view tar
 // written, and for a reference kernel its op, attributes and buffers. The codegen adds the
 // source, entry and launch.
 plan::PlanKernel kernel_skeleton(const schedule::Kernel& k);
+
+// The library call of a GPU matmul kernel: its gemm with every trailing batch dim that is more
+// rows folded in (Gemm::fold_last_batch), whether or not the kernel's epilogue could fold them:
+// the epilogue runs after the call over the kernel's own domain.
+plan::PlanGemm plan_gemm(const schedule::Gemm& g);
 
 }  // namespace kiln::lower

@@ -91,6 +91,12 @@ struct Gemm {
   SymInt a_offset = 0, b_offset = 0;
   SymInt a_row_stride = 0, a_col_stride = 0;  // over (m, k)
   SymInt b_row_stride = 0, b_col_stride = 0;  // over (k, n)
+  // The last batch dim is more rows of the same product: B broadcasts over it and A's rows run
+  // on along it (row-major A, batch stride = m x row stride); C is contiguous, so [.., b, m, n]
+  // is [.., b * m, n]. fold_last_batch() makes it so. A batch of small gemms sharing weights (a
+  // linear layer over [batch, seq, d]) runs at a fraction of one big gemm's speed.
+  bool last_batch_is_rows() const;
+  void fold_last_batch();
 };
 
 // out[b] = softmax(q[b] @ k[b]^T * scale, -1) @ v[b] for every batch index b. q, k and v are

@@ -42,7 +42,7 @@ BOOST_AUTO_TEST_CASE(medians_leave_out_the_first_call_and_sort_by_time) {
   BOOST_TEST(contains(r, "3 kernels on cuda:0 (test), 6.000 ms in all (sum of per-kernel medians over calls 2-4)"), r);
   const size_t k2 = r.find("k2_reduction"), k1 = r.find("k1_matmul"), k0 = r.find("k0_pointwise");
   BOOST_TEST((k2 < k1 && k1 < k0 && k0 != std::string::npos), r);
-  BOOST_TEST(contains(r, "   3.000  50.0%  reduction"), r);
+  BOOST_TEST(contains(r, "   3.000  50.0%   1    3.0000  reduction             k2_reduction: over 1\n"), r);
   BOOST_TEST(contains(r, "by kind:"), r);
   BOOST_TEST(contains(r, "   2.000  33.3%  matmul                1 kernels"), r);
 }
@@ -56,7 +56,26 @@ BOOST_AUTO_TEST_CASE(kernels_past_top_are_summed_and_library_gemms_named) {
   BOOST_TEST(contains(r, "over calls 1-1"), r);  // one call: nothing to leave out
   BOOST_TEST(contains(r, "   1.000  16.7%  (1 more kernels)"), r);
   BOOST_TEST(contains(r, "matmul (library)"), r);
-  BOOST_TEST(contains(r, "k1_matmul: gemm 0x0x0 f32"), r);
+  BOOST_TEST(contains(r, "k1_matmul: gemm 0x0x0 f32\n"), r);
+}
+
+BOOST_AUTO_TEST_CASE(kernels_doing_the_same_work_are_one_row) {
+  plan::KernelPlan p;
+  for (const char* name : {"k0", "k1", "k2"}) {
+    plan::PlanKernel k;
+    k.name = k.entry = name;
+    k.kind = "pointwise";
+    k.parallel_extent = 64;
+    // k0 and k1 differ only by their names; k2 computes something else.
+    k.source = std::string("void ") + name + "(float* x) { x[i] = " + (k.name == "k2" ? "2" : "1") + "; }";
+    p.kernels.push_back(k);
+  }
+  plan::KernelProfile prof(3);
+  prof.add_call(std::vector<double>{1, 2, 2.5});
+  const std::string r = prof.report(p, "cpu");
+  BOOST_TEST(contains(r, "   3.000  54.5%   2    1.5000  pointwise             k0: over 64\n"), r);
+  BOOST_TEST(contains(r, "   2.500  45.5%   1    2.5000  pointwise             k2: over 64\n"), r);
+  BOOST_TEST(!contains(r, "k1:"), r);
 }
 
 BOOST_AUTO_TEST_CASE(a_call_of_another_plan_is_an_error) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "kiln/graph/error.h"
@@ -34,7 +35,7 @@ std::string shape_text(const SymShape& s) {
 std::string what_of(const PlanKernel& k) {
   if (k.gemm) {
     const PlanGemm& g = *k.gemm;
-    std::string s = k.name + ": gemm " + g.m.str() + "x" + g.n.str() + "x" + g.k.str();
+    std::string s = "gemm " + g.m.str() + "x" + g.n.str() + "x" + g.k.str();
     if (!g.batch.empty()) s += " batch " + shape_text(g.batch);
     s += " " + std::string(dtype_name(g.dtype));
     if (!g.epilogue.empty()) s += " +" + g.epilogue;
@@ -45,14 +46,25 @@ std::string what_of(const PlanKernel& k) {
     const PlanConvolution& c = *k.convolution;
     SymShape w;
     for (int64_t d : c.w_sizes) w.push_back(SymInt(d));
-    std::string s = k.name + ": conv x " + shape_text(c.x_sizes) + " w " + shape_text(w) + " " +
+    std::string s = "conv x " + shape_text(c.x_sizes) + " w " + shape_text(w) + " " +
                     std::string(dtype_name(c.dtype));
     if (!c.strides.empty() && c.strides[0] != 1) s += " stride " + std::to_string(c.strides[0]);
     if (c.groups != 1) s += " groups " + std::to_string(c.groups);
     return s;
   }
-  if (k.kind == "reference") return k.name + ": " + std::string(op_name(k.op)) + " on the host";
-  return k.name + " over " + k.parallel_extent.str();
+  if (k.kind == "reference") return std::string(op_name(k.op)) + " on the host";
+  return "over " + k.parallel_extent.str();
+}
+
+// Kernels doing the same work (identical layers): the same kind, description and source once
+// the kernel's own name is taken out of it.
+std::string same_work_key(const PlanKernel& k) {
+  std::string src = k.source;
+  for (const std::string& name : {k.entry, k.name}) {
+    if (name.empty()) continue;
+    for (size_t at = src.find(name); at != std::string::npos; at = src.find(name, at + 1)) src.replace(at, name.size(), "@");
+  }
+  return k.kind + "\n" + what_of(k) + "\n" + std::to_string(std::hash<std::string>{}(src));
 }
 
 }  // namespace
@@ -79,25 +91,42 @@ std::string KernelProfile::report(const KernelPlan& plan, const std::string& dev
     kms += m;
     ++n;
   }
-  std::stable_sort(by_time.begin(), by_time.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  // Kernels doing the same work are one row: total, count, time per kernel.
+  struct Row {
+    double ms = 0;
+    int64_t count = 0;
+    size_t first = 0;
+  };
+  std::map<std::string, Row> groups;
+  for (const auto& [m, k] : by_time) {
+    Row& r = groups[same_work_key(plan.kernels[k])];
+    if (r.count == 0) r.first = k;
+    r.ms += m;
+    ++r.count;
+  }
+  std::vector<Row> rows;
+  for (const auto& [key, r] : groups) rows.push_back(r);
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms || (a.ms == b.ms && a.first < b.first); });
   char line[512];
   std::string out;
   std::snprintf(line, sizeof line, "%zu kernels on %s, %.3f ms in all (sum of per-kernel medians over calls %zu-%lld)\n",
                 ms_.size(), device.c_str(), total, skip + 1, static_cast<long long>(calls_));
   out += line;
-  out += "      ms  share  kind                  kernel\n";
+  out += "      ms  share   n   ms each  kind                  first of the n: what it computes\n";
   auto share = [&](double m) { return total > 0 ? 100.0 * m / total : 0.0; };
   double rest = 0;
   size_t rest_n = 0;
-  for (size_t i = 0; i < by_time.size(); ++i) {
-    const auto [m, k] = by_time[i];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
     if (i >= top) {
-      rest += m;
-      ++rest_n;
+      rest += r.ms;
+      rest_n += static_cast<size_t>(r.count);
       continue;
     }
-    const PlanKernel& pk = plan.kernels[k];
-    std::snprintf(line, sizeof line, "%8.3f %5.1f%%  %-20s  %s\n", m, share(m), kind_of(pk).c_str(), what_of(pk).c_str());
+    const PlanKernel& pk = plan.kernels[r.first];
+    std::snprintf(line, sizeof line, "%8.3f %5.1f%% %3lld %9.4f  %-20s  %s: %s\n", r.ms, share(r.ms),
+                  static_cast<long long>(r.count), r.ms / static_cast<double>(r.count), kind_of(pk).c_str(), pk.name.c_str(),
+                  what_of(pk).c_str());
     out += line;
   }
   if (rest_n) {

@@ -3,7 +3,9 @@
 //   between the kernels' launches on its queue; a reference kernel's time includes its copies
 //   and the host interpreter).
 // Gives: a table of the kernels by median time over the calls after the first (which pays for
-//   lazy loading), with kind, share and the totals per kind; which calls are due a report.
+//   lazy loading), kernels doing the same work (identical layers: same kind, shapes and source
+//   but for their names) on one row with their count, each with kind, share and what it
+//   computes; the totals per kind; which calls are due a report.
 // One mechanism for every runtime: the runtime measures, this accumulates and prints.
 #pragma once
 
@@ -24,7 +26,7 @@ class KernelProfile {
   int64_t calls() const { return calls_; }
   // The call just added is the 4th, 8th, 16th, ...: a report then keeps a long run's log short.
   bool report_due() const { return calls_ >= 4 && (calls_ & (calls_ - 1)) == 0; }
-  // The table, at most `top` kernels (the rest summed on one line); `device` names where it ran.
+  // The table, at most `top` rows (the rest summed on one line); `device` names where it ran.
   std::string report(const KernelPlan& plan, const std::string& device, size_t top = 30) const;
 
  private:

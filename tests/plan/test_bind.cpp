@@ -80,6 +80,21 @@ BOOST_AUTO_TEST_SUITE(plan_bind)
 // The CUDA library call of x[4, 6, 32] @ w[32, 16] is one gemm of 24 rows even where the
 // kernel's epilogue (adding a [6, 4, 16] tensor read transposed) keeps its [4, 6, 16] domain;
 // with a batch of B matrices it stays batched. Both plans validate.
+// A product over [2, 3] batches of contiguous operands is one strided-batched call of 6.
+BOOST_AUTO_TEST_CASE(a_gpu_gemm_merges_batch_dims_of_one_stride) {
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cuda(0), {2, 3, 5, 8}, {}}, "x");
+  const NodeId y = g.add_input(TensorMeta{DType::f32, Device::cuda(0), {2, 3, 8, 4}, {}}, "y");
+  g.set_outputs({g.add(OpId::matmul, {x, y})});
+  const plan::KernelPlan p = cuda::generate_plan(g);
+  BOOST_REQUIRE(p.kernels.size() == 1u);
+  BOOST_REQUIRE(p.kernels[0].gemm.has_value());
+  BOOST_TEST((p.kernels[0].gemm->batch == SymShape{6}));
+  BOOST_TEST((p.kernels[0].gemm->a_batch_strides == SymShape{40}));
+  BOOST_TEST((p.kernels[0].gemm->b_batch_strides == SymShape{32}));
+  BOOST_CHECK_NO_THROW(plan::validate(p, "gemm plan"));
+}
+
 BOOST_AUTO_TEST_CASE(a_gpu_gemm_folds_shared_weight_batches_into_rows) {
   auto plan_of = [](SymShape w_sizes) {
     Graph g;

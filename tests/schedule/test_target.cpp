@@ -128,4 +128,27 @@ BOOST_AUTO_TEST_CASE(batches_that_share_the_weights_are_rows_of_one_gemm) {
   }
 }
 
+// Attention's products read q, k and v as [B, H, S, D] views of [B, S, H, D] values: batch
+// dims of no common stride. A GPU target (one batch stride per gemm operand) copies such an
+// operand contiguous first; the CPU reads it in place.
+BOOST_AUTO_TEST_CASE(gpu_gemms_copy_operands_whose_batch_dims_share_no_stride) {
+  auto product = [](const schedule::Target& t) {
+    Graph g;
+    const std::vector<int64_t> heads_first{0, 2, 1, 3};
+    const NodeId q = g.add(OpId::permute, {g.add_input(meta(DType::f32, {2, 5, 3, 8}), "q")}, {heads_first});
+    const NodeId k = g.add(OpId::permute, {g.add_input(meta(DType::f32, {2, 5, 3, 8}), "k")}, {std::vector<int64_t>{0, 2, 3, 1}});
+    g.set_outputs({g.add(OpId::matmul, {q, k}, {})});
+    return schedule::schedule_graph(g, t);
+  };
+  const schedule::Schedule gpu = product(schedule::Target::gpu());
+  const schedule::Gemm& gg = *gemm_kernel(gpu).gemm;
+  BOOST_REQUIRE(gg.batch.size() == 2u);
+  BOOST_TEST((gg.a_batch_strides[0] == gg.a_batch_strides[1] * 3), gpu.str());
+  BOOST_TEST((gg.b_batch_strides[0] == gg.b_batch_strides[1] * 3), gpu.str());
+  BOOST_TEST(gpu.kernels.size() > 1u, gpu.str());  // the copies
+  const schedule::Schedule cpu = product(schedule::Target::cpu());
+  const schedule::Gemm& cg = *gemm_kernel(cpu).gemm;
+  BOOST_TEST(!(cg.a_batch_strides[0] == cg.a_batch_strides[1] * 3), cpu.str());  // read in place
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -682,6 +682,7 @@ Target Target::gpu() {
   t.min_split_elements = int64_t{1} << 15;
   t.min_split_chunk = 4096;
   t.low_precision_gemm = true;
+  t.one_batch_stride = true;
   return t;
 }
 

@@ -44,6 +44,28 @@ NodeId view_base(const Graph& g, NodeId id) {
   }
 }
 
+// Whether the batch dims (all but the last two) of `id` run at one stride, its chain of views
+// read over a contiguous base (what the fusion stores a computed value as; inputs and constants
+// are their own buffers).
+bool batch_dims_share_a_stride(const Graph& g, NodeId id) {
+  Context c{g, {}, {}, {}, {}};
+  const NodeId base = view_base(g, id);
+  c.source.assign(g.size(), false);
+  for (NodeId i = 0; i < static_cast<NodeId>(g.size()); ++i)
+    c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant || i == base;
+  c.realized = c.source;
+  const std::optional<Layout> l = c.layout(id, nullptr);
+  if (!l) return false;
+  const SymShape& sizes = g.node(id).meta.sizes;
+  std::optional<size_t> inner;  // the next batch dim inwards of more than one element
+  for (size_t d = sizes.size() < 2 ? 0 : sizes.size() - 2; d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    if (inner && !(l->strides[d] == l->strides[*inner] * sizes[*inner])) return false;
+    inner = d;
+  }
+  return true;
+}
+
 // A convolution the target runs (kept by decompose_except) in the form its kernel takes:
 // operands of the result's dtype, contiguous in memory (a graph input or constant read through
 // other strides is copied first); pads symmetric (the rest is a pad op before it); the bias an
@@ -112,6 +134,12 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
         ins[0] = out.node(ins[0]).inputs[0];
       }
     }
+    // Two or more batch dims on a target whose gemm takes one batch stride: operands that are
+    // views (whose batch dims need not share a stride) are copied contiguous, so the product is
+    // one strided-batched call (bert's attention products ran as 8 calls of 12 gemms each).
+    if (target.one_batch_stride && n.op == OpId::matmul && n.meta.rank() >= 4)
+      for (NodeId& i : ins)
+        if (!batch_dims_share_a_stride(out, i)) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
     const bool reshape = n.op == OpId::reshape && !reshape_is_unsqueeze(g.node(n.inputs[0]).meta.sizes, n.meta.sizes);
     if (n.op == OpId::scaled_dot_product_attention) {
       // The attention kernel reads rows with a unit stride along the head dim.

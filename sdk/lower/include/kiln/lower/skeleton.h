@@ -26,8 +26,9 @@ plan::KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view tar
 plan::PlanKernel kernel_skeleton(const schedule::Kernel& k);
 
 // The library call of a GPU matmul kernel: its gemm with every trailing batch dim that is more
-// rows folded in (Gemm::fold_last_batch), whether or not the kernel's epilogue could fold them:
-// the epilogue runs after the call over the kernel's own domain.
+// rows folded in (Gemm::fold_last_batch), whether or not the kernel's epilogue could fold them
+// (the epilogue runs after the call over the kernel's own domain), and adjacent batch dims of
+// one stride merged (a strided-batched call covers them at once).
 plan::PlanGemm plan_gemm(const schedule::Gemm& g);
 
 }  // namespace kiln::lower

@@ -61,6 +61,11 @@ struct Target {
   // f16/bf16 matmuls multiply their operands as they are (f32 accumulation in the gemm, the
   // result in the graph's dtype) instead of casting them to f32 first.
   bool low_precision_gemm = false;
+  // The target's gemm is a library call with one batch stride per operand (strided batched):
+  // a product with two or more batch dims whose operand is a view (attention's [B, S, H, D]
+  // read as [B, H, S, D]) would loop over the outer batch indices on the host, one call each,
+  // so such operands are copied contiguous first.
+  bool one_batch_stride = false;
   // scaled_dot_product_attention of f16/bf16 whose head dims are static multiples of 16 up to
   // 128 and whose scale * log2(e) is a normal float keeps one attention kernel (the target prints a fused kernel for it) instead of being
   // decomposed into two matmuls and a softmax like on every other target.

@@ -87,19 +87,7 @@ PlanKernel kernel_skeleton(const schedule::Kernel& k) {
 plan::PlanGemm plan_gemm(const schedule::Gemm& gemm) {
   schedule::Gemm g = gemm;
   while (g.last_batch_is_rows()) g.fold_last_batch();
-  // Adjacent batch dims both operands step through at one stride are one batch dim (C is
-  // contiguous), so a library's strided batch covers them in one call.
-  for (size_t d = g.batch.size(); d-- > 1;) {
-    const SymInt& inner = g.batch[d];
-    if (!(g.a_batch_strides[d - 1] == g.a_batch_strides[d] * inner) || !(g.b_batch_strides[d - 1] == g.b_batch_strides[d] * inner))
-      continue;
-    g.batch[d - 1] = g.batch[d - 1] * inner;
-    g.a_batch_strides[d - 1] = g.a_batch_strides[d];
-    g.b_batch_strides[d - 1] = g.b_batch_strides[d];
-    g.batch.erase(g.batch.begin() + static_cast<std::ptrdiff_t>(d));
-    g.a_batch_strides.erase(g.a_batch_strides.begin() + static_cast<std::ptrdiff_t>(d));
-    g.b_batch_strides.erase(g.b_batch_strides.begin() + static_cast<std::ptrdiff_t>(d));
-  }
+  g.merge_batch_dims();
   plan::PlanGemm p;
   p.a = g.a;
   p.b = g.b;

@@ -134,12 +134,11 @@ std::string KernelProfile::report(const KernelPlan& plan, const std::string& dev
     out += line;
   }
   out += "by kind:\n";
-  std::vector<std::pair<double, std::string>> kinds;
-  for (const auto& [name, v] : by_kind) kinds.emplace_back(v.first, name);
-  std::stable_sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [m, name] : kinds) {
-    std::snprintf(line, sizeof line, "%8.3f %5.1f%%  %-20s  %lld kernels\n", m, share(m), name.c_str(),
-                  static_cast<long long>(by_kind[name].second));
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> kinds(by_kind.begin(), by_kind.end());
+  std::stable_sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  for (const auto& [name, v] : kinds) {
+    std::snprintf(line, sizeof line, "%8.3f %5.1f%%  %-20s  %lld kernels\n", v.first, share(v.first), name.c_str(),
+                  static_cast<long long>(v.second));
     out += line;
   }
   return out;

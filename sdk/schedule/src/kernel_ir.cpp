@@ -218,6 +218,18 @@ void Gemm::fold_last_batch() {
   b_batch_strides.pop_back();
 }
 
+void Gemm::merge_batch_dims() {
+  for (size_t d = batch.size(); d-- > 1;) {
+    const SymInt inner = batch[d];
+    if (!(a_batch_strides[d - 1] == a_batch_strides[d] * inner) || !(b_batch_strides[d - 1] == b_batch_strides[d] * inner))
+      continue;
+    batch[d - 1] = batch[d - 1] * inner;
+    a_batch_strides[d - 1] = a_batch_strides[d];
+    b_batch_strides[d - 1] = b_batch_strides[d];
+    for (SymShape* v : {&batch, &a_batch_strides, &b_batch_strides}) v->erase(v->begin() + static_cast<std::ptrdiff_t>(d));
+  }
+}
+
 namespace {
 
 // A matmul kernel's domain is its gemm's [batch..., m, n] and stays so: the gemm's last batch

@@ -24,12 +24,13 @@ bool low_precision_matmul(const Node& n) {
   return n.op == OpId::matmul && (n.meta.dtype == DType::f16 || n.meta.dtype == DType::bf16);
 }
 
-// The layout of `id` in `g` when every input and constant is a buffer and nothing else is.
-std::optional<Layout> source_layout(const Graph& g, NodeId id) {
+// The layout of `id` in `g` when every input and constant is a buffer and nothing else is but
+// `also` (a computed value taken as stored contiguous, as the fusion stores it).
+std::optional<Layout> source_layout(const Graph& g, NodeId id, NodeId also = -1) {
   Context c{g, {}, {}, {}, {}};
   c.source.assign(g.size(), false);
   for (NodeId i = 0; i < static_cast<NodeId>(g.size()); ++i)
-    c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant;
+    c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant || i == also;
   c.realized = c.source;
   return c.layout(id, nullptr);
 }
@@ -48,13 +49,7 @@ NodeId view_base(const Graph& g, NodeId id) {
 // read over a contiguous base (what the fusion stores a computed value as; inputs and constants
 // are their own buffers).
 bool batch_dims_share_a_stride(const Graph& g, NodeId id) {
-  Context c{g, {}, {}, {}, {}};
-  const NodeId base = view_base(g, id);
-  c.source.assign(g.size(), false);
-  for (NodeId i = 0; i < static_cast<NodeId>(g.size()); ++i)
-    c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant || i == base;
-  c.realized = c.source;
-  const std::optional<Layout> l = c.layout(id, nullptr);
+  const std::optional<Layout> l = source_layout(g, id, view_base(g, id));
   if (!l) return false;
   const SymShape& sizes = g.node(id).meta.sizes;
   std::optional<size_t> inner;  // the next batch dim inwards of more than one element

@@ -97,6 +97,9 @@ struct Gemm {
   // linear layer over [batch, seq, d]) runs at a fraction of one big gemm's speed.
   bool last_batch_is_rows() const;
   void fold_last_batch();
+  // Adjacent batch dims both operands step through at one stride become one batch dim (C is
+  // contiguous), so a library's strided batch covers them in one call.
+  void merge_batch_dims();
 };
 
 // out[b] = softmax(q[b] @ k[b]^T * scale, -1) @ v[b] for every batch index b. q, k and v are

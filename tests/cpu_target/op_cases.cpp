@@ -1088,12 +1088,16 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(conv({A(t, {2, 3, 8, 8}), A(t, {6, 1, 5, 5}), A(t, {6})}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 3,
                           "depthwise 5x5, 2 per channel, bias"));
         cs.push_back(conv({A(t, {2, 8, 5, 5}), A(t, {3, 8, 1, 1})}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1"));
+        cs.push_back(conv({A(t, {2, 8, 5, 5}), A(t, {3, 8, 1, 1}), A(t, {3})}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, "1x1, stride 2, bias"));
+        cs.push_back(conv({A(t, {2, 4, 10}), A(t, {4, 1, 4})}, {1}, {3, 0}, {1}, 4, "1-D depthwise, causal pads"));
+        cs.push_back(conv({A(t, {1, 3, 6, 6}), A(t, {3, 1, 3, 3})}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 3, "depthwise, dilation 2"));
         cs.push_back(conv({A(t, {2, 3, 10}), A(t, {4, 3, 3}), A(t, {4})}, {2}, {1, 1}, {1}, 1, "1-D"));
         cs.push_back(conv({A(t, {1, 2, 4, 5, 4}), A(t, {3, 2, 2, 3, 2})}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, "3-D"));
         cs.push_back(conv({A(t, {2, 4, 6, 6}, Domain::normal, Layout::permuted), A(t, {5, 4, 3, 3})}, {1, 1}, {0, 0, 0, 0},
                           {1, 1}, 1, "strided input"));
         sym.push_back(core(conv({A(t, {-1, 4, 6, 6}), A(t, {5, 4, 3, 3}), A(t, {5})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1,
                                 "symbolic batch")));
+        sym.push_back(conv({A(t, {-1, 4, 6, 6}), A(t, {4, 1, 3, 3})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, "depthwise, symbolic batch"));
         break;
       }
       case OpId::max_pool:

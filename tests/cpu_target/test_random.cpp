@@ -252,7 +252,8 @@ BOOST_AUTO_TEST_CASE(a_residual_cnn_matches_the_reference) {
       BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
       int convolutions = 0;
       for (const plan::PlanKernel& k : c.plan.kernels) convolutions += k.kind == "convolution";
-      BOOST_TEST(convolutions == (c.plan.target == "cuda" ? 4 : 0));
+      // cuDNN runs the two strided ones; the depthwise one is a sum over taps, the 1x1 a gemm.
+      BOOST_TEST(convolutions == (c.plan.target == "cuda" ? 2 : 0));
       const TensorData xs = tensor(t, {2, 8, 12, 12}, random_values(DType::f64, 2 * 8 * 12 * 12, Domain::normal, rng));
       Tolerance tol = tolerance_for(t);
       tol.rtol *= 4;

@@ -75,6 +75,24 @@ BOOST_AUTO_TEST_CASE(cheap_values_are_recomputed_and_their_operands_looked_at) {
              boost::test_tools::per_element());
 }
 
+// A costly value read through a view by several uses (a depthwise convolution's sum permuted
+// into a layer norm over channels) is stored under the view once, not recomputed by each pass.
+BOOST_AUTO_TEST_CASE(costly_values_used_through_views_are_stored_once) {
+  auto stores_the_value = [](int chain) {
+    Graph g;
+    NodeId v = g.add_input(f32({8, 64, 4}), "x");
+    for (int i = 0; i < chain; ++i) v = g.add(OpId::exp, {v}, {});
+    const NodeId p = g.add(OpId::permute, {v}, {std::vector<int64_t>{0, 2, 1}});
+    g.set_outputs({g.add(OpId::sub, {p, g.add(OpId::sum, {p}, {std::vector<int64_t>{2}, true})}, {})});
+    const schedule::Schedule s = schedule::schedule_graph(g);
+    return std::any_of(s.buffers.begin(), s.buffers.end(), [](const schedule::Buffer& b) {
+      return b.kind == schedule::BufferKind::intermediate && b.sizes == SymShape{SymInt(8), SymInt(64), SymInt(4)};
+    });
+  };
+  BOOST_TEST(stores_the_value(3));    // 3 exps cost 12 ops a use
+  BOOST_TEST(!stores_the_value(0));   // the input itself: nothing to store
+}
+
 BOOST_AUTO_TEST_CASE(single_pass_kernels_keep_nothing) {
   Graph g;
   const NodeId x = g.add_input(f32({16, 32}), "x");
@@ -208,6 +226,38 @@ BOOST_AUTO_TEST_CASE(convolutions_are_kernels_where_the_target_convolves) {
   const K decomposed = schedule(false, false, {1, 1, 1, 1});
   BOOST_TEST(std::count(decomposed.begin(), decomposed.end(), "convolution") == 0);
   BOOST_TEST(std::count(decomposed.begin(), decomposed.end(), "matmul") == 1);
+}
+
+// Even where the target convolves, two kinds decompose: a depthwise convolution is a sum over
+// its taps that fuses with its epilogue into one kernel reading x in place (im2col would copy x
+// once per tap), and a 1x1 one of unit stride, no pads and one group is a gemm over x as it is.
+// A strided 1x1 one stays the library's (its windows would be a copy).
+BOOST_AUTO_TEST_CASE(depthwise_and_pointwise_convolutions_decompose_where_the_target_convolves) {
+  auto kinds_of = [](std::vector<int64_t> w_sizes, int64_t groups, std::vector<int64_t> strides, std::vector<int64_t> pads) {
+    Graph g;
+    const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(2), SymInt(8), SymInt(10), SymInt(10)}, {}}, "x");
+    SymShape ws;
+    for (int64_t s : w_sizes) ws.push_back(SymInt(s));
+    const NodeId w = g.add_input(TensorMeta{DType::f32, Device::cpu(), ws, {}}, "w");
+    const NodeId y = g.add(OpId::convolution, {x, w}, {strides, pads, std::vector<int64_t>{1, 1}, groups});
+    g.set_outputs({g.add(OpId::relu, {y}, {})});
+    schedule::Target t;
+    t.convolution = true;
+    std::vector<std::string> kinds;
+    const schedule::Schedule s = schedule::schedule_graph(g, t);
+    for (const schedule::Kernel& k : s.kernels) kinds.emplace_back(schedule::kernel_kind_name(k.kind));
+    return kinds;
+  };
+  using K = std::vector<std::string>;
+  BOOST_TEST(kinds_of({8, 1, 3, 3}, 8, {1, 1}, {1, 1, 1, 1}) == (K{"pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds_of({8, 1, 5, 5}, 8, {2, 2}, {2, 2, 2, 2}) == (K{"pointwise"}), boost::test_tools::per_element());
+  // Two output channels per input channel: the sum's [N, C, 2, *O] is stored, then read as [N, 2C, *O].
+  BOOST_TEST(kinds_of({16, 1, 5, 5}, 8, {2, 2}, {2, 2, 2, 2}) == (K{"pointwise", "pointwise"}), boost::test_tools::per_element());
+  const K pointwise = kinds_of({12, 8, 1, 1}, 1, {1, 1}, {0, 0, 0, 0});
+  BOOST_TEST(std::count(pointwise.begin(), pointwise.end(), "matmul") == 1);
+  BOOST_TEST(std::count(pointwise.begin(), pointwise.end(), "convolution") == 0);
+  BOOST_TEST(kinds_of({12, 8, 1, 1}, 1, {2, 2}, {0, 0, 0, 0}) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds_of({8, 1, 11, 11}, 8, {1, 1}, {5, 5, 5, 5}) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -824,6 +824,41 @@ std::vector<NodeId> window_taps(Builder& b, NodeId x, const PoolWindows& w, doub
   }
 }
 
+// Most taps a depthwise convolution folds (7x7 windows): two ops a tap, well inside a kernel's
+// inline depth (schedule::Options::max_inline_depth); larger windows go through im2col.
+constexpr int64_t kMaxFoldedTaps = 49;
+
+}  // namespace
+
+bool convolution_folds_taps(std::span<const SymInt> w_sizes) {
+  int64_t taps = 1;
+  for (size_t d = 2; d < w_sizes.size(); ++d) taps *= w_sizes[d].hint();
+  return w_sizes.size() >= 3 && w_sizes[1].hint() == 1 && taps <= kMaxFoldedTaps;
+}
+
+namespace {
+
+// A convolution whose groups read one input channel each (depthwise, any channel multiplier)
+// as a sum over its taps of tap * weight: one fused kernel reading x in place. im2col would
+// materialise P copies of x for a matmul whose inner dim is only P.
+NodeId depthwise_fold(Builder& b, NodeId x, NodeId w, const PoolWindows& win, int64_t groups, int64_t mult, const SymShape& ys) {
+  const size_t n = win.kernel.size();
+  int64_t p = 1;
+  for (int64_t k : win.kernel) p *= k;
+  const NodeId wk = b.add(OpId::reshape, {w}, {SymShape{groups, mult, p}});  // [M, 1, *K] -> [g, M/g, P]
+  SymShape w_tap{1, groups, mult};
+  w_tap.insert(w_tap.end(), n, SymInt(1));
+  NodeId acc = -1;
+  int64_t k = 0;
+  for (NodeId tap : window_taps(b, x, win, 0.0)) {
+    const NodeId wt = b.add(OpId::reshape, {b.add(OpId::slice, {wk}, {int64_t{2}, k, k + 1, int64_t{1}})}, {w_tap});
+    const NodeId term = b.add(OpId::mul, {b.add(OpId::unsqueeze, {tap}, {int64_t{2}}), wt});  // [N, g, M/g, *O]
+    acc = acc < 0 ? term : b.add(OpId::add, {acc, term});
+    ++k;
+  }
+  return b.add(OpId::reshape, {acc}, {ys});
+}
+
 // The windows of x as columns and one matmul per group (im2col): x padded, then for each of the
 // P = prod(K) kernel offsets a strided slice [N, C, *O], stacked into [N, g, C/g * P, L]
 // (L = prod(O)), multiplied by w as [g, M/g, C/g * P]. Targets with a convolution kernel of
@@ -848,18 +883,23 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
   }
   PoolWindows win{kernel, strides, dil, {pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n)},
                   {pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end()}, osz, std::vector<int64_t>(n, 0)};
-  std::vector<NodeId> cols;
-  for (NodeId tap : window_taps(b, b.cast(in[0], t), win, 0.0)) cols.push_back(b.add(OpId::unsqueeze, {tap}, {int64_t{2}}));
-  const NodeId patches = cols.size() == 1 ? cols[0] : b.add(OpId::cat, cols, {int64_t{2}});  // [N, C, P, *O]
   int64_t p = 1, l = 1;
   for (int64_t k : kernel) p *= k;
   for (int64_t o : osz) l *= o;
   const SymInt nb = x.sizes[0];
-  const NodeId lhs = b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{groups, m / groups, ch / groups * p}});
-  const NodeId rhs = b.add(OpId::reshape, {patches}, {SymShape{nb, groups, ch / groups * p, l}});
   SymShape ys{nb, m};
   for (int64_t o : osz) ys.push_back(o);
-  NodeId y = b.add(OpId::reshape, {b.add(OpId::matmul, {lhs, rhs})}, {ys});  // [N, g, M/g, L] -> [N, M, *O]
+  NodeId y;
+  if (convolution_folds_taps(w.sizes)) {
+    y = depthwise_fold(b, b.cast(in[0], t), b.cast(in[1], t), win, groups, m / groups, ys);
+  } else {
+    std::vector<NodeId> cols;
+    for (NodeId tap : window_taps(b, b.cast(in[0], t), win, 0.0)) cols.push_back(b.add(OpId::unsqueeze, {tap}, {int64_t{2}}));
+    const NodeId patches = cols.size() == 1 ? cols[0] : b.add(OpId::cat, cols, {int64_t{2}});  // [N, C, P, *O]
+    const NodeId lhs = b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{groups, m / groups, ch / groups * p}});
+    const NodeId rhs = b.add(OpId::reshape, {patches}, {SymShape{nb, groups, ch / groups * p, l}});
+    y = b.add(OpId::reshape, {b.add(OpId::matmul, {lhs, rhs})}, {ys});  // [N, g, M/g, L] -> [N, M, *O]
+  }
   if (in.size() > 2) {
     SymShape bs{m};
     bs.insert(bs.end(), n, SymInt(1));

@@ -4,7 +4,8 @@
 //    inputs), operands a gemm cannot read as strided views, inputs of reshapes that no strides
 //    express, and pointwise values used more than once whose recomputation would cost more than
 //    storing them (inline cost > recompute budget: 4 ops, 16 with aggressive_fusion; exp, log,
-//    sin, cos, tanh, erf, pow, sigmoid, gelu and silu count 4). Everything else is inline.
+//    sin, cos, tanh, erf, pow, sigmoid, gelu and silu count 4; a view so used stores the value
+//    under it). Everything else is inline.
 // 2. Group realized nodes in topological order: each joins the latest kernel it reads from that
 //    accepts it (same domain, or a reduction's outer/inner shape, or a matmul's output shape for
 //    an epilogue; nothing it reads may come from a later kernel; the kernel stays under
@@ -190,6 +191,13 @@ class Fuser {
       ctx_.realized[static_cast<size_t>(id)] = true;
       log("realize " + label(id) + ": " + why);
     };
+    // The value a chain of views reads (cat, pad and gathers compute, they are not views).
+    auto under_views = [&](NodeId i) {
+      while (op_def(g.node(i).op).category == OpCategory::layout && g.node(i).op != OpId::cat && g.node(i).op != OpId::pad &&
+             !gathers(g.node(i).op))
+        i = g.node(i).inputs[0];
+      return i;
+    };
     for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
       const Node& node = g.node(id);
       const size_t k = static_cast<size_t>(id);
@@ -226,11 +234,7 @@ class Fuser {
         std::optional<Layout> l = ctx_.layout(i, nullptr);
         if (!l) {
           // Store the computed value under the views (k in k^T), then read it through them.
-          NodeId base = i;
-          while (op_def(g.node(base).op).category == OpCategory::layout && g.node(base).op != OpId::cat &&
-                 g.node(base).op != OpId::pad && !gathers(g.node(base).op))
-            base = g.node(base).inputs[0];
-          realize_node(base, std::string(what) + " operand (through views)");
+          realize_node(under_views(i), std::string(what) + " operand (through views)");
           l = ctx_.layout(i, nullptr);
         }
         return l;
@@ -268,9 +272,18 @@ class Fuser {
       for (NodeId i : node.inputs)
         if (!ctx_.realized[static_cast<size_t>(i)]) c += cost[static_cast<size_t>(i)];
       cost[k] = c;
-      if (uses[k] >= 2 && cat != OpCategory::layout && cat != OpCategory::source && c > budget)
-        realize_node(id, "used " + std::to_string(uses[k]) + " times; recomputing costs " + std::to_string(c) +
-                             " ops each, over the budget of " + std::to_string(budget));
+      if (uses[k] >= 2 && cat != OpCategory::source && c > budget) {
+        const std::string why = "used " + std::to_string(uses[k]) + " times; recomputing costs " + std::to_string(c) +
+                                " ops each, over the budget of " + std::to_string(budget);
+        if (cat != OpCategory::layout) {
+          realize_node(id, why);
+        } else if (node.op != OpId::cat && node.op != OpId::pad && !gathers(node.op)) {
+          // A view of a costly value (a depthwise convolution's sum read through a permute by a
+          // layer norm's passes): store the value under the views, then read it through them.
+          realize_node(under_views(id), why + " (through views: " + label(id) + ")");
+          cost[k] = 0;
+        }
+      }
     }
     for (NodeId o : g.outputs()) realize_node(o, "graph output");
   }
@@ -668,10 +681,20 @@ bool Target::fuses_attention(const Graph& g, const Node& n) const {
   return head_dim_ok(q.sizes.back()) && head_dim_ok(v.sizes.back());
 }
 
-bool Target::runs_convolution(const Node& n) const {
+bool Target::runs_convolution(const Graph& g, const Node& n) const {
   if (!convolution || n.op != OpId::convolution) return false;
   const DType t = n.meta.dtype;
-  return (t == DType::f32 || t == DType::f16 || t == DType::bf16) && n.meta.rank() >= 3 && n.meta.rank() <= 5;
+  if (!(t == DType::f32 || t == DType::f16 || t == DType::bf16) || n.meta.rank() < 3 || n.meta.rank() > 5) return false;
+  // Two kinds decompose better than the library runs them: depthwise ones (a fused sum over
+  // the taps that also takes their epilogue) and 1x1 ones of unit stride, no pads and one group,
+  // which are a gemm over x as it lies (no window copy), with the gemm's epilogues.
+  const SymShape& w = g.node(n.inputs[1]).meta.sizes;
+  if (convolution_folds_taps(w)) return false;
+  bool pointwise = n.attrs.i(3) == 1;
+  for (size_t d = 2; d < w.size(); ++d) pointwise = pointwise && w[d].hint() == 1;
+  for (int64_t s : n.attrs.ints(0)) pointwise = pointwise && s == 1;
+  for (int64_t p : n.attrs.ints(1)) pointwise = pointwise && p == 0;
+  return !pointwise;
 }
 
 Target Target::gpu() {

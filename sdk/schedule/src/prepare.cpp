@@ -102,7 +102,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
   const Graph& src = target.fused_attention ? recognized : in;
   Graph g = target.fused_attention || target.convolution
                 ? passes::decompose_except(src, [&](const Graph& gr, const Node& n) {
-                    return target.fuses_attention(gr, n) || target.runs_convolution(n);
+                    return target.fuses_attention(gr, n) || target.runs_convolution(gr, n);
                   })
                 : passes::decompose(in);
   Graph out;

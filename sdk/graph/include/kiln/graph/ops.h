@@ -87,7 +87,8 @@ enum class OpId : uint16_t {
                 //        inputs (x[N, C, *S], w[M, C/groups, *K][, bias[M]]) over n = rank - 2 static
                 //        spatial dims (N may be symbolic) -> y[N, M, *O], O = (S + pads - span) / stride + 1
                 //        (cross-correlation, as torch's conv1d/2d/3d and ONNX Conv); decomposes into
-                //        the windows of x (pad, strided slices, cat) and one matmul per group
+                //        the windows of x (pad, strided slices, cat) and one matmul per group, or
+                //        where each group reads one channel (depthwise) into a sum of tap * weight
   max_pool,     // attrs: kernel:ints, strides:ints, pads:ints (n begins then n ends), dilations:ints,
                 //        ceil_mode:bool; inputs (x[N, C, *S]) over n = rank - 2 static spatial dims -> the
                 //        max of each window (pads never win); as torch's max_pool1d/2d/3d and ONNX MaxPool
@@ -182,6 +183,11 @@ const OpDef& op_def(OpId op);
 std::string_view op_name(OpId op);
 std::optional<OpId> find_op(std::string_view name);
 std::span<const OpDef> all_ops();
+
+// Whether a convolution of weight w[M, C/groups, *K] decomposes into a sum over its taps (each
+// group reads one input channel, at most 49 taps) rather than im2col and a matmul: a target
+// with a convolution library of its own leaves these to the fused kernel.
+bool convolution_folds_taps(std::span<const SymInt> w_sizes);
 
 // The dtype pointwise ops compute in, torch-style: dimensioned operands dominate 0-d ones
 // unless a 0-d operand is of a higher category.

@@ -39,12 +39,9 @@ NvrtcStats& nvrtc_stats() {
 void nvrtc_check(const plan::KernelPlan& p, const plan::KernelPlan& p90, const std::string& name) {
   bool any = false, any_llvm = false;
   std::string llvm, llvm90;  // the kernels that are LLVM IR modules (PlanKernel::language)
-  for (const plan::PlanKernel& k : p.kernels) {
-    any = any || (!k.source.empty() && !k.own_module());
-    if (k.own_module()) llvm += k.source;
-  }
-  for (const plan::PlanKernel& k : p90.kernels)
-    if (k.own_module()) llvm90 += k.source;
+  for (const plan::PlanKernel& k : p.kernels) any = any || (!k.source.empty() && !k.own_module());
+  llvm = p.own_modules();
+  llvm90 = p90.own_modules();
   any_llvm = !llvm.empty();
   if (!any && !any_llvm) return;
   const std::string src = any ? p.module_source() : "", src90 = any ? p90.module_source() : "";

@@ -60,6 +60,25 @@ NodeId scalar(Graph& g, double v) { return g.add(OpId::full, {}, {SymShape{}, v,
 
 BOOST_AUTO_TEST_SUITE(suite_codegen)
 
+// Two layers computing the same thing on different buffers are one function in the module:
+// kernels are named by content (lower::name_by_content), and the module holds a source once.
+BOOST_AUTO_TEST_CASE(identical_layers_are_one_kernel_in_the_module) {
+  Graph g;
+  std::vector<NodeId> outs;
+  for (const char* name : {"a", "b"}) {
+    const NodeId x = g.add_input(meta(DType::f32, {64, 300}), name);
+    outs.push_back(g.add(OpId::sum, {g.add(OpId::exp, {x}, {})}, {std::vector<int64_t>{1}, false}));
+  }
+  g.set_outputs(outs);
+  const plan::KernelPlan p = plan_of(g);
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 2u);
+  BOOST_TEST(p.kernels[0].name != p.kernels[1].name);
+  BOOST_TEST(p.kernels[0].entry == p.kernels[1].entry);
+  BOOST_TEST(p.kernels[0].entry.rfind("kiln_", 0) == 0, p.kernels[0].entry);
+  const std::string m = p.module_source();
+  BOOST_TEST(m.find(p.kernels[0].source) == m.rfind(p.kernels[0].source));
+}
+
 BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   const cuda::CodegenOptions nvrtc = cuda_c();
   Graph g;  // sincos
@@ -67,8 +86,8 @@ BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   g.set_outputs({g.add(OpId::add, {g.add(OpId::sin, {x}), g.add(OpId::cos, {x})})});
   const plan::KernelPlan p = plan_of(g, nvrtc);
   const std::string& src = launched(p, 0).source;
-  BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
-  BOOST_TEST(contains(src, "*(float4*)(b1 + "), src);
+  BOOST_TEST(contains(src, "*(const float4*)(arg0 + "), src);
+  BOOST_TEST(contains(src, "*(float4*)(arg1 + "), src);
   // Static sizes: nothing to check per launch (addresses are aligned, cuda::kBufferAlignment).
   BOOST_TEST(contains(src, "const bool vec = true;"), src);
   BOOST_TEST(!contains(src, "% 16 == 0"), src);
@@ -82,8 +101,8 @@ BOOST_AUTO_TEST_CASE(pointwise_kernels_use_vector_accesses) {
   h.set_outputs({h.add(OpId::gelu, {h.add(OpId::add, {a, b})}, {std::string("tanh")})});
   const plan::KernelPlan ph = plan_of(h, nvrtc);  // kept alive: hs refers into it
   const std::string& hs = launched(ph, 0).source;
-  BOOST_TEST(contains(hs, "*(const float4*)(b0 + "), hs);
-  BOOST_TEST(contains(hs, "*(const float4*)(b1 + "), hs);
+  BOOST_TEST(contains(hs, "*(const float4*)(arg0 + "), hs);
+  BOOST_TEST(contains(hs, "*(const float4*)(arg1 + "), hs);
 
   // A last dim that is not a multiple of 4: scalar accesses only.
   Graph odd;
@@ -191,8 +210,8 @@ BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
     BOOST_TEST(contains(src, "const long long o = blockIdx.x;"), src);
     BOOST_TEST(!contains(src, "gridDim"), src);
     BOOST_TEST(contains(src, "[16];"), src);  // 16 elements a thread in registers
-    BOOST_TEST(contains(src, "*(const float4*)(b0 + "), src);
-    BOOST_TEST(contains(src, "*(float4*)(b"), src);  // and stores a vector
+    BOOST_TEST(contains(src, "*(const float4*)(arg0 + "), src);
+    BOOST_TEST(contains(src, "*(float4*)(arg"), src);  // and stores a vector
     if (op == OpId::layer_norm) {
       // mean and 1 / sqrt(var + eps) once per row, not once per element of the last pass
       size_t n = 0;
@@ -243,9 +262,9 @@ BOOST_AUTO_TEST_CASE(add_layernorm_stores_both_outputs_as_vectors) {
   const plan::KernelPlan p = plan_of(g);
   BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
   const std::string& src = p.kernels[0].source;
-  for (int buffer : {0, 1, 2, 3}) BOOST_TEST(contains(src, "*(const float4*)(b" + std::to_string(buffer) + " + "), src);
-  BOOST_TEST(contains(src, "*(float4*)(b4 + "), src);
-  BOOST_TEST(contains(src, "*(float4*)(b5 + "), src);
+  for (int buffer : {0, 1, 2, 3}) BOOST_TEST(contains(src, "*(const float4*)(arg" + std::to_string(buffer) + " + "), src);
+  BOOST_TEST(contains(src, "*(float4*)(arg4 + "), src);
+  BOOST_TEST(contains(src, "*(float4*)(arg5 + "), src);
 }
 
 BOOST_AUTO_TEST_CASE(full_reductions_spread_over_thousands_of_blocks) {

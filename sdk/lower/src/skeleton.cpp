@@ -1,7 +1,11 @@
 // plan_skeleton: the part of a plan every target's codegen shares.
 #include "kiln/lower/skeleton.h"
 
+#include <cctype>
+#include <cstdio>
 #include <limits>
+#include <map>
+#include <string_view>
 
 #include "kiln/graph/error.h"
 
@@ -106,6 +110,49 @@ plan::PlanGemm plan_gemm(const schedule::Gemm& gemm) {
   p.b_row_stride = g.b_row_stride;
   p.b_col_stride = g.b_col_stride;
   return p;
+}
+
+void name_by_content(plan::PlanKernel& pk, const std::map<std::string, std::string>& renames) {
+  KILN_INTERNAL_CHECK(!pk.entry.empty() && !pk.source.empty(), "lower: kernel ", pk.name, " has no entry or source to name");
+  // Identifier by identifier (a longer one that merely contains a name, as k1 in k12, is
+  // another): the entry becomes a placeholder, renamed ones their new names; numbers stay.
+  const std::string placeholder = "\x01";
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  const std::string& src = pk.source;
+  std::string out;
+  out.reserve(src.size());
+  for (size_t i = 0; i < src.size();) {
+    if (!ident(src[i])) {
+      out += src[i++];
+      continue;
+    }
+    size_t e = i;
+    while (e < src.size() && ident(src[e])) ++e;
+    const std::string_view word(src.data() + i, e - i);
+    if (word == pk.entry) {
+      out += placeholder;
+    } else if (auto it = renames.find(std::string(word)); it != renames.end() && !std::isdigit(static_cast<unsigned char>(src[i]))) {
+      out += it->second;
+    } else {
+      out += word;
+    }
+    i = e;
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds and processes
+  for (char c : out) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  pk.entry = std::string("kiln_") + hex;
+  std::string named;
+  named.reserve(out.size() + 32);
+  for (size_t at = 0;;) {
+    const size_t p = out.find(placeholder, at);
+    named.append(out, at, p == std::string::npos ? std::string::npos : p - at);
+    if (p == std::string::npos) break;
+    named += pk.entry;
+    at = p + placeholder.size();
+  }
+  pk.source = std::move(named);
 }
 
 }  // namespace kiln::lower

@@ -29,6 +29,18 @@ SymShape PlanConvolution::y_sizes() const {
   return y;
 }
 
+std::string KernelPlan::own_modules() const {
+  std::string m;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const PlanKernel& k = kernels[i];
+    if (!k.own_module()) continue;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) seen = kernels[j].own_module() && kernels[j].source == k.source;
+    if (!seen) m += k.source;
+  }
+  return m;
+}
+
 std::string KernelPlan::kernel_program(size_t ki) const { return prelude + "\n" + kernels.at(ki).source; }
 
 std::string KernelPlan::str() const {

@@ -1035,6 +1035,13 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       } else {
         pk.source = KernelEmitter(k, s, options).emit(pk.launch);
       }
+      // Identical layers are one kernel compiled: buffers named by parameter position (the
+      // runtime passes them in id order), the entry by the source's hash.
+      std::set<int32_t> params(pk.reads.begin(), pk.reads.end());
+      params.insert(pk.writes.begin(), pk.writes.end());
+      std::map<std::string, std::string> renames;
+      for (int32_t b : params) renames.emplace(kDialect.buffer_name(b), "arg" + std::to_string(renames.size()));
+      lower::name_by_content(pk, renames);
     } else {
       pk.launch.block = options.pointwise_block;  // the gemm alone: nothing to launch after it
     }

@@ -172,10 +172,9 @@ bool interchangeable(const plan::KernelPlan& a, const plan::KernelPlan& b) {
     return false;
   for (size_t i = 0; i < a.kernels.size(); ++i) {
     const plan::PlanKernel &x = a.kernels[i], &y = b.kernels[i];
-    // Kernels of a fixed signature name their entry by configuration (one program each); the
-    // versions must take the same arguments.
-    const bool fixed = x.fixed_signature() && y.fixed_signature();
-    if (x.name != y.name || x.kind != y.kind || (x.entry != y.entry && !fixed) || x.reads != y.reads ||
+    // Entries are named by content (lower::name_by_content): versions of one kernel differ in
+    // name; each is looked up in its own plan's program.
+    if (x.name != y.name || x.kind != y.kind || x.entry.empty() != y.entry.empty() || x.reads != y.reads ||
         x.writes != y.writes || x.gemm != y.gemm || x.convolution != y.convolution || !(x.parallel_extent == y.parallel_extent) ||
         x.arg_buffers != y.arg_buffers || x.arg_values != y.arg_values)
       return false;
@@ -371,9 +370,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     const int whole = split || !rest ? -1 : program(pl.module_source(false));
     // Kernels that are LLVM modules of their own (PlanKernel::language) make one program
     // together: one PTX, one cubin.
-    std::string modules;
-    for (const plan::PlanKernel& k : pl.kernels)
-      if (k.own_module() && modules.find(k.source) == std::string::npos) modules += k.source;
+    const std::string modules = pl.own_modules();
     const int llvm = split || modules.empty() ? -1 : program(modules);
     for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
       const plan::PlanKernel& k = pl.kernels[ki];

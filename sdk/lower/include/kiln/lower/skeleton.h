@@ -7,6 +7,8 @@
 // the target's prelude and kernels' sources, entries and launches; a GPU gemm's library call.
 #pragma once
 
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "kiln/plan/plan.h"
@@ -30,5 +32,13 @@ plan::PlanKernel kernel_skeleton(const schedule::Kernel& k);
 // (the epilogue runs after the call over the kernel's own domain), and adjacent batch dims of
 // one stride merged (a strided-batched call covers them at once).
 plan::PlanGemm plan_gemm(const schedule::Gemm& g);
+
+// Names a generated kernel after what it computes: its entry, and every use of that name in its
+// source, becomes kiln_<hash of the source without the name>, after the identifiers in
+// `renames` are renamed (a codegen's buffer names to their parameter positions). A model's
+// repeated layers then give byte-identical kernels, which a plan's module holds once
+// (KernelPlan::module_source) and the runtime compiles once. For targets whose kernels are
+// separate functions of one program.
+void name_by_content(plan::PlanKernel& pk, const std::map<std::string, std::string>& renames = {});
 
 }  // namespace kiln::lower

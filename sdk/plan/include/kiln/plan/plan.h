@@ -152,6 +152,9 @@ struct KernelPlan {
   // kernels of fixed signature (each their own program) unless `fixed_too`, and never with the
   // kernels that are modules of their own (PlanKernel::language).
   std::string module_source(bool fixed_too = true) const;
+  // The kernels that are modules of their own (PlanKernel::language), each distinct source once
+  // (kernels named by content repeat), concatenated: what one program links.
+  std::string own_modules() const;
   // Kernel ki alone: the prelude, then its source (what a kernel of fixed signature compiles as).
   std::string kernel_program(size_t ki) const;
 };

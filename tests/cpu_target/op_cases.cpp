@@ -1091,6 +1091,8 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(conv({A(t, {2, 8, 5, 5}), A(t, {3, 8, 1, 1}), A(t, {3})}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, "1x1, stride 2, bias"));
         cs.push_back(conv({A(t, {2, 4, 10}), A(t, {4, 1, 4})}, {1}, {3, 0}, {1}, 4, "1-D depthwise, causal pads"));
         cs.push_back(conv({A(t, {1, 3, 6, 6}), A(t, {3, 1, 3, 3})}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 3, "depthwise, dilation 2"));
+        cs.push_back(conv({A(t, {1, 2, 9, 9}), A(t, {2, 1, 9, 9})}, {1, 1}, {4, 4, 4, 4}, {1, 1}, 2, "depthwise 9x9 (im2col)"));
+        cs.push_back(conv({A(t, {1, 2, 10, 10}), A(t, {3, 2, 7, 7})}, {1, 1}, {3, 3, 3, 3}, {1, 1}, 1, "7x7, 49 taps"));
         cs.push_back(conv({A(t, {2, 3, 10}), A(t, {4, 3, 3}), A(t, {4})}, {2}, {1, 1}, {1}, 1, "1-D"));
         cs.push_back(conv({A(t, {1, 2, 4, 5, 4}), A(t, {3, 2, 2, 3, 2})}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, "3-D"));
         cs.push_back(conv({A(t, {2, 4, 6, 6}, Domain::normal, Layout::permuted), A(t, {5, 4, 3, 3})}, {1, 1}, {0, 0, 0, 0},

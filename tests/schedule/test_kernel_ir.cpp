@@ -93,6 +93,27 @@ BOOST_AUTO_TEST_CASE(costly_values_used_through_views_are_stored_once) {
   BOOST_TEST(!stores_the_value(0));   // the input itself: nothing to store
 }
 
+// A cat of several slices of one computed value (im2col's taps of a padded input) stores the
+// value once and reads the slices through it, instead of storing each slice: one buffer, not
+// one per tap. A slice reading little of a large value is stored alone.
+BOOST_AUTO_TEST_CASE(cat_of_views_of_one_value_stores_the_value) {
+  auto intermediates = [](int64_t width) {
+    Graph g;
+    const NodeId y = g.add(OpId::exp, {g.add_input(f32({2, width}), "x")}, {});
+    std::vector<NodeId> taps;
+    for (int64_t t = 0; t < 3; ++t) taps.push_back(g.add(OpId::slice, {y}, {int64_t{1}, t, t + 8, int64_t{1}}));
+    g.set_outputs({g.add(OpId::cat, taps, {int64_t{0}})});
+    const schedule::Schedule s = schedule::schedule_graph(g);
+    std::vector<std::string> shapes;
+    for (const schedule::Buffer& b : s.buffers)
+      if (b.kind == schedule::BufferKind::intermediate) shapes.push_back(shape_str(b.sizes));
+    return shapes;
+  };
+  BOOST_TEST(intermediates(10) == (std::vector<std::string>{shape_str(SymShape{SymInt(2), SymInt(10)})}),
+             boost::test_tools::per_element());
+  BOOST_TEST(intermediates(100).size() == 3u);  // 3 x 8 of 100 columns: each slice alone
+}
+
 BOOST_AUTO_TEST_CASE(single_pass_kernels_keep_nothing) {
   Graph g;
   const NodeId x = g.add_input(f32({16, 32}), "x");

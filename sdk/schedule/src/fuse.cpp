@@ -2,7 +2,8 @@
 //
 // 1. Realize: reductions, matmuls, graph outputs, ops only the reference runs (and their
 //    inputs), operands a gemm cannot read as strided views, inputs of reshapes that no strides
-//    express, and pointwise values used more than once whose recomputation would cost more than
+//    express, inputs of pad, cat and gathers that no strides express (the value under their
+//    views where the views one op reads cover at least half of it), and pointwise values used more than once whose recomputation would cost more than
 //    storing them (inline cost > recompute budget: 4 ops, 16 with aggressive_fusion; exp, log,
 //    sin, cos, tanh, erf, pow, sigmoid, gelu and silu count 4; a view so used stores the value
 //    under it). Everything else is inline.
@@ -225,9 +226,24 @@ class Fuser {
       }
       if (node.op == OpId::pad || node.op == OpId::cat || gathers(node.op)) {
         // They read their input at other positions than they write: from memory, through views.
-        for (size_t j = 0; j < (gathers(node.op) ? 1 : node.inputs.size()); ++j)
-          if (!ctx_.layout(node.inputs[j], nullptr))
-            realize_node(node.inputs[j], "read at other positions by " + label(id));
+        const size_t n_read = gathers(node.op) ? 1 : node.inputs.size();
+        // Views of one computed value that together cover at least half of it (im2col's taps:
+        // slices of one padded input) are read through the stored value: one buffer for all
+        // of them, not one copy each (a target binds few buffers per kernel: Vulkan 32).
+        std::map<NodeId, int64_t> seen;  // per value under views: the elements its views here read
+        for (size_t j = 0; j < n_read; ++j)
+          if (!ctx_.layout(node.inputs[j], nullptr) && under_views(node.inputs[j]) != node.inputs[j])
+            seen[under_views(node.inputs[j])] += g.node(node.inputs[j]).meta.numel().hint();
+        for (size_t j = 0; j < n_read; ++j) {
+          const NodeId in = node.inputs[j];
+          if (ctx_.layout(in, nullptr)) continue;
+          const NodeId base = under_views(in);
+          if (base != in && 2 * seen[base] >= g.node(base).meta.numel().hint()) {
+            realize_node(base, "read through views by " + label(id));
+            if (ctx_.layout(in, nullptr)) continue;
+          }
+          realize_node(in, "read at other positions by " + label(id));
+        }
       }
       // Matmul and attention operands are read from memory, through views where the kernel can.
       auto operand_layout = [&](NodeId i, const char* what) {

@@ -112,10 +112,10 @@ plan::PlanGemm plan_gemm(const schedule::Gemm& gemm) {
   return p;
 }
 
-void name_by_content(plan::PlanKernel& pk, const std::map<std::string, std::string>& renames) {
+void name_by_content(plan::PlanKernel& pk, const Renames& renames) {
   KILN_INTERNAL_CHECK(!pk.entry.empty() && !pk.source.empty(), "lower: kernel ", pk.name, " has no entry or source to name");
   // Identifier by identifier (a longer one that merely contains a name, as k1 in k12, is
-  // another): the entry becomes a placeholder, renamed ones their new names; numbers stay.
+  // another): the entry becomes a placeholder, renamed ones their new names.
   const std::string placeholder = "\x01";
   auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   const std::string& src = pk.source;
@@ -131,7 +131,7 @@ void name_by_content(plan::PlanKernel& pk, const std::map<std::string, std::stri
     const std::string_view word(src.data() + i, e - i);
     if (word == pk.entry) {
       out += placeholder;
-    } else if (auto it = renames.find(std::string(word)); it != renames.end() && !std::isdigit(static_cast<unsigned char>(src[i]))) {
+    } else if (auto it = renames.find(word); it != renames.end()) {
       out += it->second;
     } else {
       out += word;

@@ -2,6 +2,8 @@
 #include "kiln/plan/plan.h"
 
 #include <sstream>
+#include <string_view>
+#include <unordered_set>
 
 namespace kiln::plan {
 
@@ -31,13 +33,9 @@ SymShape PlanConvolution::y_sizes() const {
 
 std::string KernelPlan::own_modules() const {
   std::string m;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const PlanKernel& k = kernels[i];
-    if (!k.own_module()) continue;
-    bool seen = false;
-    for (size_t j = 0; j < i && !seen; ++j) seen = kernels[j].own_module() && kernels[j].source == k.source;
-    if (!seen) m += k.source;
-  }
+  std::unordered_set<std::string_view> seen;
+  for (const PlanKernel& k : kernels)
+    if (k.own_module() && seen.insert(k.source).second) m += k.source;
   return m;
 }
 

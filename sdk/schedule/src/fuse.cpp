@@ -3,8 +3,9 @@
 // 1. Realize: reductions, matmuls, graph outputs, ops only the reference runs (and their
 //    inputs), operands a gemm cannot read as strided views, inputs of reshapes that no strides
 //    express, inputs of pad, cat and gathers that no strides express (the value under their
-//    views where the views one op reads cover at least half of it), and pointwise values used more than once whose recomputation would cost more than
-//    storing them (inline cost > recompute budget: 4 ops, 16 with aggressive_fusion; exp, log,
+//    views where the views one op reads cover at least half of it), and pointwise values used
+//    more than once whose recomputation would cost more than storing them (inline cost >
+//    recompute budget: 4 ops, 16 with aggressive_fusion; exp, log,
 //    sin, cos, tanh, erf, pow, sigmoid, gelu and silu count 4; a view so used stores the value
 //    under it). Everything else is inline.
 // 2. Group realized nodes in topological order: each joins the latest kernel it reads from that
@@ -192,11 +193,13 @@ class Fuser {
       ctx_.realized[static_cast<size_t>(id)] = true;
       log("realize " + label(id) + ": " + why);
     };
-    // The value a chain of views reads (cat, pad and gathers compute, they are not views).
+    // Layout ops that only view their input (cat, pad and gathers compute new positions).
+    auto is_view = [&](const Node& n) {
+      return op_def(n.op).category == OpCategory::layout && n.op != OpId::cat && n.op != OpId::pad && !gathers(n.op);
+    };
+    // The value a chain of views reads.
     auto under_views = [&](NodeId i) {
-      while (op_def(g.node(i).op).category == OpCategory::layout && g.node(i).op != OpId::cat && g.node(i).op != OpId::pad &&
-             !gathers(g.node(i).op))
-        i = g.node(i).inputs[0];
+      while (is_view(g.node(i))) i = g.node(i).inputs[0];
       return i;
     };
     for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
@@ -230,14 +233,16 @@ class Fuser {
         // Views of one computed value that together cover at least half of it (im2col's taps:
         // slices of one padded input) are read through the stored value: one buffer for all
         // of them, not one copy each (a target binds few buffers per kernel: Vulkan 32).
-        std::map<NodeId, int64_t> seen;  // per value under views: the elements its views here read
-        for (size_t j = 0; j < n_read; ++j)
-          if (!ctx_.layout(node.inputs[j], nullptr) && under_views(node.inputs[j]) != node.inputs[j])
-            seen[under_views(node.inputs[j])] += g.node(node.inputs[j]).meta.numel().hint();
+        std::vector<std::pair<NodeId, NodeId>> unviewed;  // (input no strides express, the value under it)
+        std::map<NodeId, int64_t> seen;                   // per value under views: the elements its views here read
         for (size_t j = 0; j < n_read; ++j) {
           const NodeId in = node.inputs[j];
           if (ctx_.layout(in, nullptr)) continue;
-          const NodeId base = under_views(in);
+          unviewed.emplace_back(in, under_views(in));
+          if (unviewed.back().second != in) seen[unviewed.back().second] += g.node(in).meta.numel().hint();
+        }
+        for (const auto& [in, base] : unviewed) {
+          if (ctx_.layout(in, nullptr)) continue;  // an earlier input's value is stored now
           if (base != in && 2 * seen[base] >= g.node(base).meta.numel().hint()) {
             realize_node(base, "read through views by " + label(id));
             if (ctx_.layout(in, nullptr)) continue;
@@ -293,7 +298,7 @@ class Fuser {
                                 " ops each, over the budget of " + std::to_string(budget);
         if (cat != OpCategory::layout) {
           realize_node(id, why);
-        } else if (node.op != OpId::cat && node.op != OpId::pad && !gathers(node.op)) {
+        } else if (is_view(node)) {
           // A view of a costly value (a depthwise convolution's sum read through a permute by a
           // layer norm's passes): store the value under the views, then read it through them.
           realize_node(under_views(id), why + " (through views: " + label(id) + ")");

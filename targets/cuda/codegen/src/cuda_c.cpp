@@ -1039,7 +1039,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       // runtime passes them in id order), the entry by the source's hash.
       std::set<int32_t> params(pk.reads.begin(), pk.reads.end());
       params.insert(pk.writes.begin(), pk.writes.end());
-      std::map<std::string, std::string> renames;
+      lower::Renames renames;
       for (int32_t b : params) renames.emplace(kDialect.buffer_name(b), "arg" + std::to_string(renames.size()));
       lower::name_by_content(pk, renames);
     } else {

@@ -7,6 +7,7 @@
 // the target's prelude and kernels' sources, entries and launches; a GPU gemm's library call.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -39,6 +40,7 @@ plan::PlanGemm plan_gemm(const schedule::Gemm& g);
 // repeated layers then give byte-identical kernels, which a plan's module holds once
 // (KernelPlan::module_source) and the runtime compiles once. For targets whose kernels are
 // separate functions of one program.
-void name_by_content(plan::PlanKernel& pk, const std::map<std::string, std::string>& renames = {});
+using Renames = std::map<std::string, std::string, std::less<>>;  // looked up by string_view
+void name_by_content(plan::PlanKernel& pk, const Renames& renames = {});
 
 }  // namespace kiln::lower

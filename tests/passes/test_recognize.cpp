@@ -214,6 +214,46 @@ BOOST_AUTO_TEST_CASE(attention_forms) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(attention_as_torch_exports_it) {
+  // torch.onnx.export(dynamo=True) writes scaled_dot_product_attention's math as
+  // (q * sqrt(c)) @ (k^T * sqrt(c)) with k^T = reshape(transpose(reshape(k, [B*H, L, D])), [B, H, D, L])
+  // (bert, gpt2, llama), or with k already [B*H, L, D] (ViT's multi-head attention), where the
+  // attention node reads k reshaped to [B, H, L, D].
+  for (bool flat_k : {false, true})
+    for (int scaled = 0; scaled < 4; ++scaled) {  // bit 0: q scaled, bit 1: k^T scaled
+      G t;
+      const NodeId q = t.in(DType::f32, {2, 3, 10, 16}, "q");
+      const NodeId k = flat_k ? t.in(DType::f32, {6, 12, 16}, "k") : t.in(DType::f32, {2, 3, 12, 16}, "k");
+      const NodeId v = t.in(DType::f32, {2, 3, 12, 8}, "v");
+      const NodeId k3 = flat_k ? k : t.op(OpId::reshape, {k}, {SymShape{6, 12, 16}});
+      NodeId kt = t.op(OpId::reshape, {t.op(OpId::permute, {k3}, {std::vector<int64_t>{0, 2, 1}})}, {SymShape{2, 3, 16, 12}});
+      const NodeId c = t.full(0.5, DType::f32, {1});
+      const NodeId qs = scaled & 1 ? t.op(OpId::mul, {q, c}) : q;
+      if (scaled & 2) kt = t.op(OpId::mul, {c, kt});
+      const NodeId p = t.op(OpId::softmax, {t.op(OpId::matmul, {qs, kt})}, {int64_t{3}});
+      const Graph& g = t.out({t.op(OpId::matmul, {p, v})});
+      const Graph d = kiln::passes::eliminate_dead_code(
+          checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g)));
+      const std::string at = std::string(flat_k ? "flat k" : "4-d k") + ", scaled " + std::to_string(scaled) + "\n";
+      BOOST_TEST(count(d, OpId::scaled_dot_product_attention) == 1, at << d.str());
+      BOOST_TEST(count(d, OpId::matmul) == 0, at << d.str());
+      const Node& n = d.node(d.outputs()[0]);
+      BOOST_REQUIRE((n.op == OpId::scaled_dot_product_attention));
+      BOOST_TEST(n.attrs.f(0) == (scaled == 3 ? 0.25 : scaled ? 0.5 : 1.0), at);
+      BOOST_TEST((d.node(n.inputs[1]).meta.sizes == SymShape{2, 3, 12, 16}), at);
+    }
+  // A reshape that regroups the swapped dims themselves is not a transpose of k: stays.
+  G t;
+  const NodeId q = t.in(DType::f32, {2, 10, 16}, "q");
+  const NodeId k = t.in(DType::f32, {2, 8, 20}, "k");
+  const NodeId v = t.in(DType::f32, {2, 10, 8}, "v");
+  const NodeId kt = t.op(OpId::reshape, {t.op(OpId::permute, {k}, {std::vector<int64_t>{0, 2, 1}})}, {SymShape{2, 16, 10}});
+  const NodeId p = t.op(OpId::softmax, {t.op(OpId::matmul, {q, kt})}, {int64_t{2}});
+  const Graph& g = t.out({t.op(OpId::matmul, {p, v})});
+  const Graph d = checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g));
+  BOOST_TEST(count(d, OpId::scaled_dot_product_attention) == 0, d.str());
+}
+
 BOOST_AUTO_TEST_CASE(attention_look_alikes_stay) {
   G t;
   const NodeId q = t.in(DType::f32, {10, 16}, "q");

@@ -1457,6 +1457,62 @@ std::vector<V> scatter_elements(NodeCtx& c) {
   return one(where(im, im.op(O::gt, {hit, im.scalar(0, DType::i32)}), sum, x));
 }
 
+// ScatterND: data [r dims], indices [.., k] (k <= r), updates [indices' leading dims.., data's
+// dims from k]. Data's first k dims flatten into one dim of n positions and each index tuple
+// into its position there (negative indices counting from the end of their dim); then as
+// ScatterElements along that dim: a mask [m, n] compares every update's position with every one.
+std::vector<V> scatter_nd(NodeCtx& c) {
+  Importer& im = c.im;
+  const V& x = c.input(0);
+  const V& idx = c.input(1);
+  const V& upd = c.input(2);
+  const int64_t r = rank_of(x), q = rank_of(idx);
+  KILN_CHECK(q >= 1, "indices must have at least one dim");
+  const int64_t k = static_dim(im, idx, q - 1, "ScatterND");
+  KILN_CHECK(k >= 1 && k <= r, "the indices' last dim (", k, ") must be between 1 and data's rank (", r, ")");
+  KILN_CHECK(rank_of(upd) == q - 1 + r - k, "updates must have rank ", q - 1 + r - k, " (indices' leading dims and data's last ",
+             r - k, "), got ", rank_of(upd));
+  std::vector<double> dims, strides(static_cast<size_t>(k));
+  int64_t n = 1, m = 1;
+  for (int64_t d = 0; d < k; ++d) dims.push_back(static_cast<double>(static_dim(im, x, d, "ScatterND")));
+  for (int64_t d = k; d-- > 0;) {
+    strides[static_cast<size_t>(d)] = static_cast<double>(n);
+    n *= static_cast<int64_t>(dims[static_cast<size_t>(d)]);
+  }
+  for (int64_t d = 0; d + 1 < q; ++d) m *= static_dim(im, idx, d, "ScatterND");
+  const V i = im.reshape(im.cast(idx, DType::i64), SymShape{m, k});
+  const V size = im.constant(make_tensor(DType::i64, {k}, dims));
+  const V wrapped = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, size), i);
+  const V pos = im.reduce(O::sum, im.mul(wrapped, im.constant(make_tensor(DType::i64, {k}, strides))), {1}, false);
+  SymShape rest(x->sizes.begin() + k, x->sizes.end()), flat{n}, ups{m, 1};
+  flat.insert(flat.end(), rest.begin(), rest.end());
+  ups.insert(ups.end(), rest.begin(), rest.end());
+  std::vector<int64_t> mask_shape{m, n};
+  mask_shape.resize(static_cast<size_t>(2 + r - k), 1);
+  const V hits = im.op(O::eq, {im.unsqueeze(pos, 1), iota_along(im, n, 1, 2)});  // [m, n]
+  const V mask = im.reshape(hits, SymShape(mask_shape.begin(), mask_shape.end()));
+  const V data = im.reshape(x, flat);
+  const V u = im.reshape(im.cast(upd, x->dtype), ups);
+  const std::string red = c.s("reduction", "none");
+  V y;
+  if (red == "mul") {
+    y = im.mul(data, im.reduce(O::prod, where(im, mask, u, sc(c, 1, x)), {0}, false));
+  } else {
+    const V sum = im.reduce(O::sum, where(im, mask, u, sc(c, 0, x)), {0}, false);
+    if (red == "add") {
+      y = im.add(data, sum);
+    } else {
+      KILN_CHECK(red == "none", "reduction '", red, "' is not supported");
+      std::vector<int64_t> hit_shape{n};
+      hit_shape.resize(static_cast<size_t>(1 + r - k), 1);
+      const V hit = im.reduce(O::max, im.cast(hits, DType::i32), {0}, false);
+      y = where(im, im.reshape(im.op(O::gt, {hit, im.scalar(0, DType::i32)}), SymShape(hit_shape.begin(), hit_shape.end())),
+                sum, data);
+    }
+  }
+  return one(im.reshape(im.cast(y, x->dtype), x->sizes));
+}
+
 std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }
 
 std::map<std::string, Converter> build() {
@@ -1554,6 +1610,7 @@ std::map<std::string, Converter> build() {
   m["LRN"] = lrn;
   m["Einsum"] = einsum;
   m["ScatterElements"] = scatter_elements;
+  m["ScatterND"] = scatter_nd;
   m["Scatter"] = scatter_elements;
   m["MaxPool"] = [](NodeCtx& c) { return pool(c, true); };
   m["AveragePool"] = [](NodeCtx& c) { return pool(c, false); };

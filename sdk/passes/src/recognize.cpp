@@ -12,13 +12,17 @@
 //   rms_norm(x[, w], n, eps)
 //                      x * rsqrt(mean(x * x, D, keep) + eps) [* w]     (x * x or pow(x, 2))
 //   scaled_dot_product_attention(q, k, v, scale)
-//                      softmax(q @ k^T [* c | / c], -1) @ v   (k^T: k's last two dims swapped by
-//                      transpose or permute; c a scalar `full`; scale c, 1/c or 1)
+//                      softmax(q' @ k'^T [* c | / c], -1) @ v   (k^T: k's last two dims swapped by
+//                      transpose or permute, or by reshape(swap(x)) where the reshape only regroups
+//                      the leading dims, as torch's exporter writes k.transpose(-2, -1); q' and k'^T
+//                      are q and k^T or either times a scalar, as torch's decomposition scales both
+//                      by sqrt(scale); c a scalar `full`; scale the product of the scalars)
 //
 // where D is the last n dims and eps a `full` of x's dtype. These are exactly the ops the
 // composites decompose into, so the values are the same, except for the (x - mean) / sqrt(...)
 // form (rounded differently from the * rsqrt(...) the composite computes: about an ulp) and
-// attention's `/ c` (a multiplication by 1/c in the composite). Attention needs q, k, v and every
+// attention's `/ c` (a multiplication by 1/c in the composite) and a scale split between q and
+// k^T (one multiplication of the scores instead of two of the operands). Attention needs q, k, v and every
 // value of the pattern in one floating dtype, q, k, v of one rank with the same batch sizes.
 // Conditions: x is floating, w, b and eps have x's dtype (so the composite computes in the same
 // dtype the hand-written ops did), the composite's shape rule accepts the operands without a
@@ -35,11 +39,20 @@ namespace kiln::passes {
 
 namespace {
 
+// A leaf permuted (perm, unless empty) then reshaped (sizes, unless empty).
+struct LeafView {
+  std::vector<int64_t> perm;
+  SymShape sizes;
+  bool empty() const { return perm.empty() && sizes.empty(); }
+};
+
 struct Match {
   OpId op;
   std::vector<NodeId> leaves;   // the composite's operands (nodes of the input graph)
   Attrs attrs;
   std::vector<NodeId> interior;  // nodes that only the pattern reads
+  // Per leaf: the view the composite reads it through (empty: as it is).
+  std::vector<LeafView> views = {};
 };
 
 class Recognizer {
@@ -112,7 +125,18 @@ class Recognizer {
   }
 
   bool valid(NodeId root, Match& m) const {
-    const std::optional<TensorMeta> meta = detail::probe(g_, m.op, m.leaves, m.attrs);
+    m.views.resize(m.leaves.size());
+    std::vector<TensorMeta> metas;
+    for (size_t i = 0; i < m.leaves.size(); ++i) {
+      metas.push_back(n(m.leaves[i]).meta);
+      for (const auto& [op, attrs] : {std::pair{OpId::permute, Attrs{m.views[i].perm}}, std::pair{OpId::reshape, Attrs{m.views[i].sizes}}}) {
+        if (op == OpId::permute ? m.views[i].perm.empty() : m.views[i].sizes.empty()) continue;
+        const std::optional<TensorMeta> r = detail::probe(g_, op, std::span<const TensorMeta>(&metas.back(), 1), attrs);
+        if (!r) return false;
+        metas.back() = *r;
+      }
+    }
+    const std::optional<TensorMeta> meta = detail::probe(g_, m.op, std::span<const TensorMeta>(metas), m.attrs);
     if (!meta || !detail::same_value_meta(*meta, n(root).meta)) return false;
     m.interior = interior_;
     return true;
@@ -270,16 +294,35 @@ class Recognizer {
       if (!inner(s, 1)) return std::nullopt;
     }
     if (!is(qk, OpId::matmul)) return std::nullopt;
-    const NodeId q = n(qk).inputs[0], kt = n(qk).inputs[1];
-    const NodeId k = swapped_last_dims(kt);
-    if (k < 0) return std::nullopt;
-    for (NodeId i : {p, s, qk, q, k, v})
-      if (dtype(i) != t || n(i).meta.rank() != rank) return std::nullopt;
-    for (size_t d = 0; d + 2 < static_cast<size_t>(rank); ++d)
-      if (!(n(q).meta.sizes[d] == n(k).meta.sizes[d]) || !(n(q).meta.sizes[d] == n(v).meta.sizes[d])) return std::nullopt;
     if (!inner(p, 1) || !inner(qk, 1)) return std::nullopt;
-    if (!output_[static_cast<size_t>(kt)] && uses_[static_cast<size_t>(kt)] == 1) interior_.push_back(kt);
-    return Match{OpId::scaled_dot_product_attention, {q, k, v}, {scale}, {}};
+    const NodeId q = unscaled(n(qk).inputs[0], scale), kt = unscaled(n(qk).inputs[1], scale);
+    const std::optional<Transposed> k = transposed(kt);
+    if (!k) return std::nullopt;
+    // k's sizes: those of kt with the last two swapped.
+    SymShape ks = n(kt).meta.sizes;
+    std::swap(ks[ks.size() - 1], ks[ks.size() - 2]);
+    for (NodeId i : {p, s, qk, q, k->node, v})
+      if (dtype(i) != t || (i != k->node && n(i).meta.rank() != rank)) return std::nullopt;
+    for (size_t d = 0; d + 2 < static_cast<size_t>(rank); ++d)
+      if (!(n(q).meta.sizes[d] == ks[d]) || !(n(q).meta.sizes[d] == n(v).meta.sizes[d])) return std::nullopt;
+    Match m{OpId::scaled_dot_product_attention, {q, k->node, v}, {scale}, {}};
+    m.views = {{}, k->view, {}};
+    return m;
+  }
+
+  // x without a multiplication by a scalar c (either side, x's value meta kept) that only the
+  // pattern reads, c folded into `scale`; else x.
+  NodeId unscaled(NodeId x, double& scale) {
+    if (!is(x, OpId::mul) || output_[static_cast<size_t>(x)] || uses_[static_cast<size_t>(x)] != 1) return x;
+    for (int side = 0; side < 2; ++side) {
+      const NodeId a = n(x).inputs[static_cast<size_t>(side)], c = n(x).inputs[static_cast<size_t>(1 - side)];
+      const std::optional<double> v = detail::uniform_value(g_, c);
+      if (!v || !detail::same_value_meta(n(x).meta, n(a).meta)) continue;
+      scale *= *v;
+      interior_.push_back(x);
+      return a;
+    }
+    return x;
   }
 
   // The node whose last two dims `x` swaps (transpose or permute, nothing else moved), or -1.
@@ -299,6 +342,61 @@ class Recognizer {
       if (perm[static_cast<size_t>(d)] != want) return -1;
     }
     return n(x).inputs[0];
+  }
+
+  // The node y and permutation p (empty: none) with x = swap(permute(y, p)), swap exchanging
+  // the last two dims.
+  std::optional<std::pair<NodeId, std::vector<int64_t>>> swap_of_permute(NodeId x) const {
+    if (const NodeId y = swapped_last_dims(x); y >= 0) return std::pair{y, std::vector<int64_t>{}};
+    if (!is(x, OpId::permute) || n(x).meta.rank() < 2) return std::nullopt;
+    std::vector<int64_t> p = n(x).attrs.ints(0);
+    std::swap(p[p.size() - 1], p[p.size() - 2]);
+    return std::pair{n(x).inputs[0], p};
+  }
+
+  // The operand k whose last two dims kt swaps, as a view of a node: kt = swap(permute(y)) or
+  // reshape(swap(permute(y))) where the reshape only regroups leading dims (torch's exporter
+  // writes k.transpose(-2, -1) of a 4-d k as reshape(transpose(reshape(k, [B*H, L, D]))), and
+  // the pipeline folds a permute before it into the transpose).
+  struct Transposed {
+    NodeId node;
+    LeafView view;
+  };
+  // The chain's nodes that only it reads join the interior, outermost first (a node read
+  // elsewhere stays, and so does everything it reads).
+  std::optional<Transposed> transposed(NodeId kt) {
+    bool chain = true;  // every node so far is the pattern's alone
+    auto own = [&](NodeId x) {
+      chain = chain && !output_[static_cast<size_t>(x)] && uses_[static_cast<size_t>(x)] == 1;
+      if (chain) interior_.push_back(x);
+    };
+    if (auto sp = swap_of_permute(kt)) {
+      own(kt);
+      return Transposed{sp->first, {sp->second, {}}};
+    }
+    if (!is(kt, OpId::reshape)) return std::nullopt;
+    const NodeId sw = n(kt).inputs[0];
+    const auto sp = swap_of_permute(sw);
+    const SymShape& outer = n(kt).meta.sizes;
+    const SymShape& mid = n(sw).meta.sizes;
+    const size_t r = outer.size();
+    if (!sp || r < 2 || mid.size() < 2 || !(outer[r - 2] == mid[mid.size() - 2]) || !(outer[r - 1] == mid[mid.size() - 1]))
+      return std::nullopt;
+    SymShape want(outer.begin(), outer.end() - 2);
+    want.push_back(outer[r - 1]);
+    want.push_back(outer[r - 2]);
+    own(kt);
+    own(sw);
+    const auto& [y, perm] = *sp;
+    if (perm.empty()) {
+      // y = reshape(w) with w of the wanted sizes (the exporter's flatten and unflatten).
+      if (is(y, OpId::reshape) && n(n(y).inputs[0]).meta.sizes == want) {
+        own(y);
+        return Transposed{n(y).inputs[0], {}};
+      }
+      if (n(y).meta.sizes == want) return Transposed{y, {}};
+    }
+    return Transposed{y, {perm, want}};
   }
 
   std::optional<Match> rms_norm(NodeId r) {
@@ -335,7 +433,12 @@ PassResult run_recognizer(const Graph& g, bool attention_only) {
     if (n.op == OpId::input || claimed[static_cast<size_t>(id)] == 2) continue;
     if (const std::optional<Match>& m = at[static_cast<size_t>(id)]) {
       std::vector<NodeId> ins;
-      for (NodeId l : m->leaves) ins.push_back(rw.map(l));
+      for (size_t i = 0; i < m->leaves.size(); ++i) {
+        ins.push_back(rw.map(m->leaves[i]));
+        const LeafView& v = m->views[i];
+        if (!v.perm.empty()) ins.back() = rw.out().add(OpId::permute, {ins.back()}, {v.perm});
+        if (!v.sizes.empty()) ins.back() = rw.out().add(OpId::reshape, {ins.back()}, {v.sizes});
+      }
       rw.bind(id, rw.out().add(m->op, std::move(ins), m->attrs));
       continue;
     }

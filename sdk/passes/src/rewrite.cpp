@@ -59,10 +59,16 @@ Graph Rewriter::finish() {
 }
 
 std::optional<TensorMeta> probe(const Graph& g, OpId op, std::span<const NodeId> inputs, const Attrs& attrs) {
+  std::vector<TensorMeta> metas;
+  for (NodeId i : inputs) metas.push_back(g.node(i).meta);
+  return probe(g, op, std::span<const TensorMeta>(metas), attrs);
+}
+
+std::optional<TensorMeta> probe(const Graph& g, OpId op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
   Graph scratch;
   scratch.shapes() = g.shapes();
   std::vector<NodeId> ids;
-  for (NodeId i : inputs) ids.push_back(scratch.add_input(g.node(i).meta));
+  for (const TensorMeta& m : inputs) ids.push_back(scratch.add_input(m));
   try {
     const NodeId id = scratch.add(op, std::move(ids), attrs);
     if (scratch.shapes().facts().size() != g.shapes().facts().size()) return std::nullopt;

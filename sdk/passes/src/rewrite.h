@@ -49,6 +49,8 @@ class Rewriter {
 // The meta `op` would get in `g` over existing nodes `inputs`, or nullopt when its shape rule
 // rejects them or would record a shape fact `g` does not hold yet. `g` is not changed.
 std::optional<TensorMeta> probe(const Graph& g, OpId op, std::span<const NodeId> inputs, const Attrs& attrs);
+// ... over inputs of these metas (values a rewrite would add before `op`).
+std::optional<TensorMeta> probe(const Graph& g, OpId op, std::span<const TensorMeta> inputs, const Attrs& attrs);
 
 // The value every element of node `id` holds, looking through value-preserving layout ops
 // (reshape, expand, permute, squeeze, unsqueeze): a `full` (its value as stored in its dtype)

@@ -571,8 +571,8 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
   KILN_CHECK(!outputs.empty(), "onnx: the graph has no outputs");
   g.set_outputs(outputs);
   if (options.device != Device::cpu()) {
-    // Off the CPU only 0-d constants may join device tensors: the others become inputs, and
-    // the graph is built again over inputs on the device.
+    // Off the CPU only 0-d constants may join device tensors: the others become inputs
+    // (parameters), and the graph is built again over inputs on the device.
     Graph lifted;
     for (const SymbolInfo& s : g.shapes().symbols()) lifted.shapes().add_symbol(s);
     for (const ShapeFact& f : g.shapes().facts()) lifted.shapes().add_fact(f);
@@ -582,25 +582,81 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
       meta.device = options.device;
       map[i] = lifted.add_input(meta, g.node(i).name);
     }
+    // A one-element constant that a binary or ternary elementwise op reads is read as a 0-d one
+    // where the op's result stays the same (dtype and sizes: no dims it adds, no promotion it
+    // changes): it stays a constant the kernels and passes see (a scale the attention
+    // recognizer folds, an eps) instead of becoming a parameter.
+    std::vector<NodeId> scalar(g.size(), -1);
+    auto as_scalar = [&](NodeId c) {
+      if (scalar[static_cast<size_t>(c)] < 0) {
+        auto data = std::make_shared<ConstantData>(g.node(c).attrs.tensor(0));
+        data->sizes.clear();
+        scalar[static_cast<size_t>(c)] = lifted.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(std::move(data))});
+      }
+      return scalar[static_cast<size_t>(c)];
+    };
+    // Old node x's value in the new graph: a constant of rank > 0 becomes a parameter (a graph
+    // input) where something first reads it.
+    auto value = [&](NodeId x) {
+      if (map[x] >= 0) return map[x];
+      const Node& k = g.node(x);
+      KILN_INTERNAL_CHECK(k.op == OpId::constant, "onnx: node ", x, " read before it was lifted");
+      const ConstantData& c = k.attrs.tensor(0);
+      TensorData t = TensorData::empty_host(c.dtype, c.sizes);
+      if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
+      TensorMeta meta = k.meta;
+      meta.device = options.device;
+      map[x] = lifted.add_input(meta, "param" + std::to_string(m.parameters.size()));
+      m.parameters.push_back(std::move(t));
+      return map[x];
+    };
+    auto one_element = [&](NodeId c) {
+      const Node& k = g.node(c);
+      return k.op == OpId::constant && k.meta.rank() > 0 && k.attrs.tensor(0).bytes.size() == static_cast<size_t>(dtype_size(k.meta.dtype));
+    };
     for (size_t i = 0; i < g.size(); ++i) {
       const Node& n = g.node(static_cast<NodeId>(i));
       if (n.op == OpId::input) continue;
-      if (n.op == OpId::constant && n.meta.rank() > 0) {
-        const ConstantData& c = n.attrs.tensor(0);
-        TensorData t = TensorData::empty_host(c.dtype, c.sizes);
-        if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
-        TensorMeta meta = n.meta;
-        meta.device = options.device;
-        map[i] = lifted.add_input(meta, "param" + std::to_string(m.parameters.size()));
-        m.parameters.push_back(std::move(t));
-        continue;
+      const OpCategory cat = op_def(n.op).category;
+      if (cat == OpCategory::binary || cat == OpCategory::ternary) {
+        std::vector<NodeId> ins;
+        bool any = false;
+        for (NodeId x : n.inputs) {
+          const bool s = one_element(x);
+          any = any || s;
+          ins.push_back(s ? as_scalar(x) : -1);
+        }
+        if (any) {
+          // Probe the op over the 0-d operands in a scratch graph before committing to it.
+          Graph scratch;
+          scratch.shapes() = lifted.shapes();
+          std::vector<NodeId> probe;
+          for (size_t j = 0; j < n.inputs.size(); ++j) {
+            TensorMeta m = ins[j] >= 0 ? lifted.node(ins[j]).meta : g.node(n.inputs[j]).meta;
+            if (ins[j] < 0) m.device = options.device;
+            probe.push_back(scratch.add_input(m));
+          }
+          bool same = false;
+          try {
+            const TensorMeta& m = scratch.node(scratch.add(n.op, probe, n.attrs)).meta;
+            same = m.dtype == n.meta.dtype && m.sizes == n.meta.sizes;
+          } catch (const Error&) {
+          }
+          if (same) {
+            for (size_t j = 0; j < n.inputs.size(); ++j)
+              if (ins[j] < 0) ins[j] = value(n.inputs[j]);
+            map[i] = lifted.add(n.op, std::move(ins), n.attrs);
+            continue;
+          }
+        }
       }
+      if (n.op == OpId::constant && n.meta.rank() > 0) continue;  // lifted where first read
       std::vector<NodeId> ins;
-      for (NodeId x : n.inputs) ins.push_back(map[x]);
+      for (NodeId x : n.inputs) ins.push_back(value(x));
       map[i] = lifted.add(n.op, std::move(ins), n.attrs);
     }
     std::vector<NodeId> outs;
-    for (NodeId o : g.outputs()) outs.push_back(map[o]);
+    for (NodeId o : g.outputs()) outs.push_back(value(o));
     lifted.set_outputs(outs);
     m.graph = std::move(lifted);
   }

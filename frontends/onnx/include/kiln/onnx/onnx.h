@@ -35,7 +35,8 @@ namespace kiln::onnx {
 struct LoadOptions {
   // The device the graph's inputs live on. Off the CPU, constants of rank > 0 become extra
   // graph inputs after the model's own (see Model::parameters): only 0-d constants may join
-  // tensors of another device.
+  // tensors of another device. A one-element constant that an elementwise op reads becomes a
+  // 0-d one where that leaves the op's result as it was (a scale stays a value passes see).
   Device device = Device::cpu();
   // Example sizes of the model inputs, by input name: a dynamic dim takes its example value
   // from here (a value of 0 or 1 makes the dim static, as Kiln specialises those sizes).

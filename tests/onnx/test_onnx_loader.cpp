@@ -242,6 +242,44 @@ BOOST_AUTO_TEST_CASE(shape_arithmetic_over_dynamic_dims_stays_symbolic) {
   BOOST_CHECK(values(r[0]) == x);
 }
 
+// Gather with indices known at import: evenly stepping ones (one index, or 1, 3, 5) are a
+// strided slice, a view with no gather; others an index_select of constant indices. The values
+// are the same (negative indices counting from the end).
+BOOST_AUTO_TEST_CASE(gathers_of_evenly_stepping_constant_indices_are_slices) {
+  struct Case {
+    std::vector<int64_t> dims, idx;
+    bool slice;
+  };
+  for (const Case& c : {Case{{}, {-5}, true}, Case{{1}, {2}, true}, Case{{3}, {1, 3, 5}, true},
+                        Case{{2}, {4, 0}, false}, Case{{3}, {0, 1, 3}, false}, Case{{2}, {2, 2}, false}}) {
+    TempDir dir;
+    pb::ModelProto m = model();
+    pb::GraphProto* g = m.mutable_graph();
+    value(g->add_input(), "x", pb::TensorProto::FLOAT, {"2", "6", "3"});
+    value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+    *g->add_initializer() = int64s("i", c.dims, c.idx);
+    node(g, "Gather", {"x", "i"}, {"y"});
+    int_attr(g->mutable_node(0), "axis", 1);
+    const konnx::Model im = konnx::load(save(dir, m));
+    int gathers = 0;
+    for (kiln::NodeId id = 0; id < static_cast<kiln::NodeId>(im.graph.size()); ++id)
+      gathers += im.graph.node(id).op == kiln::OpId::index_select;
+    BOOST_TEST(gathers == (c.slice ? 0 : 1), "indices " << c.idx.size() << " from " << c.idx[0]);
+    std::vector<float> x(36);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k);
+    const std::vector<TensorData> r = eval::run_graph(im.graph, std::vector<TensorData>{host({2, 6, 3}, x)});
+    std::vector<int64_t> want_sizes{2};
+    want_sizes.insert(want_sizes.end(), c.dims.begin(), c.dims.end());
+    want_sizes.push_back(3);
+    BOOST_TEST(r[0].sizes == want_sizes);
+    std::vector<float> want;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i : c.idx)
+        for (int64_t k = 0; k < 3; ++k) want.push_back(x[static_cast<size_t>(b * 18 + (i < 0 ? i + 6 : i) * 3 + k)]);
+    BOOST_TEST(values(r[0]) == want);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
   TempDir dir;
   pb::ModelProto m = model();

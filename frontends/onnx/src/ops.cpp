@@ -513,7 +513,7 @@ std::vector<V> gather_op(NodeCtx& c) {
     return one(im.known_ints(out, idx->sizes.empty()));
   }
   KILN_CHECK(idx->dtype == DType::i32 || idx->dtype == DType::i64, "indices must be int32 or int64");
-  V flat;
+  V flat, r;  // the flat indices, or the rows picked (a slice)
   if (idx->data) {
     const int64_t n = static_dim(im, x, axis, "Gather");
     std::vector<double> v;
@@ -521,7 +521,17 @@ std::vector<V> gather_op(NodeCtx& c) {
       KILN_CHECK(i >= -n && i < n, "index ", i, " out of range for dim ", axis, " of size ", n);
       v.push_back(static_cast<double>(i < 0 ? i + n : i));
     }
-    flat = im.constant(make_tensor(DType::i64, {static_cast<int64_t>(v.size())}, v));
+    // Indices known at import that step evenly upwards (one index: ViT's q, k and v of a packed
+    // projection, its class token) are a strided slice: a view, no gather (off the CPU a
+    // gather's constant indices would be a parameter read at run time, with a range check).
+    const double step = v.size() > 1 ? v[1] - v[0] : 1;
+    bool even = step >= 1;
+    for (size_t k = 1; k < v.size() && even; ++k) even = v[k] - v[k - 1] == step;
+    if (even && !v.empty()) {
+      r = im.slice(x, axis, static_cast<int64_t>(v.front()), static_cast<int64_t>(v.back()) + 1, static_cast<int64_t>(step));
+    } else {
+      flat = im.constant(make_tensor(DType::i64, {static_cast<int64_t>(v.size())}, v));
+    }
   } else {
     // Negative indices count from the end.
     V i = im.cast(idx, DType::i64);
@@ -529,7 +539,7 @@ std::vector<V> gather_op(NodeCtx& c) {
     i = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, nv), i);
     flat = im.reshape(i, {shape_numel(idx->sizes)});
   }
-  V r = im.op(O::index_select, {x, flat}, {axis});
+  if (!r) r = im.op(O::index_select, {x, flat}, {axis});
   SymShape out(x->sizes.begin(), x->sizes.begin() + axis);
   out.insert(out.end(), idx->sizes.begin(), idx->sizes.end());
   out.insert(out.end(), x->sizes.begin() + axis + 1, x->sizes.end());

@@ -2,9 +2,10 @@
 // DistilBERT, GPT-2 and a Llama decoder, one or two layers each with narrow widths and random
 // weights) exported by torch.onnx.export(dynamo=True) as tools/models/bench_models.py exports the
 // full ones (tools/models/export_small_models.py wrote them, PyTorch 2.11), with an input and
-// torch's fp32 output. Each runs through kiln::onnx::compile on the cpu target (and Vulkan where
-// there is a device) and matches torch; and the graph patterns the full models rely on for speed
-// are found in the exports as the exporter writes them (attention for the fused kernel).
+// torch's fp32 output. Each runs through kiln::onnx::compile on the cpu target (and on Vulkan
+// and CUDA where there is a device: tools/gpu/pack.sh carries this test to the GPU machine) and
+// matches torch; and the graph patterns the full models rely on for speed are found in the
+// exports as the exporter writes them (attention for the fused kernel).
 #define BOOST_TEST_MODULE onnx_real_models
 #include <boost/test/unit_test.hpp>
 
@@ -28,7 +29,9 @@ using kiln::TensorData;
 
 namespace {
 
-const fs::path kModels = fs::path(KILN_REAL_MODELS);
+// The source tree's folder, or (a binary carried to another machine, run from the repository
+// root there) the same folder under the working directory.
+const fs::path kModels = fs::exists(KILN_REAL_MODELS) ? fs::path(KILN_REAL_MODELS) : fs::path("tests/onnx/real_models");
 const std::vector<std::string> kNames = {"vit", "swin", "bert", "distilbert", "gpt2", "llama"};
 
 std::vector<double> values(const TensorData& t) {
@@ -58,12 +61,13 @@ void check_model(const std::string& name, kiln::Device device) {
   BOOST_TEST(std::sqrt(diff / norm) < 1e-5, at << ": relative L2 " << std::sqrt(diff / norm));
 }
 
-bool vulkan_device() {
+// Whether tensors can move to `device` (a GPU and its driver, a build with its runtime).
+bool available(kiln::Device device) {
   try {
-    (void)Tensor::from_data(TensorData::empty_host(kiln::DType::f32, {1})).to(kiln::Device::vulkan(0));
+    (void)Tensor::from_data(TensorData::empty_host(kiln::DType::f32, {1})).to(device);
     return true;
   } catch (const kiln::Error& e) {
-    BOOST_TEST_MESSAGE("vulkan skipped: " << e.what());
+    BOOST_TEST_MESSAGE(device.str() << " skipped: " << e.what());
     return false;
   }
 }
@@ -79,11 +83,11 @@ int count(const kiln::Graph& g, kiln::OpId op) {
 BOOST_AUTO_TEST_SUITE(real_models)
 
 BOOST_AUTO_TEST_CASE(small_real_models_match_torch) {
-  const bool vulkan = vulkan_device();
-  for (const std::string& name : kNames) {
-    check_model(name, kiln::Device::cpu());
-    if (vulkan) check_model(name, kiln::Device::vulkan(0));
-  }
+  std::vector<kiln::Device> devices{kiln::Device::cpu()};
+  for (kiln::Device d : {kiln::Device::vulkan(0), kiln::Device::cuda(0)})
+    if (available(d)) devices.push_back(d);
+  for (const std::string& name : kNames)
+    for (kiln::Device d : devices) check_model(name, d);
 }
 
 // What a target with a fused attention kernel gets (the default pipeline, then

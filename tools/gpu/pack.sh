@@ -9,12 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/cuda}
 [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build "$build" -j2 --target test_cuda_target kiln
+cmake --build "$build" -j2 --target test_cuda_target test_onnx_real_models kiln
 carry=${KILN_CARRY:-devcarry}
 case "$carry" in devcarry*) ;; *) echo "pack.sh: KILN_CARRY must name a devcarry* folder (git-ignored), not $carry" >&2; exit 2 ;; esac
 rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib"
 strip -o "$carry/bin/test_cuda_target" "$build/tests/cuda_target/test_cuda_target"
 strip -o "$carry/bin/kiln" "$build/native/kiln"
+# The small real-model exports on CUDA (reads tests/onnx/real_models/ of the working tree there).
+strip -o "$carry/bin/test_onnx_real_models" "$build/tests/onnx/test_onnx_real_models"
 # Libraries the GPU machine's image lacks (it has CUDA, LLVM 16 and the C/C++ runtimes).
 for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp/ {print $3}' | sort -u); do
   cp -L "$lib" "$carry/lib/"

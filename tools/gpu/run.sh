@@ -33,6 +33,10 @@ for step in "${steps[@]}"; do
       rc=$?; [ $rc -ne 0 ] && status=$rc
       grep -E "^cuda target|test cases|assertions|failure|No errors" "$out/cuda_target.log" | tee -a "$out/summary.txt"
       grep -E "op [a-z_0-9]+: .* cases" "$out/cuda_target.log" | sed 's/\x1b\[[0-9;]*m//g' | grep -v " 0 failing outputs" | tee -a "$out/summary.txt"
+      stamp "test_onnx_real_models (small real-model exports against torch) on the GPU"
+      $carry/bin/test_onnx_real_models --log_level=message --report_level=short >"$out/real_models.log" 2>&1
+      rc=$?; [ $rc -ne 0 ] && status=$rc
+      grep -E "skipped|test cases|assertions|failure|error|No errors" "$out/real_models.log" | tee -a "$out/summary.txt"
       ;;
     memcheck)
       stamp "compute-sanitizer memcheck over the op tests of ${KILN_MEMCHECK_OPS:-add,sum,softmax,matmul,layer_norm}"

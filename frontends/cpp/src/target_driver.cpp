@@ -184,6 +184,7 @@ std::shared_ptr<target::LoadedPlan> cached_plan(target::Runtime& rt, Device devi
   check_may_compile(canonical, pipeline, key);
   const auto t_compile = Clock::now();
   target::Generated plans = generate(cg, g, rt.codegen_request(device));
+  const double generate_ms = ms_since(t_compile);  // scheduling and code generation
   cache::Entry entry;
   entry.key = key;
   entry.guards = guards;
@@ -196,8 +197,8 @@ std::shared_ptr<target::LoadedPlan> cached_plan(target::Runtime& rt, Device devi
   entry.description = pipeline + ": " + std::to_string(canonical.op_count()) + " ops, " + std::to_string(kernels) +
                       " kernels, " + std::to_string(artifacts.size()) + " artifacts";
   entry.blobs.insert(entry.blobs.end(), std::make_move_iterator(artifacts.begin()), std::make_move_iterator(artifacts.end()));
-  KILN_LOG(cache, pipeline, " plan ", key, ": compiled in ", ms_since(t_compile), " ms (", loaded->compile_report(), "; ",
-           entry.description, ")");
+  KILN_LOG(cache, pipeline, " plan ", key, ": compiled in ", ms_since(t_compile), " ms (key ", key_ms, " ms, schedule and codegen ",
+           generate_ms, " ms, ", loaded->compile_report(), "; ", entry.description, ")");
   if (store) cache::store(entry);
   return loaded;
 }

@@ -21,11 +21,15 @@
 #include "kiln/onnx/onnx.h"
 #include "kiln/passes/passes.h"
 #include "kiln/tensor.h"
+#include "model_helpers.h"
 
 namespace fs = std::filesystem;
 namespace konnx = kiln::onnx;
 using kiln::Tensor;
 using kiln::TensorData;
+
+using onnx_test::available;
+using onnx_test::values;
 
 namespace {
 
@@ -33,12 +37,6 @@ namespace {
 // root there) the same folder under the working directory.
 const fs::path kModels = fs::exists(KILN_REAL_MODELS) ? fs::path(KILN_REAL_MODELS) : fs::path("tests/onnx/real_models");
 const std::vector<std::string> kNames = {"vit", "swin", "bert", "distilbert", "gpt2", "llama"};
-
-std::vector<double> values(const TensorData& t) {
-  const TensorData d = kiln::eval::convert(kiln::eval::contiguous(t), kiln::DType::f64);
-  const double* p = static_cast<const double*>(d.data());
-  return std::vector<double>(p, p + d.numel());
-}
 
 // The model's output on `device` against torch's: relative L2 within 1e-5 (fp32 both sides).
 void check_model(const std::string& name, kiln::Device device) {
@@ -59,17 +57,6 @@ void check_model(const std::string& name, kiln::Device device) {
   }
   BOOST_TEST(norm > 0, at << ": torch's output is all zeros");
   BOOST_TEST(std::sqrt(diff / norm) < 1e-5, at << ": relative L2 " << std::sqrt(diff / norm));
-}
-
-// Whether tensors can move to `device` (a GPU and its driver, a build with its runtime).
-bool available(kiln::Device device) {
-  try {
-    (void)Tensor::from_data(TensorData::empty_host(kiln::DType::f32, {1})).to(device);
-    return true;
-  } catch (const kiln::Error& e) {
-    BOOST_TEST_MESSAGE(device.str() << " skipped: " << e.what());
-    return false;
-  }
 }
 
 int count(const kiln::Graph& g, kiln::OpId op) {

@@ -21,21 +21,19 @@
 #include "kiln/onnx/onnx.h"
 #include "kiln/eval/interpreter.h"
 #include "kiln/tensor.h"
+#include "model_helpers.h"
 
 namespace fs = std::filesystem;
 namespace konnx = kiln::onnx;
 using kiln::Tensor;
 using kiln::TensorData;
 
+using onnx_test::available;
+using onnx_test::values;
+
 namespace {
 
 const fs::path kModels = fs::path(KILN_TORCH_MODELS);
-
-std::vector<double> values(const TensorData& t) {
-  const TensorData d = kiln::eval::convert(kiln::eval::contiguous(t), kiln::DType::f64);
-  const double* p = static_cast<const double*>(d.data());
-  return std::vector<double>(p, p + d.numel());
-}
 
 // Every case of one exported model on `device`: outputs within rtol 1e-3 / atol 1e-5 of torch's.
 void check_model(const std::string& name, kiln::Device device) {
@@ -60,23 +58,13 @@ void check_model(const std::string& name, kiln::Device device) {
   }
 }
 
-bool vulkan_device() {
-  try {
-    (void)Tensor::from_data(TensorData::empty_host(kiln::DType::f32, {1})).to(kiln::Device::vulkan(0));
-    return true;
-  } catch (const kiln::Error& e) {
-    BOOST_TEST_MESSAGE("vulkan skipped: " << e.what());
-    return false;
-  }
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(torch_exports)
 
 BOOST_AUTO_TEST_CASE(torchscript_exporter_models_match_torch) {
   check_model("cnn_torchscript", kiln::Device::cpu());
-  if (vulkan_device()) check_model("cnn_torchscript", kiln::Device::vulkan(0));
+  if (available(kiln::Device::vulkan(0))) check_model("cnn_torchscript", kiln::Device::vulkan(0));
 }
 
 // The TorchScript exporter traced the encoder's attention with the example's sequence length
@@ -98,14 +86,14 @@ BOOST_AUTO_TEST_CASE(a_torchscript_export_that_baked_a_dynamic_dim_is_refused_by
 
 BOOST_AUTO_TEST_CASE(dynamo_exporter_models_with_external_weights_match_torch) {
   check_model("encoder_dynamo", kiln::Device::cpu());
-  if (vulkan_device()) check_model("encoder_dynamo", kiln::Device::vulkan(0));
+  if (available(kiln::Device::vulkan(0))) check_model("encoder_dynamo", kiln::Device::vulkan(0));
 }
 
 // The dynamo exporter writes opset 18 where it cannot convert down (the CNN): ReduceMean takes
 // its axes as an input there.
 BOOST_AUTO_TEST_CASE(an_opset_18_export_matches_torch) {
   check_model("cnn_dynamo", kiln::Device::cpu());
-  if (vulkan_device()) check_model("cnn_dynamo", kiln::Device::vulkan(0));
+  if (available(kiln::Device::vulkan(0))) check_model("cnn_dynamo", kiln::Device::vulkan(0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE onnx_loader
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -323,6 +325,23 @@ BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
   g->mutable_initializer(0)->mutable_external_data(0)->set_value("weights.bin");
   g->mutable_initializer(0)->mutable_external_data(1)->set_value("16");
   check_contains(error_of([&] { konnx::load(save(dir, m)); }), "too few for offset 16");
+  g->mutable_initializer(0)->mutable_external_data(1)->set_value("8");
+
+  // A link inside the directory that leads out of it is refused by where it resolves (the
+  // location itself is lexically fine); one that stays inside is followed.
+  TempDir outside;
+  std::filesystem::copy_file(dir.path / "weights.bin", outside.path / "secret.bin");
+  std::filesystem::create_symlink(outside.path / "secret.bin", dir.path / "escape.bin");
+  std::filesystem::create_symlink(dir.path / "weights.bin", dir.path / "inside.bin");
+  g->mutable_initializer(0)->mutable_external_data(0)->set_value("escape.bin");
+  check_contains(error_of([&] { konnx::load(save(dir, m)); }), "outside the model's directory");
+  g->mutable_initializer(0)->mutable_external_data(0)->set_value("inside.bin");
+  BOOST_CHECK(values(eval::run_graph(konnx::load(save(dir, m)).graph,
+                                     std::vector<TensorData>{host({4}, {1, 1, 2, 2})})[0]) == (std::vector<float>{3, 4, 8, 10}));
+  // A FIFO (or a device) is not read: it could block forever.
+  BOOST_REQUIRE(mkfifo((dir.path / "pipe.bin").c_str(), 0600) == 0);
+  g->mutable_initializer(0)->mutable_external_data(0)->set_value("pipe.bin");
+  check_contains(error_of([&] { konnx::load(save(dir, m)); }), "is not a regular file");
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_node_op_domain_and_opset) {

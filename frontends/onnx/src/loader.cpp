@@ -137,7 +137,20 @@ TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_d
     KILN_CHECK(rel.is_relative() && std::none_of(rel.begin(), rel.end(), [](const auto& p) { return p == ".."; }),
                "onnx: ", what, " has external data location '", location,
                "', which must be a relative path inside the model's directory");
-    const std::filesystem::path file = std::filesystem::path(base_dir) / rel;
+    // Resolved with its links: the file must really lie inside the model's directory (a link
+    // there could point anywhere) and be a regular file (a FIFO or a device would hang the read
+    // or never end).
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path root = fs::canonical(base_dir, ec);
+    KILN_CHECK(!ec, "onnx: ", what, ": cannot resolve the model's directory '", base_dir, "': ", ec.message());
+    const fs::path file = fs::canonical(root / rel, ec);
+    KILN_CHECK(!ec, "onnx: ", what, ": cannot open its external data file '", (root / rel).string(), "': ", ec.message());
+    KILN_CHECK(std::mismatch(root.begin(), root.end(), file.begin(), file.end()).first == root.end(), "onnx: ", what,
+               ": its external data file '", location, "' resolves to '", file.string(),
+               "', outside the model's directory (a link out of it)");
+    KILN_CHECK(fs::is_regular_file(file, ec), "onnx: ", what, ": its external data file '", file.string(),
+               "' is not a regular file");
     std::ifstream f(file, std::ios::binary);
     KILN_CHECK(f.good(), "onnx: ", what, ": cannot open its external data file '", file.string(), "'");
     f.seekg(0, std::ios::end);

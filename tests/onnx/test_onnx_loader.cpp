@@ -6,9 +6,11 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -279,6 +281,23 @@ BOOST_AUTO_TEST_CASE(gathers_of_evenly_stepping_constant_indices_are_slices) {
       for (int64_t i : c.idx)
         for (int64_t k = 0; k < 3; ++k) want.push_back(x[static_cast<size_t>(b * 18 + (i < 0 ? i + 6 : i) * 3 + k)]);
     BOOST_TEST(values(r[0]) == want);
+  }
+}
+
+// A Resize whose scale would make an output dim of billions (a 110-byte model grew without
+// bound building its tap tables) or an infinite one is refused by name at import.
+BOOST_AUTO_TEST_CASE(resize_to_an_absurd_size_is_refused) {
+  for (float scale : {1e9f, std::numeric_limits<float>::infinity()}) {
+    TempDir dir;
+    pb::ModelProto m = model(13);
+    pb::GraphProto* g = m.mutable_graph();
+    value(g->add_input(), "x", pb::TensorProto::FLOAT, {"1", "1", "4"});
+    value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+    *g->add_initializer() = floats("scales", {3}, {1, 1, scale});
+    node(g, "Resize", {"x", "", "scales"}, {"y"});
+    const std::string e = error_of([&] { konnx::load(save(dir, m)); });
+    check_contains(e, std::isinf(scale) ? "positive and finite" : "more than 2^24 per dim");
+    check_contains(e, "Resize");
   }
 }
 

@@ -1293,9 +1293,14 @@ std::vector<V> resize(NodeCtx& c) {
     const int64_t in = xs[static_cast<size_t>(d)];
     const double scale = sizes.empty() ? scales[static_cast<size_t>(d)]
                                        : static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(in);
-    KILN_CHECK(scale > 0, "scale ", scale, " must be positive");
-    const int64_t out = sizes.empty() ? static_cast<int64_t>(std::floor(static_cast<double>(in) * scale))
-                                      : sizes[static_cast<size_t>(d)];
+    KILN_CHECK(scale > 0 && std::isfinite(scale), "scale ", scale, " must be positive and finite");
+    // The import builds tap tables as long as the output dim: past 2^24 (16M) per dim it is a
+    // hostile or broken scale, not an image (a 1e9 scale grew without bound).
+    constexpr double kMaxOut = double(int64_t{1} << 24);
+    const double want = sizes.empty() ? std::floor(static_cast<double>(in) * scale) : static_cast<double>(sizes[static_cast<size_t>(d)]);
+    KILN_CHECK(want >= 0 && want <= kMaxOut, "the output's dim ", d, " would have ", want, " elements (input ", in,
+               ", scale ", scale, "): more than 2^24 per dim is not supported");
+    const int64_t out = static_cast<int64_t>(want);
     const double rs = roi.size() == static_cast<size_t>(2 * r) ? roi[static_cast<size_t>(d)] : 0;
     const double re = roi.size() == static_cast<size_t>(2 * r) ? roi[static_cast<size_t>(d + r)] : 1;
     if (out == in && scale == 1.0 && c.s("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize") continue;

@@ -21,6 +21,7 @@
 
 #include "../bench/suite.h"
 #include "commands.h"
+#include "kiln/graph/files.h"
 #include "kiln/cache/cache.h"
 #include "kiln/caches.h"
 #include "kiln/config/config.h"
@@ -48,6 +49,7 @@ const char* kDetails =
     "The directory is cache_dir (KILN_CACHE_DIR), else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.";
 
 std::string read_file(const std::string& path) {
+  check_regular_file(path, "cache bundle");
   std::ifstream in(path, std::ios::binary);
   KILN_CHECK(in.good(), "cache: cannot read ", path);
   std::stringstream s;

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "input_checks.h"
 #include "model_files.h"
+#include "kiln/graph/files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
 #include "kiln/config/log.h"
@@ -260,6 +261,7 @@ int cmd_run(std::span<char* const> args) {
   {
     // A kernel plan file (from debug_dir, or made elsewhere, e.g. in the browser): the cpu runtime
     // runs it on random inputs at the symbols' example sizes.
+    check_regular_file(a.positional[0], "graph or plan file");
     std::ifstream in(a.positional[0]);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const bool is_plan = in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos;

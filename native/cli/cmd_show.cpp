@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "input_checks.h"
 #include "model_files.h"
+#include "kiln/graph/files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
@@ -41,6 +42,7 @@ int cmd_show(std::span<char* const> args) {
   }
   {
     // A kernel plan file (kiln show --plan ... output saved by debug_dir, or made in the browser).
+    check_regular_file(a.positional[0], "graph, model or plan file");
     std::ifstream in(a.positional[0]);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {

@@ -2,6 +2,7 @@
 // "\x93NUMPY", a major and minor version byte, the header length (uint16 little-endian in
 // version 1.0, uint32 in 2.0 and 3.0), then a Python dict literal with 'descr',
 // 'fortran_order' and 'shape', padded with spaces and a '\n' so the data starts aligned to 64.
+#include "kiln/graph/files.h"
 #include "kiln/npy/npy.h"
 
 #include <bit>
@@ -150,6 +151,7 @@ std::string npy_descr(DType dtype) {
 }
 
 TensorData load_npy(const std::string& path) {
+  check_regular_file(path, ".npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open .npy file '", path, "': ", std::strerror(errno));
   in.seekg(0, std::ios::end);

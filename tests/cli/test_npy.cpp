@@ -6,6 +6,8 @@
 #include <kiln/graph/error.h>
 #include <kiln/npy/npy.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +148,15 @@ BOOST_AUTO_TEST_CASE(truncated_and_malformed_files) {
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "too large"); });
   write_file(bad, npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", 0) + "\x01\x07");
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "not 0 or 1"); });
+
+  // A FIFO or a device is refused, not read (the read would block, or never end).
+  const std::string fifo = temp_path("fifo.npy");
+  std::remove(fifo.c_str());
+  BOOST_REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  BOOST_CHECK_EXCEPTION(npy::load_npy(fifo), Error, [&](const Error& e) { return says(e, "is not a regular file (a FIFO)"); });
+  std::remove(fifo.c_str());
+  BOOST_CHECK_EXCEPTION(npy::load_npy("/dev/zero"), Error,
+                        [&](const Error& e) { return says(e, "is not a regular file (a character device)"); });
 
   // A 1-D array written with fortran_order True is the same array: accepted.
   write_file(bad, npy_bytes("{'descr': '<i8', 'fortran_order': True, 'shape': (3,), }", 24));

@@ -305,6 +305,9 @@ BOOST_AUTO_TEST_CASE(files) {
   BOOST_CHECK_EXCEPTION(format::load_graph("/nonexistent/dir/g.json"), Error, [](const Error& e) {
     return std::string(e.what()).find("cannot open graph file '/nonexistent/dir/g.json'") != std::string::npos;
   });
+  BOOST_CHECK_EXCEPTION(format::load_graph("/dev/zero"), Error, [](const Error& e) {
+    return std::string(e.what()).find("graph file '/dev/zero' is not a regular file (a character device)") != std::string::npos;
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

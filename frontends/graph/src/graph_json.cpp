@@ -7,6 +7,7 @@
 // size so that no later arithmetic on hints can overflow, and rebuilds the graph through
 // Graph::add_input / Graph::add, so the shape rules re-derive every node's type; the type the
 // file states must then match.
+#include "kiln/graph/files.h"
 #include "kiln/format/graph_json.h"
 
 #include <algorithm>
@@ -220,6 +221,7 @@ Graph from_json(std::string_view text, std::string_view source_name) {
 }
 
 Graph load_graph(const std::string& path) {
+  check_regular_file(path, "graph file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open graph file '", path, "': ", std::strerror(errno));
   std::ostringstream buf;

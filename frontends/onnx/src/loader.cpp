@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "importer.h"
+#include "kiln/graph/files.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/eval/interpreter.h"
 
@@ -30,6 +31,7 @@ const char* kElemNames[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",   "UINT16",
 // Everything else is refused by the default of ParseFromArray (no size limit games): the
 // input is bounded by the file size, which protobuf reads with a 2 GiB ceiling.
 std::string read_file(const std::string& path, const std::string& what) {
+  check_regular_file(path, "onnx: " + what);
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f.good(), "onnx: cannot open ", what, " '", path, "'");
   std::ostringstream s;

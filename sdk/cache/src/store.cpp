@@ -85,14 +85,26 @@ std::string DiskStore::path_of(const std::string& key) const { return (fs::path(
 std::optional<std::string> DiskStore::get(const std::string& key) {
   check_key(key, "disk");
   const std::string path = path_of(key);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Entries are regular files Kiln wrote (a temporary renamed into place): a link (to
+  // /dev/zero, out of the cache), a FIFO or a device in an entry's place is not read (it would
+  // never end, or block) but removed, a miss that the compile then fills.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  struct stat st {};
+  if (fd < 0 && errno == ELOOP) {
+    ::unlink(path.c_str());
+    return std::nullopt;
+  }
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
     fail("cache disk store: cannot open ", path, ": ", std::strerror(errno));
   }
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return std::nullopt;
+  }
   // Read straight into the result, sized by fstat with a byte to spare for seeing the end.
-  struct stat st {};
-  std::string bytes(::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 4096, '\0');
+  std::string bytes(st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 4096, '\0');
   size_t have = 0;
   for (;;) {
     if (have == bytes.size()) bytes.resize(2 * bytes.size());  // it grew meanwhile

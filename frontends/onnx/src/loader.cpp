@@ -634,21 +634,16 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
       if (n.op == OpId::input) continue;
       const OpCategory cat = op_def(n.op).category;
       if (cat == OpCategory::binary || cat == OpCategory::ternary) {
-        std::vector<NodeId> ins;
-        bool any = false;
-        for (NodeId x : n.inputs) {
-          const bool s = one_element(x);
-          any = any || s;
-          ins.push_back(s ? as_scalar(x) : -1);
-        }
+        const bool any = std::any_of(n.inputs.begin(), n.inputs.end(), one_element);
         if (any) {
           // Probe the op over the 0-d operands in a scratch graph before committing to it.
           Graph scratch;
           scratch.shapes() = lifted.shapes();
           std::vector<NodeId> probe;
-          for (size_t j = 0; j < n.inputs.size(); ++j) {
-            TensorMeta m = ins[j] >= 0 ? lifted.node(ins[j]).meta : g.node(n.inputs[j]).meta;
-            if (ins[j] < 0) m.device = options.device;
+          for (NodeId x : n.inputs) {
+            TensorMeta m = g.node(x).meta;
+            if (one_element(x)) m.sizes.clear();  // a 0-d constant, on the CPU
+            else m.device = options.device;
             probe.push_back(scratch.add_input(m));
           }
           bool same = false;
@@ -658,8 +653,8 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
           } catch (const Error&) {
           }
           if (same) {
-            for (size_t j = 0; j < n.inputs.size(); ++j)
-              if (ins[j] < 0) ins[j] = value(n.inputs[j]);
+            std::vector<NodeId> ins;
+            for (NodeId x : n.inputs) ins.push_back(one_element(x) ? as_scalar(x) : value(x));
             map[i] = lifted.add(n.op, std::move(ins), n.attrs);
             continue;
           }

@@ -301,6 +301,28 @@ BOOST_AUTO_TEST_CASE(resize_to_an_absurd_size_is_refused) {
   }
 }
 
+// Off the CPU constants become parameters, but a one-element one that an elementwise op reads
+// stays a 0-d constant where the result is the same (x[4] * c[1]); where it is not (a 0-d x
+// plus c[1] is [1], a 0-d c would give []), c is a parameter and nothing else is left behind.
+BOOST_AUTO_TEST_CASE(one_element_constants_stay_constants_off_the_cpu) {
+  for (bool scalar_x : {false, true}) {
+    TempDir dir;
+    pb::ModelProto m = model();
+    pb::GraphProto* g = m.mutable_graph();
+    value(g->add_input(), "x", pb::TensorProto::FLOAT, scalar_x ? std::vector<std::string>{} : std::vector<std::string>{"4"});
+    value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+    *g->add_initializer() = floats("c", {1}, {2.0f});
+    node(g, scalar_x ? "Add" : "Mul", {"x", "c"}, {"y"});
+    konnx::LoadOptions options;
+    options.device = kiln::Device::cuda(0);
+    const konnx::Model im = konnx::load(save(dir, m), options);
+    BOOST_TEST(im.parameters.size() == (scalar_x ? 1u : 0u));
+    BOOST_TEST(im.graph.size() == 3u, im.graph.str());  // x, c (a parameter or a 0-d constant), the op
+    const TensorMeta& out = im.graph.node(im.graph.outputs()[0]).meta;
+    BOOST_TEST(out.sizes == (scalar_x ? kiln::SymShape{1} : kiln::SymShape{4}));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
   TempDir dir;
   pb::ModelProto m = model();

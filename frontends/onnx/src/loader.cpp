@@ -151,8 +151,7 @@ TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_d
     KILN_CHECK(std::mismatch(root.begin(), root.end(), file.begin(), file.end()).first == root.end(), "onnx: ", what,
                ": its external data file '", location, "' resolves to '", file.string(),
                "', outside the model's directory (a link out of it)");
-    KILN_CHECK(fs::is_regular_file(file, ec), "onnx: ", what, ": its external data file '", file.string(),
-               "' is not a regular file");
+    check_regular_file(file.string(), "onnx: " + what + ": its external data file");
     std::ifstream f(file, std::ios::binary);
     KILN_CHECK(f.good(), "onnx: ", what, ": cannot open its external data file '", file.string(), "'");
     f.seekg(0, std::ios::end);

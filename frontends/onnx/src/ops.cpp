@@ -1446,9 +1446,23 @@ std::vector<V> einsum(NodeCtx& c) {
   return one(im.permute(v, p));
 }
 
+// What a scatter's reduction makes of data, given mask (true where an update hits a position)
+// and the updates u, both with one dim more than data at `dim` (the updates): 'none' takes the
+// update where some index hits (indices are distinct there, as ONNX requires), 'add' and 'mul'
+// combine them all. Shared by ScatterElements and ScatterND.
+V scatter_through_mask(NodeCtx& c, const V& data, const V& mask, const V& u, int64_t dim) {
+  Importer& im = c.im;
+  const std::string red = c.s("reduction", "none");
+  if (red == "mul") return im.cast(im.mul(data, im.reduce(O::prod, where(im, mask, u, sc(c, 1, data)), {dim}, false)), data->dtype);
+  const V sum = im.cast(im.reduce(O::sum, where(im, mask, u, sc(c, 0, data)), {dim}, false), data->dtype);
+  if (red == "add") return im.cast(im.add(data, sum), data->dtype);
+  KILN_CHECK(red == "none", "reduction '", red, "' is not supported");
+  const V hit = im.reduce(O::max, im.cast(mask, DType::i32), {dim}, false);
+  return where(im, im.op(O::gt, {hit, im.scalar(0, DType::i32)}), sum, data);
+}
+
 // ScatterElements (and Scatter, its older name) through a mask [.., n, m, ..] comparing every
-// index along the axis with every position of data's axis: 'none' takes the update where some
-// index hits (indices are distinct there, as ONNX requires), 'add' and 'mul' combine them all.
+// index along the axis with every position of data's axis.
 std::vector<V> scatter_elements(NodeCtx& c) {
   Importer& im = c.im;
   const V& x = c.input(0);
@@ -1462,14 +1476,7 @@ std::vector<V> scatter_elements(NodeCtx& c) {
                "indices smaller than data outside the axis are not supported");
   const int64_t n = static_dim(im, x, axis, "ScatterElements");
   const V mask = im.op(O::eq, {im.unsqueeze(wrap_index(im, idx, n), axis), iota_along(im, n, axis, r + 1)});
-  const V u = im.unsqueeze(im.cast(upd, x->dtype), axis);
-  const std::string red = c.s("reduction", "none");
-  if (red == "mul") return one(im.cast(im.mul(x, im.reduce(O::prod, where(im, mask, u, sc(c, 1, x)), {axis + 1}, false)), x->dtype));
-  const V sum = im.cast(im.reduce(O::sum, where(im, mask, u, sc(c, 0, x)), {axis + 1}, false), x->dtype);
-  if (red == "add") return one(im.cast(im.add(x, sum), x->dtype));
-  KILN_CHECK(red == "none", "reduction '", red, "' is not supported");
-  const V hit = im.reduce(O::max, im.cast(mask, DType::i32), {axis + 1}, false);
-  return one(where(im, im.op(O::gt, {hit, im.scalar(0, DType::i32)}), sum, x));
+  return one(scatter_through_mask(c, x, mask, im.unsqueeze(im.cast(upd, x->dtype), axis), axis + 1));
 }
 
 // ScatterND: data [r dims], indices [.., k] (k <= r), updates [indices' leading dims.., data's
@@ -1506,26 +1513,8 @@ std::vector<V> scatter_nd(NodeCtx& c) {
   mask_shape.resize(static_cast<size_t>(2 + r - k), 1);
   const V hits = im.op(O::eq, {im.unsqueeze(pos, 1), iota_along(im, n, 1, 2)});  // [m, n]
   const V mask = im.reshape(hits, SymShape(mask_shape.begin(), mask_shape.end()));
-  const V data = im.reshape(x, flat);
-  const V u = im.reshape(im.cast(upd, x->dtype), ups);
-  const std::string red = c.s("reduction", "none");
-  V y;
-  if (red == "mul") {
-    y = im.mul(data, im.reduce(O::prod, where(im, mask, u, sc(c, 1, x)), {0}, false));
-  } else {
-    const V sum = im.reduce(O::sum, where(im, mask, u, sc(c, 0, x)), {0}, false);
-    if (red == "add") {
-      y = im.add(data, sum);
-    } else {
-      KILN_CHECK(red == "none", "reduction '", red, "' is not supported");
-      std::vector<int64_t> hit_shape{n};
-      hit_shape.resize(static_cast<size_t>(1 + r - k), 1);
-      const V hit = im.reduce(O::max, im.cast(hits, DType::i32), {0}, false);
-      y = where(im, im.reshape(im.op(O::gt, {hit, im.scalar(0, DType::i32)}), SymShape(hit_shape.begin(), hit_shape.end())),
-                sum, data);
-    }
-  }
-  return one(im.reshape(im.cast(y, x->dtype), x->sizes));
+  const V y = scatter_through_mask(c, im.reshape(x, flat), mask, im.reshape(im.cast(upd, x->dtype), ups), 0);
+  return one(im.reshape(y, x->sizes));
 }
 
 std::vector<V> matmul_op(NodeCtx& c) { return one(c.im.op(O::matmul, {c.input(0), c.input(1)})); }

@@ -43,7 +43,6 @@ namespace {
 struct LeafView {
   std::vector<int64_t> perm;
   SymShape sizes;
-  bool empty() const { return perm.empty() && sizes.empty(); }
 };
 
 struct Match {
@@ -129,12 +128,14 @@ class Recognizer {
     std::vector<TensorMeta> metas;
     for (size_t i = 0; i < m.leaves.size(); ++i) {
       metas.push_back(n(m.leaves[i]).meta);
-      for (const auto& [op, attrs] : {std::pair{OpId::permute, Attrs{m.views[i].perm}}, std::pair{OpId::reshape, Attrs{m.views[i].sizes}}}) {
-        if (op == OpId::permute ? m.views[i].perm.empty() : m.views[i].sizes.empty()) continue;
+      auto through = [&](OpId op, const Attrs& attrs) {
         const std::optional<TensorMeta> r = detail::probe(g_, op, std::span<const TensorMeta>(&metas.back(), 1), attrs);
-        if (!r) return false;
-        metas.back() = *r;
-      }
+        if (r) metas.back() = *r;
+        return r.has_value();
+      };
+      const LeafView& view = m.views[i];
+      if (!view.perm.empty() && !through(OpId::permute, {view.perm})) return false;
+      if (!view.sizes.empty() && !through(OpId::reshape, {view.sizes})) return false;
     }
     const std::optional<TensorMeta> meta = detail::probe(g_, m.op, std::span<const TensorMeta>(metas), m.attrs);
     if (!meta || !detail::same_value_meta(*meta, n(root).meta)) return false;

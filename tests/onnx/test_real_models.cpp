@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(small_real_models_match_torch) {
 // (the scale torch's decomposition multiplies q and k^T by) stay constants, so the pattern is
 // found there too.
 BOOST_AUTO_TEST_CASE(attention_is_recognised_in_the_exports) {
-  const std::map<std::string, int> layers = {{"vit", 1}};
+  const std::map<std::string, int> layers = {{"vit", 1}, {"bert", 1}, {"distilbert", 1}, {"gpt2", 1}, {"llama", 1}};
   for (const auto& [name, want] : layers)
     for (kiln::Device device : {kiln::Device::cpu(), kiln::Device::cuda(0)}) {
       konnx::LoadOptions options;

@@ -1,6 +1,8 @@
 // recognize: hand-written softmax, log_softmax, layer_norm and rms_norm become one node; the
 // same shapes with an intermediate used elsewhere, another eps dtype, a biased variance or
 // non-trailing dims do not.
+#include <limits>
+
 #include "helpers.h"
 
 using namespace passes_test;
@@ -250,6 +252,60 @@ BOOST_AUTO_TEST_CASE(attention_as_torch_exports_it) {
   const NodeId kt = t.op(OpId::reshape, {t.op(OpId::permute, {k}, {std::vector<int64_t>{0, 2, 1}})}, {SymShape{2, 16, 10}});
   const NodeId p = t.op(OpId::softmax, {t.op(OpId::matmul, {q, kt})}, {int64_t{2}});
   const Graph& g = t.out({t.op(OpId::matmul, {p, v})});
+  const Graph d = checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g));
+  BOOST_TEST(count(d, OpId::scaled_dot_product_attention) == 0, d.str());
+}
+
+BOOST_AUTO_TEST_CASE(masked_attention_as_torch_exports_it) {
+  // A masked attention's export: softmax((q * c) @ (k^T * c) + m), its NaN rows zeroed by
+  // where(isnan(p), 0, p) (what the op does with a mask), then @ v. A float mask added on either
+  // side, or a bool one keeping (where(m, scores, -inf)); broadcast over the heads.
+  for (int form = 0; form < 3; ++form) {
+    G t;
+    const NodeId q = t.in(DType::f32, {2, 3, 10, 16}, "q");
+    const NodeId k = t.in(DType::f32, {2, 3, 12, 16}, "k");
+    const NodeId v = t.in(DType::f32, {2, 3, 12, 8}, "v");
+    const NodeId m = t.in(form == 2 ? DType::bool_ : DType::f32, {2, 1, 10, 12}, "m");
+    const NodeId c = t.full(0.5, DType::f32, {});
+    const NodeId kt = t.op(OpId::transpose, {k}, {int64_t{2}, int64_t{3}});
+    NodeId s = t.op(OpId::matmul, {t.op(OpId::mul, {q, c}), t.op(OpId::mul, {kt, c})});
+    s = form == 0 ? t.op(OpId::add, {s, m})
+        : form == 1 ? t.op(OpId::add, {m, s})
+                    : t.op(OpId::where, {m, s, t.full(-std::numeric_limits<double>::infinity(), DType::f32)});
+    const NodeId p = t.op(OpId::softmax, {s}, {int64_t{3}});
+    const NodeId safe = t.op(OpId::where, {t.op(OpId::isnan, {p}), t.full(0.0, DType::f32), p});
+    const Graph& g = t.out({t.op(OpId::matmul, {safe, v})});
+    const Graph d = kiln::passes::eliminate_dead_code(
+        checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g)));
+    BOOST_TEST(ops(d) == 1, "form " << form << "\n" << d.str());
+    const Node& n = d.node(d.outputs()[0]);
+    BOOST_REQUIRE((n.op == OpId::scaled_dot_product_attention));
+    BOOST_TEST(n.attrs.f(0) == 0.25);
+    BOOST_TEST((n.inputs == std::vector<NodeId>{d.inputs()[0], d.inputs()[1], d.inputs()[2], d.inputs()[3]}));
+  }
+  // The zeroed rows alone (an all-zero mask the pipeline folded away, as in BERT's export without
+  // padding): the op with the where's 0 as the mask.
+  {
+    G t;
+    const NodeId q = t.in(DType::f32, {2, 10, 16}, "q");
+    const NodeId k = t.in(DType::f32, {2, 12, 16}, "k");
+    const NodeId v = t.in(DType::f32, {2, 12, 8}, "v");
+    const NodeId p = t.op(OpId::softmax, {t.op(OpId::matmul, {q, t.op(OpId::transpose, {k}, {int64_t{1}, int64_t{2}})})}, {int64_t{2}});
+    const NodeId safe = t.op(OpId::where, {t.op(OpId::isnan, {p}), t.full(0.0, DType::f32), p});
+    const Graph& g = t.out({t.op(OpId::matmul, {safe, v})});
+    const Graph d = kiln::passes::eliminate_dead_code(
+        checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g)));
+    BOOST_TEST(count(d, OpId::scaled_dot_product_attention) == 1, d.str());
+    BOOST_TEST(d.node(d.outputs()[0]).inputs.size() == 4u);
+  }
+  // A mask without the zeroed rows is not the op (its fully masked rows stay NaN): it stays.
+  G t;
+  const NodeId q = t.in(DType::f32, {2, 10, 16}, "q");
+  const NodeId k = t.in(DType::f32, {2, 12, 16}, "k");
+  const NodeId v = t.in(DType::f32, {2, 12, 8}, "v");
+  const NodeId m = t.in(DType::f32, {10, 12}, "m");
+  const NodeId s = t.op(OpId::add, {t.op(OpId::matmul, {q, t.op(OpId::transpose, {k}, {int64_t{1}, int64_t{2}})}), m});
+  const Graph& g = t.out({t.op(OpId::matmul, {t.op(OpId::softmax, {s}, {int64_t{2}}), v})});
   const Graph d = checked(kiln::passes::recognize_attention, kiln::passes::run_default_pipeline(g));
   BOOST_TEST(count(d, OpId::scaled_dot_product_attention) == 0, d.str());
 }

@@ -783,7 +783,11 @@ NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a)
     s = b.add(OpId::where, {in[3], s, b.scalar(-std::numeric_limits<double>::infinity(), t)});
   else if (in.size() > 3)
     s = b.add(OpId::add, {s, b.cast(in[3], t)});
-  const NodeId p = b.add(OpId::softmax, {s}, {rank - 1});
+  NodeId p = b.add(OpId::softmax, {s}, {rank - 1});
+  // With a mask, a row whose softmax is NaN (every key masked out, or a NaN or inf score) has
+  // weights 0, as torch's scaled_dot_product_attention (its _safe_softmax) and the ONNX export
+  // of a masked one (where(isnan(p), 0, p)).
+  if (in.size() > 3) p = b.add(OpId::where, {b.add(OpId::isnan, {p}), b.scalar(0.0, t), p});
   return b.add(OpId::matmul, {p, b.cast(in[2], t)});
 }
 

@@ -11,8 +11,12 @@
 //                      (x - mean(x, D, keep)) / sqrt(var(x, D, keep, correction 0) + eps) [* w] [+ b]
 //   rms_norm(x[, w], n, eps)
 //                      x * rsqrt(mean(x * x, D, keep) + eps) [* w]     (x * x or pow(x, 2))
-//   scaled_dot_product_attention(q, k, v, scale)
-//                      softmax(q' @ k'^T [* c | / c], -1) @ v   (k^T: k's last two dims swapped by
+//   scaled_dot_product_attention(q, k, v[, mask], scale)
+//                      softmax(q' @ k'^T [* c | / c], -1) @ v, or with a mask
+//                      where(isnan(p), 0, p) @ v, p = softmax(scores + m | where(m, scores, -inf), -1)
+//                      (a float m added, a bool m keeping; the NaN rows zeroed as the op does
+//                      with a mask, and as torch's export of a masked attention writes it)
+//                      (k^T: k's last two dims swapped by
 //                      transpose or permute, or by reshape(swap(x)) where the reshape only regroups
 //                      the leading dims, as torch's exporter writes k.transpose(-2, -1); q' and k'^T
 //                      are q and k^T or either times a scalar, as torch's decomposition scales both
@@ -29,6 +33,7 @@
 // new shape fact and gives the root's dtype, device and sizes, and every intermediate value is
 // used only inside the pattern and is not an output (else it would be computed twice). Reads
 // by dead nodes do not count; such dead readers are dropped with the pattern's interior.
+#include <limits>
 #include <optional>
 
 #include "kiln/graph/error.h"
@@ -278,11 +283,49 @@ class Recognizer {
   // matmul(softmax(s, -1), v) with s = q @ k^T, (q @ k^T) * c, c * (q @ k^T) or (q @ k^T) / c.
   std::optional<Match> attention(NodeId r) {
     if (!is(r, OpId::matmul)) return std::nullopt;
-    const NodeId p = n(r).inputs[0], v = n(r).inputs[1];
+    NodeId p = n(r).inputs[0];
+    const NodeId v = n(r).inputs[1];
     const int64_t rank = n(r).meta.rank();
     const DType t = dtype(r);
-    if (!is_floating(t) || rank < 2 || !is(p, OpId::softmax) || n(p).attrs.i(0) != rank - 1) return std::nullopt;
-    NodeId s = n(p).inputs[0], qk = s;
+    if (!is_floating(t) || rank < 2) return std::nullopt;
+    // where(isnan(p), 0, p): the zeroed NaN rows of a masked attention (which the mask must be).
+    const bool masked = is(p, OpId::where);
+    NodeId zero_mask = -1;  // the where's 0, a mask that adds nothing (the pipeline drops a + 0)
+    if (masked) {
+      zero_mask = n(p).inputs[1];
+      const std::vector<NodeId>& w = n(p).inputs;
+      const std::optional<double> zero = detail::uniform_value(g_, w[1]);
+      if (!is(w[0], OpId::isnan) || n(w[0]).inputs[0] != w[2] || !zero || *zero != 0.0 ||
+          !detail::same_value_meta(n(p).meta, n(w[2]).meta) || !inner(p, 1) || !inner(w[0], 1))
+        return std::nullopt;
+      p = w[2];
+    }
+    if (!is(p, OpId::softmax) || n(p).attrs.i(0) != rank - 1 || !inner(p, masked ? 2 : 1)) return std::nullopt;
+    NodeId s = n(p).inputs[0];
+    NodeId mask = -1;
+    if (masked) {
+      // s = scores + m (either side; m broadcast, of the scores' dtype) or where(m, scores, -inf).
+      if (is(s, OpId::add)) {
+        for (int side = 0; side < 2 && mask < 0; ++side) {
+          const NodeId a = n(s).inputs[static_cast<size_t>(side)], m = n(s).inputs[static_cast<size_t>(1 - side)];
+          if (dtype(m) == t && detail::same_value_meta(n(s).meta, n(a).meta) && (is(a, OpId::matmul) || is(a, OpId::mul) || is(a, OpId::div)))
+            mask = m;
+        }
+      } else if (is(s, OpId::where)) {
+        const std::vector<NodeId>& w = n(s).inputs;
+        const std::optional<double> fill = detail::uniform_value(g_, w[2]);
+        if (dtype(w[0]) == DType::bool_ && fill && *fill == -std::numeric_limits<double>::infinity() &&
+            detail::same_value_meta(n(s).meta, n(w[1]).meta))
+          mask = w[0];
+      }
+      if (mask >= 0) {
+        if (!inner(s, 1)) return std::nullopt;
+        s = is(s, OpId::add) ? n(s).inputs[n(s).inputs[0] == mask ? 1 : 0] : n(s).inputs[1];
+      } else {
+        mask = zero_mask;  // an all-zero mask folded away (BERT's without padding): scores + 0
+      }
+    }
+    NodeId qk = s;
     double scale = 1.0;
     if (is(s, OpId::mul) || is(s, OpId::div)) {
       const std::vector<NodeId>& in = n(s).inputs;
@@ -294,8 +337,7 @@ class Recognizer {
       scale = is(s, OpId::div) ? 1.0 / *c : *c;
       if (!inner(s, 1)) return std::nullopt;
     }
-    if (!is(qk, OpId::matmul)) return std::nullopt;
-    if (!inner(p, 1) || !inner(qk, 1)) return std::nullopt;
+    if (!is(qk, OpId::matmul) || !inner(qk, 1)) return std::nullopt;
     const NodeId q = unscaled(n(qk).inputs[0], scale), kt = unscaled(n(qk).inputs[1], scale);
     const std::optional<Transposed> k = transposed(kt);
     if (!k) return std::nullopt;
@@ -308,6 +350,10 @@ class Recognizer {
       if (!(n(q).meta.sizes[d] == ks[d]) || !(n(q).meta.sizes[d] == n(v).meta.sizes[d])) return std::nullopt;
     Match m{OpId::scaled_dot_product_attention, {q, k->node, v}, {scale}, {}};
     m.views = {{}, k->view, {}};
+    if (mask >= 0) {
+      m.leaves.push_back(mask);
+      m.views.push_back({});
+    }
     return m;
   }
 

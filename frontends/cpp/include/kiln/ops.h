@@ -131,7 +131,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // true; floating: added to the scores), or is_causal (query i attends to keys j <= i, the
 // top-left aligned triangle, built from sizes that may be symbolic); enable_gqa lets k and v
 // have fewer heads (dim -3) than q, each serving q's heads in groups (Hq a multiple of Hkv).
-// A masked attention runs decomposed (three kernels) on every target.
+// With a mask, a query row whose every key is masked out gets zeros, as in torch (its weights'
+// softmax is NaN there). A masked attention runs decomposed (three kernels) on every target.
 struct AttentionOptions {
   Tensor mask;
   bool is_causal = false;

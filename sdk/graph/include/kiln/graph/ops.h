@@ -82,7 +82,8 @@ enum class OpId : uint16_t {
   scaled_dot_product_attention,  // attrs: scale:float; inputs (q[..., Lq, D], k[..., Lk, D],
                 //        v[..., Lk, Dv][, mask]), equal batch dims -> softmax(q @ k^T * scale, -1) @ v;
                 //        a mask broadcast to [..., Lq, Lk]: bool keeps where true, a float one is added
-                //        to the scores (torch's attn_mask)
+                //        to the scores (torch's attn_mask); with a mask, a row whose softmax is NaN
+                //        (every key masked out) has weights 0, as torch's
   convolution,  // attrs: strides:ints, pads:ints (n begins then n ends), dilations:ints, groups:int;
                 //        inputs (x[N, C, *S], w[M, C/groups, *K][, bias[M]]) over n = rank - 2 static
                 //        spatial dims (N may be symbolic) -> y[N, M, *O], O = (S + pads - span) / stride + 1

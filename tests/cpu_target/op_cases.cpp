@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -1212,11 +1213,52 @@ std::vector<Batch> composite_cases(OpId op) {
         }, tol_of(op, float_of(t)), "self attention over one tensor")));
         if (t == D::f16 || t == D::bf16)
           cs.push_back(core(Cop(op, qkv({1, 4, 300, 64}, {1, 4, 300, 64}, {1, 4, 300, 64}), {0.125}, "long rows")));
-        // Masks (always decomposed): bool over [Lq, Lk] for every head, floating per batch.
+        // Masks (fused on CUDA as above, read at any strides): bool over [Lq, Lk] for every head,
+        // floating per batch, per key (BERT's padding), per query row (broadcast along the keys),
+        // of another dtype than q's (cast first, as the op does).
         cs.push_back(core(Cop(op, {A(t, {2, 3, 16, 16}), A(t, {2, 3, 16, 16}), A(t, {2, 3, 16, 16}), A(D::bool_, {16, 16})},
                               {0.25}, "bool mask")));
         cs.push_back(core(Cop(op, {A(t, {2, 3, 5, 16}), A(t, {2, 3, 9, 16}), A(t, {2, 3, 9, 16}), A(float_of(t), {2, 1, 5, 9})},
                               {0.25}, "additive mask")));
+        cs.push_back(core(Cop(op, {A(t, {2, 4, 70, 64}), A(t, {2, 4, 150, 64}), A(t, {2, 4, 150, 64}), A(float_of(t), {2, 1, 1, 150})},
+                              {0.125}, "additive mask per key, several key tiles")));
+        cs.push_back(core(Cop(op, {A(t, {2, 20, 32}), A(t, {2, 33, 32}), A(t, {2, 33, 32}), A(D::bool_, {2, 1, 33})},
+                              {0.2}, "bool mask per key")));
+        cs.push_back(Cop(op, {A(t, {3, 5, 16}), A(t, {3, 9, 16}), A(t, {3, 9, 16}), A(float_of(t), {5, 1})}, {0.25},
+                         "additive mask per query row"));
+        if (t != D::f32)
+          cs.push_back(core(Cop(op, {A(t, {2, 6, 16}), A(t, {2, 9, 16}), A(t, {2, 9, 16}), A(D::f32, {6, 9})}, {0.25},
+                                "f32 mask")));
+        // Rows the mask keeps nowhere: a bool mask makes them zeros (torch's safe softmax); an
+        // additive one at the dtype's lowest value (torch's finfo.min) gives them equal weights
+        // (not in f16: its lowest, -65504, rounds the scores away in f16 arithmetic, not in the
+        // fused kernel's f32, so the weights are equal only in the decomposition).
+        auto keep_below_diagonal = [](Graph& g, SymInt lq, SymInt lk) {  // key < row - 5: rows 0-5 keep none
+          const NodeId rows = g.add(OpId::iota, {}, {SymShape{lq, lk}, int64_t{0}, D::i64});
+          const NodeId cols = g.add(OpId::iota, {}, {SymShape{lq, lk}, int64_t{1}, D::i64});
+          return g.add(OpId::lt, {g.add(OpId::add, {cols, g.add(OpId::full, {}, {SymShape{}, 5.0, D::i64})}), rows});
+        };
+        cs.push_back(core(C({A(t, {2, 3, 24, 16}), A(t, {2, 3, 40, 16}), A(t, {2, 3, 40, 16})},
+                            [op, keep_below_diagonal](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          return g.add(op, {in[0], in[1], in[2], keep_below_diagonal(g, 24, 40)}, {0.25});
+        }, tol_of(op, float_of(t)), "bool mask, rows kept nowhere")));
+        if (is_floating(t) && t != D::f16)
+          cs.push_back(core(C({A(t, {2, 3, 24, 16}), A(t, {2, 3, 40, 16}), A(t, {2, 3, 40, 16})},
+                              [op, t, keep_below_diagonal](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            const NodeId zero = g.add(OpId::full, {}, {SymShape{}, 0.0, t});
+            const double low = t == D::bf16 ? -3.3895313892515355e38
+                             : t == D::f32 ? static_cast<double>(std::numeric_limits<float>::lowest()) : std::numeric_limits<double>::lowest();
+            const NodeId lowest = g.add(OpId::full, {}, {SymShape{}, low, t});
+            const NodeId m = g.add(OpId::where, {keep_below_diagonal(g, 24, 40), zero, lowest});
+            return g.add(op, {in[0], in[1], in[2], m}, {0.25});
+          }, tol_of(op, t), "additive mask, rows at the lowest value")));
+        if (t == D::f16 || t == D::bf16)  // the causal mask of a decoder over rows of several blocks
+          cs.push_back(core(C({A(t, {1, 2, 200, 64}), A(t, {1, 2, 200, 64}), A(t, {1, 2, 200, 64})},
+                              [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            const NodeId rows = g.add(OpId::iota, {}, {SymShape{200, 200}, int64_t{0}, D::i64});
+            const NodeId cols = g.add(OpId::iota, {}, {SymShape{200, 200}, int64_t{1}, D::i64});
+            return g.add(op, {in[0], in[1], in[2], g.add(OpId::le, {cols, rows})}, {0.125});
+          }, tol_of(op, t), "causal mask, long rows")));
         // The causal mask from iotas over symbolic lengths.
         sym.push_back(core(C({A(t, {2, -1, 16}), A(t, {2, -1, 16}), A(t, {2, -1, 16})},
                              [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {

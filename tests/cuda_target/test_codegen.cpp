@@ -293,7 +293,7 @@ BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
   BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
   const plan::PlanKernel& a = p.kernels[0];
   BOOST_TEST(a.kind == "attention");
-  BOOST_TEST(contains(a.source, "kiln_flash<true, 64, 64, 2, 64, false>"), a.source);
+  BOOST_TEST(contains(a.source, "kiln_flash<true, 64, 64, 2, 64, false, 0>"), a.source);
   BOOST_TEST(contains(p.prelude, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
   BOOST_TEST(a.launch.block == 128);
   BOOST_TEST(a.launch.items_per_block == 128);
@@ -308,7 +308,7 @@ BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
   const plan::KernelPlan h = plan_of(g, hopper);
   BOOST_REQUIRE_EQUAL(h.kernels.size(), 1u);
   const plan::PlanKernel& w = h.kernels[0];
-  BOOST_TEST(contains(w.source, "kiln_flash_wg<true, 64, 64, 2, 64, false>"), w.source);
+  BOOST_TEST(contains(w.source, "kiln_flash_wg<true, 64, 64, 2, 64, false, 0>"), w.source);
   BOOST_TEST(w.entry == "kiln_flash_sm90_bf16_d64_v64_t2_c64_pos_a16_dense_b4");
   BOOST_TEST(contains(h.prelude, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
   BOOST_TEST(w.launch.block == 256);
@@ -317,7 +317,7 @@ BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
   BOOST_TEST(h.arch == 90);
   BOOST_TEST(plan::plan_from_json(plan::plan_to_json(h), "attention").arch == 90, "json round trip");
   hopper.attention_sm90 = false;  // max-autotune's other kernel
-  BOOST_TEST(contains(plan_of(g, hopper).kernels[0].source, "kiln_flash<true, 64, 64, 2, 64, false>"));
+  BOOST_TEST(contains(plan_of(g, hopper).kernels[0].source, "kiln_flash<true, 64, 64, 2, 64, false, 0>"));
   hopper.attention_sm90 = true;
   Graph narrow;  // head dims other than 64 and 128: the mma.sync kernel
   auto in32 = [&](const char* name) { return narrow.add_input(meta(DType::f16, {2, 256, 32}), name); };
@@ -340,6 +340,43 @@ BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
     }
     BOOST_TEST(gemms == 2, dtype_name(t) << " d " << d);
   }
+}
+
+BOOST_AUTO_TEST_CASE(masked_attention_is_one_flash_kernel) {
+  // BERT's padding mask (one additive value per batch index and key, broadcast over heads and
+  // query rows) and a decoder's causal mask (bool, from iotas): the flash kernel reads either in
+  // place, at strides 0 along the dims it is broadcast over.
+  Graph g;
+  const NodeId q = g.add_input(meta(DType::bf16, {2, 12, 128, 64}), "q");
+  const NodeId k = g.add_input(meta(DType::bf16, {2, 12, 128, 64}), "k");
+  const NodeId v = g.add_input(meta(DType::bf16, {2, 12, 128, 64}), "v");
+  const NodeId m = g.add_input(meta(DType::bf16, {2, 1, 1, 128}), "mask");
+  g.set_outputs({g.add(OpId::scaled_dot_product_attention, {q, k, v, m}, {0.125})});
+  for (int arch : {0, 90}) {
+    cuda::CodegenOptions o;
+    o.arch = arch;
+    const plan::KernelPlan p = plan_of(g, o);
+    BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);
+    const plan::PlanKernel& a = p.kernels[0];
+    BOOST_TEST(a.kind == "attention");
+    BOOST_TEST(contains(a.source, arch == 90 ? "kiln_flash_wg<true, 64, 64, 2, 64, false, 2>" : "kiln_flash<true, 64, 64, 2, 64, false, 2>"),
+               a.source);
+    BOOST_TEST(a.entry.ends_with("_madd"), a.entry);
+    BOOST_TEST(a.arg_buffers.size() == 5u);  // q, k, v, the mask, out
+    BOOST_TEST(a.reads == (std::vector<int32_t>{0, 1, 2, 3}));
+  }
+  Graph c;  // causal: key <= row
+  const NodeId cq = c.add_input(meta(DType::f16, {1, 8, 256, 64}), "q");
+  const NodeId ck = c.add_input(meta(DType::f16, {1, 8, 256, 64}), "k");
+  const NodeId cv = c.add_input(meta(DType::f16, {1, 8, 256, 64}), "v");
+  const NodeId rows = c.add(OpId::iota, {}, {SymShape{256, 256}, int64_t{0}, DType::i64});
+  const NodeId cols = c.add(OpId::iota, {}, {SymShape{256, 256}, int64_t{1}, DType::i64});
+  c.set_outputs({c.add(OpId::scaled_dot_product_attention, {cq, ck, cv, c.add(OpId::le, {cols, rows})}, {0.125})});
+  const plan::KernelPlan cp = plan_of(c);
+  BOOST_REQUIRE_EQUAL(cp.kernels.size(), 2u);  // the mask, then attention reading it
+  BOOST_TEST(cp.kernels[1].kind == "attention");
+  BOOST_TEST(cp.kernels[1].entry.ends_with("_mbool"), cp.kernels[1].entry);
+  BOOST_TEST(contains(cp.kernels[1].source, "kiln_flash<false, 64, 64, 2, 64, false, 1>"), cp.kernels[1].source);
 }
 
 BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {

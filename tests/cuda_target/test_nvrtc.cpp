@@ -105,6 +105,22 @@ BOOST_AUTO_TEST_CASE(flash_kernels_are_prebuilt) {
   const cuda::CompiledModule w90 = cuda::compile_module(src90, 90, "flash_sm90");
   BOOST_TEST(w90.prebuilt);
   BOOST_TEST((w90.image == cuda::nvrtc_compile(src90, "flash_sm90", 90).image));
+
+  // Masked ones too (BERT's padding, broadcast otherwise than the prebuilt graph's: the
+  // program is the same), for any device and for sm_90.
+  Graph mg;
+  auto min = [&](const char* name, DType t, SymShape s) { return mg.add_input(TensorMeta{t, Device::cuda(0), s, {}}, name); };
+  const NodeId mq = min("q", DType::f16, {3, 12, 100, 64}), mk = min("k", DType::f16, {3, 12, 100, 64}),
+               mv = min("v", DType::f16, {3, 12, 100, 64}), mm = min("mask", DType::f16, {3, 1, 100, 100});
+  mg.set_outputs({mg.add(OpId::scaled_dot_product_attention, {mq, mk, mv, mm}, {0.125})});
+  for (int arch : {0, 90}) {
+    cuda::CodegenOptions o;
+    o.arch = arch;
+    const plan::KernelPlan mp = cuda::generate(schedule::schedule_graph(mg, cuda::schedule_target()), o);
+    BOOST_REQUIRE_EQUAL(mp.kernels.size(), 1u);
+    BOOST_TEST(mp.kernels[0].entry.ends_with("_madd"), mp.kernels[0].entry);
+    BOOST_TEST(cuda::compile_module(mp.kernel_program(0), 90, "flash_masked").prebuilt, "arch " << arch);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

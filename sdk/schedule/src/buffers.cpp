@@ -27,7 +27,7 @@ void remap(Kernel& k, const std::vector<int32_t>& to) {
     m(k.gemm->c);
   }
   if (k.attention) {
-    for (int32_t* b : {&k.attention->q, &k.attention->k, &k.attention->v, &k.attention->out}) m(*b);
+    for (int32_t* b : {&k.attention->q, &k.attention->k, &k.attention->v, &k.attention->mask, &k.attention->out}) m(*b);
   }
   if (k.convolution) {
     for (int32_t* b : {&k.convolution->x, &k.convolution->w, &k.convolution->y}) m(*b);

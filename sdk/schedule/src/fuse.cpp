@@ -270,9 +270,10 @@ class Fuser {
       }
       if (node.op == OpId::scaled_dot_product_attention) {  // kept by prepare: the target fuses it
         realize_node(id, "attention");
-        for (NodeId i : node.inputs) {
+        for (size_t j = 0; j < node.inputs.size(); ++j) {  // q, k, v[, mask: any strides]
+          const NodeId i = node.inputs[j];
           const std::optional<Layout> l = operand_layout(i, "attention");
-          if (!l || !(l->strides.back() == 1))
+          if (!l || (j < 3 && !(l->strides.back() == 1)))
             realize_node(i, "attention operand without a unit stride along the head dim");
         }
         continue;
@@ -613,6 +614,25 @@ class Fuser {
       views[j]->batch_strides.assign(l->strides.begin(), l->strides.end() - 2);
       views[j]->row_stride = l->strides[r - 2];
     }
+    if (node.inputs.size() > 3) {
+      // The mask broadcast to [batch..., lq, lk]: its dims align to the right; a dim it lacks or
+      // has of size 1 gets stride 0.
+      const NodeId mi = node.inputs[3];
+      const std::optional<Layout> l = ctx_.layout(mi, nullptr);
+      if (!l) internal_fail("schedule: attention mask %", mi, " of ", label(id), " is not in memory");
+      const SymShape& ms = g.node(mi).meta.sizes;
+      SymShape strides(r, SymInt(0));
+      for (size_t d = r - ms.size(); d < r; ++d) {
+        const size_t j = d - (r - ms.size());
+        if (!(ms[j].is_static() && ms[j].hint() == 1)) strides[d] = l->strides[j];
+      }
+      a.mask = ctx_.buffer_of[static_cast<size_t>(l->base)];
+      a.mask_dtype = g.node(mi).meta.dtype;
+      a.mask_view.offset = l->offset;
+      a.mask_view.batch_strides.assign(strides.begin(), strides.end() - 2);
+      a.mask_view.row_stride = strides[r - 2];
+      a.mask_key_stride = strides[r - 1];
+    }
     k.attention = std::move(a);
     return k;
   }
@@ -688,14 +708,16 @@ class Fuser {
 }  // namespace detail
 
 bool Target::fuses_attention(const Graph& g, const Node& n) const {
-  // The kernel has no mask (yet): a masked attention runs decomposed.
-  if (!fused_attention || n.op != OpId::scaled_dot_product_attention || n.inputs.size() > 3) return false;
+  if (!fused_attention || n.op != OpId::scaled_dot_product_attention) return false;
   // The kernel works in base 2 with scale * log2(e) as a float: it must be a normal number.
   if (!std::isnormal(static_cast<float>(n.attrs.f(0) * 1.4426950408889634))) return false;
   const DType t = n.meta.dtype;
   if (t != DType::f16 && t != DType::bf16) return false;
-  for (NodeId i : n.inputs)
-    if (g.node(i).meta.dtype != t) return false;
+  for (size_t j = 0; j < 3; ++j)
+    if (g.node(n.inputs[j]).meta.dtype != t) return false;
+  // A mask: bool, or floating (prepare casts it to t, as the op does before adding it).
+  if (n.inputs.size() > 3 && g.node(n.inputs[3]).meta.dtype != DType::bool_ && !is_floating(g.node(n.inputs[3]).meta.dtype))
+    return false;
   auto head_dim_ok = [](const SymInt& d) { return d.is_static() && d.hint() % 16 == 0 && d.hint() >= 16 && d.hint() <= 128; };
   const TensorMeta& q = g.node(n.inputs[0]).meta;
   const TensorMeta& v = g.node(n.inputs[2]).meta;

@@ -187,6 +187,7 @@ std::vector<int32_t> Kernel::reads() const {
   }
   if (reference) r.insert(r.end(), reference->inputs.begin(), reference->inputs.end());
   if (attention) r.insert(r.end(), {attention->q, attention->k, attention->v});
+  if (attention && attention->mask >= 0) r.push_back(attention->mask);
   if (convolution) r.insert(r.end(), {convolution->x, convolution->w});
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
@@ -305,8 +306,9 @@ std::string Kernel::str() const {
   if (attention)
     os << "  attention: b" << attention->out << "[" << shape_str(attention->batch) << " x " << attention->lq.str()
        << " x " << attention->dv << "] = softmax(b" << attention->q << " @ b" << attention->k << "^T * "
-       << attention->scale << ") @ b" << attention->v << " (lk = " << attention->lk.str() << ", d = " << attention->d
-       << ")\n";
+       << attention->scale << (attention->mask < 0 ? "" : attention->mask_dtype == DType::bool_ ? " where b" : " + b")
+       << (attention->mask < 0 ? "" : std::to_string(attention->mask)) << ") @ b" << attention->v
+       << " (lk = " << attention->lk.str() << ", d = " << attention->d << ")\n";
   if (convolution) {
     const Convolution& c = *convolution;
     auto list = [](const std::vector<int64_t>& v) {

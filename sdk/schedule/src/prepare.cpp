@@ -137,12 +137,17 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
         if (!batch_dims_share_a_stride(out, i)) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
     const bool reshape = n.op == OpId::reshape && !reshape_is_unsqueeze(g.node(n.inputs[0]).meta.sizes, n.meta.sizes);
     if (n.op == OpId::scaled_dot_product_attention) {
-      // The attention kernel reads rows with a unit stride along the head dim.
-      for (NodeId& i : ins) {
+      // The attention kernel reads rows of q, k and v with a unit stride along the head dim, and a
+      // mask of any strides, bool or of the attention's dtype (a float one is cast, as the op does).
+      const DType t = n.meta.dtype;
+      if (ins.size() > 3 && out.node(ins[3]).meta.dtype != DType::bool_ && out.node(ins[3]).meta.dtype != t)
+        ins[3] = out.add(OpId::cast, {ins[3]}, Attrs{t});
+      for (size_t j = 0; j < ins.size(); ++j) {
+        NodeId& i = ins[j];
         const Node& b = out.node(view_base(out, i));
         if (b.op != OpId::input && b.op != OpId::constant) continue;
         const std::optional<Layout> l = source_layout(out, i);
-        if (!l || !(l->strides.back() == 1)) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
+        if (!l || (j < 3 && !(l->strides.back() == 1))) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
       }
     }
     if (n.op == OpId::convolution) {

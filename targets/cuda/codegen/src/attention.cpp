@@ -13,7 +13,9 @@
 // accumulation); the softmax is online: a running max and sum per row in base 2 rescale O when
 // the max grows, and O is divided by the sum once at the end. Rows of shared memory are padded
 // by 16 bytes so that ldmatrix reads them without bank conflicts. Rows past lq or lk read as 0
-// (zero-filled copies) and scores of keys past lk as -inf. Operands whose rows are not 16-byte
+// (zero-filled copies) and scores of keys past lk as -inf. A mask (bool, or of the attention's
+// dtype and added) is read from global memory where the softmax needs it, at any strides (0 where
+// it is broadcast): kiln_flash_masked_softmax. Operands whose rows are not 16-byte
 // aligned are copied to shared memory element by element instead of with cp.async. Before sm_80
 // (no bf16 mma, no cp.async) each thread computes one query row with scalar f32 arithmetic.
 // Plans for an sm_90 device take Hopper's kernel (attention_sm90.cpp, warpgroup MMA) instead for
@@ -100,15 +102,75 @@ __device__ __forceinline__ float kiln_ex2(float x) {
 template <bool BF16>
 __device__ __forceinline__ float kiln_flash_f(unsigned short x) { return BF16 ? kiln_bf2f(x) : kiln_h2f(x); }
 
+// The online softmax of a warp's 16 x BC score tile under a mask (MK 1: bool, 1 keeps; MK 2: of
+// the attention's dtype, added to the scaled scores), in place. s[4 n + e] is the raw score of row
+// row0 + lane / 4 + 8 (e / 2) and key key0 + 8 n + 2 (lane % 4) + e % 2 (the mma.sync accumulator
+// layout, which wgmma's m64nBC gives each warp too); mask points at the batch index's mask, its rows
+// m_rs and keys m_cs apart. Unlike the unmasked softmax, which keeps the max of raw scores in base
+// 2, this one works in natural units (y = s * scale + mask, p = exp2((y - max) * log2(e))): a mask of
+// the dtype's lowest value (torch's finfo.min) times log2(e) would overflow to -inf and turn a row
+// that is masked everywhere into zeros where softmax gives equal weights. Keys past lk and rows
+// past lq read no mask. alpha: the factor for the old accumulators and sums of each of the
+// thread's two rows.
+template <int MK, bool BF16, int BC>
+__device__ __forceinline__ void kiln_flash_masked_softmax(float* s, float* row_max, float* row_sum, float* alpha,
+                                                          const void* __restrict__ mask, long long m_rs, long long m_cs,
+                                                          long long row0, long long lq, long long key0, long long lk,
+                                                          float scale) {
+  const float kNegInf = __int_as_float(0xff800000), kLog2e = 1.4426950408889634f;
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long row = row0 + lane / 4 + 8 * h;
+    const long long mrow = (row < lq ? row : 0) * m_rs;
+    float r = kNegInf;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const long long key = key0 + n * 8 + 2 * (lane % 4) + e;
+        float y = kNegInf;
+        if (key < lk) {
+          const long long at = mrow + key * m_cs;
+          const float x = s[4 * n + 2 * h + e] * scale;
+          if (MK == 1) y = ((const unsigned char*)mask)[at] ? x : kNegInf;
+          else y = x + kiln_flash_f<BF16>(((const unsigned short*)mask)[at]);
+        }
+        s[4 * n + 2 * h + e] = y;
+        r = fmaxf(r, y);
+      }
+    r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
+    r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
+    const float m = fmaxf(row_max[h], r);
+    const float base = m == kNegInf ? 0.f : m;
+    alpha[h] = kiln_ex2((row_max[h] - base) * kLog2e);
+    row_max[h] = m;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float p = kiln_ex2((s[4 * n + 2 * h + e] - base) * kLog2e);
+        s[4 * n + 2 * h + e] = p;
+        sum += p;
+      }
+    row_sum[h] = row_sum[h] * alpha[h] + sum;
+  }
+}
+
 // One block: query rows [m0, m0 + 64 * MT) of one batch index; q, k, v, o point at that batch
 // index's first row. scale_log2 = scale * log2(e); NEG: it is negative (the row's largest scaled
 // score is then its smallest raw score). qa, ka, va: q, k, v and their row strides are 16-byte
 // aligned (literals where the views are static: NVRTC then drops the other tile loader).
-template <bool BF16, int D, int DV, int MT, int BC, bool NEG>
+// MK: the mask's kind (0 none, 1 bool, 2 of the attention's dtype) at mask (this batch index's
+// first row; rows m_rs, keys m_cs apart); with a mask, scale_log2 is the scale itself (the masked
+// softmax works in natural units) and rows whose softmax is NaN are written as zeros.
+template <bool BF16, int D, int DV, int MT, int BC, bool NEG, int MK>
 __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                            const unsigned short* __restrict__ v, unsigned short* __restrict__ o,
                                            long long q_rs, long long k_rs, long long v_rs, long long lq, long long lk,
-                                           long long m0, float scale_log2, bool qa, bool ka, bool va) {
+                                           long long m0, float scale_log2, bool qa, bool ka, bool va,
+                                           const void* __restrict__ mask, long long m_rs, long long m_cs) {
   constexpr int BR = 16 * MT * KILN_FLASH_WARPS, QP = D + 8, VP = DV + 8;
   const float kNegInf = __int_as_float(0xff800000);
 #if __CUDA_ARCH__ >= 800
@@ -187,44 +249,57 @@ __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q,
     // (The sm_90 kernel's kiln_wg_softmax is the same per 16-row tile; called per m-tile here it
     // made this kernel 5% slower on the H200: 0.2743 against 0.2604 ms.)
     const long long key0 = j * BC;
-    const bool partial = key0 + BC > lk;
-    if (partial) {  // keys past lk: a raw score whose scaled value is -inf (p = 0)
+    if constexpr (MK != 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        float alpha[2];
+        kiln_flash_masked_softmax<MK, BF16, BC>(&s[mt][0][0], row_max[mt], row_sum[mt], alpha, mask, m_rs, m_cs,
+                                                m0 + (warp * MT + mt) * 16, lq, key0, lk, scale_log2);
+#pragma unroll
+        for (int n = 0; n < DV / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][n][e] *= alpha[e / 2];
+      }
+    } else {
+      const bool partial = key0 + BC > lk;
+      if (partial) {  // keys past lk: a raw score whose scaled value is -inf (p = 0)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (key0 + n * 8 + 2 * (lane % 4) + (e & 1) >= lk) s[mt][n][e] = NEG ? -kNegInf : kNegInf;
+      }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < BC / 8; ++n)
+        for (int h = 0; h < 2; ++h) {
+          float r = NEG ? -kNegInf : kNegInf;
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (key0 + n * 8 + 2 * (lane % 4) + (e & 1) >= lk) s[mt][n][e] = NEG ? -kNegInf : kNegInf;
+          for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) r = NEG ? fminf(r, s[mt][n][2 * h + e]) : fmaxf(r, s[mt][n][2 * h + e]);
+          r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 1)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
+          r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 2)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
+          const float m = fmaxf(row_max[mt][h], r * scale_log2);
+          const float base = m == kNegInf ? 0.f : m;
+          const float alpha = kiln_ex2(row_max[mt][h] - base);
+          row_max[mt][h] = m;
+          float sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float p = kiln_ex2(fmaf(s[mt][n][2 * h + e], scale_log2, -base));
+              s[mt][n][2 * h + e] = p;
+              sum += p;
+            }
+          row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+          for (int n = 0; n < DV / 8; ++n) acc[mt][n][2 * h] *= alpha, acc[mt][n][2 * h + 1] *= alpha;
+        }
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float r = NEG ? -kNegInf : kNegInf;
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) r = NEG ? fminf(r, s[mt][n][2 * h + e]) : fmaxf(r, s[mt][n][2 * h + e]);
-        r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 1)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
-        r = NEG ? fminf(r, __shfl_xor_sync(0xffffffffu, r, 2)) : fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
-        const float m = fmaxf(row_max[mt][h], r * scale_log2);
-        const float base = m == kNegInf ? 0.f : m;
-        const float alpha = kiln_ex2(row_max[mt][h] - base);
-        row_max[mt][h] = m;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float p = kiln_ex2(fmaf(s[mt][n][2 * h + e], scale_log2, -base));
-            s[mt][n][2 * h + e] = p;
-            sum += p;
-          }
-        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
-#pragma unroll
-        for (int n = 0; n < DV / 8; ++n) acc[mt][n][2 * h] *= alpha, acc[mt][n][2 * h + 1] *= alpha;
-      }
 
     // O += P V: P's accumulator fragments are the A fragments of the next product.
 #pragma unroll
@@ -261,13 +336,15 @@ __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q,
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       // No keys (lk == 0): zeros, as the product with an empty v gives; every score -inf: NaN,
-      // as softmax gives.
+      // as softmax gives, or with a mask zeros, as for any row whose softmax is NaN.
       const float inv = l == 0.f ? (lk == 0 ? 0.f : __int_as_float(0x7fc00000)) : 1.f / l;
+      const bool zero = MK != 0 && !(l > 0.f);
       const long long row = m0 + (warp * MT + mt) * 16 + lane / 4 + 8 * h;
       if (row >= lq) continue;
       unsigned* dst = (unsigned*)(o + row * DV + 2 * (lane % 4));
 #pragma unroll
-      for (int n = 0; n < DV / 8; ++n) dst[n * 4] = kiln_pack2<BF16>(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
+      for (int n = 0; n < DV / 8; ++n)
+        dst[n * 4] = zero ? 0u : kiln_pack2<BF16>(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
     }
 #else
   // Before sm_80: one query row per thread, f32 arithmetic, the same online softmax.
@@ -277,19 +354,26 @@ __device__ __forceinline__ void kiln_flash(const unsigned short* __restrict__ q,
     float acc[DV];
     for (int c = 0; c < DV; ++c) acc[c] = 0.f;
     float m = kNegInf, l = 0.f;
+    const float u = MK != 0 ? 1.4426950408889634f : 1.f;  // to base 2 (with a mask, x is in natural units)
     for (long long key = 0; key < lk; ++key) {
       float dot = 0.f;
       for (int c = 0; c < D; ++c) dot += kiln_flash_f<BF16>(q[row * q_rs + c]) * kiln_flash_f<BF16>(k[key * k_rs + c]);
-      const float x = dot * scale_log2;
+      float x = dot * scale_log2;
+      if (MK == 1) x = ((const unsigned char*)mask)[row * m_rs + key * m_cs] ? x : kNegInf;
+      if (MK == 2) x += kiln_flash_f<BF16>(((const unsigned short*)mask)[row * m_rs + key * m_cs]);
       const float mn = fmaxf(m, x);
       const float base = mn == kNegInf ? 0.f : mn;
-      const float alpha = exp2f(m - base), p = exp2f(x - base);
+      const float alpha = exp2f((m - base) * u), p = exp2f((x - base) * u);
       l = l * alpha + p;
       for (int c = 0; c < DV; ++c) acc[c] = acc[c] * alpha + p * kiln_flash_f<BF16>(v[key * v_rs + c]);
       m = mn;
     }
     const float inv = l == 0.f ? (lk == 0 ? 0.f : __int_as_float(0x7fc00000)) : 1.f / l;
-    for (int c = 0; c < DV; ++c) o[row * DV + c] = BF16 ? kiln_f2bf(acc[c] * inv) : kiln_f2h(acc[c] * inv);
+    const bool zero = MK != 0 && !(l > 0.f);
+    for (int c = 0; c < DV; ++c) {
+      const float y = zero ? 0.f : acc[c] * inv;
+      o[row * DV + c] = BF16 ? kiln_f2bf(y) : kiln_f2h(y);
+    }
   }
 #endif
 }
@@ -364,10 +448,18 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   auto packed = [](const SymInt& row_stride, int64_t dim) { return row_stride.is_static() && row_stride.hint() == dim; };
   const bool dense = packed(a.q_view.row_stride, a.d) && packed(a.k_view.row_stride, a.d) && packed(a.v_view.row_stride, a.dv);
   const char* dt = a.dtype == DType::bf16 ? "bf16" : "f16";
+  // The mask's kind (kiln_flash's MK): 0 none, 1 bool, 2 of the attention's dtype.
+  const bool masked = a.mask >= 0;
+  KILN_CHECK(!masked || a.mask_dtype == DType::bool_ || a.mask_dtype == a.dtype, "cuda codegen: attention kernel ",
+             k.name, " has a ", dtype_name(a.mask_dtype), " mask; the fused kernel takes a bool one or one of its dtype");
+  const int mask_kind = !masked ? 0 : a.mask_dtype == DType::bool_ ? 1 : 2;
   pk.entry = "kiln_flash_" + std::string(sm90 ? "sm90_" : "") + dt + "_d" + std::to_string(a.d) + "_v" + std::to_string(a.dv) + "_t" +
              std::to_string(tiles) + "_c" + std::to_string(bc) + (a.scale < 0 ? "_neg" : "_pos") +
-             (static_aligned ? "_a16" : "_any") + (dense ? "_dense" : "_strided") + "_b" + std::to_string(nb);
-  pk.arg_buffers = {a.q, a.k, a.v, a.out};
+             (static_aligned ? "_a16" : "_any") + (dense ? "_dense" : "_strided") + "_b" + std::to_string(nb) +
+             (mask_kind == 1 ? "_mbool" : mask_kind == 2 ? "_madd" : "");
+  pk.arg_buffers = {a.q, a.k, a.v};
+  if (masked) pk.arg_buffers.push_back(a.mask);
+  pk.arg_buffers.push_back(a.out);
   // The kernel's value parameters, in order, and what the runtime passes for each: one list, so
   // the signature and PlanKernel::arg_values cannot disagree.
   std::vector<std::pair<std::string, SymInt>> params = {{"lq", a.lq}, {"lk", a.lk}};
@@ -378,10 +470,14 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
     params.emplace_back("qs" + i, real ? a.q_view.batch_strides[d - pad] : SymInt(0));
     params.emplace_back("ks" + i, real ? a.k_view.batch_strides[d - pad] : SymInt(0));
     params.emplace_back("vs" + i, real ? a.v_view.batch_strides[d - pad] : SymInt(0));
+    if (masked) params.emplace_back("ms" + i, real ? a.mask_view.batch_strides[d - pad] : SymInt(0));
   }
   params.insert(params.end(), {{"qo", a.q_view.offset}, {"ko", a.k_view.offset}, {"vo", a.v_view.offset},
                                {"q_rs", a.q_view.row_stride}, {"k_rs", a.k_view.row_stride}, {"v_rs", a.v_view.row_stride}});
-  const float scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
+  if (masked)
+    params.insert(params.end(), {{"mo", a.mask_view.offset}, {"m_rs", a.mask_view.row_stride}, {"m_cs", a.mask_key_stride}});
+  // The scale in base 2, or with a mask in natural units (kiln_flash_masked_softmax).
+  const float scale_log2 = static_cast<float>(masked ? a.scale : a.scale * 1.4426950408889634);
   uint32_t bits = 0;
   std::memcpy(&bits, &scale_log2, sizeof bits);
   params.emplace_back("scale_bits", SymInt(static_cast<int64_t>(bits)));
@@ -392,7 +488,8 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
                                   : std::to_string(32 * kWarps);
   std::string src = "extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + pk.entry +
                     "(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k, const unsigned short* "
-                    "__restrict__ v, unsigned short* __restrict__ o";
+                    "__restrict__ v, " + std::string(masked ? "const unsigned char* __restrict__ m, " : "") +
+                    "unsigned short* __restrict__ o";
   for (const auto& [name, value] : params) {
     src += ", long long " + name;
     pk.arg_values.push_back(value);
@@ -419,15 +516,17 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   for (size_t d = nb; d-- > 0;) {
     const std::string i = std::to_string(d);
     src += "  { const long long i = bi % n" + i + "; bi /= n" + i + "; qo += i * qs" + i + "; ko += i * ks" + i +
-           "; vo += i * vs" + i + "; }\n";
+           "; vo += i * vs" + i + ";" + (masked ? " mo += i * ms" + i + ";" : "") + " }\n";
   }
   src += std::string(sm90 ? "  kiln_flash_wg<" : "  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) + ", " +
          std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
-         (a.scale < 0 ? "true" : "false") +
+         (a.scale < 0 ? "true" : "false") + ", " + std::to_string(mask_kind) +
          ">(q + qo, k + ko, v + vo, o + oo, " +
          (dense ? std::to_string(a.d) + "LL, " + std::to_string(a.d) + "LL, " + std::to_string(a.dv) + "LL"
                 : std::string("q_rs, k_rs, v_rs")) +
-         ", lq, lk, m0, __int_as_float((int)scale_bits), qa, ka, va);\n}\n";
+         ", lq, lk, m0, __int_as_float((int)scale_bits), qa, ka, va, " +
+         (mask_kind == 0 ? "nullptr, 0, 0" : mask_kind == 1 ? "m + mo, m_rs, m_cs" : "(const unsigned short*)m + mo, m_rs, m_cs") +
+         ");\n}\n";
   return src;
 }
 

@@ -190,7 +190,8 @@ struct kiln_flash_wg_smem {
 // One block of 128 * MT threads (MT warpgroups, each owning 64 query rows): query rows
 // [m0, m0 + 64 * MT) of one batch index; q, k, v, o point at that batch index's first row.
 // Arguments as kiln_flash's (scale_log2 = scale * log2(e); NEG: it is negative; qa, ka, va: q, k, v
-// and their row strides are 16-byte aligned). Needs kiln_flash_wg_smem<D, DV, MT, BC>::bytes of
+// and their row strides are 16-byte aligned; MK, mask, m_rs, m_cs: the optional mask, whose
+// softmax is kiln_flash_masked_softmax, in natural units: scale_log2 is then the scale). Needs kiln_flash_wg_smem<D, DV, MT, BC>::bytes of
 // dynamic shared memory; sm_90a (wgmma). D a multiple of 64 up to 256, DV 64 or 128, BC 64 or 128.
 //  S = Q K^T: wgmma m64n{BC}k16, Q and K from shared memory (K-major, 128-byte swizzle).
 //  O += P V: wgmma m64n{DV}k16, P from registers (the softmax's accumulators rounded to 16 bits),
@@ -200,11 +201,12 @@ struct kiln_flash_wg_smem {
 //  Iteration j: S of tile j + 1 and O += P V of tile j go to the tensor cores together, then the
 //    next loads are issued, then the softmax of tile j + 1 (FlashAttention-3's intra-warpgroup
 //    overlap, as far as ptxas's schedule keeps it) and the rescale of O.
-template <bool BF16, int D, int DV, int MT, int BC, bool NEG>
+template <bool BF16, int D, int DV, int MT, int BC, bool NEG, int MK>
 __device__ __forceinline__ void kiln_flash_wg(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                               const unsigned short* __restrict__ v, unsigned short* __restrict__ o,
                                               long long q_rs, long long k_rs, long long v_rs, long long lq, long long lk,
-                                              long long m0, float scale_log2, bool qa, bool ka, bool va) {
+                                              long long m0, float scale_log2, bool qa, bool ka, bool va,
+                                              const void* __restrict__ mask, long long m_rs, long long m_cs) {
   static_assert(D % 64 == 0 && D <= 256 && (DV == 64 || DV == 128) && (BC == 64 || BC == 128) && MT >= 1 && MT <= 4,
                 "kiln_flash_wg: unsupported shape");
   using SM = kiln_flash_wg_smem<D, DV, MT, BC>;
@@ -245,6 +247,13 @@ __device__ __forceinline__ void kiln_flash_wg(const unsigned short* __restrict__
   float s[BC / 2];
   unsigned p[BC / 4], pn[BC / 4];
   float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f}, alpha[2];
+  auto softmax = [&](long long key0) {  // of this warp's 16 x BC scores s
+    if constexpr (MK != 0)
+      kiln_flash_masked_softmax<MK, BF16, BC>(s, row_max, row_sum, alpha, mask, m_rs, m_cs, m0 + wg * 64 + warp * 16, lq,
+                                              key0, lk, scale_log2);
+    else
+      kiln_wg_softmax<BC, NEG>(s, row_max, row_sum, alpha, scale_log2, key0, lk);
+  };
 #pragma unroll
   for (int i = 0; i < DV / 2; ++i) acc[i] = 0.f;
 #pragma unroll
@@ -268,7 +277,7 @@ __device__ __forceinline__ void kiln_flash_wg(const unsigned short* __restrict__
     kiln_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) kiln_wg_pin(s[i]);
-    kiln_wg_softmax<BC, NEG>(s, row_max, row_sum, alpha, scale_log2, 0, lk);
+    softmax(0);
     kiln_wg_pack<BF16, BC>(p, s);
   }
   for (long long j = 0; j + 1 < tiles; ++j) {
@@ -280,7 +289,7 @@ __device__ __forceinline__ void kiln_flash_wg(const unsigned short* __restrict__
     kiln_wg_wait<1>();        // S of tile j + 1 is in
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) kiln_wg_pin(s[i]);
-    kiln_wg_softmax<BC, NEG>(s, row_max, row_sum, alpha, scale_log2, (j + 1) * BC, lk);
+    softmax((j + 1) * BC);
     kiln_wg_pack<BF16, BC>(pn, s);
     kiln_wg_wait<0>();  // O += P V of tile j is in
 #pragma unroll
@@ -305,13 +314,15 @@ __device__ __forceinline__ void kiln_flash_wg(const unsigned short* __restrict__
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     // No keys (lk == 0): zeros, as the product with an empty v gives; every score -inf: NaN,
-    // as softmax gives.
+    // as softmax gives, or with a mask zeros, as for any row whose softmax is NaN.
     const float inv = l == 0.f ? (lk == 0 ? 0.f : __int_as_float(0x7fc00000)) : 1.f / l;
+    const bool zero = MK != 0 && !(l > 0.f);
     const long long row = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
     if (row >= lq) continue;
     unsigned* dst = (unsigned*)(o + row * DV + 2 * (lane % 4));
 #pragma unroll
-    for (int n = 0; n < DV / 8; ++n) dst[n * 4] = kiln_pack2<BF16>(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
+    for (int n = 0; n < DV / 8; ++n)
+      dst[n * 4] = zero ? 0u : kiln_pack2<BF16>(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
   }
 #else
   __trap();  // wgmma needs sm_90a (compile with --gpu-architecture=sm_90a)

@@ -21,14 +21,21 @@ using namespace kiln;
 
 namespace {
 
-// dtype and head dim (d = dv) of the configurations shipped; scale positive, 16-byte aligned
-// rows, up to four batch dims, the codegen's default tiles.
+// dtype, head dim (d = dv) and mask of the configurations shipped; scale positive, 16-byte
+// aligned rows, up to four batch dims, the codegen's default tiles. Masks (bool, or additive of
+// the attention's dtype: an encoder's padding, a decoder's causal mask) for head dims 64 and 128.
+enum class Mask { none, keep, add };
 struct Config {
   DType dtype;
   int64_t d;
+  Mask mask = Mask::none;
 };
-const Config kConfigs[] = {{DType::bf16, 64}, {DType::f16, 64}, {DType::bf16, 128}, {DType::f16, 128},
-                           {DType::bf16, 32}, {DType::f16, 32}};
+const Config kConfigs[] = {{DType::bf16, 64},  {DType::f16, 64},  {DType::bf16, 128}, {DType::f16, 128},
+                           {DType::bf16, 32},  {DType::f16, 32},
+                           {DType::bf16, 64, Mask::keep},  {DType::bf16, 64, Mask::add},
+                           {DType::f16, 64, Mask::keep},   {DType::f16, 64, Mask::add},
+                           {DType::bf16, 128, Mask::keep}, {DType::bf16, 128, Mask::add},
+                           {DType::f16, 128, Mask::keep},  {DType::f16, 128, Mask::add}};
 const int kArchs[] = {80, 90};
 
 // The flash kernel's program in the plan generated for devices of compute capability `arch`
@@ -39,7 +46,10 @@ std::string program_of(const Config& c, int arch) {
     return g.add_input(TensorMeta{c.dtype, Device::cuda(0), SymShape{2, 4, 256, c.d}, {}}, name);
   };
   const NodeId q = input("q"), k = input("k"), v = input("v");
-  g.set_outputs({g.add(OpId::scaled_dot_product_attention, {q, k, v}, {0.125})});
+  std::vector<NodeId> ins{q, k, v};
+  if (c.mask != Mask::none)  // one value per batch index and key (the program is the same for any broadcast)
+    ins.push_back(g.add_input(TensorMeta{c.mask == Mask::keep ? DType::bool_ : c.dtype, Device::cuda(0), SymShape{2, 1, 1, 256}, {}}, "mask"));
+  g.set_outputs({g.add(OpId::scaled_dot_product_attention, ins, {0.125})});
   cuda::CodegenOptions o;
   o.arch = arch;
   const plan::KernelPlan p = cuda::generate(schedule::schedule_graph(g, cuda::schedule_target()), o);
@@ -79,8 +89,9 @@ int main(int argc, char** argv) {
         bytes(out, name, o.image);
         table += "    {" + std::to_string(arch) + ", {reinterpret_cast<const char*>(" + source + "), " + std::to_string(src.size()) +
                  "}, {reinterpret_cast<const char*>(" + name + "), " + std::to_string(o.image.size()) + "}},\n";
-        std::fprintf(stderr, "kiln_cuda_prebuild: %s d %lld sm_%d%s: %zu bytes in %.2f s\n", std::string(dtype_name(c.dtype)).c_str(),
-                     static_cast<long long>(c.d), arch, src.find("kiln_flash_wg<") != std::string::npos ? " (wgmma)" : "",
+        std::fprintf(stderr, "kiln_cuda_prebuild: %s d %lld%s sm_%d%s: %zu bytes in %.2f s\n", std::string(dtype_name(c.dtype)).c_str(),
+                     static_cast<long long>(c.d), c.mask == Mask::none ? "" : c.mask == Mask::keep ? " bool mask" : " additive mask",
+                     arch, src.find("kiln_flash_wg<") != std::string::npos ? " (wgmma)" : "",
                      o.image.size(), o.seconds);
       }
     };

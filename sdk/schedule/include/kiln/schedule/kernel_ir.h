@@ -120,6 +120,14 @@ struct Attention {
     bool operator==(const Operand&) const = default;
   };
   Operand q_view, k_view, v_view;
+  // The optional mask (torch's attn_mask), broadcast to [batch..., lq, lk]: a bool one keeps the
+  // scores where true, one of `dtype` is added to the scaled scores; a row whose softmax is NaN
+  // (every key masked out) is written as zeros. mask_view's batch and row strides are 0 along the
+  // dims it is broadcast over, as is mask_key_stride.
+  int32_t mask = -1;
+  DType mask_dtype = DType::bool_;
+  Operand mask_view;
+  SymInt mask_key_stride = 0;
 };
 
 // y = conv(x, w) (the op table's convolution without a bias) over n spatial dims, for targets

@@ -20,7 +20,8 @@
 // - matmul: the runtime multiplies through cuBLASLt (PlanKernel::gemm); the generated kernel is
 //   the epilogue, a pointwise kernel over the product (absent when there is none, or when it is
 //   only a bias and a tanh-GELU that cuBLASLt applies itself: PlanGemm::epilogue);
-// - attention (f16/bf16, head dims multiples of 16 up to 128): one fused flash-attention kernel
+// - attention (f16/bf16, head dims multiples of 16 up to 128, with or without a bool or additive
+//   mask): one fused flash-attention kernel
 //   (tensor cores, online softmax, scores never stored; src/attention.cpp says how), its body a
 //   template in the prelude of plans that have one, of a fixed signature (sizes, strides and the
 //   scale are PlanKernel::arg_values), so one program serves every graph of its configuration

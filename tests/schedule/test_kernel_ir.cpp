@@ -76,21 +76,30 @@ BOOST_AUTO_TEST_CASE(cheap_values_are_recomputed_and_their_operands_looked_at) {
 }
 
 // A costly value read through a view by several uses (a depthwise convolution's sum permuted
-// into a layer norm over channels) is stored under the view once, not recomputed by each pass.
+// into a layer norm over channels) is stored under the view once, not recomputed by each pass,
+// and so is one read through a view and a widening cast (the same in bf16, the norm in f32):
+// stored in its own layout and dtype, not computed in the readers' order.
 BOOST_AUTO_TEST_CASE(costly_values_used_through_views_are_stored_once) {
-  auto stores_the_value = [](int chain) {
+  auto stored = [](int chain, DType t, DType read_as) {
     Graph g;
-    NodeId v = g.add_input(f32({8, 64, 4}), "x");
+    NodeId v = g.add_input(TensorMeta{t, Device::cpu(), SymShape{8, 64, 4}, {}}, "x");
     for (int i = 0; i < chain; ++i) v = g.add(OpId::exp, {v}, {});
-    const NodeId p = g.add(OpId::permute, {v}, {std::vector<int64_t>{0, 2, 1}});
+    NodeId p = g.add(OpId::permute, {v}, {std::vector<int64_t>{0, 2, 1}});
+    if (read_as != t) p = g.add(OpId::cast, {p}, {read_as});
     g.set_outputs({g.add(OpId::sub, {p, g.add(OpId::sum, {p}, {std::vector<int64_t>{2}, true})}, {})});
     const schedule::Schedule s = schedule::schedule_graph(g);
-    return std::any_of(s.buffers.begin(), s.buffers.end(), [](const schedule::Buffer& b) {
-      return b.kind == schedule::BufferKind::intermediate && b.sizes == SymShape{SymInt(8), SymInt(64), SymInt(4)};
-    });
+    std::vector<std::pair<SymShape, DType>> r;
+    for (const schedule::Buffer& b : s.buffers)
+      if (b.kind == schedule::BufferKind::intermediate) r.emplace_back(b.sizes, b.dtype);
+    return r;
   };
-  BOOST_TEST(stores_the_value(3));    // 3 exps cost 12 ops a use
-  BOOST_TEST(!stores_the_value(0));   // the input itself: nothing to store
+  using Stored = std::vector<std::pair<SymShape, DType>>;
+  const SymShape own{8, 64, 4};
+  BOOST_TEST((stored(3, DType::f32, DType::f32) == Stored{{own, DType::f32}}));    // 3 exps cost 12 ops a use
+  BOOST_TEST(stored(0, DType::f32, DType::f32).empty());                            // the input itself: nothing to store
+  BOOST_TEST((stored(3, DType::bf16, DType::f32) == Stored{{own, DType::bf16}}));  // under the view and the cast
+  // A narrowing cast is realized itself (the narrower value), here in the reduction's kernel.
+  BOOST_TEST(stored(3, DType::f32, DType::bf16).empty());
 }
 
 // A cat of several slices of one computed value (im2col's taps of a padded input) stores the

@@ -297,13 +297,28 @@ class Fuser {
       if (uses[k] >= 2 && cat != OpCategory::source && c > budget) {
         const std::string why = "used " + std::to_string(uses[k]) + " times; recomputing costs " + std::to_string(c) +
                                 " ops each, over the budget of " + std::to_string(budget);
-        if (cat != OpCategory::layout) {
+        // A costly value read through views and cheap one-input ops (a depthwise convolution's sum
+        // read through a permute, and in bf16 a cast to f32, by a layer norm's passes): store the
+        // value under them, in its own layout and dtype, and let each reader recompute the chain
+        // (not through an op that narrows the dtype: the narrower value is cheaper to store).
+        // (Storing the chain's end instead computed the sum in the readers' order: the reduction
+        // over channels then read the taps 3136 elements apart.)
+        NodeId base = id;
+        int chain = 0;
+        for (;;) {
+          const Node& b = g.node(base);
+          if (ctx_.realized[static_cast<size_t>(base)] || b.inputs.empty() || ctx_.realized[static_cast<size_t>(b.inputs[0])]) break;
+          const bool widens = dtype_size(g.node(b.inputs[0]).meta.dtype) <= dtype_size(b.meta.dtype);
+          const int step = is_view(b) ? 0 : op_def(b.op).category == OpCategory::unary && widens ? recompute_cost(b.op) : budget + 1;
+          if (chain + step > budget) break;
+          chain += step;
+          base = b.inputs[0];
+        }
+        if (base != id && cost[static_cast<size_t>(base)] > budget) {
+          realize_node(base, why + " (through " + label(id) + ")");
+          cost[k] = chain;
+        } else if (cat != OpCategory::layout) {
           realize_node(id, why);
-        } else if (is_view(node)) {
-          // A view of a costly value (a depthwise convolution's sum read through a permute by a
-          // layer norm's passes): store the value under the views, then read it through them.
-          realize_node(under_views(id), why + " (through views: " + label(id) + ")");
-          cost[k] = 0;
         }
       }
     }

@@ -90,6 +90,7 @@ enum class OpId : uint16_t {
                 //        (cross-correlation, as torch's conv1d/2d/3d and ONNX Conv); decomposes into
                 //        the windows of x (pad, strided slices, cat) and one matmul per group, or
                 //        where each group reads one channel (depthwise) into a sum of tap * weight
+                //        (f16/bf16 taps and bias added in f32, rounded once)
   max_pool,     // attrs: kernel:ints, strides:ints, pads:ints (n begins then n ends), dilations:ints,
                 //        ceil_mode:bool; inputs (x[N, C, *S]) over n = rank - 2 static spatial dims -> the
                 //        max of each window (pads never win); as torch's max_pool1d/2d/3d and ONNX MaxPool

@@ -452,6 +452,30 @@ BOOST_AUTO_TEST_CASE(conv_and_pooling_against_hand_values) {
   BOOST_CHECK(values(r[1]) == (std::vector<float>{5, 6, 8, 9}));
 }
 
+// A bf16 Conv whose weights and bias are f32 initializers (torch's exporter folds a bf16
+// model's batch norms into its convolutions in f32): computed in bf16, the declared output's
+// type, its weights cast at import, not the input promoted to f32.
+BOOST_AUTO_TEST_CASE(a_conv_computes_in_its_input_type_whatever_its_weights) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::BFLOAT16, {"1", "2", "4", "4"});
+  value(g->add_output(), "y", pb::TensorProto::BFLOAT16, {"1", "3", "4", "4"});
+  *g->add_initializer() = floats("w", {3, 2, 3, 3}, std::vector<float>(54, 0.25f));
+  *g->add_initializer() = floats("b", {3}, {1, 2, 3});
+  ints_attr(node(g, "Conv", {"x", "w", "b"}, {"y"}), "pads", {1, 1, 1, 1});
+  const konnx::Model im = konnx::load(save(dir, m));
+  int convs = 0;
+  for (kiln::NodeId id = 0; id < static_cast<kiln::NodeId>(im.graph.size()); ++id) {
+    const kiln::Node& n = im.graph.node(id);
+    if (n.op != kiln::OpId::convolution) continue;
+    ++convs;
+    BOOST_TEST((n.meta.dtype == kiln::DType::bf16));
+    for (kiln::NodeId i : n.inputs) BOOST_TEST((im.graph.node(i).meta.dtype == kiln::DType::bf16));
+  }
+  BOOST_TEST(convs == 1);
+}
+
 // Conv, BatchNormalization, MaxPool, AveragePool and InstanceNormalization over a dynamic
 // batch: the batch stays a symbol (only channels and spatial sizes must be static), and each
 // image of a batch gives what it gives alone.

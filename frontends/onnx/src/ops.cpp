@@ -840,11 +840,16 @@ Window window(NodeCtx& c, const std::vector<int64_t>& in, std::vector<int64_t> k
 
 // y = conv(x, w) + bias (input 2 when present): one convolution op, which targets run with their
 // own convolution kernels or as the windows of x times the weights (its decomposition).
+// ONNX gives X, W and B one type, the output's. Where a file's weights or bias are of another
+// floating type than a floating X (torch's exporter folds a bf16 model's batch norms into its
+// convolutions in f32), the convolution is computed in X's type, the declared output's: they are
+// cast to it (folded at import when they are initializers), rather than X promoted to theirs.
 V conv_apply(NodeCtx& c, const V& x, const V& wt, int64_t group, const Window& w) {
   std::vector<int64_t> pads = w.pads_begin;
   pads.insert(pads.end(), w.pads_end.begin(), w.pads_end.end());
-  std::vector<V> ins{x, wt};
-  if (c.present(2)) ins.push_back(c.input(2));
+  auto as_x = [&](const V& v) { return is_floating(x->dtype) && is_floating(v->dtype) ? c.im.cast(v, x->dtype) : v; };
+  std::vector<V> ins{x, as_x(wt)};
+  if (c.present(2)) ins.push_back(as_x(c.input(2)));
   return c.im.op(O::convolution, ins, {w.strides, pads, w.dilations, group});
 }
 

@@ -728,11 +728,10 @@ bool Target::fuses_attention(const Graph& g, const Node& n) const {
   if (!std::isnormal(static_cast<float>(n.attrs.f(0) * 1.4426950408889634))) return false;
   const DType t = n.meta.dtype;
   if (t != DType::f16 && t != DType::bf16) return false;
+  // q, k and v of t; a mask is bool or floating (the op's rule), and prepare casts a floating one
+  // to t, as the op does before adding it.
   for (size_t j = 0; j < 3; ++j)
     if (g.node(n.inputs[j]).meta.dtype != t) return false;
-  // A mask: bool, or floating (prepare casts it to t, as the op does before adding it).
-  if (n.inputs.size() > 3 && g.node(n.inputs[3]).meta.dtype != DType::bool_ && !is_floating(g.node(n.inputs[3]).meta.dtype))
-    return false;
   auto head_dim_ok = [](const SymInt& d) { return d.is_static() && d.hint() % 16 == 0 && d.hint() >= 16 && d.hint() <= 128; };
   const TensorMeta& q = g.node(n.inputs[0]).meta;
   const TensorMeta& v = g.node(n.inputs[2]).meta;

@@ -303,12 +303,14 @@ std::string Kernel::str() const {
   if (gemm)
     os << "  gemm: b" << gemm->c << "[" << shape_str(gemm->batch) << " x " << gemm->m.str() << " x "
        << gemm->n.str() << "] = b" << gemm->a << " @ b" << gemm->b << " (k = " << gemm->k.str() << ")\n";
-  if (attention)
+  if (attention) {
+    const std::string mask = attention->mask < 0 ? ""
+                             : (attention->mask_dtype == DType::bool_ ? " where b" : " + b") + std::to_string(attention->mask);
     os << "  attention: b" << attention->out << "[" << shape_str(attention->batch) << " x " << attention->lq.str()
        << " x " << attention->dv << "] = softmax(b" << attention->q << " @ b" << attention->k << "^T * "
-       << attention->scale << (attention->mask < 0 ? "" : attention->mask_dtype == DType::bool_ ? " where b" : " + b")
-       << (attention->mask < 0 ? "" : std::to_string(attention->mask)) << ") @ b" << attention->v
+       << attention->scale << mask << ") @ b" << attention->v
        << " (lk = " << attention->lk.str() << ", d = " << attention->d << ")\n";
+  }
   if (convolution) {
     const Convolution& c = *convolution;
     auto list = [](const std::vector<int64_t>& v) {

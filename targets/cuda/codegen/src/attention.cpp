@@ -453,8 +453,11 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   KILN_CHECK(!masked || a.mask_dtype == DType::bool_ || a.mask_dtype == a.dtype, "cuda codegen: attention kernel ",
              k.name, " has a ", dtype_name(a.mask_dtype), " mask; the fused kernel takes a bool one or one of its dtype");
   const int mask_kind = !masked ? 0 : a.mask_dtype == DType::bool_ ? 1 : 2;
+  // NEG (the row's largest scaled score is its smallest raw one) only matters to the unmasked
+  // softmax: masked programs are one per mask kind whatever the scale's sign.
+  const bool neg = a.scale < 0 && !masked;
   pk.entry = "kiln_flash_" + std::string(sm90 ? "sm90_" : "") + dt + "_d" + std::to_string(a.d) + "_v" + std::to_string(a.dv) + "_t" +
-             std::to_string(tiles) + "_c" + std::to_string(bc) + (a.scale < 0 ? "_neg" : "_pos") +
+             std::to_string(tiles) + "_c" + std::to_string(bc) + (neg ? "_neg" : "_pos") +
              (static_aligned ? "_a16" : "_any") + (dense ? "_dense" : "_strided") + "_b" + std::to_string(nb) +
              (mask_kind == 1 ? "_mbool" : mask_kind == 2 ? "_madd" : "");
   pk.arg_buffers = {a.q, a.k, a.v};
@@ -520,7 +523,7 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule&,
   }
   src += std::string(sm90 ? "  kiln_flash_wg<" : "  kiln_flash<") + (a.dtype == DType::bf16 ? "true" : "false") + ", " + std::to_string(a.d) + ", " +
          std::to_string(a.dv) + ", " + std::to_string(tiles) + ", " + std::to_string(bc) + ", " +
-         (a.scale < 0 ? "true" : "false") + ", " + std::to_string(mask_kind) +
+         (neg ? "true" : "false") + ", " + std::to_string(mask_kind) +
          ">(q + qo, k + ko, v + vo, o + oo, " +
          (dense ? std::to_string(a.d) + "LL, " + std::to_string(a.d) + "LL, " + std::to_string(a.dv) + "LL"
                 : std::string("q_rs, k_rs, v_rs")) +

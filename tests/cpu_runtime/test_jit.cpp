@@ -294,6 +294,27 @@ BOOST_AUTO_TEST_CASE(unresolved_external_is_an_error) {
   BOOST_TEST(contains(what, "kiln_no_such_function"));
 }
 
+// A plan or cache entry is native code: its kernels may call the math libraries and the
+// compiler's helpers, not the rest of the process. Calls to system(), getenv() and puts()
+// (each of which a plan file's kernel once ran) are unresolved symbols, and assembly is refused.
+BOOST_AUTO_TEST_CASE(kernels_reach_only_math_and_compiler_helpers) {
+  for (const char* fn : {"system", "getenv", "puts", "dlopen", "execve"}) {
+    const std::string ir = std::string("declare i32 @") + fn + "(ptr)\n" +
+                           "define i32 @f(ptr %p) {\n  %r = call i32 @" + fn + "(ptr %p)\n  ret i32 %r\n}\n";
+    const std::string what = error_of([&] { JitModule::compile(ir, "hostile"); });
+    BOOST_TEST(contains(what, fn), fn << ": " << what);
+  }
+  const char* asm_call =
+      "define i64 @f() {\n  %r = call i64 asm sideeffect \"movq $$60, %rax\", \"={rax}\"()\n  ret i64 %r\n}\n";
+  BOOST_TEST(contains(error_of([&] { JitModule::compile(asm_call, "asm"); }), "inline assembly"));
+  const char* module_asm = "module asm \".globl g\"\ndefine void @f() {\n  ret void\n}\n";
+  BOOST_TEST(contains(error_of([&] { JitModule::compile(module_asm, "asm"); }), "module-level assembly"));
+  // What kernels do call still resolves: libm (and the helpers, through the f16 kernels of the
+  // cpu target's own tests).
+  const char* libm = "declare float @expf(float)\ndefine float @f(float %x) {\n  %r = call float @expf(float %x)\n  ret float %r\n}\n";
+  BOOST_TEST(JitModule::compile(libm, "libm")->function<float(float)>("f")(0.0f) == 1.0f);
+}
+
 BOOST_AUTO_TEST_CASE(unknown_symbol_is_an_error) {
   auto m = JitModule::compile(constant_function("f", 3), "lookups");
   BOOST_TEST(m->function<int()>("f")() == 3);

@@ -15,6 +15,8 @@
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/RuntimeDyld.h>
 #include <llvm/ExecutionEngine/SectionMemoryManager.h>
+#include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -57,8 +59,36 @@ HostSymbols& host_symbols() {
   return *s;
 }
 
-// What an object's undefined symbols resolve to: the runtime's symbols, then the process's
-// global scope (libc, libm; libmvec, loaded on the first object that calls it).
+// Whether generated code may call `name`, found in the process at `address`: what the code
+// generator and LLVM's lowering emit calls to, namely the math libraries (libm, libmvec), the
+// compiler's helper routines (f16/bf16 conversions, 128-bit integer division, powi: libgcc's
+// or compiler-rt's `__` names) and memcpy/memmove/memset. Nothing else in the process: a plan
+// file or a cache entry is native code, and kernels that declared system(), getenv() or puts()
+// called them (issue 31); such a call is now an unresolved symbol, a kiln::Error naming it.
+bool callable_from_kernels(std::string_view name, void* address) {
+  if (name == "memcpy" || name == "memmove" || name == "memset") return true;
+  auto in_math_library = [](void* a) {
+    Dl_info info{};
+    if (::dladdr(a, &info) == 0 || info.dli_fname == nullptr) return false;
+    std::string_view file = info.dli_fname;
+    file = file.substr(file.find_last_of('/') == std::string_view::npos ? 0 : file.find_last_of('/') + 1);
+    return file.starts_with("libm.so") || file.starts_with("libm-") || file.starts_with("libmvec.so") ||
+           file.starts_with("libsystem_m");
+  };
+  if (in_math_library(address)) return true;
+  // A libm function that the process interposes (sanitizers intercept frexp, sincos, ...): the
+  // name is libm's, so the interposer is what a call to it reaches anyway.
+  static void* const libm = ::dlopen("libm.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (libm != nullptr)
+    if (void* own = ::dlsym(libm, std::string(name).c_str()); own != nullptr && in_math_library(own)) return true;
+  static constexpr std::string_view kHelpers[] = {"__extend", "__trunc", "__fix", "__float", "__divti3", "__udivti3",
+                                                  "__modti3", "__umodti3", "__muloti4", "__powi", "__divdc3", "__divsc3",
+                                                  "__muldc3", "__mulsc3"};
+  return std::any_of(std::begin(kHelpers), std::end(kHelpers), [&](std::string_view p) { return name.starts_with(p); });
+}
+
+// What an object's undefined symbols resolve to: the runtime's symbols, then what the process
+// has of callable_from_kernels (libm; libmvec, loaded on the first object that calls it).
 class ProcessResolver final : public llvm::LegacyJITSymbolResolver {
  public:
   llvm::JITSymbol findSymbolInLogicalDylib(const std::string&) override { return nullptr; }
@@ -74,7 +104,8 @@ class ProcessResolver final : public llvm::LegacyJITSymbolResolver {
     if (!plain.empty() && plain.front() == '_') plain.remove_prefix(1);  // Mach-O's prefix; dlsym adds it
 #endif
     if (plain.substr(0, 4) == "_ZGV") detail::vector_math_available();  // libmvec's vector variants
-    if (void* address = ::dlsym(RTLD_DEFAULT, std::string(plain).c_str())) return symbol(address);
+    if (void* address = ::dlsym(RTLD_DEFAULT, std::string(plain).c_str()); address && callable_from_kernels(plain, address))
+      return symbol(address);
     return nullptr;
   }
 
@@ -182,6 +213,16 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
     llvm::raw_string_ostream os(text);
     if (llvm::verifyModule(*m, &os)) fail("cpu JIT: LLVM IR of module '", name, "' is invalid: ", os.str());
   }
+  // Kiln's code generator never writes assembly; a module that has some (a plan file's kernel
+  // making system calls) is refused, as calls outside callable_from_kernels are at link time.
+  KILN_CHECK(m->getModuleInlineAsm().empty(), "cpu JIT: module '", name,
+             "' has module-level assembly, which Kiln's code generator never writes: refused (a plan is native code)");
+  for (const llvm::Function& f : *m)
+    for (const llvm::BasicBlock& bb : f)
+      for (const llvm::Instruction& in : bb)
+        if (const auto* call = llvm::dyn_cast<llvm::CallBase>(&in); call && call->isInlineAsm())
+          fail("cpu JIT: module '", name, "': function '", f.getName().str(),
+               "' has inline assembly, which Kiln's code generator never writes: refused (a plan is native code)");
 
   timings.parse = lap();
 

@@ -17,6 +17,7 @@
 #include "kiln/graph/files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
+#include "kiln/cache/cache.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
@@ -46,6 +47,23 @@ void save_plan_if_asked(const ParsedArgs& a, const plan::KernelPlan& p) {
 }
 
 double element(const TensorData& t, int64_t flat);  // below
+
+// A plan file is native code (docs/plan-trust.md): it runs only if it is the plan this Kiln makes
+// from what the plan says made it (its origin: the scheduled graph, the codegen request and
+// options), byte for byte, unless the user vouches for it with --trust-plan.
+void check_plan_is_kilns(const plan::KernelPlan& p, const std::string& file) {
+  const std::string escape = " A plan is native code: Kiln runs a plan file only when it makes the same plan from the plan's origin; run it with --trust-plan if you trust whoever made or edited it.";
+  KILN_CHECK(!p.origin.empty(), "kiln run: ", file, " does not say what made it (it has no 'origin': it was written by a Kiln before plans carried one, or edited).", escape);
+  const Graph scheduled = format::from_json(p.origin.graph, file + ": origin.graph");
+  const plan::KernelPlan made = target::regenerate(target::codegen(p.target), scheduled, p.origin);
+  const std::string difference = plan::plan_difference(p, made);
+  if (difference.empty()) return;
+  const std::string version = cache::kiln_version();
+  fail("kiln run: ", file, " is not the plan Kiln makes from its origin: ", difference, " differs",
+       p.origin.kiln_version == version ? std::string(" (it was edited after it was made)")
+                                        : " (it was made by Kiln " + p.origin.kiln_version + ", this is " + version + ")",
+       ".", escape);
+}
 
 // The outputs of one run of `p`, copied to the host.
 std::vector<TensorData> run_on_host(target::Runtime& rt, const target::LoadedPlan& p, const std::vector<TensorData>& inputs) {
@@ -219,7 +237,10 @@ const CommandSpec& run_spec() {
       "for integers and bool).\n"
       "A kernel plan file (kiln.plan JSON: `kiln show --save-plan`, debug_dir, or downloaded from the\n"
       "browser inspector) runs with --random on its target's runtime (--target, default the plan's):\n"
-      "inputs at the symbols' example sizes, the values a graph run with the same seed makes.\n",
+      "inputs at the symbols' example sizes, the values a graph run with the same seed makes.\n"
+      "A plan is native code: it runs only when Kiln makes the same plan, byte for byte, from the\n"
+      "graph, request and options the plan says made it (its origin), else an error names the first\n"
+      "kernel or field that differs; --trust-plan runs it anyway (docs/plan-trust.md).\n",
       {{"--target", "NAME", "where to run it: reference (default), cpu, cuda, vulkan"},
        {"--inputs", "A.npy,B.npy", "the inputs, comma separated, in the graph's input order"},
        {"--random", "", "make random inputs instead"},
@@ -228,7 +249,8 @@ const CommandSpec& run_spec() {
        {"--check", "", "compare the target's outputs with the reference target's"},
        {"--repeat", "N", "(cpu, vulkan) run N more times: median time (vulkan: GPU time, after warm-up, and each kernel's), and every run must give the same bits"},
        {"--save-plan", "FILE", "(cpu, cuda, vulkan) write the kernel plan it runs as JSON (kiln.plan), e.g. to edit and run again"},
-       {"--plan", "", "the argument is a kernel plan file (kiln run --plan PLAN.json; recognised without it too)"}}};
+       {"--plan", "", "the argument is a kernel plan file (kiln run --plan PLAN.json; recognised without it too)"},
+       {"--trust-plan", "", "run a plan file even when it is not the plan Kiln makes from its origin (a plan is native code: only for plans from someone you trust)"}}};
   return spec;
 }
 
@@ -270,6 +292,7 @@ int cmd_run(std::span<char* const> args) {
       KILN_CHECK(a.has("--random") && !a.has("--check"), "kiln run: a plan file runs with --random (and no --check: ",
                  "the plan has no graph to compare with)");
       plan::KernelPlan p = plan::plan_from_json(text, a.positional[0]);
+      if (!a.has("--trust-plan")) check_plan_is_kilns(p, a.positional[0]);
       // Without --target, on the target the plan was made for.
       const std::string plan_target = a.has("--target") ? target : p.target;
       std::vector<int64_t> examples;
@@ -344,8 +367,10 @@ int cmd_run(std::span<char* const> args) {
     std::string why;
     KILN_CHECK(rt.available(&why), "kiln run --target ", target, ": ", why);
     const target::CodegenRequest request = rt.codegen_request(Device{rt.device_type(), 0});
-    plan::KernelPlan p =
-        target::compile_graph(target::codegen(target), passes::run_default_pipeline(g), request).generated.plan;
+    const Graph scheduled = passes::run_default_pipeline(g);
+    plan::KernelPlan p = target::compile_graph(target::codegen(target), scheduled, request).generated.plan;
+    // A plan written for later carries what made it (checked when it is run as a file).
+    if (a.has("--save-plan")) p.origin = target::plan_origin(format::to_json(scheduled, -1), request);
     outputs = run_plan(target, std::move(p), inputs, a);
   }
   int bad = 0;

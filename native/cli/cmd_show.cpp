@@ -71,8 +71,9 @@ int cmd_show(std::span<char* const> args) {
   for (const std::string& line : guard_lines(g)) std::cout << "  " << line << "\n";
   if (a.has("--schedule") || a.has("--plan") || a.has("--code") || a.has("--save-plan")) {
     target::ensure_builtin_targets();
-    const target::Compiled c = target::compile_graph(target::codegen(a.has("--target") ? a.get("--target") : "cpu"),
-                                                     passes::run_default_pipeline(g), {});
+    const Graph scheduled = passes::run_default_pipeline(g);
+    const target::Compiled c =
+        target::compile_graph(target::codegen(a.has("--target") ? a.get("--target") : "cpu"), scheduled, {});
     const schedule::Schedule& s = c.schedule;
     if (a.has("--schedule")) {
       std::cout << "\nfusion decisions:\n";
@@ -85,7 +86,9 @@ int cmd_show(std::span<char* const> args) {
     if (a.has("--code")) std::cout << "\n" << p.module_source();
     if (a.has("--save-plan")) {
       std::ofstream out(a.get("--save-plan"));
-      out << plan::plan_to_json(p);
+      plan::KernelPlan saved = p;  // with what made it, so that `kiln run` can check it
+      saved.origin = target::plan_origin(format::to_json(scheduled, -1), {});
+      out << plan::plan_to_json(saved);
       KILN_CHECK(out.good(), "cannot write the plan to '", a.get("--save-plan"), "'");
       std::cout << "\nwrote " << a.get("--save-plan") << "\n";
     }

@@ -70,15 +70,25 @@ if "$kiln" run --help | grep -q -- '--check'; then
   expect 0 'wrote .*tb_plan.json' -- "$kiln" show "$samples/transformer_block.json" --save-plan "$work/tb_plan.json"
   expect 0 'kernel plan v1 for cpu: [0-9]+ kernels' -- "$kiln" show "$work/tb_plan.json"
   expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_plan.json" --random
-  # An edited plan file is refused with an error naming what is wrong (plan::validate at load,
-  # plan::bind at run), never run into a crash: a slot shrunk below its intermediates, a kernel
-  # reading buffer 99, an intermediate grown past its slot.
+  # A plan is native code: a plan file runs only when Kiln makes the same plan from its origin.
+  # An edited kernel is refused by name; so is a plan without an origin; --trust-plan runs them.
+  sed -E '/^    \{"name": /s/fadd/fsub/' "$work/tb_plan.json" >"$work/tb_edited.json"
+  expect 1 "^kiln: error: kiln run: .*tb_edited.json is not the plan Kiln makes from its origin: kernels\\[[0-9]+\\] \\('[a-z0-9_]+'\\): its 'source' differs \\(it was edited after it was made\\)\\..*--trust-plan" -- "$kiln" run "$work/tb_edited.json" --random
+  expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_edited.json" --random --trust-plan
+  grep -v '^  "origin": ' "$work/tb_plan.json" | sed -E 's/^(  "guards": .*),$/\1/' >"$work/tb_no_origin.json"
+  expect 1 "^kiln: error: kiln run: .*tb_no_origin.json does not say what made it" -- "$kiln" run "$work/tb_no_origin.json" --random
+  sed -E 's/("graph": ")/\1 /' "$work/tb_plan.json" >"$work/tb_graph_edited.json"
+  expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_graph_edited.json" --random
+  # An edited plan file run with --trust-plan is still refused with an error naming what is
+  # wrong (plan::validate at load, plan::bind at run), never run into a crash: a slot shrunk below
+  # its intermediates, a kernel reading buffer 99, an intermediate grown past its slot.
   sed -E '0,/^  "slots": \[[0-9]+/s//  "slots": [4/' "$work/tb_plan.json" >"$work/tb_small_slot.json"
-  expect 1 '^kiln: error: cpu runtime: buffer [0-9]+ \(intermediate .* bytes, but its slot 0 holds 4$' -- "$kiln" run "$work/tb_small_slot.json" --random
+  expect 1 "^kiln: error: kiln run: .*tb_small_slot.json is not the plan Kiln makes from its origin: slots\\[0\\] differs" -- "$kiln" run "$work/tb_small_slot.json" --random
+  expect 1 '^kiln: error: cpu runtime: buffer [0-9]+ \(intermediate .* bytes, but its slot 0 holds 4$' -- "$kiln" run "$work/tb_small_slot.json" --random --trust-plan
   sed -E '0,/"reads": \[/s//"reads": [99, /' "$work/tb_plan.json" >"$work/tb_read_99.json"
   expect 1 '^kiln: error: .*tb_read_99.json: kernels\[0\]\.reads\[0\]: buffer 99 does not exist \(the plan has [0-9]+ buffers\)' -- "$kiln" run "$work/tb_read_99.json" --random
   sed -E '0,/("kind": "intermediate", "dtype": "f32", "sizes": \[)([0-9]+)/s//\1\2000/' "$work/tb_plan.json" >"$work/tb_big_buffer.json"
-  expect 1 '^kiln: error: ' -- "$kiln" run "$work/tb_big_buffer.json" --random
+  expect 1 '^kiln: error: ' -- "$kiln" run "$work/tb_big_buffer.json" --random --trust-plan
   # run --save-plan keeps the plan it ran; run again, it gives the same bytes.
   expect 0 'wrote .*r1/out0.npy' -- "$kiln" run "$samples/layernorm.json" --random --target cpu --save-plan "$work/ln_plan.json" --out "$work/r1"
   expect 0 'wrote .*r2/out0.npy' -- "$kiln" run "$work/ln_plan.json" --random --out "$work/r2"

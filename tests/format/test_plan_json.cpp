@@ -226,6 +226,61 @@ BOOST_AUTO_TEST_CASE(round_trip_is_byte_identical) {
 // The module text taken out (what the compile caches keep beside the JSON) and put back gives
 // the same plan; names that are no part of a plan's text are left alone, and a kernel the plan
 // lacks is an error.
+// A plan written for later carries what made it; plan_difference names the first part of a plan
+// that is not the one Kiln made, ignoring origins.
+BOOST_AUTO_TEST_CASE(origin_round_trips_and_differences_are_named) {
+  plan::KernelPlan p = make_plan();
+  BOOST_TEST(!contains(plan::plan_to_json(p), "origin"));  // only where one was recorded
+  p.origin.graph = R"({"format": "kiln.graph", "version": 1, "nodes": [], "outputs": []})";
+  p.origin.request = {{"arch", "90"}};
+  p.origin.options = {{"fusion.max_fusion_size", "64"}, {"debug_dir", ""}};
+  p.origin.kiln_version = "0.1.0+0123456789abcdef";
+  const std::string text = plan::plan_to_json(p);
+  const plan::KernelPlan q = plan::plan_from_json(text, "plan.json");
+  BOOST_TEST(q.origin.graph == p.origin.graph);
+  BOOST_TEST((q.origin.request == p.origin.request));
+  BOOST_TEST((q.origin.options == p.origin.options));
+  BOOST_TEST(q.origin.kiln_version == p.origin.kiln_version);
+  BOOST_TEST(plan::plan_to_json(q) == text);
+
+  plan::KernelPlan made = make_plan();  // no origin: origins are not compared
+  BOOST_TEST(plan::plan_difference(p, made) == "");
+  plan::KernelPlan edited = p;
+  edited.kernels[4].source += "; more\n";
+  BOOST_TEST(plan::plan_difference(edited, made) == "kernels[4] ('k4_sum'): its 'source'");
+  edited = p;
+  edited.kernels[0].parallel_extent = 7;
+  BOOST_TEST(plan::plan_difference(edited, made) == "kernels[0] ('k0_exp'): its 'parallel_extent'");
+  edited = p;
+  edited.prelude += "declare i32 @system(ptr)\n";
+  BOOST_TEST(plan::plan_difference(edited, made) == "'prelude'");
+  edited = p;
+  edited.kernels.pop_back();
+  BOOST_TEST(plan::plan_difference(edited, made) == "'kernels': it has 5 entries, Kiln's plan 6");
+  edited = p;
+  edited.buffers[1].data = nullptr;
+  BOOST_TEST(plan::plan_difference(edited, made) == "buffers[1]: its 'data'");
+}
+
+// An origin is an object of the four fields, each of its type, with a graph.
+BOOST_AUTO_TEST_CASE(malformed_origins) {
+  json doc = base();
+  doc["origin"] = {{"graph", "{}"}, {"request", json::object()}, {"options", json::object()}, {"kiln_version", "v"}};
+  BOOST_CHECK_NO_THROW(plan::plan_from_json(doc.dump()));
+  json bad = doc;
+  bad["origin"]["graph"] = "";
+  expect_error(bad, {"origin", "graph", "empty"});
+  bad = doc;
+  bad["origin"]["options"] = {{"fusion.max_fusion_size", 64}};
+  expect_error(bad, {"origin.options", "fusion.max_fusion_size"});
+  bad = doc;
+  bad["origin"]["signature"] = "x";
+  expect_error(bad, {"origin", "signature"});
+  bad = doc;
+  bad["origin"].erase("kiln_version");
+  expect_error(bad, {"origin", "kiln_version"});
+}
+
 BOOST_AUTO_TEST_CASE(plan_text_comes_out_and_goes_back) {
   plan::KernelPlan p = make_plan();
   const std::string whole = plan::plan_to_json(p);

@@ -286,8 +286,11 @@ Request parse_request(std::string_view request_json) {
 
 std::string plan_json(const Graph& g, const Request& r) {
   return with_request(r, [&] {
-    const schedule::Schedule s = schedule_for(passes::run_default_pipeline(g), r.target);
-    return plan::plan_to_json(generate(s, r.target));
+    const Graph scheduled = passes::run_default_pipeline(g);
+    plan::KernelPlan p = generate(schedule_for(scheduled, r.target), r.target);
+    // What made it, so that the native runtime can make it again and compare (docs/plan-trust.md).
+    p.origin = target::plan_origin(format::to_json(scheduled, -1), {});
+    return plan::plan_to_json(p);
   });
 }
 
@@ -348,9 +351,10 @@ std::string compile_report(const Graph& g, const Request& r) {
     const schedule::Schedule s = schedule_for(current, r.target);
     const double schedule_ms = ms_since(t1);
     const auto t2 = std::chrono::steady_clock::now();
-    const plan::KernelPlan p = generate(s, r.target);
+    plan::KernelPlan p = generate(s, r.target);
     const double codegen_ms = ms_since(t2);
     const auto t3 = std::chrono::steady_clock::now();
+    p.origin = target::plan_origin(format::to_json(current, -1), {});  // as plan_json: what made it
     out["plan"] = plan::plan_to_json(p);
     const double serialize_ms = ms_since(t3);
 

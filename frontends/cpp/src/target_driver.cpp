@@ -85,7 +85,9 @@ target::Generated generate(const target::Codegen& cg, const Graph& g, const targ
   if (const std::string& dir = debug_dump_dir(); !dir.empty()) {
     const std::filesystem::path path(dir);
     const plan::KernelPlan& p = c.generated.plan;
-    std::ofstream(path / "plan.json") << plan::plan_to_json(p);
+    plan::KernelPlan saved = p;  // with what made it, so that `kiln run` can check it (docs/plan-trust.md)
+    saved.origin = target::plan_origin(format::to_json(g, -1), request);
+    std::ofstream(path / "plan.json") << plan::plan_to_json(saved);
     std::ofstream(path / "plan.txt") << p.str();
     std::ofstream(path / ("kernels." + cg.source_extension())) << p.module_source();
     std::ofstream decisions(path / "schedule.txt");

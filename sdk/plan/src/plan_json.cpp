@@ -147,6 +147,14 @@ json plan_document(const KernelPlan& p) {
   if (!p.checks.empty()) doc["checks"] = json(p.checks);
   doc["peak_intermediate_bytes"] = p.peak_intermediate_bytes;
   doc["guards"] = json(p.guards);
+  if (!p.origin.empty()) {
+    json origin = json::object();
+    origin["graph"] = p.origin.graph;
+    origin["request"] = json(p.origin.request);
+    origin["options"] = json(p.origin.options);
+    origin["kiln_version"] = p.origin.kiln_version;
+    doc["origin"] = std::move(origin);
+  }
   return doc;
 }
 
@@ -183,6 +191,7 @@ class PlanReader : public ValueReader {
   }
 
   void read_buffer(const json& v, size_t i);
+  void read_origin(const json& v);
   void read_bindings(const json& v);
   void read_kernel(const json& v, size_t i);
   PlanLaunch read_launch(const json& v, const std::string& where) const;
@@ -375,11 +384,27 @@ PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   return g;
 }
 
+void PlanReader::read_origin(const json& v) {
+  const json& o = object(v, "", "origin");
+  only_keys(o, {"graph", "request", "options", "kiln_version"}, "origin");
+  p_.origin.graph = string(need(o, "graph", "origin"), "origin", "graph");
+  if (p_.origin.graph.empty()) fail_at("origin", "graph", "empty (a plan's origin names the graph that made it)");
+  auto texts = [&](const char* field) {
+    std::map<std::string, std::string> out;
+    for (const auto& [key, value] : object(need(o, field, "origin"), "origin", field).items())
+      out[key] = string(value, "origin." + std::string(field), key);
+    return out;
+  };
+  p_.origin.request = texts("request");
+  p_.origin.options = texts("options");
+  p_.origin.kiln_version = string(need(o, "kiln_version", "origin"), "origin", "kiln_version");
+}
+
 KernelPlan PlanReader::read(std::string_view text) {
   const json doc = parse_document(text, "kiln.plan", kPlanVersion);
   only_keys(doc,
             {"format", "version", "target", "prelude", "arch", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
-             "outputs", "checks", "peak_intermediate_bytes", "guards"},
+             "outputs", "checks", "peak_intermediate_bytes", "guards", "origin"},
             "");
   p_.version = kPlanVersion;
   p_.target = string(need(doc, "target", ""), "", "target");
@@ -412,6 +437,7 @@ KernelPlan PlanReader::read(std::string_view text) {
     fail_at("", "peak_intermediate_bytes", "negative byte count " + std::to_string(p_.peak_intermediate_bytes));
   const json& guards = array(need(doc, "guards", ""), "", "guards");
   for (size_t i = 0; i < guards.size(); ++i) p_.guards.push_back(string(guards[i], "", at("guards", i)));
+  if (const json* origin = maybe(doc, "origin")) read_origin(*origin);
   validate(p_, source_);
   return std::move(p_);
 }
@@ -429,6 +455,39 @@ std::string plan_to_json(const KernelPlan& p) {
 
 KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
   return PlanReader(source_name).read(text);
+}
+
+std::string plan_difference(const KernelPlan& given, const KernelPlan& made) {
+  json a = plan_document(given), b = plan_document(made);
+  a.erase("origin");
+  b.erase("origin");
+  if (a == b) return "";
+  // The first top-level field that differs, in the document's order; in a list, the first entry.
+  for (const auto& [key, value] : a.items()) {
+    const json* other = b.contains(key) ? &b[key] : nullptr;
+    if (other != nullptr && *other == value) continue;
+    if (other == nullptr) return "'" + key + "', which Kiln's plan does not have";
+    if (!value.is_array() || !other->is_array()) return "'" + key + "'";
+    for (size_t i = 0; i < std::max(value.size(), other->size()); ++i) {
+      if (i >= value.size()) return "'" + key + "': it has " + std::to_string(value.size()) + " entries, Kiln's plan " + std::to_string(other->size());
+      if (i < other->size() && value[i] == (*other)[i]) continue;
+      std::string where = at(key, i);
+      if (value[i].is_object() && value[i].contains("name") && value[i]["name"].is_string())
+        where += " ('" + value[i]["name"].get<std::string>() + "')";
+      if (i >= other->size()) return where + ", which Kiln's plan does not have";
+      if (value[i].is_object() && (*other)[i].is_object())
+      {
+        for (const auto& [field, v] : value[i].items())
+          if (!(*other)[i].contains(field) || (*other)[i][field] != v) return where + ": its '" + field + "'";
+        for (const auto& [field, v] : (*other)[i].items())
+          if (!value[i].contains(field)) return where + ": its '" + field + "'";
+      }
+      return where;
+    }
+  }
+  for (const auto& [key, value] : b.items())
+    if (!a.contains(key)) return "'" + key + "' is missing";
+  return "the plan";  // not reached: the documents differ somewhere above
 }
 
 namespace {

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <mutex>
 
+#include "kiln/cache/cache.h"
+#include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 
@@ -139,6 +141,28 @@ Compiled compile_graph(const Codegen& codegen, const Graph& g, const CodegenRequ
   const plan::KernelPlan& p = c.generated.plan;
   KILN_LOG(output_code, "kernel plan:\n", p.str(), "module:\n", p.module_source());
   return c;
+}
+
+plan::PlanOrigin plan_origin(std::string scheduled_graph_json, const CodegenRequest& request) {
+  plan::PlanOrigin o;
+  o.graph = std::move(scheduled_graph_json);
+  o.request = request.values;
+  // As config::parse_value reads them back: strings bare, other values as config prints them.
+  for (const auto& [name, value] : config::codegen_values())
+    o.options[name] = value.is<std::string>() ? std::get<std::string>(value.variant()) : config::to_string(value);
+  o.kiln_version = cache::kiln_version();
+  return o;
+}
+
+plan::KernelPlan regenerate(const Codegen& codegen, const Graph& scheduled, const plan::PlanOrigin& origin) {
+  std::map<std::string, ConfigValue> options;
+  for (const auto& [name, text] : origin.options) options[name] = config::parse_value(name, text);
+  const config::Patch patch(std::move(options));
+  CodegenRequest request;
+  request.values = origin.request;
+  plan::KernelPlan p = compile_graph(codegen, scheduled, request).generated.plan;
+  p.origin = origin;
+  return p;
 }
 
 }  // namespace kiln::target

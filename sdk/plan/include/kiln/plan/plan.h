@@ -5,6 +5,10 @@
 // symbolic sizes and the memory slots intermediates share; how each size symbol is read off
 // the inputs; the guards the plan assumes; and which buffer is each output.
 //
+// A plan is native code: a runtime compiles its source and runs it. A plan saved to a file
+// carries what made it (PlanOrigin), so that a runtime given one by a user can make it again
+// from that and run it only if the two are the same (docs/plan-trust.md).
+//
 // Takes: nothing but its own fields (codegens fill them). Gives: str(), the readable form
 // `kiln show --plan` prints, and module_source(). Beside it: its JSON form (plan_json.h, with the
 // graph format's encoders for sizes, symbols, facts, attributes and tensors from sdk/graph's
@@ -12,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -125,6 +130,19 @@ struct SymbolBinding {
   int32_t dim = 0;
 };
 
+// What made a plan: the graph the codegen scheduled (after the passes), as kiln.graph JSON text;
+// the codegen request (device capabilities, e.g. arch=90); the effective value of every option
+// that affects codegen, as text config::parse_value reads; and the Kiln that made it. Empty in
+// plans that live only in a process or a cache entry (the cache's key covers the same things);
+// filled when a plan is written for someone to run later (--save-plan, debug_dir, the browser).
+struct PlanOrigin {
+  std::string graph;
+  std::map<std::string, std::string> request;
+  std::map<std::string, std::string> options;
+  std::string kiln_version;
+  bool empty() const { return graph.empty(); }
+};
+
 struct KernelPlan {
   int version = kPlanVersion;
   std::string target;   // "cpu", "cuda"
@@ -145,6 +163,7 @@ struct KernelPlan {
   std::vector<std::string> checks;
   int64_t peak_intermediate_bytes = 0;  // at the example sizes
   std::vector<std::string> guards;      // what the plan assumes, one sentence each
+  PlanOrigin origin;                    // what made it, where it was written to a file
 
   std::string str() const;
   // The whole module: prelude then every generated kernel's source (a source that an earlier

@@ -27,6 +27,12 @@ std::string plan_to_json(const KernelPlan& p);
 // Parses a plan; `source_name` starts every error message. Throws kiln::Error.
 KernelPlan plan_from_json(std::string_view text, std::string_view source_name = "<plan>");
 
+// Where `given` differs from `made`, apart from their origins: the first differing field in the
+// JSON document's order, as a phrase ("kernels[3] ('fused_exp'): its 'source'", "'prelude'"),
+// or "" when the two plans are the same. What a runtime says when it refuses a plan file that is
+// not the plan Kiln makes from the plan's origin.
+std::string plan_difference(const KernelPlan& given, const KernelPlan& made);
+
 // A plan's module text (its prelude, each kernel's source) taken out as named parts
 // ("plan.prelude", "kernel<k>.source"), leaving those fields empty: what the compile caches keep
 // beside the plan's JSON, so that a hit reads the bulk of a plan as plain bytes instead of

@@ -206,4 +206,16 @@ struct Compiled {
 };
 Compiled compile_graph(const Codegen& codegen, const Graph& g, const CodegenRequest& request);
 
+// ---- plans written to files: what made them (docs/plan-trust.md) ------------------------------
+// The origin of a plan that compile_graph made of a graph under `request` on this thread:
+// `scheduled_graph_json` is that graph as kiln.graph JSON (the caller serialises it: the graph
+// format is a frontend's), with the request, every codegen option's effective value and this
+// Kiln's version.
+plan::PlanOrigin plan_origin(std::string scheduled_graph_json, const CodegenRequest& request);
+// The plan that `codegen` makes of `scheduled` (the origin's graph, parsed) under the origin's
+// request and codegen options (set above every other config layer while it compiles), with
+// that origin: equal to the plan the origin was taken from when both came from this Kiln. A
+// runtime given a plan file runs it only then (plan::plan_difference names what differs).
+plan::KernelPlan regenerate(const Codegen& codegen, const Graph& scheduled, const plan::PlanOrigin& origin);
+
 }  // namespace kiln::target

@@ -102,6 +102,29 @@ BOOST_AUTO_TEST_CASE(costly_values_used_through_views_are_stored_once) {
   BOOST_TEST(stored(3, DType::f32, DType::bf16).empty());
 }
 
+// A channels-first net's layer norm permutes its input to channels-last, normalises, and permutes
+// back for its readers (a depthwise convolution and a residual add): the value is stored in the
+// readers' order, which is its input's, so that the readers' taps are read with unit stride
+// along their fastest dim (the channels-last store made convnext's first depthwise convolution
+// read 96 elements apart: 0.98 ms where the others took 0.21, on the H200). A permute back that
+// is not the inverse keeps the value in its own order.
+BOOST_AUTO_TEST_CASE(values_read_through_an_undone_permute_are_stored_in_the_inputs_order) {
+  // The node realized for the value the two readers share: "exp" (its own order) or "permute".
+  auto realized = [](std::vector<int64_t> back) {
+    Graph g;
+    const NodeId x = g.add_input(f32({2, 8, 6, 6}), "x");
+    NodeId v = g.add(OpId::permute, {x}, {std::vector<int64_t>{0, 2, 3, 1}});
+    for (int i = 0; i < 3; ++i) v = g.add(OpId::exp, {v}, {});
+    const NodeId p = g.add(OpId::permute, {v}, {back});
+    g.set_outputs({g.add(OpId::sub, {p, g.add(OpId::sum, {p}, {std::vector<int64_t>{1}, true})}, {})});
+    for (const std::string& d : schedule::schedule_graph(g).decisions)
+      if (d.find("used 2 times") != std::string::npos) return d.substr(d.find('(') + 1, d.find(')') - d.find('(') - 1);
+    return std::string("nothing");
+  };
+  BOOST_TEST(realized({0, 3, 1, 2}) == "permute");  // the input's order: x's own
+  BOOST_TEST(realized({0, 3, 2, 1}) == "exp");      // not the inverse: the value's own order
+}
+
 // A cat of several slices of one computed value (im2col's taps of a padded input) stores the
 // value once and reads the slices through it, instead of storing each slice: one buffer, not
 // one per tap. A slice reading little of a large value is stored alone.

@@ -180,6 +180,57 @@ class Fuser {
     return "%" + std::to_string(id) + " (" + std::string(op_name(s_.graph.node(id).op)) + ")";
   }
 
+  // Whether `base`, viewed by the chain of permutes and one-input ops from it up to `end`,
+  // computes elementwise from a stored value of its sizes read through a permute that the
+  // chain's permutes undo: then `end` holds the value in that input's order. Only unstored
+  // elementwise nodes between base and that permute count (a stored one is read as stored).
+  bool reads_input_in_readers_order(NodeId base, NodeId end) const {
+    const Graph& g = s_.graph;
+    // The chain's permutation: end's dim i is base's dim chain[i].
+    std::vector<int64_t> chain(static_cast<size_t>(g.node(base).meta.rank()));
+    for (size_t i = 0; i < chain.size(); ++i) chain[i] = static_cast<int64_t>(i);
+    std::vector<NodeId> path;
+    for (NodeId n = end; n != base; n = g.node(n).inputs[0]) path.push_back(n);
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      const Node& n = g.node(*it);
+      if (n.op == OpId::permute) {
+        const std::vector<int64_t>& p = n.attrs.ints(0);
+        std::vector<int64_t> next;
+        for (int64_t d : p) next.push_back(chain[static_cast<size_t>(d)]);
+        chain = std::move(next);
+      } else if (op_def(n.op).category == OpCategory::layout || n.meta.rank() != static_cast<int64_t>(chain.size())) {
+        return false;  // a reshape, expand or slice: not a reordering of the same elements
+      }
+    }
+    bool identity = true;
+    for (size_t i = 0; i < chain.size(); ++i) identity = identity && chain[i] == static_cast<int64_t>(i);
+    if (identity) return false;
+    const SymShape& sizes = g.node(base).meta.sizes;
+    std::vector<NodeId> todo = {base};
+    std::set<NodeId> seen;
+    while (!todo.empty()) {
+      const NodeId n = todo.back();
+      todo.pop_back();
+      if (!seen.insert(n).second || seen.size() > 64) continue;
+      for (NodeId i : g.node(n).inputs) {
+        const Node& in = g.node(i);
+        if (in.op == OpId::permute && ctx_.realized[static_cast<size_t>(in.inputs[0])] && in.meta.sizes == sizes) {
+          // in's dim j is the stored value's dim p[j]; through the chain, end's dim i is the
+          // stored value's dim p[chain[i]]: the stored order when that is the identity.
+          const std::vector<int64_t>& p = in.attrs.ints(0);
+          if (p.size() != chain.size()) continue;
+          bool undone = true;
+          for (size_t d = 0; d < chain.size(); ++d)
+            undone = undone && p[static_cast<size_t>(chain[d])] == static_cast<int64_t>(d);
+          if (undone) return true;
+        } else if (!ctx_.realized[static_cast<size_t>(i)] && op_def(in.op).category != OpCategory::layout) {
+          todo.push_back(i);  // elementwise ops keep the dims in place (broadcast operands are smaller)
+        }
+      }
+    }
+    return false;
+  }
+
   void realize() {
     const Graph& g = s_.graph;
     std::vector<int> uses(g.size(), 0), cost(g.size(), 0);
@@ -314,7 +365,13 @@ class Fuser {
           chain += step;
           base = b.inputs[0];
         }
-        if (base != id && cost[static_cast<size_t>(base)] > budget) {
+        if (base != id && cost[static_cast<size_t>(base)] > budget && reads_input_in_readers_order(base, id)) {
+          // The value is computed from an input read through a permute that the readers' views
+          // undo (a channels-first net's layer norm: permute, normalise the channels, permute
+          // back): stored in the readers' order, the input's own, the readers (a depthwise
+          // convolution's 49 taps) read it with unit stride along their fastest dim.
+          realize_node(id, why + " (stored in its readers' order, its input's)");
+        } else if (base != id && cost[static_cast<size_t>(base)] > budget) {
           realize_node(base, why + " (through " + label(id) + ")");
           cost[k] = chain;
         } else if (cat != OpCategory::layout) {

@@ -147,9 +147,33 @@ class NvptxEmitter : public render::llvm::Printer {
     return buf.kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf.slot) : "b" + std::to_string(b);
   }
   DType buffer_dtype(int32_t b) const { return s_.buffers[static_cast<size_t>(b)].dtype; }
+  // Whether buffer b has an element whatever the sizes: static sizes, none of them 0.
+  bool has_elements(int32_t b) const {
+    for (const SymInt& d : s_.buffers[static_cast<size_t>(b)].sizes)
+      if (!d.is_static() || d.hint() <= 0) return false;
+    return true;
+  }
 
   using Printer::affine;
-  std::string affine(const Affine& a, const Scope& sc) { return affine(a, sc.vars); }
+  std::string affine(const Affine& a, const Scope& sc) {
+    // In a thread's c-th consecutive element (emit_pointwise's vector path), an access with a
+    // static coefficient along that dim is base + coeff * (v + c) with c folded into the
+    // constant, so that the same element read by two of the thread's elements (a stencil's
+    // neighbouring taps) is the same expression, one load after LLVM's CSE.
+    if (vector_lane_.c != 0 && vector_lane_.dim < a.coeffs.size() && a.coeffs[vector_lane_.dim].is_static() && sc.vars[vector_lane_.dim] == vector_lane_.var) {
+      Affine shifted = a;
+      shifted.offset = a.offset + SymInt(a.coeffs[vector_lane_.dim].hint() * vector_lane_.c);
+      std::vector<std::string> vars = sc.vars;
+      vars[vector_lane_.dim] = vector_lane_.base;
+      return affine(shifted, vars);
+    }
+    return affine(a, sc.vars);
+  }
+  struct Lane {
+    size_t dim = 0;
+    int64_t c = 0;         // which of the thread's consecutive elements (0: none shifted)
+    std::string base, var;  // the dim's variable for element 0, and for element c
+  } vector_lane_;
   std::string element_ptr(int32_t b, const std::string& index) {
     return op("getelementptr ", storage_type(buffer_dtype(b)), ", ptr addrspace(1) %b", b, ", i64 ", index);
   }
@@ -171,8 +195,17 @@ class NvptxEmitter : public render::llvm::Printer {
     std::string index = affine(in.index, sc);
     if (in.gathered) index = op("add i64 ", index, ", ", convert(value(in.gather_offset(), sc), CT::i64).v);
     std::string raw;
-    if (in.masked) {
-      // Only where the mask holds (pad, cat): no read outside the buffer's own range.
+    if (in.masked && has_elements(in.buffer)) {
+      // Only where the mask holds (pad, cat): elsewhere the load reads the buffer's first
+      // element, which exists, and the value is 0. Straight-line code, so the loads of a stencil
+      // (a depthwise convolution's taps) that a thread's consecutive elements share are one load
+      // each: a branch per load kept LLVM from merging them (294 loads for 4 outputs of 49 taps).
+      const std::string m = convert(value(in.mask(), sc), CT::b).v;
+      const std::string p = op("select i1 ", m, ", ptr addrspace(1) ", element_ptr(in.buffer, index), ", ptr addrspace(1) %b", in.buffer);
+      const std::string v = op("load ", storage_type(t), ", ptr addrspace(1) ", p, ", align ", dtype_size(t));
+      raw = op("select i1 ", m, ", ", storage_type(t), " ", v, ", ", storage_type(t), " ", t == DType::f32 || t == DType::f64 || t == DType::f16 ? "0.0" : "0");
+    } else if (in.masked) {
+      // A buffer that may be empty: the load only where the mask holds.
       const std::string m = convert(value(in.mask(), sc), CT::b).v;
       raw = masked_load(t, m, [&] {
         const std::string p = element_ptr(in.buffer, index);
@@ -835,12 +868,14 @@ class NvptxEmitter : public render::llvm::Printer {
           load_reads_[li] = from_storage(buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), g[static_cast<size_t>(c)]);
         Scope sc = base.child();
         if (c > 0) sc.vars[vectors_->dim] = op("add i64 ", base.vars[vectors_->dim], ", ", c);
+        vector_lane_ = {vectors_->dim, c, base.vars[vectors_->dim], sc.vars[vectors_->dim]};
         for (size_t si = 0; si < k_.stores.size(); ++si) {
           if (vectors_->stores.count(si)) lanes[si].push_back(to_storage(buffer_dtype(k_.stores[si].buffer), value(k_.stores[si].value, sc)));
           else store(k_.stores[si], sc);
         }
       }
       load_reads_.clear();
+      vector_lane_ = {};
       for (const auto& [si, ls] : lanes) store_group(k_.stores[si].buffer, affine(k_.stores[si].index, base), ls);
       close_pointwise_loop(l);
       return;

@@ -288,7 +288,10 @@ Val Printer::pointwise(const Instr& in, const std::vector<Val>& a, const std::ve
     }
     case OpId::where: {
       const Val c = convert(a[0], CT::b);
-      const std::string x = to_dtype(a[1], out).v, y = to_dtype(a[2], out).v;
+      // A branch of the op's dtype is already a number of it (no rounding: convnext's bf16
+      // depthwise taps, each a where of a loaded bf16 and 0, rounded every tap again).
+      auto branch = [&](size_t k) { return at[k] == out ? convert(a[k], oc).v : to_dtype(a[k], out).v; };
+      const std::string x = branch(1), y = branch(2);
       return select(c.v, oc, x, y);
     }
     default: break;

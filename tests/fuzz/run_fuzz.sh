@@ -19,7 +19,9 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_
   -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_SAMPLES=OFF -DKILN_BUILD_BENCH=OFF >/dev/null
 ninja -C "$build" ${JOBS:+-j "$JOBS"} fuzz_graph_json
 onnx_fuzzer=0
-if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^fuzz_onnx_model:'; then
+# ninja -t query, not `-t targets all | grep -q`: under pipefail, grep -q's exit at the first match
+# could fail the pipeline with ninja's SIGPIPE, and the ONNX fuzzer was then skipped.
+if ninja -C "$build" -t query fuzz_onnx_model >/dev/null 2>&1; then
   ninja -C "$build" ${JOBS:+-j "$JOBS"} fuzz_onnx_model
   onnx_fuzzer=1
 fi

@@ -6,6 +6,7 @@
 #   graph_run    graph JSON, then small graphs on the reference interpreter 20000 runs, 20 s
 #   npy          .npy bytes (parse_npy, round trip)                        20000 runs, 20 s
 #   plan_json    kernel plans (plan_from_json, round trip, bind, reference kernels) 20000 runs, 20 s
+#   cache_entry  cache entries and bundles (decode_entry, load_cache_artifacts) 20000 runs, 20 s
 #   onnx_model   the ONNX loader, then the reference interpreter (only where the ONNX frontend
 #                builds: libonnx-dev, libprotobuf-dev)                     5000 runs, 30 s
 # Any finding (a crash, a sanitizer report, an exception other than kiln::Error, a failed
@@ -15,8 +16,8 @@
 #   tests/fuzz/run_fuzz.sh [BUILD_DIR]        (default: build-fuzz in the repository root)
 # Environment: CXX (default clang++-14, else clang++), JOBS (ninja -j), FUZZERS (names to run,
 # space separated; default all), FUZZ_RUNS and FUZZ_SECONDS (every fuzzer's runs and seconds),
-# <NAME>_FUZZ_RUNS and <NAME>_FUZZ_SECONDS for one of them (GRAPH_JSON, GRAPH_RUN, NPY, PLAN_JSON, ONNX:
-# these win over FUZZ_RUNS and FUZZ_SECONDS).
+# <NAME>_FUZZ_RUNS and <NAME>_FUZZ_SECONDS for one of them (GRAPH_JSON, GRAPH_RUN, NPY, PLAN_JSON,
+# CACHE_ENTRY, ONNX: these win over FUZZ_RUNS and FUZZ_SECONDS).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build-fuzz}"
@@ -24,7 +25,7 @@ cxx="${CXX:-}"
 if [[ -z "$cxx" ]]; then
   if command -v clang++-14 >/dev/null; then cxx=clang++-14; else cxx=clang++; fi
 fi
-fuzzers="${FUZZERS:-graph_json graph_run npy plan_json onnx_model}"
+fuzzers="${FUZZERS:-graph_json graph_run npy plan_json cache_entry onnx_model}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
   -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_SAMPLES=OFF -DKILN_BUILD_BENCH=OFF >/dev/null
@@ -69,8 +70,9 @@ for f in $fuzzers; do
         -max_len=65536 ;;
     npy) run npy NPY 20000 20 -dict="$root/tests/fuzz/npy.dict" -max_len=4096 ;;
     plan_json) run plan_json PLAN_JSON 20000 20 -dict="$root/tests/fuzz/plan_json.dict" -max_len=65536 ;;
+    cache_entry) run cache_entry CACHE_ENTRY 20000 20 -max_len=65536 ;;
     # Protobuf bytes of models (seeds: small models of libonnx-testdata).
     onnx_model) run onnx_model ONNX 5000 30 -max_len=4096 ;;
-    *) echo "run_fuzz.sh: unknown fuzzer '$f' (graph_json graph_run npy plan_json onnx_model)" >&2; exit 2 ;;
+    *) echo "run_fuzz.sh: unknown fuzzer '$f' (graph_json graph_run npy plan_json cache_entry onnx_model)" >&2; exit 2 ;;
   esac
 done

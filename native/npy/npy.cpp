@@ -213,7 +213,12 @@ TensorData read_npy(uint64_t size, const std::string& name, const ReadFn& read) 
   for (int64_t d : *shape)
     if (__builtin_mul_overflow(numel, d, &numel) || numel > kMaxNumel)
       fail(name, ": the array shape ", shape_text(*shape), " is too large");
-  const uint64_t need = static_cast<uint64_t>(numel) * static_cast<uint64_t>(dtype_size(*dtype));
+  // numel is at most 2^62, its bytes up to 2^65: counted with a check, or (2^31, 2^31) of '<f4'
+  // would wrap to 0 bytes and pass for a file without data.
+  uint64_t need = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), static_cast<uint64_t>(dtype_size(*dtype)), &need))
+    fail(name, ": the array shape ", shape_text(*shape), " is too large (its ", *descr,
+         " data would need more than 2^64 bytes)");
   const uint64_t have = size - prefix - header_len;
   if (have < need)
     fail(name, ": truncated .npy file: a ", *descr, " array of shape ", shape_text(*shape), " needs ", need,

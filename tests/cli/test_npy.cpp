@@ -163,6 +163,11 @@ BOOST_AUTO_TEST_CASE(truncated_and_malformed_files) {
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "no 'shape' entry"); });
   write_file(bad, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4), }", 0));
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "too large"); });
+  // 2^62 elements of 4 bytes: a byte count that wraps to 0 must not pass for a file without data.
+  write_file(bad, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2147483648, 2147483648), }", 0));
+  BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) {
+    return says(e, bad + ": the array shape (2147483648, 2147483648) is too large");
+  });
   write_file(bad, npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", 0) + "\x01\x07");
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "not 0 or 1"); });
 

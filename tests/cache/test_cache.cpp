@@ -134,6 +134,11 @@ BOOST_AUTO_TEST_CASE(every_damaged_byte_is_refused) {
     BOOST_TEST(!msg.empty(), "truncated to " << n);
   }
   BOOST_TEST(error_of([&] { (void)decode_entry(bytes + "x", "e"); }).find("truncated or overlong") != std::string::npos);
+  // A length field of 2^64 - 1 is said as it is, not as the 35 bytes header + length + checksum wrap to.
+  std::string huge_length = bytes;
+  for (size_t i = 12; i < 20; ++i) huge_length[i] = '\xff';
+  BOOST_TEST(error_of([&] { (void)decode_entry(huge_length, "e"); }).find("the header says 18446744073709551615)") !=
+             std::string::npos);
   BOOST_TEST(error_of([&] { (void)decode_entry("hello", "e"); }) ==
              "e: not a Kiln cache entry (5 bytes, shorter than the header)");
   std::string wrong_version = bytes;

@@ -113,6 +113,23 @@ BOOST_AUTO_TEST_CASE(bf16_is_saved_as_f32) {
   for (int i = 0; i < 3; ++i) BOOST_TEST(b.data_as<float>()[i] == values[i]);
 }
 
+// parse_npy and npy_bytes are the file functions' reader and writer on bytes: the same bytes,
+// the same tensor, the same errors (named by the source name given).
+BOOST_AUTO_TEST_CASE(bytes_are_what_files_hold) {
+  TensorData a = TensorData::empty_host(DType::i32, {3, 2});
+  for (int64_t i = 0; i < a.numel(); ++i) a.data_as<int32_t>()[i] = static_cast<int32_t>(i * 7 - 3);
+  const std::string path = temp_path("bytes.npy");
+  npy::save_npy(a, path);
+  const std::string bytes = npy::npy_bytes(a);
+  BOOST_TEST(read_file(path) == bytes);
+  const TensorData b = npy::parse_npy(bytes, "mem.npy");
+  BOOST_TEST(b.sizes == a.sizes);
+  BOOST_TEST(std::memcmp(a.data(), b.data(), 24) == 0);
+  BOOST_CHECK_EXCEPTION(npy::parse_npy(bytes.substr(0, bytes.size() - 1), "mem.npy"), Error,
+                        [&](const Error& e) { return says(e, "mem.npy: truncated .npy file"); });
+  std::filesystem::remove(path);
+}
+
 BOOST_AUTO_TEST_CASE(truncated_and_malformed_files) {
   TensorData a = TensorData::empty_host(DType::f64, {4, 4});
   const std::string good = temp_path("good.npy");
@@ -146,6 +163,11 @@ BOOST_AUTO_TEST_CASE(truncated_and_malformed_files) {
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "no 'shape' entry"); });
   write_file(bad, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4), }", 0));
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "too large"); });
+  // 2^62 elements of 4 bytes: a byte count that wraps to 0 must not pass for a file without data.
+  write_file(bad, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2147483648, 2147483648), }", 0));
+  BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) {
+    return says(e, bad + ": the array shape (2147483648, 2147483648) is too large");
+  });
   write_file(bad, npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", 0) + "\x01\x07");
   BOOST_CHECK_EXCEPTION(npy::load_npy(bad), Error, [&](const Error& e) { return says(e, "not 0 or 1"); });
 

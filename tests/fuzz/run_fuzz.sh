@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# Builds the graph-format fuzzer (and, when the ONNX frontend builds, the ONNX loader fuzzer) with
-# clang, ASan and UBSan in its own build folder and runs each over its seed corpus, then for
-# -runs=20000 -max_total_time=60 more inputs (the ONNX one: ONNX_FUZZ_RUNS, ONNX_FUZZ_SECONDS,
-# default 5000 and 30). CI calls this.
+# Builds the libFuzzer targets of tests/fuzz with clang, ASan and UBSan in their own build folder
+# and runs each over its committed seed corpus (tests/fuzz/corpus/<name>), then on new inputs
+# until it has run -runs inputs or -max_total_time seconds. CI calls this. The fuzzers:
+#   graph_json   the JSON graph format (from_json, round trip)            20000 runs, 20 s
+#   graph_run    graph JSON, then small graphs on the reference interpreter 20000 runs, 20 s
+#   npy          .npy bytes (parse_npy, round trip)                        20000 runs, 20 s
+#   plan_json    kernel plans (plan_from_json, round trip, bind, reference kernels) 20000 runs, 20 s
+#   cache_entry  cache entries and bundles (decode_entry, load_cache_artifacts) 20000 runs, 20 s
+#   onnx_model   the ONNX loader, then the reference interpreter (only where the ONNX frontend
+#                builds: libonnx-dev, libprotobuf-dev)                     5000 runs, 30 s
+# Any finding (a crash, a sanitizer report, an exception other than kiln::Error, a failed
+# round trip) stops the script with the fuzzer's report; the input is in
+# BUILD_DIR/fuzz/<name>/artifacts/. New inputs go to BUILD_DIR/fuzz/<name>/corpus, never into the
+# committed seeds. Longer runs by hand: e.g. FUZZERS=plan_json FUZZ_SECONDS=600 FUZZ_RUNS=-1.
 #   tests/fuzz/run_fuzz.sh [BUILD_DIR]        (default: build-fuzz in the repository root)
-# Environment: CXX (default clang++-14, else clang++), FUZZ_RUNS, FUZZ_SECONDS, JOBS (ninja -j).
+# Environment: CXX (default clang++-14, else clang++), JOBS (ninja -j), FUZZERS (names to run,
+# space separated; default all), FUZZ_RUNS and FUZZ_SECONDS (every fuzzer's runs and seconds),
+# <NAME>_FUZZ_RUNS and <NAME>_FUZZ_SECONDS for one of them (GRAPH_JSON, GRAPH_RUN, NPY, PLAN_JSON,
+# CACHE_ENTRY, ONNX: these win over FUZZ_RUNS and FUZZ_SECONDS).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build-fuzz}"
@@ -12,36 +25,54 @@ cxx="${CXX:-}"
 if [[ -z "$cxx" ]]; then
   if command -v clang++-14 >/dev/null; then cxx=clang++-14; else cxx=clang++; fi
 fi
-runs="${FUZZ_RUNS:-20000}"
-seconds="${FUZZ_SECONDS:-60}"
+fuzzers="${FUZZERS:-graph_json graph_run npy plan_json cache_entry onnx_model}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
   -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_SAMPLES=OFF -DKILN_BUILD_BENCH=OFF >/dev/null
-ninja -C "$build" ${JOBS:+-j "$JOBS"} fuzz_graph_json
-onnx_fuzzer=0
-if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^fuzz_onnx_model:'; then
-  ninja -C "$build" ${JOBS:+-j "$JOBS"} fuzz_onnx_model
-  onnx_fuzzer=1
-fi
+# The ONNX fuzzer exists only where the ONNX frontend builds. (ninja -t query, not `-t targets |
+# grep -q`: under pipefail grep -q's early exit can fail the pipeline with SIGPIPE.)
+targets=()
+for f in $fuzzers; do
+  if [[ "$f" == onnx_model ]] && ! ninja -C "$build" -t query fuzz_onnx_model >/dev/null 2>&1; then
+    echo "fuzz_onnx_model: not built (no ONNX frontend in this build: libonnx-dev, libprotobuf-dev)"
+    fuzzers="${fuzzers/onnx_model/}"
+    continue
+  fi
+  targets+=("fuzz_$f")
+done
+ninja -C "$build" ${JOBS:+-j "$JOBS"} "${targets[@]}"
 
-# New inputs go to a scratch corpus, never into the committed seeds.
-work="$build/fuzz/graph_json"
-mkdir -p "$work/corpus" "$work/artifacts"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
-"$build/tests/fuzz/fuzz_graph_json" -dict="$root/tests/fuzz/graph_json.dict" -max_len=65536 \
-  -artifact_prefix="$work/artifacts/" -runs="$runs" -max_total_time="$seconds" -print_final_stats=1 \
-  "$work/corpus" "$root/tests/fuzz/corpus/graph_json"
-echo "fuzz_graph_json: no findings"
 
-# The ONNX loader: protobuf bytes of models (seeds: small models of libonnx-testdata).
-if [[ "$onnx_fuzzer" == 1 ]]; then
-  work="$build/fuzz/onnx_model"
+# run NAME ENV_PREFIX DEFAULT_RUNS DEFAULT_SECONDS [libFuzzer flags...]
+run() {
+  local name=$1 prefix=$2 runs=$3 seconds=$4
+  shift 4
+  local runs_var="${prefix}_FUZZ_RUNS" seconds_var="${prefix}_FUZZ_SECONDS"
+  runs="${!runs_var:-${FUZZ_RUNS:-$runs}}"
+  seconds="${!seconds_var:-${FUZZ_SECONDS:-$seconds}}"
+  local work="$build/fuzz/$name" seeds=()
   mkdir -p "$work/corpus" "$work/artifacts"
-  "$build/tests/fuzz/fuzz_onnx_model" -max_len=4096 -artifact_prefix="$work/artifacts/" \
-    -runs="${ONNX_FUZZ_RUNS:-5000}" -max_total_time="${ONNX_FUZZ_SECONDS:-30}" -print_final_stats=1 \
-    "$work/corpus" "$root/tests/fuzz/corpus/onnx_model"
-  echo "fuzz_onnx_model: no findings"
-else
-  echo "fuzz_onnx_model: not built (no ONNX frontend in this build: libonnx-dev, libprotobuf-dev)"
-fi
+  [[ -d "$root/tests/fuzz/corpus/$name" ]] && seeds+=("$root/tests/fuzz/corpus/$name")
+  # The scratch corpus first: libFuzzer writes new inputs to the first folder it is given.
+  "$build/tests/fuzz/fuzz_$name" "$work/corpus" "${seeds[@]}" "$@" -artifact_prefix="$work/artifacts/" \
+    -runs="$runs" -max_total_time="$seconds" -print_final_stats=1
+  echo "fuzz_$name: no findings"
+}
+
+for f in $fuzzers; do
+  case "$f" in
+    graph_json) run graph_json GRAPH_JSON 20000 20 -dict="$root/tests/fuzz/graph_json.dict" -max_len=65536 ;;
+    # Seeds: the graph_json corpus (the same graphs, now run), and corpus/graph_run's own.
+    graph_run)
+      run graph_run GRAPH_RUN 20000 20 "$root/tests/fuzz/corpus/graph_json" -dict="$root/tests/fuzz/graph_json.dict" \
+        -max_len=65536 ;;
+    npy) run npy NPY 20000 20 -dict="$root/tests/fuzz/npy.dict" -max_len=4096 ;;
+    plan_json) run plan_json PLAN_JSON 20000 20 -dict="$root/tests/fuzz/plan_json.dict" -max_len=65536 ;;
+    cache_entry) run cache_entry CACHE_ENTRY 20000 20 -max_len=65536 ;;
+    # Protobuf bytes of models (seeds: small models of libonnx-testdata).
+    onnx_model) run onnx_model ONNX 5000 30 -max_len=4096 ;;
+    *) echo "run_fuzz.sh: unknown fuzzer '$f' (graph_json graph_run npy plan_json cache_entry onnx_model)" >&2; exit 2 ;;
+  esac
+done

@@ -99,8 +99,13 @@ BOOST_AUTO_TEST_CASE(tensor_sizes_that_wrap_or_exceed_the_limit_are_refused) {
   BOOST_TEST(contains(huge, "needs 4611686018427387904 bytes, more than a tensor may have (2^48)"));
   BOOST_TEST(contains(kiln_test_util::error_of([&] { TensorData::empty_host(DType::f32, {-1}); }), "negative size -1"));
   BOOST_TEST(caught_as_kiln_error([&] { TensorData::empty_host(DType::f64, {big, big}); }));
-  // An empty tensor of a huge other dimension is fine (no element), and so is an ordinary one.
+  // An empty tensor of a huge other dimension is fine (no element), and so is an ordinary one;
+  // one whose strides wrap is not (fuzz_npy: a .npy file of shape (0, 10000, 80000, 10000010000,
+  // 702) overflowed in contiguous_strides).
   BOOST_TEST(TensorData::empty_host(DType::f32, {0, int64_t{1} << 62}).numel() == 0);
+  BOOST_TEST(TensorData::empty_host(DType::f32, {big, big, big, 0}).numel() == 0);
+  BOOST_TEST(contains(kiln_test_util::error_of([&] { TensorData::empty_host(DType::f32, {0, big * 2, big * 2, 4}); }),
+                      "one of its strides overflows 64-bit integers"));
   BOOST_TEST(TensorData::empty_host(DType::f32, {4, 4}).storage->nbytes() == 64u);
 }
 

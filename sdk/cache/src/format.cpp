@@ -126,9 +126,9 @@ Entry decode_entry(std::string_view bytes, std::string_view source) {
              ", this build reads version ", kEntryFormatVersion);
   const uint64_t body_size = header.u64();
   const size_t head = sizeof kEntryMagic + 12;
-  KILN_CHECK(body_size <= bytes.size() - head - 16 && head + body_size + 16 == bytes.size(), where,
-             ": truncated or overlong cache entry (", bytes.size(), " bytes, the header says ", head + body_size + 16,
-             ")");
+  // Said as the body's length (header + body + checksum can wrap: a length of 2^64 - 1 "needs" 35 bytes).
+  KILN_CHECK(body_size == bytes.size() - head - 16, where, ": truncated or overlong cache entry (", bytes.size(),
+             " bytes, so ", bytes.size() - head - 16, " bytes of fields; the header says ", body_size, ")");
   const XXH128_hash_t h = XXH3_128bits(bytes.data(), head + body_size);
   detail::Reader tail(bytes.substr(head + body_size), where);
   const uint64_t hi = tail.u64(), lo = tail.u64();

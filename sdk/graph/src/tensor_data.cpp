@@ -33,17 +33,18 @@ TensorData TensorData::empty_host(DType dtype, std::vector<int64_t> sizes) {
   TensorData t;
   t.dtype = dtype;
   t.sizes = std::move(sizes);
+  for (int64_t s : t.sizes) KILN_CHECK(s >= 0, "cannot allocate a tensor with negative size ", s);
+  // Multiplied from the last dim, as contiguous_strides does: each partial product is a stride,
+  // and a zero-size dim does not keep the strides of the dims after it small ([0, 2^32, 2^32, 4]
+  // has no element and a stride of 2^66).
   int64_t n = 1;
   bool wrapped = false;
-  for (int64_t s : t.sizes) {
-    KILN_CHECK(s >= 0, "cannot allocate a tensor with negative size ", s);
-    wrapped = wrapped || __builtin_mul_overflow(n, s, &n);
-  }
+  for (size_t i = t.sizes.size(); i-- > 0;) wrapped = wrapped || __builtin_mul_overflow(n, t.sizes[i], &n);
   int64_t bytes = 0;
   wrapped = wrapped || __builtin_mul_overflow(n, dtype_size(dtype), &bytes);
   auto shape = [&] { return shape_str(static_shape(t.sizes)); };
   KILN_CHECK(!wrapped, "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(),
-             ": its size in bytes overflows 64-bit integers");
+             ": its size in bytes or one of its strides overflows 64-bit integers");
   KILN_CHECK(bytes <= kMaxTensorBytes, "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(), ": it needs ", bytes,
              " bytes, more than a tensor may have (2^48)");
   t.strides = contiguous_strides(std::span<const int64_t>(t.sizes));

@@ -171,7 +171,8 @@ class NvptxEmitter : public render::llvm::Printer {
   }
   struct Lane {
     size_t dim = 0;
-    int64_t c = 0;         // which of the thread's consecutive elements (0: none shifted)
+    bool active = false;   // in a thread's consecutive elements
+    int64_t c = 0;         // which of them (0: none shifted)
     std::string base, var;  // the dim's variable for element 0, and for element c
   } vector_lane_;
   std::string element_ptr(int32_t b, const std::string& index) {
@@ -195,11 +196,13 @@ class NvptxEmitter : public render::llvm::Printer {
     std::string index = affine(in.index, sc);
     if (in.gathered) index = op("add i64 ", index, ", ", convert(value(in.gather_offset(), sc), CT::i64).v);
     std::string raw;
-    if (in.masked && has_elements(in.buffer)) {
+    if (in.masked && vector_lane_.active && has_elements(in.buffer)) {
       // Only where the mask holds (pad, cat): elsewhere the load reads the buffer's first
       // element, which exists, and the value is 0. Straight-line code, so the loads of a stencil
       // (a depthwise convolution's taps) that a thread's consecutive elements share are one load
       // each: a branch per load kept LLVM from merging them (294 loads for 4 outputs of 49 taps).
+      // One element a thread, nothing is shared and the branch skips the loads the mask drops
+      // (convnext's 14x14 depthwise convolutions: 0.054 ms with branches, 0.063 without).
       const std::string m = convert(value(in.mask(), sc), CT::b).v;
       const std::string p = op("select i1 ", m, ", ptr addrspace(1) ", element_ptr(in.buffer, index), ", ptr addrspace(1) %b", in.buffer);
       const std::string v = op("load ", storage_type(t), ", ptr addrspace(1) ", p, ", align ", dtype_size(t));
@@ -868,7 +871,7 @@ class NvptxEmitter : public render::llvm::Printer {
           load_reads_[li] = from_storage(buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), g[static_cast<size_t>(c)]);
         Scope sc = base.child();
         if (c > 0) sc.vars[vectors_->dim] = op("add i64 ", base.vars[vectors_->dim], ", ", c);
-        vector_lane_ = {vectors_->dim, c, base.vars[vectors_->dim], sc.vars[vectors_->dim]};
+        vector_lane_ = {vectors_->dim, true, c, base.vars[vectors_->dim], sc.vars[vectors_->dim]};
         for (size_t si = 0; si < k_.stores.size(); ++si) {
           if (vectors_->stores.count(si)) lanes[si].push_back(to_storage(buffer_dtype(k_.stores[si].buffer), value(k_.stores[si].value, sc)));
           else store(k_.stores[si], sc);

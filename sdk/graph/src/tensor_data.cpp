@@ -1,5 +1,6 @@
 #include "kiln/graph/tensor_data.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -53,6 +54,9 @@ TensorData TensorData::empty_host(DType dtype, std::vector<int64_t> sizes) {
 }
 
 int64_t TensorData::numel() const {
+  // A zero anywhere first: [2^31, 2^31, 2^31, 0] has no element, and its leading product would
+  // overflow (empty_host allocates such a tensor: its strides fit).
+  if (std::find(sizes.begin(), sizes.end(), int64_t{0}) != sizes.end()) return 0;
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;

@@ -1,4 +1,4 @@
-// kiln cache ls|stats|clear|export FILE|import FILE|bench: the on-disk compile cache
+// kiln cache ls|verify|stats|clear|export FILE|import FILE|bench: the on-disk compile cache
 // (docs/cache.md).
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -35,6 +35,10 @@ const char* kDetails =
     "subcommands:\n"
     "  ls             every entry: key, size, last use, what it holds (damaged ones say so);\n"
     "                 --remote: those of the remote cache (Redis) instead of the disk\n"
+    "  verify         checks every entry as a cache hit would use it: signature (KILN_CACHE_SECRET),\n"
+    "                 checksum, plan and artifacts loaded by its target (nothing runs); removes those\n"
+    "                 that fail (the next compile writes them again), says why it skips any (another\n"
+    "                 Kiln version, device, or a target missing here); exit status 1 when it removed any\n"
     "  stats          the directory, entry count, bytes against the size bound\n"
     "  clear          removes every entry\n"
     "  export FILE    writes this host's entries as one bundle (kiln::load_cache_artifacts reads it)\n"
@@ -391,7 +395,7 @@ const CommandSpec& cache_spec() {
 
 int cmd_cache(std::span<char* const> args) {
   const CommandSpec& spec = cache_spec();
-  if (args.empty()) throw UsageError("kiln cache: give a subcommand (ls, stats, clear, export FILE, import FILE, bench)\n" + command_help(spec));
+  if (args.empty()) throw UsageError("kiln cache: give a subcommand (ls, verify, stats, clear, export FILE, import FILE, bench)\n" + command_help(spec));
   const std::string sub = args[0];
   if (sub == "--help" || sub == "-h") {
     std::cout << command_help(spec);
@@ -424,7 +428,21 @@ int cmd_cache(std::span<char* const> args) {
   if (sub == "bench-one") return bench_one(positional[0], a.has("--small"), a.has("--device") ? a.get("--device") : "cpu");
   if (sub == "bench") return bench(a);
 
+  // The layers as a compile sets them up: the signer of KILN_CACHE_SECRET, the remote store.
+  (void)kiln::remote_cache_store();
   cache::DiskStore disk = cache::disk_store();
+  if (sub == "verify") {
+    size_t counts[3] = {0, 0, 0};
+    for (const kiln::CacheEntryCheck& c : kiln::verify_disk_cache()) {
+      ++counts[c.verdict];
+      const char* verdict = c.verdict == kiln::CacheEntryCheck::ok ? "ok" : c.verdict == kiln::CacheEntryCheck::removed ? "REMOVED" : "skipped";
+      std::cout << c.key << "  " << verdict << ": " << c.detail;
+      if (!c.description.empty()) std::cout << "  (" << c.description << ")";
+      std::cout << "\n";
+    }
+    std::cout << counts[0] << " ok, " << counts[1] << " removed, " << counts[2] << " skipped in " << disk.dir() << "\n";
+    return counts[1] ? 1 : 0;
+  }
   if (sub == "ls") {
     // The disk, or with --remote the remote cache (Redis keeps no last-use time: "-").
     std::shared_ptr<cache::Store> remote;
@@ -489,7 +507,7 @@ int cmd_cache(std::span<char* const> args) {
     std::cout << "\n";
     return r.loaded == 0 && !r.reason.empty() ? 1 : 0;
   }
-  throw UsageError("kiln cache: unknown subcommand '" + sub + "' (ls, stats, clear, export FILE, import FILE, bench)");
+  throw UsageError("kiln cache: unknown subcommand '" + sub + "' (ls, verify, stats, clear, export FILE, import FILE, bench)");
 }
 
 }  // namespace kiln::cli

@@ -14,10 +14,12 @@
 #include "commands.h"
 #include "input_checks.h"
 #include "model_files.h"
+#include "plan_files.h"
 #include "kiln/graph/files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
 #include "kiln/cache/cache.h"
+#include "kiln/caches.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
@@ -40,30 +42,10 @@ std::vector<std::string> available_targets() {
 
 // --save-plan FILE: the plan as kiln.plan JSON, before it runs (so a plan that fails is kept too).
 void save_plan_if_asked(const ParsedArgs& a, const plan::KernelPlan& p) {
-  if (!a.has("--save-plan")) return;
-  std::ofstream f(a.get("--save-plan"), std::ios::binary);
-  f << plan::plan_to_json(p);
-  KILN_CHECK(f.good(), "kiln run --save-plan: cannot write ", a.get("--save-plan"));
+  if (a.has("--save-plan")) write_plan_file(a.get("--save-plan"), p, "kiln run --save-plan");
 }
 
 double element(const TensorData& t, int64_t flat);  // below
-
-// A plan file is native code (docs/plan-trust.md): it runs only if it is the plan this Kiln makes
-// from what the plan says made it (its origin: the scheduled graph, the codegen request and
-// options), byte for byte, unless the user vouches for it with --trust-plan.
-void check_plan_is_kilns(const plan::KernelPlan& p, const std::string& file) {
-  const std::string escape = " A plan is native code: Kiln runs a plan file only when it makes the same plan from the plan's origin; run it with --trust-plan if you trust whoever made or edited it.";
-  KILN_CHECK(!p.origin.empty(), "kiln run: ", file, " does not say what made it (it has no 'origin': it was written by a Kiln before plans carried one, or edited).", escape);
-  const Graph scheduled = format::from_json(p.origin.graph, file + ": origin.graph");
-  const plan::KernelPlan made = target::regenerate(target::codegen(p.target), scheduled, p.origin);
-  const std::string difference = plan::plan_difference(p, made);
-  if (difference.empty()) return;
-  const std::string version = cache::kiln_version();
-  fail("kiln run: ", file, " is not the plan Kiln makes from its origin: ", difference, " differs",
-       p.origin.kiln_version == version ? std::string(" (it was edited after it was made)")
-                                        : " (it was made by Kiln " + p.origin.kiln_version + ", this is " + version + ")",
-       ".", escape);
-}
 
 // The outputs of one run of `p`, copied to the host.
 std::vector<TensorData> run_on_host(target::Runtime& rt, const target::LoadedPlan& p, const std::vector<TensorData>& inputs) {
@@ -79,6 +61,9 @@ std::vector<TensorData> run_on_host(target::Runtime& rt, const target::LoadedPla
 // it again: the median device time where the target has device timers (inputs on the device,
 // and each kernel's time in the last run), else the median wall time; every run must give the
 // same bits as the first.
+std::vector<TensorData> run_loaded(target::Runtime& rt, const std::shared_ptr<target::LoadedPlan>& exe,
+                                   const std::vector<TensorData>& inputs, const ParsedArgs& a);
+
 std::vector<TensorData> run_plan(const std::string& target_name, plan::KernelPlan p, const std::vector<TensorData>& inputs,
                                  const ParsedArgs& a) {
   KILN_CHECK(p.target == target_name, "kiln run: the plan is for target '", p.target, "', not '", target_name,
@@ -89,7 +74,13 @@ std::vector<TensorData> run_plan(const std::string& target_name, plan::KernelPla
   KILN_CHECK(rt.available(&why), "kiln run --target ", target_name, ": ", why);
   target::LoadOptions options;
   options.device = Device{rt.device_type(), 0};
-  const std::shared_ptr<target::LoadedPlan> exe = rt.load({std::move(p), {}}, nullptr, options, nullptr);
+  return run_loaded(rt, rt.load({std::move(p), {}}, nullptr, options, nullptr), inputs, a);
+}
+
+std::vector<TensorData> run_loaded(target::Runtime& rt, const std::shared_ptr<target::LoadedPlan>& exe,
+                                   const std::vector<TensorData>& inputs, const ParsedArgs& a) {
+  target::LoadOptions options;
+  options.device = Device{rt.device_type(), 0};
   const std::vector<TensorData> outputs = run_on_host(rt, *exe, inputs);
   if (!a.has("--repeat")) return outputs;
   const int repeat = std::max(1, std::atoi(a.get("--repeat").c_str()));
@@ -239,8 +230,11 @@ const CommandSpec& run_spec() {
       "browser inspector) runs with --random on its target's runtime (--target, default the plan's):\n"
       "inputs at the symbols' example sizes, the values a graph run with the same seed makes.\n"
       "A plan is native code: it runs only when Kiln makes the same plan, byte for byte, from the\n"
-      "graph, request and options the plan says made it (its origin), else an error names the first\n"
-      "kernel or field that differs; --trust-plan runs it anyway (docs/plan-trust.md).\n",
+      "graph, request and options the plan says made it (its origin), or when it is signed with\n"
+      "KILN_CACHE_SECRET (plans written while it is set are signed); else an error names the first\n"
+      "kernel or field that differs; --trust-plan runs it anyway (docs/plan-trust.md).\n"
+      "A graph compiles through the compile caches, as kiln::compile does (KILN_CACHE_DIR,\n"
+      "KILN_ASSERT_NO_COMPILE).\n",
       {{"--target", "NAME", "where to run it: reference (default), cpu, cuda, vulkan"},
        {"--inputs", "A.npy,B.npy", "the inputs, comma separated, in the graph's input order"},
        {"--random", "", "make random inputs instead"},
@@ -292,7 +286,7 @@ int cmd_run(std::span<char* const> args) {
       KILN_CHECK(a.has("--random") && !a.has("--check"), "kiln run: a plan file runs with --random (and no --check: ",
                  "the plan has no graph to compare with)");
       plan::KernelPlan p = plan::plan_from_json(text, a.positional[0]);
-      if (!a.has("--trust-plan")) check_plan_is_kilns(p, a.positional[0]);
+      if (!a.has("--trust-plan")) check_plan_may_run(p, a.positional[0]);
       // Without --target, on the target the plan was made for.
       const std::string plan_target = a.has("--target") ? target : p.target;
       std::vector<int64_t> examples;
@@ -366,12 +360,17 @@ int cmd_run(std::span<char* const> args) {
     target::Runtime& rt = target::runtime(target);
     std::string why;
     KILN_CHECK(rt.available(&why), "kiln run --target ", target, ": ", why);
-    const target::CodegenRequest request = rt.codegen_request(Device{rt.device_type(), 0});
+    const Device device{rt.device_type(), 0};
     const Graph scheduled = passes::run_default_pipeline(g);
-    plan::KernelPlan p = target::compile_graph(target::codegen(target), scheduled, request).generated.plan;
-    // A plan written for later carries what made it (checked when it is run as a file).
-    if (a.has("--save-plan")) p.origin = target::plan_origin(format::to_json(scheduled, -1), request);
-    outputs = run_plan(target, std::move(p), inputs, a);
+    // Through the compile caches as kiln::compile goes (memory, disk, remote; assert_no_compile).
+    const std::shared_ptr<target::LoadedPlan> exe = kiln::cached_target_plan(scheduled, device);
+    if (a.has("--save-plan")) {
+      // A plan written for later carries what made it (checked when it is run as a file).
+      plan::KernelPlan p = exe->plan();
+      p.origin = target::plan_origin(format::to_json(scheduled, -1), rt.codegen_request(device));
+      save_plan_if_asked(a, p);
+    }
+    outputs = run_loaded(rt, exe, inputs, a);
   }
   int bad = 0;
   if (a.has("--check")) {

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "input_checks.h"
 #include "model_files.h"
+#include "plan_files.h"
 #include "kiln/graph/files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
@@ -29,7 +30,8 @@ const CommandSpec& show_spec() {
        {"--plan", "", "print the kernel plan: kernels, launch shapes, provenance, buffers, guards"},
        {"--code", "", "print the generated module (LLVM IR for cpu, CUDA C for cuda, GLSL for vulkan)"},
        {"--target", "NAME", "the codegen to show: cpu (default), cuda, vulkan"},
-       {"--save-plan", "FILE", "write the kernel plan as JSON (kiln show / kiln run take such files)"}}};
+       {"--save-plan", "FILE", "write the kernel plan as JSON (kiln show / kiln run take such files); given a plan file, "
+                               "write it again; signed with KILN_CACHE_SECRET when set (docs/plan-trust.md)"}}};
   return spec;
 }
 
@@ -46,7 +48,14 @@ int cmd_show(std::span<char* const> args) {
     std::ifstream in(a.positional[0]);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
-      std::cout << plan::plan_from_json(text, a.positional[0]).str();
+      const plan::KernelPlan p = plan::plan_from_json(text, a.positional[0]);
+      std::cout << p.str();
+      // A plan file written again: signed with KILN_CACHE_SECRET when set, which is how a
+      // secret's holder vouches for a plan that was edited (docs/plan-trust.md).
+      if (a.has("--save-plan")) {
+        write_plan_file(a.get("--save-plan"), p, "kiln show --save-plan");
+        std::cout << "\nwrote " << a.get("--save-plan") << (p.signature.empty() ? "" : " (its old signature replaced)") << "\n";
+      }
       return 0;
     }
   }
@@ -85,11 +94,9 @@ int cmd_show(std::span<char* const> args) {
     if (a.has("--plan")) std::cout << "\n" << p.str();
     if (a.has("--code")) std::cout << "\n" << p.module_source();
     if (a.has("--save-plan")) {
-      std::ofstream out(a.get("--save-plan"));
       plan::KernelPlan saved = p;  // with what made it, so that `kiln run` can check it
       saved.origin = target::plan_origin(format::to_json(scheduled, -1), {});
-      out << plan::plan_to_json(saved);
-      KILN_CHECK(out.good(), "cannot write the plan to '", a.get("--save-plan"), "'");
+      write_plan_file(a.get("--save-plan"), std::move(saved), "kiln show --save-plan");
       std::cout << "\nwrote " << a.get("--save-plan") << "\n";
     }
   }

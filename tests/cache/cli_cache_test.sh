@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kiln cache ls|stats|clear|export|import end to end: usage: cli_cache_test.sh KILN WORKDIR [redis]
+# kiln cache ls|verify|stats|clear|export|import end to end: usage: cli_cache_test.sh KILN WORKDIR [redis]
 # (redis: the build has the Redis store; ls --remote is then tested against a redis-server of
 # this script's own)
 set -euo pipefail
@@ -37,6 +37,22 @@ set -e
 [ $rc -eq 1 ] || fail "importing a version-7 bundle exited $rc"
 echo "$out" | grep -q "imported 0 entries.*format version 7, this build reads version 1" || fail "no reason: $out"
 [ -z "$(ls -A "$W/c" 2>/dev/null)" ] || fail "a refused bundle left entries"
+
+# verify loads every entry as a hit would; an entry stripped of its artifacts or damaged is
+# removed (exit status 1), the rest stay.
+$K cache verify > "$W/verify.txt" || fail "verify of a good cache: $(cat "$W/verify.txt")"
+tail -1 "$W/verify.txt" | grep -q "^$n ok, 0 removed, 0 skipped in $W/a$" || fail "verify: $(cat "$W/verify.txt")"
+cp -r "$W/a" "$W/v"
+g=$(ls "$W/v"/*.kce | head -1)
+printf 'garbage' > "$g"
+set +e
+KILN_CACHE_DIR=$W/v $K cache verify > "$W/verify2.txt"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "verify with a damaged entry exited $rc"
+grep -q "REMOVED: .*not a Kiln cache entry" "$W/verify2.txt" || fail "verify: $(cat "$W/verify2.txt")"
+[ ! -e "$g" ] || fail "verify left the damaged entry"
+[ "$(ls "$W/v"/*.kce | wc -l)" -eq $((n - 1)) ] || fail "verify removed good entries"
 
 # A damaged entry is shown as damaged by ls.
 f=$(ls "$W/a"/*.kce | head -1)

@@ -2,6 +2,8 @@
 // bundles.
 #include <boost/test/unit_test.hpp>
 
+#include <sstream>
+
 #include <sys/stat.h>
 
 #include <chrono>
@@ -382,6 +384,86 @@ BOOST_AUTO_TEST_CASE(bundle_round_trip_and_refusals) {
   BOOST_TEST(error_of([&] { (void)load_cache_artifacts("KILN", device); }).find("not a Kiln cache bundle") !=
              std::string::npos);
   BOOST_TEST(DiskStore(d.path.string(), 1 << 20).list().empty());
+  reset_memory_for_testing();
+}
+
+// A keyed toy MAC (32 bytes): the mechanism under test is the format and who checks it; the
+// real one (HMAC-SHA256) is native/cache's, tested with Redis.
+Signer test_signer(const std::string& secret) {
+  return Signer{"TEST_SECRET", [secret](std::string_view bytes) { return hash_hex(secret + std::string(bytes)); }};
+}
+
+struct SignerScope {
+  explicit SignerScope(std::optional<Signer> s) { set_signer(std::move(s)); }
+  ~SignerScope() { set_signer(std::nullopt); }
+};
+
+BOOST_AUTO_TEST_CASE(signatures_format_and_checks) {
+  const Signer a = test_signer("a"), b = test_signer("b");
+  const std::string signed_bytes = sign("payload", a);
+  BOOST_TEST(signed_bytes.rfind("KSIG1", 0) == 0u);
+  BOOST_TEST(signed_bytes.size() == 5u + 32u + 7u);
+  BOOST_TEST(verify(signed_bytes, a).value() == "payload");
+  BOOST_TEST(!verify(signed_bytes, b));
+  BOOST_TEST(!verify("payload", a));
+  BOOST_TEST(!verify("KSIG1short", a));
+  std::string edited = signed_bytes;
+  edited.back() ^= 1;
+  BOOST_TEST(!verify(edited, a));
+  BOOST_TEST(strip_signature(signed_bytes) == "payload");
+  BOOST_TEST(strip_signature("payload") == "payload");
+}
+
+BOOST_AUTO_TEST_CASE(disk_store_with_a_signer_keeps_only_what_it_signed) {
+  TempDir d;
+  DiskStore s(d.path.string(), 1 << 20);
+  const std::string k1 = hash_hex("1"), k2 = hash_hex("2"), k3 = hash_hex("3");
+  s.put(k1, "unsigned");  // before the secret was set
+  {
+    SignerScope scope(test_signer("a"));
+    s.put(k2, "signed by a");
+    std::ifstream in(s.path_of(k2), std::ios::binary);
+    std::stringstream raw;
+    raw << in.rdbuf();
+    BOOST_TEST(raw.str().rfind("KSIG1", 0) == 0u);
+    BOOST_TEST(*s.get(k2) == "signed by a");
+    BOOST_TEST(!s.get(k1));  // unsigned: removed, a miss
+    BOOST_TEST(!fs::exists(s.path_of(k1)));
+  }
+  {
+    SignerScope scope(test_signer("b"));
+    s.put(k3, "signed by b");
+    BOOST_TEST(!s.get(k2));  // another secret's: removed
+    BOOST_TEST(!fs::exists(s.path_of(k2)));
+    BOOST_TEST(*s.get(k3) == "signed by b");
+  }
+  BOOST_TEST(*s.get(k3) == "signed by b");  // no secret: the disk is trusted, the payload read
+}
+
+BOOST_AUTO_TEST_CASE(bundles_with_a_signer) {
+  TempDir d;
+  config::Patch p({{"cache_dir", d.path.string()}});
+  reset_memory_for_testing();
+  const Entry e = sample_entry();
+  const std::string device = sample_inputs().device;
+  store(e);
+  const std::string plain = save_cache_artifacts(device);
+  std::string signed_bundle;
+  {
+    SignerScope scope(test_signer("a"));
+    signed_bundle = save_cache_artifacts(device);
+    BOOST_TEST(signed_bundle.rfind("KSIG1", 0) == 0u);
+    BOOST_TEST(load_cache_artifacts(signed_bundle, device).loaded == 1u);
+    BOOST_TEST(error_of([&] { (void)load_cache_artifacts(plain, device); }) ==
+               "cache bundle: not signed with TEST_SECRET (it has no signature: made without the secret); nothing "
+               "was loaded");
+  }
+  {
+    SignerScope scope(test_signer("b"));
+    BOOST_TEST(error_of([&] { (void)load_cache_artifacts(signed_bundle, device); }) ==
+               "cache bundle: not signed with TEST_SECRET (signed with another secret, or edited); nothing was loaded");
+  }
+  BOOST_TEST(load_cache_artifacts(signed_bundle, device).loaded == 1u);  // no secret: read as is
   reset_memory_for_testing();
 }
 

@@ -113,6 +113,13 @@ void check_all_entries_whole(const CacheDir& d) {
   }
 }
 
+Entry read_entry_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return decode_entry(s.str(), path.string());
+}
+
 // Entries of the directory whose `kiln cache ls` description starts with `prefix`.
 size_t count_described(const CacheDir& d, const std::string& prefix) {
   size_t n = 0;
@@ -240,12 +247,7 @@ BOOST_AUTO_TEST_CASE(an_entry_made_for_another_cpu_is_compiled_again_and_kept) {
   BOOST_TEST_REQUIRE(child({"compile", "0"}, d.env()).ok());
   BOOST_REQUIRE(d.entries().size() == 1u);
   const fs::path path = d.entries()[0];
-  auto read_entry = [&path] {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return decode_entry(s.str(), path.string());
-  };
+  auto read_entry = [&path] { return read_entry_file(path); };
   Entry e = read_entry();
   std::string* identity = nullptr;
   for (auto& [name, bytes] : e.blobs)
@@ -270,6 +272,37 @@ BOOST_AUTO_TEST_CASE(an_entry_made_for_another_cpu_is_compiled_again_and_kept) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << encode_entry(e);
   const Run warm = child({"compile", "0"}, d.env({{"KILN_ASSERT_NO_COMPILE", "1"}}));
   BOOST_TEST(warm.ok(), warm.out);
+}
+
+// An entry stripped of some or all of its artifacts (objects, the host it was made for) is
+// damaged, not another host's: it is replaced by a fresh compile, not kept beside one.
+BOOST_AUTO_TEST_CASE(an_entry_stripped_of_its_artifacts_is_replaced) {
+  CacheDir d;
+  BOOST_TEST_REQUIRE(child({"compile", "0"}, d.env()).ok());
+  BOOST_REQUIRE(d.entries().size() == 1u);
+  const fs::path path = d.entries()[0];
+  auto read_entry = [&path] { return read_entry_file(path); };
+  const Entry whole = read_entry();
+  auto has = [](const Entry& e, const std::string& prefix) {
+    for (const auto& [name, bytes] : e.blobs)
+      if (name.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  BOOST_REQUIRE(has(whole, "host.identity"));
+  BOOST_REQUIRE(has(whole, "module"));
+  for (const std::string strip : {"module", "host.identity", ""}) {
+    Entry e = whole;
+    std::erase_if(e.blobs, [&](const auto& b) { return b.first.rfind(strip, 0) == 0; });  // "": every blob
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << encode_entry(e);
+    const Run r = child({"compile", "0"}, d.env({{"KILN_LOGS", "cache"}}));
+    BOOST_TEST(r.ok(), r.out);
+    BOOST_TEST(r.out.find("cannot load it") != std::string::npos, "stripped '" << strip << "': " << r.out);
+    const Entry again = read_entry();
+    BOOST_TEST(has(again, "host.identity"), "stripped '" << strip << "'");
+    BOOST_TEST(has(again, "module"), "stripped '" << strip << "'");
+    const Run warm = child({"compile", "0"}, d.env({{"KILN_ASSERT_NO_COMPILE", "1"}}));
+    BOOST_TEST(warm.ok(), warm.out);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_and_truncated_entries_are_deleted_and_recompiled) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -307,6 +308,76 @@ BOOST_AUTO_TEST_CASE(processes_share_code_through_redis) {
   BOOST_TEST(down.out.find("result ok") != std::string::npos, down.out);
   BOOST_TEST(down.out.find("going on with the local cache (warned once)") != std::string::npos, down.out);
   for (const fs::path& p : {a, b, c}) fs::remove_all(p);
+}
+
+// With KILN_CACHE_SECRET (no Redis needed) the disk keeps only what the secret signed: entries
+// written before the secret was set, under another secret, or edited are removed and compiled
+// again; bundles are signed and only the secret's load.
+BOOST_AUTO_TEST_CASE(the_disk_and_bundles_keep_only_what_the_secret_signed) {
+  const fs::path dir = temp_dir("signed");
+  auto env = [&](const std::string& secret, std::map<std::string, std::string> extra = {}) {
+    extra["KILN_CACHE_DIR"] = dir.string();
+    if (!secret.empty()) extra["KILN_CACHE_SECRET"] = secret;
+    return extra;
+  };
+  auto entry_files = [&] {
+    std::vector<fs::path> v;
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.path().extension() == ".kce") v.push_back(f.path());
+    return v;
+  };
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  // Unsigned, written without a secret; with the secret it is removed and compiled again, signed.
+  BOOST_TEST_REQUIRE(child({"compile", "4"}, env("")).status == 0);
+  BOOST_REQUIRE(entry_files().size() == 1u);
+  BOOST_TEST(read(entry_files()[0]).rfind("KILNENTR", 0) == 0u);
+  const Run signed_run = child({"compile", "4"}, env("disk-secret"));
+  BOOST_TEST(signed_run.status == 0, signed_run.out);
+  BOOST_TEST(signed_run.out.find("it is not signed with KILN_CACHE_SECRET") != std::string::npos, signed_run.out);
+  BOOST_TEST(signed_run.stat("disk") == "0/1", signed_run.out);
+  BOOST_REQUIRE(entry_files().size() == 1u);
+  const fs::path entry = entry_files()[0];
+  const std::string good = read(entry);
+  BOOST_TEST(good.rfind("KSIG1", 0) == 0u);
+  // The same secret uses it; a process without a secret reads it too (it trusts its disk).
+  const Run warm = child({"compile", "4"}, env("disk-secret", {{"KILN_ASSERT_NO_COMPILE", "1"}}));
+  BOOST_TEST(warm.status == 0, warm.out);
+  BOOST_TEST(warm.stat("disk") == "1/0", warm.out);
+  const Run plain = child({"compile", "4"}, env("", {{"KILN_ASSERT_NO_COMPILE", "1"}}));
+  BOOST_TEST(plain.status == 0, plain.out);
+  // Another secret, and an edit with a valid entry checksum but no valid signature, are refused.
+  const Run other = child({"compile", "4"}, env("other-secret"));
+  BOOST_TEST(other.status == 0, other.out);
+  BOOST_TEST(other.out.find("it is not signed with KILN_CACHE_SECRET") != std::string::npos, other.out);
+  Entry e = decode_entry(good.substr(5 + 32), "test");
+  e.description += " (edited)";
+  std::ofstream(entry, std::ios::binary | std::ios::trunc) << good.substr(0, 5 + 32) << encode_entry(e);
+  const Run edited = child({"compile", "4"}, env("disk-secret", {{"KILN_ASSERT_NO_COMPILE", "1"}}));
+  BOOST_TEST(edited.status == 2, edited.out);  // refused, so it would compile: assert_no_compile
+  BOOST_TEST(edited.out.find("it is not signed with KILN_CACHE_SECRET") != std::string::npos, edited.out);
+  // Bundles: signed under the secret; another secret's or an unsigned one loads nothing.
+  const fs::path bundle = dir / "bundle.kcb", unsigned_bundle = dir / "unsigned.kcb";
+  BOOST_TEST_REQUIRE(child({"save", bundle.string(), "4"}, env("disk-secret")).status == 0);
+  BOOST_TEST(read(bundle).rfind("KSIG1", 0) == 0u);
+  BOOST_TEST_REQUIRE(child({"save", unsigned_bundle.string(), "4"}, env("")).status == 0);
+  const Run load_ok = child({"load", bundle.string(), "4"}, env("disk-secret"));
+  BOOST_TEST(load_ok.status == 0, load_ok.out);
+  BOOST_TEST((load_ok.out.find("loaded ") != std::string::npos && load_ok.out.find("loaded 0") == std::string::npos),
+             load_ok.out);
+  const Run load_other = child({"load", bundle.string(), "4"}, env("other-secret"));
+  BOOST_TEST(load_other.status == 2, load_other.out);
+  BOOST_TEST(load_other.out.find("cache bundle: not signed with KILN_CACHE_SECRET (signed with another secret, or edited)") !=
+                 std::string::npos,
+             load_other.out);
+  const Run load_unsigned = child({"load", unsigned_bundle.string(), "4"}, env("disk-secret"));
+  BOOST_TEST(load_unsigned.status == 2, load_unsigned.out);
+  BOOST_TEST(load_unsigned.out.find("it has no signature") != std::string::npos, load_unsigned.out);
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(eight_processes_share_one_directory_and_one_redis) {

@@ -2,6 +2,7 @@
 // (backend_cache.h).
 #include "backend_cache.h"
 
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -22,8 +23,18 @@ namespace kiln::detail {
 void install_remote_cache() {
 #if KILN_HAVE_REDIS
   static std::once_flag redis_installed;
-  std::call_once(redis_installed, [] { cache::install_redis_remote(); });
+  std::call_once(redis_installed, [] {
+    cache::install_secret_signer();
+    cache::install_redis_remote();
+  });
 #else
+  // A secret asks for signed entries, which need native/cache's HMAC: say that it is not used.
+  static std::once_flag secret_warned;
+  if (const char* secret = std::getenv("KILN_CACHE_SECRET"); secret && *secret)
+    std::call_once(secret_warned, [] {
+      logs::warn("KILN_CACHE_SECRET is set, but this build of Kiln has no signing (KILN_WITH_REDIS=OFF): cache "
+                 "entries on disk are not verified");
+    });
   // Asked for a remote cache that this build cannot reach: say so once instead of silently
   // running with the local cache alone.
   static std::once_flag warned;

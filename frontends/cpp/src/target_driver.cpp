@@ -269,6 +269,19 @@ Executable target_executable(target::Runtime& rt, Device device, const Graph& g)
   };
 }
 
+}  // namespace kiln::detail
+
+namespace kiln {
+std::shared_ptr<target::LoadedPlan> cached_target_plan(const Graph& optimised, Device device) {
+  detail::prepare_before_first_trace();
+  target::Runtime* rt = target::find_runtime(device.type);
+  KILN_CHECK(rt != nullptr, "cached_target_plan: this build of Kiln has no target for ", device.str());
+  return detail::loaded_plan(*rt, device, optimised, false);
+}
+}  // namespace kiln
+
+namespace kiln::detail {
+
 std::vector<std::string> kernel_list(const Graph& traced) {
   const Graph g = passes::run_default_pipeline(traced);
   Device device;
@@ -498,11 +511,103 @@ std::string cache_device() {
   return id == "none" ? id : "cpu " + id;
 }
 
-std::string save_cache_artifacts() { return cache::save_cache_artifacts(host_identity()); }
+std::string save_cache_artifacts() {
+  detail::install_remote_cache();  // the signer of KILN_CACHE_SECRET
+  return cache::save_cache_artifacts(host_identity());
+}
 
 CacheLoadResult load_cache_artifacts(std::string_view bytes) {
+  detail::install_remote_cache();
   const cache::LoadResult r = cache::load_cache_artifacts(bytes, host_identity());
   return CacheLoadResult{r.loaded, r.reason};
+}
+
+std::vector<CacheEntryCheck> verify_disk_cache() {
+  detail::install_remote_cache();
+  target::ensure_builtin_targets();
+  cache::DiskStore disk = cache::disk_store();
+  std::vector<CacheEntryCheck> out;
+  for (const cache::StoredInfo& info : disk.list()) {
+    CacheEntryCheck c;
+    c.key = info.key;
+    auto verdict = [&](CacheEntryCheck::Verdict v, std::string detail) {
+      if (v == CacheEntryCheck::removed) disk.remove(info.key);
+      c.verdict = v;
+      c.detail = std::move(detail);
+      out.push_back(c);
+    };
+    std::optional<std::string> bytes;
+    try {
+      bytes = disk.get(info.key);  // with a secret, only what it signed (the rest is removed)
+    } catch (const Error& err) {
+      verdict(CacheEntryCheck::removed, err.what());
+      continue;
+    }
+    if (!bytes) {
+      verdict(CacheEntryCheck::removed, cache::signer() ? "not a regular file, or not signed with " + cache::signer()->name
+                                                        : "not a regular file (or removed meanwhile)");
+      continue;
+    }
+    cache::Entry e;
+    try {
+      e = cache::decode_entry(*bytes, disk.path_of(info.key));
+    } catch (const Error& err) {
+      verdict(CacheEntryCheck::removed, err.what());
+      continue;
+    }
+    c.description = e.description;
+    if (e.key != info.key) {
+      verdict(CacheEntryCheck::removed, "it holds the entry of key " + e.key + ", not its own");
+      continue;
+    }
+    auto guard = [&](std::string_view name) {
+      for (const cache::Guard& g : e.guards)
+        if (g.name == name) return g.value;
+      return std::string();
+    };
+    const std::string pipeline = guard("pipeline");
+    if (pipeline.rfind("record.", 0) == 0) {
+      verdict(CacheEntryCheck::ok, "a record (a value, no code)");
+      continue;
+    }
+    if (guard("kiln_version") != cache::kiln_version()) {
+      verdict(CacheEntryCheck::skipped, "made by Kiln " + guard("kiln_version") + ": this Kiln never loads it");
+      continue;
+    }
+    target::Runtime* rt = target::find_runtime(guard("target"));
+    std::string why;
+    if (!rt) {
+      verdict(CacheEntryCheck::skipped, "its target '" + guard("target") + "' is not in this build");
+      continue;
+    }
+    if (!rt->available(&why)) {
+      verdict(CacheEntryCheck::skipped, "its target '" + rt->name() + "' cannot run here: " + why);
+      continue;
+    }
+    const Device device{rt->device_type(), 0};
+    if (guard("device") != rt->device_identity(device) || guard("toolchain") != rt->toolchain(device)) {
+      verdict(CacheEntryCheck::skipped, "made for " + guard("device") + " (" + guard("toolchain") + "), not this " +
+                                            rt->device_identity(device) + " (" + rt->toolchain(device) + ")");
+      continue;
+    }
+    // Loaded as a hit loads it: the plan validated, the artifacts linked or loaded, nothing run.
+    try {
+      target::Generated plans;
+      plans.plan = detail::take_plan(e);
+      plans.alternatives = detail::take_alternatives(e);
+      target::LoadOptions lo;
+      lo.device = device;
+      lo.eager = pipeline.ends_with(".eager");
+      std::string refused;
+      if (rt->load(std::move(plans), &e.blobs, lo, &refused)) verdict(CacheEntryCheck::ok, "loads");
+      else verdict(CacheEntryCheck::skipped, refused);
+    } catch (const InternalError&) {
+      throw;
+    } catch (const std::exception& err) {
+      verdict(CacheEntryCheck::removed, err.what());
+    }
+  }
+  return out;
 }
 
 }  // namespace kiln

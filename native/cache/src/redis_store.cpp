@@ -2,7 +2,6 @@
 #include "kiln/cache/redis_store.h"
 
 #include <hiredis/hiredis.h>
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -18,21 +17,9 @@ namespace kiln::cache {
 
 namespace {
 
-constexpr std::string_view kSigMagic = "KSIG1";
-constexpr size_t kMacBytes = 32;
 constexpr std::chrono::seconds kBackoff{10};
 
 std::string redis_key(const std::string& key) { return "kiln:entry:" + key; }
-
-std::string mac_of(std::string_view bytes, const std::string& secret) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-            reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), mac, &len) ||
-      len != kMacBytes)
-    fail("remote cache: HMAC-SHA256 failed");
-  return std::string(reinterpret_cast<const char*>(mac), len);
-}
 
 struct Reply {
   redisReply* r = nullptr;
@@ -43,20 +30,27 @@ struct Reply {
 
 }  // namespace
 
-std::string sign_entry(std::string_view bytes, const std::string& secret) {
-  std::string out(kSigMagic);
-  out += mac_of(bytes, secret);
-  out.append(bytes.data(), bytes.size());
-  return out;
+Signer hmac_signer(const std::string& secret) {
+  return Signer{"KILN_CACHE_SECRET", [secret](std::string_view bytes) {
+                  unsigned char mac[EVP_MAX_MD_SIZE];
+                  unsigned int len = 0;
+                  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+                            reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), mac, &len))
+                    fail("cache signatures: HMAC-SHA256 failed");
+                  return std::string(reinterpret_cast<const char*>(mac), len);
+                }};
 }
 
+std::string sign_entry(std::string_view bytes, const std::string& secret) { return sign(bytes, hmac_signer(secret)); }
+
 std::optional<std::string> unsign_entry(std::string_view s, const std::string& secret) {
-  if (s.size() < kSigMagic.size() + kMacBytes || s.substr(0, kSigMagic.size()) != kSigMagic) return std::nullopt;
-  const std::string_view mac = s.substr(kSigMagic.size(), kMacBytes);
-  const std::string_view payload = s.substr(kSigMagic.size() + kMacBytes);
-  const std::string want = mac_of(payload, secret);
-  if (CRYPTO_memcmp(want.data(), mac.data(), kMacBytes) != 0) return std::nullopt;
-  return std::string(payload);
+  return verify(s, hmac_signer(secret));
+}
+
+void install_secret_signer() {
+  const char* secret = std::getenv("KILN_CACHE_SECRET");
+  if (secret && *secret) set_signer(hmac_signer(secret));
+  else set_signer(std::nullopt);
 }
 
 RedisStore::RedisStore(RedisOptions options) : o_(std::move(options)) {
@@ -64,7 +58,7 @@ RedisStore::RedisStore(RedisOptions options) : o_(std::move(options)) {
   // the background writer, and a first HMAC there while the process exits raced OpenSSL's own
   // exit-time cleanup (a crash seen in the tests). Initialised now, its cleanup is also
   // registered before the writer's flush at exit, so it runs after it.
-  if (!o_.secret.empty()) (void)mac_of("", o_.secret);
+  if (!o_.secret.empty()) (void)sign_entry("", o_.secret);
 }
 
 RedisStore::~RedisStore() {
@@ -132,12 +126,8 @@ std::optional<std::string> RedisStore::get(const std::string& key) {
   }
   if (r.r->type != REDIS_REPLY_STRING) return std::nullopt;
   const std::string_view value(r.r->str, r.r->len);
-  if (o_.secret.empty()) {
-    // Without a secret the server is trusted like the code itself; a signed entry is read as is.
-    if (value.substr(0, kSigMagic.size()) == kSigMagic && value.size() >= kSigMagic.size() + kMacBytes)
-      return std::string(value.substr(kSigMagic.size() + kMacBytes));
-    return std::string(value);
-  }
+  // Without a secret the server is trusted like the code itself; a signed entry is read as is.
+  if (o_.secret.empty()) return std::string(strip_signature(value));
   std::optional<std::string> payload = unsign_entry(value, o_.secret);
   if (!payload) {
     ++refused_;

@@ -350,11 +350,24 @@ std::string save_cache_artifacts(const std::string& device) {
   w.u64(h.high64);
   w.u64(h.low64);
   KILN_LOG(cache, "saved a bundle of ", entries.size(), " entries (", w.out.size(), " bytes)");
+  if (const std::optional<Signer> s = signer()) return sign(w.out, *s);
   return std::move(w.out);
 }
 
-LoadResult load_cache_artifacts(std::string_view bytes, const std::string& device) {
+LoadResult load_cache_artifacts(std::string_view signed_bytes, const std::string& device) {
   const std::string where = "cache bundle";
+  // A bundle is code for every process that loads it: with a secret, only one it signed.
+  std::string verified;
+  std::string_view bytes = strip_signature(signed_bytes);
+  if (const std::optional<Signer> s = signer()) {
+    std::optional<std::string> payload = verify(signed_bytes, *s);
+    KILN_CHECK(payload, where, ": not signed with ", s->name, " (",
+               bytes.size() == signed_bytes.size() ? "it has no signature: made without the secret"
+                                                   : "signed with another secret, or edited",
+               "); nothing was loaded");
+    verified = std::move(*payload);
+    bytes = verified;
+  }
   KILN_CHECK(bytes.size() >= sizeof kBundleMagic + 16 && std::memcmp(bytes.data(), kBundleMagic, sizeof kBundleMagic) == 0,
              where, ": not a Kiln cache bundle (wrong magic bytes or too short: ", bytes.size(), " bytes)");
   const size_t body = bytes.size() - 16;

@@ -119,6 +119,21 @@ std::optional<std::string> DiskStore::get(const std::string& key) {
     have += static_cast<size_t>(n);
   }
   bytes.resize(have);
+  // With a secret only what it signed is used (cache.h, "signatures"); anything else goes, so
+  // that the compile writes a signed entry in its place. The clock is not refreshed for it.
+  if (const std::optional<Signer> s = signer()) {
+    std::optional<std::string> payload = verify(bytes, *s);
+    if (!payload) {
+      ::close(fd);
+      ::unlink(path.c_str());
+      logs::warn("disk cache: removed " + path + ": it is not signed with " + s->name +
+                 " (written before the secret was set, signed with another secret, or edited); compiling it again");
+      return std::nullopt;
+    }
+    bytes = std::move(*payload);
+  } else if (const std::string_view payload = strip_signature(bytes); payload.size() != bytes.size()) {
+    bytes = std::string(payload);
+  }
   // The LRU clock: a read makes the entry the most recently used. Another process may have
   // evicted it in between; that is harmless.
   ::futimens(fd, nullptr);
@@ -126,8 +141,11 @@ std::optional<std::string> DiskStore::get(const std::string& key) {
   return bytes;
 }
 
-void DiskStore::put(const std::string& key, std::string_view bytes) {
+void DiskStore::put(const std::string& key, std::string_view payload) {
   check_key(key, "disk");
+  const std::optional<Signer> s = signer();
+  const std::string signed_bytes = s ? sign(payload, *s) : std::string();
+  const std::string_view bytes = s ? std::string_view(signed_bytes) : payload;
   std::error_code ec;
   fs::create_directories(dir_, ec);
   KILN_CHECK(!ec, "cache disk store: cannot create the directory ", dir_, ": ", ec.message());

@@ -155,6 +155,7 @@ json plan_document(const KernelPlan& p) {
     origin["kiln_version"] = p.origin.kiln_version;
     doc["origin"] = std::move(origin);
   }
+  if (!p.signature.empty()) doc["signature"] = p.signature;
   return doc;
 }
 
@@ -404,7 +405,7 @@ KernelPlan PlanReader::read(std::string_view text) {
   const json doc = parse_document(text, "kiln.plan", kPlanVersion);
   only_keys(doc,
             {"format", "version", "target", "prelude", "arch", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
-             "outputs", "checks", "peak_intermediate_bytes", "guards", "origin"},
+             "outputs", "checks", "peak_intermediate_bytes", "guards", "origin", "signature"},
             "");
   p_.version = kPlanVersion;
   p_.target = string(need(doc, "target", ""), "", "target");
@@ -438,6 +439,11 @@ KernelPlan PlanReader::read(std::string_view text) {
   const json& guards = array(need(doc, "guards", ""), "", "guards");
   for (size_t i = 0; i < guards.size(); ++i) p_.guards.push_back(string(guards[i], "", at("guards", i)));
   if (const json* origin = maybe(doc, "origin")) read_origin(*origin);
+  if (const json* signature = maybe(doc, "signature")) {
+    p_.signature = string(*signature, "", "signature");
+    if (p_.signature.size() != 64 || p_.signature.find_first_not_of("0123456789abcdef") != std::string::npos)
+      fail_at("", "signature", "is not 64 lowercase hex digits (an HMAC-SHA256)");
+  }
   validate(p_, source_);
   return std::move(p_);
 }
@@ -453,14 +459,21 @@ std::string plan_to_json(const KernelPlan& p) {
   }
 }
 
+std::string plan_signed_text(KernelPlan p) {
+  p.signature.clear();
+  return plan_to_json(p);
+}
+
 KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
   return PlanReader(source_name).read(text);
 }
 
 std::string plan_difference(const KernelPlan& given, const KernelPlan& made) {
   json a = plan_document(given), b = plan_document(made);
-  a.erase("origin");
-  b.erase("origin");
+  for (const char* key : {"origin", "signature"}) {
+    a.erase(key);
+    b.erase(key);
+  }
   if (a == b) return "";
   // The first top-level field that differs, in the document's order; in a list, the first entry.
   for (const auto& [key, value] : a.items()) {

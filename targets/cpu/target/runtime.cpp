@@ -137,6 +137,10 @@ class CpuRuntime final : public target::Runtime {
       if (name == kIdentityBlob) made_for = bytes;
       else objects.push_back(bytes);
     }
+    // Every entry this runtime writes records its host; one without is damaged (stripped of its
+    // artifacts), not another host's: an error, so that the caller replaces it.
+    KILN_CHECK(!made_for.empty(), "cpu runtime: the cache entry has no '", kIdentityBlob, "' artifact (", objects.size(),
+               " objects): its artifacts were stripped or damaged");
     // Linked before the identity is checked (linking runs none of the code), so that the set-up
     // thread has time to finish it.
     std::shared_ptr<PlanExecutable> exe;

@@ -7,9 +7,17 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+namespace kiln {
+class Graph;
+struct Device;
+}
 namespace kiln::cache {
 class Store;
+}
+namespace kiln::target {
+class LoadedPlan;
 }
 
 namespace kiln {
@@ -26,6 +34,27 @@ struct CacheLoadResult {
 // the same device kind. A bundle of another format or Kiln version, or of another device, loads
 // nothing and `reason` says why; a damaged bundle is a kiln::Error.
 CacheLoadResult load_cache_artifacts(std::string_view bytes);
+
+// The plan of an optimised graph (the default passes run) loaded on `device`, through the same
+// caches as kiln::compile (in memory, then sdk/cache's layers; assert_no_compile applies):
+// tools that run a graph file (kiln run) compile it once, as a program would.
+std::shared_ptr<target::LoadedPlan> cached_target_plan(const Graph& optimised, Device device);
+
+// One entry of the disk cache, checked as a compile would use it (kiln cache verify).
+struct CacheEntryCheck {
+  enum Verdict { ok, removed, skipped };
+  std::string key;
+  std::string description;  // what it holds, when it decoded
+  Verdict verdict = ok;
+  std::string detail;  // what was checked, or why it was removed or skipped
+};
+// Checks every entry of the disk cache (cache_dir): its signature (with KILN_CACHE_SECRET), its
+// format and checksum, and its plan and artifacts loaded by its target as a cache hit loads
+// them (the plan validated, cpu objects linked, GPU images loaded; nothing runs). An entry that
+// fails is removed, so that the next compile writes it again. One that this process cannot
+// check is skipped, saying why: another Kiln version (never loaded), a target this build or
+// host lacks, another device or toolchain. Records (autotune, profiles) are checked as entries.
+std::vector<CacheEntryCheck> verify_disk_cache();
 
 // The device string compile caches key cpu binaries by: "cpu <cpu name> <features> ...".
 std::string cache_device();

@@ -1,5 +1,6 @@
-// native/cache: the Redis remote store of the compile caches (hiredis), with HMAC-SHA256 signing
-// (OpenSSL) when a secret is set. docs/cache.md, "The remote cache".
+// native/cache: the Redis remote store of the compile caches (hiredis), and HMAC-SHA256 signing
+// (OpenSSL) of what every layer outside the process keeps when a secret is set. docs/cache.md,
+// "The remote cache" and "A shared secret".
 //
 // Takes: where the server is and how long to wait (RedisOptions, or the config options
 //   cache.redis_host, cache.redis_port, cache.redis_password, cache.redis_timeout_ms and the
@@ -54,10 +55,15 @@ class RedisStore : public Store {
   int64_t refused_ = 0;
 };
 
-// "KSIG1" + HMAC-SHA256(secret, bytes) + bytes; unsign() checks and strips it (nullopt when the
-// signature is missing or wrong).
+// The signer of a secret: HMAC-SHA256 keyed by it, in sdk/cache's signature format ("KSIG1" +
+// MAC + bytes). sign_entry/unsign_entry sign and check with it (nullopt when the signature is
+// missing or wrong).
+Signer hmac_signer(const std::string& secret);
 std::string sign_entry(std::string_view bytes, const std::string& secret);
 std::optional<std::string> unsign_entry(std::string_view signed_bytes, const std::string& secret);
+// Sets the process's signer (cache::set_signer) from KILN_CACHE_SECRET, or clears it when that
+// is unset or empty: then the disk layer and bundles keep only what the secret signed.
+void install_secret_signer();
 
 // Makes the layered cache use a RedisStore built from the configuration (one per distinct
 // configuration, kept for the process).

@@ -19,7 +19,9 @@
 //     cache (autotune_lookup/autotune_store: max-autotune's winning configuration per kernel
 //     signature and device) and the profiles of profile-guided dynamic shapes (sdk/capture);
 //   - save_cache_artifacts()/load_cache_artifacts(): every entry and record this process made or
-//     loaded, as one portable bundle, and back.
+//     loaded, as one portable bundle, and back;
+//   - signatures: with a shared secret (set_signer) the disk layer and bundles keep only what
+//     the secret signed.
 #pragma once
 
 #include <cstdint>
@@ -151,6 +153,7 @@ class MemoryStore : public Store {
 // it is an hour old). get() refreshes the file's modification time (the LRU clock); put()
 // evicts the least recently used entries while the directory holds more than size_limit bytes.
 // I/O failures on put are kiln::Errors naming the path; a missing directory is created.
+// With a signer set (signatures, below) put() signs and get() returns only what it signed.
 class DiskStore : public Store {
  public:
   DiskStore(std::string dir, uint64_t size_limit_bytes);
@@ -238,6 +241,28 @@ std::shared_ptr<Store> remote_store();
 // left. Also run at process exit (2 s at most).
 bool flush_remote_writes(double timeout_seconds = 5);
 
+// ---- signatures ---------------------------------------------------------------------------------
+// A cache entry holds code that runs, so with a shared secret (KILN_CACHE_SECRET; native/cache
+// installs its HMAC-SHA256) nothing outside the process is trusted unless that secret signed
+// it: signed bytes are "KSIG1" + the 32-byte MAC of the payload + the payload. The disk layer
+// writes signed entries and reads only entries the secret signed (an unsigned one, made before
+// the secret was set, another secret's or an edited one is removed with a warning and counted
+// as a miss, so the compile fills it again); bundles are signed and a bundle the secret did not
+// sign loads nothing (a kiln::Error). Without a secret a signed entry is read as its payload.
+struct Signer {
+  std::string name;  // what the secret is called in messages: "KILN_CACHE_SECRET"
+  std::function<std::string(std::string_view bytes)> mac;  // 32 bytes
+};
+// Sets (or with nullopt clears) the process's signer; DiskStore, bundles and the remote layer
+// use it from then on.
+void set_signer(std::optional<Signer> s);
+std::optional<Signer> signer();
+std::string sign(std::string_view payload, const Signer& s);
+// The payload when `bytes` is signed by `s` (compared in constant time), else nullopt.
+std::optional<std::string> verify(std::string_view bytes, const Signer& s);
+// `bytes` without a signature, if it has one (what a process without a secret reads).
+std::string_view strip_signature(std::string_view bytes);
+
 // Totals of every lookup and store in this process.
 CacheStats process_stats();
 // Forgets the memory layer and the process totals (tests).
@@ -283,7 +308,7 @@ void autotune_store(const std::string& target, const std::string& device, const 
 // ---- bundles ----------------------------------------------------------------------------------
 // Every entry this process stored or loaded, as one buffer: "KILNBNDL" magic, bundle version,
 // entry format version, kiln version, the device string of `device` (entries of other devices
-// are not put in), the entries, and a checksum.
+// are not put in), the entries, and a checksum; signed when a signer is set.
 std::string save_cache_artifacts(const std::string& device);
 struct LoadResult {
   size_t loaded = 0;   // entries put into the caches
@@ -291,7 +316,7 @@ struct LoadResult {
 };
 // Fills the memory and disk layers from a bundle. A bundle of another format version, Kiln
 // version or device loads nothing and says why in `reason`; a damaged bundle (bad magic,
-// truncated, checksum) is a kiln::Error.
+// truncated, checksum), or with a signer set one that it did not sign, is a kiln::Error.
 LoadResult load_cache_artifacts(std::string_view bytes, const std::string& device);
 
 }  // namespace kiln::cache

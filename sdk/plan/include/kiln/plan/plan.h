@@ -164,6 +164,9 @@ struct KernelPlan {
   int64_t peak_intermediate_bytes = 0;  // at the example sizes
   std::vector<std::string> guards;      // what the plan assumes, one sentence each
   PlanOrigin origin;                    // what made it, where it was written to a file
+  // A plan file signed with a key the user trusts (KILN_CACHE_SECRET): the HMAC-SHA256 of the
+  // plan's JSON without this field, in hex (plan_signed_text); empty when unsigned.
+  std::string signature;
 
   std::string str() const;
   // The whole module: prelude then every generated kernel's source (a source that an earlier

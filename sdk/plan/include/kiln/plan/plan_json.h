@@ -27,7 +27,10 @@ std::string plan_to_json(const KernelPlan& p);
 // Parses a plan; `source_name` starts every error message. Throws kiln::Error.
 KernelPlan plan_from_json(std::string_view text, std::string_view source_name = "<plan>");
 
-// Where `given` differs from `made`, apart from their origins: the first differing field in the
+// What a plan's signature covers: its JSON without the signature (plan_to_json's bytes).
+std::string plan_signed_text(KernelPlan p);
+
+// Where `given` differs from `made`, apart from their origins and signatures: the first differing field in the
 // JSON document's order, as a phrase ("kernels[3] ('fused_exp'): its 'source'", "'prelude'"),
 // or "" when the two plans are the same. What a runtime says when it refuses a plan file that is
 // not the plan Kiln makes from the plan's origin.

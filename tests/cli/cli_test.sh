@@ -56,6 +56,35 @@ for f in softmax layernorm transformer_block dynamic_softmax; do
   expect 0 'output 0' -- "$kiln" run "$samples/$f.json" --random
 done
 
+# A graph that would need 4 TiB (an expand to [2^20, 2^20], then exp) is refused before anything
+# is allocated, naming the node (reference interpreter) or the buffer and the kernel and nodes
+# that write it (cpu runtime), against the memory budget (issue 31); memory_budget_mb lowers it.
+cat >"$work/huge.json" <<'JSON'
+{"format": "kiln.graph", "version": 1, "symbols": [], "facts": [],
+ "nodes": [
+  {"id": 0, "op": "input", "name": "x", "attrs": {"index": 0}, "type": {"dtype": "f32", "shape": [1, 1], "device": "cpu"}},
+  {"id": 1, "op": "expand", "inputs": [0], "attrs": {"shape": [1048576, 1048576]}, "type": {"dtype": "f32", "shape": [1048576, 1048576], "device": "cpu"}},
+  {"id": 2, "op": "exp", "inputs": [1], "type": {"dtype": "f32", "shape": [1048576, 1048576], "device": "cpu"}}
+ ],
+ "outputs": [2]}
+JSON
+expect 1 '^kiln: error: run_graph: node %1 \(expand\): cannot allocate a f32 tensor of shape \[1048576, 1048576\]: it needs 4\.0 TiB, more than the memory budget of .* \(the host.s physical memory' -- "$kiln" run "$work/huge.json" --random
+expect 1 'it needs 4\.0 TiB, more than the memory budget of 64\.0 MiB \(memory_budget_mb\)' -- env KILN_MEMORY_BUDGET_MB=64 "$kiln" run "$work/huge.json" --random
+
+# The reference interpreter counts what it holds: three 16 MiB values live at once pass 40 MiB.
+cat >"$work/held.json" <<'JSON'
+{"format": "kiln.graph", "version": 1, "symbols": [], "facts": [],
+ "nodes": [
+  {"id": 0, "op": "input", "name": "x", "attrs": {"index": 0}, "type": {"dtype": "f32", "shape": [2048, 2048], "device": "cpu"}},
+  {"id": 1, "op": "exp", "inputs": [0], "type": {"dtype": "f32", "shape": [2048, 2048], "device": "cpu"}},
+  {"id": 2, "op": "sin", "inputs": [0], "type": {"dtype": "f32", "shape": [2048, 2048], "device": "cpu"}},
+  {"id": 3, "op": "add", "inputs": [1, 2], "type": {"dtype": "f32", "shape": [2048, 2048], "device": "cpu"}}
+ ],
+ "outputs": [3]}
+JSON
+expect 1 '^kiln: error: run_graph: node %3 \(add\) would allocate 16\.0 MiB for its f32\[2048, 2048\] output with 32\.0 MiB held, more than the memory budget of 40\.0 MiB \(memory_budget_mb\)$' -- env KILN_MEMORY_BUDGET_MB=40 "$kiln" run "$work/held.json" --random
+expect 0 'output 0' -- env KILN_MEMORY_BUDGET_MB=64 "$kiln" run "$work/held.json" --random
+
 # The cpu target (when built): every sample compiled, checked against the reference, and
 # deterministic over repeated runs; show --schedule/--plan/--code print the compiler's work.
 if "$kiln" run --help | grep -q -- '--check'; then
@@ -75,10 +104,34 @@ if "$kiln" run --help | grep -q -- '--check'; then
   sed -E '/^    \{"name": /s/fadd/fsub/' "$work/tb_plan.json" >"$work/tb_edited.json"
   expect 1 "^kiln: error: kiln run: .*tb_edited.json is not the plan Kiln makes from its origin: kernels\\[[0-9]+\\] \\('[a-z0-9_]+'\\): its 'source' differs \\(it was edited after it was made\\)\\..*--trust-plan" -- "$kiln" run "$work/tb_edited.json" --random
   expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_edited.json" --random --trust-plan
+  expect 1 '^kiln: error: cpu runtime: a call at these sizes would allocate 4\.0 TiB \(intermediates 0 bytes, outputs 4\.0 TiB\), more than the memory budget of .*; the largest is buffer [0-9]+ \(output f32\[1048576, 1048576\]\), written by kernel .* \(nodes %2\), 4\.0 TiB$' -- "$kiln" run "$work/huge.json" --random --target cpu
+  # kiln run goes through the compile caches as kiln::compile does: the second run of a graph
+  # compiles nothing (assert_no_compile holds), and with an empty cache that is an error.
+  expect 0 'output 0' -- env KILN_CACHE_DIR="$work/run_cache" "$kiln" run "$samples/layernorm.json" --random --target cpu
+  expect 0 'check output 0: .* \(ok\)' -- env KILN_CACHE_DIR="$work/run_cache" KILN_ASSERT_NO_COMPILE=1 "$kiln" run "$samples/layernorm.json" --random --target cpu --check
+  expect 1 'assert_no_compile is set, but .* would be compiled' -- env KILN_CACHE_DIR="$work/run_cache_empty" KILN_ASSERT_NO_COMPILE=1 "$kiln" run "$samples/layernorm.json" --random --target cpu
   grep -v '^  "origin": ' "$work/tb_plan.json" | sed -E 's/^(  "guards": .*),$/\1/' >"$work/tb_no_origin.json"
   expect 1 "^kiln: error: kiln run: .*tb_no_origin.json does not say what made it" -- "$kiln" run "$work/tb_no_origin.json" --random
   sed -E 's/("graph": ")/\1 /' "$work/tb_plan.json" >"$work/tb_graph_edited.json"
   expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_graph_edited.json" --random
+  # Signed plans (builds with native/cache's HMAC): written while KILN_CACHE_SECRET is set, a plan
+  # carries a signature; the secret's holders vouch for an edited plan by writing it again
+  # (kiln show PLAN --save-plan), and it runs under the secret; another secret, no secret, or an
+  # edit after signing falls back to the origin check, which the edited plan fails.
+  expect 0 'wrote' -- env KILN_CACHE_SECRET=team "$kiln" show "$samples/transformer_block.json" --save-plan "$work/tb_signed.json"
+  if grep -q '^  "signature": "[0-9a-f]\{64\}"' "$work/tb_signed.json"; then
+    expect 0 'output 0: f32\[8, 16\]' -- "$kiln" run "$work/tb_signed.json" --random
+    expect 0 'wrote .*tb_edited_signed.json' -- env KILN_CACHE_SECRET=team "$kiln" show "$work/tb_edited.json" --save-plan "$work/tb_edited_signed.json"
+    expect 0 'output 0: f32\[8, 16\]' -- env KILN_CACHE_SECRET=team "$kiln" run "$work/tb_edited_signed.json" --random
+    expect 1 "its 'source' differs .* Its signature does not verify with KILN_CACHE_SECRET" -- env KILN_CACHE_SECRET=other "$kiln" run "$work/tb_edited_signed.json" --random
+    expect 1 "It is signed, but KILN_CACHE_SECRET is not set here" -- "$kiln" run "$work/tb_edited_signed.json" --random
+    sed -E 's/("graph": ")/\1 /' "$work/tb_edited_signed.json" >"$work/tb_signed_then_edited.json"
+    expect 1 "Its signature does not verify with KILN_CACHE_SECRET" -- env KILN_CACHE_SECRET=team "$kiln" run "$work/tb_signed_then_edited.json" --random
+    sed -E 's/^  "signature": "[0-9a-f]{64}"/  "signature": "zz"/' "$work/tb_signed.json" >"$work/tb_bad_signature.json"
+    expect 1 "tb_bad_signature.json: signature: is not 64 lowercase hex digits" -- "$kiln" run "$work/tb_bad_signature.json" --random
+  else
+    echo "skip: no signed plans in this build (KILN_WITH_REDIS=OFF: no HMAC)"
+  fi
   # An edited plan file run with --trust-plan is still refused with an error naming what is
   # wrong (plan::validate at load, plan::bind at run), never run into a crash: a slot shrunk below
   # its intermediates, a kernel reading buffer 99, an intermediate grown past its slot.

@@ -155,6 +155,32 @@ BOOST_AUTO_TEST_CASE(long_sums_are_accurate) {
   BOOST_TEST(elements(got[2]) == elements(want[2]), boost::test_tools::per_element());
 }
 
+// A sum of 2^28 elements (one value read through an expand, so the input is 4 bytes): 2^28 ones
+// exactly, and 0.1 within 2e-5 of the exact sum (issue 31: a plain f32 loop stops growing at
+// 2^24 for ones and near 2^21 for 0.1). 2e-5 is about what one cpu block of 4,096 equal f32
+// addends can be off by (each vector lane adds 512 in a row); random values stay under 5e-6
+// (above). The cpu target only, for now: the GPU codegens' threads each add their share of a
+// partial in a row, which on lavapipe (64 partials of 2^22) was off by 1.5e-4 here; per-thread
+// blocks there are an open item of issue 31.
+BOOST_AUTO_TEST_CASE(sums_of_2_to_the_28_elements_are_accurate) {
+  if (target().name != "cpu") return;
+  constexpr int64_t kN = int64_t{1} << 28;
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {1}, {}}, "x");
+  const NodeId wide = g.add(OpId::expand, {x}, Attrs{std::vector<SymInt>{kN}});
+  g.set_outputs({g.add(OpId::sum, {wide}, Attrs{std::vector<int64_t>{0}, false})});
+  const Compiled c = compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  if (!c.exe) return;
+  for (const float v : {1.0f, 0.1f}) {
+    const std::vector<TensorData> in{tensor(DType::f32, {1}, {v})};
+    const std::vector<TensorData> got = c.exe->run(in);
+    const double want = static_cast<double>(v) * static_cast<double>(kN);
+    const double sum = elements(got[0])[0];
+    BOOST_TEST(std::abs(sum - want) <= (v == 1.0f ? 0.0 : 2e-5 * want), "sum of 2^28 x " << v << ": " << sum << " vs " << want);
+  }
+}
+
 // 64-bit integer compares and extrema against constants other than 0 (lavapipe miscompiled
 // i64 >= 5 as true for 0..3 until the GLSL dialect hid the constant, docs/vulkan.md).
 BOOST_AUTO_TEST_CASE(integer_compares_against_constants_match_the_reference) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "helpers.h"
+#include "kiln/graph/memory_budget.h"
 #include "kiln/graph/tensor_data.h"
 
 using namespace kiln;
@@ -107,6 +108,44 @@ BOOST_AUTO_TEST_CASE(tensor_sizes_that_wrap_or_exceed_the_limit_are_refused) {
   BOOST_TEST(contains(kiln_test_util::error_of([&] { TensorData::empty_host(DType::f32, {0, big * 2, big * 2, 4}); }),
                       "one of its strides overflows 64-bit integers"));
   BOOST_TEST(TensorData::empty_host(DType::f32, {4, 4}).storage->nbytes() == 64u);
+}
+
+// A node whose static sizes need more than a tensor may have (an input, an expand) is refused
+// where the graph is built, naming it (issue 31: inputs and expands to 2^62 elements).
+BOOST_AUTO_TEST_CASE(nodes_larger_than_a_tensor_may_be_are_refused_where_they_are_made) {
+  Graph g;
+  const std::string input = kiln_test_util::error_of([&] {
+    g.add_input(TensorMeta{DType::f32, Device::cpu(), {int64_t{1} << 62, 2}, {}}, "x");
+  });
+  BOOST_TEST(contains(input, "node %0 (input 'x'): its f32[4611686018427387904, 2] output would need more bytes than a "
+                             "tensor may have (2^48)"), input);
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {1, 1}, {}}, "x");
+  const int64_t big = int64_t{1} << 31;
+  const std::string expand = kiln_test_util::error_of([&] { g.add(OpId::expand, {x}, Attrs{std::vector<SymInt>{big, big}}); });
+  BOOST_TEST(contains(expand, "node %1 (expand): its f32[2147483648, 2147483648] output would need more bytes"), expand);
+  // Empty and ordinary ones are fine.
+  g.add(OpId::expand, {x}, Attrs{std::vector<SymInt>{0, big * big}});
+  g.add(OpId::expand, {x}, Attrs{std::vector<SymInt>{1 << 20, 1 << 20}});
+}
+
+// Under the 2^48-byte limit but over the memory budget (the host's physical memory, or
+// memory_budget_mb, which sdk/config installs as the source): refused before anything is
+// allocated, in a sentence saying how much and what the budget is.
+BOOST_AUTO_TEST_CASE(allocations_past_the_memory_budget_are_refused) {
+  BOOST_TEST(memory_budget_bytes() == physical_memory_bytes());  // no source here: physical memory
+  BOOST_TEST(physical_memory_bytes() > (int64_t{1} << 20));
+  const std::string tib = kiln_test_util::error_of([] { TensorData::empty_host(DType::f32, {int64_t{1} << 20, int64_t{1} << 20}); });
+  BOOST_TEST(contains(tib, "cannot allocate a f32 tensor of shape [1048576, 1048576]: it needs 4.0 TiB, more than the memory "
+                           "budget of "), tib);
+  BOOST_TEST(contains(tib, "(the host's physical memory; memory_budget_mb sets another)"), tib);
+  set_memory_budget_source([] { return int64_t{1}; });  // 1 MiB
+  BOOST_TEST(memory_budget_bytes() == int64_t{1} << 20);
+  BOOST_TEST(TensorData::empty_host(DType::f32, {512, 512}).numel() == 512 * 512);  // exactly 1 MiB
+  const std::string mib = kiln_test_util::error_of([] { TensorData::empty_host(DType::f32, {513, 512}); });
+  BOOST_TEST(contains(mib, "it needs 1.0 MiB, more than the memory budget of 1.0 MiB (memory_budget_mb)"), mib);
+  set_memory_budget_source(nullptr);
+  BOOST_TEST(bytes_str(512) == "512 bytes");
+  BOOST_TEST(bytes_str(int64_t{3} << 29) == "1.5 GiB");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

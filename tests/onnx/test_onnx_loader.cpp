@@ -20,6 +20,7 @@
 #include "kiln_test_util.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/eval/interpreter.h"
+#include "kiln/target/target.h"
 #include "kiln/tensor.h"
 #include "onnx/onnx_pb.h"
 
@@ -31,6 +32,7 @@ using kiln::TensorData;
 using kiln::TensorMeta;
 namespace eval = kiln::eval;
 namespace konnx = kiln::onnx;
+namespace target = kiln::target;
 using kiln_test_util::error_of;
 namespace pb = ::onnx;
 
@@ -299,6 +301,39 @@ BOOST_AUTO_TEST_CASE(resize_to_an_absurd_size_is_refused) {
     check_contains(e, std::isinf(scale) ? "positive and finite" : "more than 2^24 per dim");
     check_contains(e, "Resize");
   }
+}
+
+// A graph input of 2^62 x 2 floats is refused when the model loads (issue 31: it ran on the cpu
+// and printed an empty result).
+BOOST_AUTO_TEST_CASE(an_input_larger_than_a_tensor_may_be_is_refused) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"4611686018427387904", "2"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+  node(g, "Relu", {"x"}, {"y"});
+  const std::string e = error_of([&] { konnx::load(save(dir, m)); });
+  check_contains(e, "(input 'x'): its f32[4611686018427387904, 2] output would need more bytes than a tensor may have");
+}
+
+// An ONNX Sum of 100,000 inputs (one value read 100,000 times) imports, runs on the reference
+// and schedules and generates for the cpu (issue 31: the fuser's walk recursed as deep as the
+// chain of adds and crashed).
+BOOST_AUTO_TEST_CASE(a_sum_of_100k_inputs_imports_runs_and_schedules) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"4"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+  node(g, "Sum", std::vector<std::string>(100000, "x"), {"y"});
+  const konnx::Model mod = konnx::load(save(dir, m));
+  const std::vector<TensorData> out = eval::run_graph(mod.graph, std::vector<TensorData>{host({4}, {1, 2, 3, -1})});
+  BOOST_TEST(values(out[0]) == (std::vector<double>{1e5, 2e5, 3e5, -1e5}), boost::test_tools::per_element());
+  target::ensure_builtin_targets();
+  if (!target::find_codegen("cpu")) return;
+  const target::Compiled c = target::compile_graph(target::codegen("cpu"), mod.graph, {});
+  BOOST_TEST(c.schedule.kernels.size() >= 1u);
+  BOOST_TEST(!c.generated.plan.kernels.empty());
 }
 
 // Off the CPU constants become parameters, but a one-element one that an elementwise op reads

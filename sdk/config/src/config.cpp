@@ -9,6 +9,8 @@
 //   patch              -> thread_local stack of Patch frames (searched innermost first).
 #include "registry.h"
 
+#include "kiln/graph/memory_budget.h"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -37,6 +39,12 @@ std::ostream& operator<<(std::ostream& out, const ConfigValue& value) {
 }
 
 namespace config {
+
+namespace {
+// sdk/graph's memory budget (kiln/graph/memory_budget.h) is this option; read when it is checked.
+const bool kMemoryBudgetInstalled =
+    (set_memory_budget_source([] { return get<int64_t>("memory_budget_mb"); }), true);
+}  // namespace
 
 using internal::ModeDef;
 using internal::option_defs;

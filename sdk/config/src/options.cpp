@@ -142,6 +142,10 @@ std::vector<OptionDef> build_options() {
      "How generated CUDA kernels are compiled: 'llvm' (pointwise kernels as LLVM IR, through "
      "LLVM's NVPTX backend and nvJitLink: a few times sooner than NVRTC; other kernels through "
      "NVRTC) or 'nvrtc' (every kernel as CUDA C through NVRTC).", cuda_compiler},
+    {"memory_budget_mb", T::Int, 0, kNoCodegen, kUsed,
+     "Host memory Kiln may hold for one run, in MiB (0 = the host's physical memory): a tensor, a "
+     "reference-interpreter run or a cpu plan's call that would need more is an error naming what "
+     "it would allocate, checked before allocating.", at_least_0},
     {"keep_buffers", T::Bool, false, kNoCodegen, kUsed,
      "Keep a compiled plan's intermediate buffers allocated between calls, on every target "
      "(mode reduce-overhead)."},

@@ -1,11 +1,13 @@
 // The interpreter: the kernel table (one entry per OpId), run_op / eval_op, and run_graph
 // with its symbol binding.
 #include <array>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
 #include "kernels.h"
 #include "kiln/graph/error.h"
+#include "kiln/graph/memory_budget.h"
 #include "kiln/eval/interpreter.h"
 #include "values.h"
 
@@ -241,6 +243,23 @@ std::vector<TensorData> run_graph(const Graph& g, std::span<const TensorData> in
   std::vector<size_t> argument(n, 0);
   for (size_t k = 0; k < g.inputs().size(); ++k) argument[static_cast<size_t>(g.inputs()[k])] = k;
 
+  // The memory the run holds (each storage once; the inputs are the caller's): a node whose
+  // output would take it past the memory budget is refused by name before it allocates.
+  const int64_t budget = memory_budget_bytes();
+  std::unordered_map<const Storage*, int> holders;
+  for (const TensorData& t : inputs) holders[t.storage.get()] = 1 << 30;  // never counted or released
+  int64_t held = 0;
+  auto hold = [&](const TensorData& t) {
+    if (t.storage && holders[t.storage.get()]++ == 0) held += static_cast<int64_t>(t.storage->nbytes());
+  };
+  auto release = [&](TensorData& t) {
+    if (t.storage && --holders[t.storage.get()] == 0) {
+      held -= static_cast<int64_t>(t.storage->nbytes());
+      holders.erase(t.storage.get());
+    }
+    t = TensorData{};
+  };
+
   std::vector<TensorData> values(n);
   std::vector<TensorData> args;
   std::vector<int64_t> sizes;
@@ -255,13 +274,24 @@ std::vector<TensorData> run_graph(const Graph& g, std::span<const TensorData> in
     for (NodeId i : node.inputs) args.push_back(values[static_cast<size_t>(i)]);
     sizes.clear();
     for (const SymInt& s : node.meta.sizes) sizes.push_back(s.evaluate(symbols));
+    // Views (layout ops) may share their input's memory; what they allocate, empty_host checks.
+    if (op_def(node.op).category != OpCategory::layout) {
+      int64_t bytes = dtype_size(node.meta.dtype);
+      bool wrapped = false;
+      for (int64_t d : sizes) wrapped = wrapped || d < 0 || __builtin_mul_overflow(bytes, d, &bytes);
+      if (!wrapped && bytes > budget - held)
+        fail("run_graph: node %", id, " (", op_name(node.op), ") would allocate ", bytes_str(bytes), " for its ",
+             dtype_name(node.meta.dtype), shape_str(static_shape(sizes)), " output",
+             held > 0 ? " with " + bytes_str(held) + " held" : std::string(), ", more than ", memory_budget_str());
+    }
     try {
       values[id] = run_op(node.op, args, static_attrs(node.attrs, symbols), node.meta.dtype, sizes);
     } catch (const Error& e) {
       fail("run_graph: node %", id, " (", op_name(node.op), "): ", e.what());
     }
+    hold(values[id]);
     for (NodeId i : node.inputs)
-      if (--reads[static_cast<size_t>(i)] == 0) values[static_cast<size_t>(i)] = TensorData{};
+      if (--reads[static_cast<size_t>(i)] == 0) release(values[static_cast<size_t>(i)]);
   }
   std::vector<TensorData> outputs;
   for (NodeId o : g.outputs()) outputs.push_back(values[static_cast<size_t>(o)]);

@@ -47,9 +47,27 @@ std::string attr_str(const AttrValue& v) {
   return out.str();
 }
 
+// A node's static sizes, as every shape rule gives them, within what a tensor may have (2^48
+// bytes, as TensorData and plan buffers): an expand, a tile or an input to 2^62 elements is
+// refused where it is made, by name, not where something first counts its bytes.
+void check_size(const TensorMeta& m, NodeId id, std::string_view op) {
+  for (const SymInt& s : m.sizes)
+    if (s.is_static() && s.hint() == 0) return;  // no element, whatever the other dims
+  int64_t bytes = dtype_size(m.dtype);
+  for (const SymInt& s : m.sizes) {
+    if (!s.is_static()) continue;  // bound at run time, and checked there (plan::bind, TensorData)
+    const int64_t d = s.hint();
+    if (d < 0) continue;  // the shape rules refuse these with their own sentence
+    if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > (int64_t{1} << 48))
+      fail("node %", id, " (", op, "): its ", dtype_name(m.dtype), shape_str(m.sizes),
+           " output would need more bytes than a tensor may have (2^48)");
+  }
+}
+
 }  // namespace
 
 NodeId Graph::add_input(TensorMeta meta, std::string name) {
+  check_size(meta, static_cast<NodeId>(nodes_.size()), "input" + (name.empty() ? std::string() : " '" + name + "'"));
   Node n;
   n.op = OpId::input;
   n.attrs.values.push_back(static_cast<int64_t>(inputs_.size()));
@@ -115,6 +133,7 @@ NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
     if (!moved.empty()) in = moved_in;
   }
   TensorMeta meta = def.infer(InferContext{op, in, attrs, shapes_});
+  check_size(meta, id, def.name);
   nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), std::move(meta), {}});
   return id;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/graph/error.h"
+#include "kiln/graph/memory_budget.h"
 
 namespace kiln {
 
@@ -48,6 +49,10 @@ TensorData TensorData::empty_host(DType dtype, std::vector<int64_t> sizes) {
              ": its size in bytes or one of its strides overflows 64-bit integers");
   KILN_CHECK(bytes <= kMaxTensorBytes, "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(), ": it needs ", bytes,
              " bytes, more than a tensor may have (2^48)");
+  // Checked before allocating: the allocation is zero-filled, and a size past the host's memory
+  // would end in an out-of-memory kill rather than a failed allocation.
+  KILN_CHECK(bytes <= memory_budget_bytes(), "cannot allocate a ", dtype_name(dtype), " tensor of shape ", shape(), ": it needs ",
+             bytes_str(bytes), ", more than ", memory_budget_str());
   t.strides = contiguous_strides(std::span<const int64_t>(t.sizes));
   t.storage = Storage::allocate_host(static_cast<size_t>(bytes));
   return t;

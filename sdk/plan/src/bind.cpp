@@ -1,6 +1,8 @@
 // plan::validate and plan::bind (bind.h).
 #include "kiln/plan/bind.h"
 
+#include "kiln/graph/memory_budget.h"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -439,12 +441,62 @@ Binding bind(const KernelPlan& p, std::span<const TensorData> inputs, std::strin
   return Binder(p, std::string(who)).bind(inputs);
 }
 
+namespace {
+// What one call allocates on the host, slots and outputs, against the memory budget; a refusal
+// names the largest allocation and the kernel (and its graph nodes) that writes it.
+void check_memory_budget(const KernelPlan& p, const BoundSizes& z, const std::string& who) {
+  int64_t slots = 0, outputs = 0;
+  int64_t largest = -1;  // bytes
+  std::string what;       // of the largest
+  auto writer = [&](auto&& writes_it) {
+    for (const PlanKernel& k : p.kernels) {
+      const bool in = k.kind == "reference" ? writes_it(k.output)
+                                            : std::any_of(k.writes.begin(), k.writes.end(), writes_it);
+      if (!in) continue;
+      std::string nodes;
+      for (size_t i = 0; i < k.provenance.size() && i < 4; ++i) nodes += (i ? ", %" : "%") + std::to_string(k.provenance[i]);
+      if (k.provenance.size() > 4) nodes += ", ...";
+      return ", written by kernel '" + k.name + "'" + (nodes.empty() ? std::string() : " (nodes " + nodes + ")");
+    }
+    return std::string();
+  };
+  for (size_t s = 0; s < z.slot_bytes.size(); ++s) {
+    slots += std::min(z.slot_bytes[s], kMaxBufferBytes);
+    if (z.slot_bytes[s] > largest) {
+      largest = z.slot_bytes[s];
+      what = "slot " + std::to_string(s) + " (intermediates" +
+             writer([&](int32_t id) { return p.buffers[static_cast<size_t>(id)].kind == "intermediate" &&
+                                             p.buffers[static_cast<size_t>(id)].slot == static_cast<int32_t>(s); }) +
+             ")";
+    }
+  }
+  for (const PlanBuffer& b : p.buffers) {
+    if (b.kind != "output") continue;
+    const int64_t bytes = z.buffer_bytes[static_cast<size_t>(b.id)];
+    outputs += bytes;
+    if (bytes > largest) {
+      largest = bytes;
+      what = buffer_name(b) + writer([&](int32_t id) { return id == b.id; });
+    }
+  }
+  // Each term is at most kMaxBufferBytes (2^48), so the sums stay far inside int64.
+  const int64_t total = slots + outputs;
+  if (total <= memory_budget_bytes()) return;
+  fail(who, ": a call at these sizes would allocate ", bytes_str(total), " (intermediates ", bytes_str(slots), ", outputs ",
+       bytes_str(outputs), "), more than ", memory_budget_str(), "; the largest is ", what, ", ", bytes_str(largest));
+}
+}  // namespace
+
 Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std::string_view who) {
   return Binder(p, std::string(who)).bind(inputs);
 }
 
-Binder::Binder(const KernelPlan& p, std::string who)
-    : p_(&p), who_(std::move(who)), input_buffer_(plan::input_buffers(p)), written_whole_(p.buffers.size(), false) {
+Binder::Binder(const KernelPlan& p, std::string who, bool host_memory)
+    : p_(&p),
+      who_(std::move(who)),
+      input_buffer_(plan::input_buffers(p)),
+      written_whole_(p.buffers.size(), false),
+      host_memory_(host_memory) {
   for (const PlanKernel& k : p.kernels)
     if (k.kind == "reference") written_whole_[static_cast<size_t>(k.output)] = true;
     else if (k.convolution)  // read and written whole by the library
@@ -566,6 +618,7 @@ std::shared_ptr<const BoundSizes> Binder::sizes_at(std::vector<int64_t> symbols)
     r->buffer_bytes[id] = need;
     holds[id] = {lo, lo + have / es - 1};
   }
+  if (host_memory_) check_memory_budget(p, *r, who_);
   // Kernels: extents, and every gemm's operands inside their buffers.
   for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
     const PlanKernel& k = p.kernels[ki];

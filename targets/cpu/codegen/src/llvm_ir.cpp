@@ -135,8 +135,11 @@ class FunctionEmitter : public render::llvm::Printer {
   std::map<int32_t, std::string> bufs_;
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> state_[3];  // reduce instr -> the slot of its state's component c
-  std::map<int32_t, std::string> block_state_[3];  // the same for one block of a blocked sum
-  bool into_block_ = false;  // inside a block of a blocked sum: combine() folds into block_state_
+  // Blocked float sums (blocked_sums): the state of the current block, and of the current run
+  // of kSumBlock blocks, which folds into state_.
+  std::map<int32_t, std::string> block_state_[3], super_state_[3];
+  enum class Level { running, super, block };
+  Level level_ = Level::running;  // where combine() folds: Level::block inside a block
   std::map<std::string, CT> slot_type_;
   // Row strategy: values kept from the pass that computes them for later passes (see
   // kept_values()): instruction -> its row scratch (an alloca of the inner extent), and the
@@ -372,14 +375,27 @@ class FunctionEmitter : public render::llvm::Printer {
   // NaN-propagating extremum that vectorises, so a float max or min folds skipping NaN (the
   // flavour's nnan nsz fold) beside a NaN flag.
   lower::Rule rule(int32_t i) const { return reduction_rule(k_, i); }
-  // The running state's slots, or (`block`) those of the current block of a blocked sum.
-  std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane, bool block) {
+  // The running state's slots, or those of the current block or run of blocks of a blocked sum.
+  std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane, Level level) {
     std::vector<std::string> s;
-    for (size_t c = 0; c < rl.state.size(); ++c) s.push_back(slot(block ? block_state_[c] : state_[c], i, rl.state[c].ct, lane));
+    for (size_t c = 0; c < rl.state.size(); ++c) {
+      auto& m = level == Level::block ? block_state_[c] : level == Level::super ? super_state_[c] : state_[c];
+      s.push_back(slot(m, i, rl.state[c].ct, lane));
+    }
     return s;
   }
   std::vector<std::string> state_slots(const lower::Rule& rl, int32_t i, const std::string& lane) {
-    return state_slots(rl, i, lane, into_block_);
+    return state_slots(rl, i, lane, level_);
+  }
+  // Folds the states of `from` into those of `to` (blocked sums).
+  void fold_level(const std::vector<int32_t>& reds, Level from, Level to) {
+    for (int32_t r : reds) {
+      const lower::Rule rl = rule(r);
+      const std::vector<std::string> slots = state_slots(rl, r, "", from);
+      std::vector<std::string> values;
+      for (size_t c = 0; c < slots.size(); ++c) values.push_back(op("load ", type_of(rl.state[c].ct), ", ptr ", slots[c]));
+      fold_into(rl, state_slots(rl, r, "", to), values);
+    }
   }
   void init_acc(int32_t i, const std::string& lane) {
     const lower::Rule rl = rule(i);
@@ -414,10 +430,13 @@ class FunctionEmitter : public render::llvm::Printer {
   }
 
   // Float sums fold the innermost inner dim in blocks of kSumBlock elements, each block from the
-  // identity, then the block into the running state: every accumulator (the vectoriser's lanes)
-  // adds at most kSumBlock elements in a row, and the running state one per block, so the error
-  // grows with n / kSumBlock + kSumBlock rather than with n (a 1M-element partial of sum_all
-  // was off by 1.3e-5 relative to the exact sum; the reference sums in double).
+  // identity, then the block into the state of its run of kSumBlock blocks, and each run into
+  // the running state: every accumulator (the vectoriser's lanes) adds at most kSumBlock
+  // elements in a row, each run kSumBlock blocks, and the running state one per kSumBlock^2
+  // elements, so the error grows with kSumBlock + kSumBlock + n / kSumBlock^2 rather than with n
+  // (a 1M-element partial of sum_all was off by 1.3e-5 relative to the exact sum; the reference
+  // sums in double). With one level of blocks a partial of more than 2^36 ones would stop at
+  // 2^36 (adding a block's 4096 to it rounds back), with two it does not before 2^48.
   static constexpr int64_t kSumBlock = 4096;
   bool blocked_sums(const std::vector<int32_t>& reds) const {
     const SymInt& extent = k_.domain.back();
@@ -439,26 +458,28 @@ class FunctionEmitter : public render::llvm::Printer {
     }
     if (blocked && d + 1 == k_.domain.size()) {
       const std::string extent = sym(k_.domain[d]);
-      loop_by("0", extent, kSumBlock, [&](const std::string& b) {
-        into_block_ = true;
+      auto min_of = [&](const std::string& a, const std::string& b) {
+        return op("select i1 ", op("icmp slt i64 ", a, ", ", b), ", i64 ", a, ", i64 ", b);
+      };
+      constexpr int64_t kRun = kSumBlock * kSumBlock;
+      loop_by("0", extent, kRun, [&](const std::string& run) {
+        level_ = Level::super;
         for (int32_t r : *blocked) init_acc(r, "");
-        const std::string end = op("add i64 ", b, ", ", kSumBlock);
-        const std::string stop = op("select i1 ", op("icmp slt i64 ", end, ", ", extent), ", i64 ", end, ", i64 ", extent);
-        loop(b, stop, [&](const std::string& v) {
-          Scope sc;
-          sc.vars = parent.vars;
-          sc.vars[d] = v;
-          sc.parent = &parent;
-          body(sc);
+        const std::string run_end = min_of(op("add i64 ", run, ", ", kRun), extent);
+        loop_by(run, run_end, kSumBlock, [&](const std::string& b) {
+          level_ = Level::block;
+          for (int32_t r : *blocked) init_acc(r, "");
+          loop(b, min_of(op("add i64 ", b, ", ", kSumBlock), run_end), [&](const std::string& v) {
+            Scope sc;
+            sc.vars = parent.vars;
+            sc.vars[d] = v;
+            sc.parent = &parent;
+            body(sc);
+          });
+          fold_level(*blocked, Level::block, Level::super);
         });
-        into_block_ = false;
-        for (int32_t r : *blocked) {
-          const lower::Rule rl = rule(r);
-          const std::vector<std::string> from = state_slots(rl, r, "", true);
-          std::vector<std::string> values;
-          for (size_t c = 0; c < from.size(); ++c) values.push_back(op("load ", type_of(rl.state[c].ct), ", ptr ", from[c]));
-          fold_into(rl, state_slots(rl, r, "", false), values);
-        }
+        fold_level(*blocked, Level::super, Level::running);
+        level_ = Level::running;
       });
       return;
     }

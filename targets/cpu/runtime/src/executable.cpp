@@ -44,7 +44,7 @@ class HostPool {
       }
     }
     void* p = std::aligned_alloc(64, bytes);
-    if (!p) throw std::bad_alloc();
+    if (!p) fail("cpu runtime: out of host memory: could not allocate ", bytes, " bytes");
     return p;
   }
   void give(void* p, size_t bytes) {
@@ -209,7 +209,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime");
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime", /*host_memory=*/true);
   im.input_buffer = im.binder->input_buffers();
   // Kernels are split into one module per thread, balanced by source size, and the modules
   // compiled at once (JitModule::compile may run on several threads): a plan of many kernels
@@ -259,7 +259,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load_compiled(plan::KernelPlan p
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime");
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime", /*host_memory=*/true);
   im.input_buffer = im.binder->input_buffers();
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < objects.size(); ++i)

@@ -74,9 +74,13 @@ struct Binding {
 // only the per-input checks), so a runtime keeps one Binder per loaded plan. `who` starts every
 // message ("cpu runtime"). Devices are the runtime's to check: bind reads only dtypes, sizes and
 // strides. The plan must outlive the Binder; bind may be called from several threads at once.
+// `host_memory`: the runtime allocates the plan's slots and outputs on the host (the cpu
+// runtime), so what one call allocates is checked against the memory budget
+// (kiln/graph/memory_budget.h) first: more is a kiln::Error naming the largest allocation and
+// the kernel and graph nodes that write it.
 class Binder {
  public:
-  Binder(const KernelPlan& p, std::string who);
+  Binder(const KernelPlan& p, std::string who, bool host_memory = false);
   Binding bind(std::span<const TensorData* const> inputs) const;
   Binding bind(std::span<const TensorData> inputs) const;
   const std::vector<int32_t>& input_buffers() const { return input_buffer_; }
@@ -88,6 +92,7 @@ class Binder {
   std::string who_;
   std::vector<int32_t> input_buffer_;
   std::vector<bool> written_whole_;  // by buffer: a reference kernel writes all of it, contiguously
+  bool host_memory_ = false;
   mutable std::mutex mu_;
   mutable std::shared_ptr<const BoundSizes> last_;
 };

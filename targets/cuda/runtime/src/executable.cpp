@@ -3,13 +3,14 @@
 #include "kiln/cuda/executable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
-#include <atomic>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -113,7 +114,11 @@ CompiledModule compile_module(const std::string& source, int arch, const std::st
     c.arch = best;
     c.cubin = false;
   }
+  // One NVRTC compile at a time (compile_threads says why); LLVM programs go on meanwhile.
+  static std::mutex nvrtc_lock;
+  std::unique_lock<std::mutex> one_nvrtc(nvrtc_lock);
   const NvrtcOutput out = nvrtc_compile(source, name, c.arch, c.cubin);
+  one_nvrtc.unlock();
   c.image = out.image;
   c.seconds = out.seconds;
   std::lock_guard<std::mutex> lock(mu);
@@ -123,34 +128,44 @@ CompiledModule compile_module(const std::string& source, int arch, const std::st
 
 namespace {
 
-// Threads NVRTC may use for one plan: KILN_CUDA_COMPILE_THREADS, default 1 (each plan one
-// program, compiled on the calling thread). Measured on the H100 machine (16 cores, NVRTC 13.0):
-// programs compiled on parallel threads took about as long together as one after the other
-// (sum_all's two: 72 and 94 ms in parallel, 92 ms in sequence), and NVRTC stayed several times
-// slower on every thread after that (col_sum 97 ms against 13, small_chain 100 against 26).
+// Threads that compile one plan's programs: KILN_CUDA_COMPILE_THREADS, default the host's
+// hardware threads (at most 8). LLVM programs compile in parallel; NVRTC ones one at a time
+// (nvrtc_lock): measured on the H100 machine (16 cores, NVRTC 13.0), NVRTC programs compiled on
+// parallel threads took about as long together as one after the other (sum_all's two: 72 and
+// 94 ms in parallel, 92 ms in sequence), and NVRTC stayed several times slower on every thread
+// after that (col_sum 97 ms against 13, small_chain 100 against 26).
 size_t compile_threads() {
   static const size_t n = [] {
     if (const char* e = std::getenv("KILN_CUDA_COMPILE_THREADS"); e && *e) return static_cast<size_t>(std::max(1, std::atoi(e)));
-    return size_t{1};
+    return static_cast<size_t>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   }();
   return n;
 }
+// KILN_CUDA_COMPILE_THREADS > 1 set explicitly: every generated kernel a program of its own.
+bool program_per_kernel() {
+  const char* e = std::getenv("KILN_CUDA_COMPILE_THREADS");
+  return e && *e && std::atoi(e) > 1;
+}
 
-// Compiles each source (in parallel threads when there are several: NVRTC is thread-safe and a
-// plan's programs are independent) through the process cache.
+// Compiles each source (on parallel threads when there are several: a plan's programs are
+// independent) through the process cache; the longest first, so that the last to start is short.
 std::vector<CompiledModule> compile_all(const std::vector<std::string>& sources, int arch, const std::string& name) {
   std::vector<CompiledModule> out(sources.size());
   if (sources.size() == 1 || compile_threads() == 1) {
     for (size_t i = 0; i < sources.size(); ++i) out[i] = compile_module(sources[i], arch, name + "_" + std::to_string(i));
     return out;
   }
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
   std::vector<std::string> errors(sources.size());
   std::vector<std::thread> threads;
   const size_t width = std::min(sources.size(), compile_threads());
   std::atomic<size_t> next{0};
   for (size_t t = 0; t < width; ++t)
     threads.emplace_back([&] {
-      for (size_t i; (i = next++) < sources.size();) {
+      for (size_t k; (k = next++) < sources.size();) {
+        const size_t i = order[k];
         try {
           out[i] = compile_module(sources[i], arch, name + "_" + std::to_string(i));
         } catch (const std::exception& e) {
@@ -161,6 +176,34 @@ std::vector<CompiledModule> compile_all(const std::vector<std::string>& sources,
   for (std::thread& t : threads) t.join();
   for (const std::string& e : errors)
     if (!e.empty()) fail(e);
+  return out;
+}
+
+// The own-module kernels' distinct sources (PlanKernel::own_module: LLVM IR) in groups of about
+// equal size, at most kLlvmPrograms, each one program: LLVM's NVPTX backend compiles them on
+// parallel threads (convnext_tiny's 101 kernels as one program: 894 ms on the H200). The groups
+// depend only on the plan, so that a cache hit names the programs its entry holds.
+constexpr size_t kLlvmPrograms = 4;
+std::vector<std::string> own_module_groups(const plan::KernelPlan& pl, std::map<std::string_view, size_t>& group_of) {
+  std::vector<std::string_view> distinct;
+  size_t total = 0;
+  for (const plan::PlanKernel& k : pl.kernels)
+    if (k.own_module() && group_of.emplace(k.source, 0).second) {
+      distinct.push_back(k.source);
+      total += k.source.size();
+    }
+  const size_t groups = std::min(kLlvmPrograms, distinct.size());
+  std::vector<std::string> out(groups);
+  size_t g = 0, filled = 0;
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    // Move on once this group holds its share, keeping one source at least for each group left.
+    if (g + 1 < groups && !out[g].empty() &&
+        (filled >= total * (g + 1) / groups || distinct.size() - i <= groups - 1 - g))
+      ++g;
+    out[g] += distinct[i];
+    filled += distinct[i].size();
+    group_of[distinct[i]] = g;
+  }
   return out;
 }
 
@@ -344,14 +387,14 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
     im.gemm_start_pending = im.gemm_start.joinable();
   }
   im.arch = im.ctx->info().arch();
-  // The programs: one per plan (the plan's module, then each alternative's that differs), or,
-  // with several generated kernels and KILN_CUDA_COMPILE_THREADS > 1, one per kernel version,
-  // compiled on that many threads.
+  // The programs: per plan (the plan's, then each alternative's that differs) its CUDA C module
+  // and its LLVM modules in a few groups, or, with several generated kernels and
+  // KILN_CUDA_COMPILE_THREADS > 1, one per kernel version; compiled on parallel threads.
   std::vector<const plan::KernelPlan*> plans = {&im.plan};
   for (const plan::KernelPlan& a : alternatives) plans.push_back(&a);
   size_t generated = 0;
   for (const plan::PlanKernel& k : im.plan.kernels) generated += k.source.empty() ? 0 : 1;
-  const bool split = generated > 1 && compile_threads() > 1;
+  const bool split = generated > 1 && program_per_kernel();
   std::vector<std::string> program_sources;
   // program_of[pi][ki]: the program holding kernel ki of plan pi (-1: none)
   std::vector<std::vector<int>> program_of(plans.size(), std::vector<int>(im.plan.kernels.size(), -1));
@@ -368,14 +411,16 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
       return !k.entry.empty() && !k.fixed_signature() && !k.own_module();
     });
     const int whole = split || !rest ? -1 : program(pl.module_source(false));
-    // Kernels that are LLVM modules of their own (PlanKernel::language) make one program
-    // together: one PTX, one cubin.
-    const std::string modules = pl.own_modules();
-    const int llvm = split || modules.empty() ? -1 : program(modules);
+    // Kernels that are LLVM modules of their own (PlanKernel::language) make a few programs
+    // together (own_module_groups): each one PTX, one cubin.
+    std::map<std::string_view, size_t> group_of;
+    std::vector<int> llvm;
+    if (!split)
+      for (std::string& group : own_module_groups(pl, group_of)) llvm.push_back(program(std::move(group)));
     for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
       const plan::PlanKernel& k = pl.kernels[ki];
       if (k.entry.empty()) continue;
-      if (k.own_module()) program_of[pi][ki] = split ? program(k.source) : llvm;
+      if (k.own_module()) program_of[pi][ki] = split ? program(k.source) : llvm[group_of.at(k.source)];
       else program_of[pi][ki] = split || k.fixed_signature() ? program(pl.kernel_program(ki)) : whole;
     }
   }

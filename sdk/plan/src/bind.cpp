@@ -445,9 +445,13 @@ namespace {
 // What one call allocates on the host, slots and outputs, against the memory budget; a refusal
 // names the largest allocation and the kernel (and its graph nodes) that writes it.
 void check_memory_budget(const KernelPlan& p, const BoundSizes& z, const std::string& who) {
+  // Each term is at most kMaxBufferBytes (2^48), so the sums stay far inside int64.
   int64_t slots = 0, outputs = 0;
-  int64_t largest = -1;  // bytes
-  std::string what;       // of the largest
+  for (int64_t bytes : z.slot_bytes) slots += bytes;
+  for (const PlanBuffer& b : p.buffers)
+    if (b.kind == "output") outputs += z.buffer_bytes[static_cast<size_t>(b.id)];
+  if (slots + outputs <= memory_budget_bytes()) return;
+  // Over: name the largest allocation and what writes it.
   auto writer = [&](auto&& writes_it) {
     for (const PlanKernel& k : p.kernels) {
       const bool in = k.kind == "reference" ? writes_it(k.output)
@@ -460,8 +464,9 @@ void check_memory_budget(const KernelPlan& p, const BoundSizes& z, const std::st
     }
     return std::string();
   };
-  for (size_t s = 0; s < z.slot_bytes.size(); ++s) {
-    slots += std::min(z.slot_bytes[s], kMaxBufferBytes);
+  int64_t largest = -1;
+  std::string what;
+  for (size_t s = 0; s < z.slot_bytes.size(); ++s)
     if (z.slot_bytes[s] > largest) {
       largest = z.slot_bytes[s];
       what = "slot " + std::to_string(s) + " (intermediates" +
@@ -469,21 +474,14 @@ void check_memory_budget(const KernelPlan& p, const BoundSizes& z, const std::st
                                              p.buffers[static_cast<size_t>(id)].slot == static_cast<int32_t>(s); }) +
              ")";
     }
-  }
-  for (const PlanBuffer& b : p.buffers) {
-    if (b.kind != "output") continue;
-    const int64_t bytes = z.buffer_bytes[static_cast<size_t>(b.id)];
-    outputs += bytes;
-    if (bytes > largest) {
-      largest = bytes;
+  for (const PlanBuffer& b : p.buffers)
+    if (b.kind == "output" && z.buffer_bytes[static_cast<size_t>(b.id)] > largest) {
+      largest = z.buffer_bytes[static_cast<size_t>(b.id)];
       what = buffer_name(b) + writer([&](int32_t id) { return id == b.id; });
     }
-  }
-  // Each term is at most kMaxBufferBytes (2^48), so the sums stay far inside int64.
-  const int64_t total = slots + outputs;
-  if (total <= memory_budget_bytes()) return;
-  fail(who, ": a call at these sizes would allocate ", bytes_str(total), " (intermediates ", bytes_str(slots), ", outputs ",
-       bytes_str(outputs), "), more than ", memory_budget_str(), "; the largest is ", what, ", ", bytes_str(largest));
+  fail(who, ": a call at these sizes would allocate ", bytes_str(slots + outputs), " (intermediates ", bytes_str(slots),
+       ", outputs ", bytes_str(outputs), "), more than ", memory_budget_str(), "; the largest is ", what, ", ",
+       bytes_str(largest));
 }
 }  // namespace
 

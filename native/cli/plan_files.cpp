@@ -32,14 +32,6 @@ std::string hex(const std::string& bytes) {
   return out;
 }
 
-// Every byte compared whatever the first difference (no timing oracle for forging a MAC).
-bool same_in_constant_time(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 }  // namespace
 
 void write_plan_file(const std::string& path, plan::KernelPlan p, const std::string& who) {
@@ -59,7 +51,7 @@ void check_plan_may_run(const plan::KernelPlan& p, const std::string& file) {
   std::string signature_note;
   if (!p.signature.empty()) {
     if (const std::optional<cache::Signer> s = plan_signer()) {
-      if (same_in_constant_time(hex(s->mac(plan::plan_signed_text(p))), p.signature)) return;
+      if (cache::equal_in_constant_time(hex(s->mac(plan::plan_signed_text(p))), p.signature)) return;
       signature_note = " Its signature does not verify with KILN_CACHE_SECRET (signed with another secret, or edited "
                        "after it was signed).";
     } else {

@@ -44,11 +44,15 @@ std::optional<std::string> verify(std::string_view bytes, const Signer& s) {
   const std::string_view mac = bytes.substr(kMagic.size(), kMacBytes);
   const std::string_view payload = bytes.substr(kMagic.size() + kMacBytes);
   const std::string want = mac_of(payload, s);
-  // Every byte compared whatever the first difference (no timing oracle for forging a MAC).
-  unsigned char diff = 0;
-  for (size_t i = 0; i < kMacBytes; ++i) diff |= static_cast<unsigned char>(want[i] ^ mac[i]);
-  if (diff != 0) return std::nullopt;
+  if (!equal_in_constant_time(want, mac)) return std::nullopt;
   return std::string(payload);
+}
+
+bool equal_in_constant_time(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 std::string_view strip_signature(std::string_view bytes) {

@@ -260,6 +260,9 @@ std::optional<Signer> signer();
 std::string sign(std::string_view payload, const Signer& s);
 // The payload when `bytes` is signed by `s` (compared in constant time), else nullopt.
 std::optional<std::string> verify(std::string_view bytes, const Signer& s);
+// Whether a and b hold the same bytes, every byte compared whatever the first difference (no
+// timing oracle for forging a MAC): what verify() and plan signatures compare with.
+bool equal_in_constant_time(std::string_view a, std::string_view b);
 // `bytes` without a signature, if it has one (what a process without a secret reads).
 std::string_view strip_signature(std::string_view bytes);
 

@@ -91,6 +91,11 @@ if "$kiln" run --help | grep -q -- '--check'; then
   for f in mlp softmax layernorm transformer_block dynamic_softmax; do
     expect 0 'check output 0: .* \(ok\)' -- "$kiln" run "$samples/$f.json" --random --target cpu --check --repeat 3
   done
+  # KILN_LOGS=profile: each kernel's time, reported after the 4th call; the device line says
+  # which library the matmuls call.
+  expect 0 'kernels on cpu \([0-9]+ threads\), [0-9.]+ ms in all' -- env KILN_LOGS=profile "$kiln" run "$samples/transformer_block.json" --random --target cpu --repeat 4
+  expect 0 'matmul +k[0-9]+: over [0-9]+, writes f32\[' -- env KILN_LOGS=profile "$kiln" run "$samples/transformer_block.json" --random --target cpu --repeat 4
+  expect 0 '^cpu: .*[0-9]+ threads; matmuls through (OpenBLAS|Kiln)' -- "$kiln" list-devices
   expect 0 'kernel k0 \(reduction\)' -- "$kiln" show "$samples/layernorm.json" --schedule
   expect 0 'fused %[0-9]+ \(var\) into kernel 0' -- "$kiln" show "$samples/layernorm.json" --schedule
   expect 0 'kernel plan v1 for cpu: 1 kernel' -- "$kiln" show "$samples/layernorm.json" --plan

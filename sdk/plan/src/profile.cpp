@@ -31,8 +31,8 @@ std::string shape_text(const SymShape& s) {
 }
 
 // What a kernel computes, in a few words: a gemm's m x n x k (batch, dtype, epilogue), a
-// convolution's shapes, a reference kernel's op, a generated kernel's name and extent.
-std::string what_of(const PlanKernel& k) {
+// convolution's shapes, a reference kernel's op, a generated kernel's extent and what it writes.
+std::string what_of(const KernelPlan& plan, const PlanKernel& k) {
   if (k.gemm) {
     const PlanGemm& g = *k.gemm;
     std::string s = "gemm " + g.m.str() + "x" + g.n.str() + "x" + g.k.str();
@@ -53,18 +53,24 @@ std::string what_of(const PlanKernel& k) {
     return s;
   }
   if (k.kind == "reference") return std::string(op_name(k.op)) + " on the host";
-  return "over " + k.parallel_extent.str();
+  std::string s = "over " + k.parallel_extent.str();
+  for (size_t i = 0; i < k.writes.size() && i < 2; ++i)
+    if (k.writes[i] >= 0 && static_cast<size_t>(k.writes[i]) < plan.buffers.size()) {
+      const PlanBuffer& b = plan.buffers[static_cast<size_t>(k.writes[i])];
+      s += (i ? ", " : ", writes ") + std::string(dtype_name(b.dtype)) + "[" + shape_text(b.sizes) + "]";
+    }
+  return s;
 }
 
 // Kernels doing the same work (identical layers): the same kind, description and source once
 // the kernel's own name is taken out of it.
-std::string same_work_key(const PlanKernel& k) {
+std::string same_work_key(const KernelPlan& plan, const PlanKernel& k) {
   std::string src = k.source;
   for (const std::string& name : {k.entry, k.name}) {
     if (name.empty()) continue;
     for (size_t at = src.find(name); at != std::string::npos; at = src.find(name, at + 1)) src.replace(at, name.size(), "@");
   }
-  return k.kind + "\n" + what_of(k) + "\n" + std::to_string(std::hash<std::string>{}(src));
+  return k.kind + "\n" + what_of(plan, k) + "\n" + std::to_string(std::hash<std::string>{}(src));
 }
 
 }  // namespace
@@ -99,7 +105,7 @@ std::string KernelProfile::report(const KernelPlan& plan, const std::string& dev
   };
   std::map<std::string, Row> groups;
   for (const auto& [m, k] : by_time) {
-    Row& r = groups[same_work_key(plan.kernels[k])];
+    Row& r = groups[same_work_key(plan, plan.kernels[k])];
     if (r.count == 0) r.first = k;
     r.ms += m;
     ++r.count;
@@ -126,7 +132,7 @@ std::string KernelProfile::report(const KernelPlan& plan, const std::string& dev
     const PlanKernel& pk = plan.kernels[r.first];
     std::snprintf(line, sizeof line, "%8.3f %5.1f%% %3lld %9.4f  %-20s  %s: %s\n", r.ms, share(r.ms),
                   static_cast<long long>(r.count), r.ms / static_cast<double>(r.count), kind_of(pk).c_str(), pk.name.c_str(),
-                  what_of(pk).c_str());
+                  what_of(plan, pk).c_str());
     out += line;
   }
   if (rest_n) {

@@ -14,6 +14,7 @@
 #include "kiln/config/log.h"
 #include "kiln/cpu/executable.h"
 #include "kiln/cpu/jit.h"
+#include "kiln/cpu/thread_pool.h"
 #include "kiln/graph/error.h"
 #include "kiln/target/target.h"
 
@@ -95,7 +96,10 @@ class CpuRuntime final : public target::Runtime {
   std::string name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::cpu; }
   bool available(std::string*) const override { return true; }
-  std::vector<std::string> device_lines() const override { return {"cpu"}; }
+  std::vector<std::string> device_lines() const override {
+    return {"cpu: " + host_identity().cpu_name + ", " + std::to_string(ThreadPool::of_size(static_cast<int>(config::get<int64_t>("cpu.threads"))).size()) +
+            " threads; matmuls through " + matmul_library()};
+  }
   void prepare() override {
     static std::once_flag once;
     std::call_once(once, [] {

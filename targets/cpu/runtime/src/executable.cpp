@@ -14,7 +14,9 @@
 #include "kiln/cpu/jit.h"
 #include "kiln/cpu/thread_pool.h"
 #include "kiln/graph/error.h"
+#include "kiln/config/log.h"
 #include "kiln/plan/bind.h"
+#include "kiln/plan/profile.h"
 #include "kiln/eval/interpreter.h"
 #include "sgemm.h"
 
@@ -192,6 +194,9 @@ struct PlanExecutable::Impl {
     }
   }
   std::vector<int32_t> input_buffer;  // buffer of graph input k
+  // KILN_LOGS=profile: each kernel's wall time per call (kernels run one after another anyway)
+  std::mutex profile_mu;
+  std::unique_ptr<plan::KernelProfile> profile;
   // reduce-overhead: slots kept from the last call, for the symbol values they were made for
   mutable std::mutex kept_mu;
   mutable std::vector<int64_t> kept_syms;
@@ -363,8 +368,24 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     tune_lock.lock();
     tune = !im.tuned.load(std::memory_order_relaxed);
   }
+  // KILN_LOGS=profile: a steady clock around each kernel (a parallel_for returns when its chunks are done).
+  std::unique_lock<std::mutex> profile_lock(im.profile_mu, std::defer_lock);
+  std::vector<double> kernel_ms;
+  if (logs::enabled(logs::Category::profile)) {
+    profile_lock.lock();
+    kernel_ms.assign(pl.kernels.size(), 0.0);
+  }
   for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
+    const auto kernel_start = std::chrono::steady_clock::now();
+    struct Timed {
+      std::vector<double>& ms;
+      size_t k;
+      std::chrono::steady_clock::time_point start;
+      ~Timed() {
+        if (!ms.empty()) ms[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      }
+    } timed{kernel_ms, ki, kernel_start};
     if (im.fns[ki]) {
       const int64_t extent = bound.extents()[ki];
       if (extent == 0) continue;
@@ -384,6 +405,12 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     }
   }
   if (tune) im.tuned.store(true, std::memory_order_release);
+  if (!kernel_ms.empty()) {
+    if (!im.profile) im.profile = std::make_unique<plan::KernelProfile>(pl.kernels.size());
+    im.profile->add_call(kernel_ms);
+    if (im.profile->report_due())
+      KILN_LOG(profile, im.profile->report(pl, "cpu (" + std::to_string(pool.size()) + " threads)"));
+  }
   for (size_t o = 0; o < pl.outputs.size(); ++o) {
     const int32_t id = pl.outputs[o];
     const plan::PlanBuffer& b = pl.buffers[static_cast<size_t>(id)];

@@ -14,7 +14,5 @@ extern "C" void kiln_dgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t 
                            int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);
 // Defines kiln_sgemm and kiln_dgemm for the JIT (once per process).
 void register_sgemm();
-// Which implementation backs it: "openblas" or "builtin".
-const char* sgemm_backend();
 
 }  // namespace kiln::cpu

@@ -141,4 +141,32 @@ BOOST_AUTO_TEST_CASE(bool_and_int_identities) {
   BOOST_TEST(ops(d) == 0, d.str());
 }
 
+BOOST_AUTO_TEST_CASE(small_integer_powers_are_multiplied_out) {
+  G t;
+  const SymInt s0 = t.sym(3);
+  const NodeId x = t.in(DType::f32, {s0, 4}, "x");
+  const NodeId d = t.in(DType::f64, {4}, "d");
+  const NodeId y = t.op(OpId::add, {t.op(OpId::pow, {x, t.full(3)}), t.op(OpId::pow, {x, t.full(2, DType::f64)})});
+  const Graph& g = t.out({y, t.op(OpId::pow, {d, t.full(3, DType::f64)})});
+  const Graph r = simplify_dce(g);  // checked: the same results on the reference interpreter
+  BOOST_TEST(count(r, OpId::pow) == 0, r.str());
+  BOOST_TEST(count(r, OpId::mul) == 5, r.str());  // x*x, (x*x)*x, x*x (CSE is another pass), d*d, (d*d)*d
+}
+
+BOOST_AUTO_TEST_CASE(powers_that_would_round_or_change_the_meta_stay) {
+  G t;
+  const NodeId x = t.in(DType::f32, {4});
+  const NodeId b = t.in(DType::bf16, {4});
+  const NodeId i = t.in(DType::i32, {4});
+  const Graph& g = t.out({
+      t.op(OpId::pow, {b, t.full(3, DType::bf16)}),          // each product would round to bf16
+      t.op(OpId::pow, {x, t.full(3, DType::f32, {2, 4})}),  // the exponent broadcasts x to [2, 4]
+      t.op(OpId::pow, {i, t.full(2, DType::f32)}),          // i32 ** float is f32
+      t.op(OpId::pow, {x, t.full(4)}),
+      t.op(OpId::pow, {x, t.constant(DType::f32, {4}, {3, 3, 3, 2})}),
+  });
+  const Graph d = simplify_dce(g);
+  BOOST_TEST(count(d, OpId::pow) == 5, d.str());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

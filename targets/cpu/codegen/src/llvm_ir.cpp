@@ -770,9 +770,11 @@ class FunctionEmitter : public render::llvm::Printer {
       std::string b = bt, c0 = "0", cols = N;
       if (tiles.count > 1) {
         b = op("sdiv i64 ", bt, ", ", tiles.count);
-        c0 = op("mul i64 ", op("srem i64 ", bt, ", ", tiles.count), ", ", tiles.width);
+        const std::string tile = op("srem i64 ", bt, ", ", tiles.count);
+        c0 = op("mul i64 ", tile, ", ", tiles.width);
         const std::string left = op("sub i64 ", N, ", ", c0);
-        cols = select(op("icmp slt i64 ", left, ", ", tiles.width), CT::i64, left, std::to_string(tiles.width)).v;
+        const std::string short_tile = op("icmp slt i64 ", left, ", ", tiles.width);
+        cols = select(short_tile, CT::i64, left, std::to_string(tiles.width)).v;
       }
       if (nb > 0) unflatten(b, 0, nb, outer);
       // Operand offsets of this batch element and row block.
@@ -787,11 +789,16 @@ class FunctionEmitter : public render::llvm::Printer {
       const std::string boff = base(g.b_offset, g.b_batch_strides, g.b_row_stride, "");
       const std::string matrix = op("mul i64 ", M, ", ", N);
       const std::string batch_off = op("mul i64 ", b, ", ", matrix), row_off = op("mul i64 ", m0, ", ", N);
-      const std::string coff = op("add i64 ", op("add i64 ", batch_off, ", ", row_off), ", ", c0);
+      const std::string c_row_off = op("add i64 ", batch_off, ", ", row_off);
+      const std::string coff = op("add i64 ", c_row_off, ", ", c0);
       const char* et = g.dtype == DType::f64 ? "double" : "float";
       const std::string ap = op("getelementptr ", et, ", ptr ", buffer(g.a), ", i64 ", aoff);
-      const std::string bp = op("getelementptr ", et, ", ptr ", buffer(g.b), ", i64 ",
-                                op("add i64 ", boff, ", ", op("mul i64 ", c0, ", ", sym(g.b_col_stride))));
+      // One statement per emitted instruction: argument evaluation order is unspecified, and the
+      // text must not depend on the compiler (the browser build prints the same plans).
+      const std::string b_col_stride = sym(g.b_col_stride);
+      const std::string b_col_off = op("mul i64 ", c0, ", ", b_col_stride);
+      const std::string b_tile_off = op("add i64 ", boff, ", ", b_col_off);
+      const std::string bp = op("getelementptr ", et, ", ptr ", buffer(g.b), ", i64 ", b_tile_off);
       const std::string cp = op("getelementptr ", et, ", ptr ", buffer(g.c), ", i64 ", coff);
       // Row-major operands: a unit column stride is "no transpose" with the row stride as leading
       // dimension; a unit row stride is "transpose" with the column stride.
@@ -823,7 +830,8 @@ class FunctionEmitter : public render::llvm::Printer {
         rs.vars = outer.vars;
         rs.vars[n - 2] = m;
         rs.parent = &outer;
-        loop(c0, op("add i64 ", c0, ", ", cols), [&](const std::string& c) {
+        const std::string c_end = op("add i64 ", c0, ", ", cols);
+        loop(c0, c_end, [&](const std::string& c) {
           Scope sc;
           sc.vars = rs.vars;
           sc.vars[n - 1] = c;

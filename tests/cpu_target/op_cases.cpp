@@ -847,6 +847,18 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(sym, {A(t, {7, -1})}, sl(1, 0, kEnd, 1));
         break;
       }
+      case OpId::unfold: {
+        auto uf = [&](int64_t d, int64_t size, int64_t step) { return fixed({d, size, step}); };
+        add_both(cs, {A(t, {10})}, uf(0, 3, 1), "overlapping windows");
+        add_both(cs, {A(t, {10})}, uf(0, 4, 3), "one element left over");
+        add_both(cs, {A(t, {10})}, uf(0, 10, 1), "one window");
+        add_both(cs, {A(t, {5, 7, 6})}, uf(1, 2, 2));
+        add_both(cs, {A(t, {4, 9})}, uf(0, 2, 1));
+        add_both(cs, {A(t, {6, 8}, dom, Layout::permuted)}, uf(1, 3, 2), "strided");
+        add_both(cs, {A(t, {6, 8}, dom, Layout::sliced)}, uf(0, 2, 1), "sliced");
+        add_both(sym, {A(t, {-1, 7})}, uf(1, 3, 1));
+        break;
+      }
       case OpId::cat: {
         add_both(cs, {A(t, {1}), A(t, {2}), A(t, {3})}, fixed({int64_t{0}}));
         add_both(cs, {A(t, {2, 1}), A(t, {2, 2}), A(t, {2, 1})}, fixed({int64_t{1}}));
@@ -1377,7 +1389,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::logsumexp})
       t[op] = reduction_cases;
     for (OpId op : {OpId::reshape, OpId::permute, OpId::transpose, OpId::expand, OpId::squeeze, OpId::unsqueeze,
-                    OpId::slice, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::flatten})
+                    OpId::slice, OpId::unfold, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::max_pool, OpId::avg_pool,

@@ -86,6 +86,7 @@ Graph op_use(OpId op) {
     }
     case OpId::unsqueeze: y = one({int64_t{2}}); break;
     case OpId::slice: y = one({int64_t{1}, int64_t{1}, int64_t{5}, int64_t{2}}); break;
+    case OpId::unfold: y = one({int64_t{1}, int64_t{2}, int64_t{1}}); break;
     case OpId::cat: y = g.add(op, {x, x, x}, {int64_t{0}}); break;
     case OpId::pad: y = one({Ints{1, 2, 0, 1}, -std::numeric_limits<double>::infinity()}); break;
     case OpId::index_select: {

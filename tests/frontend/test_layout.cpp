@@ -81,6 +81,20 @@ BOOST_AUTO_TEST_CASE(slice_views) {
   check_tensor(slice(slice(v, 0, 1, 9, 2), 0, 1, 3), {2}, DType::i64, {3, 5});
 }
 
+BOOST_AUTO_TEST_CASE(unfold_views) {
+  const Tensor v = arange(10);
+  const Tensor w = unfold(v, 0, 4, 3);  // windows at 0, 3, 6
+  check_tensor(w, {3, 4}, DType::i64, {0, 1, 2, 3, 3, 4, 5, 6, 6, 7, 8, 9});
+  BOOST_TEST(storage_of(w) == storage_of(v));
+  BOOST_TEST((w.data().strides == std::vector<int64_t>{3, 1}));
+  // Windows along the columns of a transposed matrix, then of those windows' rows.
+  const Tensor x = m23();  // [[0, 1, 2], [3, 4, 5]]
+  check_tensor(unfold(transpose(x, 0, 1), 0, 2, 1), {2, 2, 2}, DType::f32, {0, 1, 3, 4, 1, 2, 4, 5});
+  check_tensor(unfold(unfold(x, 1, 2, 1), 0, 2, 1), {1, 2, 2, 2}, DType::f32, {0, 3, 1, 4, 1, 4, 2, 5});
+  BOOST_CHECK_THROW(unfold(v, 0, 11, 1), kiln::Error);  // a window larger than the dim
+  BOOST_CHECK_THROW(unfold(v, 0, 2, 0), kiln::Error);
+}
+
 BOOST_AUTO_TEST_CASE(expand_views) {
   const Tensor x = f32({1, 2, 3}, {3, 1});
   const Tensor e = expand(x, {3, 4});

@@ -62,6 +62,16 @@ BOOST_AUTO_TEST_CASE(slices) {
   check(eval(OpId::slice, {x23()}, slice(0, -1, kEnd, 1)), DType::f32, {1, 3}, {4, 5, 6}, 0);
 }
 
+BOOST_AUTO_TEST_CASE(unfolds) {
+  // torch.arange(10).unfold(0, 4, 3): [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+  check(eval(OpId::unfold, {ten()}, {int64_t{0}, int64_t{4}, int64_t{3}}), DType::i64, {3, 4},
+        {0, 1, 2, 3, 3, 4, 5, 6, 6, 7, 8, 9}, 0);
+  check(eval(OpId::unfold, {ten()}, {int64_t{0}, int64_t{3}, int64_t{4}}), DType::i64, {2, 3}, {0, 1, 2, 4, 5, 6}, 0);
+  // Windows of 2 along the columns of [[1, 2, 3], [4, 5, 6]]: [2, 2, 2].
+  check(eval(OpId::unfold, {x23()}, {int64_t{1}, int64_t{2}, int64_t{1}}), DType::f32, {2, 2, 2},
+        {1, 2, 2, 3, 4, 5, 5, 6}, 0);
+}
+
 BOOST_AUTO_TEST_CASE(cats) {
   check(eval(OpId::cat, {f32({1}, {1}), f32({2}, {2, 3}), f32({3}, {4, 5, 6})}, {int64_t{0}}), DType::f32, {6},
         {1, 2, 3, 4, 5, 6}, 0);

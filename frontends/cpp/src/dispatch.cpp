@@ -72,6 +72,12 @@ std::optional<TensorData> try_view(OpId op, const TensorData& in, const Attrs& a
       v.strides[d] = in.strides[d] * attrs.i(3);
       return v;
     }
+    case OpId::unfold: {
+      const auto d = static_cast<size_t>(attrs.i(0));
+      v.strides[d] = in.strides[d] * attrs.i(2);
+      v.strides.push_back(in.strides[d]);
+      return v;
+    }
     default:
       return std::nullopt;
   }

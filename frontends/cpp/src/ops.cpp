@@ -218,6 +218,10 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   return dispatch(OpId::slice, {&x}, Attrs{normalize_dim(dim, x.rank(), "slice"), start, end, step});
 }
 
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
+  return dispatch(OpId::unfold, {&x}, Attrs{normalize_dim(dim, x.rank(), "unfold"), size, step});
+}
+
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   KILN_CHECK(!xs.empty(), "cat: needs at least one tensor");
   std::vector<const Tensor*> ptrs;

@@ -42,6 +42,7 @@ const std::array<Kernel, kNumOps>& kernel_table() {
     set({permute}, detail::permute_kernel);
     set({expand}, detail::expand_kernel);
     set({slice}, detail::slice_kernel);
+    set({unfold}, detail::unfold_kernel);
     set({cat}, detail::cat_kernel);
     set({pad}, detail::pad_kernel);
     set({index_select}, detail::index_select_kernel);

@@ -31,6 +31,7 @@ void reshape_kernel(const KernelArgs& a);  // reshape, squeeze, unsqueeze (row-m
 void permute_kernel(const KernelArgs& a);
 void expand_kernel(const KernelArgs& a);
 void slice_kernel(const KernelArgs& a);
+void unfold_kernel(const KernelArgs& a);
 void cat_kernel(const KernelArgs& a);
 void pad_kernel(const KernelArgs& a);
 void index_select_kernel(const KernelArgs& a);

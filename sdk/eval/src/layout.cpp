@@ -97,6 +97,23 @@ void slice_kernel(const KernelArgs& a) {
   copy_elements(make_view(x, std::move(sizes), std::move(strides), x.offset + start * x.strides[dim]), a.out);
 }
 
+// The windows of dim as a strided view (window i starts at i * step; its elements are the dim's
+// own stride apart), copied out.
+void unfold_kernel(const KernelArgs& a) {
+  const TensorData& x = a.inputs[0];
+  const size_t dim = static_cast<size_t>(dim_attr(a, "dim", x.rank()));
+  const int64_t size = a.attrs.i(attr_slot(a.op, "size"));
+  const int64_t step = a.attrs.i(attr_slot(a.op, "step"));
+  KILN_CHECK(size >= 1 && step >= 1 && x.sizes[dim] >= size, "unfold: windows of ", size, " every ", step,
+             " do not fit dim ", dim, " of size ", x.sizes[dim]);
+  std::vector<int64_t> sizes = x.sizes, strides = x.strides;
+  sizes[dim] = (x.sizes[dim] - size) / step + 1;
+  strides[dim] = x.strides[dim] * step;
+  sizes.push_back(size);
+  strides.push_back(x.strides[dim]);
+  copy_elements(make_view(x, std::move(sizes), std::move(strides), x.offset), a.out);
+}
+
 // Each input is copied (converted to the output dtype) into its stretch of the output along
 // `dim`. Empty 1-D inputs of another rank are skipped, as torch allows.
 void cat_kernel(const KernelArgs& a) {

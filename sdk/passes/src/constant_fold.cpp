@@ -35,7 +35,8 @@ bool uniform_layout(OpId op) {
     case OpId::expand:
     case OpId::squeeze:
     case OpId::unsqueeze:
-    case OpId::slice: return true;
+    case OpId::slice:
+    case OpId::unfold: return true;
     default: return false;
   }
 }

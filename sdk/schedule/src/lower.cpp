@@ -180,7 +180,7 @@ std::optional<Layout> Context::layout(NodeId n, const std::vector<bool>* members
   const TensorMeta& im = g.node(node.inputs[0]).meta;
   switch (node.op) {
     case OpId::permute: case OpId::expand: case OpId::squeeze: case OpId::unsqueeze: case OpId::slice:
-    case OpId::reshape: break;
+    case OpId::unfold: case OpId::reshape: break;
     default: return std::nullopt;
   }
   std::optional<Layout> in = layout(node.inputs[0], members);
@@ -217,6 +217,12 @@ std::optional<Layout> Context::layout(NodeId n, const std::vector<bool>* members
       const size_t d = static_cast<size_t>(node.attrs.i(0));
       l.offset = l.offset + s[d] * SymInt(slice_start(node, im));
       l.strides[d] = s[d] * SymInt(node.attrs.i(3));
+      return l;
+    }
+    case OpId::unfold: {  // windows i * step apart, their elements one stride of dim apart
+      const size_t d = static_cast<size_t>(node.attrs.i(0));
+      l.strides[d] = s[d] * SymInt(node.attrs.i(2));
+      l.strides.push_back(s[d]);
       return l;
     }
     case OpId::reshape: {
@@ -539,6 +545,18 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
           const int64_t step = node.attrs.i(3);
           for (SymInt& c : a.coeffs) c = c * SymInt(step);
           a.offset = a.offset * SymInt(step) + SymInt(slice_start(node, im));
+          in_map[d] = a;
+          return emit(x, in_map);
+        }
+        case OpId::unfold: {  // x's position in dim: window * step + position in the window
+          const size_t d = static_cast<size_t>(node.attrs.i(0));
+          in_map.assign(map.begin(), map.end() - 1);
+          Affine a = map[d];
+          for (SymInt& c : a.coeffs) c = c * SymInt(node.attrs.i(2));
+          a.offset = a.offset * SymInt(node.attrs.i(2));
+          const Affine& k = map.back();
+          for (size_t j = 0; j < a.coeffs.size(); ++j) a.coeffs[j] = a.coeffs[j] + k.coeffs[j];
+          a.offset = a.offset + k.offset;
           in_map[d] = a;
           return emit(x, in_map);
         }

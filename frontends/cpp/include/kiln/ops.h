@@ -104,6 +104,9 @@ Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end = std::numeric_limits<int64_t>::max(),
              int64_t step = 1);
+// torch.Tensor.unfold: dim's windows of `size`, `step` apart, as a new last dim (a view; windows
+// overlap where step < size): [.., S, ..] -> [.., (S - size) / step + 1, .., size].
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor pad(const Tensor& x, const Dims& pads, double value = 0.0);  // pairs, last dim first
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);

@@ -64,6 +64,10 @@ enum class OpId : uint16_t {
   unsqueeze,    // attrs: dim:int (0 <= dim <= rank)
   slice,        // attrs: dim:int, start:int, end:int, step:int (python semantics: negatives
                 //        count from the end, out of range clamps; step >= 1)
+  unfold,       // attrs: dim:int, size:int, step:int (size, step >= 1; dim static, >= size) -> the windows
+                //        of dim: it becomes (S - size) / step + 1 windows and a last dim of `size` is
+                //        appended, y[.., i, .., k] = x[.., i * step + k, ..] (torch.Tensor.unfold): a view,
+                //        whose windows overlap where step < size (convolutions' im2col)
   cat,          // attrs: dim:int; 1 or more inputs, same rank, promoted dtype
   pad,          // attrs: pads:ints (pairs, last dim first, as torch.nn.functional.pad; may be
                 //        negative to crop), value:float (constant mode)
@@ -88,7 +92,7 @@ enum class OpId : uint16_t {
                 //        inputs (x[N, C, *S], w[M, C/groups, *K][, bias[M]]) over n = rank - 2 static
                 //        spatial dims (N may be symbolic) -> y[N, M, *O], O = (S + pads - span) / stride + 1
                 //        (cross-correlation, as torch's conv1d/2d/3d and ONNX Conv); decomposes into
-                //        the windows of x (pad, strided slices, cat) and one matmul per group, or
+                //        the windows of x (pad, unfold, permute) and one matmul per group, or
                 //        where each group reads one channel (depthwise) into a sum of tap * weight
                 //        (f16/bf16 taps and bias added in f32, rounded once)
   max_pool,     // attrs: kernel:ints, strides:ints, pads:ints (n begins then n ends), dilations:ints,

@@ -855,9 +855,10 @@ NodeId window_patches(Builder& b, NodeId x, const PoolWindows& w, double fill) {
   for (size_t d = 0; d < n; ++d) {
     const auto dim = static_cast<int64_t>(2 + d);
     const int64_t span = (w.kernel[d] - 1) * w.dilations[d] + 1;
-    const int64_t used = (w.out[d] - 1) * w.strides[d] + span;  // what the last window reaches
-    if (used != b.meta(p).sizes[2 + d].hint()) p = b.add(OpId::slice, {p}, {dim, int64_t{0}, used, int64_t{1}});
+    // The padded size gives exactly the output's windows: out is (padded - span) / stride + 1.
     p = b.add(OpId::unfold, {p}, {dim, span, w.strides[d]});
+    KILN_INTERNAL_CHECK(b.meta(p).sizes[2 + d] == SymInt(w.out[d]), "convolution windows: dim ", d, " unfolds into ",
+                        b.meta(p).sizes[2 + d].str(), " windows, not ", w.out[d]);
     if (w.dilations[d] != 1)
       p = b.add(OpId::slice, {p}, {b.meta(p).rank() - 1, int64_t{0}, span, w.dilations[d]});
   }

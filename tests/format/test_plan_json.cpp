@@ -501,6 +501,36 @@ BOOST_AUTO_TEST_CASE(gpu_launch_and_arch) {
   expect_error(d, {"plan.json: arch", "compute capability 1000 out of range"});
 }
 
+// A gemm shader's output tile (how the vulkan runtime sizes its dispatch) round trips, is
+// written only where set, and is [rows, cols] of positive sizes.
+BOOST_AUTO_TEST_CASE(gemm_tile) {
+  plan::KernelPlan p = make_plan();
+  plan::PlanGemm g;
+  g.a = g.b = 0;
+  g.c = 2;
+  g.m = 4;
+  g.n = 8;
+  g.k = 2;
+  g.a_row_stride = 2;
+  g.a_col_stride = 1;
+  g.b_row_stride = 8;
+  g.b_col_stride = 1;
+  p.kernels[0].kind = "matmul";
+  p.kernels[0].gemm = g;
+  BOOST_TEST(!contains(plan::plan_to_json(p), "\"tile\""));
+  p.kernels[0].gemm->tile = {128, 64};
+  const std::string text = plan::plan_to_json(p);
+  const plan::KernelPlan q = plan::plan_from_json(text, "plan.json");
+  BOOST_REQUIRE(q.kernels[0].gemm);
+  BOOST_TEST((q.kernels[0].gemm->tile == std::array<int64_t, 2>{128, 64}));
+  BOOST_TEST(plan::plan_to_json(q) == text);
+  for (const json& bad : {json::array({0, 64}), json::array({128}), json("big"), json::array({128, 1 << 20})}) {
+    json d = json::parse(text);
+    d["kernels"][0]["gemm"]["tile"] = bad;
+    expect_error(d, {"kernels[0].gemm", "tile", "from 1 to 4096"});
+  }
+}
+
 BOOST_AUTO_TEST_CASE(buffer_references) {
   json d = base();
   d["kernels"][2]["reads"][0] = 17;

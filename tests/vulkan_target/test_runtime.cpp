@@ -308,6 +308,40 @@ BOOST_AUTO_TEST_CASE(attention_stages_over_two_batch_dims) {
 }
 
 
+// The gemm shader's blockings: 128 x 128 tiles (8 x 8 per invocation) where a gemm has enough
+// of them to fill a large GPU, 64 x 64 otherwise, 16 x 16 for a skinny product; ragged edges in
+// M, N and K, a transposed B (its tile loaded k-fast) and a B broadcast over the batch.
+BOOST_AUTO_TEST_CASE(gemm_blockings) {
+  const vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+  struct Case { Ints a, b; bool transposed_b; int64_t tile; };
+  uint64_t seed = 70;
+  const bool wide = o.caps.max_workgroup >= 256;
+  for (const Case& c : {Case{{66, 250, 70}, {66, 250, 70}, true, wide ? 128 : 0}, Case{{3, 120, 77}, {1, 77, 100}, false, wide ? 64 : 0},
+                        Case{{2, 1, 300}, {1, 300, 7}, false, 16}}) {
+    auto sym = [](const Ints& v) { return SymShape(v.begin(), v.end()); };
+    BOOST_TEST_CONTEXT(shape_str(sym(c.a)) << " @ " << shape_str(sym(c.b)) << (c.transposed_b ? "^T" : "")) {
+      Graph g;
+      const NodeId a = g.add_input(m(DType::f32, sym(c.a))), b = g.add_input(m(DType::f32, sym(c.b)));
+      const NodeId rhs = c.transposed_b ? g.add(OpId::permute, {b}, {Ints{0, 2, 1}}) : b;
+      g.set_outputs({g.add(OpId::matmul, {a, rhs})});
+      const Compiled cc = compile(g);
+      BOOST_REQUIRE_MESSAGE(cc.error.empty(), cc.error);
+      const std::vector<plan::PlanKernel>& ks = cc.plan.kernels;
+      const auto gemm = std::find_if(ks.begin(), ks.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); });
+      BOOST_REQUIRE(gemm != ks.end());
+      if (c.tile > 0) BOOST_TEST((gemm->gemm->tile == std::array<int64_t, 2>{c.tile, c.tile}));
+      BOOST_TEST(gemm->launch.block <= o.caps.max_workgroup);
+      // (sums of 70-odd products: the error bound scales with the sum of their magnitudes)
+      Tolerance tol = tolerance_for(DType::f32, true);
+      tol.rtol *= 4;
+      tol.scale_by_abs_run = true;
+      const std::vector<TensorData> in{values(DType::f32, c.a, seed++), values(DType::f32, c.b, seed++)};
+      BOOST_TEST(run_and_compare(cc, in, {tol}) == "");
+    }
+  }
+}
+
+
 // Flat indices are split into dims with 32-bit arithmetic where the kernel's domain has < 2^32
 // elements, chosen at run time for symbolic domains (`narrow`), 64-bit where it has more (an
 // iteration domain may: a reduction of a broadcast). NVIDIA's driver got int64 division chains

@@ -112,13 +112,9 @@ plan::PlanGemm plan_gemm(const schedule::Gemm& gemm) {
   return p;
 }
 
-void name_by_content(plan::PlanKernel& pk, const Renames& renames) {
-  KILN_INTERNAL_CHECK(!pk.entry.empty() && !pk.source.empty(), "lower: kernel ", pk.name, " has no entry or source to name");
-  // Identifier by identifier (a longer one that merely contains a name, as k1 in k12, is
-  // another): the entry becomes a placeholder, renamed ones their new names.
-  const std::string placeholder = "\x01";
+std::string rename_identifiers(std::string_view src, const Renames& renames) {
+  // Identifier by identifier: a longer one that merely contains a name, as k1 in k12, is another.
   auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  const std::string& src = pk.source;
   std::string out;
   out.reserve(src.size());
   for (size_t i = 0; i < src.size();) {
@@ -128,16 +124,24 @@ void name_by_content(plan::PlanKernel& pk, const Renames& renames) {
     }
     size_t e = i;
     while (e < src.size() && ident(src[e])) ++e;
-    const std::string_view word(src.data() + i, e - i);
-    if (word == pk.entry) {
-      out += placeholder;
-    } else if (auto it = renames.find(word); it != renames.end()) {
+    const std::string_view word = src.substr(i, e - i);
+    if (auto it = renames.find(word); it != renames.end()) {
       out += it->second;
     } else {
       out += word;
     }
     i = e;
   }
+  return out;
+}
+
+void name_by_content(plan::PlanKernel& pk, const Renames& renames) {
+  KILN_INTERNAL_CHECK(!pk.entry.empty() && !pk.source.empty(), "lower: kernel ", pk.name, " has no entry or source to name");
+  // The entry becomes a placeholder, renamed ones their new names.
+  const std::string placeholder = "\x01";
+  Renames all = renames;
+  all[pk.entry] = placeholder;
+  const std::string out = rename_identifiers(pk.source, all);
   uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds and processes
   for (char c : out) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   char hex[17];

@@ -80,6 +80,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
       m["bias"] = g.bias;
     }
     if (g.alpha != 1.0) m["alpha"] = g.alpha;
+    if (g.tile != std::array<int64_t, 2>{0, 0}) m["tile"] = json(g.tile);
     j["gemm"] = std::move(m);
   }
   if (k.convolution) {
@@ -349,7 +350,7 @@ PlanConvolution PlanReader::read_convolution(const json& v, const std::string& w
 PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   const json& m = object(v, where, "");
   only_keys(m, {"a", "b", "c", "dtype", "m", "n", "k", "batch", "a_batch_strides", "b_batch_strides", "a_offset",
-                "b_offset", "a_strides", "b_strides", "epilogue", "bias", "alpha"},
+                "b_offset", "a_strides", "b_strides", "epilogue", "bias", "alpha", "tile"},
             where);
   PlanGemm g;
   g.a = buffer_ref(need(m, "a", where), where, "a");
@@ -374,6 +375,13 @@ PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   if (m.contains("alpha")) {
     if (!m["alpha"].is_number()) fail_at(where, "alpha", "is a number");
     g.alpha = m["alpha"].get<double>();
+  }
+  if (m.contains("tile")) {
+    const json& t = m["tile"];
+    if (!t.is_array() || t.size() != 2 || !t[0].is_number_integer() || !t[1].is_number_integer() || t[0].get<int64_t>() < 1 ||
+        t[1].get<int64_t>() < 1 || t[0].get<int64_t>() > 4096 || t[1].get<int64_t>() > 4096)
+      fail_at(where, "tile", "is [rows, cols] of a gemm shader's output tile, each from 1 to 4096");
+    g.tile = {t[0].get<int64_t>(), t[1].get<int64_t>()};
   }
   if (m.contains("epilogue")) {
     const json& e = m["epilogue"];

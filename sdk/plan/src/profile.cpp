@@ -18,9 +18,13 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// "matmul (library)" for a gemm kernel (a library call, then its generated epilogue if any).
+// A gemm kernel's source is the product itself where it has a tile (a generated shader), else
+// the epilogue after the library's product.
+bool generated_gemm(const PlanKernel& k) { return k.gemm && k.gemm->tile[0] > 0; }
+
+// "matmul (library)" for a library gemm kernel (the call, then its generated epilogue if any).
 std::string kind_of(const PlanKernel& k) {
-  if (k.gemm) return k.kind + " (library)";
+  if (k.gemm && !generated_gemm(k)) return k.kind + " (library)";
   return k.kind;
 }
 
@@ -39,7 +43,8 @@ std::string what_of(const KernelPlan& plan, const PlanKernel& k) {
     if (!g.batch.empty()) s += " batch " + shape_text(g.batch);
     s += " " + std::string(dtype_name(g.dtype));
     if (!g.epilogue.empty()) s += " +" + g.epilogue;
-    if (!k.source.empty()) s += ", then an epilogue kernel";
+    if (generated_gemm(k)) s += ", tiles " + std::to_string(g.tile[0]) + "x" + std::to_string(g.tile[1]);
+    else if (!k.source.empty()) s += ", then an epilogue kernel";
     return s;
   }
   if (k.convolution) {

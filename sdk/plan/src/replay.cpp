@@ -44,7 +44,7 @@ std::string replay_text(const KernelPlan& p) {
          << shape_str(g.a_batch_strides) << " b_batch_strides " << shape_str(g.b_batch_strides) << " offsets "
          << g.a_offset.str() << " " << g.b_offset.str() << " a strides " << g.a_row_stride.str() << " "
          << g.a_col_stride.str() << " b strides " << g.b_row_stride.str() << " " << g.b_col_stride.str()
-         << " epilogue '" << g.epilogue << "' bias b" << g.bias << " alpha " << g.alpha;
+         << " epilogue '" << g.epilogue << "' bias b" << g.bias << " alpha " << g.alpha << " tile " << g.tile[0] << "x" << g.tile[1];
     }
     if (k.kind == "reference") os << "\n  attrs hash " << k.attrs.hash();
     os << "\n";

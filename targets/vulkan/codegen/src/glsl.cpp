@@ -312,7 +312,7 @@ std::string shader_head(const schedule::Schedule& s, const std::vector<int32_t>&
     if (caps.denorm_preserve) h << "spirv_execution_mode(capabilities = [4464], 4459, 32);\n";
     if (caps.nan_preserve) h << "spirv_execution_mode(capabilities = [4466], 4461, 32);\n";
   }
-  h << "// kernel " << name << "\n";
+  h << "// kernel\n";  // (no name: see name_buffers_by_binding)
   h << "layout(local_size_x_id = 0) in;\n";
   for (size_t i = 0; i < bufs.size(); ++i) {
     const int32_t b = bufs[i];
@@ -497,9 +497,9 @@ class KernelEmitter {
     for (int32_t i : vec_loads_) views.insert(k_.instrs[static_cast<size_t>(i)].buffer);
     for (size_t si : vec_stores_) views.insert(k_.stores[si].buffer);
     std::string head = shader_head(s_, bindings, writes, &k_, d_, k_.name, views);
-    if (unroll_used_) head.insert(head.find("// kernel "), "#extension GL_EXT_control_flow_attributes : require\n");
+    if (unroll_used_) head.insert(head.find("// kernel\n"), "#extension GL_EXT_control_flow_attributes : require\n");
     if (subgroup_used_) {
-      const size_t at = head.find("// kernel ");
+      const size_t at = head.find("// kernel\n");
       head.insert(at, "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_vote : require\n"
                       "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
     }
@@ -1069,60 +1069,150 @@ class KernelEmitter {
   }
 };
 
-// The tiled GEMM shader: C[b] = A[b] @ B[b], one kGemmTile x kGemmTile output tile per workgroup
-// step (x: column tiles, y: row tiles, z: batch elements, each grid-stride), K walked in tiles
-// staged through shared memory; accumulation in the operands' type, in k order.
-std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, const plan::PlanKernel& pk,
-                        const GlslDialect& d) {
+// The gemm shaders' blocking: a workgroup computes a bm x bn tile of C, each of its
+// (bm / tm) * (bn / tn) invocations a tm x tn block of it in registers, over K in steps of bk
+// staged through shared memory. An invocation's rows are trow, trow + bm / tm, ... and its
+// columns tcol, tcol + bn / tn, ...: a warp's shared-memory reads of B are consecutive words and
+// of A a few broadcast words, and its stores to C consecutive columns.
+struct GemmBlocking {
+  int64_t bm, bn, tm, tn, bk;
+  int64_t threads() const { return (bm / tm) * (bn / tn); }
+};
+
+// 128 x 128 tiles (8 x 8 per invocation: 64 fmas per 16 shared-memory reads) where the gemm has
+// enough of them to fill a large GPU (264: two workgroups on each of an H100's 132 SMs); else
+// the largest tile that covers at most twice C's area (a skinny product, [1, K] @ [K, N], would
+// otherwise spend a 64 x 64 tile's work on every row it has); 64 x 64 (4 x 4) at most for f64
+// (half the registers); smaller workgroups where the device allows fewer than 256 invocations.
+// Sizes are the symbols' hints where symbolic.
+GemmBlocking gemm_blocking(const plan::PlanGemm& g, const DeviceCaps& caps) {
+  static constexpr GemmBlocking kBlockings[] = {{128, 128, 8, 8, 8}, {64, 64, 4, 4, 16}, {32, 32, 4, 4, 16}, {16, 16, 4, 4, 16}};
+  int64_t batches = 1;
+  for (const SymInt& e : g.batch) batches *= std::max<int64_t>(1, e.hint());
+  const int64_t m = std::max<int64_t>(1, g.m.hint()), n = std::max<int64_t>(1, g.n.hint());
+  for (const GemmBlocking& b : kBlockings) {
+    if (b.threads() > caps.max_workgroup) continue;
+    const int64_t tiles_m = (m + b.bm - 1) / b.bm, tiles_n = (n + b.bn - 1) / b.bn;
+    if (b.bm == 128 && (g.dtype != DType::f32 || tiles_m * tiles_n * batches < 264)) continue;
+    if (tiles_m * b.bm * tiles_n * b.bn > 2 * m * n) continue;
+    return b;
+  }
+  return kBlockings[3];
+}
+
+// The GEMM shader: C[b] = A[b] @ B[b] (C contiguous; A and B strided views), one tile of C per
+// workgroup step over (batch, tile row, tile column), grid-stride; accumulation in the operands'
+// type, in k order. Index arithmetic is 32-bit (every buffer holds < 2^32 elements; unsigned
+// wrap-around gives the right index for negative strides too).
+std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, const GemmBlocking& bl,
+                        const plan::PlanKernel& pk, const GlslDialect& d) {
   KILN_CHECK(g.dtype == DType::f32 || g.dtype == DType::f64, "vulkan codegen: kernel ", pk.name, ": a gemm of ",
              dtype_name(g.dtype), " (only f32 and f64 gemms are generated)");
+  KILN_INTERNAL_CHECK(g.epilogue.empty() && g.alpha == 1.0, "vulkan codegen: kernel ", pk.name,
+                      ": a gemm with an epilogue or a scale (cuBLASLt's fusions)");
   const std::vector<int32_t> bufs = kernel_bindings(pk);
   Kernel dummy;  // (shader_head looks at buffers only when given no kernel)
   std::string src = shader_head(s, bufs, pk.writes, nullptr, d, pk.name);
   const std::string T = g.dtype == DType::f64 ? "double" : "float";
   const std::string zero = g.dtype == DType::f64 ? "0.0LF" : "0.0";
-  const std::string ts = std::to_string(kGemmTile);
   KernelPrinter p(dummy, s, d);
-  auto sym = [&](const SymInt& x) { return p.sym(x); };
+  auto u = [&](const SymInt& x) { return "uint(" + p.sym(x) + ")"; };
+  auto n = [](int64_t v) { return std::to_string(v) + "u"; };
+  const std::string a = "b" + std::to_string(g.a), b = "b" + std::to_string(g.b), c = "b" + std::to_string(g.c);
+  const int64_t rs = bl.bm / bl.tm, cs = bl.bn / bl.tn, nt = bl.threads(), pad = std::max<int64_t>(1, 32 / bl.bk);
+  // Which dim of an operand's tile consecutive invocations load: its unit-stride one (k for a
+  // row-major A, a Linear's weight read as B), so a warp's loads are coalesced.
+  const bool a_k_fast = g.a_col_stride == 1 || !(g.a_row_stride == 1);
+  const bool b_n_fast = g.b_col_stride == 1 || !(g.b_row_stride == 1);
   std::ostringstream o;
-  o << "shared " << T << " As[" << ts << "][" << ts << " + 1];\n";
-  o << "shared " << T << " Bs[" << ts << "][" << ts << " + 1];\n";
+  // k-major tiles; a k-fast load writes a column of one, padded so that its warp's words fall in
+  // distinct banks.
+  o << "shared " << T << " As[" << bl.bk << "][" << bl.bm + (a_k_fast ? pad : 0) << "];\n";
+  o << "shared " << T << " Bs[" << bl.bk << "][" << bl.bn + (b_n_fast ? 0 : pad) << "];\n";
   o << "void main() {\n";
-  o << "  const int64_t M = " << sym(g.m) << ", N = " << sym(g.n) << ", K = " << sym(g.k) << ";\n";
+  o << "  const uint M = " << u(g.m) << ", N = " << u(g.n) << ", K = " << u(g.k) << ";\n";
   SymInt batches = 1;
   for (const SymInt& e : g.batch) batches = batches * e;
-  o << "  const int64_t batches = " << sym(batches) << ";\n";
-  o << "  const uint tx = gl_LocalInvocationID.x % " << ts << "u, ty = gl_LocalInvocationID.x / " << ts << "u;\n";
-  o << "  for (int64_t bt = int64_t(gl_WorkGroupID.z); bt < batches; bt += int64_t(gl_NumWorkGroups.z)) {\n";
-  o << "    int64_t abase = " << sym(g.a_offset) << ", bbase = " << sym(g.b_offset) << ";\n";
+  o << "  const uint tiles_n = (N + " << n(bl.bn - 1) << ") / " << n(bl.bn) << ", tiles = (M + " << n(bl.bm - 1) << ") / "
+    << n(bl.bm) << " * tiles_n;\n";
+  o << "  const uint steps = tiles * " << u(batches) << ";\n";
+  o << "  const uint ars = " << u(g.a_row_stride) << ", acs = " << u(g.a_col_stride) << ", brs = " << u(g.b_row_stride)
+    << ", bcs = " << u(g.b_col_stride) << ";\n";
+  o << "  const uint tid = gl_LocalInvocationID.x, trow = tid / " << n(cs) << ", tcol = tid % " << n(cs) << ";\n";
+  o << "  for (uint step = gl_WorkGroupID.x; step < steps; step += gl_NumWorkGroups.x) {\n";
+  o << "    const uint bt = step / tiles, tile = step % tiles;\n";
+  o << "    const uint row0 = tile / tiles_n * " << n(bl.bm) << ", col0 = tile % tiles_n * " << n(bl.bn) << ";\n";
+  o << "    uint abase = uint(" << d.at(a, p.sym(g.a_offset)) << "), bbase = uint(" << d.at(b, p.sym(g.b_offset)) << ");\n";
   if (!g.batch.empty()) {
-    std::vector<std::string> extents, index;
-    for (const SymInt& e : g.batch) extents.push_back(sym(e));
-    const IndexWidth w = index_width(batches);
-    if (w == IndexWidth::runtime) o << "    " << narrow_flag(sym(batches)) << "\n";
-    for (const std::string& l : split_index("bt", extents, w, "b", index)) o << "    " << l << "\n";
-    for (size_t i = 0; i < g.batch.size(); ++i)
-      o << "    abase += " << index[i] << " * " << sym(g.a_batch_strides[i]) << "; bbase += " << index[i] << " * "
-        << sym(g.b_batch_strides[i]) << ";\n";
+    o << "    uint rest = bt;\n";
+    for (size_t i = g.batch.size(); i-- > 0;) {
+      o << "    { const uint e = " << u(g.batch[i]) << ", at = rest % e; rest /= e; abase += at * " << u(g.a_batch_strides[i])
+        << "; bbase += at * " << u(g.b_batch_strides[i]) << "; }\n";
+    }
   }
-  o << "    const int64_t cbase = bt * M * N;\n";
-  o << "    for (int64_t tm = int64_t(gl_WorkGroupID.y) * " << ts << "l; tm < M; tm += int64_t(gl_NumWorkGroups.y) * " << ts
-    << "l) {\n";
-  o << "      for (int64_t tn = int64_t(gl_WorkGroupID.x) * " << ts << "l; tn < N; tn += int64_t(gl_NumWorkGroups.x) * " << ts
-    << "l) {\n";
-  o << "        const int64_t row = tm + int64_t(ty), col = tn + int64_t(tx);\n";
-  o << "        " << T << " acc = " << zero << ";\n";
-  o << "        for (int64_t k0 = 0l; k0 < K; k0 += " << ts << "l) {\n";
-  const std::string a = "b" + std::to_string(g.a), b = "b" + std::to_string(g.b), c = "b" + std::to_string(g.c);
-  o << "          As[ty][tx] = (row < M && k0 + int64_t(tx) < K) ? " << a << "[int(" << d.at(a, "abase + row * " + sym(g.a_row_stride) + " + (k0 + int64_t(tx)) * " + sym(g.a_col_stride)) << ")] : " << zero << ";\n";
-  o << "          Bs[ty][tx] = (k0 + int64_t(ty) < K && col < N) ? " << b << "[int(" << d.at(b, "bbase + (k0 + int64_t(ty)) * " + sym(g.b_row_stride) + " + col * " + sym(g.b_col_stride)) << ")] : " << zero << ";\n";
-  o << "          barrier();\n";
-  o << "          for (uint kk = 0u; kk < " << ts << "u; ++kk) acc += As[ty][kk] * Bs[kk][tx];\n";
-  o << "          barrier();\n";
-  o << "        }\n";
-  o << "        if (row < M && col < N) " << c << "[int(cbase + row * N + col)] = acc;\n";
-  o << "      }\n    }\n  }\n}\n";
+  o << "    const uint cbase = bt * M * N;\n";
+  o << "    " << T << " acc[" << bl.tm * bl.tn << "];\n";
+  o << "   ";
+  for (int64_t i = 0; i < bl.tm * bl.tn; ++i) o << " acc[" << i << "] = " << zero << ";";
+  o << "\n";
+  o << "    for (uint k0 = 0u; k0 < K; k0 += " << n(bl.bk) << ") {\n";
+  // Each invocation loads bm * bk / threads elements of A's tile and bk * bn / threads of B's.
+  auto load = [&](const std::string& tile, const std::string& buf, const std::string& base, int64_t outer,
+                  const std::string& outer_bound, const std::string& outer0, const std::string& outer_stride,
+                  const std::string& k_stride, bool k_fast) {
+    const int64_t count = outer * bl.bk;
+    o << "      for (uint e = tid; e < " << n(count) << "; e += " << n(nt) << ") {\n";
+    if (k_fast)
+      o << "        const uint kk = e % " << n(bl.bk) << ", oo = e / " << n(bl.bk) << ";\n";
+    else
+      o << "        const uint oo = e % " << n(outer) << ", kk = e / " << n(outer) << ";\n";
+    o << "        const uint r = " << outer0 << " + oo, q = k0 + kk;\n";
+    o << "        " << tile << "[kk][oo] = (r < " << outer_bound << " && q < K) ? " << buf << "[" << base << " + r * "
+      << outer_stride << " + q * " << k_stride << "] : " << zero << ";\n";
+    o << "      }\n";
+  };
+  load("As", a, "abase", bl.bm, "M", "row0", "ars", "acs", a_k_fast);
+  load("Bs", b, "bbase", bl.bn, "N", "col0", "bcs", "brs", !b_n_fast);
+  o << "      barrier();\n";
+  o << "      for (uint kk = 0u; kk < " << n(bl.bk) << "; ++kk) {\n";
+  for (int64_t i = 0; i < bl.tm; ++i) o << "        const " << T << " a" << i << " = As[kk][trow + " << n(i * rs) << "];\n";
+  for (int64_t j = 0; j < bl.tn; ++j) o << "        const " << T << " b" << j << " = Bs[kk][tcol + " << n(j * cs) << "];\n";
+  for (int64_t i = 0; i < bl.tm; ++i) {
+    o << "       ";
+    for (int64_t j = 0; j < bl.tn; ++j) o << " acc[" << i * bl.tn + j << "] += a" << i << " * b" << j << ";";
+    o << "\n";
+  }
+  o << "      }\n";
+  o << "      barrier();\n";
+  o << "    }\n";
+  // Written out, so that every index into acc is a constant (a dynamically indexed array lives
+  // in memory, not registers).
+  for (int64_t j = 0; j < bl.tn; ++j) o << "    const uint q" << j << " = col0 + tcol + " << n(j * cs) << ";\n";
+  for (int64_t i = 0; i < bl.tm; ++i) {
+    o << "    {\n      const uint r = row0 + trow + " << n(i * rs) << ";\n";
+    o << "      if (r < M) {\n";
+    for (int64_t j = 0; j < bl.tn; ++j)
+      o << "        if (q" << j << " < N) " << c << "[cbase + r * N + q" << j << "] = acc[" << i * bl.tn + j << "];\n";
+    o << "      }\n    }\n";
+  }
+  o << "  }\n}\n";
   return src + o.str();
+}
+
+// A shader's buffers named by their binding position instead of their plan buffer ids (B<id>
+// b<id> b<id>v -> KBind<i> kbind<i> kbind<i>v): a model's repeated layers then give
+// byte-identical shaders, which the runtime compiles into one pipeline.
+void name_buffers_by_binding(plan::PlanKernel& pk) {
+  lower::Renames r;
+  const std::vector<int32_t> bufs = kernel_bindings(pk);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const std::string id = std::to_string(bufs[i]), at = std::to_string(i);
+    r["B" + id] = "KBind" + at;
+    r["b" + id] = "kbind" + at;
+    r["B" + id + "v"] = "KBind" + at + "v";
+    r["b" + id + "v"] = "kbind" + at + "v";
+  }
+  pk.source = lower::rename_identifiers(pk.source, r);
 }
 
 }  // namespace
@@ -1157,10 +1247,13 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       gk.writes = {k.gemm->c};
       gk.gemm = lower::plan_gemm(*k.gemm);
       gk.parallel_extent = gk.gemm->m * gk.gemm->n;
-      gk.launch.block = kGemmTile * kGemmTile;
-      gk.launch.items_per_block = kGemmTile * kGemmTile;
+      const GemmBlocking bl = gemm_blocking(*gk.gemm, options.caps);
+      gk.gemm->tile = {bl.bm, bl.bn};
+      gk.launch.block = bl.threads();
+      gk.launch.items_per_block = bl.bm * bl.bn;
       gk.launch.max_blocks = options.max_workgroups;
-      gk.source = gemm_shader(s, *gk.gemm, gk, d);
+      gk.source = gemm_shader(s, *gk.gemm, bl, gk, d);
+      name_buffers_by_binding(gk);
       p.kernels.push_back(std::move(gk));
       if (k.stores.empty()) continue;
       pk.kind = "pointwise";
@@ -1173,6 +1266,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     }
     pk.entry = "main";
     pk.source = KernelEmitter(k, s, options, d).emit(pk.launch, kernel_bindings(pk), pk.writes);
+    name_buffers_by_binding(pk);
     p.kernels.push_back(std::move(pk));
   }
   if (plan::replay_enabled()) plan::record_for_replay(p, s.str());

@@ -2,13 +2,19 @@
 // sets, command buffers recorded once); per run: copy in, submit, reference kernels on the host
 // between segments, copy out. See runtime.h.
 #include <algorithm>
+#include <exception>
+#include <thread>
+#include <map>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 
 #include "device.h"
+#include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/plan/bind.h"
+#include "kiln/plan/profile.h"
 #include "kiln/eval/interpreter.h"
 
 namespace kiln::vulkan {
@@ -52,7 +58,8 @@ struct PlanExecutable::Impl {
     VkPipeline pipeline = VK_NULL_HANDLE;
     std::vector<int32_t> bindings;
   };
-  std::vector<Pipe> pipes;  // per kernel (empty for reference kernels)
+  std::vector<Pipe> pipes;  // per kernel (empty for reference kernels); kernels of one shader share handles
+  std::vector<Pipe> owned;  // the distinct pipelines, each destroyed once
   std::vector<std::string> spirv;  // per kernel, bytes
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
   std::vector<int32_t> offset_buffers;
@@ -91,6 +98,7 @@ struct PlanExecutable::Impl {
   int64_t recordings = 0;
   std::vector<double> kernel_ms;
   double run_ms = -1;
+  std::unique_ptr<plan::KernelProfile> profile;  // KILN_LOGS=profile: the kernels' timestamps over calls
   mutable std::mutex mu;
 
   ~Impl();
@@ -108,7 +116,7 @@ PlanExecutable::Impl::~Impl() {
   if (!vd) return;
   vk::vkDeviceWaitIdle(vd);
   free_arena();
-  for (Pipe& p : pipes) {
+  for (Pipe& p : owned) {
     if (p.pipeline) vk::vkDestroyPipeline(vd, p.pipeline, nullptr);
     if (p.layout) vk::vkDestroyPipelineLayout(vd, p.layout, nullptr);
     if (p.dsl) vk::vkDestroyDescriptorSetLayout(vd, p.dsl, nullptr);
@@ -194,10 +202,28 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   KILN_VK(vk::vkCreatePipelineCache(im.vd, &pcci, nullptr, &im.pipeline_cache));
   im.spirv.assign(im.plan.kernels.size(), "");
   im.pipes.resize(im.plan.kernels.size());
+  // One pipeline per distinct shader (its GLSL or given SPIR-V, workgroup size and bindings: a
+  // model's repeated layers give identical shaders), built in parallel: shaderc and the driver's
+  // compiler take most of a cold start.
+  std::map<std::string, size_t> distinct;  // shader key -> index into `owned`
+  std::vector<size_t> first_kernel;         // per distinct pipeline: a kernel that uses it
+  std::vector<size_t> pipe_of(im.plan.kernels.size(), SIZE_MAX);
   for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
     const plan::PlanKernel& k = im.plan.kernels[ki];
     if (k.source.empty()) continue;
-    Impl::Pipe& pp = im.pipes[ki];
+    const bool given = !options.spirv.empty() && !options.spirv[ki].empty();
+    const std::string key = std::string(given ? "spirv:" : "glsl:") + (given ? options.spirv[ki] : k.source) + "|block " +
+                            std::to_string(k.launch.block) + "|bindings " + std::to_string(kernel_bindings(k).size());
+    const auto [it, fresh] = distinct.emplace(key, first_kernel.size());
+    if (fresh) first_kernel.push_back(ki);
+    pipe_of[ki] = it->second;
+  }
+  im.owned.resize(first_kernel.size());
+  std::vector<std::string> owned_spirv(first_kernel.size());
+  auto build = [&](size_t pi) {
+    const size_t ki = first_kernel[pi];
+    const plan::PlanKernel& k = im.plan.kernels[ki];
+    Impl::Pipe& pp = im.owned[pi];
     pp.bindings = kernel_bindings(k);
     std::vector<uint32_t> spv;
     if (!options.spirv.empty() && !options.spirv[ki].empty()) {
@@ -210,7 +236,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     } else {
       spv = compile_glsl(k.source, k.name);
     }
-    im.spirv[ki].assign(reinterpret_cast<const char*>(spv.data()), spv.size() * 4);
+    owned_spirv[pi].assign(reinterpret_cast<const char*>(spv.data()), spv.size() * 4);
     VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     smi.codeSize = spv.size() * 4;
     smi.pCode = spv.data();
@@ -244,6 +270,34 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     cpci.stage.pSpecializationInfo = &si;
     cpci.layout = pp.layout;
     KILN_VK(vk::vkCreateComputePipelines(im.vd, im.pipeline_cache, 1, &cpci, nullptr, &pp.pipeline));
+  };
+  // Workers take the next pipeline until none is left; the first failure is rethrown here (what
+  // was created is destroyed with the executable).
+  {
+    std::atomic<size_t> next{0};
+    std::vector<std::exception_ptr> errors(first_kernel.size());
+    auto work = [&] {
+      for (size_t pi = next++; pi < first_kernel.size(); pi = next++) {
+        try {
+          build(pi);
+        } catch (...) {
+          errors[pi] = std::current_exception();
+        }
+      }
+    };
+    const size_t workers = std::min<size_t>(first_kernel.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
+    if (pipe_of[ki] == SIZE_MAX) continue;
+    im.pipes[ki] = im.owned[pipe_of[ki]];
+    im.pipes[ki].bindings = kernel_bindings(im.plan.kernels[ki]);  // this kernel's buffers, in binding order
+    im.spirv[ki] = owned_spirv[pipe_of[ki]];
   }
   im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -398,15 +452,16 @@ void PlanExecutable::Impl::bind_and_record(const std::vector<Binding>& binding) 
       const plan::PlanKernel& k = pl.kernels[ki];
       const Pipe& p = pipes[ki];
       if (!p.pipeline) continue;
-      uint32_t gx = 1, gy = 1, gz = 1;
+      uint32_t gx = 1;
       const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(k.launch.max_blocks > 0 ? k.launch.max_blocks : 65535, 65535));
       if (k.gemm) {
         const int64_t m = k.gemm->m.evaluate(syms), n = k.gemm->n.evaluate(syms);
         const int64_t batches = numel(eval(k.gemm->batch, syms));
         if (m * n * batches == 0) continue;
-        gx = static_cast<uint32_t>(std::min(cap, (n + kGemmTile - 1) / kGemmTile));
-        gy = static_cast<uint32_t>(std::min(cap, (m + kGemmTile - 1) / kGemmTile));
-        gz = static_cast<uint32_t>(std::min(cap, batches));
+        // One workgroup per tile of C and batch element (the shader grid-strides past the cap).
+        const auto& [tr, tc] = k.gemm->tile;
+        KILN_CHECK(tr > 0 && tc > 0, "vulkan runtime: kernel ", k.name, ": a gemm shader without its tile (plan field gemm.tile)");
+        gx = static_cast<uint32_t>(std::min(cap, ((m + tr - 1) / tr) * ((n + tc - 1) / tc) * batches));
       } else {
         const int64_t extent = arena_extents[ki];
         if (extent == 0) continue;
@@ -417,7 +472,7 @@ void PlanExecutable::Impl::bind_and_record(const std::vector<Binding>& binding) 
       vk::vkCmdBindPipeline(seg.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
       vk::vkCmdBindDescriptorSets(seg.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets[ki], 0, nullptr);
       if (push_bytes) vk::vkCmdPushConstants(seg.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push.data());
-      vk::vkCmdDispatch(seg.cb, gx, gy, gz);
+      vk::vkCmdDispatch(seg.cb, gx, 1, 1);
       VkMemoryBarrier kb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
       kb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
       kb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
@@ -588,6 +643,12 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
     }
   }
   if (im.run_ms > 0) t_device_ms += im.run_ms;
+  if (!im.kernel_ms.empty() && logs::enabled(logs::Category::profile)) {
+    if (!im.profile) im.profile = std::make_unique<plan::KernelProfile>(pl.kernels.size());
+    im.profile->add_call(im.kernel_ms);
+    if (im.profile->report_due())
+      KILN_LOG(profile, im.profile->report(pl, "vulkan:" + std::to_string(im.dev->info().index) + " (" + im.dev->info().name + ")"));
+  }
   // Outputs: on the host (copied out), or on this device (the plan's buffer itself, handed over).
   std::vector<TensorData> outs(pl.outputs.size());
   for (size_t o = 0; o < pl.outputs.size(); ++o) {

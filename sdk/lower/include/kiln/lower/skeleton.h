@@ -43,4 +43,8 @@ plan::PlanGemm plan_gemm(const schedule::Gemm& g);
 using Renames = std::map<std::string, std::string, std::less<>>;  // looked up by string_view
 void name_by_content(plan::PlanKernel& pk, const Renames& renames = {});
 
+// `src` with every identifier (a maximal run of letters, digits and '_') that `renames` names
+// replaced by its new name; the rest as it was.
+std::string rename_identifiers(std::string_view src, const Renames& renames);
+
 }  // namespace kiln::lower

@@ -15,6 +15,7 @@
 // json_values.h), and what every runtime checks and computes before running one (bind.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -70,6 +71,10 @@ struct PlanGemm {
   std::string epilogue;
   int32_t bias = -1;
   double alpha = 1.0;  // the product is scaled by alpha (before the epilogue), in the gemm
+  // Generated gemm shaders (vulkan): the [rows, cols] of C one workgroup step computes; the
+  // runtime dispatches one workgroup per tile and batch element (up to its cap; the shader
+  // grid-strides over the rest). {0, 0} where a library multiplies.
+  std::array<int64_t, 2> tile = {0, 0};
   bool operator==(const PlanGemm&) const = default;
 };
 

@@ -107,7 +107,4 @@ std::vector<int32_t> kernel_bindings(const plan::PlanKernel& k);
 // their offsets follow the symbols in the push constants, in this order.
 std::vector<int32_t> offset_buffers(const plan::KernelPlan& p);
 
-// GEMM tile edge of the generated matmul shaders (workgroup = kGemmTile x kGemmTile).
-inline constexpr int64_t kGemmTile = 16;
-
 }  // namespace kiln::vulkan

@@ -1175,11 +1175,12 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   load("Bs", b, "bbase", bl.bn, "N", "col0", "bcs", "brs", !b_n_fast);
   o << "      barrier();\n";
   o << "      for (uint kk = 0u; kk < " << n(bl.bk) << "; ++kk) {\n";
-  for (int64_t i = 0; i < bl.tm; ++i) o << "        const " << T << " a" << i << " = As[kk][trow + " << n(i * rs) << "];\n";
-  for (int64_t j = 0; j < bl.tn; ++j) o << "        const " << T << " b" << j << " = Bs[kk][tcol + " << n(j * cs) << "];\n";
+  // (av/bv, not a/b: b<digits> names a buffer until name_buffers_by_binding renames it)
+  for (int64_t i = 0; i < bl.tm; ++i) o << "        const " << T << " av" << i << " = As[kk][trow + " << n(i * rs) << "];\n";
+  for (int64_t j = 0; j < bl.tn; ++j) o << "        const " << T << " bv" << j << " = Bs[kk][tcol + " << n(j * cs) << "];\n";
   for (int64_t i = 0; i < bl.tm; ++i) {
     o << "       ";
-    for (int64_t j = 0; j < bl.tn; ++j) o << " acc[" << i * bl.tn + j << "] += a" << i << " * b" << j << ";";
+    for (int64_t j = 0; j < bl.tn; ++j) o << " acc[" << i * bl.tn + j << "] += av" << i << " * bv" << j << ";";
     o << "\n";
   }
   o << "      }\n";

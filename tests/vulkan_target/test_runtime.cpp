@@ -342,6 +342,45 @@ BOOST_AUTO_TEST_CASE(gemm_blockings) {
 }
 
 
+// Kernels that compute alike over buffers in the same order (a model's repeated layers) give
+// byte-identical shaders (buffers named by binding position), which load builds into one
+// pipeline; each kernel still binds its own buffers: x_i @ w_i for three pairs, against the
+// reference; and a plan whose gemm lost its tile is refused at load.
+BOOST_AUTO_TEST_CASE(repeated_layers_share_pipelines_and_bind_their_own_buffers) {
+  Graph g;
+  std::vector<NodeId> outs;
+  for (int i = 0; i < 3; ++i) {
+    const NodeId x = g.add_input(m(DType::f32, {40, 24})), w = g.add_input(m(DType::f32, {24, 24}));
+    outs.push_back(g.add(OpId::matmul, {x, w}));
+  }
+  g.set_outputs(outs);
+  const Compiled cc = compile(g);
+  BOOST_REQUIRE_MESSAGE(cc.error.empty(), cc.error);
+  std::vector<const plan::PlanKernel*> gemms;
+  for (const plan::PlanKernel& k : cc.plan.kernels)
+    if (k.gemm) gemms.push_back(&k);
+  BOOST_REQUIRE_EQUAL(gemms.size(), 3u);
+  BOOST_TEST(gemms[0]->source == gemms[1]->source);
+  BOOST_TEST(gemms[1]->source == gemms[2]->source);
+  BOOST_TEST(gemms[0]->reads != gemms[2]->reads);
+  Tolerance tol = tolerance_for(DType::f32, true);
+  tol.rtol *= 4;
+  tol.scale_by_abs_run = true;
+  uint64_t seed = 90;
+  std::vector<TensorData> in;
+  for (int i = 0; i < 3; ++i) {
+    in.push_back(values(DType::f32, {40, 24}, seed++));
+    in.push_back(values(DType::f32, {24, 24}, seed++));
+  }
+  BOOST_TEST(run_and_compare(cc, in, {tol}) == "");
+
+  plan::KernelPlan p = cc.plan;
+  for (plan::PlanKernel& k : p.kernels)
+    if (k.gemm) k.gemm->tile = {0, 0};
+  const std::string err = error_of([&] { vulkan::PlanExecutable::load(p); });
+  BOOST_TEST(err.find("without its tile") != std::string::npos, err);
+}
+
 // Flat indices are split into dims with 32-bit arithmetic where the kernel's domain has < 2^32
 // elements, chosen at run time for symbolic domains (`narrow`), 64-bit where it has more (an
 // iteration domain may: a reduction of a broadcast). NVIDIA's driver got int64 division chains

@@ -2,13 +2,13 @@
 // sets, command buffers recorded once); per run: copy in, submit, reference kernels on the host
 // between segments, copy out. See runtime.h.
 #include <algorithm>
-#include <exception>
-#include <thread>
-#include <map>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <map>
 #include <mutex>
+#include <thread>
 
 #include "device.h"
 #include "kiln/config/log.h"
@@ -211,6 +211,9 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   for (size_t ki = 0; ki < im.plan.kernels.size(); ++ki) {
     const plan::PlanKernel& k = im.plan.kernels[ki];
     if (k.source.empty()) continue;
+    // (a gemm shader's dispatch is sized by its tile: checked here, before anything is built)
+    KILN_CHECK(!k.gemm || (k.gemm->tile[0] > 0 && k.gemm->tile[1] > 0), "vulkan runtime: kernel ", k.name,
+               ": a gemm shader without its tile (plan field gemm.tile)");
     const bool given = !options.spirv.empty() && !options.spirv[ki].empty();
     const std::string key = std::string(given ? "spirv:" : "glsl:") + (given ? options.spirv[ki] : k.source) + "|block " +
                             std::to_string(k.launch.block) + "|bindings " + std::to_string(kernel_bindings(k).size());
@@ -459,8 +462,7 @@ void PlanExecutable::Impl::bind_and_record(const std::vector<Binding>& binding) 
         const int64_t batches = numel(eval(k.gemm->batch, syms));
         if (m * n * batches == 0) continue;
         // One workgroup per tile of C and batch element (the shader grid-strides past the cap).
-        const auto& [tr, tc] = k.gemm->tile;
-        KILN_CHECK(tr > 0 && tc > 0, "vulkan runtime: kernel ", k.name, ": a gemm shader without its tile (plan field gemm.tile)");
+        const auto& [tr, tc] = k.gemm->tile;  // (> 0: checked at load)
         gx = static_cast<uint32_t>(std::min(cap, ((m + tr - 1) / tr) * ((n + tc - 1) / tc) * batches));
       } else {
         const int64_t extent = arena_extents[ki];

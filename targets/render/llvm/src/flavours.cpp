@@ -22,10 +22,11 @@ struct Cpu : Flavour {
     switch (fn) {
       case Fn::abs: return p.call(intrinsic("fabs", c), c, x);
       // exp: the prelude's inline polynomial for f32 (vectorises without calls), LLVM's
-      // intrinsic (libm / libmvec) for f64; tanh likewise from exp for f32, libm's for f64.
+      // intrinsic (libm / libmvec) for f64; tanh likewise from exp for f32, erf from a rational
+      // polynomial for f32; libm's for f64.
       case Fn::exp: return p.call(c == CT::f32 ? "@kiln_expf" : intrinsic("exp", c), c, x);
       case Fn::tanh: return p.call(c == CT::f32 ? "@kiln_tanhf" : "@tanh", c, x);
-      case Fn::erf: return p.call(c == CT::f32 ? "@erff" : "@erf", c, x);
+      case Fn::erf: return p.call(c == CT::f32 ? "@kiln_erff" : "@erf", c, x);
       case Fn::log: return p.call(intrinsic("log", c), c, x);
       case Fn::sqrt: return p.call(intrinsic("sqrt", c), c, x);
       case Fn::rsqrt: return divide(p, c, literal(1, c), math(p, Fn::sqrt, c, x).v, false);

@@ -68,12 +68,12 @@ struct Flavour {
   // Whether the target has NaN-propagating maximum and minimum instructions for c.
   virtual bool nan_extremum(CT) const { return false; }
 };
-// The CPU's: LLVM intrinsics (libm and libmvec behind them), erf and tanh from libm, f32 exp and
-// tanh from the polynomials of the CPU module's prelude (kiln_expf, kiln_tanhf), reassociating
-// reductions (vectorised folds).
+// The CPU's: LLVM intrinsics (libm and libmvec behind them), f64 erf and tanh from libm, f32 exp,
+// tanh and erf from the polynomials of the CPU module's prelude (kiln_expf, kiln_tanhf,
+// kiln_erff), reassociating reductions (vectorised folds).
 const Flavour& cpu();
 // The CPU module prelude's part for these values: declarations of the intrinsics and libm
-// functions they call, and the definitions of kiln_expf, kiln_tanhf, kiln_bf16_bits,
+// functions they call, and the definitions of kiln_expf, kiln_tanhf, kiln_erff, kiln_bf16_bits,
 // kiln_round_bf16 and kiln_ipow.
 const char* cpu_declarations();
 const char* cpu_helpers();

@@ -95,7 +95,10 @@ if "$kiln" run --help | grep -q -- '--check'; then
   # which library the matmuls call.
   expect 0 'kernels on cpu \([0-9]+ threads\), [0-9.]+ ms in all' -- env KILN_LOGS=profile "$kiln" run "$samples/transformer_block.json" --random --target cpu --repeat 4
   expect 0 'matmul +k[0-9]+: over [0-9]+, writes f32\[' -- env KILN_LOGS=profile "$kiln" run "$samples/transformer_block.json" --random --target cpu --repeat 4
-  expect 0 '^cpu: .*[0-9]+ threads; matmuls through (OpenBLAS|Kiln)' -- "$kiln" list-devices
+  expect 0 '^cpu: .*[0-9]+ threads; matmuls through (oneDNN [0-9.]+ sgemm|OpenBLAS|Kiln)' -- "$kiln" list-devices
+  # cpu.blas picks the library: OpenBLAS when asked; a bad name is refused.
+  expect 0 '^cpu: .*[0-9]+ threads; matmuls through (OpenBLAS|Kiln)' -- env KILN_CPU_BLAS=openblas "$kiln" list-devices
+  expect 1 "config option 'cpu.blas': it must be auto, onednn or openblas" -- env KILN_CPU_BLAS=mkl "$kiln" list-devices
   expect 0 'kernel k0 \(reduction\)' -- "$kiln" show "$samples/layernorm.json" --schedule
   expect 0 'fused %[0-9]+ \(var\) into kernel 0' -- "$kiln" show "$samples/layernorm.json" --schedule
   expect 0 'kernel plan v1 for cpu: 1 kernel' -- "$kiln" show "$samples/layernorm.json" --plan

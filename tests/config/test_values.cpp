@@ -281,6 +281,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cpu.keep_buffers", "KILN_CPU_KEEP_BUFFERS", T::Bool, false, false, true},
       {"cpu.eager_compile_threshold", "KILN_CPU_EAGER_COMPILE_THRESHOLD", T::Int, 4096, false, true},
       {"cpu.matmul", "KILN_CPU_MATMUL", T::String, "auto", true, true},
+      {"cpu.blas", "KILN_CPU_BLAS", T::String, "auto", false, true},
       {"cpu.threads", "KILN_CPU_THREADS", T::Int, 0, true, true},
       {"cpu.vector_width", "KILN_CPU_VECTOR_WIDTH", T::Int, 0, true, true},
       {"cache.plan_cache", "KILN_CACHE_PLAN_CACHE", T::Bool, true, false, true},

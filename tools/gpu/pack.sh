@@ -21,6 +21,11 @@ strip -o "$carry/bin/test_onnx_real_models" "$build/tests/onnx/test_onnx_real_mo
 for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp/ {print $3}' | sort -u); do
   cp -L "$lib" "$carry/lib/"
 done
+# oneDNN (kiln_sgemm opens libdnnl.so.2 where it is installed; the GPU machine has none) and
+# the OpenMP and OpenCL loaders it needs.
+for lib in /usr/lib/x86_64-linux-gnu/libdnnl.so.2 $(ldd /usr/lib/x86_64-linux-gnu/libdnnl.so.2 2>/dev/null | awk '/libgomp|libOpenCL/ {print $3}'); do
+  [ -f "$lib" ] && cp -L "$lib" "$carry/lib/"
+done
 cp ../shared/bench/torch_anchor.py "$carry/" 2>/dev/null || true
 # Debian's redis-server (the GPU machine has none) for run.sh's cache step; redis-check-rdb is the
 # same binary, which picks its role by the name it is run as.

@@ -28,6 +28,10 @@ std::string matmul_backend(const ConfigValue& v) {
   const std::string& s = v.as<std::string>();
   return s == "auto" || s == "blas" || s == "generated" ? "" : "must be auto, blas or generated";
 }
+std::string blas_library(const ConfigValue& v) {
+  const std::string& s = v.as<std::string>();
+  return s == "auto" || s == "onednn" || s == "openblas" ? "" : "must be auto, onednn or openblas";
+}
 std::string cuda_compiler(const ConfigValue& v) {
   const std::string& s = v.as<std::string>();
   return s == "llvm" || s == "nvrtc" ? "" : "must be llvm or nvrtc";
@@ -163,6 +167,11 @@ std::vector<OptionDef> build_options() {
      "kernel; it needs a unit column stride in the right operand, else the BLAS is used), or "
      "'auto' (the BLAS call; with max_autotune_gemm both are timed on the first call and the "
      "faster kept).", matmul_backend},
+    {"cpu.blas", T::String, "auto", kNoCodegen, kUsed,
+     "The library the BLAS call of f32 CPU matmul kernels goes to, chosen once per process when "
+     "its first CPU plan loads: 'onednn' (oneDNN's sgemm, libdnnl.so.2, loaded then; an error "
+     "where it cannot be), 'openblas' (linked in), or 'auto' (oneDNN where it loads, else "
+     "OpenBLAS). f64 matmuls always use OpenBLAS.", blas_library},
     {"cpu.threads", T::Int, 0, kCodegen, kUsed,
      "Threads the CPU kernels run on; 0 = every hardware thread the process may use.",
      at_least_0},

@@ -76,8 +76,9 @@ class PlanExecutable {
 // (up to a bound), so a warm call allocates without touching new pages.
 std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes);
 
-// What matmul kernels' gemm calls run: "OpenBLAS 0.3.21 (SkylakeX kernels)" (the kernels it
-// chose for this CPU), or Kiln's own loop nest in a build without OpenBLAS.
+// What f32 matmul kernels' gemm calls run (cpu.blas chooses, once per process): "oneDNN 2.6.3
+// sgemm", "OpenBLAS 0.3.21 (SkylakeX kernels)" (the kernels it chose for this CPU), or Kiln's own
+// loop nest in a build without OpenBLAS.
 std::string matmul_library();
 
 }  // namespace kiln::cpu

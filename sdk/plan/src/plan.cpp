@@ -1,11 +1,20 @@
 // KernelPlan's readable form and module assembly.
 #include "kiln/plan/plan.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string_view>
 #include <unordered_set>
 
 namespace kiln::plan {
+
+std::vector<int32_t> kernel_bindings(const PlanKernel& k) {
+  std::vector<int32_t> b = k.reads;
+  b.insert(b.end(), k.writes.begin(), k.writes.end());
+  std::sort(b.begin(), b.end());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  return b;
+}
 
 std::string KernelPlan::module_source(bool fixed_too) const {
   std::string m = prelude;

@@ -112,6 +112,10 @@ class FunctionEmitter : public render::llvm::Printer {
   FunctionEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, Variant v = Variant())
       : Printer(render::llvm::cpu(), k.name), k_(k), s_(s), o_(o), v_(std::move(v)) {
     if (v_.name.empty()) v_.name = k.name;
+    bindings_ = k.reads();
+    for (int32_t b : k.writes()) bindings_.push_back(b);
+    std::sort(bindings_.begin(), bindings_.end());
+    bindings_.erase(std::unique(bindings_.begin(), bindings_.end()), bindings_.end());
     if (v_.attributes < 0) {
       v_.attributes = 0;
       // Reductions stream memory; the widest vectors the host has read it fastest (max-autotune
@@ -155,6 +159,9 @@ class FunctionEmitter : public render::llvm::Printer {
   const CodegenOptions& o_;
   Variant v_;
   std::map<int32_t, std::string> bufs_;
+  // The kernel's buffers in id order (plan::kernel_bindings): `buffers` holds their addresses in
+  // this order, so the text names no buffer id and a model's repeated layers print alike.
+  std::vector<int32_t> bindings_;
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> state_[3];  // reduce instr -> the slot of its state's component c
   // Blocked float sums (blocked_sums): the state of the current block, and of the current run
@@ -180,9 +187,22 @@ class FunctionEmitter : public render::llvm::Printer {
   std::string access_group_;  // inside a parallel loop: its access group, which buffer accesses join
 
   // ---- alias metadata ----
+  int64_t binding_of(int32_t b) const {
+    const auto it = std::lower_bound(bindings_.begin(), bindings_.end(), b);
+    KILN_INTERNAL_CHECK(it != bindings_.end() && *it == b, "cpu codegen: kernel ", k_.name, " touches buffer ", b,
+                        " that it neither reads nor writes");
+    return it - bindings_.begin();
+  }
+  // The memory a buffer lives in, named by binding: an intermediate by the first binding in its
+  // slot (buffers updated in place share it), any other buffer by its own.
   std::string memory_of(int32_t b) const {
     const schedule::Buffer& buf = s_.buffers[static_cast<size_t>(b)];
-    return buf.kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf.slot) : "b" + std::to_string(b);
+    if (buf.kind == schedule::BufferKind::intermediate)
+      for (int32_t o : bindings_) {
+        const schedule::Buffer& ob = s_.buffers[static_cast<size_t>(o)];
+        if (ob.kind == schedule::BufferKind::intermediate && ob.slot == buf.slot) return "m" + std::to_string(binding_of(o));
+      }
+    return "m" + std::to_string(binding_of(b));
   }
   std::string alias(int32_t b) {
     const std::string group = access_group_.empty() ? "" : ", !llvm.access.group " + access_group_;
@@ -227,7 +247,7 @@ class FunctionEmitter : public render::llvm::Printer {
   std::string buffer(int32_t b) {
     if (auto it = bufs_.find(b); it != bufs_.end()) return it->second;
     const std::string p = tmp(), v = tmp();
-    entry_ << "  " << p << " = getelementptr ptr, ptr %buffers, i64 " << b << "\n"
+    entry_ << "  " << p << " = getelementptr ptr, ptr %buffers, i64 " << binding_of(b) << "\n"
            << "  " << v << " = load ptr, ptr " << p << ", align 8\n";
     bufs_[b] = v;
     return v;
@@ -905,10 +925,26 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   plan::KernelPlan p = lower::plan_skeleton(s, "cpu");
   p.prelude = prelude();
   const ShapeEnv& env = s.graph.shapes();
+  // Kernels alike but for their name and buffers (a model's repeated layers: their buffers are
+  // bound by position) share the first one's functions: its entry, variants and source, which
+  // the runtime compiles once. Keyed by the main function printed under one fixed name.
+  std::map<std::string, size_t> alike;
   for (size_t pk_index = 0; pk_index < s.kernels.size(); ++pk_index) {
     const Kernel& k = s.kernels[pk_index];
     plan::PlanKernel pk = lower::kernel_skeleton(k);
+    std::string key;
     if (!k.reference) {
+      FunctionEmitter::Variant canonical{"kiln_kernel"};
+      canonical.metadata_base = 1;
+      key = FunctionEmitter(k, s, options, canonical).emit();
+    }
+    if (auto first = alike.find(key); !k.reference && first != alike.end()) {
+      const plan::PlanKernel& f = p.kernels[first->second];
+      pk.entry = f.entry;
+      pk.variants = f.variants;
+      pk.source = f.source;
+    } else if (!k.reference) {
+      alike.emplace(key, pk_index);
       pk.entry = k.name;
       // Metadata ids: a range of 4096 per function, so kernels can share any module.
       int64_t next_metadata = static_cast<int64_t>(pk_index) * 16 * 4096 + 1;
@@ -955,6 +991,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
           pk.variants.push_back(v.name);
         }
       }
+    }
+    if (!k.reference) {
       const std::vector<int64_t> ex = env.examples();
       if (k.kind == KernelKind::pointwise) {
         pk.parallel_extent = k.outer_extent();

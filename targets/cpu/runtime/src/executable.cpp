@@ -10,6 +10,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
+#include <unordered_set>
 
 #include "kiln/cpu/jit.h"
 #include "kiln/cpu/thread_pool.h"
@@ -183,6 +185,7 @@ struct PlanExecutable::Impl {
   void resolve_kernels() {
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const plan::PlanKernel& pk = plan.kernels[k];
+      bindings.push_back(plan::kernel_bindings(pk));
       fns.push_back(pk.kind == "reference" ? nullptr : function(pk.entry, pk));
       grains.push_back(pk.grain);
       std::vector<std::pair<std::string, KernelFn*>> c;
@@ -194,6 +197,7 @@ struct PlanExecutable::Impl {
     }
   }
   std::vector<int32_t> input_buffer;  // buffer of graph input k
+  std::vector<std::vector<int32_t>> bindings;  // per kernel: plan::kernel_bindings, its `buffers` array
   // KILN_LOGS=profile: each kernel's wall time per call (kernels run one after another anyway)
   std::mutex profile_mu;
   std::unique_ptr<plan::KernelProfile> profile;
@@ -219,9 +223,11 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   // Kernels are split into one module per thread, balanced by source size, and the modules
   // compiled at once (JitModule::compile may run on several threads): a plan of many kernels
   // compiles in about the time of its largest share.
+  // Each distinct source once: kernels alike (a model's repeated layers) share one.
   std::vector<size_t> generated;
+  std::unordered_set<std::string_view> sources;
   for (size_t k = 0; k < im.plan.kernels.size(); ++k)
-    if (!im.plan.kernels[k].source.empty()) generated.push_back(k);
+    if (!im.plan.kernels[k].source.empty() && sources.insert(im.plan.kernels[k].source).second) generated.push_back(k);
   ThreadPool& pool = ThreadPool::global();
   const size_t parts = std::max<size_t>(1, std::min<size_t>(generated.size(), static_cast<size_t>(pool.size())));
   std::sort(generated.begin(), generated.end(), [&](size_t a, size_t b) {
@@ -391,8 +397,18 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
       const int64_t extent = bound.extents()[ki];
       if (extent == 0) continue;
       const int64_t* sp = syms.data();
+      // The kernel's own buffers array: its bindings' addresses, in binding order.
+      const std::vector<int32_t>& bind = im.bindings[ki];
+      char* small_args[kSmall];
+      std::vector<char*> many_args;
+      char** args = small_args;
+      if (bind.size() > kSmall) {
+        many_args.resize(bind.size());
+        args = many_args.data();
+      }
+      for (size_t i = 0; i < bind.size(); ++i) args[i] = ptrs[bind[i]];
       auto launch = [&](KernelFn* f, int64_t grain) {
-        pool.parallel_for(extent, grain, [f, ptrs, sp](int64_t b, int64_t e) { f(ptrs, sp, b, e); });
+        pool.parallel_for(extent, grain, [f, args, sp](int64_t b, int64_t e) { f(args, sp, b, e); });
       };
       if (tune) im.tune_kernel(ki, extent, std::span<const int64_t>(syms), launch);
       launch(im.fns[ki], im.grains[ki]);

@@ -465,11 +465,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
           &im.sources.back()});
     }
     tunable = tunable || im.versions[ki].size() > 1 || (options.autotune_gemm && (k.gemm || k.convolution));
-    std::vector<int32_t> bufs = k.reads;
-    bufs.insert(bufs.end(), k.writes.begin(), k.writes.end());
-    std::sort(bufs.begin(), bufs.end());
-    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    im.params.push_back(k.fixed_signature() ? k.arg_buffers : std::move(bufs));
+    im.params.push_back(k.fixed_signature() ? k.arg_buffers : plan::kernel_bindings(k));
   }
   im.tuned = !tunable;
   im.library_algorithm.assign(im.plan.kernels.size(), 0);

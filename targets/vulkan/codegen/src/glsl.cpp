@@ -52,13 +52,6 @@ CodegenOptions CodegenOptions::from_config() {
   return o;
 }
 
-std::vector<int32_t> kernel_bindings(const plan::PlanKernel& k) {
-  std::vector<int32_t> b = k.reads;
-  b.insert(b.end(), k.writes.begin(), k.writes.end());
-  std::sort(b.begin(), b.end());
-  b.erase(std::unique(b.begin(), b.end()), b.end());
-  return b;
-}
 
 namespace {
 

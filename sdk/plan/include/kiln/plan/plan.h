@@ -128,6 +128,12 @@ struct PlanKernel {
   int32_t output = -1;
 };
 
+// The buffers a kernel reads or writes, in id order, each once: the buffer parameters of a
+// generated kernel (unless fixed_signature()), so that kernels alike but for the buffers they
+// touch (a model's repeated layers) have the same source: the CPU's `buffers` array, CUDA's
+// pointer arguments, Vulkan's bindings.
+std::vector<int32_t> kernel_bindings(const PlanKernel& k);
+
 // Symbol `symbol` is the size of dim `dim` of input `input`.
 struct SymbolBinding {
   SymbolId symbol = 0;

@@ -101,8 +101,8 @@ schedule::Target schedule_target(const CodegenOptions& options);
 // Graph -> Schedule (schedule_target) -> KernelPlan with the options of sdk/config.
 plan::KernelPlan generate_plan(const Graph& g, const CodegenOptions& options = CodegenOptions::from_config());
 
-// The bindings of a generated kernel: sorted(reads ∪ writes).
-std::vector<int32_t> kernel_bindings(const plan::PlanKernel& k);
+// The bindings of a generated kernel: plan::kernel_bindings (sorted(reads ∪ writes)).
+using plan::kernel_bindings;
 // Input buffers whose element 0 is not at the start of their bound range (a negative stride):
 // their offsets follow the symbols in the push constants, in this order.
 std::vector<int32_t> offset_buffers(const plan::KernelPlan& p);

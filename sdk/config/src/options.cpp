@@ -169,7 +169,7 @@ std::vector<OptionDef> build_options() {
      "faster kept).", matmul_backend},
     {"cpu.blas", T::String, "auto", kNoCodegen, kUsed,
      "The library the BLAS call of f32 CPU matmul kernels goes to, chosen once per process when "
-     "its first CPU plan loads: 'onednn' (oneDNN's sgemm, libdnnl.so.2, loaded then; an error "
+     "its first CPU plan loads: 'onednn' (oneDNN's sgemm, libdnnl.so.2 or .so.3, loaded then; an error "
      "where it cannot be), 'openblas' (linked in), or 'auto' (oneDNN where it loads, else "
      "OpenBLAS). f64 matmuls always use OpenBLAS.", blas_library},
     {"cpu.threads", T::Int, 0, kCodegen, kUsed,

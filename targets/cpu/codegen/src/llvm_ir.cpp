@@ -944,7 +944,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       pk.variants = f.variants;
       pk.source = f.source;
     } else if (!k.reference) {
-      alike.emplace(key, pk_index);
+      alike.emplace(key, p.kernels.size());
       pk.entry = k.name;
       // Metadata ids: a range of 4096 per function, so kernels can share any module.
       int64_t next_metadata = static_cast<int64_t>(pk_index) * 16 * 4096 + 1;

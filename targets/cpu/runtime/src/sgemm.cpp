@@ -49,8 +49,8 @@ namespace {
 // opened at run time so that Kiln neither needs oneDNN to build nor to run. Per tile of rows
 // and columns on one thread, as the kernels call it, it beat OpenBLAS 0.3.21's Cooperlake
 // kernels on the GPU machine's 16-core Emerald Rapids by 1.2-1.4x on bert's and gpt2's shapes
-// (devcarry gemm_bench, 16 threads: [1024,768]x[768,768] 1.02 vs 1.31 ms, x[768,3072] 3.67 vs
-// 4.95, [1024,3072]x[3072,768] 4.07 vs 5.33). That build threads with OpenMP: called from a pool
+// (tools/cpu/gemm_bench.cpp, 16 threads: [1024,768]x[768,768] 1.02 vs 1.31 ms, x[768,3072] 3.67
+// vs 4.95, [1024,3072]x[3072,768] 4.07 vs 5.33). That build threads with OpenMP: called from a pool
 // thread it would start a team of every core in each of them, so each call runs with the calling
 // thread's OpenMP thread count set to 1 and restores it after (a caller's own OpenMP is kept).
 struct OneDnn {
@@ -67,9 +67,11 @@ struct OneDnn {
 };
 OneDnn g_onednn;  // set once, by register_sgemm, before any kernel can call kiln_sgemm
 
-// Loads oneDNN, or says why it could not.
+// Loads oneDNN (2.x, as Debian 12 has it, or 3.x: dnnl_sgemm is the same in both), or says why
+// it could not.
 std::string load_onednn(OneDnn& d) {
   void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!h) h = dlopen("libdnnl.so.3", RTLD_NOW | RTLD_LOCAL);
   if (!h) return dlerror();
   auto sym = [&](const char* name) { return dlsym(h, name); };  // libdnnl's dependencies included
   d.sgemm = reinterpret_cast<OneDnn::Sgemm>(sym("dnnl_sgemm"));
@@ -78,7 +80,8 @@ std::string load_onednn(OneDnn& d) {
   auto version = reinterpret_cast<const OneDnn::Version* (*)()>(sym("dnnl_version"));
   if (!d.sgemm || !d.omp_get_max_threads || !d.omp_set_num_threads || !version) {
     d = OneDnn{};
-    return "libdnnl.so.2 lacks dnnl_sgemm, dnnl_version or OpenMP's thread count functions";
+    dlclose(h);
+    return "libdnnl lacks dnnl_sgemm, dnnl_version or OpenMP's thread count functions";
   }
   const OneDnn::Version* v = version();
   d.name = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);

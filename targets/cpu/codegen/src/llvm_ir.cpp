@@ -109,13 +109,11 @@ struct KernelVariant {
 class FunctionEmitter : public render::llvm::Printer {
  public:
   using Variant = KernelVariant;
-  FunctionEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, Variant v = Variant())
-      : Printer(render::llvm::cpu(), k.name), k_(k), s_(s), o_(o), v_(std::move(v)) {
+  // `bindings`: plan::kernel_bindings of the kernel's plan entry.
+  FunctionEmitter(const Kernel& k, std::vector<int32_t> bindings, const schedule::Schedule& s, const CodegenOptions& o,
+                  Variant v = Variant())
+      : Printer(render::llvm::cpu(), k.name), k_(k), s_(s), o_(o), v_(std::move(v)), bindings_(std::move(bindings)) {
     if (v_.name.empty()) v_.name = k.name;
-    bindings_ = k.reads();
-    for (int32_t b : k.writes()) bindings_.push_back(b);
-    std::sort(bindings_.begin(), bindings_.end());
-    bindings_.erase(std::unique(bindings_.begin(), bindings_.end()), bindings_.end());
     if (v_.attributes < 0) {
       v_.attributes = 0;
       // Reductions stream memory; the widest vectors the host has read it fastest (max-autotune
@@ -158,10 +156,10 @@ class FunctionEmitter : public render::llvm::Printer {
   const schedule::Schedule& s_;
   const CodegenOptions& o_;
   Variant v_;
-  std::map<int32_t, std::string> bufs_;
   // The kernel's buffers in id order (plan::kernel_bindings): `buffers` holds their addresses in
   // this order, so the text names no buffer id and a model's repeated layers print alike.
   std::vector<int32_t> bindings_;
+  std::map<int32_t, std::string> bufs_;
   std::map<int32_t, std::string> red_;  // reduce instr -> alloca holding its result
   std::map<int32_t, std::string> state_[3];  // reduce instr -> the slot of its state's component c
   // Blocked float sums (blocked_sums): the state of the current block, and of the current run
@@ -932,11 +930,13 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   for (size_t pk_index = 0; pk_index < s.kernels.size(); ++pk_index) {
     const Kernel& k = s.kernels[pk_index];
     plan::PlanKernel pk = lower::kernel_skeleton(k);
+    const std::vector<int32_t> bindings = plan::kernel_bindings(pk);
+    auto emitter = [&](FunctionEmitter::Variant v) { return FunctionEmitter(k, bindings, s, options, std::move(v)); };
     std::string key;
     if (!k.reference) {
       FunctionEmitter::Variant canonical{"kiln_kernel"};
       canonical.metadata_base = 1;
-      key = FunctionEmitter(k, s, options, canonical).emit();
+      key = emitter(canonical).emit();
     }
     if (auto first = alike.find(key); !k.reference && first != alike.end()) {
       const plan::PlanKernel& f = p.kernels[first->second];
@@ -950,15 +950,15 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       int64_t next_metadata = static_cast<int64_t>(pk_index) * 16 * 4096 + 1;
       FunctionEmitter::Variant main;
       main.metadata_base = next_metadata;
-      pk.source = FunctionEmitter(k, s, options, main).emit();
+      pk.source = emitter(main).emit();
       if (options.autotune_gemm && options.matmul == "auto" && k.kind == KernelKind::matmul &&
           k.gemm->dtype == DType::f32 && k.gemm->b_col_stride == 1) {
         // max-autotune: the BLAS call and the generated tiles, whichever the main one is not.
-        const bool main_generated = FunctionEmitter(k, s, options, main).generated_gemm();
+        const bool main_generated = emitter(main).generated_gemm();
         FunctionEmitter::Variant v{k.name + (main_generated ? "_blas" : "_tiled"), main_generated ? 0 : 2, 0};
         v.gemm = main_generated ? 0 : 1;
         v.metadata_base = (next_metadata += 4096);
-        pk.source += "\n" + FunctionEmitter(k, s, options, v).emit();
+        pk.source += "\n" + emitter(v).emit();
         pk.variants.push_back(v.name);
         // The generated tiles in other heights: 2 rows (more tiles to spread over threads) and 8
         // (each B vector reused by more rows; 16 of AVX-512's 32 registers hold accumulators).
@@ -966,7 +966,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
           FunctionEmitter::Variant t{k.name + "_tiled_r" + std::to_string(rows), 2, 0, 1};
           t.tile_rows = rows;
           t.metadata_base = (next_metadata += 4096);
-          pk.source += "\n" + FunctionEmitter(k, s, options, t).emit();
+          pk.source += "\n" + emitter(t).emit();
           pk.variants.push_back(t.name);
         }
       }
@@ -987,7 +987,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
         }
         for (FunctionEmitter::Variant v : vs) {
           v.metadata_base = (next_metadata += 4096);
-          pk.source += "\n" + FunctionEmitter(k, s, options, v).emit();
+          pk.source += "\n" + emitter(v).emit();
           pk.variants.push_back(v.name);
         }
       }

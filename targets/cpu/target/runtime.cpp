@@ -2,7 +2,6 @@
 // target::Runtime. Cache entries keep the plan's object code and the identity of the host that
 // made it (blobs module<i>.o and host.identity); a hit on another host with the same fingerprint
 // is refused, so the driver compiles its own code.
-#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -23,36 +22,16 @@ void kiln_register_cpu_codegen();
 namespace kiln::cpu {
 namespace {
 
-// The CPU target's one-time set-up on another core, started before the first trace: first what
-// a cache hit checks (the host's identity, libmvec), then, once the process's first cpu lookup
-// is over (a hit linked, or a compile about to begin), what compiles need (LLVM's target and a
-// TargetMachine, ~2 ms of CPU), so that a first hit does not share the machine with it (a
-// first hit measured 0.07-0.1 ms faster so on the 2-core VM). Joined at exit, before LLVM's own
-// statics go; a process that exits before its first lookup skips the second part.
+// The CPU target's one-time set-up on another core, started before the first trace: what a
+// cache hit checks (the host's identity, libmvec), so that a first hit does not wait for it.
+// Only facts made once and never destroyed: the thread is joined at exit, but statics that it
+// made after this one would be destroyed before that, under it. What compiles need (LLVM's
+// target and a TargetMachine, ~2 ms) is made by the first compile, on its own thread: made
+// here, it once raced a process exiting after a hit (LLVM's function-local statics, which the
+// set-up thread had just created, were destroyed under it: a double free the sanitizers saw).
 struct JitSetup {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool looked_up = false, exiting = false;
   std::thread thread;
-  void first_lookup_over() {
-    {
-      std::lock_guard lock(mu);
-      if (looked_up) return;
-      looked_up = true;
-    }
-    cv.notify_all();
-  }
-  bool wait_for_first_lookup() {  // false: the process is exiting
-    std::unique_lock lock(mu);
-    cv.wait(lock, [this] { return looked_up || exiting; });
-    return !exiting;
-  }
   ~JitSetup() {
-    {
-      std::lock_guard lock(mu);
-      exiting = true;
-    }
-    cv.notify_all();
     if (thread.joinable()) thread.join();
   }
 };
@@ -104,17 +83,15 @@ class CpuRuntime final : public target::Runtime {
     static std::once_flag once;
     std::call_once(once, [] {
       JitSetup& s = jit_setup();
-      s.thread = std::thread([&s] {
+      s.thread = std::thread([] {
         try {
           prepare_for_cache_hits();
-          if (s.wait_for_first_lookup()) prepare_for_compiles();
         } catch (const std::exception&) {
           // The compile that needs the target reports the same failure itself.
         }
       });
     });
   }
-  void before_compile() override { jit_setup().first_lookup_over(); }
   target::CodegenRequest codegen_request(Device) const override { return {}; }
   // What a cpu binary depends on beyond the graph and the codegen options (docs/cache.md), as a
   // key holds it: the host's fingerprint (five cpuid leaves), so that a hit's key waits for
@@ -132,7 +109,6 @@ class CpuRuntime final : public target::Runtime {
                                            const target::LoadOptions& lo, std::string* refused) override {
     const ExecutableOptions o = options(lo);
     if (!cached) {
-      jit_setup().first_lookup_over();
       return std::make_shared<CpuLoaded>(PlanExecutable::load(std::move(plans.plan), o));
     }
     std::vector<std::string> objects;
@@ -146,7 +122,7 @@ class CpuRuntime final : public target::Runtime {
     KILN_CHECK(!made_for.empty(), "cpu runtime: the cache entry has no '", kIdentityBlob, "' artifact (", objects.size(),
                " objects): its artifacts were stripped or damaged");
     // Linked before the identity is checked (linking runs none of the code), so that the set-up
-    // thread has time to finish it.
+    // thread has time to finish that.
     std::shared_ptr<PlanExecutable> exe;
     std::exception_ptr link_error;
     try {
@@ -163,7 +139,6 @@ class CpuRuntime final : public target::Runtime {
       return nullptr;
     }
     if (link_error) std::rethrow_exception(link_error);
-    jit_setup().first_lookup_over();
     return std::make_shared<CpuLoaded>(std::move(exe));
   }
   TensorData move(const TensorData& t, Device to) override {

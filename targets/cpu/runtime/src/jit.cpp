@@ -290,7 +290,6 @@ void prepare_for_cache_hits() {
   detail::vector_math_available();
 }
 
-void prepare_for_compiles() { host_info(); }  // LLVM's target, a TargetMachine, the host's facts
 
 void define_host_symbol(std::string_view name, void* address) {
   HostSymbols& h = host_symbols();

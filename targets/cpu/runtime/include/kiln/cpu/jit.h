@@ -44,11 +44,11 @@ struct HostInfo : HostIdentity {
 };
 HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the first time)
 
-// The one-time set-up of the CPU target done ahead, so that the call that needs it does not pay
-// for it: the frontend runs these on a background thread while it traces the first compiled
-// function. Any thread, any number of times.
-void prepare_for_cache_hits();  // host_identity() (which a hit checks its entry against), libmvec
-void prepare_for_compiles();    // host_info(): LLVM's x86 target, a TargetMachine (~2 ms of CPU)
+// The one-time set-up a cache hit needs, done ahead so that the first hit does not pay for it:
+// the frontend runs it on a background thread while it traces the first compiled function.
+// host_identity() (which a hit checks its entry against) and libmvec; any thread, any number of
+// times. LLVM's target set-up (host_info()) is left to the first compile (see cpu/target).
+void prepare_for_cache_hits();
 
 std::string llvm_version();   // "16.0.6"
 std::string target_triple();  // the host triple, e.g. "x86_64-pc-linux-gnu"

@@ -5,6 +5,7 @@
 #   graph_json   the JSON graph format (from_json, round trip)            20000 runs, 20 s
 #   graph_run    graph JSON, then small graphs on the reference interpreter 20000 runs, 20 s
 #   npy          .npy bytes (parse_npy, round trip)                        20000 runs, 20 s
+#   safetensors  .safetensors bytes (parse, round trip)                    20000 runs, 15 s
 #   plan_json    kernel plans (plan_from_json, round trip, bind, reference kernels) 20000 runs, 20 s
 #   cache_entry  cache entries and bundles (decode_entry, load_cache_artifacts) 20000 runs, 20 s
 #   onnx_model   the ONNX loader, then the reference interpreter (only where the ONNX frontend
@@ -17,7 +18,7 @@
 # Environment: CXX (default clang++-14, else clang++), JOBS (ninja -j), FUZZERS (names to run,
 # space separated; default all), FUZZ_RUNS and FUZZ_SECONDS (every fuzzer's runs and seconds),
 # <NAME>_FUZZ_RUNS and <NAME>_FUZZ_SECONDS for one of them (GRAPH_JSON, GRAPH_RUN, NPY, PLAN_JSON,
-# CACHE_ENTRY, ONNX: these win over FUZZ_RUNS and FUZZ_SECONDS).
+# SAFETENSORS, CACHE_ENTRY, ONNX: these win over FUZZ_RUNS and FUZZ_SECONDS).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build-fuzz}"
@@ -25,7 +26,7 @@ cxx="${CXX:-}"
 if [[ -z "$cxx" ]]; then
   if command -v clang++-14 >/dev/null; then cxx=clang++-14; else cxx=clang++; fi
 fi
-fuzzers="${FUZZERS:-graph_json graph_run npy plan_json cache_entry onnx_model}"
+fuzzers="${FUZZERS:-graph_json graph_run npy safetensors plan_json cache_entry onnx_model}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
   -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_SAMPLES=OFF -DKILN_BUILD_BENCH=OFF >/dev/null
@@ -69,10 +70,11 @@ for f in $fuzzers; do
       run graph_run GRAPH_RUN 20000 20 "$root/tests/fuzz/corpus/graph_json" -dict="$root/tests/fuzz/graph_json.dict" \
         -max_len=65536 ;;
     npy) run npy NPY 20000 20 -dict="$root/tests/fuzz/npy.dict" -max_len=4096 ;;
+    safetensors) run safetensors SAFETENSORS 20000 15 -dict="$root/tests/fuzz/safetensors.dict" -max_len=4096 ;;
     plan_json) run plan_json PLAN_JSON 20000 20 -dict="$root/tests/fuzz/plan_json.dict" -max_len=65536 ;;
     cache_entry) run cache_entry CACHE_ENTRY 20000 20 -max_len=65536 ;;
     # Protobuf bytes of models (seeds: small models of libonnx-testdata).
     onnx_model) run onnx_model ONNX 5000 30 -max_len=4096 ;;
-    *) echo "run_fuzz.sh: unknown fuzzer '$f' (graph_json graph_run npy plan_json cache_entry onnx_model)" >&2; exit 2 ;;
+    *) echo "run_fuzz.sh: unknown fuzzer '$f' (graph_json graph_run npy safetensors plan_json cache_entry onnx_model)" >&2; exit 2 ;;
   esac
 done

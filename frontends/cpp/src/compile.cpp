@@ -171,6 +171,18 @@ std::string function_label(const std::source_location& loc) {
          std::to_string(loc.line());
 }
 
+int64_t map_keys_hash(const std::vector<std::string_view>& keys) {
+  // FNV-1a over each key's length and bytes: equal key lists give equal values, and a list that
+  // differs (a key renamed, added or dropped) gives another with overwhelming probability.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+  for (std::string_view k : keys) {
+    for (int b = 0; b < 8; ++b) mix(static_cast<unsigned char>(k.size() >> (8 * b)));
+    for (char c : k) mix(static_cast<unsigned char>(c));
+  }
+  return static_cast<int64_t>(h);
+}
+
 bool any_traced_arg(std::span<const ArgView> args) {
   for (const ArgView& a : args)
     if (a.kind == ArgView::Kind::tensor && a.tensor == nullptr) return true;

@@ -1,8 +1,12 @@
 // kiln::compile: wraps a function over Tensors so that its first call traces it into a
 // Graph, compiles it with a backend and caches it behind guards; later calls whose
 // arguments pass the guards run the compiled entry without running the function.
-// Arguments: Tensors and scalars (int64_t, double, bool; guarded by value). Results: a
-// Tensor, a std::tuple / std::pair of Tensors, or a std::vector<Tensor>.
+// Arguments: Tensors and scalars (int64_t, double, bool; guarded by value), and pytrees of
+// them: std::vector, std::array, std::tuple, std::pair, std::optional, std::map with string
+// keys, and user structs registered with KILN_PYTREE (a model's parameters pass as inputs,
+// never baked into the graph). A container's length, a map's keys and an optional's presence
+// are guarded like scalars. Results: a Tensor, a std::tuple / std::pair of Tensors, or a
+// std::vector<Tensor>.
 // Graph breaks (item(), to_vector(), bool(tensor), graph_break()) split the function into
 // segments; with fullgraph = true they are errors naming the op and the caller's line.
 #pragma once
@@ -11,7 +15,9 @@
 #include <cstdint>
 #include <iosfwd>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <tuple>
@@ -76,6 +82,136 @@ R unflatten(Outputs&& out) {
   }
 }
 
+}  // namespace detail
+
+// A user struct as a pytree node: `members` lists the pointers to its members that hold Tensors,
+// scalars or other pytrees, in the order they are traced. KILN_PYTREE(Type, &Type::a, &Type::b)
+// (at global scope) defines it; the struct must be copyable.
+template <class T>
+struct Pytree;
+
+#define KILN_PYTREE(Type, ...)                                       \
+  template <>                                                        \
+  struct kiln::Pytree<Type> {                                        \
+    static constexpr auto members = std::make_tuple(__VA_ARGS__);    \
+  }
+
+namespace detail {
+
+template <class T>
+struct is_std_vector : std::false_type {};
+template <class T, class Alloc>
+struct is_std_vector<std::vector<T, Alloc>> : std::true_type {};
+template <class T>
+struct is_std_array : std::false_type {};
+template <class T, size_t N>
+struct is_std_array<std::array<T, N>> : std::true_type {};
+template <class T>
+struct is_tuple_like : std::false_type {};
+template <class... T>
+struct is_tuple_like<std::tuple<T...>> : std::true_type {};
+template <class A, class B>
+struct is_tuple_like<std::pair<A, B>> : std::true_type {};
+template <class T>
+struct is_std_optional : std::false_type {};
+template <class T>
+struct is_std_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_string_map : std::false_type {};
+template <class V, class Cmp, class Alloc>
+struct is_string_map<std::map<std::string, V, Cmp, Alloc>> : std::true_type {};
+template <class T>
+concept registered_pytree = requires { Pytree<T>::members; };
+
+// A Tensor or a scalar: one argument of the compiled core.
+template <class A>
+inline constexpr bool is_leaf = std::is_same_v<A, Tensor> || std::is_arithmetic_v<A>;
+
+// The leaves of a pytree argument, in order, as the compiled core sees them: each Tensor and
+// scalar, and before a container's elements an integer leaf for what shapes it (a vector's
+// length, a map's keys, an optional's presence), which the guards compare like any scalar.
+struct Leaves {
+  std::vector<ArgView> views;
+  std::vector<const std::vector<DimMark>*> marks;
+};
+int64_t map_keys_hash(const std::vector<std::string_view>& keys);
+
+template <class A>
+ArgView arg_view(const A& a);
+template <class A>
+const std::vector<DimMark>* arg_marks(const A& a);
+
+template <class A>
+void collect_leaves(const A& a, Leaves& out) {
+  auto shape_leaf = [&out](int64_t v) {
+    out.views.push_back(ArgView{.kind = ArgView::Kind::int_, .i = v});
+    out.marks.push_back(nullptr);
+  };
+  if constexpr (is_leaf<A>) {
+    out.views.push_back(arg_view(a));
+    out.marks.push_back(arg_marks(a));
+  } else if constexpr (is_std_vector<A>::value) {
+    shape_leaf(static_cast<int64_t>(a.size()));
+    for (const auto& x : a) collect_leaves(x, out);
+  } else if constexpr (is_std_array<A>::value) {
+    for (const auto& x : a) collect_leaves(x, out);
+  } else if constexpr (is_tuple_like<A>::value) {
+    std::apply([&](const auto&... x) { (collect_leaves(x, out), ...); }, a);
+  } else if constexpr (is_std_optional<A>::value) {
+    shape_leaf(a.has_value() ? 1 : 0);
+    if (a) collect_leaves(*a, out);
+  } else if constexpr (is_string_map<A>::value) {
+    std::vector<std::string_view> keys;
+    keys.reserve(a.size());
+    for (const auto& [k, v] : a) keys.push_back(k);
+    shape_leaf(map_keys_hash(keys));
+    for (const auto& [k, v] : a) collect_leaves(v, out);
+  } else if constexpr (registered_pytree<A>) {
+    std::apply([&](auto... m) { (collect_leaves(a.*m, out), ...); }, Pytree<A>::members);
+  } else {
+    static_assert(sizeof(A) == 0,
+                  "compiled functions take Tensors, scalars (int64_t, double, bool) and pytrees of them "
+                  "(std::vector, std::array, std::tuple, std::pair, std::optional, std::map<std::string, T>, "
+                  "structs registered with KILN_PYTREE)");
+  }
+}
+
+// `a` with each Tensor leaf replaced by the next of `traced` (the traced inputs, by leaf).
+template <class A>
+A rebuild_pytree(const A& a, const std::vector<Tensor>& traced, size_t& next) {
+  if constexpr (std::is_same_v<A, Tensor>) {
+    return traced[next++];
+  } else if constexpr (is_leaf<A>) {
+    ++next;
+    return a;
+  } else if constexpr (is_std_vector<A>::value) {
+    ++next;
+    A out;
+    out.reserve(a.size());
+    for (const auto& x : a) out.push_back(rebuild_pytree(x, traced, next));
+    return out;
+  } else if constexpr (is_std_array<A>::value) {
+    A out = a;
+    for (auto& x : out) x = rebuild_pytree(x, traced, next);
+    return out;
+  } else if constexpr (is_tuple_like<A>::value) {
+    // Braced initialisation evaluates its elements in order.
+    return std::apply([&](const auto&... x) { return A{rebuild_pytree(x, traced, next)...}; }, a);
+  } else if constexpr (is_std_optional<A>::value) {
+    ++next;
+    return a ? A(rebuild_pytree(*a, traced, next)) : A();
+  } else if constexpr (is_string_map<A>::value) {
+    ++next;
+    A out;
+    for (const auto& [k, v] : a) out.emplace_hint(out.end(), k, rebuild_pytree(v, traced, next));
+    return out;
+  } else {
+    A out = a;
+    std::apply([&](auto... m) { ((out.*m = rebuild_pytree(a.*m, traced, next)), ...); }, Pytree<A>::members);
+    return out;
+  }
+}
+
 template <class A>
 ArgView arg_view(const A& a) {
   if constexpr (std::is_same_v<A, Tensor>) {
@@ -124,15 +260,28 @@ class CompiledFunction {
   template <class... Args>
   auto operator()(const Args&... args) const {
     using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
-    std::array<ArgView, sizeof...(Args)> views{detail::arg_view(args)...};
-    std::array<const std::vector<DimMark>*, sizeof...(Args)> marks{detail::arg_marks(args)...};
     auto eager = [&]() -> detail::Outputs { return detail::flatten(fn_(args...)); };
-    auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
-      return [&]<size_t... I>(std::index_sequence<I...>) {
-        return detail::flatten(fn_(detail::pick(args, t, I)...));
-      }(std::index_sequence_for<Args...>{});
-    };
-    return detail::unflatten<R>(detail::call_compiled(*cache_, views, marks, eager, traced));
+    if constexpr ((detail::is_leaf<Args> && ...)) {
+      // Tensors and scalars only: one leaf each, nothing allocated.
+      std::array<ArgView, sizeof...(Args)> views{detail::arg_view(args)...};
+      std::array<const std::vector<DimMark>*, sizeof...(Args)> marks{detail::arg_marks(args)...};
+      auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
+        return [&]<size_t... I>(std::index_sequence<I...>) {
+          return detail::flatten(fn_(detail::pick(args, t, I)...));
+        }(std::index_sequence_for<Args...>{});
+      };
+      return detail::unflatten<R>(detail::call_compiled(*cache_, views, marks, eager, traced));
+    } else {
+      detail::Leaves leaves;
+      (detail::collect_leaves(args, leaves), ...);
+      auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
+        size_t next = 0;
+        // A braced list evaluates in order, so each argument takes the leaves after the last.
+        return std::apply([&](const auto&... a) { return detail::flatten(fn_(a...)); },
+                          std::tuple<Args...>{detail::rebuild_pytree(args, t, next)...});
+      };
+      return detail::unflatten<R>(detail::call_compiled(*cache_, leaves.views, leaves.marks, eager, traced));
+    }
   }
 
   CompileStats stats() const { return cache_->stats(); }
@@ -176,12 +325,14 @@ ExplainOutput explain_impl(std::span<const ArgView> args, FunctionRef<Outputs(co
 
 template <class F, class... Args>
 ExplainOutput explain(F&& fn, const Args&... args) {
-  std::array<ArgView, sizeof...(Args)> views{detail::arg_view(args)...};
+  detail::Leaves leaves;
+  (detail::collect_leaves(args, leaves), ...);
   auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
-    return [&]<size_t... I>(std::index_sequence<I...>) { return detail::flatten(fn(detail::pick(args, t, I)...)); }(
-        std::index_sequence_for<Args...>{});
+    size_t next = 0;
+    return std::apply([&](const auto&... a) { return detail::flatten(fn(a...)); },
+                      std::tuple<Args...>{detail::rebuild_pytree(args, t, next)...});
   };
-  return detail::explain_impl(views, traced);
+  return detail::explain_impl(leaves.views, traced);
 }
 
 // Forgets every compiled function's entries and the process-wide recompile count.

@@ -1,4 +1,4 @@
-// The umbrella header of the Kiln SDK: tensors and ops, kiln::compile, configuration.
+// The umbrella header of the Kiln SDK: tensors and ops, kiln::compile, state dicts, configuration.
 #pragma once
 
 #include "kiln/caches.h"
@@ -8,4 +8,5 @@
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/ops.h"
+#include "kiln/state_dict.h"
 #include "kiln/tensor.h"

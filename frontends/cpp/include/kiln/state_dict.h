@@ -1,0 +1,28 @@
+// State dicts: a model's parameters by name, read from and written to .safetensors files (the
+// format Hugging Face models ship; frontends/safetensors reads and writes the bytes).
+// load_state_dict gives each tensor on `device`; save_state_dict writes host copies. take()
+// fetches one parameter for a model struct, checking its shape (and dtype) so that a missing or
+// mis-shaped tensor is an error naming it, not a wrong result later.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+using StateDict = std::map<std::string, Tensor>;
+
+StateDict load_state_dict(const std::string& path, Device device = Device::cpu());
+// `metadata` goes to the file's "__metadata__" (Hugging Face writes {"format": "pt"}).
+void save_state_dict(const StateDict& state, const std::string& path,
+                     const std::map<std::string, std::string>& metadata = {});
+
+// state[name], which must have `sizes` (and `dtype`, when given): a kiln::Error naming the
+// tensor, what it is and what was expected otherwise.
+Tensor take(const StateDict& state, const std::string& name, const std::vector<int64_t>& sizes,
+            std::optional<DType> dtype = std::nullopt);
+
+}  // namespace kiln

@@ -1,4 +1,4 @@
-// The umbrella header of the Kiln SDK: tensors and ops, kiln::compile, state dicts, configuration.
+// The umbrella header of the Kiln SDK: tensors and ops, kiln::compile, kiln::nn modules, state dicts, configuration.
 #pragma once
 
 #include "kiln/caches.h"
@@ -7,6 +7,7 @@
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
+#include "kiln/nn.h"
 #include "kiln/ops.h"
 #include "kiln/state_dict.h"
 #include "kiln/tensor.h"

@@ -16,6 +16,7 @@ const CommandSpec& list_devices_spec();
 const CommandSpec& bench_spec();
 const CommandSpec& bench_model_spec();
 const CommandSpec& cache_spec();
+const CommandSpec& weights_spec();
 
 int cmd_run(std::span<char* const> args);
 int cmd_show(std::span<char* const> args);
@@ -25,5 +26,6 @@ int cmd_list_devices(std::span<char* const> args);
 int cmd_bench(std::span<char* const> args);
 int cmd_bench_model(std::span<char* const> args);
 int cmd_cache(std::span<char* const> args);
+int cmd_weights(std::span<char* const> args);
 
 }  // namespace kiln::cli

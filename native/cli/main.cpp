@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"bench", kiln::cli::bench_spec, kiln::cli::cmd_bench},
     {"bench-model", kiln::cli::bench_model_spec, kiln::cli::cmd_bench_model},
     {"cache", kiln::cli::cache_spec, kiln::cli::cmd_cache},
+    {"weights", kiln::cli::weights_spec, kiln::cli::cmd_weights},
 };
 
 void print_help(std::ostream& out) {

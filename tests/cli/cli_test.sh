@@ -199,6 +199,20 @@ expect 0 'col_sum +[0-9.]+ \(default\) +500 \(default\) +[0-9.]+x .* 20\.000 +1/
 expect 1 "bench --anchor: 'python3 .*missing.py.*' failed \(exit status 2\)" -- \
   "$kiln" bench --small --only col_sum --modes default --no-references --reps 2 --anchor "$work/missing.py"
 
+# weights: an ONNX model's initializers (names as the exporter gave them) saved as .safetensors
+# with a wrapper's prefix dropped, read back, and a damaged file refused by name.
+gpt2="$(cd "$samples/../.." && pwd)/tests/onnx/real_models/gpt2/model.onnx"
+if "$kiln" weights "$work/none.onnx" 2>&1 | grep -q "no ONNX frontend"; then
+  echo "weights: this build has no ONNX frontend"
+else
+  expect 0 '^transformer\.h\.0\.attn\.c_attn\.weight  f32 \[64, 192\]' -- \
+    "$kiln" weights "$gpt2" --strip-prefix inner. --save "$work/gpt2.safetensors"
+  expect 0 '^28 tensors, 63654 values, 254740 bytes$' -- "$kiln" weights "$work/gpt2.safetensors" --quiet
+  head -c 1000 "$work/gpt2.safetensors" > "$work/cut.safetensors"
+  expect 1 "kiln: error: .*cut\.safetensors.*truncated" -- "$kiln" weights "$work/cut.safetensors"
+  expect 1 "kiln: error: .*cannot open" -- "$kiln" weights "$work/none.onnx"
+fi
+
 # list-options and list-backends.
 expect 0 'KILN_' -- "$kiln" list-options
 expect 0 '.' -- "$kiln" list-backends

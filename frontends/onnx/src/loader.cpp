@@ -708,6 +708,25 @@ std::vector<std::string> input_names(const std::string& path) {
   return out;
 }
 
+std::map<std::string, TensorData> initializers(const std::string& path) {
+  const std::string bytes = read_file(path, "model");
+  pb::ModelProto mp;
+  KILN_CHECK(bytes.size() < (size_t{1} << 31) && mp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
+             "onnx: ", path, " is not a valid ONNX protobuf (malformed or truncated ModelProto)");
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  std::map<std::string, TensorData> out;
+  for (const pb::TensorProto& t : mp.graph().initializer()) {
+    KILN_CHECK(!t.name().empty(), "onnx: ", path, ": an initializer has no name");
+    try {
+      KILN_CHECK(out.emplace(t.name(), tensor_from_proto(t, dir)).second, "the name is used by two initializers");
+    } catch (const Error& e) {
+      fail(path, ": initializer '", t.name(), "': ", e.what());
+    }
+  }
+  return out;
+}
+
 TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& what) {
   pb::TensorProto t;
   KILN_CHECK(bytes.size() < (size_t{1} << 31) && t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),

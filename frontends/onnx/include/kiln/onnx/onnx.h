@@ -101,6 +101,9 @@ CompiledModel compile(const std::string& path, CompileOptions options = {});
 
 // The model's graph input names (initializers excluded), without importing its nodes.
 std::vector<std::string> input_names(const std::string& path);
+// The model's initializers (its weights, external data read) by name, without importing its
+// nodes: PyTorch's exporter names them as the module's state dict does.
+std::map<std::string, TensorData> initializers(const std::string& path);
 
 // Readable summary of a loaded model: inputs, outputs, opset, producer and the graph listing.
 std::string describe(const Model& m);

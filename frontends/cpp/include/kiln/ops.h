@@ -144,6 +144,14 @@ struct AttentionOptions {
 };
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
 
+// torch.einsum: "bij,bjk->bik" names each operand's dims by letters; letters shared by
+// operands and absent from the output are summed over, a letter repeated in one operand takes
+// its diagonal, "..." stands for the dims not named (broadcast across operands, right-aligned);
+// without "->" the output is the ellipsis, then the letters used once, alphabetically. A
+// composite: diagonals, sums, permutes, reshapes and one matmul per pair of operands, folded
+// left to right.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+
 // The lower (tril) or upper (triu) triangle of the last two dims, the rest 0: kept where
 // col - row <= diagonal (tril) or >= diagonal (triu), as torch.tril/triu.
 // Running sums along dim (torch.cumsum; integers and bool give i64).

@@ -229,6 +229,10 @@ BOOST_AUTO_TEST_CASE(size_of_automatic_dynamic_dim_stays_correct) {
   check_values(f(iota_f32(4)), {4, 8, 12, 16});
   check_values(f(iota_f32(3)), {3, 6, 9});
   BOOST_TEST(f.stats().compiles == 3);
+  // The recompile names the size() call that pinned the dim.
+  const std::vector<std::string> reasons = f.stats().recompile_reasons;
+  BOOST_REQUIRE_EQUAL(reasons.size(), 2u);
+  BOOST_TEST(contains(reasons[1], "size() at test_dynamic.cpp:226"), reasons[1]);
 }
 
 // The symbolic graph computes with the actual sizes, including reductions and views.

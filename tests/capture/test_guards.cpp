@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(shape_fact_guard) {
   BOOST_TEST(contains(msg, "add"), msg);
   const CompileStats s = f.stats();
   BOOST_REQUIRE_EQUAL(s.recompile_reasons.size(), 1u);
-  BOOST_TEST(s.recompile_reasons[0] == "shape relation s0 == s1 no longer holds (6 vs 5)");
+  BOOST_TEST(s.recompile_reasons[0] == "shape relation s0 == s1 no longer holds (6 vs 5; needed by add)");
   BOOST_TEST(s.guard_failures == 1);
   // The failed call left the cache usable.
   check_values(f(iota_f32(3), iota_f32(3)), {2, 4, 6});
@@ -311,7 +311,7 @@ BOOST_AUTO_TEST_CASE(guard_set_direct) {
              "input 0 (x): size at dim 0 is 200, outside the range [2, 100] of its dynamic size s0");
   const TensorData b16 = host(DType::f32, {16, 4});
   BOOST_TEST(failure_with({tensor_arg(a), tensor_arg(b16), args[2]}) ==
-             "shape relation s0 == s1 no longer holds (8 vs 16)");
+             "shape relation s0 == s1 no longer holds (8 vs 16; needed by add)");
   const TensorData a5 = host(DType::f32, {8, 5});
   BOOST_TEST(failure_with({tensor_arg(a5), tensor_arg(b), args[2]}) ==
              "input 0 (x): size mismatch at dim 1: expected 4, got 5");

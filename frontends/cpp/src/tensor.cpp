@@ -1,5 +1,7 @@
 #include "kiln/tensor.h"
 
+#include <filesystem>
+
 #include <ostream>
 #include <sstream>
 
@@ -36,12 +38,13 @@ Device Tensor::device() const { return checked(impl_, "device()").meta.device; }
 const TensorMeta& Tensor::meta() const { return checked(impl_, "meta()").meta; }
 bool Tensor::is_traced() const { return impl_ && impl_->trace_id != 0; }
 
-int64_t Tensor::size(int64_t dim) const {
+int64_t Tensor::size(int64_t dim, std::source_location loc) const {
   const SymInt& s = shape()[static_cast<size_t>(normalize_dim(dim, rank(), "size()"))];
   if (s.is_static()) return s.hint();
   detail::Trace* t = detail::current_trace();
   KILN_CHECK(t && impl_->trace_id == t->id, "size(): this tensor belongs to a trace that has ended");
-  return t->graph.shapes().specialize(s, "size()");
+  return t->graph.shapes().specialize(s, "size() at " + std::filesystem::path(loc.file_name()).filename().string() +
+                                             ":" + std::to_string(loc.line()));
 }
 
 Tensor Tensor::to(Device device) const {

@@ -71,7 +71,7 @@ GuardSet GuardSet::build(const Graph& graph, std::span<const ArgView> args,
     }
   }
   for (const ShapeFact& f : graph.shapes().facts())
-    add({.kind = GuardKind::fact, .lhs = f.lhs, .rhs = f.rhs, .equal = f.equal});
+    add({.kind = GuardKind::fact, .lhs = f.lhs, .rhs = f.rhs, .equal = f.equal, .reason = f.reason});
   add({.kind = GuardKind::config, .value = static_cast<int64_t>(config_hash)});
   return set;
 }
@@ -216,7 +216,8 @@ std::string GuardSet::explain(const Guard& g, std::span<const ArgView> args, con
     case GuardKind::fact: {
       const std::span<const int64_t> bound(symbols, num_symbols_);
       out << "shape relation " << g.lhs.str() << (g.equal ? " == " : " != ") << g.rhs.str() << " no longer holds ("
-          << g.lhs.evaluate(bound) << " vs " << g.rhs.evaluate(bound) << ")";
+          << g.lhs.evaluate(bound) << " vs " << g.rhs.evaluate(bound)
+          << (g.reason.empty() ? "" : "; needed by " + g.reason) << ")";
       break;
     }
     case GuardKind::config:

@@ -52,7 +52,9 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
   // Size of one dim as a plain integer; while tracing a dynamic dim this specialises it.
-  int64_t size(int64_t dim) const;
+  // While tracing, the size of a dynamic dim specialises it (a guard pins it): the recompile
+  // reason that guard gives names this call's file:line.
+  int64_t size(int64_t dim, std::source_location loc = std::source_location::current()) const;
   int64_t rank() const;
   SymInt numel() const;
   DType dtype() const;

@@ -54,6 +54,7 @@ struct Guard {
   double dvalue = 0.0;
   SymExpr lhs, rhs;  // facts only
   bool equal = true;
+  std::string reason;  // facts only: what needed the fact ("size() at model.cpp:42", "reshape")
 };
 
 class GuardSet {

@@ -144,6 +144,20 @@ struct AttentionOptions {
 };
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
 
+// torch.nn.functional.interpolate over x[N, C, *spatial] (static spatial sizes): `size` or
+// `scale_factor` (one value for every spatial dim, or one each); modes nearest and nearest-exact
+// (any dtype), linear / bilinear / trilinear (1 / 2 / 3 spatial dims) and bicubic (2; torch's
+// a = -0.75, edge-clamped taps), with align_corners for the last four. With a scale_factor the
+// coordinates use it as given, as torch does (recompute_scale_factor unset). A composite: per
+// spatial dim, index_select of each tap times its weights.
+struct InterpolateOptions {
+  Dims size;
+  std::vector<double> scale_factor;
+  std::string mode = "nearest";
+  bool align_corners = false;
+};
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
+
 // torch.einsum: "bij,bjk->bik" names each operand's dims by letters; letters shared by
 // operands and absent from the output are summed over, a letter repeated in one operand takes
 // its diagonal, "..." stands for the dims not named (broadcast across operands, right-aligned);

@@ -398,6 +398,71 @@ Tensor conv_nd(size_t n, std::string_view op, const Tensor& x, const Tensor& w, 
   return dispatch(OpId::convolution, {&x, &w}, attrs);
 }
 
+// A transposed convolution as a convolution (what its gradient with respect to the input is):
+// x dilated by the strides (zeros between its elements: x with a unit dim padded, reshaped),
+// padded by dilation * (kernel - 1) - padding on each side (negative pads crop) and
+// output_padding more at the end, convolved at stride 1 with the weight's in/out channels
+// swapped per group and its taps reversed.
+Tensor conv_transpose_nd(size_t n, std::string_view op, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         const Dims& stride_, const Dims& padding_, const Dims& output_padding_, int64_t groups,
+                         const Dims& dilation_) {
+  check_spatial(x, n, op);
+  const Dims stride = per_spatial(stride_, n, op, "stride"), padding = per_spatial(padding_, n, op, "padding");
+  const Dims output_padding = per_spatial(output_padding_, n, op, "output_padding");
+  const Dims dilation = per_spatial(dilation_, n, op, "dilation");
+  KILN_CHECK(w.defined() && w.rank() == static_cast<int64_t>(n) + 2, op, ": expected weight[C_in, C_out / groups, ", n,
+             " kernel dim", n == 1 ? "" : "s", "], got ", w.defined() ? shape_str(w.shape()) : std::string("none"));
+  KILN_CHECK(groups >= 1, op, ": groups ", groups, " must be positive");
+  const int64_t cin = w.size(0), cout_g = w.size(1);
+  KILN_CHECK(cin % groups == 0, op, ": the weight's ", cin, " input channels are not a multiple of groups ", groups);
+  const SymInt xc = x.shape()[1];
+  KILN_CHECK(!xc.is_static() || xc.hint() == cin, op, ": x has ", xc.hint(), " channels, the weight ", cin);
+  for (size_t i = 0; i < n; ++i) {
+    KILN_CHECK(stride[i] >= 1 && dilation[i] >= 1 && padding[i] >= 0, op, ": stride, dilation must be positive and ",
+               "padding non-negative");
+    KILN_CHECK(output_padding[i] >= 0 && output_padding[i] < std::max(stride[i], dilation[i]), op, ": output_padding ",
+               output_padding[i], " must be smaller than the stride or the dilation (", std::max(stride[i], dilation[i]), ")");
+  }
+  Tensor y = x;
+  for (size_t i = 0; i < n; ++i) {
+    const auto dim = static_cast<int64_t>(2 + i);
+    const SymInt len = y.shape()[static_cast<size_t>(dim)];
+    KILN_CHECK(len.is_static(), op, ": spatial dim ", dim, " is dynamic (", len.str(), "); its size must be static");
+    const int64_t k = w.size(dim);
+    if (stride[i] > 1) {  // [.., L, ..] -> [.., L, 1, ..] -> [.., L, stride, ..] (zeros padded) -> [.., L * stride, ..]
+      Tensor u = unsqueeze(y, dim + 1);
+      Dims after(2 * static_cast<size_t>(u.rank()), 0);  // pairs, last dim first
+      after[2 * static_cast<size_t>(u.rank() - 2 - dim) + 1] = stride[i] - 1;
+      u = pad(u, after);
+      Shape merged = y.shape();
+      merged[static_cast<size_t>(dim)] = SymInt(len.hint() * stride[i]);
+      y = slice(reshape(u, merged), dim, 0, (len.hint() - 1) * stride[i] + 1);
+    }
+    const int64_t edge = dilation[i] * (k - 1) - padding[i];
+    Dims pads(2 * static_cast<size_t>(y.rank()), 0);  // pairs, last dim first
+    const size_t from_last = static_cast<size_t>(y.rank() - 1 - dim);
+    pads[2 * from_last] = edge;
+    pads[2 * from_last + 1] = edge + output_padding[i];
+    y = pad(y, pads);
+  }
+  // [C_in, C_out/g, K] -> [g, C_in/g, C_out/g, K] -> [g, C_out/g, C_in/g, K] -> [C_out, C_in/g, K], taps reversed.
+  Shape grouped = w.shape();
+  grouped[0] = SymInt(cin / groups);
+  grouped.insert(grouped.begin(), SymInt(groups));
+  Tensor wt = transpose(reshape(w, grouped), 1, 2);
+  Shape swapped = w.shape();
+  swapped[0] = SymInt(cout_g * groups);
+  swapped[1] = SymInt(cin / groups);
+  wt = reshape(wt, swapped);
+  for (size_t i = 0; i < n; ++i) {
+    const auto dim = static_cast<int64_t>(2 + i);
+    std::vector<int64_t> reversed(static_cast<size_t>(w.size(dim)));
+    for (size_t j = 0; j < reversed.size(); ++j) reversed[j] = static_cast<int64_t>(reversed.size() - 1 - j);
+    wt = index_select(wt, dim, from_vector(reversed, {}, w.device()));
+  }
+  return conv_nd(n, op, y, wt, bias, {1}, {0}, dilation, groups);
+}
+
 Tensor max_pool_nd(size_t n, std::string_view op, const Tensor& x, const Dims& kernel, const Dims& stride,
                    const Dims& padding, const Dims& dilation, bool ceil_mode) {
   check_spatial(x, n, op);
@@ -454,6 +519,18 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, 
 }
 Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, const Dims& p, const Dims& d, int64_t g) {
   return conv_nd(3, "conv3d", x, w, b, s, p, d, g);
+}
+Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, const Dims& p, const Dims& op,
+                        int64_t g, const Dims& d) {
+  return conv_transpose_nd(1, "conv_transpose1d", x, w, b, s, p, op, g, d);
+}
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, const Dims& p, const Dims& op,
+                        int64_t g, const Dims& d) {
+  return conv_transpose_nd(2, "conv_transpose2d", x, w, b, s, p, op, g, d);
+}
+Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& b, const Dims& s, const Dims& p, const Dims& op,
+                        int64_t g, const Dims& d) {
+  return conv_transpose_nd(3, "conv_transpose3d", x, w, b, s, p, op, g, d);
 }
 Tensor max_pool1d(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, const Dims& d, bool ceil_mode) {
   return max_pool_nd(1, "max_pool1d", x, k, s, p, d, ceil_mode);

@@ -297,3 +297,27 @@ BOOST_AUTO_TEST_CASE(non_contiguous_inputs_stay_static) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(dynamic_creation, Clean)
+
+// Creation ops over symbolic sizes (zeros/full/ones of x.shape(), a causal mask from tril of a
+// [n, n] ones, arange of a symbolic size) keep a dynamic dim dynamic: one recompile to the
+// dynamic graph, then every size served by it.
+BOOST_AUTO_TEST_CASE(creation_ops_on_symbolic_sizes_do_not_specialise) {
+  auto f = kiln::compile([](const Tensor& x) {
+    const SymInt n = x.shape()[0];
+    const Tensor z = zeros(x.shape()) + full(x.shape(), 2.0) + ones({n, SymInt(3)});
+    const Tensor mask = tril(ones({n, n}));
+    const Tensor pos = arange(n, DType::f32);
+    return std::tuple<Tensor, Tensor, Tensor>{x + z, mask, pos};
+  });
+  for (int64_t n : {4, 5, 6, 7}) {
+    auto [a, mask, pos] = f(ones({n, 3}));
+    check_values(sum(a), {4.0 * static_cast<double>(n) * 3});
+    check_values(sum(mask), {static_cast<double>(n * (n + 1) / 2)});
+    check_values(sum(pos), {static_cast<double>(n * (n - 1) / 2)});
+  }
+  BOOST_TEST(f.stats().compiles == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -169,6 +169,11 @@ BOOST_AUTO_TEST_CASE(convolutions) {
   const Tensor x1 = iota({2, 2, 5});
   check_values(c1(x1), values(conv1d(x1, c1.weight, {}, {1}, {0}, {1}, 1)), 1e-6);
   BOOST_TEST(contains(error_of([&] { nn::Conv2d::make(3, 4, {3, 3}, init, {.groups = 2}); }), "multiples of groups 2"));
+  const nn::ConvTranspose2d up = nn::ConvTranspose2d::make(4, 2, {2, 2}, init, {.stride = {2}});
+  BOOST_TEST(sizes_of(up.weight) == (Sizes{4, 2, 2, 2}));
+  const Tensor xu = iota({1, 4, 3, 3});
+  BOOST_TEST(sizes_of(up(xu)) == (Sizes{1, 2, 6, 6}));
+  check_values(up(xu), values(conv_transpose2d(xu, up.weight, *up.bias, {2})), 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(multihead_attention_by_hand) {
@@ -239,7 +244,9 @@ BOOST_AUTO_TEST_CASE(state_dicts_use_torch_names_through_a_file) {
   mha.save(all, "attn.");
   nn::BatchNorm2d::make(3, init).save(all, "bn.");
   nn::Conv2d::make(3, 4, {1, 1}, init).save(all, "conv.");
-  BOOST_TEST(all.size() == 10u);
+  nn::ConvTranspose2d::make(3, 4, {2, 2}, init).save(all, "up.");
+  BOOST_TEST(all.size() == 12u);
+  nn::ConvTranspose2d::load(all, "up.", 3, 4, {2, 2});
   nn::MultiheadAttention::load(all, "attn.", 4, 2);
   nn::BatchNorm2d::load(all, "bn.", 3);
   nn::Conv2d::load(all, "conv.", 3, 4, {1, 1});

@@ -278,6 +278,56 @@ Conv2d Conv2d::load(const StateDict& state, const std::string& prefix, int64_t i
   return load_conv<Conv2d>("Conv2d", state, prefix, in, out, kernel, o);
 }
 
+namespace {
+Dims transposed_weight_sizes(int64_t in, int64_t out, const Dims& kernel, int64_t groups) {
+  positive(in, "ConvTranspose2d", "in_channels");
+  positive(out, "ConvTranspose2d", "out_channels");
+  positive(groups, "ConvTranspose2d", "groups");
+  KILN_CHECK(kernel.size() == 2, "nn::ConvTranspose2d: kernel_size has ", kernel.size(), " sizes, expected 2");
+  for (int64_t k : kernel) positive(k, "ConvTranspose2d", "kernel_size");
+  KILN_CHECK(in % groups == 0 && out % groups == 0, "nn::ConvTranspose2d: in_channels ", in, " and out_channels ", out,
+             " must both be multiples of groups ", groups);
+  return concat({in, out / groups}, kernel);
+}
+ConvTranspose2d transposed_with(const ConvTransposeOptions& o) {
+  ConvTranspose2d c;
+  c.stride = o.stride;
+  c.padding = o.padding;
+  c.output_padding = o.output_padding;
+  c.groups = o.groups;
+  c.dilation = o.dilation;
+  return c;
+}
+}  // namespace
+
+ConvTranspose2d ConvTranspose2d::make(int64_t in, int64_t out, const Dims& kernel, Init& init,
+                                      const ConvTransposeOptions& o) {
+  const Dims w = transposed_weight_sizes(in, out, kernel, o.groups);
+  // torch computes the fan-in from weight.size(1) * kernel: out / groups * kh * kw.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(w[1] * kernel[0] * kernel[1]));
+  ConvTranspose2d c = transposed_with(o);
+  c.weight = init.uniform(w, bound);
+  if (o.bias) c.bias = init.uniform({out}, bound);
+  return c;
+}
+
+ConvTranspose2d ConvTranspose2d::load(const StateDict& state, const std::string& prefix, int64_t in, int64_t out,
+                                      const Dims& kernel, const ConvTransposeOptions& o) {
+  ConvTranspose2d c = transposed_with(o);
+  c.weight = take(state, prefix + "weight", transposed_weight_sizes(in, out, kernel, o.groups));
+  c.bias = take_optional(state, prefix + "bias", {out}, o.bias);
+  return c;
+}
+
+void ConvTranspose2d::save(StateDict& state, const std::string& prefix) const {
+  state[prefix + "weight"] = weight;
+  put(state, prefix + "bias", bias);
+}
+
+Tensor ConvTranspose2d::operator()(const Tensor& x) const {
+  return conv_transpose2d(x, weight, bias ? *bias : Tensor(), stride, padding, output_padding, groups, dilation);
+}
+
 // ---- attention ------------------------------------------------------------------------------
 
 namespace {

@@ -116,6 +116,27 @@ struct Conv2d : Conv {
                      const Dims& kernel_size, const ConvOptions& o = {});
 };
 
+// Transposed 2-D convolution: weight [in, out / groups, kh, kw] (torch's layout).
+struct ConvTransposeOptions {
+  Dims stride{1}, padding{0}, output_padding{0};
+  int64_t groups = 1;
+  Dims dilation{1};
+  bool bias = true;
+};
+struct ConvTranspose2d {
+  Tensor weight;
+  std::optional<Tensor> bias;
+  Dims stride{1}, padding{0}, output_padding{0};
+  int64_t groups = 1;
+  Dims dilation{1};
+  static ConvTranspose2d make(int64_t in_channels, int64_t out_channels, const Dims& kernel_size, Init& init,
+                              const ConvTransposeOptions& o = {});
+  static ConvTranspose2d load(const StateDict& state, const std::string& prefix, int64_t in_channels,
+                              int64_t out_channels, const Dims& kernel_size, const ConvTransposeOptions& o = {});
+  void save(StateDict& state, const std::string& prefix) const;
+  Tensor operator()(const Tensor& x) const;
+};
+
 // Inference batch norm over channels (dim 1) with the running statistics.
 struct BatchNorm2d {
   Tensor running_mean, running_var;
@@ -221,6 +242,8 @@ KILN_NN_PYTREE(LayerNorm, &T::normalized_shape, &T::weight, &T::bias, &T::eps);
 KILN_NN_PYTREE(RMSNorm, &T::normalized_shape, &T::weight, &T::eps);
 KILN_NN_PYTREE(Conv1d, &T::weight, &T::bias, &T::stride, &T::padding, &T::dilation, &T::groups);
 KILN_NN_PYTREE(Conv2d, &T::weight, &T::bias, &T::stride, &T::padding, &T::dilation, &T::groups);
+KILN_NN_PYTREE(ConvTranspose2d, &T::weight, &T::bias, &T::stride, &T::padding, &T::output_padding, &T::groups,
+               &T::dilation);
 KILN_NN_PYTREE(BatchNorm2d, &T::running_mean, &T::running_var, &T::weight, &T::bias, &T::eps);
 KILN_NN_PYTREE(GroupNorm, &T::num_groups, &T::weight, &T::bias, &T::eps);
 KILN_NN_PYTREE(MultiheadAttention, &T::in_proj_weight, &T::in_proj_bias, &T::out_proj, &T::num_heads);

@@ -121,6 +121,18 @@ BOOST_AUTO_TEST_CASE(scalar_args_guarded_by_value) {
   BOOST_TEST(s.recompile_reasons[0] == "input 2: value mismatch: expected 2, got 2.5");
   BOOST_TEST(s.recompile_reasons[1] == "input 1: value mismatch: expected 1, got 2");
   BOOST_TEST(s.recompile_reasons[2] == "input 3: value mismatch: expected false, got true");
+  // The printer: counts first, then each reason on its own line.
+  std::ostringstream printed;
+  printed << s;
+  const std::string head =
+      "compiles 4 (3 recompiles), cache hits 3, guard failures 3, graph breaks 0, eager calls 0\n"
+      "  recompile 1: input 2: value mismatch: expected 2, got 2.5\n"
+      "  recompile 2: input 1: value mismatch: expected 1, got 2\n"
+      "  recompile 3: input 3: value mismatch: expected false, got true\n";
+  BOOST_TEST(printed.str().rfind(head, 0) == 0u, printed.str());
+  // then the compile-cache layers the backend looked in (which of them hit depends on the cache
+  // directory this process found)
+  BOOST_TEST(contains(printed.str(), "  compile cache memory: "), printed.str());
 }
 
 // ---- backends and options ---------------------------------------------------------------

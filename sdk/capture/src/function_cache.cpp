@@ -376,6 +376,20 @@ void FunctionCache::count_eager_call() {
   ++stats_.eager_calls;
 }
 
+std::string CompileStats::str() const {
+  std::ostringstream out;
+  out << "compiles " << compiles << " (" << recompiles << " recompile" << (recompiles == 1 ? "" : "s")
+      << "), cache hits " << cache_hits << ", guard failures " << guard_failures << ", graph breaks " << graph_breaks
+      << ", eager calls " << eager_calls << "\n";
+  for (size_t i = 0; i < recompile_reasons.size(); ++i)
+    out << "  recompile " << i + 1 << ": " << recompile_reasons[i] << "\n";
+  for (const auto& [layer, c] : cache)
+    out << "  compile cache " << layer << ": " << c.hits << " hits, " << c.misses << " misses\n";
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& out, const CompileStats& s) { return out << s.str(); }
+
 CompileStats FunctionCache::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,7 +50,11 @@ struct CompileStats {
     int64_t misses = 0;
   };
   std::map<std::string, CacheLayer> cache;
+  // "compiles 2 (1 recompile), cache hits 5, ..." then each recompile reason and cache layer
+  // on its own line.
+  std::string str() const;
 };
+std::ostream& operator<<(std::ostream& out, const CompileStats& s);
 
 // Backends report their compile-cache lookups here; those made while the capture stage compiles
 // a function's graph go to that function's stats().cache (elsewhere they are not counted).

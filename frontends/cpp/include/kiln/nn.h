@@ -143,7 +143,8 @@ struct BatchNorm2d {
   std::optional<Tensor> weight, bias;
   double eps = 1e-5;
   static BatchNorm2d make(int64_t channels, Init& init, double eps = 1e-5, bool affine = true);
-  // Reads running_mean, running_var (and weight, bias); torch's num_batches_tracked is ignored.
+  // Reads running_mean, running_var (and weight, bias); torch's num_batches_tracked is ignored
+  // and save() does not write it (torch's strict load_state_dict would miss it).
   static BatchNorm2d load(const StateDict& state, const std::string& prefix, int64_t channels, double eps = 1e-5,
                           bool affine = true);
   void save(StateDict& state, const std::string& prefix) const;

@@ -194,6 +194,20 @@ void check_bools(const TensorData& t, std::string_view source, const std::string
                ", not 0 or 1");
 }
 
+// The tensors a checked header describes, each in storage of its own that `fill` writes its
+// bytes into (from memory or from the file).
+Tensors read_tensors(const Header& h, std::string_view source, const std::function<void(void*, const Span&)>& fill) {
+  Tensors out;
+  out.metadata = h.metadata;
+  for (const Span& s : h.spans) {
+    TensorData t = TensorData::empty_host(s.dtype, s.sizes);
+    fill(t.data(), s);
+    check_bools(t, source, s.name);
+    out.tensors.emplace(s.name, std::move(t));
+  }
+  return out;
+}
+
 // The header length (8 bytes, little-endian), checked against what can follow it.
 uint64_t header_length(const unsigned char (&bytes)[8], uint64_t file_size, std::string_view source) {
   uint64_t n = 0;
@@ -292,15 +306,9 @@ Tensors parse(std::string_view bytes, std::string_view source) {
   const uint64_t n = header_length(length, bytes.size(), source);
   const std::string_view data = bytes.substr(8 + n);
   const Header h = read_header(bytes.substr(8, n), data.size(), source);
-  Tensors out;
-  out.metadata = h.metadata;
-  for (const Span& s : h.spans) {
-    TensorData t = TensorData::empty_host(s.dtype, s.sizes);
-    if (s.end > s.begin) std::memcpy(t.data(), data.data() + s.begin, s.end - s.begin);
-    check_bools(t, source, s.name);
-    out.tensors.emplace(s.name, std::move(t));
-  }
-  return out;
+  return read_tensors(h, source, [&](void* into, const Span& s) {
+    if (s.end > s.begin) std::memcpy(into, data.data() + s.begin, s.end - s.begin);
+  });
 }
 
 Tensors load(const std::string& path) {
@@ -335,15 +343,7 @@ Tensors load(const std::string& path) {
   read_at(text.data(), n, 8);
   const uint64_t data_at = 8 + n;
   const Header h = read_header(text, file_size - data_at, path);
-  Tensors out;
-  out.metadata = h.metadata;
-  for (const Span& s : h.spans) {
-    TensorData t = TensorData::empty_host(s.dtype, s.sizes);
-    read_at(t.data(), s.end - s.begin, data_at + s.begin);
-    check_bools(t, path, s.name);
-    out.tensors.emplace(s.name, std::move(t));
-  }
-  return out;
+  return read_tensors(h, path, [&](void* into, const Span& s) { read_at(into, s.end - s.begin, data_at + s.begin); });
 }
 
 std::string to_bytes(const Tensors& t) {

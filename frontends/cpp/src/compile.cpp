@@ -171,16 +171,13 @@ std::string function_label(const std::source_location& loc) {
          std::to_string(loc.line());
 }
 
-int64_t map_keys_hash(const std::vector<std::string_view>& keys) {
-  // FNV-1a over each key's length and bytes: equal key lists give equal values, and a list that
-  // differs (a key renamed, added or dropped) gives another with overwhelming probability.
-  uint64_t h = 1469598103934665603ull;
+uint64_t map_keys_hash(uint64_t h, std::string_view key) {
+  // Equal key lists give equal values, and a list that differs (a key renamed, added or
+  // dropped) gives another with overwhelming probability.
   auto mix = [&h](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
-  for (std::string_view k : keys) {
-    for (int b = 0; b < 8; ++b) mix(static_cast<unsigned char>(k.size() >> (8 * b)));
-    for (char c : k) mix(static_cast<unsigned char>(c));
-  }
-  return static_cast<int64_t>(h);
+  for (int b = 0; b < 8; ++b) mix(static_cast<unsigned char>(key.size() >> (8 * b)));
+  for (char c : key) mix(static_cast<unsigned char>(c));
+  return h;
 }
 
 bool any_traced_arg(std::span<const ArgView> args) {

@@ -36,24 +36,26 @@ void put(StateDict& state, const std::string& name, const std::optional<Tensor>&
   if (t) state[name] = *t;
 }
 
-// Convolution weights [out, in / groups, *kernel] and their fan-in, checked.
-Dims conv_weight_sizes(const char* module, int64_t in, int64_t out, const Dims& kernel, const ConvOptions& o) {
+// The channel counts, groups and kernel of a (transposed) convolution, checked.
+void check_conv(const char* module, int64_t in, int64_t out, const Dims& kernel, int64_t groups) {
   positive(in, module, "in_channels");
   positive(out, module, "out_channels");
-  positive(o.groups, module, "groups");
+  positive(groups, module, "groups");
   for (int64_t k : kernel) positive(k, module, "kernel_size");
-  KILN_CHECK(in % o.groups == 0 && out % o.groups == 0, "nn::", module, ": in_channels ", in, " and out_channels ",
-             out, " must both be multiples of groups ", o.groups);
+  KILN_CHECK(in % groups == 0 && out % groups == 0, "nn::", module, ": in_channels ", in, " and out_channels ", out,
+             " must both be multiples of groups ", groups);
+}
+
+// Convolution weights [out, in / groups, *kernel].
+Dims conv_weight_sizes(const char* module, int64_t in, int64_t out, const Dims& kernel, const ConvOptions& o) {
+  check_conv(module, in, out, kernel, o.groups);
   return concat({out, in / o.groups}, kernel);
 }
 
+// A convolution module with the options' hyperparameters and no parameters yet.
 template <class C>
-C make_conv(const char* module, int64_t in, int64_t out, const Dims& kernel, Init& init, const ConvOptions& o) {
-  const Dims w = conv_weight_sizes(module, in, out, kernel, o);
-  const double bound = 1.0 / std::sqrt(static_cast<double>(product(w) / out));
+C conv_with(const ConvOptions& o) {
   C c;
-  c.weight = init.uniform(w, bound);
-  if (o.bias) c.bias = init.uniform({out}, bound);
   c.stride = o.stride;
   c.padding = o.padding;
   c.dilation = o.dilation;
@@ -62,15 +64,21 @@ C make_conv(const char* module, int64_t in, int64_t out, const Dims& kernel, Ini
 }
 
 template <class C>
+C make_conv(const char* module, int64_t in, int64_t out, const Dims& kernel, Init& init, const ConvOptions& o) {
+  const Dims w = conv_weight_sizes(module, in, out, kernel, o);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(product(w) / out));
+  C c = conv_with<C>(o);
+  c.weight = init.uniform(w, bound);
+  if (o.bias) c.bias = init.uniform({out}, bound);
+  return c;
+}
+
+template <class C>
 C load_conv(const char* module, const StateDict& state, const std::string& prefix, int64_t in, int64_t out,
             const Dims& kernel, const ConvOptions& o) {
-  C c;
+  C c = conv_with<C>(o);
   c.weight = take(state, prefix + "weight", conv_weight_sizes(module, in, out, kernel, o));
   c.bias = take_optional(state, prefix + "bias", {out}, o.bias);
-  c.stride = o.stride;
-  c.padding = o.padding;
-  c.dilation = o.dilation;
-  c.groups = o.groups;
   return c;
 }
 
@@ -279,14 +287,10 @@ Conv2d Conv2d::load(const StateDict& state, const std::string& prefix, int64_t i
 }
 
 namespace {
+// Transposed convolution weights [in, out / groups, kh, kw].
 Dims transposed_weight_sizes(int64_t in, int64_t out, const Dims& kernel, int64_t groups) {
-  positive(in, "ConvTranspose2d", "in_channels");
-  positive(out, "ConvTranspose2d", "out_channels");
-  positive(groups, "ConvTranspose2d", "groups");
   KILN_CHECK(kernel.size() == 2, "nn::ConvTranspose2d: kernel_size has ", kernel.size(), " sizes, expected 2");
-  for (int64_t k : kernel) positive(k, "ConvTranspose2d", "kernel_size");
-  KILN_CHECK(in % groups == 0 && out % groups == 0, "nn::ConvTranspose2d: in_channels ", in, " and out_channels ", out,
-             " must both be multiples of groups ", groups);
+  check_conv("ConvTranspose2d", in, out, kernel, groups);
   return concat({in, out / groups}, kernel);
 }
 ConvTranspose2d transposed_with(const ConvTransposeOptions& o) {

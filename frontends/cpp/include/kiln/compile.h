@@ -20,6 +20,7 @@
 #include <optional>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -134,7 +135,9 @@ struct Leaves {
   std::vector<ArgView> views;
   std::vector<const std::vector<DimMark>*> marks;
 };
-int64_t map_keys_hash(const std::vector<std::string_view>& keys);
+// FNV-1a over each key's length and bytes, one key at a time from kMapKeysHashStart.
+inline constexpr uint64_t kMapKeysHashStart = 1469598103934665603ull;
+uint64_t map_keys_hash(uint64_t h, std::string_view key);
 
 template <class A>
 ArgView arg_view(const A& a);
@@ -161,10 +164,9 @@ void collect_leaves(const A& a, Leaves& out) {
     shape_leaf(a.has_value() ? 1 : 0);
     if (a) collect_leaves(*a, out);
   } else if constexpr (is_string_map<A>::value) {
-    std::vector<std::string_view> keys;
-    keys.reserve(a.size());
-    for (const auto& [k, v] : a) keys.push_back(k);
-    shape_leaf(map_keys_hash(keys));
+    uint64_t h = kMapKeysHashStart;
+    for (const auto& [k, v] : a) h = map_keys_hash(h, k);
+    shape_leaf(static_cast<int64_t>(h));
     for (const auto& [k, v] : a) collect_leaves(v, out);
   } else if constexpr (registered_pytree<A>) {
     std::apply([&](auto... m) { (collect_leaves(a.*m, out), ...); }, Pytree<A>::members);

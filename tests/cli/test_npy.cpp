@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE npy
 #include <boost/test/unit_test.hpp>
 
+#include "kiln_test_util.h"
+
 #include <kiln/graph/error.h>
 #include <kiln/npy/npy.h>
 
@@ -21,17 +23,8 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("kiln_test_npy_" + name)).string();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using kiln_test_util::read_file;
+using kiln_test_util::write_file;
 
 // A file with the given header dict and `data_bytes` zero bytes of data.
 std::string npy_bytes(const std::string& dict, size_t data_bytes) {

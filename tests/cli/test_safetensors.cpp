@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE safetensors
 #include <boost/test/unit_test.hpp>
 
+#include "kiln_test_util.h"
+
 #include <kiln/graph/error.h>
 #include <kiln/safetensors/safetensors.h>
 
@@ -24,17 +26,8 @@ std::string temp_path(const std::string& name) {
           ("kiln_test_safetensors_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using kiln_test_util::read_file;
+using kiln_test_util::write_file;
 
 // A file: the 8-byte little-endian length of `header`, `header`, then `data`.
 std::string file_bytes(const std::string& header, const std::string& data) {

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <boost/test/unit_test.hpp>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "kiln/graph/error.h"
@@ -22,6 +24,18 @@ inline std::string error_of(const std::function<void()>& fn) {
   }
   BOOST_ERROR("expected kiln::Error, nothing was thrown");
   return "";
+}
+
+// A whole file's bytes ("" when it cannot be read), and writing bytes to a file.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace kiln_test_util

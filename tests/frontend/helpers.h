@@ -23,6 +23,18 @@ inline std::ostream& boost_test_print_type(std::ostream& out, const SymInt& s) {
 
 namespace frontend_test {
 
+// A tensor of `sizes` filled with a deterministic pattern of small multiples of 1/8 in [-1, 1]
+// that differs with `salt` (so two operands differ).
+inline kiln::Tensor pattern_tensor(const std::vector<int64_t>& sizes, int salt) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(((i * 7 + salt * 5) % 17) * 0.125 - 1.0);
+  kiln::Shape shape;
+  for (int64_t s : sizes) shape.push_back(kiln::SymInt(s));
+  return kiln::from_vector(v, shape);
+}
+
 using Sizes = std::vector<int64_t>;
 
 inline Sizes sizes_of(const kiln::Tensor& t) { return kiln::shape_hints(t.shape()); }

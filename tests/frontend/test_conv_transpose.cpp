@@ -10,14 +10,6 @@ using namespace frontend_test;
 
 namespace {
 
-Tensor values_tensor(const Sizes& sizes, int salt) {
-  const int64_t n = std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(((i * 7 + salt * 5) % 17) * 0.125 - 1.0);
-  Shape shape;
-  for (int64_t s : sizes) shape.push_back(SymInt(s));
-  return from_vector(v, shape);
-}
 
 // Direct 2-D transposed convolution (1-D as height 1): out[n, g*Cog + co, oh, ow] +=
 // x[n, g*Cig + ci, ih, iw] * w[g*Cig + ci, co, kh, kw] at oh = ih*s - p + kh*d (same for w).
@@ -78,7 +70,7 @@ BOOST_AUTO_TEST_CASE(against_the_definition) {
       {{1, 2, 4}, {2, 2, 2}, {2}, {0}, {1}, 1, {2}, false},                // 1-D, dilation and output_padding
   };
   for (const Case& c : cases) {
-    const Tensor x = values_tensor(c.x, 1), w = values_tensor(c.w, 2);
+    const Tensor x = pattern_tensor(c.x, 1), w = pattern_tensor(c.w, 2);
     const int64_t co = c.w[1] * c.g;
     std::vector<double> bias_values;
     Tensor bias;
@@ -98,7 +90,7 @@ BOOST_AUTO_TEST_CASE(against_the_definition) {
     }
   }
   // 3-D: one spatial dim of size 1 makes it the 2-D case.
-  const Tensor x3 = values_tensor({1, 2, 1, 3, 3}, 3), w3 = values_tensor({2, 2, 1, 2, 2}, 4);
+  const Tensor x3 = pattern_tensor({1, 2, 1, 3, 3}, 3), w3 = pattern_tensor({2, 2, 1, 2, 2}, 4);
   Sizes want;
   const std::vector<double> expected =
       direct(reshape(x3, {1, 2, 3, 3}), reshape(w3, {2, 2, 2, 2}), {}, {2}, {0}, {0}, 1, {1}, want);
@@ -107,17 +99,17 @@ BOOST_AUTO_TEST_CASE(against_the_definition) {
 
 BOOST_AUTO_TEST_CASE(compiled_like_eager) {
   auto f = kiln::compile([](const Tensor& x, const Tensor& w) { return relu(conv_transpose2d(x, w, {}, {2}, {1}, {1})); });
-  const Tensor x = values_tensor({2, 3, 4, 4}, 5), w = values_tensor({3, 2, 3, 3}, 6);
+  const Tensor x = pattern_tensor({2, 3, 4, 4}, 5), w = pattern_tensor({3, 2, 3, 3}, 6);
   const Tensor eager = relu(conv_transpose2d(x, w, {}, {2}, {1}, {1}));
   BOOST_TEST(sizes_of(eager) == (Sizes{2, 2, 8, 8}));
   check_values(f(x, w), eager.to_vector<double>(), 1e-5);
 }
 
 BOOST_AUTO_TEST_CASE(errors_say_what) {
-  const Tensor x = values_tensor({1, 2, 3, 3}, 1), w = values_tensor({2, 2, 3, 3}, 2);
+  const Tensor x = pattern_tensor({1, 2, 3, 3}, 1), w = pattern_tensor({2, 2, 3, 3}, 2);
   BOOST_TEST(contains(error_of([&] { conv_transpose2d(x, w, {}, {2}, {0}, {2}); }),
                       "output_padding 2 must be smaller than the stride or the dilation (2)"));
-  BOOST_TEST(contains(error_of([&] { conv_transpose2d(x, values_tensor({3, 2, 3, 3}, 2)); }), "x has 2 channels, the weight 3"));
+  BOOST_TEST(contains(error_of([&] { conv_transpose2d(x, pattern_tensor({3, 2, 3, 3}, 2)); }), "x has 2 channels, the weight 3"));
   BOOST_TEST(contains(error_of([&] { conv_transpose2d(x, w, {}, {1}, {0}, {0}, 4); }), "not a multiple of groups 4"));
   BOOST_TEST(contains(error_of([&] { conv_transpose1d(x, w); }), "expected x[N, C, 1 spatial dim]"));
 }

@@ -11,14 +11,6 @@ using namespace frontend_test;
 
 namespace {
 
-Tensor values_tensor(const Sizes& sizes, int salt) {
-  const int64_t n = std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(((i * 5 + salt * 3) % 13) * 0.25 - 1.5);
-  Shape shape;
-  for (int64_t s : sizes) shape.push_back(SymInt(s));
-  return from_vector(v, shape);
-}
 
 // out[o...] = sum over the other letters of prod_i x_i[its letters], every letter spelled out
 // (no ellipsis; a size-1 dim broadcasts by reading index 0).
@@ -73,9 +65,9 @@ void check(const std::string& equation, const std::vector<Tensor>& xs, const std
 BOOST_AUTO_TEST_SUITE(einsum_op)
 
 BOOST_AUTO_TEST_CASE(equations_against_brute_force) {
-  const Tensor a = values_tensor({3, 4}, 1), b = values_tensor({4, 5}, 2), c = values_tensor({5, 2}, 3);
-  const Tensor sq = values_tensor({4, 4}, 4), v = values_tensor({4}, 5), w = values_tensor({3}, 6);
-  const Tensor bat1 = values_tensor({2, 3, 4}, 7), bat2 = values_tensor({2, 4, 5}, 8);
+  const Tensor a = pattern_tensor({3, 4}, 1), b = pattern_tensor({4, 5}, 2), c = pattern_tensor({5, 2}, 3);
+  const Tensor sq = pattern_tensor({4, 4}, 4), v = pattern_tensor({4}, 5), w = pattern_tensor({3}, 6);
+  const Tensor bat1 = pattern_tensor({2, 3, 4}, 7), bat2 = pattern_tensor({2, 4, 5}, 8);
   check("ij,jk->ik", {a, b}, "ij,jk", "ik", {3, 5});
   check("ij,jk", {a, b}, "ij,jk", "ik", {3, 5});  // implicit output
   check("ij->ji", {a}, "ij", "ji", {4, 3});
@@ -91,16 +83,16 @@ BOOST_AUTO_TEST_CASE(equations_against_brute_force) {
   check("ij,jk,kl->il", {a, b, c}, "ij,jk,kl", "il", {3, 2});
   check("ij,jk,kl->li", {a, b, c}, "ij,jk,kl", "li", {2, 3});
   // Attention's scores and a bilinear form.
-  const Tensor q = values_tensor({2, 2, 3, 4}, 9), k = values_tensor({2, 2, 5, 4}, 10);
+  const Tensor q = pattern_tensor({2, 2, 3, 4}, 9), k = pattern_tensor({2, 2, 5, 4}, 10);
   check("bhqd,bhkd->bhqk", {q, k}, "bhqd,bhkd", "bhqk", {2, 2, 3, 5});
-  const Tensor x1 = values_tensor({2, 3}, 11), wb = values_tensor({4, 3, 5}, 12), x2 = values_tensor({2, 5}, 13);
+  const Tensor x1 = pattern_tensor({2, 3}, 11), wb = pattern_tensor({4, 3, 5}, 12), x2 = pattern_tensor({2, 5}, 13);
   check("bn,anm,bm->ba", {x1, wb, x2}, "bn,anm,bm", "ba", {2, 4});
   // A letter of one operand summed before the product; spaces are ignored.
-  check("ijk, jl -> il", {values_tensor({3, 4, 2}, 14), values_tensor({4, 6}, 15)}, "ijk,jl", "il", {3, 6});
+  check("ijk, jl -> il", {pattern_tensor({3, 4, 2}, 14), pattern_tensor({4, 6}, 15)}, "ijk,jl", "il", {3, 6});
 }
 
 BOOST_AUTO_TEST_CASE(ellipses_broadcast) {
-  const Tensor x = values_tensor({3, 2, 4}, 1), y = values_tensor({1, 4, 5}, 2), z = values_tensor({4, 5}, 3);
+  const Tensor x = pattern_tensor({3, 2, 4}, 1), y = pattern_tensor({1, 4, 5}, 2), z = pattern_tensor({4, 5}, 3);
   check("...ij,...jk->...ik", {x, y}, "bij,bjk", "bik", {3, 2, 5});
   check("...ij,jk->...ik", {x, z}, "bij,jk", "bik", {3, 2, 5});
   check("...ij,...jk", {x, y}, "bij,bjk", "bik", {3, 2, 5});  // implicit: the ellipsis first
@@ -113,13 +105,13 @@ BOOST_AUTO_TEST_CASE(compiled_like_eager) {
     const Tensor s = softmax(einsum("bqd,bkd->bqk", {q, k}) * 0.5, -1);
     return einsum("bqk,bkd->bqd", {s, v});
   });
-  const Tensor q = values_tensor({2, 3, 4}, 1), k = values_tensor({2, 5, 4}, 2), v = values_tensor({2, 5, 4}, 3);
+  const Tensor q = pattern_tensor({2, 3, 4}, 1), k = pattern_tensor({2, 5, 4}, 2), v = pattern_tensor({2, 5, 4}, 3);
   const Tensor eager = einsum("bqk,bkd->bqd", {softmax(einsum("bqd,bkd->bqk", {q, k}) * 0.5, -1), v});
   check_values(f(q, k, v), eager.to_vector<double>(), 1e-5);
 }
 
 BOOST_AUTO_TEST_CASE(errors_say_what) {
-  const Tensor a = values_tensor({3, 4}, 1), b = values_tensor({5, 2}, 2);
+  const Tensor a = pattern_tensor({3, 4}, 1), b = pattern_tensor({5, 2}, 2);
   BOOST_TEST(contains(error_of([&] { einsum("ij,jk->ik", {a, b}); }), "'j' has size 4 in operand 0 but 5 in operand 1"));
   BOOST_TEST(contains(error_of([&] { einsum("ijk->i", {a}); }), "operand 0 has 2 dims but its term names 3"));
   BOOST_TEST(contains(error_of([&] { einsum("ij,jk->ik", {a}); }), "has 2 terms but 1 operands"));

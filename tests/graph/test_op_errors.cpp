@@ -59,6 +59,13 @@ BOOST_AUTO_TEST_CASE(devices_must_agree) {
   BOOST_TEST(t.g.node(t.op(OpId::add, {scaled, gpu})).meta.device.str() == "cuda:0");
   BOOST_TEST(t.g.node(scaled).meta.device.str() == "cpu");
   CHECK_KILN_ERROR(t.op(OpId::add, {t.op(OpId::add, {gpu, scaled}), t.in(D::f32, {3})}), "add:", "different devices");
+  // So are constants (a trace's captured tensors, a mask it built eagerly): the program's own values.
+  auto value = std::make_shared<ConstantData>();
+  value->sizes = {3};
+  value->bytes.resize(3 * sizeof(float));
+  const NodeId constant = t.g.add(OpId::constant, {}, Attrs{std::shared_ptr<const ConstantData>(value)});
+  BOOST_TEST(t.g.node(t.op(OpId::add, {constant, gpu})).meta.device.str() == "cuda:0");
+  BOOST_TEST(t.g.node(t.op(OpId::index_select, {gpu, t.op(OpId::cast, {constant}, {D::i64})}, {int64_t{0}})).meta.device.str() == "cuda:0");
 }
 
 BOOST_AUTO_TEST_CASE(reductions) {

@@ -55,6 +55,24 @@ BOOST_AUTO_TEST_CASE(composites_of_composites_and_int_inputs) {
   BOOST_TEST(composites(d) == 0, d.str());
 }
 
+// A composite over a device input and a generated value (a causal mask the trace built as a
+// constant): its decomposition meets them as the graph does, every node on the device.
+BOOST_AUTO_TEST_CASE(generated_inputs_meet_the_device_in_the_decomposition) {
+  G t;
+  const TensorMeta q{DType::f32, Device::cuda(0), SymShape{2, 4, 8}, {}};
+  const NodeId qi = t.g.add_input(q, "q"), ki = t.g.add_input(q, "k"), vi = t.g.add_input(q, "v");
+  auto mask = std::make_shared<ConstantData>();
+  mask->dtype = DType::bool_;
+  mask->sizes = {4, 4};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) mask->bytes.push_back(std::byte{j <= i});
+  const NodeId m = t.g.add(OpId::constant, {}, Attrs{std::shared_ptr<const ConstantData>(mask)});
+  const NodeId a = t.op(OpId::scaled_dot_product_attention, {qi, ki, vi, m}, {0.5});
+  const Graph d = checked(decompose, t.out({a}));
+  BOOST_TEST(composites(d) == 0, d.str());
+  BOOST_TEST(d.node(d.outputs()[0]).meta.device.str() == "cuda:0");
+}
+
 BOOST_AUTO_TEST_CASE(a_primitive_graph_is_unchanged) {
   G t;
   const NodeId x = t.in(DType::f32, {4});

@@ -114,7 +114,11 @@ std::string Tensor::str() const {
 std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.str(); }
 
 namespace {
-Tensor on_device(Tensor t, Device device) { return device.type == DeviceType::cpu ? t : t.to(device); }
+// Traced sources stay in the graph: a generated value takes the device of the inputs it meets
+// (graph.h), where to() would break the graph.
+Tensor on_device(Tensor t, Device device) {
+  return device.type == DeviceType::cpu || t.is_traced() ? t : t.to(device);
+}
 }  // namespace
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {

@@ -1,5 +1,7 @@
 #include "trace.h"
 
+#include "device_move.h"
+
 #include <atomic>
 
 #include "kiln/capture/backend.h"
@@ -46,8 +48,10 @@ NodeId node_of(Trace& t, const Tensor& x, std::string_view op) {
     t.input_arg.push_back(-1);
   } else {
     // A tensor from outside the function's arguments: captured by value, like a lambda
-    // capture. Pass it as an argument instead if it changes between calls.
-    const TensorData c = eval::contiguous(data);
+    // capture. Pass it as an argument instead if it changes between calls. A constant's bytes
+    // live in the graph, so one made on a GPU (a causal mask built eagerly from static sizes)
+    // comes to the host first.
+    const TensorData c = eval::contiguous(move_data(data, Device::cpu()));
     auto constant = std::make_shared<ConstantData>();
     constant->dtype = c.dtype;
     constant->sizes = c.sizes;

@@ -113,8 +113,10 @@ NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
     }
     in = many;
   }
-  // Generated values take the device of the placed inputs they meet (the first input that is
-  // neither generated nor a 0-d cpu scalar).
+  // Generated values (sources, constants and what is computed from them alone) take the device
+  // of the placed inputs they meet (the first input that is neither generated nor a 0-d cpu
+  // scalar): a graph runs on its inputs' device, and its constants are part of the program (a
+  // causal mask a trace built eagerly on the GPU is a host constant of the graph).
   const TensorMeta* placed = nullptr;
   for (int i = 0; i < n && !placed; ++i) {
     const TensorMeta& m = *in[static_cast<size_t>(i)];
@@ -138,13 +140,27 @@ NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
   return id;
 }
 
+std::vector<TensorMeta> Graph::metas_met(std::span<const NodeId> inputs) const {
+  std::vector<TensorMeta> metas;
+  const TensorMeta* placed = nullptr;
+  for (NodeId i : inputs) {
+    const TensorMeta& m = node(i).meta;
+    metas.push_back(m);
+    if (!placed && !(m.device == Device::cpu() && m.rank() == 0) && !placeless(i)) placed = &m;
+  }
+  if (placed)
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (placeless(inputs[k])) metas[k].device = placed->device;
+  return metas;
+}
+
 bool Graph::placeless(NodeId id) const {
   for (size_t i = placeless_.size(); i <= static_cast<size_t>(id); ++i) {
     const Node& n = nodes_[i];
     bool p = false;
     switch (n.op) {
-      case OpId::full: case OpId::arange: case OpId::iota: case OpId::randn: p = true; break;
-      case OpId::input: case OpId::constant: p = false; break;
+      case OpId::full: case OpId::arange: case OpId::iota: case OpId::randn: case OpId::constant: p = true; break;
+      case OpId::input: p = false; break;
       default:
         p = !n.inputs.empty() &&
             std::all_of(n.inputs.begin(), n.inputs.end(), [&](NodeId k) { return placeless_[static_cast<size_t>(k)] != 0; });

@@ -34,7 +34,7 @@ struct Expander {
     Graph scratch;
     scratch.shapes() = out.shapes();
     std::vector<NodeId> scratch_in;
-    for (NodeId i : inputs) scratch_in.push_back(scratch.add_input(out.node(i).meta));
+    for (TensorMeta& m : out.metas_met(inputs)) scratch_in.push_back(scratch.add_input(std::move(m)));
     const NodeId result = def.decompose(scratch, scratch_in, attrs);
     std::vector<NodeId> map(scratch.size(), -1);
     for (size_t k = 0; k < scratch_in.size(); ++k) map[static_cast<size_t>(scratch_in[k])] = inputs[k];

@@ -59,8 +59,7 @@ Graph Rewriter::finish() {
 }
 
 std::optional<TensorMeta> probe(const Graph& g, OpId op, std::span<const NodeId> inputs, const Attrs& attrs) {
-  std::vector<TensorMeta> metas;
-  for (NodeId i : inputs) metas.push_back(g.node(i).meta);
+  const std::vector<TensorMeta> metas = g.metas_met(inputs);
   return probe(g, op, std::span<const TensorMeta>(metas), attrs);
 }
 

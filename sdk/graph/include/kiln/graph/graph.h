@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,14 @@ class Graph {
   // Appends an input (argument index = number of inputs so far).
   NodeId add_input(TensorMeta meta, std::string name = {});
   // Appends a node, validating arity and attributes and inferring its meta. Values the graph
-  // generates (full, arange, iota, randn, and what is computed from them alone) have no device
-  // of their own: their meta says cpu, and where they meet a tensor on a device they count as
-  // on it (a tril mask of iotas next to a CUDA input), as 0-d cpu tensors do.
+  // generates (full, arange, iota, randn, constants, and what is computed from them alone) have
+  // no device of their own: their meta says cpu, and where they meet a tensor on a device they
+  // count as on it (a tril mask of iotas next to a CUDA input), as 0-d cpu tensors do.
   NodeId add(OpId op, std::vector<NodeId> inputs, Attrs attrs = {});
+  // The metas of `inputs` as an op over them sees them (generated values moved to the device
+  // they meet). A scratch graph over some of this graph's nodes (a decomposition, a probe)
+  // takes its inputs with these, so its ops agree with this graph on devices.
+  std::vector<TensorMeta> metas_met(std::span<const NodeId> inputs) const;
   void set_outputs(std::vector<NodeId> outputs);
   // Names a node (shown by str(); stripped by canonical()).
   void set_name(NodeId id, std::string name);

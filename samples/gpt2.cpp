@@ -185,6 +185,9 @@ int main(int argc, char** argv) {
     const double first = time_ms([&] { logits = forward(m, ids); synchronize(device); });
     std::printf("first call (trace, compile, run): %.1f ms\n", first);
     check("compiled logits against torch's", relative_l2(logits, expect), 1e-4);
+    std::vector<double> compiled_ms;
+    for (int r = 0; r < 20; ++r) compiled_ms.push_back(time_ms([&] { forward(m, ids); synchronize(device); }));
+    std::printf("median per call: compiled %.3f ms\n", median(compiled_ms));
   } else {
     nn::Init init(0, DType::f32, device);
     const gpt2::Model m = gpt2::Model::make(config, init);

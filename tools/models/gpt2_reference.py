@@ -9,6 +9,10 @@ sample reads all three:
     build/release/samples/gpt2 --weights /tmp/gpt2/model.safetensors --ids /tmp/gpt2/ids.npy \\
         --expect /tmp/gpt2/logits.npy [--config 124m] [--device cuda]
 
+--time also prints torch's median wall time per call (device synchronised, after warm-up) in
+eager mode and under torch.compile (its first call, the cold compile, timed apart), for the sample's
+"median per call" beside it.
+
 --config small matches the sample's default (vocab 100, 64 positions, width 64, 2 layers, 2 heads);
 124m is GPT-2's (50257, 1024, 768, 12, 12). --device picks where torch computes the logits.
 """
@@ -33,6 +37,7 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--time", action="store_true")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -49,6 +54,30 @@ def main():
     np.save(os.path.join(a.out, "logits.npy"), logits)
     print(f"{a.config}: {len(state)} tensors, ids {ids.shape}, logits {logits.shape}, |logits| mean "
           f"{np.abs(logits).mean():.4g}, written to {a.out}")
+    if a.time:
+        time_torch(model, torch.from_numpy(ids).to(a.device), a.device)
+
+
+def time_torch(model, ids, device):
+    import time
+
+    def wall(f):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        f()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t) * 1e3
+
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        for name, f in (("eager", lambda: model(ids)), ("torch.compile", lambda: compiled(ids))):
+            first = wall(f)
+            for _ in range(5):
+                wall(f)
+            times = sorted(wall(f) for _ in range(20))
+            print(f"torch {name}: first call {first:.1f} ms, median per call {times[len(times) // 2]:.3f} ms")
 
 
 if __name__ == "__main__":

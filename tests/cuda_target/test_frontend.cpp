@@ -16,6 +16,7 @@
 #include "kiln/plan/plan_json.h"
 #include "kiln/kiln.h"
 #include "cuda_test_util.h"
+#include "device_frontend_checks.h"
 #include "kiln_test_util.h"
 #include "kiln_tensor_test_util.h"
 
@@ -63,25 +64,14 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_cuda_inputs) {
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
 }
 
-// Tensors made on the device while tracing (a causal mask built eagerly from static sizes) and
-// device tensors the function captures become graph constants: their bytes come to the host.
+// Constants made or captured on the device, creation ops on it over symbolic sizes
+// (tests/common/device_frontend_checks.h, shared with the Vulkan target's tests).
 BOOST_AUTO_TEST_CASE(constants_made_or_captured_on_the_device) {
-  if (!have_device()) return;
-  const Tensor q = randn({2, 3, 16, 8}, DType::f32, Device::cpu(), 4);
-  const Tensor k = randn({2, 3, 16, 8}, DType::f32, Device::cpu(), 5);
-  const Tensor v = randn({2, 3, 16, 8}, DType::f32, Device::cpu(), 6);
-  const Tensor bias_cpu = randn({8}, DType::f32, Device::cpu(), 7);
-  const Tensor bias = bias_cpu.to(Device::cuda(0));
-  AttentionOptions causal;
-  causal.is_causal = true;
-  auto f = kiln::compile([&](const Tensor& q, const Tensor& k, const Tensor& v) {
-    return scaled_dot_product_attention(q, k, v, causal) + bias;
-  });
-  const Device gpu = Device::cuda(0);
-  const Tensor got = f(q.to(gpu), k.to(gpu), v.to(gpu));
-  BOOST_TEST((got.device() == gpu));
-  const Tensor want = scaled_dot_product_attention(q, k, v, causal) + bias_cpu;
-  BOOST_TEST(kiln_test_util::max_abs_diff(got, want) < 1e-5);
+  if (have_device()) device_frontend_checks::constants_made_or_captured_on(Device::cuda(0));
+}
+
+BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
+  if (have_device()) device_frontend_checks::creation_ops_over_symbolic_sizes_on(Device::cuda(0));
 }
 
 // The plan cache's cuda entry holds the kernel plan and the NVRTC images of its programs: the

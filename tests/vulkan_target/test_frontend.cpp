@@ -14,6 +14,7 @@
 #include "kiln/plan/plan_json.h"
 #include "kiln/kiln.h"
 #include "kiln/vulkan/runtime.h"
+#include "device_frontend_checks.h"
 #include "kiln_test_util.h"
 #include "kiln_tensor_test_util.h"
 
@@ -46,6 +47,20 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_vulkan_inputs) {
   const Tensor again = f(xv, wv, bv);
   BOOST_TEST(kiln_test_util::max_abs_diff(again, want) < 1e-4);
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
+// Constants made or captured on the device, creation ops on it over symbolic sizes
+// (tests/common/device_frontend_checks.h, shared with the CUDA target's tests).
+BOOST_AUTO_TEST_CASE(constants_made_or_captured_on_the_device) {
+  device_frontend_checks::constants_made_or_captured_on(Device::vulkan(0));
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
+BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
+  device_frontend_checks::creation_ops_over_symbolic_sizes_on(Device::vulkan(0));
   const std::vector<std::string> msgs = vulkan::take_validation_messages();
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
 }

@@ -114,10 +114,15 @@ std::string Tensor::str() const {
 std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.str(); }
 
 namespace {
-// Traced sources stay in the graph: a generated value takes the device of the inputs it meets
-// (graph.h), where to() would break the graph.
+// A traced source stays in the graph when the graph runs on `device` (an input lives there): a
+// generated value takes the device of the inputs it meets (graph.h), where to() would break the
+// graph. Otherwise to() puts it there, through a graph break.
 Tensor on_device(Tensor t, Device device) {
-  return device.type == DeviceType::cpu || t.is_traced() ? t : t.to(device);
+  if (device.type == DeviceType::cpu) return t;
+  if (const detail::Trace* trace = t.is_traced() ? detail::current_trace() : nullptr)
+    for (NodeId i : trace->graph.inputs())
+      if (trace->graph.node(i).meta.device == device) return t;
+  return t.to(device);
 }
 }  // namespace
 

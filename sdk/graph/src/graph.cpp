@@ -117,11 +117,7 @@ NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
   // of the placed inputs they meet (the first input that is neither generated nor a 0-d cpu
   // scalar): a graph runs on its inputs' device, and its constants are part of the program (a
   // causal mask a trace built eagerly on the GPU is a host constant of the graph).
-  const TensorMeta* placed = nullptr;
-  for (int i = 0; i < n && !placed; ++i) {
-    const TensorMeta& m = *in[static_cast<size_t>(i)];
-    if (!(m.device == Device::cpu() && m.rank() == 0) && !placeless(inputs[static_cast<size_t>(i)])) placed = &m;
-  }
+  const TensorMeta* placed = placed_input(inputs);
   std::vector<TensorMeta> moved;
   std::vector<const TensorMeta*> moved_in;
   if (placed && !(placed->device == Device::cpu())) {
@@ -140,15 +136,18 @@ NodeId Graph::add(OpId op, std::vector<NodeId> inputs, Attrs attrs) {
   return id;
 }
 
-std::vector<TensorMeta> Graph::metas_met(std::span<const NodeId> inputs) const {
-  std::vector<TensorMeta> metas;
-  const TensorMeta* placed = nullptr;
+const TensorMeta* Graph::placed_input(std::span<const NodeId> inputs) const {
   for (NodeId i : inputs) {
     const TensorMeta& m = node(i).meta;
-    metas.push_back(m);
-    if (!placed && !(m.device == Device::cpu() && m.rank() == 0) && !placeless(i)) placed = &m;
+    if (!(m.device == Device::cpu() && m.rank() == 0) && !placeless(i)) return &m;
   }
-  if (placed)
+  return nullptr;
+}
+
+std::vector<TensorMeta> Graph::metas_met(std::span<const NodeId> inputs) const {
+  std::vector<TensorMeta> metas;
+  for (NodeId i : inputs) metas.push_back(node(i).meta);
+  if (const TensorMeta* placed = placed_input(inputs))
     for (size_t k = 0; k < inputs.size(); ++k)
       if (placeless(inputs[k])) metas[k].device = placed->device;
   return metas;

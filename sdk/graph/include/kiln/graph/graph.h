@@ -62,6 +62,9 @@ class Graph {
 
  private:
   bool placeless(NodeId id) const;
+  // The meta of the first input that is neither generated nor a 0-d cpu scalar (null if none):
+  // the device generated inputs take.
+  const TensorMeta* placed_input(std::span<const NodeId> inputs) const;
   std::vector<Node> nodes_;
   mutable std::vector<char> placeless_;  // per node, filled in order on demand (nodes never change)
   std::vector<NodeId> inputs_;

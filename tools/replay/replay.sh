@@ -18,7 +18,7 @@ repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 old=$(git -C "$repo" rev-parse "${1:-HEAD~1}")
 new=$(git -C "$repo" rev-parse "${2:-HEAD}")
 work=${KILN_REPLAY_WORK:-/tmp/kiln-replay}
-tests=${KILN_REPLAY_TESTS:-'^(test_cpu_target|test_cuda_target|test_vulkan_target|test_schedule|test_format|test_frontend|test_capture|sample_.*)$'}
+tests=${KILN_REPLAY_TESTS:-'^(test_cpu_target|test_cpu_target_ops|test_cuda_target|test_vulkan_target|test_schedule|test_format|test_frontend|test_capture|sample_.*)$'}
 mkdir -p "$work"
 command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
 

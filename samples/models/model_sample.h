@@ -4,7 +4,7 @@
 // nn::Init, load one from a state dict, and an example input) and hands the rest to run():
 //
 //   <sample> [--device cpu|cuda|vulkan] [--config <name>] [--batch B] [--seq T | --size S]
-//            [--weights W.safetensors --input x.npy --expect y.npy]
+//            [--weights W.safetensors --input x.npy --expect y.npy] [--autocast bf16|f16]
 //
 // Without --weights: a model from a seeded nn::Init, made and run eagerly on the CPU (the
 // reference), goes to the device through its state dict in a .safetensors file and passes to
@@ -14,7 +14,9 @@
 // timed side by side (eager where the device runs eager kernels: not Vulkan). With
 // --weights/--input/--expect (written by tools/models/model_reference.py from torch's model) the
 // compiled output is checked against torch's (relative L2) and compiled calls are timed. Exits
-// non-zero when a check fails.
+// non-zero when a check fails. --autocast runs every call (compiled, eager, and torch's with
+// model_reference.py --autocast) under kiln::autocast: matmuls in bf16 or f16, reductions and
+// norms in f32; the tolerances widen to that precision's.
 #pragma once
 
 #include <kiln/kiln.h>
@@ -92,8 +94,15 @@ inline Device sample_device(int argc, char** argv) {
 }
 
 template <class Model>
-int run(const ModelSample<Model>& sample, int argc, char** argv) {
+int run(ModelSample<Model> sample, int argc, char** argv) {
   const Device device = sample_device(argc, argv);
+  const std::string low = flag(argc, argv, "--autocast");
+  std::optional<autocast> mixed;
+  if (!low.empty()) {
+    mixed.emplace(parse_dtype(low));
+    sample.eager_tolerance = sample.torch_tolerance = 3e-2;  // bf16 keeps 8 bits, f16 11
+    sample.summary += ", autocast(" + low + ")";
+  }
   auto forward = kiln::compile([](const Model& m, const Tensor& x) { return m(x); });
   bool ok = true;
   auto check = [&](const char* what, double err, double tolerance) {
@@ -135,6 +144,11 @@ int run(const ModelSample<Model>& sample, int argc, char** argv) {
     const double first = time_ms([&] { compiled = forward(m, x); synchronize(device); });
     std::printf("first call (trace, compile, run): %.1f ms\n", first);
     check("compiled output against eager on the cpu", relative_l2(compiled, m_cpu(x_cpu)), sample.eager_tolerance);
+    if (mixed) {
+      const autocast f32(DType::bf16, false);
+      std::printf("%-52s relative L2 %.3g\n", "(compiled output against eager without autocast)",
+                  relative_l2(compiled, m_cpu(x_cpu)));
+    }
 
     // A second model (other weights): the same compiled entry serves it, its weights are inputs.
     const Model other_cpu = sample.make(init), other = to_device(other_cpu);

@@ -52,4 +52,21 @@ inline void creation_ops_over_symbolic_sizes_on(Device device) {
   BOOST_TEST(kiln_test_util::max_abs_diff(r, arange(7, DType::f32)) == 0.0);
 }
 
+// kiln::autocast on the device: the traced casts put the matmuls in bf16 and the softmax in f32
+// there, as eager calls under autocast on the CPU compute them.
+inline void autocast_on(Device device) {
+  const Tensor x = randn({16, 32}, DType::f32, Device::cpu(), 9);
+  const Tensor w = randn({32, 48}, DType::f32, Device::cpu(), 10) * 0.18;
+  const Tensor u = randn({48, 24}, DType::f32, Device::cpu(), 11) * 0.15;
+  auto mlp = [](const Tensor& x, const Tensor& w, const Tensor& u) { return softmax(matmul(gelu(matmul(x, w)), u), -1); };
+  auto f = kiln::compile(mlp);
+  const autocast scope(DType::bf16);
+  const Tensor got = f(x.to(device), w.to(device), u.to(device));
+  const Tensor want = mlp(x, w, u);
+  BOOST_TEST((got.device() == device));
+  BOOST_TEST((got.dtype() == DType::f32));
+  BOOST_TEST((matmul(x, w).dtype() == DType::bf16));
+  BOOST_TEST(kiln_test_util::max_abs_diff(got, want) < 2e-3);
+}
+
 }  // namespace device_frontend_checks

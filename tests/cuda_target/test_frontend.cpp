@@ -74,6 +74,10 @@ BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
   if (have_device()) device_frontend_checks::creation_ops_over_symbolic_sizes_on(Device::cuda(0));
 }
 
+BOOST_AUTO_TEST_CASE(autocast_on_the_device) {
+  if (have_device()) device_frontend_checks::autocast_on(Device::cuda(0));
+}
+
 // The plan cache's cuda entry holds the kernel plan and the NVRTC images of its programs: the
 // plan loads with those images (NVRTC compiles nothing) and computes what the compile did. That
 // is what a hit in another process does instead of scheduling and generating again.

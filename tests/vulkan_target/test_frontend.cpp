@@ -65,6 +65,12 @@ BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
 }
 
+BOOST_AUTO_TEST_CASE(autocast_on_the_device) {
+  device_frontend_checks::autocast_on(Device::vulkan(0));
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
 // The plan cache: a compile on Vulkan stores its plan, each kernel's SPIR-V and the pipeline
 // cache's data; an executable loaded from that entry (no shaderc) computes the same.
 BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_spirv_and_pipeline_cache) {

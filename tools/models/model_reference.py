@@ -17,7 +17,8 @@ Models and configurations (the sample's --config of the same name):
 
 --time also prints torch's median wall time per call (device synchronised, after warm-up) in
 eager mode and under torch.compile (its first call, the cold compile, timed apart), for the
-sample's "median per call" beside it. --onnx also exports the model (torch.onnx.export,
+sample's "median per call" beside it. --autocast bf16|f16 computes the output and times torch
+under torch.autocast with that type (give the sample the same flag). --onnx also exports the model (torch.onnx.export,
 dynamo=True) to model.onnx, for `kiln bench` on the same weights.
 """
 import argparse
@@ -105,6 +106,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--onnx", action="store_true")
+    ap.add_argument("--autocast", choices=["bf16", "f16"], default=None)
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -125,7 +127,9 @@ def main():
     state = {k[len(prefix):]: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
     save_file(state, os.path.join(a.out, "model.safetensors"), metadata={"format": "pt"})
     xt = torch.from_numpy(x).to(a.device)
-    with torch.no_grad():
+    low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.autocast)
+    mixed = lambda: torch.autocast(a.device.split(":")[0], dtype=low, enabled=low is not None)
+    with torch.no_grad(), mixed():
         y = model(xt).float().cpu().numpy()
     np.save(os.path.join(a.out, "input.npy"), x)
     np.save(os.path.join(a.out, "expect.npy"), y)
@@ -134,7 +138,8 @@ def main():
     if a.onnx:
         torch.onnx.export(model, (xt,), os.path.join(a.out, "model.onnx"), dynamo=True, external_data=False)
     if a.time:
-        time_torch(model, xt, a.device)
+        with mixed():
+            time_torch(model, xt, a.device)
 
 
 def time_torch(model, x, device):

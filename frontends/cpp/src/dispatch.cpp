@@ -2,6 +2,7 @@
 // ops become views of their input when the strides allow, as the API promises.
 #include <algorithm>
 
+#include "kiln/capture/autocast.h"
 #include "kiln/graph/error.h"
 #include "kiln/eval/interpreter.h"
 #include "kiln/target/target.h"
@@ -109,9 +110,38 @@ Tensor run_eager(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
   return Tensor::from_data(eval::eval_op(op, in, attrs));
 }
 
+// The type autocast's rule for `op` gives an input, or its own (kiln/capture/autocast.h):
+// f32 inputs of the matmul family in the low type, bf16/f16 inputs of reductions and norms in
+// f32. Integers, bools and f64 are never cast (as torch.autocast).
+DType autocast_input_type(AutocastRule rule, DType low, DType t) {
+  const bool low_float = t == DType::bf16 || t == DType::f16;
+  if (rule == AutocastRule::low && (t == DType::f32 || low_float)) return low;
+  if (rule == AutocastRule::f32 && low_float) return DType::f32;
+  return t;
+}
+
 }  // namespace
 
 Tensor dispatch(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
+  // Autocast casts inputs first, so eager calls and traces see the same casts.
+  if (const std::optional<DType> low = autocast_dtype()) {
+    const AutocastRule rule = autocast_rule(op);
+    if (rule != AutocastRule::keep) {
+      std::vector<Tensor> cast_inputs;
+      cast_inputs.reserve(inputs.size());
+      std::vector<const Tensor*> given(inputs.begin(), inputs.end());
+      bool changed = false;
+      for (const Tensor*& x : given) {
+        if (!x->defined()) continue;
+        const DType want = autocast_input_type(rule, *low, x->dtype());
+        if (want == x->dtype()) continue;
+        cast_inputs.push_back(dispatch(OpId::cast, {x}, Attrs{want}));
+        x = &cast_inputs.back();
+        changed = true;
+      }
+      if (changed) return dispatch(op, given, std::move(attrs));  // no casts left to make
+    }
+  }
   Trace* t = current_trace();
   if (!t) return run_eager(op, inputs, std::move(attrs));
   std::vector<NodeId> ids;

@@ -3,6 +3,7 @@
 #include <bit>
 #include <sstream>
 
+#include "kiln/capture/autocast.h"
 #include "kiln/config/config.h"
 #include "kiln/graph/error.h"
 
@@ -11,6 +12,13 @@ namespace kiln {
 namespace {
 int64_t device_code(Device d) { return static_cast<int64_t>(d.type) * 256 + d.index; }
 Device device_of_code(int64_t c) { return Device{static_cast<DeviceType>(c / 256), static_cast<int>(c % 256)}; }
+int64_t autocast_code() {
+  const std::optional<DType> t = autocast_dtype();
+  return t ? static_cast<int64_t>(*t) : -1;
+}
+std::string autocast_state(int64_t code) {
+  return code < 0 ? "without autocast" : "under autocast(" + std::string(dtype_name(static_cast<DType>(code))) + ")";
+}
 const char* kind_name(ArgView::Kind k) {
   switch (k) {
     case ArgView::Kind::tensor: return "a tensor";
@@ -73,6 +81,8 @@ GuardSet GuardSet::build(const Graph& graph, std::span<const ArgView> args,
   for (const ShapeFact& f : graph.shapes().facts())
     add({.kind = GuardKind::fact, .lhs = f.lhs, .rhs = f.rhs, .equal = f.equal, .reason = f.reason});
   add({.kind = GuardKind::config, .value = static_cast<int64_t>(config_hash)});
+  // The trace inserted autocast's casts (or none) for the state it ran under.
+  add({.kind = GuardKind::autocast, .value = autocast_code()});
   return set;
 }
 
@@ -124,6 +134,9 @@ bool GuardSet::check(std::span<const ArgView> args, int64_t* symbols) const {
       }
       case GuardKind::config:
         if (static_cast<int64_t>(config::codegen_hash()) != g.value) return false;
+        break;
+      case GuardKind::autocast:
+        if (autocast_code() != g.value) return false;
         break;
     }
   }
@@ -223,6 +236,9 @@ std::string GuardSet::explain(const Guard& g, std::span<const ArgView> args, con
     case GuardKind::config:
       out << "config options that affect code generation changed since this graph was compiled";
       break;
+    case GuardKind::autocast:
+      out << "autocast changed: traced " << autocast_state(g.value) << ", called " << autocast_state(autocast_code());
+      break;
   }
   return out.str();
 }
@@ -246,6 +262,7 @@ std::string GuardSet::describe(const Guard& g) const {
     case GuardKind::bool_eq: out << who << " == " << (g.value ? "true" : "false"); break;
     case GuardKind::fact: out << g.lhs.str() << (g.equal ? " == " : " != ") << g.rhs.str(); break;
     case GuardKind::config: out << "codegen config hash == " << std::hex << static_cast<uint64_t>(g.value); break;
+    case GuardKind::autocast: out << "autocast == " << (g.value < 0 ? "none" : dtype_name(static_cast<DType>(g.value))); break;
   }
   return out.str();
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kiln/caches.h"
+#include "kiln/capture/autocast.h"
 #include "kiln/capture/capture.h"
 #include "kiln/compile.h"
 #include "kiln/config/config.h"

@@ -42,6 +42,7 @@ enum class GuardKind : uint8_t {
   bool_eq,        // scalar argument == (value != 0)
   fact,           // lhs == rhs (or !=) over bound symbols
   config,         // the config options that change codegen hash to `value`
+  autocast,       // the thread's autocast type (autocast.h) is `value` (a DType; -1: none)
 };
 
 struct Guard {

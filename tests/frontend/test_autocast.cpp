@@ -40,7 +40,17 @@ BOOST_AUTO_TEST_CASE(each_op_takes_the_type_its_rule_gives) {
   BOOST_TEST(sum(low, {1}).dtype() == DType::f32);
   BOOST_TEST(layer_norm(low, {16}).dtype() == DType::f32);
   BOOST_TEST(exp(low).dtype() == DType::f32);
-  // Other ops: their inputs' promoted type.
+  // batch_norm: computed with its f32 statistics, the activation's type back.
+  const Tensor images = cast(randn({2, 3, 4, 4}, DType::f32, Device::cpu(), 8), DType::bf16);
+  const Tensor bn = batch_norm(images, zeros({3}), kiln::full({3}, 2.0), ones({3}), zeros({3}));
+  BOOST_TEST(bn.dtype() == DType::bf16);
+  {
+    const autocast off(DType::bf16, false);
+    BOOST_TEST(relative_l2(bn, cast(batch_norm(images, zeros({3}), kiln::full({3}, 2.0), ones({3}), zeros({3})), DType::bf16)) ==
+               0.0);
+  }
+  // Other ops: their inputs' promoted type (mean accumulates in f32 and gives bf16, as torch's).
+  BOOST_TEST(mean(low, {1}).dtype() == DType::bf16);
   BOOST_TEST(relu(low).dtype() == DType::bf16);
   BOOST_TEST((low + matmul(a, b).to(DType::f32)).dtype() == DType::f32);
   // Integers and f64 are never cast.

@@ -18,7 +18,8 @@ Models and configurations (the sample's --config of the same name):
 --time also prints torch's median wall time per call (device synchronised, after warm-up) in
 eager mode and under torch.compile (its first call, the cold compile, timed apart), for the
 sample's "median per call" beside it. --autocast bf16|f16 computes the output and times torch
-under torch.autocast with that type (give the sample the same flag). --onnx also exports the model (torch.onnx.export,
+under torch.autocast with that type (give the sample the same flag); expect_f32.npy then holds
+torch's f32 output, for the sample's --expect-f32. --onnx also exports the model (torch.onnx.export,
 dynamo=True) to model.onnx, for `kiln bench` on the same weights.
 """
 import argparse
@@ -131,6 +132,12 @@ def main():
     mixed = lambda: torch.autocast(a.device.split(":")[0], dtype=low, enabled=low is not None)
     with torch.no_grad(), mixed():
         y = model(xt).float().cpu().numpy()
+    if low is not None:  # the f32 output too: how far autocast itself moves it
+        with torch.no_grad():
+            y32 = model(xt).float().cpu().numpy()
+        np.save(os.path.join(a.out, "expect_f32.npy"), y32)
+        print(f"torch under autocast({a.autocast}) against torch in f32: relative L2 "
+              f"{np.linalg.norm(y - y32) / np.linalg.norm(y32):.3g}")
     np.save(os.path.join(a.out, "input.npy"), x)
     np.save(os.path.join(a.out, "expect.npy"), y)
     print(f"{a.model} {a.config}: {len(state)} tensors, input {x.shape}, output {y.shape}, |output| mean "

@@ -111,8 +111,8 @@ Tensor run_eager(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
 }
 
 // The type autocast's rule for `op` gives an input, or its own (kiln/capture/autocast.h):
-// f32 inputs of the matmul family in the low type, bf16/f16 inputs of reductions and norms in
-// f32. Integers, bools and f64 are never cast (as torch.autocast).
+// f32 inputs of the matmul family in the low type, bf16/f16 inputs of the f32 list in f32.
+// Integers, bools and f64 are never cast (as torch.autocast).
 DType autocast_input_type(AutocastRule rule, DType low, DType t) {
   const bool low_float = t == DType::bf16 || t == DType::f16;
   if (rule == AutocastRule::low && (t == DType::f32 || low_float)) return low;
@@ -120,34 +120,44 @@ DType autocast_input_type(AutocastRule rule, DType low, DType t) {
   return t;
 }
 
-}  // namespace
-
-Tensor dispatch(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
-  // Autocast casts inputs first, so eager calls and traces see the same casts.
-  if (const std::optional<DType> low = autocast_dtype()) {
-    const AutocastRule rule = autocast_rule(op);
-    if (rule != AutocastRule::keep) {
-      std::vector<Tensor> cast_inputs;
-      cast_inputs.reserve(inputs.size());
-      std::vector<const Tensor*> given(inputs.begin(), inputs.end());
-      bool changed = false;
-      for (const Tensor*& x : given) {
-        if (!x->defined()) continue;
-        const DType want = autocast_input_type(rule, *low, x->dtype());
-        if (want == x->dtype()) continue;
-        cast_inputs.push_back(dispatch(OpId::cast, {x}, Attrs{want}));
-        x = &cast_inputs.back();
-        changed = true;
-      }
-      if (changed) return dispatch(op, given, std::move(attrs));  // no casts left to make
-    }
-  }
+// The op as given: a node of the trace, or run now.
+Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
   Trace* t = current_trace();
   if (!t) return run_eager(op, inputs, std::move(attrs));
   std::vector<NodeId> ids;
   ids.reserve(inputs.size());
   for (const Tensor* x : inputs) ids.push_back(node_of(*t, *x, op_name(op)));
   return wrap_node(*t, t->graph.add(op, std::move(ids), std::move(attrs)));
+}
+
+Tensor cast_to(const Tensor& x, DType t) {
+  const Tensor* in[] = {&x};
+  return record_or_run(OpId::cast, in, Attrs{t});
+}
+
+}  // namespace
+
+Tensor dispatch(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
+  const std::optional<DType> low = autocast_dtype();
+  const AutocastRule rule = low ? autocast_rule(op) : AutocastRule::keep;
+  if (rule == AutocastRule::keep) return record_or_run(op, inputs, std::move(attrs));
+  // Autocast: the casts are made here, so eager calls and traces see the same ones.
+  if (rule == AutocastRule::like_input) {
+    const Tensor y = record_or_run(op, inputs, std::move(attrs));
+    const DType in = inputs.empty() || !inputs[0]->defined() ? y.dtype() : inputs[0]->dtype();
+    return (in == DType::bf16 || in == DType::f16) && y.dtype() != in ? cast_to(y, in) : y;
+  }
+  std::vector<Tensor> cast_inputs;
+  cast_inputs.reserve(inputs.size());
+  std::vector<const Tensor*> given(inputs.begin(), inputs.end());
+  for (const Tensor*& x : given) {
+    if (!x->defined()) continue;
+    const DType want = autocast_input_type(rule, *low, x->dtype());
+    if (want == x->dtype()) continue;
+    cast_inputs.push_back(cast_to(*x, want));
+    x = &cast_inputs.back();
+  }
+  return record_or_run(op, given, std::move(attrs));
 }
 
 }  // namespace kiln::detail

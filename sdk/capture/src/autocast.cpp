@@ -26,9 +26,7 @@ AutocastRule autocast_rule(OpId op) {
     case OpId::scaled_dot_product_attention:
       return AutocastRule::low;
     case OpId::sum:
-    case OpId::mean:
     case OpId::prod:
-    case OpId::var:
     case OpId::logsumexp:
     case OpId::cumsum:
     case OpId::softmax:
@@ -36,13 +34,14 @@ AutocastRule autocast_rule(OpId op) {
     case OpId::layer_norm:
     case OpId::rms_norm:
     case OpId::group_norm:
-    case OpId::batch_norm:
     case OpId::exp:
     case OpId::log:
     case OpId::pow:
     case OpId::reciprocal:
     case OpId::rsqrt:
       return AutocastRule::f32;
+    case OpId::batch_norm:
+      return AutocastRule::like_input;
     default:
       return AutocastRule::keep;
   }

@@ -3,10 +3,13 @@
 //   - low: the matmul family (matmul, linear, convolution, scaled_dot_product_attention) takes
 //     its floating inputs in the scope's low-precision type (bf16 or f16); targets accumulate in
 //     f32, and the result is in the low type;
-//   - f32: reductions, norms and the ops that lose range or precision in a low type (sum, mean,
-//     prod, var, logsumexp, cumsum, softmax, log_softmax, layer/rms/group/batch norm, exp, log,
-//     pow, reciprocal, rsqrt) take bf16 and f16 inputs in f32;
-//   - every other op computes on its inputs' promoted type, as outside a scope.
+//   - f32: the ops that lose range or precision in a low type, torch.autocast's f32 list (sum,
+//     prod, logsumexp, cumsum, softmax, log_softmax, layer/rms/group norm, exp, log, pow,
+//     reciprocal, rsqrt) take bf16 and f16 inputs in f32 and give f32;
+//   - like_input: batch_norm computes on its promoted type (its f32 statistics) and gives its
+//     first input's type back (a bf16 activation stays bf16 between convolutions, as torch's);
+//   - every other op computes on its inputs' promoted type, as outside a scope (mean and var of a
+//     bf16 tensor accumulate in f32 and give bf16, as torch's).
 // The frontend inserts the casts (they are ops of the graph, fused like any other); a compiled
 // graph is guarded on the autocast state it was traced under, so a call under another state
 // recompiles, with that as its reason.
@@ -34,7 +37,7 @@ class autocast {
 // This thread's autocast type, or nullopt outside a scope (or in a disabled one).
 std::optional<DType> autocast_dtype();
 
-enum class AutocastRule { keep, low, f32 };
+enum class AutocastRule { keep, low, f32, like_input };
 AutocastRule autocast_rule(OpId op);
 
 }  // namespace kiln

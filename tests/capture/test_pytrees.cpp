@@ -1,7 +1,9 @@
-// Pytree arguments of compiled functions: a model's parameters as a struct (KILN_PYTREE) of
+// Pytree arguments and results of compiled functions: a model's parameters as a struct (KILN_PYTREE) of
 // vectors, maps, optionals, arrays and tuples pass as graph inputs (new values are used without
 // a recompile, nothing is baked in), and whatever shapes a pytree (a vector's length, a map's
-// keys, an optional's presence, scalars inside it) is guarded.
+// keys, an optional's presence, scalars inside it) is guarded. Results: a struct of Tensors and
+// scalars, vectors whose length depends on a guarded argument, optionals, maps and tuples, rebuilt
+// on every cache hit as the trace returned them.
 #include <unistd.h>
 
 #include <array>
@@ -49,8 +51,20 @@ void check_same(const Tensor& got, const Tensor& expected) {
   check_values(got, expected.to_vector<double>(), 1e-4);
 }
 
+// A result with more than Tensors: a scalar member, a vector as long as the input list, an
+// optional present or not, a map.
+struct Outputs {
+  Tensor total;
+  std::vector<Tensor> scaled;
+  std::optional<Tensor> maximum;
+  std::map<std::string, std::tuple<Tensor, int64_t>> named;
+  int64_t count = 0;
+};
+
 }  // namespace pytree_test
 
+KILN_PYTREE(pytree_test::Outputs, &pytree_test::Outputs::total, &pytree_test::Outputs::scaled,
+            &pytree_test::Outputs::maximum, &pytree_test::Outputs::named, &pytree_test::Outputs::count);
 KILN_PYTREE(pytree_test::Layer, &pytree_test::Layer::weight, &pytree_test::Layer::bias, &pytree_test::Layer::scale);
 KILN_PYTREE(pytree_test::Model, &pytree_test::Model::layers, &pytree_test::Model::extra, &pytree_test::Model::shift);
 
@@ -130,6 +144,54 @@ BOOST_AUTO_TEST_CASE(vectors_arrays_tuples_and_pairs) {
   BOOST_TEST(f.stats().compiles == 2);
   check_values(call({}, 1.0), {1 + 1 + 2, 4 + 1 + 4});
   BOOST_TEST(f.stats().compiles == 3);
+}
+
+BOOST_AUTO_TEST_CASE(results_are_pytrees_rebuilt_on_every_hit) {
+  auto f = kiln::compile([](const std::vector<Tensor>& xs, bool with_max) {
+    Outputs out;
+    out.total = xs[0];
+    for (size_t i = 0; i < xs.size(); ++i) {
+      out.scaled.push_back(xs[i] * static_cast<double>(i + 1));
+      if (i > 0) out.total = out.total + xs[i];
+    }
+    if (with_max) out.maximum = max(out.total, {0});
+    out.named["first"] = {xs[0] * 2.0, 7};
+    out.count = static_cast<int64_t>(xs.size());
+    return out;
+  });
+  const Tensor a = from_vector<float>({1, 2}), b = from_vector<float>({3, -1}), c = from_vector<float>({0.5, 4});
+  for (int round = 0; round < 2; ++round) {  // round 1: every call a cache hit
+    const Outputs two = f(std::vector<Tensor>{a, b}, true);
+    check_values(two.total, {4, 1});
+    BOOST_REQUIRE(two.scaled.size() == 2);
+    check_values(two.scaled[1], {6, -2});
+    BOOST_REQUIRE(two.maximum.has_value());
+    check_values(*two.maximum, {4});
+    BOOST_REQUIRE(two.named.count("first") == 1);
+    check_values(std::get<0>(two.named.at("first")), {2, 4});
+    BOOST_TEST(std::get<1>(two.named.at("first")) == 7);
+    BOOST_TEST(two.count == 2);
+    BOOST_TEST(!two.total.is_traced());
+
+    const Outputs three = f(std::vector<Tensor>{c, a, b}, false);
+    check_values(three.total, {4.5, 5});
+    BOOST_REQUIRE(three.scaled.size() == 3);
+    check_values(three.scaled[2], {9, -3});
+    BOOST_TEST(!three.maximum.has_value());
+    BOOST_TEST(three.count == 3);
+  }
+  BOOST_TEST(f.stats().compiles == 2);
+  BOOST_TEST(f.stats().cache_hits == 2);
+  // The same function run eagerly (a graph break) gives the same structure.
+  auto g = kiln::compile([](const Tensor& x) {
+    const double s = x.sum().item<double>();  // a graph break
+    return std::make_tuple(x * s, s > 0, std::vector<Tensor>{x, x + 1.0});
+  });
+  const auto [y, positive, parts] = g(from_vector<float>({1, 2}));
+  check_values(y, {3, 6});
+  BOOST_TEST(positive);
+  BOOST_REQUIRE(parts.size() == 2);
+  check_values(parts[1], {2, 3});
 }
 
 // The path a model takes from a weights file: save_state_dict, load_state_dict, take() into the

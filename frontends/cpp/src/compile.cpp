@@ -188,7 +188,7 @@ bool any_traced_arg(std::span<const ArgView> args) {
 
 Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
                       std::span<const std::vector<DimMark>* const> marks, FunctionRef<Outputs()> run_eager,
-                      FunctionRef<Outputs(const Outputs&)> run_traced) {
+                      FunctionRef<Outputs(const Outputs&)> run_traced, std::shared_ptr<const void>* structure) {
   // Inside another trace the function is inlined into that trace.
   if (cache.options().disable || current_trace() || any_traced_arg(args)) return run_eager();
   if (stance() == Stance::force_eager) {
@@ -198,7 +198,10 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
   register_builtin_backends();
   if (!cache.segmented()) {
     thread_local std::vector<int64_t> symbols;
-    if (auto entry = cache.lookup(args, symbols)) return run_entry(*entry, args);
+    if (auto entry = cache.lookup(args, symbols)) {
+      if (structure) *structure = entry->result_structure;
+      return run_entry(*entry, args);
+    }
     if (cache.on_miss(args) == MissAction::run_eager) return run_eager();
   }
 
@@ -227,7 +230,7 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     auto graph = std::make_shared<Graph>(std::move(t.graph));
     const auto t1 = Clock::now();
     DebugDump dump(cache);
-    auto entry = cache.add(graph, args, t.input_arg);
+    auto entry = cache.add(graph, args, t.input_arg, structure ? *structure : nullptr);
     dump.write(*entry);
     const auto t2 = Clock::now();
     Outputs out = run_entry(*entry, args);

@@ -304,7 +304,8 @@ Executable FunctionCache::compile_graph(const Graph& graph, std::span<const Tens
 
 std::shared_ptr<const CompiledEntry> FunctionCache::add(std::shared_ptr<const Graph> graph,
                                                         std::span<const ArgView> args,
-                                                        std::vector<int32_t> tensor_arg_of_input) {
+                                                        std::vector<int32_t> tensor_arg_of_input,
+                                                        std::shared_ptr<const void> result_structure) {
   // Per-compile options are fixed for this function, so the guard hashes only the global layers.
   const uint64_t config_hash = config::codegen_hash();
   auto entry = std::make_shared<CompiledEntry>();
@@ -315,6 +316,7 @@ std::shared_ptr<const CompiledEntry> FunctionCache::add(std::shared_ptr<const Gr
   entry->executable = compile_graph(*graph, metas);
   entry->graph = std::move(graph);
   entry->tensor_arg_of_input = std::move(tensor_arg_of_input);
+  entry->result_structure = std::move(result_structure);
   std::lock_guard lock(mutex_);
   if (!entries_.empty()) ++stats_.recompiles;
   ++stats_.compiles;

@@ -5,8 +5,9 @@
 // them: std::vector, std::array, std::tuple, std::pair, std::optional, std::map with string
 // keys, and user structs registered with KILN_PYTREE (a model's parameters pass as inputs,
 // never baked into the graph). A container's length, a map's keys and an optional's presence
-// are guarded like scalars. Results: a Tensor, a std::tuple / std::pair of Tensors, or a
-// std::vector<Tensor>.
+// are guarded like scalars. Results: a Tensor, or any pytree of Tensors and scalars (a struct of
+// Tensors, a tuple, a vector, ...): its Tensors are the graph's outputs, and the rest of it (a
+// vector's length, a scalar member) is what the trace returned, kept with the compiled entry.
 // Graph breaks (item(), to_vector(), bool(tensor), graph_break()) split the function into
 // segments; with fullgraph = true they are errors naming the op and the caller's line.
 #pragma once
@@ -56,32 +57,6 @@ template <class... T>
 struct is_tensor_tuple<std::tuple<T...>> : std::bool_constant<(std::is_same_v<T, Tensor> && ...)> {};
 template <class A, class B>
 struct is_tensor_tuple<std::pair<A, B>> : std::bool_constant<std::is_same_v<A, Tensor> && std::is_same_v<B, Tensor>> {};
-
-template <class R>
-Outputs flatten(R&& r) {
-  using T = std::decay_t<R>;
-  if constexpr (std::is_same_v<T, Tensor>) {
-    return {std::forward<R>(r)};
-  } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
-    return Outputs(r.begin(), r.end());
-  } else if constexpr (is_tensor_tuple<T>::value) {
-    return std::apply([](auto&&... t) { return Outputs{t...}; }, r);
-  } else {
-    static_assert(sizeof(T) == 0, "a compiled function must return a Tensor, a tuple or pair of Tensors, or a std::vector<Tensor>");
-  }
-}
-
-template <class R>
-R unflatten(Outputs&& out) {
-  if constexpr (std::is_same_v<R, Tensor>) {
-    return std::move(out.at(0));
-  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
-    return std::move(out);
-  } else {
-    return [&]<size_t... I>(std::index_sequence<I...>) { return R{std::move(out.at(I))...}; }(
-        std::make_index_sequence<std::tuple_size_v<R>>{});
-  }
-}
 
 }  // namespace detail
 
@@ -244,10 +219,100 @@ const A& pick(const A& a, const Outputs& traced, size_t index) {
   else return a;
 }
 
-// The non-template core of a compiled call: the fast path, misses, tracing, segments.
+// Results. The Tensor leaves of a result pytree, in order.
+template <class A>
+void result_tensors(const A& a, Outputs& out) {
+  if constexpr (std::is_same_v<A, Tensor>) {
+    out.push_back(a);
+  } else if constexpr (is_leaf<A> || std::is_same_v<A, std::string>) {
+  } else if constexpr (is_std_vector<A>::value || is_std_array<A>::value) {
+    for (const auto& x : a) result_tensors(x, out);
+  } else if constexpr (is_tuple_like<A>::value) {
+    std::apply([&](const auto&... x) { (result_tensors(x, out), ...); }, a);
+  } else if constexpr (is_std_optional<A>::value) {
+    if (a) result_tensors(*a, out);
+  } else if constexpr (is_string_map<A>::value) {
+    for (const auto& [k, v] : a) result_tensors(v, out);
+  } else if constexpr (registered_pytree<A>) {
+    std::apply([&](auto... m) { (result_tensors(a.*m, out), ...); }, Pytree<A>::members);
+  } else {
+    static_assert(sizeof(A) == 0,
+                  "a compiled function returns a Tensor or a pytree of Tensors and scalars (std::vector, "
+                  "std::array, std::tuple, std::pair, std::optional, std::map<std::string, T>, structs "
+                  "registered with KILN_PYTREE)");
+  }
+}
+
+// Each Tensor leaf of `a` in turn set to outputs[next++] (an undefined Tensor: cleared).
+template <class A>
+void fill_result(A& a, Outputs* outputs, size_t& next) {
+  if constexpr (std::is_same_v<A, Tensor>) {
+    a = outputs ? std::move((*outputs)[next++]) : Tensor();
+  } else if constexpr (is_leaf<A> || std::is_same_v<A, std::string>) {
+  } else if constexpr (is_std_vector<A>::value || is_std_array<A>::value) {
+    for (auto& x : a) fill_result(x, outputs, next);
+  } else if constexpr (is_tuple_like<A>::value) {
+    std::apply([&](auto&... x) { (fill_result(x, outputs, next), ...); }, a);
+  } else if constexpr (is_std_optional<A>::value) {
+    if (a) fill_result(*a, outputs, next);
+  } else if constexpr (is_string_map<A>::value) {
+    for (auto& [k, v] : a) fill_result(v, outputs, next);
+  } else {
+    std::apply([&](auto... m) { (fill_result(a.*m, outputs, next), ...); }, Pytree<A>::members);
+  }
+}
+
+// A result's Tensors as the compiled core's outputs; `structure` (when the result is more than
+// Tensors) receives the result with its Tensors cleared, to rebuild it from outputs later.
+template <class R>
+inline constexpr bool tensors_only_result =
+    std::is_same_v<R, Tensor> || std::is_same_v<R, std::vector<Tensor>> || is_tensor_tuple<R>::value;
+
+template <class R>
+Outputs flatten(R&& r, std::shared_ptr<const void>* structure = nullptr) {
+  using T = std::decay_t<R>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    return {std::forward<R>(r)};
+  } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+    return Outputs(r.begin(), r.end());
+  } else if constexpr (is_tensor_tuple<T>::value) {
+    return std::apply([](auto&&... t) { return Outputs{t...}; }, r);
+  } else {
+    Outputs out;
+    result_tensors(r, out);
+    if (structure) {
+      auto skeleton = std::make_shared<T>(std::forward<R>(r));
+      size_t next = 0;
+      fill_result(*skeleton, nullptr, next);
+      *structure = std::move(skeleton);
+    }
+    return out;
+  }
+}
+
+template <class R>
+R unflatten(Outputs&& out, const std::shared_ptr<const void>& structure) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    return std::move(out.at(0));
+  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+    return std::move(out);
+  } else if constexpr (is_tensor_tuple<R>::value) {
+    return [&]<size_t... I>(std::index_sequence<I...>) { return R{std::move(out.at(I))...}; }(
+        std::make_index_sequence<std::tuple_size_v<R>>{});
+  } else {
+    R r = *std::static_pointer_cast<const R>(structure);
+    size_t next = 0;
+    fill_result(r, &out, next);
+    return r;
+  }
+}
+
+// The non-template core of a compiled call: the fast path, misses, tracing, segments. For a
+// result that is more than Tensors, `structure` is where run_eager and run_traced leave its
+// structure and where the call puts the structure of the entry that ran (null otherwise).
 Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
                       std::span<const std::vector<DimMark>* const> marks, FunctionRef<Outputs()> run_eager,
-                      FunctionRef<Outputs(const Outputs&)> run_traced);
+                      FunctionRef<Outputs(const Outputs&)> run_traced, std::shared_ptr<const void>* structure);
 std::string function_label(const std::source_location& loc);
 bool any_traced_arg(std::span<const ArgView> args);
 
@@ -262,27 +327,30 @@ class CompiledFunction {
   template <class... Args>
   auto operator()(const Args&... args) const {
     using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
-    auto eager = [&]() -> detail::Outputs { return detail::flatten(fn_(args...)); };
+    std::shared_ptr<const void> structure;
+    std::shared_ptr<const void>* slot = detail::tensors_only_result<R> ? nullptr : &structure;
+    auto eager = [&]() -> detail::Outputs { return detail::flatten(fn_(args...), slot); };
     if constexpr ((detail::is_leaf<Args> && ...)) {
       // Tensors and scalars only: one leaf each, nothing allocated.
       std::array<ArgView, sizeof...(Args)> views{detail::arg_view(args)...};
       std::array<const std::vector<DimMark>*, sizeof...(Args)> marks{detail::arg_marks(args)...};
       auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
         return [&]<size_t... I>(std::index_sequence<I...>) {
-          return detail::flatten(fn_(detail::pick(args, t, I)...));
+          return detail::flatten(fn_(detail::pick(args, t, I)...), slot);
         }(std::index_sequence_for<Args...>{});
       };
-      return detail::unflatten<R>(detail::call_compiled(*cache_, views, marks, eager, traced));
+      return detail::unflatten<R>(detail::call_compiled(*cache_, views, marks, eager, traced, slot), structure);
     } else {
       detail::Leaves leaves;
       (detail::collect_leaves(args, leaves), ...);
       auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
         size_t next = 0;
         // A braced list evaluates in order, so each argument takes the leaves after the last.
-        return std::apply([&](const auto&... a) { return detail::flatten(fn_(a...)); },
+        return std::apply([&](const auto&... a) { return detail::flatten(fn_(a...), slot); },
                           std::tuple<Args...>{detail::rebuild_pytree(args, t, next)...});
       };
-      return detail::unflatten<R>(detail::call_compiled(*cache_, leaves.views, leaves.marks, eager, traced));
+      return detail::unflatten<R>(detail::call_compiled(*cache_, leaves.views, leaves.marks, eager, traced, slot),
+                                  structure);
     }
   }
 
@@ -331,7 +399,8 @@ ExplainOutput explain(F&& fn, const Args&... args) {
   (detail::collect_leaves(args, leaves), ...);
   auto traced = [&](const detail::Outputs& t) -> detail::Outputs {
     size_t next = 0;
-    return std::apply([&](const auto&... a) { return detail::flatten(fn(a...)); },
+    std::shared_ptr<const void> structure;
+    return std::apply([&](const auto&... a) { return detail::flatten(fn(a...), &structure); },
                       std::tuple<Args...>{detail::rebuild_pytree(args, t, next)...});
   };
   return detail::explain_impl(leaves.views, traced);

@@ -99,6 +99,9 @@ struct CompiledEntry {
   Executable executable;
   std::shared_ptr<const Graph> graph;
   std::vector<int32_t> tensor_arg_of_input;  // graph input k <- call argument index
+  // The frontend's description of how the function's result is rebuilt from the graph's
+  // outputs (opaque here: the C++ frontend keeps its result type with its Tensors cleared).
+  std::shared_ptr<const void> result_structure;
 };
 
 // Profile-guided dynamic shapes: one dim automatic dynamic found dynamic (tensor argument,
@@ -142,7 +145,8 @@ class FunctionCache {
                                               std::span<const std::vector<DimMark>* const> marks);
   // Compiles a traced graph with the function's backend and adds it behind its guards.
   std::shared_ptr<const CompiledEntry> add(std::shared_ptr<const Graph> graph, std::span<const ArgView> args,
-                                           std::vector<int32_t> tensor_arg_of_input);
+                                           std::vector<int32_t> tensor_arg_of_input,
+                                           std::shared_ptr<const void> result_structure = {});
 
   // Graph-break mode: the function runs in segments, each found by its canonical graph and
   // the codegen config. `index` is the segment's position in the call (0: before the first

@@ -3,8 +3,9 @@
 // order with or without keepdim) the kernel folds the elements at the inner offsets, visited in
 // row-major order of the reduced dims (so argmax over all dims returns the flat index).
 //
-// Accumulation: floats in double, integers in int64 with wraparound; the result is rounded
-// or wrapped to the output dtype once. NaN propagates through max/min/logsumexp/sum...;
+// Accumulation: floats in double, sums compensated (Neumaier: exact to about one rounding of the
+// total at any length, so the reference stays the yardstick of the targets' long sums), integers
+// in int64 with wraparound; the result is rounded or wrapped to the output dtype once. NaN propagates through max/min/logsumexp/sum...;
 // argmax/argmin take the first NaN as the extreme (as torch). max/min/argmax/argmin of an
 // empty set are errors; sum of nothing is 0, prod 1, mean NaN, logsumexp -inf.
 #include <algorithm>
@@ -69,6 +70,18 @@ void for_each_output(const KernelArgs& a, Fold&& fold) {
 
 using Offsets = std::vector<int64_t>;
 
+// A sum in double with Neumaier's compensation: the rounding error of every add is kept apart
+// and added back at the end (where the sum overflowed to +-inf, or is NaN, the sum as it is).
+struct CompensatedSum {
+  double sum = 0.0, error = 0.0;
+  void add(double v) {
+    const double t = sum + v;
+    error += std::abs(sum) >= std::abs(v) ? (sum - t) + v : (v - t) + sum;
+    sum = t;
+  }
+  double value() const { return std::isfinite(sum) ? sum + error : sum; }
+};
+
 void require_nonempty(const KernelArgs& a, const Offsets& offsets) {
   KILN_CHECK(!offsets.empty(), op_name(a.op), ": cannot reduce over an empty set of elements (input sizes ",
              sizes_str(a.inputs[0].sizes), "); the operation has no identity");
@@ -79,11 +92,14 @@ void sum_or_prod(const KernelArgs& a) {
   const bool is_sum = a.op == OpId::sum;
   if (is_floating(dst)) {
     for_each_output(a, [&](const Elements& in, int64_t base, const Offsets& offs, std::byte* o) {
-      double acc = is_sum ? 0.0 : 1.0;
-      for (int64_t k : offs) {
-        const double v = load_float(in.at(base + k), src, dst);
-        acc = is_sum ? acc + v : acc * v;
+      if (is_sum) {
+        CompensatedSum acc;
+        for (int64_t k : offs) acc.add(load_float(in.at(base + k), src, dst));
+        store_float(o, dst, acc.value());
+        return;
       }
+      double acc = 1.0;
+      for (int64_t k : offs) acc *= load_float(in.at(base + k), src, dst);
       store_float(o, dst, acc);
     });
   } else {
@@ -102,9 +118,9 @@ void mean(const KernelArgs& a) {
   const DType src = a.inputs[0].dtype, dst = a.out.dtype;
   const DType compute = is_floating(dst) ? dst : DType::f64;
   for_each_output(a, [&](const Elements& in, int64_t base, const Offsets& offs, std::byte* o) {
-    double acc = 0.0;
-    for (int64_t k : offs) acc += load_float(in.at(base + k), src, compute);
-    store_float(o, dst, acc / static_cast<double>(offs.size()));  // 0/0 = NaN when empty
+    CompensatedSum acc;
+    for (int64_t k : offs) acc.add(load_float(in.at(base + k), src, compute));
+    store_float(o, dst, acc.value() / static_cast<double>(offs.size()));  // 0/0 = NaN when empty
   });
 }
 
@@ -175,15 +191,15 @@ void var(const KernelArgs& a) {
   const int64_t correction = a.attrs.i(attr_slot(a.op, "correction"));
   for_each_output(a, [&](const Elements& in, int64_t base, const Offsets& offs, std::byte* o) {
     const int64_t n = static_cast<int64_t>(offs.size());
-    double sum = 0.0;
-    for (int64_t k : offs) sum += load_float(in.at(base + k), src, compute);
-    const double mean = sum / static_cast<double>(n);
-    double squares = 0.0;
+    CompensatedSum sum;
+    for (int64_t k : offs) sum.add(load_float(in.at(base + k), src, compute));
+    const double mean = sum.value() / static_cast<double>(n);
+    CompensatedSum squares;
     for (int64_t k : offs) {
       const double d = load_float(in.at(base + k), src, compute) - mean;
-      squares += d * d;
+      squares.add(d * d);
     }
-    store_float(o, dst, squares / static_cast<double>(std::max<int64_t>(n - correction, 0)));
+    store_float(o, dst, squares.value() / static_cast<double>(std::max<int64_t>(n - correction, 0)));
   });
 }
 
@@ -203,9 +219,9 @@ void logsumexp(const KernelArgs& a) {
     if (nan) {
       result = std::numeric_limits<double>::quiet_NaN();
     } else if (std::isfinite(m)) {
-      double sum = 0.0;
-      for (int64_t k : offs) sum += std::exp(load_float(in.at(base + k), src, compute) - m);
-      result = m + std::log(sum);
+      CompensatedSum sum;
+      for (int64_t k : offs) sum.add(std::exp(load_float(in.at(base + k), src, compute) - m));
+      result = m + std::log(sum.value());
     }
     store_float(o, dst, result);
   });

@@ -93,9 +93,34 @@ struct Builder {
   }
 };
 
+// A float sum with Neumaier's compensation: the state is the sum s and the rounding error c lost
+// so far; folding (s_b, c_b) into (s_a, c_a) adds t = s_a + s_b and to c the error of that add,
+// exactly (|s_a| >= |s_b| ? (s_a - t) + s_b : (s_b - t) + s_a), plus c_b. The finish is s + c,
+// except where that is NaN (s reached +-inf, so c's error terms are inf - inf): then s as is.
+Rule compensated_sum(CT c) {
+  using Role = Rule::Role;
+  Rule r;
+  Builder bld{r};
+  r.state = {{c, Role::value}, {c, Role::compensation}};
+  r.identity = {bld.literal(0, c), bld.literal(0, c)};
+  r.element = {bld.leaf(Op::x, c), bld.literal(0, c)};
+  const int32_t sa = bld.a(0), ca = bld.a(1), sb = bld.b(0), cb = bld.b(1);
+  const int32_t minus_one = bld.literal(-1, c), zero = bld.literal(0, c);
+  auto sub = [&](int32_t x, int32_t y) { return bld.binary(Op::add, c, x, bld.binary(Op::mul, c, y, minus_one)); };
+  auto abs = [&](int32_t x) { return bld.select(bld.compare(Op::lt, x, zero), bld.binary(Op::mul, c, x, minus_one), x); };
+  const int32_t t = bld.binary(Op::add, c, sa, sb);
+  const int32_t a_smaller = bld.compare(Op::lt, abs(sa), abs(sb));
+  const int32_t err = bld.select(a_smaller, bld.binary(Op::add, c, sub(sb, t), sa), bld.binary(Op::add, c, sub(sa, t), sb));
+  r.fold = {t, bld.binary(Op::add, c, bld.binary(Op::add, c, ca, cb), err)};
+  const int32_t total = bld.binary(Op::add, c, bld.a(0), bld.a(1));
+  r.finish = bld.select(bld.isnan(total), bld.a(0), total);
+  r.finish_ct = c;
+  return r;
+}
+
 }  // namespace
 
-Rule reduction_rule(ReduceKind k, CT arg, DType result, const Caps& caps) {
+Rule reduction_rule(ReduceKind k, CT arg, DType result, const Caps& caps, bool long_sum) {
   Rule r;
   Builder bld{r};
   const CT c = compute_type(result);
@@ -103,6 +128,8 @@ Rule reduction_rule(ReduceKind k, CT arg, DType result, const Caps& caps) {
   using Role = Rule::Role;
   switch (k) {
     case ReduceKind::sum:
+      if (is_float(c) && long_sum && caps.compensate_long_sums) return compensated_sum(c);
+      [[fallthrough]];
     case ReduceKind::prod: {
       r.state = {{c, Role::value}};
       const int v = k == ReduceKind::sum ? 0 : 1;
@@ -173,7 +200,10 @@ Rule reduction_rule(const schedule::Kernel& k, int32_t r, const Caps& caps) {
   const schedule::Instr& in = k.instrs[static_cast<size_t>(r)];
   KILN_INTERNAL_CHECK(in.kind == schedule::InstrKind::reduce, "lower: instruction ", r, " of kernel ", k.name,
                       " is not a reduction");
-  return reduction_rule(in.reduce, compute_type(k.instrs[static_cast<size_t>(in.args[0])].dtype), in.dtype, caps);
+  SymInt inner = 1;
+  for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) inner = inner * k.domain[d];
+  const bool long_sum = !inner.is_static() || inner.hint() > kLongSum;
+  return reduction_rule(in.reduce, compute_type(k.instrs[static_cast<size_t>(in.args[0])].dtype), in.dtype, caps, long_sum);
 }
 
 }  // namespace kiln::lower

@@ -14,10 +14,15 @@ using Op = Node::Op;
 
 lower::Rule Reductions::rule(int32_t r) const {
   const Dialect& d = p_.dialect();
-  return lower::reduction_rule(p_.kernel(), r, {d.fast_extremum(CT::f32), d.fast_extremum(CT::f64)});
+  return lower::reduction_rule(p_.kernel(), r, {d.fast_extremum(CT::f32), d.fast_extremum(CT::f64), /*compensate_long_sums=*/true});
 }
 
 bool Reductions::nan_flag(int32_t r) const { return rule(r).has_nan_flag(); }
+
+bool Reductions::compensated(int32_t r) const {
+  const lower::Rule rl = rule(r);
+  return rl.state.size() > 1 && rl.state[1].role == lower::Rule::Role::compensation;
+}
 
 std::vector<Component> Reductions::state(int32_t r, const std::string& prefix) const {
   const lower::Rule rl = rule(r);
@@ -26,6 +31,7 @@ std::vector<Component> Reductions::state(int32_t r, const std::string& prefix) c
   for (const lower::Rule::Component& c : rl.state) {
     const char* suffix = c.role == lower::Rule::Role::position ? "_idx"
                          : c.role == lower::Rule::Role::nan_seen ? "_nan"
+                         : c.role == lower::Rule::Role::compensation ? "_cmp"
                          : has_position                          ? "_val"
                                                                  : "_acc";
     st.push_back({c.ct, prefix + suffix});
@@ -89,6 +95,16 @@ std::vector<std::string> Reductions::element(int32_t r, const Value& x0, const s
   return out;
 }
 
+namespace {
+// Whether node n of rl reads component k of the state folded into.
+bool reads_a(const lower::Rule& rl, int32_t n, int32_t k) {
+  if (n < 0) return false;
+  const Node& nd = rl.at(n);
+  if (nd.op == Op::a) return nd.index == k;
+  return reads_a(rl, nd.args[0], k) || reads_a(rl, nd.args[1], k) || reads_a(rl, nd.args[2], k);
+}
+}  // namespace
+
 void Reductions::merge(int32_t r, const std::vector<Component>& a, const std::vector<std::string>& b) const {
   const Dialect& d = p_.dialect();
   const lower::Rule rl = rule(r);
@@ -97,6 +113,18 @@ void Reductions::merge(int32_t r, const std::vector<Component>& a, const std::ve
   Env env;
   env.a = &names;
   env.b = &b;
+  // A fold that reads a component an earlier one assigns (the compensated sum's error term reads
+  // the old sum): every component computed into a temporary first, then assigned.
+  bool reads_assigned = false;
+  for (size_t i = 1; i < a.size(); ++i)
+    for (size_t k = 0; k < i; ++k) reads_assigned |= reads_a(rl, rl.fold[i], static_cast<int32_t>(k));
+  if (reads_assigned) {
+    KILN_INTERNAL_CHECK(rl.take < 0, "cstyle: a conditional fold reads what it assigns");
+    std::vector<std::string> next;
+    for (size_t i = 0; i < a.size(); ++i) next.push_back(p_.let(a[i].ct, print(rl, rl.fold[i], env, true)));
+    for (size_t i = 0; i < a.size(); ++i) p_.line(a[i].name + " = " + next[i] + ";");
+    return;
+  }
   if (rl.take >= 0) {  // a conditional fold: every component assigned where take holds
     p_.line("if (" + print(rl, rl.take, env) + ") {");
     for (size_t i = 0; i < a.size(); ++i) p_.line("  " + a[i].name + " = " + print(rl, rl.fold[i], env, true) + ";");

@@ -761,7 +761,9 @@ class KernelEmitter {
     p_.line("__syncthreads();");
     const std::string with_nan = "(" + shn + "[0] ? " + d_.literal(NAN, c) + " : " + shm + "[0])";
     p_.line("r" + mi + " = " + (red_.nan_flag(op.max) ? red_.finish(op.max, {shm + "[0]", shn + "[0]"}) : red_.finish(op.max, {with_nan})) + ";");
-    p_.line("r" + si + " = " + red_.finish(op.sum, {shs + "[0]"}) + ";");
+    std::vector<std::string> sum_state{shs + "[0]"};
+    if (red_.compensated(op.sum)) sum_state.push_back(d_.literal(0, c));  // the online sum keeps no compensation
+    p_.line("r" + si + " = " + red_.finish(op.sum, sum_state) + ";");
     p_.line("__syncthreads();");
     p_.reduction_results()[op.max] = "r" + mi;
     p_.reduction_results()[op.sum] = "r" + si;

@@ -59,6 +59,7 @@ struct Nvptx : Flavour {
     index_div = "udiv";
     index_rem = "urem";
     c_order = true;
+    compensate_long_sums = true;
   }
   // libdevice's function for C math function fn ("sin", "tanh", ...): __nv_sinf / __nv_sin.
   static Val libdevice(Printer& p, const char* fn, CT c, const std::vector<std::string>& x) {

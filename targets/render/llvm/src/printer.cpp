@@ -460,7 +460,7 @@ Val Printer::rule_value(const lower::Rule& r, int32_t n, const std::function<std
 }
 
 lower::Rule Printer::reduction_rule(const schedule::Kernel& k, int32_t r) const {
-  return lower::reduction_rule(k, r, {flavour_.nan_extremum(CT::f32), flavour_.nan_extremum(CT::f64)});
+  return lower::reduction_rule(k, r, {flavour_.nan_extremum(CT::f32), flavour_.nan_extremum(CT::f64), flavour_.compensate_long_sums});
 }
 
 std::vector<std::string> Printer::identity_values(const lower::Rule& r) {

@@ -800,12 +800,13 @@ class KernelEmitter {
 
   // Whether reduction r's state can be combined with subgroup arithmetic: sum, prod, max, min of
   // float values (f32/f64, whose max/min never hold NaN: NaN is the separate flag, combined with
-  // subgroupAny). Integer states (64-bit subgroup arithmetic is an extension) and arg-reductions
+  // subgroupAny), but not compensated sums. Integer states (64-bit subgroup arithmetic is an extension) and arg-reductions
   // (index ties) use the shared-memory tree.
   bool subgroup_combinable(int32_t r) const {
     if (!o_.caps.subgroup) return false;
     const Instr& in = k_.instrs[static_cast<size_t>(r)];
     if (in.reduce == ReduceKind::argmax || in.reduce == ReduceKind::argmin) return false;
+    if (red_.compensated(r)) return false;  // two sums, folded together: the shared-memory tree
     const std::vector<Component> st = red_.state(r, "");
     return st[0].ct == CT::f32 || st[0].ct == CT::f64;
   }

@@ -65,10 +65,18 @@ struct Caps {
   // max or min reduction keeps no NaN flag).
   bool nan_extremum_f32 = false;
   bool nan_extremum_f64 = false;
+  // Whether a long float sum (inner extent symbolic or over kLongSum) keeps a compensation
+  // beside its value (Neumaier's compensated summation). GPU threads each fold their share of a
+  // row in a row (a 2^22-element partial on lavapipe was off by 1.5e-4 relative); the CPU
+  // blocks its sums instead (targets/cpu/codegen).
+  bool compensate_long_sums = false;
 };
 
+// The inner extent above which a float sum is long (Caps::compensate_long_sums).
+inline constexpr int64_t kLongSum = 65536;
+
 struct Rule {
-  enum class Role { value, position, nan_seen };
+  enum class Role { value, position, nan_seen, compensation };
   struct Component {
     CT ct;
     Role role;
@@ -89,8 +97,8 @@ struct Rule {
 };
 
 // The rule of a reduction of kind k over an argument of compute type `arg` with result dtype
-// `result`.
-Rule reduction_rule(schedule::ReduceKind k, CT arg, DType result, const Caps& caps);
+// `result`; `long_sum`: a float sum is long (compensated where caps say so).
+Rule reduction_rule(schedule::ReduceKind k, CT arg, DType result, const Caps& caps, bool long_sum = false);
 // ... of reduction instruction r of kernel k.
 Rule reduction_rule(const schedule::Kernel& k, int32_t r, const Caps& caps);
 

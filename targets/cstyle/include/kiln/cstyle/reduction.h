@@ -28,8 +28,10 @@ class Reductions {
 
   // Whether max/min or argmax/argmin reduction r keeps a "NaN seen" flag beside its value.
   bool nan_flag(int32_t r) const;
+  // Whether sum r keeps a compensation beside its value (a long float sum, lower::Caps).
+  bool compensated(int32_t r) const;
   // The running state of reduction r (its components), each named prefix + "_acc" / "_val",
-  // "_idx", "_nan".
+  // "_idx", "_nan", "_cmp".
   std::vector<Component> state(int32_t r, const std::string& prefix) const;
   // The state's identity, one expression per component.
   std::vector<std::string> initial(int32_t r) const;

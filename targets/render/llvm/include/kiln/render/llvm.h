@@ -57,6 +57,7 @@ struct Flavour {
   const char* index_rem = "srem";
   const char* fold_flags = "";     // fast-math flags of a reduction's float sum and product fold
   const char* extremum_flags = ""; // ... of its NaN-skipping maximum / minimum fold
+  bool compensate_long_sums = false;  // lower::Caps: GPU threads compensate long sums (the CPU blocks them)
   const char* round_bf16 = nullptr;  // a function rounding an f32 to bf16 precision; null: inline
   // The order of CUDA C's expressions (cuda_c.cpp), which NVPTX keeps so both round alike: gelu's
   // cubic term as 0.044715 * x * x * x after the tanh, an integer sign as two selects.

@@ -180,6 +180,31 @@ BOOST_AUTO_TEST_CASE(sums_of_2_to_the_28_elements_are_accurate) {
   }
 }
 
+// A call that needs more memory than the target may use is refused before it allocates, naming
+// the allocation (issue 31): an expand of one value to [2^20, 2^20], then exp, is a 4 TiB output.
+// The cpu runtime checks the host's memory budget, the GPU runtimes the device's memory.
+BOOST_AUTO_TEST_CASE(calls_larger_than_the_memory_are_refused_before_they_allocate) {
+  constexpr int64_t kSide = int64_t{1} << 20;
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {1, 1}, {}}, "x");
+  const NodeId wide = g.add(OpId::expand, {x}, Attrs{std::vector<SymInt>{kSide, kSide}});
+  g.set_outputs({g.add(OpId::exp, {wide})});
+  const Compiled c = compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  if (!c.exe) return;
+  const std::vector<TensorData> in{tensor(DType::f32, {1, 1}, {0.5f})};
+  std::string message;
+  try {
+    c.exe->run(in);
+  } catch (const kiln::Error& e) {
+    message = e.what();
+  }
+  BOOST_TEST_MESSAGE(message);
+  BOOST_TEST(message.find("would allocate 4.0 TiB") != std::string::npos, message);
+  BOOST_TEST(message.find(target().name == "cpu" ? "memory budget" : " memory of " + target().name + ":0") != std::string::npos,
+             message);
+}
+
 // 64-bit integer compares and extrema against constants other than 0 (lavapipe miscompiled
 // i64 >= 5 as true for 0..3 until the GLSL dialect hid the constant, docs/vulkan.md).
 BOOST_AUTO_TEST_CASE(integer_compares_against_constants_match_the_reference) {

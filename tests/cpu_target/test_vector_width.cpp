@@ -33,7 +33,7 @@ BOOST_AUTO_TEST_CASE(kernels_carry_the_width) {
     BOOST_REQUIRE(c.error.empty());
     BOOST_REQUIRE(!c.plan.kernels.empty());
     for (const plan::PlanKernel& k : c.plan.kernels)
-      BOOST_TEST(k.source.find("i64 %end) " + std::string(group) + " {") != std::string::npos,
+      BOOST_TEST(k.source.find("i64 %end.arg) " + std::string(group) + " {") != std::string::npos,
                  "kernel " << k.name << " at " << width << " bits");
   }
 }

@@ -442,15 +442,15 @@ Binding bind(const KernelPlan& p, std::span<const TensorData> inputs, std::strin
 }
 
 namespace {
-// What one call allocates on the host, slots and outputs, against the memory budget; a refusal
-// names the largest allocation and the kernel (and its graph nodes) that writes it.
-void check_memory_budget(const KernelPlan& p, const BoundSizes& z, const std::string& who) {
+// What one call allocates, slots and outputs, against the runtime's limit; a refusal names the
+// largest allocation and the kernel (and its graph nodes) that writes it.
+void check_memory_limit(const KernelPlan& p, const BoundSizes& z, const std::string& who, const MemoryLimit& limit) {
   // Each term is at most kMaxBufferBytes (2^48), so the sums stay far inside int64.
   int64_t slots = 0, outputs = 0;
   for (int64_t bytes : z.slot_bytes) slots += bytes;
   for (const PlanBuffer& b : p.buffers)
     if (b.kind == "output") outputs += z.buffer_bytes[static_cast<size_t>(b.id)];
-  if (slots + outputs <= memory_budget_bytes()) return;
+  if (slots + outputs <= limit.bytes) return;
   // Over: name the largest allocation and what writes it.
   auto writer = [&](auto&& writes_it) {
     for (const PlanKernel& k : p.kernels) {
@@ -480,7 +480,7 @@ void check_memory_budget(const KernelPlan& p, const BoundSizes& z, const std::st
       what = buffer_name(b) + writer([&](int32_t id) { return id == b.id; });
     }
   fail(who, ": a call at these sizes would allocate ", bytes_str(slots + outputs), " (intermediates ", bytes_str(slots),
-       ", outputs ", bytes_str(outputs), "), more than ", memory_budget_str(), "; the largest is ", what, ", ",
+       ", outputs ", bytes_str(outputs), "), more than ", limit.what, "; the largest is ", what, ", ",
        bytes_str(largest));
 }
 }  // namespace
@@ -489,12 +489,14 @@ Binding bind(const KernelPlan& p, std::span<const TensorData* const> inputs, std
   return Binder(p, std::string(who)).bind(inputs);
 }
 
-Binder::Binder(const KernelPlan& p, std::string who, bool host_memory)
+MemoryLimit host_memory_limit() { return {memory_budget_bytes(), memory_budget_str()}; }
+
+Binder::Binder(const KernelPlan& p, std::string who, std::function<MemoryLimit()> limit)
     : p_(&p),
       who_(std::move(who)),
       input_buffer_(plan::input_buffers(p)),
       written_whole_(p.buffers.size(), false),
-      host_memory_(host_memory) {
+      limit_(std::move(limit)) {
   for (const PlanKernel& k : p.kernels)
     if (k.kind == "reference") written_whole_[static_cast<size_t>(k.output)] = true;
     else if (k.convolution)  // read and written whole by the library
@@ -616,7 +618,7 @@ std::shared_ptr<const BoundSizes> Binder::sizes_at(std::vector<int64_t> symbols)
     r->buffer_bytes[id] = need;
     holds[id] = {lo, lo + have / es - 1};
   }
-  if (host_memory_) check_memory_budget(p, *r, who_);
+  if (limit_) check_memory_limit(p, *r, who_, limit_());
   // Kernels: extents, and every gemm's operands inside their buffers.
   for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
     const PlanKernel& k = p.kernels[ki];

@@ -76,6 +76,15 @@ ColumnTiles gemm_column_tiles(const schedule::Gemm& g) {
   return {(*n + width - 1) / width, width};
 }
 
+// The range a kernel's calls split, [0, extent): the outer points of a pointwise or reduction
+// kernel, a gemm's row tiles. The plan's parallel_extent, and each kernel's own bound on %end.
+SymInt parallel_extent_of(const Kernel& k) {
+  if (k.kind != KernelKind::matmul) return k.outer_extent();
+  SymInt rows = k.gemm->m * SymInt(gemm_column_tiles(*k.gemm).count);
+  for (const SymInt& b : k.gemm->batch) rows = rows * b;
+  return rows;
+}
+
 
 struct Scope {
   std::vector<std::string> vars;  // one i64 operand per loop variable ("" where not set)
@@ -141,11 +150,17 @@ class FunctionEmitter : public render::llvm::Printer {
         fail("cpu codegen: kernel ", k_.name, " is a library convolution, which the cpu target does not run "
              "(schedule for it with Target::cpu(), which decomposes convolutions)");
     }
+    // A call covers [begin, end) of the kernel's parallel extent, which the kernel computes from
+    // the sizes itself: %end is bounded by it, so a plan whose launch extent was edited (a plan
+    // run with --trust-plan) cannot make a kernel read or write past its buffers.
+    const std::string extent = sym(parallel_extent_of(k_));
     std::ostringstream f;
-    f << "define void @" << v_.name << "(ptr noalias %buffers, ptr noalias %sizes, i64 %begin, i64 %end) #"
+    f << "define void @" << v_.name << "(ptr noalias %buffers, ptr noalias %sizes, i64 %begin, i64 %end.arg) #"
       << v_.attributes << " {\n"
       << "entry:\n"
-      << entry_.str() << "  br label %start\nstart:\n"
+      << entry_.str() << "  %end.in = icmp slt i64 %end.arg, " << extent << "\n"
+      << "  %end = select i1 %end.in, i64 %end.arg, i64 " << extent << "\n"
+      << "  br label %start\nstart:\n"
       << body_.str() << "}\n";
     f << alias_metadata() << loop_md_;
     return f.str();
@@ -994,19 +1009,15 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     }
     if (!k.reference) {
       const std::vector<int64_t> ex = env.examples();
+      pk.parallel_extent = parallel_extent_of(k);
       if (k.kind == KernelKind::pointwise) {
-        pk.parallel_extent = k.outer_extent();
         pk.grain = options.pointwise_grain;
       } else if (k.kind == KernelKind::reduction) {
-        pk.parallel_extent = k.outer_extent();
         SymInt inner = 1;
         for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) inner = inner * k.domain[d];
         pk.grain = std::max<int64_t>(1, options.reduction_grain / std::max<int64_t>(1, inner.evaluate(ex)));
         if (uses_column_strategy(k)) pk.grain = std::max(pk.grain, kLanes);
       } else {
-        SymInt rows = k.gemm->m * SymInt(gemm_column_tiles(*k.gemm).count);
-        for (const SymInt& b : k.gemm->batch) rows = rows * b;
-        pk.parallel_extent = rows;
         pk.grain = kGemmRowGrain;
       }
     }

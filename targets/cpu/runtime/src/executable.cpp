@@ -218,7 +218,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime", /*host_memory=*/true);
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime", plan::host_memory_limit);
   im.input_buffer = im.binder->input_buffers();
   // Kernels are split into one module per thread, balanced by source size, and the modules
   // compiled at once (JitModule::compile may run on several threads): a plan of many kernels
@@ -235,8 +235,12 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   });
   std::vector<std::string> text(parts, im.plan.prelude);
   std::vector<size_t> load(parts, 0), kernels_in(parts, 0);
+  std::vector<CompileOptions> compile_options(parts);
   for (size_t k : generated) {
     const size_t p = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    const plan::PlanKernel& pk = im.plan.kernels[k];
+    compile_options[p].kernel_entries.push_back(pk.entry);
+    compile_options[p].kernel_entries.insert(compile_options[p].kernel_entries.end(), pk.variants.begin(), pk.variants.end());
     text[p] += "\n" + im.plan.kernels[k].source;
     load[p] += im.plan.kernels[k].source.size();
     kernels_in[p] += 1;
@@ -246,7 +250,8 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
   pool.parallel_for(static_cast<int64_t>(im.modules.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p)
       im.modules[static_cast<size_t>(p)] =
-          JitModule::compile(text[static_cast<size_t>(p)], "kiln_plan_" + std::to_string(p), options.opt_level);
+          JitModule::compile(text[static_cast<size_t>(p)], "kiln_plan_" + std::to_string(p), options.opt_level,
+                             compile_options[static_cast<size_t>(p)]);
   });
   im.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (size_t p = 0; p < im.modules.size(); ++p) {
@@ -270,7 +275,7 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load_compiled(plan::KernelPlan p
   Impl& im = *exe->impl_;
   im.plan = std::move(p);
   im.options = options;
-  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime", /*host_memory=*/true);
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cpu runtime", plan::host_memory_limit);
   im.input_buffer = im.binder->input_buffers();
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < objects.size(); ++i)

@@ -224,6 +224,24 @@ std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::str
           fail("cpu JIT: module '", name, "': function '", f.getName().str(),
                "' has inline assembly, which Kiln's code generator never writes: refused (a plan is native code)");
 
+  // The kernels the runtime calls: defined here, with the type it calls them with (a plan whose
+  // kernel signature does not match its launch is refused, not called).
+  {
+    llvm::Type* ptr = llvm::PointerType::get(*context, 0);
+    llvm::Type* i64 = llvm::Type::getInt64Ty(*context);
+    llvm::FunctionType* kernel = llvm::FunctionType::get(llvm::Type::getVoidTy(*context), {ptr, ptr, i64, i64}, false);
+    for (const std::string& entry : options.kernel_entries) {
+      const llvm::Function* f = m->getFunction(entry);
+      KILN_CHECK(f && !f->isDeclaration(), "cpu JIT: module '", name, "' does not define kernel '", entry, "'");
+      if (f->getFunctionType() != kernel) {
+        std::string type;
+        llvm::raw_string_ostream os(type);
+        f->getFunctionType()->print(os);
+        fail("cpu JIT: kernel '", entry, "' of module '", name, "' has type ", os.str(),
+             ", not the kernel signature void (ptr, ptr, i64, i64) the runtime calls it with: refused");
+      }
+    }
+  }
   timings.parse = lap();
 
   // The host's triple and data layout: fill in when absent, refuse a foreign data layout.

@@ -22,6 +22,7 @@
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
+#include "kiln/graph/memory_budget.h"
 #include "kiln/plan/bind.h"
 #include "kiln/plan/profile.h"
 #include "kiln/eval/interpreter.h"
@@ -377,7 +378,11 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   KILN_CHECK(im.plan.arch == 0 || im.plan.arch == device_arch, "cuda runtime: the plan was generated for sm_", im.plan.arch,
              " and cuda:", options.device, " is sm_", device_arch, "; generate it for this device (CodegenOptions::arch) or for any (0)");
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.arch != 0 && a.arch != device_arch; });
-  im.binder = std::make_unique<plan::Binder>(im.plan, "cuda runtime");
+  // A call needing more than the device has fails before it allocates, naming what is largest.
+  const plan::MemoryLimit device_memory{im.ctx->info().total_memory,
+                                        "the " + bytes_str(im.ctx->info().total_memory) + " of memory of cuda:" +
+                                            std::to_string(options.device) + " (" + im.ctx->info().name + ")"};
+  im.binder = std::make_unique<plan::Binder>(im.plan, "cuda runtime", [device_memory] { return device_memory; });
   im.input_buffer = im.binder->input_buffers();
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
   for (const plan::KernelPlan& a : alternatives) plan::validate(a, "cuda runtime: an alternative plan");

@@ -385,6 +385,16 @@ void Device::open(int index, VkPhysicalDevice pd) {
   if (const char* e = std::getenv("KILN_VULKAN_STAGING"); e && *e) host_visible_ = std::string(e) == "0";
 }
 
+int64_t Device::device_memory() const {
+  VkDeviceSize largest = 0, any = 0;
+  for (uint32_t i = 0; i < memory_props_.memoryHeapCount; ++i) {
+    const VkMemoryHeap& h = memory_props_.memoryHeaps[i];
+    any = std::max(any, h.size);
+    if (h.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) largest = std::max(largest, h.size);
+  }
+  return static_cast<int64_t>(largest > 0 ? largest : any);  // (a device without a device-local heap: its largest)
+}
+
 uint32_t Device::memory_type(uint32_t bits, bool device_only) const {
   if (device_only) {
     // Device-local and not host-visible first (on NVIDIA the host-visible device-local type is

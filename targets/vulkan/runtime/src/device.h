@@ -51,6 +51,9 @@ class Device {
   // Whether pool memory is mapped (host-visible: lavapipe, integrated GPUs) or device-only
   // (device-local memory of a discrete GPU, reached through staging copies).
   bool host_visible() const { return host_visible_; }
+  // The size of the largest device-local heap (where the buffer pool's memory comes from), or
+  // of the largest heap where none is device-local.
+  int64_t device_memory() const;
   VkDeviceSize offset_alignment() const { return storage_alignment_; }
   // The pool range holding `address` (a Buffer's address plus an offset); kiln::Error if none.
   Location locate(const void* address) const;

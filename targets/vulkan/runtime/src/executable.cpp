@@ -13,6 +13,7 @@
 #include "device.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
+#include "kiln/graph/memory_budget.h"
 #include "kiln/plan/bind.h"
 #include "kiln/plan/profile.h"
 #include "kiln/eval/interpreter.h"
@@ -173,7 +174,11 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
     KILN_CHECK(!needs("double") || caps.float64, "vulkan runtime: kernel ", k.name, " uses f64, which device ",
                dev.info().name, " lacks (no shaderFloat64)");
   }
-  im.binder = std::make_unique<plan::Binder>(im.plan, "vulkan runtime");
+  // A call needing more than the device's memory fails before it allocates, naming what is largest.
+  const plan::MemoryLimit device_memory{dev.device_memory(), "the " + bytes_str(dev.device_memory()) +
+                                                                 " of device-local memory of vulkan:" +
+                                                                 std::to_string(options.device) + " (" + dev.info().name + ")"};
+  im.binder = std::make_unique<plan::Binder>(im.plan, "vulkan runtime", [device_memory] { return device_memory; });
   im.input_buffer = im.binder->input_buffers();
   im.offset_buffers = offset_buffers(im.plan);
   im.push_bytes = static_cast<uint32_t>(8 * (im.plan.symbols.size() + im.offset_buffers.size() + 1));

@@ -74,13 +74,21 @@ struct Binding {
 // only the per-input checks), so a runtime keeps one Binder per loaded plan. `who` starts every
 // message ("cpu runtime"). Devices are the runtime's to check: bind reads only dtypes, sizes and
 // strides. The plan must outlive the Binder; bind may be called from several threads at once.
-// `host_memory`: the runtime allocates the plan's slots and outputs on the host (the cpu
-// runtime), so what one call allocates is checked against the memory budget
-// (kiln/graph/memory_budget.h) first: more is a kiln::Error naming the largest allocation and
-// the kernel and graph nodes that write it.
+// `limit`: what one call's slots and outputs may take where the runtime allocates them (the
+// host's memory budget for the cpu runtime, a device's memory for the GPU runtimes): a call
+// that needs more is a kiln::Error naming the largest allocation and the kernel and graph nodes
+// that write it, before anything is allocated. Asked once per new symbol values.
+// What a runtime may allocate for one call, and how a refusal names it (after "more than ").
+struct MemoryLimit {
+  int64_t bytes = 0;
+  std::string what;  // "the memory budget of 23.5 GiB (...)", "the 80.0 GiB of memory of cuda:0 (NVIDIA H100)"
+};
+// The host's: the memory budget (kiln/graph/memory_budget.h).
+MemoryLimit host_memory_limit();
+
 class Binder {
  public:
-  Binder(const KernelPlan& p, std::string who, bool host_memory = false);
+  Binder(const KernelPlan& p, std::string who, std::function<MemoryLimit()> limit = {});
   Binding bind(std::span<const TensorData* const> inputs) const;
   Binding bind(std::span<const TensorData> inputs) const;
   const std::vector<int32_t>& input_buffers() const { return input_buffer_; }
@@ -92,7 +100,7 @@ class Binder {
   std::string who_;
   std::vector<int32_t> input_buffer_;
   std::vector<bool> written_whole_;  // by buffer: a reference kernel writes all of it, contiguously
-  bool host_memory_ = false;
+  std::function<MemoryLimit()> limit_;
   mutable std::mutex mu_;
   mutable std::shared_ptr<const BoundSizes> last_;
 };

@@ -60,6 +60,9 @@ struct CompileOptions {
   // Let the loop vectoriser call libmvec's vector exp/log/sin/cos/pow (host_info().vector_math
   // says whether it is available); off: such loops call the scalar libm function per element.
   bool vector_math = true;
+  // Functions the runtime will call as kernels, void(ptr buffers, ptr sizes, i64 begin, i64 end):
+  // each must be defined with exactly that type (a kiln::Error otherwise, before anything runs).
+  std::vector<std::string> kernel_entries;
 };
 
 // Where compile() spent its time, in seconds (they add up to about compile_seconds()).

@@ -53,12 +53,7 @@ const char* kDetails =
     "The directory is cache_dir (KILN_CACHE_DIR), else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.";
 
 std::string read_file(const std::string& path) {
-  check_regular_file(path, "cache bundle");
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), "cache: cannot read ", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_regular_file(path, "cache bundle");
 }
 
 std::string when(int64_t unix_seconds) {

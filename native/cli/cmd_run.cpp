@@ -277,10 +277,8 @@ int cmd_run(std::span<char* const> args) {
   {
     // A kernel plan file (from debug_dir, or made elsewhere, e.g. in the browser): the cpu runtime
     // runs it on random inputs at the symbols' example sizes.
-    check_regular_file(a.positional[0], "graph or plan file");
-    std::ifstream in(a.positional[0]);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const bool is_plan = in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos;
+    const std::string text = read_regular_file(a.positional[0], "graph or plan file");
+    const bool is_plan = text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos;
     KILN_CHECK(is_plan || !a.has("--plan"), "kiln run --plan: ", a.positional[0], " is not a kernel plan file (kiln.plan JSON)");
     if (is_plan) {
       KILN_CHECK(a.has("--random") && !a.has("--check"), "kiln run: a plan file runs with --random (and no --check: ",

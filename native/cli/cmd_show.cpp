@@ -44,10 +44,8 @@ int cmd_show(std::span<char* const> args) {
   }
   {
     // A kernel plan file (kiln show --plan ... output saved by debug_dir, or made in the browser).
-    check_regular_file(a.positional[0], "graph, model or plan file");
-    std::ifstream in(a.positional[0]);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in && text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
+    const std::string text = read_regular_file(a.positional[0], "graph, model or plan file");
+    if (text.find("\"kiln.plan\"") != std::string::npos && text.find("\"kiln.graph\"") == std::string::npos) {
       const plan::KernelPlan p = plan::plan_from_json(text, a.positional[0]);
       std::cout << p.str();
       // A plan file written again: signed with KILN_CACHE_SECRET when set, which is how a

@@ -39,7 +39,7 @@ expect 2 "give --inputs" -- "$kiln" run "$mlp"
 expect 2 "option '--seed' needs a value" -- "$kiln" run "$mlp" --random --seed
 
 # Errors from Kiln: "kiln: error: ..." and status 1.
-expect 1 "^kiln: error: cannot open graph file '$work/none.json'" -- "$kiln" show "$work/none.json"
+expect 1 "^kiln: error: cannot open graph, model or plan file '$work/none.json'" -- "$kiln" show "$work/none.json"
 expect 1 "kiln: error: unknown target 'tpu' \(available: reference" -- "$kiln" run "$mlp" --target tpu --random
 printf '{"format": "kiln.graph", "version": 2}' >"$work/v2.json"
 expect 1 "kiln: error: .*v2.json: field 'version': unsupported graph format version 2" -- "$kiln" show "$work/v2.json"

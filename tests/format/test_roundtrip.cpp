@@ -1,5 +1,8 @@
 // Lossless round trips: one graph per op in the op table, symbolic sizes and facts,
 // constants of every dtype, non-finite floats, names, devices and strides.
+#include <sys/stat.h>
+
+#include <fstream>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -7,6 +10,7 @@
 #include <memory>
 
 #include "helpers.h"
+#include "kiln/graph/memory_budget.h"
 
 using namespace kiln;
 using format_test::check_round_trip;
@@ -309,6 +313,26 @@ BOOST_AUTO_TEST_CASE(files) {
   BOOST_CHECK_EXCEPTION(format::load_graph("/dev/zero"), Error, [](const Error& e) {
     return std::string(e.what()).find("graph file '/dev/zero' is not a regular file (a character device)") != std::string::npos;
   });
+  // A FIFO is refused without waiting for a writer (issue 31: it hung the load).
+  const std::string fifo = "test_format_files.fifo";
+  std::remove(fifo.c_str());
+  BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  BOOST_CHECK_EXCEPTION(format::load_graph(fifo), Error, [&](const Error& e) {
+    return std::string(e.what()).find("graph file '" + fifo + "' is not a regular file (a FIFO)") != std::string::npos;
+  });
+  std::remove(fifo.c_str());
+  // A file larger than the memory budget is refused before it is read.
+  {
+    std::ofstream big(path, std::ios::binary);
+    big << std::string(3 << 20, ' ');
+  }
+  set_memory_budget_source([] { return int64_t{2}; });  // 2 MiB (sdk/config is not linked here)
+  BOOST_CHECK_EXCEPTION(format::load_graph(path), Error, [&](const Error& e) {
+    return std::string(e.what()).find("graph file '" + path + "' is 3.0 MiB, more than the memory budget of 2.0 MiB") !=
+           std::string::npos;
+  });
+  set_memory_budget_source(nullptr);
+  std::remove(path.c_str());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

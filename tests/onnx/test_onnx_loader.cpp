@@ -303,6 +303,56 @@ BOOST_AUTO_TEST_CASE(resize_to_an_absurd_size_is_refused) {
   }
 }
 
+// Ops that size a host table from an attribute or a value are checked before the table is built
+// (issue 31): an edge Pad of 2^40 and an EyeLike of 2^23 x 2^24 from a few bytes of model are
+// errors naming the op; an LRN of size 10^9 over 3 channels imports as the 3-channel window it
+// is (it made 10^9 slices) and computes x / (bias + alpha / size * sum of squares)^beta.
+BOOST_AUTO_TEST_CASE(tables_sized_by_attributes_are_checked_before_they_are_built) {
+  {
+    TempDir dir;
+    pb::ModelProto m = model(13);
+    pb::GraphProto* g = m.mutable_graph();
+    value(g->add_input(), "x", pb::TensorProto::FLOAT, {"1", "4"});
+    value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+    *g->add_initializer() = int64s("pads", {4}, {0, 0, 0, int64_t{1} << 40});
+    pb::NodeProto* pad = node(g, "Pad", {"x", "pads"}, {"y"});
+    pb::AttributeProto* mode = pad->add_attribute();
+    mode->set_name("mode");
+    mode->set_type(pb::AttributeProto::STRING);
+    mode->set_s("edge");
+    const std::string e = error_of([&] { konnx::load(save(dir, m)); });
+    check_contains(e, "Pad (1099511627780 indices) would build a table of");
+    check_contains(e, "more than the memory budget");
+  }
+  {
+    TempDir dir;
+    pb::ModelProto m = model(13);
+    pb::GraphProto* g = m.mutable_graph();
+    value(g->add_input(), "x", pb::TensorProto::BOOL, {"8388608", "16777216"});  // 2^47 bytes: a tensor may be
+    value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+    node(g, "EyeLike", {"x"}, {"y"});
+    const std::string e = error_of([&] { konnx::load(save(dir, m)); });
+    check_contains(e, "EyeLike would build a table of 8388608 x 16777216 entries");
+  }
+  {
+    TempDir dir;
+    pb::ModelProto m = model(13);
+    pb::GraphProto* g = m.mutable_graph();
+    value(g->add_input(), "x", pb::TensorProto::FLOAT, {"1", "3", "1", "1"});
+    value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+    int_attr(node(g, "LRN", {"x"}, {"y"}), "size", 1000000000);
+    const konnx::Model im = konnx::load(save(dir, m));
+    BOOST_TEST(im.graph.size() < 40u);
+    const std::vector<float> x = {0.5f, -1.5f, 2.0f};
+    const std::vector<TensorData> r = eval::run_graph(im.graph, std::vector<TensorData>{host({1, 3, 1, 1}, x)});
+    const double squares = 0.25 + 2.25 + 4.0;  // every window holds the 3 channels
+    for (size_t c = 0; c < 3; ++c) {
+      const double want = x[c] / std::pow(1.0 + 1e-4 / 1e9 * squares, 0.75);
+      BOOST_TEST(std::abs(static_cast<const float*>(r[0].data())[c] - want) <= 1e-6 * std::abs(want));
+    }
+  }
+}
+
 // A graph input of 2^62 x 2 floats is refused when the model loads (issue 31: it ran on the cpu
 // and printed an empty result).
 BOOST_AUTO_TEST_CASE(an_input_larger_than_a_tensor_may_be_is_refused) {

@@ -221,13 +221,7 @@ Graph from_json(std::string_view text, std::string_view source_name) {
 }
 
 Graph load_graph(const std::string& path) {
-  check_regular_file(path, "graph file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open graph file '", path, "': ", std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) fail("cannot read graph file '", path, "'");
-  return from_json(buf.str(), path);
+  return from_json(read_regular_file(path, "graph file"), path);
 }
 
 void save_graph(const Graph& g, const std::string& path) {

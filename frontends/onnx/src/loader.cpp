@@ -31,13 +31,11 @@ const char* kElemNames[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",   "UINT16",
 // Everything else is refused by the default of ParseFromArray (no size limit games): the
 // input is bounded by the file size, which protobuf reads with a 2 GiB ceiling.
 std::string read_file(const std::string& path, const std::string& what) {
-  check_regular_file(path, "onnx: " + what);
-  std::ifstream f(path, std::ios::binary);
-  KILN_CHECK(f.good(), "onnx: cannot open ", what, " '", path, "'");
-  std::ostringstream s;
-  s << f.rdbuf();
-  KILN_CHECK(!f.bad(), "onnx: error reading ", what, " '", path, "'");
-  return s.str();
+  try {
+    return read_regular_file(path, what);
+  } catch (const Error& e) {
+    fail("onnx: ", e.what());
+  }
 }
 
 int64_t checked_numel(const std::vector<int64_t>& sizes, const std::string& what) {

@@ -8,6 +8,7 @@
 
 #include "importer.h"
 #include "kiln/eval/interpreter.h"
+#include "kiln/graph/memory_budget.h"
 
 namespace kiln::onnx::detail {
 
@@ -580,8 +581,23 @@ std::vector<V> tile_op(NodeCtx& c) {
   return one(im.reshape(e, out));
 }
 
+// A table the importer builds on the host (indices, a constant's values) of `a` * `b` doubles:
+// checked against the memory budget before it is built (a 100-byte model asking for a Pad of
+// 2^40 or an EyeLike of 2^31 x 2^31, issue 31).
+int64_t checked_table(int64_t a, int64_t b, const std::string& what) {
+  int64_t entries = 0;
+  const bool wraps = a < 0 || b < 0 || __builtin_mul_overflow(a, b, &entries);
+  KILN_CHECK(!wraps && entries <= memory_budget_bytes() / 8, what, " would build a table of ", a, " x ", b,
+             " entries on the host, more than ", memory_budget_str());
+  return entries;
+}
+
 // Indices of a padded dim of size n: reflect or edge.
 std::vector<double> pad_indices(int64_t n, int64_t before, int64_t after, bool reflect) {
+  int64_t total = 0;
+  KILN_CHECK(!__builtin_add_overflow(n, before, &total) && !__builtin_add_overflow(total, after, &total),
+             "pads ", before, " and ", after, " of a dim of size ", n, " overflow");
+  checked_table(total, 1, "Pad (" + std::to_string(total) + " indices)");
   std::vector<double> idx;
   for (int64_t i = -before; i < n + after; ++i) {
     int64_t j = i;
@@ -678,6 +694,7 @@ std::vector<V> range_op(NodeCtx& c) {
   KILN_CHECK(delta != 0, "delta must not be 0");
   const double n = std::max(std::ceil((limit - start) / delta), 0.0);
   KILN_CHECK(n < (1 << 28), "the range has too many elements (", n, ")");
+  checked_table(static_cast<int64_t>(n), 1, "Range");
   std::vector<double> v;
   for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) v.push_back(start + static_cast<double>(k) * delta);
   return one(c.im.constant(make_tensor(s->dtype, {static_cast<int64_t>(n)}, v)));
@@ -708,7 +725,7 @@ std::vector<V> eye_like(NodeCtx& c) {
   KILN_CHECK(s.size() == 2, "input must be 2-D");
   const DType t = c.has("dtype") ? dtype_of(static_cast<int32_t>(c.i("dtype", 1)), "dtype") : x->dtype;
   const int64_t k = c.i("k", 0);
-  std::vector<double> v(static_cast<size_t>(s[0] * s[1]), 0);
+  std::vector<double> v(static_cast<size_t>(checked_table(s[0], s[1], "EyeLike")), 0);
   for (int64_t i = 0; i < s[0]; ++i)
     if (i + k >= 0 && i + k < s[1]) v[static_cast<size_t>(i * s[1] + i + k)] = 1;
   return one(c.im.constant(make_tensor(t, s, v)));
@@ -1339,13 +1356,15 @@ std::vector<V> lrn(NodeCtx& c) {
   const int64_t size = c.i("size", 0);
   KILN_CHECK(size >= 1, "size must be positive");
   const int64_t ch = static_dim(im, x, 1, "LRN");
-  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  // Channel c sums the squares over [c - before, c + after] within [0, ch): reaches past ch - 1 on
+  // either side add only padding, so they are cut (a size of 1e9 would make 1e9 slices).
+  const int64_t before = std::min((size - 1) / 2, ch - 1), after = std::min(size - 1 - (size - 1) / 2, ch - 1);
   std::vector<int64_t> kp(static_cast<size_t>(2 * (r - 1)), 0);  // pairs from the last dim to dim 1
   kp[kp.size() - 2] = before;
   kp[kp.size() - 1] = after;
   const V sq = im.op(O::pad, {im.mul(x, x)}, {kp, 0.0});
   V sum;
-  for (int64_t k = 0; k < size; ++k) {
+  for (int64_t k = 0; k <= before + after; ++k) {
     const V part = im.slice(sq, 1, k, k + ch);
     sum = sum ? im.add(sum, part) : part;
   }

@@ -37,10 +37,11 @@ void SymExpr::normalize() {
   std::sort(terms_.begin(), terms_.end(), term_less);
   std::vector<SymTerm> merged;
   for (auto& t : terms_) {
-    if (!merged.empty() && merged.back().symbols == t.symbols)
-      merged.back().coeff += t.coeff;
-    else
+    if (merged.empty() || merged.back().symbols != t.symbols) {
       merged.push_back(std::move(t));
+    } else if (__builtin_add_overflow(merged.back().coeff, t.coeff, &merged.back().coeff)) {
+      fail("size arithmetic overflows 64-bit integers: a coefficient sum");
+    }
   }
   std::erase_if(merged, [](const SymTerm& t) { return t.coeff == 0; });
   terms_ = std::move(merged);
@@ -54,9 +55,9 @@ int64_t SymExpr::evaluate(std::span<const int64_t> values) const {
     int64_t v = t.coeff;
     for (SymbolId s : t.symbols) {
       KILN_CHECK(s < values.size(), "size symbol s", s, " has no value bound");
-      v *= values[s];
+      if (__builtin_mul_overflow(v, values[s], &v)) fail("size ", str(), " overflows 64-bit integers at s", s, " = ", values[s]);
     }
-    total += v;
+    if (__builtin_add_overflow(total, v, &total)) fail("size ", str(), " overflows 64-bit integers");
   }
   return total;
 }
@@ -136,7 +137,10 @@ SymExpr operator*(const SymExpr& a, const SymExpr& b) {
   SymExpr e;
   for (const auto& x : a.terms_)
     for (const auto& y : b.terms_) {
-      SymTerm t{x.coeff * y.coeff, x.symbols};
+      int64_t c = 0;
+      if (__builtin_mul_overflow(x.coeff, y.coeff, &c))
+        fail("size arithmetic overflows 64-bit integers: a coefficient ", x.coeff, " * ", y.coeff);
+      SymTerm t{c, x.symbols};
       t.symbols.insert(t.symbols.end(), y.symbols.begin(), y.symbols.end());
       std::sort(t.symbols.begin(), t.symbols.end());
       e.terms_.push_back(std::move(t));
@@ -218,17 +222,38 @@ bool SymInt::operator==(const SymInt& o) const {
   return expr_ == o.expr_ || *expr_ == *o.expr_;
 }
 
+// Static sizes that overflow int64 are an error (a shape from a file or a model multiplying past
+// 2^63, issue 31); a symbolic value's hint is only an example, so it wraps instead.
+namespace {
+int64_t wrapped(uint64_t v) { return static_cast<int64_t>(v); }
+[[noreturn]] void overflows(const SymInt& a, const char* op, const SymInt& b) {
+  fail("size arithmetic overflows 64-bit integers: ", a.str(), " ", op, " ", b.str());
+}
+}  // namespace
+
 SymInt operator+(const SymInt& a, const SymInt& b) {
-  if (a.is_static() && b.is_static()) return SymInt(a.hint_ + b.hint_);
-  return SymInt(a.expr() + b.expr(), a.hint_ + b.hint_);
+  int64_t r = 0;
+  if (a.is_static() && b.is_static()) {
+    if (__builtin_add_overflow(a.hint_, b.hint_, &r)) overflows(a, "+", b);
+    return SymInt(r);
+  }
+  return SymInt(a.expr() + b.expr(), wrapped(static_cast<uint64_t>(a.hint_) + static_cast<uint64_t>(b.hint_)));
 }
 SymInt operator-(const SymInt& a, const SymInt& b) {
-  if (a.is_static() && b.is_static()) return SymInt(a.hint_ - b.hint_);
-  return SymInt(a.expr() - b.expr(), a.hint_ - b.hint_);
+  int64_t r = 0;
+  if (a.is_static() && b.is_static()) {
+    if (__builtin_sub_overflow(a.hint_, b.hint_, &r)) overflows(a, "-", b);
+    return SymInt(r);
+  }
+  return SymInt(a.expr() - b.expr(), wrapped(static_cast<uint64_t>(a.hint_) - static_cast<uint64_t>(b.hint_)));
 }
 SymInt operator*(const SymInt& a, const SymInt& b) {
-  if (a.is_static() && b.is_static()) return SymInt(a.hint_ * b.hint_);
-  return SymInt(a.expr() * b.expr(), a.hint_ * b.hint_);
+  int64_t r = 0;
+  if (a.is_static() && b.is_static()) {
+    if (__builtin_mul_overflow(a.hint_, b.hint_, &r)) overflows(a, "*", b);
+    return SymInt(r);
+  }
+  return SymInt(a.expr() * b.expr(), wrapped(static_cast<uint64_t>(a.hint_) * static_cast<uint64_t>(b.hint_)));
 }
 
 std::optional<SymInt> SymInt::exact_div(int64_t d) const {

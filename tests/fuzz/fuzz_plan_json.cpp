@@ -93,9 +93,12 @@ constexpr size_t kMaxOriginGraph = size_t{32} << 10;  // bytes of the origin's g
 }
 
 // What the fuzzer did with an input, printed under KILN_FUZZ_VERBOSE (as kiln::fuzz::rejected).
+bool verbose() {
+  static const bool on = std::getenv("KILN_FUZZ_VERBOSE") != nullptr;
+  return on;
+}
 void note(const std::string& what) {
-  static const bool verbose = std::getenv("KILN_FUZZ_VERBOSE") != nullptr;
-  if (verbose) std::fprintf(stderr, "note: %s\n", what.c_str());
+  if (verbose()) std::fprintf(stderr, "note: %s\n", what.c_str());
 }
 
 // Memory of exactly `n` bytes, zero-filled (new char[0] for none: any access is reported).
@@ -500,9 +503,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       p.origin.graph.size() <= kMaxOriginGraph) {
     made = made_from(p.origin);
     kilns_code = made->has_value() && same_code(p, **made);
-    note(!made->has_value() ? "origin: makes no plan"
-         : kilns_code       ? (same_layouts(p, **made) ? "origin: Kiln's code and layouts" : "origin: Kiln's code, other layouts")
-                            : "origin: not Kiln's code (" + kiln::plan::plan_difference(p, **made) + ")");
+    if (verbose())  // (plan_difference prints both plans: not on every input)
+      note(!made->has_value() ? "origin: makes no plan"
+           : kilns_code       ? (same_layouts(p, **made) ? "origin: Kiln's code and layouts" : "origin: Kiln's code, other layouts")
+                              : "origin: not Kiln's code (" + kiln::plan::plan_difference(p, **made) + ")");
   }
   if (p.target == "cpu" && !kilns_code && p.kernels.size() <= kMaxJitKernels) check_foreign_code_refused(p);
   // What the runtime gets: p itself, or p with Kiln's code put back.

@@ -41,8 +41,9 @@
 //   then faults in kiln_sgemm on the first input);
 // - a cpu plan whose code is not Kiln's and whose module text names a function the JIT must not
 //   link (system, getenv, puts, popen, exec*, dlopen, mmap, open, write, ...) is loaded as with
-//   --trust-plan (compiled at O0 and linked, never run): a kiln::Error is expected, and a load
-//   whose object code has an undefined reference to such a name is a finding. At start-up the
+//   --trust-plan (compiled at O0 and linked, never run; a module text the JIT refused once is not
+//   compiled again): a kiln::Error is expected, and a load whose object code has an undefined
+//   reference to such a name is a finding. At start-up the
 //   JIT must refuse fixed modules calling system, getenv and puts and with inline and module-level
 //   assembly (at O0 and O3). At exit the fuzzer prints how many inputs reached each step.
 // The generated kernels of other targets (CUDA, GLSL) are not run: their outputs stay zero.
@@ -68,6 +69,7 @@
 #include <elf.h>
 
 #include <map>
+#include <set>
 
 #include "kiln/cpu/executable.h"
 #include "kiln/cpu/jit.h"
@@ -421,6 +423,10 @@ void check_foreign_code_refused(const kiln::plan::KernelPlan& p) {
   bool named = false;
   for (const char* f : kForbidden) named = named || text.find("@" + std::string(f) + "(") != std::string::npos;
   if (!named) return;
+  // Module texts the JIT refused already: the same text is refused again (most mutations of a
+  // plan leave its kernels' text alone), so it is compiled once (an O0 compile: ~10 ms).
+  static std::set<std::string> refused;
+  if (refused.count(text)) return;
   std::shared_ptr<kiln::cpu::PlanExecutable> exe;
   ++stats.foreign;
   try {
@@ -428,6 +434,10 @@ void check_foreign_code_refused(const kiln::plan::KernelPlan& p) {
   } catch (const kiln::Error& e) {
     ++stats.foreign_refused;
     kiln::fuzz::rejected(e);
+    if (std::string_view(e.what()).find("cpu JIT:") != std::string_view::npos) {  // not plan::validate's
+      if (refused.size() >= 256) refused.clear();
+      refused.insert(text);
+    }
     return;
   }
   for (const std::string& o : exe->objects())

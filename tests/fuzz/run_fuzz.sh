@@ -6,7 +6,9 @@
 #   graph_run    graph JSON, then small graphs on the reference interpreter 20000 runs, 20 s
 #   npy          .npy bytes (parse_npy, round trip)                        20000 runs, 20 s
 #   safetensors  .safetensors bytes (parse, round trip)                    20000 runs, 15 s
-#   plan_json    kernel plans (plan_from_json, round trip, bind, reference kernels) 20000 runs, 20 s
+#   plan_json    kernel plans (plan_from_json, round trip, bind, reference kernels; cpu plans whose
+#                kernel sources are Kiln's for their origin JIT-compiled and run on the cpu
+#                runtime in guarded memory, foreign IR calling system() etc. refused)    20000 runs, 20 s
 #   cache_entry  cache entries and bundles (decode_entry, load_cache_artifacts) 20000 runs, 20 s
 #   onnx_model   the ONNX loader, then the reference interpreter (only where the ONNX frontend
 #                builds: libonnx-dev, libprotobuf-dev)                     5000 runs, 30 s

@@ -250,6 +250,39 @@ BOOST_AUTO_TEST_CASE(a_kernel_reading_buffer_99) {
   BOOST_TEST(contains(validate_error(p), "no input buffer has index 0"));
 }
 
+// A generated kernel writes every buffer in its writes: an edit that makes one of them an
+// input (the caller's tensor) or a constant is refused (the plan fuzzer's finding: the cpu
+// runtime ran mlp.json's plan with its output buffer edited into a second input, and the kernel
+// wrote into that input).
+BOOST_AUTO_TEST_CASE(a_kernel_writing_an_input_or_a_constant) {
+  plan::KernelPlan p = sample_plan("mlp.json");
+  const int32_t out = p.outputs[0];
+  plan::PlanBuffer& b = p.buffers[static_cast<size_t>(out)];
+  BOOST_REQUIRE(b.kind == "output");
+  size_t writer = 0;
+  while (writer < p.kernels.size() && p.kernels[writer].writes != std::vector<int32_t>{out}) ++writer;
+  BOOST_REQUIRE(writer < p.kernels.size());
+  int32_t inputs = 0;
+  for (const plan::PlanBuffer& x : p.buffers) inputs += x.kind == "input";
+  b.kind = "input";
+  b.index = inputs;  // a new last input: the plan is otherwise valid
+  const std::string at = "test plan: kernels[" + std::to_string(writer) + "].writes[0]: the kernel writes buffer " +
+                         std::to_string(out);
+  BOOST_TEST(validate_error(p) == at + ", an input buffer");
+  b.kind = "constant";
+  b.index = -1;
+  auto data = std::make_shared<ConstantData>();
+  data->dtype = b.dtype;
+  int64_t n = dtype_size(b.dtype);
+  for (const SymInt& s : b.sizes) {
+    data->sizes.push_back(s.hint());
+    n *= s.hint();
+  }
+  data->bytes.resize(static_cast<size_t>(n));
+  b.data = data;
+  BOOST_TEST(validate_error(p) == at + ", a constant buffer");
+}
+
 BOOST_AUTO_TEST_CASE(a_gemm_reading_past_its_buffer) {
   plan::KernelPlan p = gemm_plan();
   BOOST_REQUIRE(p.kernels[0].gemm.has_value());

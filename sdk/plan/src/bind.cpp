@@ -185,6 +185,15 @@ class Validator {
     refs(k.arg_buffers, where, "arg_buffers");
     refs(k.reads, where, "reads");
     refs(k.writes, where, "writes");
+    // What a kernel writes is its own memory: never the caller's inputs or the plan's constants
+    // (a generated kernel writes every buffer of `writes` it is handed).
+    for (size_t j = 0; j < k.writes.size(); ++j) {
+      const std::string& kind = buf(k.writes[j]).kind;
+      if (kind == "input" || kind == "constant")
+        fail_at(where, "writes[" + std::to_string(j) + "]",
+                "the kernel writes buffer " + std::to_string(k.writes[j]) + (kind == "input" ? ", an" : ", a") + " " +
+                    kind + " buffer");
+    }
     if (k.gemm) gemm(*k.gemm, where + ".gemm");
     if (k.kind == "reference") reference(k, where);
     if (k.convolution && k.kind != "convolution")

@@ -13,6 +13,9 @@
 #include <string_view>
 #include <unordered_set>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "kiln/cpu/jit.h"
 #include "kiln/cpu/thread_pool.h"
 #include "kiln/graph/error.h"
@@ -86,7 +89,39 @@ std::vector<int64_t> eval(const SymShape& s, const std::vector<int64_t>& syms) {
 
 }  // namespace
 
+namespace {
+
+// KILN_CPU_GUARD_PAGES=1: each buffer in a mapping of its own whose last byte is just before an
+// inaccessible page, never recycled, so a kernel that reads or writes past its end faults at
+// once (generated kernels are not instrumented: a sanitizer does not see what they touch). The
+// start is then only as aligned as the size is (a multiple of the element size: what kernels
+// assume). A debugging aid; the plan fuzzer (tests/fuzz/fuzz_plan_json) sets it.
+bool guard_pages() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_CPU_GUARD_PAGES");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+
+std::shared_ptr<Storage> allocate_guarded(size_t nbytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t body = (nbytes + page - 1) / page * page;
+  const size_t total = body + 2 * page;  // a guard page on each side
+  void* m = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) fail("cpu runtime: out of host memory: could not map ", total, " bytes");
+  char* base = static_cast<char*>(m);
+  ::mprotect(base, page, PROT_NONE);
+  ::mprotect(base + page + body, page, PROT_NONE);
+  char* p = base + page + body - nbytes;
+  std::memset(base + page, 0xFF, body);  // NaN bytes, as KILN_CPU_POISON
+  return std::make_shared<Storage>(Device::cpu(), p, nbytes, [base, total](void*) { ::munmap(base, total); });
+}
+
+}  // namespace
+
 std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes) {
+  if (guard_pages()) return allocate_guarded(nbytes);
   const size_t rounded = round_bytes(nbytes);
   void* p = HostPool::get().take(rounded);
   // KILN_CPU_POISON=1 fills new buffers with NaN bytes, so a kernel that reads what nothing

@@ -73,7 +73,9 @@ class PlanExecutable {
 };
 
 // Host memory for kernel buffers: 64-byte aligned, not zeroed, recycled by size after release
-// (up to a bound), so a warm call allocates without touching new pages.
+// (up to a bound), so a warm call allocates without touching new pages. With
+// KILN_CPU_GUARD_PAGES=1 in the environment (a debugging aid), each buffer ends just before an
+// inaccessible page instead, so that a kernel reading or writing past its end faults.
 std::shared_ptr<Storage> allocate_host_buffer(size_t nbytes);
 
 // What f32 matmul kernels' gemm calls run (cpu.blas chooses, once per process): "oneDNN 2.6.3

@@ -230,4 +230,21 @@ BOOST_AUTO_TEST_CASE(promotion_rounds_operands_to_the_op_dtype) {
   check(g, {tensor(D::bf16, {1}, {1.5}), tensor(D::f16, {}, {-1.7919921875})}, Tolerance{});
 }
 
+// 11. A slice of a symbolic dim from a start other than 0 read from start 0: slice(x[s0, 4],
+//     dim 0, start 1, step 2) at s0 = 5 gave rows 0 and 2 (want 1 and 3), and every other
+//     start and end the same. Found by fuzz_graph_run's cpu path (its seed layout_ops.json).
+//     Cause: sdk/schedule's slice_start returned 0 for any symbolic dim ("only the whole of a
+//     symbolic dim is sliced"), but infer_slice specialises the dim (a fact s0 == 5) for any
+//     slice that is not the whole dim, so the start is clamped at that value.
+BOOST_AUTO_TEST_CASE(slice_of_symbolic_dim_from_a_start) {
+  for (const int64_t start : {int64_t{1}, int64_t{-2}}) {
+    Graph g;
+    const SymInt n = g.shapes().create_symbol(5, 2, 32, "n", false);
+    const NodeId x = g.add_input(m(D::f32, {n, 2}));
+    g.set_outputs({g.add(OpId::slice, {x}, {int64_t{0}, start, std::numeric_limits<int64_t>::max(), int64_t{2}})});
+    // rows [1, 3] for start 1, [3] for start -2
+    check(g, {tensor(D::f32, {5, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})}, Tolerance{});
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,30 @@
 // exception (kiln::InternalError, a bug in Kiln, included: it escapes and libFuzzer reports the
 // abort), a crash or a sanitizer report is a finding. An output must have its node's dtype and
 // the sizes its node's type gives at those symbol values.
+// In a build with the CPU target (KILN_FUZZ_JIT: tests/fuzz/CMakeLists.txt compiles the graph
+// passes, the scheduler, the cpu code generator and targets/cpu/runtime in, instrumented; LLVM
+// and OpenBLAS are the system's), the same small graphs are also compiled for the cpu target as
+// `kiln run G.json --target cpu` compiles them (passes::run_default_pipeline, the scheduler and
+// the cpu codegen for an empty request, as the cpu runtime asks) and run on cpu::PlanExecutable
+// (one thread) on copies of the same inputs in memory with guard pages (KILN_CPU_GUARD_PAGES=1,
+// as fuzz_plan_json sets it: the generated kernels are not instrumented, so a read or write past
+// a buffer's end faults instead). Then:
+// - where the reference ran the graph, a kiln::Error from compile or run is a finding (the cpu
+//   target refusing what the reference runs; none is a documented limitation yet for graphs this
+//   small), and so is an output that differs from the reference's beyond tests/cpu_target's
+//   loose tolerances (tolerance_for(dtype, true): f32 rtol 4e-5, atol 4e-6; f64, f16, bf16 alike)
+//   scaled by the output's largest magnitude (scale_by_max), integers and bool exact, NaN and
+//   infinities where the reference has them; and an input the kernels wrote into;
+// - where the reference refused the inputs (an index out of range, a violated fact), the cpu
+//   target may refuse them too or run: only a crash, a fault or a sanitizer report is a finding.
+// A finding aborts with the graph and its JSON. Compiles are slow (the 28 seeds: 14 compiles in
+// ~6.7 s at O3, ~4.3 s at O1, on a 2-core machine; the passes and codegen are instrumented too),
+// so not every graph is compiled: the scheduled graph (its JSON) keys up to
+// 64 executables, a graph seen before runs again on its executable, and of new ones only the
+// first 48 and then 1 in 16 (by the hash of the scheduled graph, so that a reproducer that was
+// compiled in the run is compiled on its own too) are compiled. KILN_FUZZ_GRAPH_OPT sets the JIT's
+// opt level (default 3, as `kiln run`). At exit the fuzzer prints how many graphs reached the
+// cpu target, were compiled, ran and were compared.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -21,11 +45,29 @@
 #include "kiln/graph/error.h"
 #include "fuzz_util.h"
 
+#if KILN_FUZZ_JIT
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "kiln/cpu/executable.h"
+#include "kiln/passes/passes.h"
+#include "kiln/target/target.h"
+
+void kiln_register_cpu_codegen();  // targets/cpu/target/codegen.cpp
+#endif
+
 namespace {
 
 constexpr int64_t kMaxSymbol = 64;           // symbols are bound to values at most this
 constexpr int64_t kMaxElements = 1 << 16;    // per tensor, and all inputs together
 constexpr int64_t kMaxAllElements = 1 << 20; // every node together
+
+bool verbose_jit() {
+  static const bool on = std::getenv("KILN_FUZZ_VERBOSE") != nullptr;
+  return on;
+}
 
 // The sizes of a type at the symbol values, nullopt when one is negative, overflows, or the
 // element count passes `cap`.
@@ -70,7 +112,213 @@ void fill(kiln::TensorData& t, uint64_t salt) {
   }
 }
 
+
+#if KILN_FUZZ_JIT
+// ---- the cpu target: the graph compiled as `kiln run --target cpu` does, and run ----------------
+
+constexpr int64_t kJitFirst = 48;  // new graphs compiled: all of the first ones, then 1 in kJitEvery
+constexpr uint64_t kJitEvery = 16;
+constexpr size_t kJitCache = 64;   // executables kept, by their scheduled graph
+
+struct JitStats {
+  int64_t reached = 0, sampled_out = 0, compiled = 0, reused = 0, compile_refused = 0, ran = 0, run_refused = 0,
+          compared = 0, ran_where_reference_refused = 0;
+  int64_t elements = 0;
+};
+JitStats stats;
+void print_stats() {
+  std::fprintf(stderr,
+               "fuzz_graph_run: cpu target: %lld graphs reached it, %lld left out by the sample; %lld compiled, %lld "
+               "reused; %lld refused by compile, %lld by run; %lld ran (%lld compared with the reference, %lld "
+               "elements; %lld where the reference refused the inputs)\n",
+               static_cast<long long>(stats.reached), static_cast<long long>(stats.sampled_out),
+               static_cast<long long>(stats.compiled), static_cast<long long>(stats.reused),
+               static_cast<long long>(stats.compile_refused), static_cast<long long>(stats.run_refused),
+               static_cast<long long>(stats.ran), static_cast<long long>(stats.compared),
+               static_cast<long long>(stats.elements), static_cast<long long>(stats.ran_where_reference_refused));
+}
+
+int jit_opt_level() {
+  static const int level = [] {
+    const char* e = std::getenv("KILN_FUZZ_GRAPH_OPT");
+    return e && *e ? std::atoi(e) : 3;
+  }();
+  return level;
+}
+
+[[noreturn]] void finding(const std::string& what, const kiln::Graph& g) {
+  std::string json;
+  try {
+    json = kiln::format::to_json(g);
+  } catch (const std::exception& e) {
+    json = std::string("(to_json failed: ") + e.what() + ")";
+  }
+  std::fprintf(stderr, "fuzz_graph_run: cpu target: %s\ngraph:\n%s\ngraph JSON:\n%s\n", what.c_str(), g.str().c_str(),
+               json.c_str());
+  std::abort();
+}
+
+// Element `flat` (row-major) of a host tensor, as a double.
+double element(const kiln::TensorData& t, int64_t flat) {
+  int64_t offset = 0;
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    const int64_t size = t.sizes[d];
+    offset += (flat % size) * t.strides[d];
+    flat /= size;
+  }
+  const char* p = static_cast<const char*>(t.data()) + (t.offset + offset) * kiln::dtype_size(t.dtype);
+  switch (t.dtype) {
+    case kiln::DType::bool_: return *reinterpret_cast<const uint8_t*>(p) != 0;
+    case kiln::DType::i32: return *reinterpret_cast<const int32_t*>(p);
+    case kiln::DType::i64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case kiln::DType::f16: { uint16_t b; std::memcpy(&b, p, 2); return kiln::half_bits_to_float(b); }
+    case kiln::DType::bf16: { uint16_t b; std::memcpy(&b, p, 2); return kiln::bf16_bits_to_float(b); }
+    case kiln::DType::f32: return *reinterpret_cast<const float*>(p);
+    case kiln::DType::f64: return *reinterpret_cast<const double*>(p);
+  }
+  return 0;
+}
+
+// tests/cpu_target/harness.cpp's compare with its loose (transcendental) tolerance_for, every
+// element's slack scaled by the largest magnitude of the reference output (scale_by_max: a graph
+// chains ops, sums and matmuls, whose rounding is relative to the magnitudes summed); integers
+// and bool exact; NaN where the reference has NaN, the same infinity where it has one. "" when
+// the outputs agree, else what differs.
+std::string compare(const kiln::TensorData& got, const kiln::TensorData& want) {
+  if (got.dtype != want.dtype || got.sizes != want.sizes)
+    return std::string("output is ") + std::string(kiln::dtype_name(got.dtype)) +
+           kiln::shape_str(kiln::static_shape(got.sizes)) + ", the reference's " + std::string(kiln::dtype_name(want.dtype)) +
+           kiln::shape_str(kiln::static_shape(want.sizes));
+  double rtol = 0, atol = 0;
+  switch (want.dtype) {
+    case kiln::DType::f32: rtol = 4e-5, atol = 4e-6; break;
+    case kiln::DType::f64: rtol = 1e-11, atol = 1e-13; break;
+    case kiln::DType::f16: rtol = 2e-3, atol = 1e-4; break;
+    case kiln::DType::bf16: rtol = 1.6e-2, atol = 1e-3; break;
+    default: break;
+  }
+  const int64_t n = want.numel();
+  double max_w = 0;
+  for (int64_t k = 0; k < n; ++k)
+    if (const double w = element(want, k); std::isfinite(w)) max_w = std::max(max_w, std::fabs(w));
+  const bool exact = !kiln::is_floating(want.dtype);
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t k = 0; k < n; ++k) {
+    const double a = element(got, k), b = element(want, k);
+    bool ok;
+    if (exact) ok = a == b;
+    else if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
+    else if (std::isinf(a) || std::isinf(b)) ok = a == b;
+    else ok = std::fabs(a - b) <= atol + rtol * std::max(std::fabs(b), max_w);
+    if (!ok && bad++ == 0) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "element %lld: got %.9g, want %.9g", static_cast<long long>(k), a, b);
+      first = buf;
+    }
+  }
+  ++stats.compared;
+  stats.elements += n;
+  if (!bad) return "";
+  return first + " (" + std::to_string(bad) + " of " + std::to_string(n) + " elements outside rtol " + std::to_string(rtol) +
+         " of max(|want|, " + std::to_string(max_w) + "), atol " + std::to_string(atol) + ")";
+}
+
+// Whether this graph's cpu path runs: graphs compiled before always (the executable is kept),
+// new ones for the first kJitFirst and then 1 in kJitEvery by the hash of the scheduled graph
+// (so an input that reproduces a finding runs it again on its own).
+bool sampled(const std::string& key) {
+  static int64_t seen = 0;
+  return ++seen <= kJitFirst || std::hash<std::string>{}(key) % kJitEvery == 0;
+}
+
+// `g` compiled for the cpu target as `kiln run --target cpu` compiles it (the default passes,
+// the scheduler, the cpu codegen for any host: an empty request, as the cpu runtime gives;
+// cpu::PlanExecutable at KILN_FUZZ_GRAPH_OPT, default O3, one thread), run on copies of the
+// inputs in guarded memory (KILN_CPU_GUARD_PAGES: the generated kernels are not instrumented),
+// its outputs compared with the reference's (`want`; nullptr where the reference refused the
+// inputs: then only a crash is a finding). A kiln::Error of compile or run is a finding where the
+// reference ran the graph, a clean rejection where it refused it.
+void run_cpu(const kiln::Graph& g, const std::vector<kiln::TensorData>& inputs, const std::vector<kiln::TensorData>* want,
+             const std::string& reference_error) {
+  ++stats.reached;
+  static std::map<std::string, std::shared_ptr<kiln::cpu::PlanExecutable>> exes;  // by scheduled graph
+  std::shared_ptr<kiln::cpu::PlanExecutable> exe;
+  std::string stage = "the default passes";
+  try {
+    const kiln::Graph scheduled = kiln::passes::run_default_pipeline(g);
+    std::string key = kiln::format::to_json(scheduled, -1);
+    if (auto it = exes.find(key); it != exes.end()) {
+      ++stats.reused;
+      exe = it->second;
+    } else {
+      if (!sampled(key)) {
+        ++stats.sampled_out;
+        return;
+      }
+      ++stats.compiled;
+      stage = "the cpu codegen";
+      kiln::plan::KernelPlan p =
+          kiln::target::compile_graph(kiln::target::codegen("cpu"), scheduled, kiln::target::CodegenRequest{}).generated.plan;
+      stage = "the cpu JIT";
+      kiln::cpu::ExecutableOptions o;
+      o.threads = 1;
+      o.opt_level = jit_opt_level();
+      exe = kiln::cpu::PlanExecutable::load(std::move(p), o);
+      if (exes.size() >= kJitCache) exes.clear();
+      exes.emplace(std::move(key), exe);
+    }
+  } catch (const kiln::Error& e) {
+    ++stats.compile_refused;
+    kiln::fuzz::rejected(e);
+    if (want) finding(stage + " refused a graph the reference ran: " + e.what(), g);
+    return;
+  }
+  std::vector<kiln::TensorData> guarded;
+  for (const kiln::TensorData& t : inputs) {
+    const size_t n = static_cast<size_t>(t.numel() * kiln::dtype_size(t.dtype));
+    kiln::TensorData c = t;
+    c.storage = kiln::cpu::allocate_host_buffer(n);
+    if (n > 0) std::memcpy(c.data(), t.data(), n);
+    guarded.push_back(std::move(c));
+  }
+  std::vector<kiln::TensorData> outs;
+  try {
+    outs = exe->run(std::span<const kiln::TensorData>(guarded));
+  } catch (const kiln::Error& e) {
+    ++stats.run_refused;
+    kiln::fuzz::rejected(e);
+    if (want) finding(std::string("the cpu runtime refused inputs the reference ran: ") + e.what(), g);
+    return;
+  }
+  ++stats.ran;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (std::memcmp(guarded[k].data(), inputs[k].data(), static_cast<size_t>(inputs[k].numel() * kiln::dtype_size(inputs[k].dtype))) != 0)
+      finding("the cpu target's kernels wrote into input " + std::to_string(k), g);
+  if (!want) {
+    ++stats.ran_where_reference_refused;
+    if (verbose_jit()) std::fprintf(stderr, "note: the cpu target ran inputs the reference refused (%s)\n", reference_error.c_str());
+    return;
+  }
+  if (outs.size() != want->size())
+    finding("the cpu target gave " + std::to_string(outs.size()) + " outputs, the reference " + std::to_string(want->size()), g);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const std::string d = compare(outs[k], (*want)[k]);
+    if (!d.empty()) finding("output " + std::to_string(k) + " differs from the reference's: " + d, g);
+  }
+}
+#endif
+
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+#if KILN_FUZZ_JIT
+  ::setenv("KILN_CPU_GUARD_PAGES", "1", 1);  // before the runtime's first allocation reads it
+  kiln_register_cpu_codegen();
+  std::atexit(print_stats);
+#endif
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -113,6 +361,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     outs = kiln::eval::run_graph(g, inputs);
   } catch (const kiln::Error& e) {
     kiln::fuzz::rejected(e);
+#if KILN_FUZZ_JIT
+    run_cpu(g, inputs, nullptr, e.what());  // may refuse too, or run: it must not crash
+#endif
     return 0;  // e.g. an index out of range, a violated shape fact: fine
   }
   // What ran must be what the graph says: one output per graph output, of its node's type.
@@ -138,5 +389,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
     }
   }
+#if KILN_FUZZ_JIT
+  run_cpu(g, inputs, &outs, "");
+#endif
   return 0;
 }

@@ -3,7 +3,9 @@
 # and runs each over its committed seed corpus (tests/fuzz/corpus/<name>), then on new inputs
 # until it has run -runs inputs or -max_total_time seconds. CI calls this. The fuzzers:
 #   graph_json   the JSON graph format (from_json, round trip)            20000 runs, 20 s
-#   graph_run    graph JSON, then small graphs on the reference interpreter 20000 runs, 20 s
+#   graph_run    graph JSON, then small graphs on the reference interpreter and (with the CPU
+#                target; the first 48 new graphs, then 1 in 16) compiled for the cpu target, run in
+#                guarded memory and compared with the reference                 20000 runs, 20 s
 #   npy          .npy bytes (parse_npy, round trip)                        20000 runs, 20 s
 #   safetensors  .safetensors bytes (parse, round trip)                    20000 runs, 15 s
 #   plan_json    kernel plans (plan_from_json, round trip, bind, reference kernels; cpu plans whose

@@ -159,7 +159,9 @@ namespace {
 int64_t slice_start(const Node& n, const TensorMeta& in) {
   const int64_t d = n.attrs.i(0), start = n.attrs.i(1);
   const SymInt& size = in.sizes[static_cast<size_t>(d)];
-  if (size.is_symbolic()) return 0;  // only the whole of a symbolic dim is sliced
+  if (start == 0) return 0;
+  // A slice of a symbolic dim from anywhere but 0 specialised it (infer_slice: a fact that the
+  // size is its hint, checked when the plan runs), so the start is clamped at that value.
   const int64_t len = size.hint();
   return std::clamp(start < 0 ? start + len : start, int64_t{0}, len);
 }

@@ -274,14 +274,7 @@ void run_cpu(const kiln::Graph& g, const std::vector<kiln::TensorData>& inputs, 
     if (want) finding(stage + " refused a graph the reference ran: " + e.what(), g);
     return;
   }
-  std::vector<kiln::TensorData> guarded;
-  for (const kiln::TensorData& t : inputs) {
-    const size_t n = static_cast<size_t>(t.numel() * kiln::dtype_size(t.dtype));
-    kiln::TensorData c = t;
-    c.storage = kiln::cpu::allocate_host_buffer(n);
-    if (n > 0) std::memcpy(c.data(), t.data(), n);
-    guarded.push_back(std::move(c));
-  }
+  const std::vector<kiln::TensorData> guarded = kiln::fuzz::guarded_copies(inputs);
   std::vector<kiln::TensorData> outs;
   try {
     outs = exe->run(std::span<const kiln::TensorData>(guarded));

@@ -339,14 +339,7 @@ void run_jit(const kiln::plan::KernelPlan& p, const std::vector<kiln::TensorData
   static std::map<std::string, std::vector<std::string>> objects;  // by the plan's code
   std::string key = p.prelude;
   for (const kiln::plan::PlanKernel& k : p.kernels) key += "\x01" + k.source;
-  std::vector<kiln::TensorData> guarded;
-  for (const kiln::TensorData& t : inputs) {
-    const size_t n = static_cast<size_t>(t.numel() * kiln::dtype_size(t.dtype));
-    kiln::TensorData g = t;
-    g.storage = kiln::cpu::allocate_host_buffer(n);
-    if (n > 0) std::memcpy(g.data(), t.data(), n);
-    guarded.push_back(std::move(g));
-  }
+  const std::vector<kiln::TensorData> guarded = kiln::fuzz::guarded_copies(inputs);
   try {
     std::shared_ptr<kiln::cpu::PlanExecutable> exe;
     if (auto it = objects.find(key); it != objects.end()) {

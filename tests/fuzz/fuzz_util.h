@@ -9,6 +9,13 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/graph/symint.h"
+#include "kiln/graph/tensor_data.h"
+#if KILN_FUZZ_JIT
+#include <cstring>
+#include <vector>
+
+#include "kiln/cpu/executable.h"
+#endif
 
 namespace kiln::fuzz {
 
@@ -33,5 +40,21 @@ inline std::optional<int64_t> checked_evaluate(const SymInt& s, std::span<const 
   }
   return total;
 }
+
+#if KILN_FUZZ_JIT
+// Copies of `inputs` in cpu runtime buffers (with KILN_CPU_GUARD_PAGES set, each ending just
+// before an inaccessible page), for the fuzzers that run generated kernels, which no sanitizer sees.
+inline std::vector<TensorData> guarded_copies(std::span<const TensorData> inputs) {
+  std::vector<TensorData> out;
+  for (const TensorData& t : inputs) {
+    const size_t n = static_cast<size_t>(t.numel() * dtype_size(t.dtype));
+    TensorData c = t;
+    c.storage = cpu::allocate_host_buffer(n);
+    if (n > 0) std::memcpy(c.data(), t.data(), n);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+#endif
 
 }  // namespace kiln::fuzz

@@ -19,10 +19,7 @@ lower::Rule Reductions::rule(int32_t r) const {
 
 bool Reductions::nan_flag(int32_t r) const { return rule(r).has_nan_flag(); }
 
-bool Reductions::compensated(int32_t r) const {
-  const lower::Rule rl = rule(r);
-  return rl.state.size() > 1 && rl.state[1].role == lower::Rule::Role::compensation;
-}
+bool Reductions::compensated(int32_t r) const { return rule(r).compensated(); }
 
 std::vector<Component> Reductions::state(int32_t r, const std::string& prefix) const {
   const lower::Rule rl = rule(r);

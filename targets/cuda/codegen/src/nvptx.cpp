@@ -628,7 +628,7 @@ class NvptxEmitter : public render::llvm::Printer {
     const std::string m0 = shared_load(shm, c, "0").v, n0 = shared_load(shn, CT::b, "0").v;
     reductions_[p.max] = nan_flag(p.max) ? finish(p.max, {m0, n0}) : finish(p.max, {select(n0, c, literal(NAN, c), m0).v});
     std::vector<std::string> sum_state{shared_load(shs, c, "0").v};
-    if (rule(p.sum).state.size() > 1) sum_state.push_back(literal(0, c));  // the online sum keeps no compensation
+    if (rule(p.sum).compensated()) sum_state.push_back(literal(0, c));  // the online sum keeps no compensation
     reductions_[p.sum] = finish(p.sum, sum_state);
     barrier();
   }

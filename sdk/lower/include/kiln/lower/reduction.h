@@ -94,6 +94,8 @@ struct Rule {
 
   const Node& at(int32_t i) const { return nodes[static_cast<size_t>(i)]; }
   bool has_nan_flag() const { return !state.empty() && state.back().role == Role::nan_seen; }
+  // A compensated sum (compensated_sum): its second component is the running error.
+  bool compensated() const { return state.size() > 1 && state[1].role == Role::compensation; }
 };
 
 // The rule of a reduction of kind k over an argument of compute type `arg` with result dtype

@@ -11,7 +11,8 @@
 #   plan_json    kernel plans (plan_from_json, round trip, bind, reference kernels; cpu plans whose
 #                kernel sources are Kiln's for their origin JIT-compiled and run on the cpu
 #                runtime in guarded memory, foreign IR calling system() etc. refused)    20000 runs, 20 s
-#   cache_entry  cache entries and bundles (decode_entry, load_cache_artifacts) 20000 runs, 20 s
+#   cache_entry  cache entries and bundles (decode_entry, the entry's plan validated,
+#                load_cache_artifacts)                                     20000 runs, 20 s
 #   onnx_model   the ONNX loader, then the reference interpreter (only where the ONNX frontend
 #                builds: libonnx-dev, libprotobuf-dev)                     5000 runs, 30 s
 # Any finding (a crash, a sanitizer report, an exception other than kiln::Error, a failed
@@ -32,7 +33,8 @@ if [[ -z "$cxx" ]]; then
 fi
 fuzzers="${FUZZERS:-graph_json graph_run npy safetensors plan_json cache_entry onnx_model}"
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+# -g1: line tables are all a sanitizer report needs, and full debug info doubles the build.
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_COMPILER="$cxx" \
   -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_SAMPLES=OFF -DKILN_BUILD_BENCH=OFF >/dev/null
 # The ONNX fuzzer exists only where the ONNX frontend builds. (ninja -t query, not `-t targets |
 # grep -q`: under pipefail grep -q's early exit can fail the pipeline with SIGPIPE.)

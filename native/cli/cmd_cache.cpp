@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "../bench/suite.h"
@@ -33,7 +34,8 @@ namespace {
 
 const char* kDetails =
     "subcommands:\n"
-    "  ls             every entry: key, size, last use, what it holds (damaged ones say so);\n"
+    "  ls             every entry: key, size, last use, what it holds; entries that would not load as\n"
+    "                 a hit (damaged, stripped of their objects) say why, as verify would, and stay;\n"
     "                 --remote: those of the remote cache (Redis) instead of the disk\n"
     "  verify         checks every entry as a cache hit would use it: signature (KILN_CACHE_SECRET),\n"
     "                 checksum, plan and artifacts loaded by its target (nothing runs); removes those\n"
@@ -447,9 +449,18 @@ int cmd_cache(std::span<char* const> args) {
                          "KILN_REDIS_HOST / KILN_REDIS_PORT; a build without Redis has none)");
     }
     cache::Store& store = remote ? *remote : static_cast<cache::Store&>(disk);
+    // Disk entries are loaded as a hit would load them (verify's check, removing nothing): a
+    // checksum alone does not show an entry stripped of its objects, nor one its target refuses.
+    std::map<std::string, kiln::CacheEntryCheck> checks;
+    if (!remote)
+      for (kiln::CacheEntryCheck& c : kiln::verify_disk_cache(/*remove_failed=*/false)) checks[c.key] = std::move(c);
     for (const cache::StoredInfo& i : store.list()) {
       std::string what;
-      try {
+      if (auto c = checks.find(i.key); c != checks.end()) {
+        what = c->second.verdict == kiln::CacheEntryCheck::removed
+                   ? "damaged: " + c->second.detail + " (kiln cache verify removes it)"
+                   : c->second.description.empty() ? c->second.detail : c->second.description;
+      } else try {
         const std::optional<std::string> bytes = store.get(i.key);
         const std::string where = remote ? "remote entry " + i.key : disk.path_of(i.key);
         what = bytes ? cache::decode_entry(*bytes, where).description : "(removed meanwhile, or refused)";

@@ -11,6 +11,8 @@
 //                                makes dim 1 dynamic): "stats compiles=N ..." and "result ok"
 //   --child autotune             a max-autotune matmul + bias + relu; prints the tuning
 //                                decisions ("tuned: ...") and "result ok"
+//   --child check                verify_disk_cache(remove_failed = false), as kiln cache ls runs
+//                                it: "KEY ok|removed|skipped: DETAIL" per entry
 #include <kiln/caches.h>
 #include <kiln/kiln.h>
 
@@ -125,6 +127,12 @@ int child_main(int argc, char** argv) {
     }
     if (mode == "pgo" && argc == 3) return run_pgo();
     if (mode == "autotune" && argc == 3) return run_autotune();
+    if (mode == "check" && argc == 3) {
+      for (const kiln::CacheEntryCheck& c : kiln::verify_disk_cache(/*remove_failed=*/false))
+        std::cout << c.key << " " << (c.verdict == c.ok ? "ok" : c.verdict == c.removed ? "removed" : "skipped") << ": "
+                  << c.detail << "\n";
+      return 0;
+    }
     if (mode == "save" && argc == 5) {
       const int rc = run_variant(std::stoi(argv[4]));
       std::ofstream(argv[3], std::ios::binary) << kiln::save_cache_artifacts();

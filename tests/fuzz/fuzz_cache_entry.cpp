@@ -13,7 +13,8 @@
 //      them) under a header of this build's formats, Kiln version and the fuzzer's device, with
 //      the checksum set: load_cache_artifacts. (A bundle's own header holds kiln_version(), which
 //      changes with every change of the sources, so raw bundles seeds stop being loadable.)
-// An entry that decodes must encode back to the same bytes (the format has one encoding: fields
+// An entry that decodes must encode back to the same bytes, and its plan (if any) must validate
+// or be refused with a kiln::Error (the format has one encoding: fields
 // in order, lengths and the checksum determined by them). A bundle that loads must save and
 // load again (the memory layer holds what it loaded; the disk layer is off).
 #include <cstdint>
@@ -24,6 +25,8 @@
 
 #include "kiln/cache/cache.h"
 #include "kiln/graph/error.h"
+#include "kiln/plan/bind.h"
+#include "kiln/plan/plan_json.h"
 #include "fuzz_util.h"
 
 #define XXH_INLINE_ALL
@@ -63,6 +66,17 @@ void entry(std::string_view bytes) {
     return;  // rejected with a message: fine (only kiln::Error: an InternalError must escape)
   }
   if (kiln::cache::encode_entry(e) != bytes) finding("an entry that decoded encodes to other bytes");
+  // Its plan, with the kernel sources its blobs hold, validated as a cache hit validates it
+  // before any target loads it (objects are not linked here: an entry's code is trusted only
+  // when signed, docs/plan-trust.md).
+  if (e.plan.empty()) return;
+  try {
+    kiln::plan::KernelPlan p = kiln::plan::plan_from_json(e.plan, "fuzz entry: plan");
+    for (auto& [name, text] : e.blobs) kiln::plan::put_plan_text(p, name, std::move(text));
+    kiln::plan::validate(p, "fuzz entry");
+  } catch (const kiln::Error& err) {
+    kiln::fuzz::rejected(err);
+  }
 }
 
 void bundle(std::string_view bytes) {

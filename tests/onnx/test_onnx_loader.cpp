@@ -6,6 +6,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "kiln/config/config.h"
 #include "kiln/graph/error.h"
 #include "kiln_test_util.h"
 #include "kiln/onnx/onnx.h"
@@ -97,6 +100,13 @@ void int_attr(pb::NodeProto* n, const std::string& name, int64_t v) {
   a->set_name(name);
   a->set_type(pb::AttributeProto::INT);
   a->set_i(v);
+}
+
+void string_attr(pb::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::STRING);
+  a->set_s(v);
 }
 
 pb::TensorProto floats(const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
@@ -301,6 +311,44 @@ BOOST_AUTO_TEST_CASE(resize_to_an_absurd_size_is_refused) {
     check_contains(e, std::isinf(scale) ? "positive and finite" : "more than 2^24 per dim");
     check_contains(e, "Resize");
   }
+  // Within 2^24 per dim, a cubic Resize's tap tables (17 values per output position) are checked
+  // against the memory budget before they are built: 2^24 positions under a 64 MiB budget.
+  const kiln::config::Patch budget({{"memory_budget_mb", int64_t{64}}});
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"1", "1", "4"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+  *g->add_initializer() = floats("scales", {3}, {1, 1, float(1 << 22)});
+  string_attr(node(g, "Resize", {"x", "", "scales"}, {"y"}), "mode", "cubic");
+  const std::string e = error_of([&] { konnx::load(save(dir, m)); });
+  check_contains(e, "Resize (cubic, 16777216 outputs along a dim) would build a table of 16777216 x 17 entries");
+}
+
+// Resize's taps are found in a window around each output position, not by ranking the whole
+// axis per position (that made an upscale quadratic in the axis's length); a linear 4x upscale
+// of 65,536 samples imports and interpolates.
+BOOST_AUTO_TEST_CASE(a_wide_resize_imports_in_linear_time) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"1", "1", "65536"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+  *g->add_initializer() = floats("scales", {3}, {1, 1, 4});
+  string_attr(node(g, "Resize", {"x", "", "scales"}, {"y"}), "mode", "linear");
+  const auto t0 = std::chrono::steady_clock::now();
+  const konnx::Model im = konnx::load(save(dir, m));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST_MESSAGE("Resize of 65536 -> 262144 imported in " << s << " s");
+  std::vector<float> x(65536);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  const std::vector<TensorData> r = eval::run_graph(im.graph, std::vector<TensorData>{host({1, 1, 65536}, x)});
+  const float* y = static_cast<const float*>(r[0].data());
+  // half_pixel: output o samples input (o + 0.5) / 4 - 0.5, clamped to the edges.
+  for (int64_t o : {0, 1, 2, 7, 100, 8191, 262143}) {
+    const double want = std::clamp((o + 0.5) / 4 - 0.5, 0.0, 65535.0);
+    BOOST_TEST(std::abs(y[o] - want) <= 1e-3, "y[" << o << "] = " << y[o] << ", want " << want);
+  }
 }
 
 // Ops that size a host table from an attribute or a value are checked before the table is built
@@ -364,6 +412,37 @@ BOOST_AUTO_TEST_CASE(an_input_larger_than_a_tensor_may_be_is_refused) {
   node(g, "Relu", {"x"}, {"y"});
   const std::string e = error_of([&] { konnx::load(save(dir, m)); });
   check_contains(e, "(input 'x'): its f32[4611686018427387904, 2] output would need more bytes than a tensor may have");
+}
+
+// Ops that size their output from a value, asked for 2^62 elements by a model of a few hundred
+// bytes (issue 31: ConstantOfShape, Expand and Tile to [2^31, 2^31] crashed with SIGSEGV after
+// the byte count wrapped): a kiln::Error naming the op, at import or on the reference.
+BOOST_AUTO_TEST_CASE(outputs_sized_past_what_a_tensor_may_hold_are_refused) {
+  const int64_t big = int64_t{1} << 31;
+  for (const std::string op : {"ConstantOfShape", "Expand", "Tile"}) {
+    TempDir dir;
+    pb::ModelProto m = model(13);
+    pb::GraphProto* g = m.mutable_graph();
+    value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+    std::vector<TensorData> inputs;
+    if (op == "ConstantOfShape") {
+      *g->add_initializer() = int64s("shape", {2}, {big, big});
+      node(g, op, {"shape"}, {"y"});
+    } else {
+      const bool expand = op == "Expand";  // x broadcasts to [2^31, 2^31]; Tile repeats it [2^30, 2^31] times
+      value(g->add_input(), "x", pb::TensorProto::FLOAT, {expand ? "1" : "2", expand ? "1" : "2"});
+      inputs.push_back(expand ? host({1, 1}, {1}) : host({2, 2}, {1, 2, 3, 4}));
+      *g->add_initializer() = int64s("n", {2}, op == "Expand" ? std::vector<int64_t>{big, big} : std::vector<int64_t>{big / 2, big});
+      node(g, op, {"x", "n"}, {"y"});
+    }
+    const std::string e = error_of([&] {
+      const konnx::Model im = konnx::load(save(dir, m));
+      eval::run_graph(im.graph, inputs);
+    });
+    BOOST_TEST_MESSAGE(op << ": " << e);
+    check_contains(e, op);
+    check_contains(e, "more bytes than a tensor may have");
+  }
 }
 
 // An ONNX Sum of 100,000 inputs (one value read 100,000 times) imports, runs on the reference

@@ -333,6 +333,25 @@ BOOST_AUTO_TEST_CASE(sizes_that_overflow) {
   BOOST_TEST(contains(e, "has a negative parallel extent, -92 (at s0 = 8)"), e);
 }
 
+// The plan's shape facts hold or the call is refused, whoever calls bind (issue 31: only the
+// frontends' guards checked them, so a runtime called directly ran kernels made for s0 == s1 at
+// sizes where it does not hold).
+BOOST_AUTO_TEST_CASE(sizes_that_break_a_shape_fact) {
+  Graph g;
+  const SymInt s0 = g.shapes().create_symbol(8, 2, 1 << 20, "input 0 (x) dim 0", true);
+  const SymInt s1 = g.shapes().create_symbol(8, 2, 1 << 20, "input 1 (y) dim 0", true);
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {s0, 4}, {}}, "x");
+  const NodeId y = g.add_input(TensorMeta{DType::f32, Device::cpu(), {s1, 4}, {}}, "y");
+  g.set_outputs({g.add(OpId::add, {x, y})});
+  BOOST_TEST_REQUIRE(g.shapes().facts().size() == 1u);
+  const plan::KernelPlan p = cpu::generate_plan(g);
+  BOOST_TEST_REQUIRE(p.facts.size() == 1u);
+  BOOST_CHECK_NO_THROW(plan::bind(p, std::vector<TensorData>{host(DType::f32, {5, 4}), host(DType::f32, {5, 4})}, "test runtime"));
+  const std::string e = bind_error(p, {host(DType::f32, {3, 4}), host(DType::f32, {5, 4})});
+  BOOST_TEST(contains(e, "test runtime: the sizes break the plan's shape fact s0 == s1"), e);
+  BOOST_TEST(contains(e, ": 3 != 5 (at s0 = 3, s1 = 5)"), e);
+}
+
 BOOST_AUTO_TEST_CASE(reference_kernels_pass_their_shape_rule) {
   plan::KernelPlan p = cpu::generate_plan(dynamic_graph());
   plan::PlanKernel k;

@@ -522,7 +522,7 @@ CacheLoadResult load_cache_artifacts(std::string_view bytes) {
   return CacheLoadResult{r.loaded, r.reason};
 }
 
-std::vector<CacheEntryCheck> verify_disk_cache() {
+std::vector<CacheEntryCheck> verify_disk_cache(bool remove_failed) {
   detail::install_remote_cache();
   target::ensure_builtin_targets();
   cache::DiskStore disk = cache::disk_store();
@@ -531,7 +531,7 @@ std::vector<CacheEntryCheck> verify_disk_cache() {
     CacheEntryCheck c;
     c.key = info.key;
     auto verdict = [&](CacheEntryCheck::Verdict v, std::string detail) {
-      if (v == CacheEntryCheck::removed) disk.remove(info.key);
+      if (v == CacheEntryCheck::removed && remove_failed) disk.remove(info.key);
       c.verdict = v;
       c.detail = std::move(detail);
       out.push_back(c);

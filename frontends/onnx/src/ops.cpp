@@ -1225,6 +1225,8 @@ Taps resize_taps(NodeCtx& c, int64_t in, int64_t out, double scale, double roi_s
   const bool exclude = c.i("exclude_outside", 0) != 0;
   const size_t n = mode == "cubic" ? 4 : 2;
   KILN_CHECK(mode == "nearest" || mode == "linear" || mode == "cubic", "mode '", mode, "' is not supported");
+  // index, weight and their copies into constants: 4n + 1 values per output position.
+  checked_table(out, static_cast<int64_t>(4 * n + 1), "Resize (" + mode + ", " + std::to_string(out) + " outputs along a dim)");
   Taps t;
   t.index.assign(n, {});
   t.weight.assign(n, {});
@@ -1260,11 +1262,17 @@ Taps resize_taps(NodeCtx& c, int64_t in, int64_t out, double scale, double roi_s
       k = {((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a, ((a + 2) * r - (a + 3)) * r * r + 1,
            ((a + 2) * q - (a + 3)) * q * q + 1, ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a};
     }
-    // The n positions of the edge-padded axis nearest to xo (ties to the lower), in order.
+    // The n positions of the edge-padded axis nearest to xo (ties to the lower), in order: they
+    // lie within n of floor(xp), so only that window is ranked (ranking the whole axis for every
+    // output position made a wide Resize quadratic).
     const int64_t pad = static_cast<int64_t>((n + 1) / 2);
     const double xp = xo + static_cast<double>(pad);
+    const int64_t padded = in + 2 * pad, span = static_cast<int64_t>(n);
+    const double centre = std::clamp(std::floor(xp), -1.0, static_cast<double>(padded));
+    const int64_t lo = std::max<int64_t>(0, static_cast<int64_t>(centre) - span);
+    const int64_t hi = std::min<int64_t>(padded, static_cast<int64_t>(centre) + span + 2);
     std::vector<int64_t> idx;
-    for (int64_t i = 0; i < in + 2 * pad; ++i) idx.push_back(i);
+    for (int64_t i = lo; i < hi; ++i) idx.push_back(i);
     std::stable_sort(idx.begin(), idx.end(), [&](int64_t p, int64_t q2) {
       return std::abs(xp - static_cast<double>(p)) < std::abs(xp - static_cast<double>(q2));
     });

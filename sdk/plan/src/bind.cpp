@@ -576,6 +576,15 @@ std::shared_ptr<const BoundSizes> Binder::sizes_at(std::vector<int64_t> symbols)
   auto r = std::make_shared<BoundSizes>();
   r->symbols = std::move(symbols);
   const Sizes z(who_, r->symbols);
+  // The shape facts the plan was made under (its kernels assume them: a broadcast dim equal to
+  // another, a reshape's product), checked here so that no caller can skip them.
+  for (const ShapeFact& f : p.facts) {
+    const int64_t lhs = f.lhs.evaluate(r->symbols), rhs = f.rhs.evaluate(r->symbols);
+    if ((lhs == rhs) != f.equal)
+      z.fail_here("the sizes break the plan's shape fact " + f.lhs.str() + (f.equal ? " == " : " != ") + f.rhs.str() +
+                  (f.reason.empty() ? "" : " (from " + f.reason + ")") + ": " + std::to_string(lhs) +
+                  (f.equal ? " != " : " == ") + std::to_string(rhs));
+  }
   // Every buffer's sizes and strides at these symbols, buffer after buffer in one array each.
   std::vector<int64_t>& all_sizes = r->sizes;
   std::vector<int64_t>& all_strides = r->strides;

@@ -54,7 +54,9 @@ struct CacheEntryCheck {
 // fails is removed, so that the next compile writes it again. One that this process cannot
 // check is skipped, saying why: another Kiln version (never loaded), a target this build or
 // host lacks, another device or toolchain. Records (autotune, profiles) are checked as entries.
-std::vector<CacheEntryCheck> verify_disk_cache();
+// With remove_failed false (kiln cache ls) failed entries stay and are only reported (their
+// verdict still says `removed`: what verify would do).
+std::vector<CacheEntryCheck> verify_disk_cache(bool remove_failed = true);
 
 // The device string compile caches key cpu binaries by: "cpu <cpu name> <features> ...".
 std::string cache_device();

@@ -1,11 +1,13 @@
-// kiln weights: what a weights file holds (an ONNX model's initializers or a .safetensors file):
-// one line per tensor (name, dtype, shape) and the totals; --save writes them as a .safetensors
-// file (PyTorch's exporter names initializers as the module's state dict does, so an export's
+// kiln weights: what a weights file holds (an ONNX model's initializers, a .safetensors file, a
+// NumPy .npz archive or a folder of .npy files): one line per tensor (name, dtype, shape) and the
+// totals; --save writes them as .safetensors, .npz or a .npy folder (PyTorch's exporter names initializers as the module's state dict does, so an export's
 // weights load into kiln::nn modules by torch's names; --strip-prefix drops a wrapper's prefix).
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
 #include "kiln/graph/error.h"
+#include "kiln/npy/npz.h"
 #include "kiln/safetensors/safetensors.h"
 
 #if KILN_HAVE_ONNX
@@ -17,10 +19,11 @@ namespace kiln::cli {
 const CommandSpec& weights_spec() {
   static const CommandSpec spec{
       "weights", "FILE",
-      "Lists the tensors of an ONNX model's initializers or a .safetensors file; --save writes them as .safetensors.",
-      "FILE ending in .safetensors is read as one; anything else as an ONNX model (its initializers,\n"
-      "external data read). Each line: name, dtype, shape; then the count and bytes in all.",
-      {{"--save", "OUT.safetensors", "write the tensors (and --strip-prefix's names) to this file"},
+      "Lists the tensors of an ONNX model's initializers, a .safetensors or .npz file or a folder of .npy files; --save writes them.",
+      "FILE ending in .safetensors or .npz is read as one, a folder as NAME.npy files; anything else\n"
+      "as an ONNX model (its initializers, external data read). Each line: name, dtype, shape; then\n"
+      "the count and bytes in all.",
+      {{"--save", "OUT", "write the tensors (and --strip-prefix's names): OUT.npz, a folder OUT/ of .npy files, else .safetensors"},
        {"--strip-prefix", "P", "drop P from the names that start with it (e.g. a wrapper's 'inner.')"},
        {"--quiet", "", "print only the totals"}}};
   return spec;
@@ -35,8 +38,13 @@ int cmd_weights(std::span<char* const> args) {
   }
   const std::string path = a.positional.at(0);
   safetensors::Tensors file;
-  if (path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) {
+  std::error_code ec;
+  if (path.ends_with(".safetensors")) {
     file = safetensors::load(path);
+  } else if (path.ends_with(".npz")) {
+    file.tensors = npy::load_npz(path);
+  } else if (std::filesystem::is_directory(path, ec)) {
+    file.tensors = npy::load_npy_folder(path);
   } else {
 #if KILN_HAVE_ONNX
     file.tensors = onnx::initializers(path);
@@ -67,7 +75,10 @@ int cmd_weights(std::span<char* const> args) {
   }
   std::cout << file.tensors.size() << " tensors, " << count << " values, " << bytes << " bytes\n";
   if (a.has("--save")) {
-    safetensors::save(file, a.get("--save"));
+    const std::string out = a.get("--save");
+    if (out.ends_with(".npz")) npy::save_npz(file.tensors, out);
+    else if (out.ends_with("/") || std::filesystem::is_directory(out, ec)) npy::save_npy_folder(file.tensors, out);
+    else safetensors::save(file, out);
     std::cout << "saved " << a.get("--save") << "\n";
   }
   return 0;

@@ -1,4 +1,4 @@
-// native/npy: save and load of every dtype, strided views, bf16 saved as f32, and the errors
+// frontends/npy: save and load of every dtype, strided views, bf16 saved as f32, and the errors
 // that bad files give.
 #define BOOST_TEST_MODULE npy
 #include <boost/test/unit_test.hpp>

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "helpers.h"
+#include "kiln/config/config.h"
 
 using namespace kiln;
 using namespace frontend_test;
@@ -250,6 +252,67 @@ BOOST_AUTO_TEST_CASE(state_dicts_use_torch_names_through_a_file) {
   nn::MultiheadAttention::load(all, "attn.", 4, 2);
   nn::BatchNorm2d::load(all, "bn.", 3);
   nn::Conv2d::load(all, "conv.", 3, 4, {1, 1});
+}
+
+// State dicts as NumPy writes them: an .npz archive and a folder of NAME.npy files, chosen by the
+// path; bf16 comes back as f32 (NumPy has none), everything else as it was saved. Damaged or
+// hostile files are errors naming the file and the member.
+BOOST_AUTO_TEST_CASE(state_dicts_in_npz_archives_and_npy_folders) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln_test_npz_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  nn::Init init(3);
+  StateDict state;
+  nn::Linear::make(3, 4, init).save(state, "fc.");
+  state["steps"] = from_vector(std::vector<int64_t>{7, 8}, {2});
+  state["mask"] = cast(from_vector(std::vector<float>{1, 0, 1}, {3}), DType::bool_);
+  state["half"] = from_vector(std::vector<float>{0.5f, -2.0f}, {2}).to(DType::bf16);
+  for (const std::string path : {(dir / "w.npz").string(), (dir / "w").string() + "/"}) {
+    save_state_dict(state, path);
+    const StateDict back = load_state_dict(path);
+    BOOST_TEST_REQUIRE(back.size() == state.size(), path);
+    for (const auto& [name, t] : state) {
+      const Tensor& b = back.at(name);
+      BOOST_TEST((b.dtype() == (t.dtype() == DType::bf16 ? DType::f32 : t.dtype())), path << " " << name);
+      BOOST_TEST(b.shape() == t.shape(), path << " " << name);
+      check_values(b, values(t), 0);
+    }
+  }
+  BOOST_TEST(fs::exists(dir / "w" / "fc.weight.npy"));
+  // Names that would leave the folder, metadata that only .safetensors keeps.
+  StateDict bad{{"../escape", from_vector(std::vector<float>{1}, {1})}};
+  BOOST_TEST(contains(error_of([&] { save_state_dict(bad, (dir / "x").string() + "/"); }),
+                      "tensor name '../escape' cannot be a file name"));
+  BOOST_TEST(!fs::exists(dir / "escape.npy"));
+  BOOST_TEST(contains(error_of([&] { save_state_dict(state, (dir / "m.npz").string(), {{"format", "pt"}}); }),
+                      "metadata is kept only in .safetensors files"));
+  // Not a zip; a zip of other members; a member larger than the memory budget.
+  std::ofstream(dir / "junk.npz") << "not a zip archive at all";
+  BOOST_TEST(contains(error_of([&] { load_state_dict((dir / "junk.npz").string()); }), "is not a readable zip archive"));
+  std::filesystem::copy_file(dir / "w.npz", dir / "renamed.npz");
+  {
+    std::fstream f(dir / "renamed.npz", std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // Every "fc.bias.npy" name (local header and central directory) becomes "fc.bias.npx".
+    for (size_t at = bytes.find("fc.bias.npy"); at != std::string::npos; at = bytes.find("fc.bias.npy", at + 1))
+      bytes[at + 10] = 'x';
+    f.seekp(0);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  BOOST_TEST(contains(error_of([&] { load_state_dict((dir / "renamed.npz").string()); }),
+                      "member 'fc.bias.npx': not a NAME.npy member"));
+  // 0.75 MiB of archive under a 1 MiB budget: the archive is read, its member (held beside it)
+  // would pass the budget and is refused before it is decompressed or copied.
+  StateDict big{{"big", from_vector(std::vector<float>(3 << 16, 1.0f), {3 << 16})}};
+  save_state_dict(big, (dir / "big.npz").string());
+  {
+    const config::Patch budget({{"memory_budget_mb", int64_t{1}}});
+    const std::string e = error_of([&] { load_state_dict((dir / "big.npz").string()); });
+    BOOST_TEST(contains(e, "member 'big.npy' would need 768.1 KiB with what is already read"), e);
+  }
+  BOOST_TEST(contains(error_of([&] { load_state_dict((dir / "empty").string() + "/"); }), "is not a folder of .npy files"));
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(a_block_of_modules_compiles_with_its_parameters_as_inputs) {

@@ -1,4 +1,4 @@
-// libFuzzer target for the .npy reader (native/npy): parse_npy, the reader load_npy uses, on
+// libFuzzer target for the .npy reader (frontends/npy): parse_npy, the reader load_npy uses, on
 // arbitrary bytes may give a tensor or throw kiln::Error; any other exception (kiln::InternalError,
 // a bug in Kiln, included: it is not a kiln::Error, so it escapes and libFuzzer reports the
 // abort), a crash or a sanitizer report is a finding. A tensor that loads must save and load

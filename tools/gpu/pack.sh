@@ -18,7 +18,7 @@ strip -o "$carry/bin/kiln" "$build/native/kiln"
 # The small real-model exports on CUDA (reads tests/onnx/real_models/ of the working tree there).
 strip -o "$carry/bin/test_onnx_real_models" "$build/tests/onnx/test_onnx_real_models"
 # Libraries the GPU machine's image lacks (it has CUDA, LLVM 16 and the C/C++ runtimes).
-for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp/ {print $3}' | sort -u); do
+for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp|libzip/ {print $3}' | sort -u); do
   cp -L "$lib" "$carry/lib/"
 done
 # oneDNN (kiln_sgemm opens libdnnl.so.2 where it is installed; the GPU machine has none) and

@@ -1,7 +1,11 @@
-// State dicts to and from .safetensors files (frontends/safetensors does the format).
+// State dicts to and from .safetensors files, .npz archives and folders of .npy files
+// (frontends/safetensors and frontends/npy do the formats).
 #include "kiln/state_dict.h"
 
+#include <filesystem>
+
 #include "kiln/graph/error.h"
+#include "kiln/npy/npz.h"
 #include "kiln/safetensors/safetensors.h"
 
 namespace kiln {
@@ -12,12 +16,26 @@ std::string sizes_text(const std::vector<int64_t>& sizes) {
   for (size_t k = 0; k < sizes.size(); ++k) s += (k ? ", " : "") + std::to_string(sizes[k]);
   return s + "]";
 }
+
+enum class Format { safetensors, npz, npy_folder };
+// By what `path` is: a folder (or a path ending in '/'), a .npz file, else .safetensors.
+Format format_of(const std::string& path) {
+  std::error_code ec;
+  if (path.ends_with("/") || std::filesystem::is_directory(path, ec)) return Format::npy_folder;
+  if (path.ends_with(".npz")) return Format::npz;
+  return Format::safetensors;
+}
 }  // namespace
 
 StateDict load_state_dict(const std::string& path, Device device) {
-  safetensors::Tensors file = safetensors::load(path);
+  std::map<std::string, TensorData> tensors;
+  switch (format_of(path)) {
+    case Format::npy_folder: tensors = npy::load_npy_folder(path); break;
+    case Format::npz: tensors = npy::load_npz(path); break;
+    case Format::safetensors: tensors = std::move(safetensors::load(path).tensors); break;
+  }
   StateDict out;
-  for (auto& [name, data] : file.tensors) {
+  for (auto& [name, data] : tensors) {
     Tensor t = Tensor::from_data(std::move(data));
     out.emplace(name, device.type == DeviceType::cpu ? t : t.to(device));
   }
@@ -34,7 +52,14 @@ void save_state_dict(const StateDict& state, const std::string& path,
                "' is being traced (inside a compiled function); save concrete tensors");
     file.tensors.emplace(name, t.to(Device::cpu()).data());
   }
-  safetensors::save(file, path);
+  const Format format = format_of(path);
+  KILN_CHECK(format == Format::safetensors || metadata.empty(), "save_state_dict: '", path,
+             "': metadata is kept only in .safetensors files");
+  switch (format) {
+    case Format::npy_folder: npy::save_npy_folder(file.tensors, path); break;
+    case Format::npz: npy::save_npz(file.tensors, path); break;
+    case Format::safetensors: safetensors::save(file, path); break;
+  }
 }
 
 Tensor take(const StateDict& state, const std::string& name, const std::vector<int64_t>& sizes,

@@ -1,4 +1,4 @@
-// native/npy: NumPy .npy files (format versions 1.0, 2.0 and 3.0) to and from TensorData.
+// frontends/npy: NumPy .npy files (format versions 1.0, 2.0 and 3.0) to and from TensorData.
 // Takes: a path or the bytes of a file. Gives: a contiguous host TensorData (load_npy,
 // parse_npy: one reader), or a file or its bytes (save_npy, npy_bytes).
 // Element types: '<f2' f16, '<f4' f32, '<f8' f64, '<i4' i32, '<i8' i64, '|b1' bool. NumPy has

@@ -23,11 +23,19 @@ constexpr std::string_view kSuffix = ".npy";
 
 bool ends_with_npy(std::string_view s) { return s.size() > kSuffix.size() && s.ends_with(kSuffix); }
 
-// A tensor name that is safe as a file name in a folder (and as a zip member: np.load reads it).
-void check_name(const std::string& name, const std::string& where) {
-  KILN_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-                 name.find('\0') == std::string::npos,
-             where, ": tensor name '", name, "' cannot be a file name (empty, '.', '..', or holding '/' or a NUL)");
+// A tensor name that is safe as a file name in a folder, or as a zip member (np.load takes any
+// member name, so '/' is kept, as ONNX initializer names have it, but no absolute path or '..'
+// part that would leave the folder the archive is unpacked into).
+void check_name(const std::string& name, const std::string& where, bool in_folder) {
+  bool ok = !name.empty() && name.find('\0') == std::string::npos && name.front() != '/';
+  for (size_t at = 0; ok && at <= name.size();) {
+    const size_t end = std::min(name.find('/', at), name.size());
+    const std::string_view part = std::string_view(name).substr(at, end - at);
+    ok = part != "." && part != ".." && (!in_folder || end == name.size());
+    at = end + 1;
+  }
+  KILN_CHECK(ok, where, ": tensor name '", name, "' cannot be ", in_folder ? "a file name" : "a member name",
+             in_folder ? " (empty, '.', '..', or holding '/' or a NUL)" : " (empty, absolute, a '.' or '..' part, or a NUL)");
 }
 
 std::string zip_error_text(int code) {
@@ -97,7 +105,7 @@ void save_npz(const NamedTensors& tensors, const std::string& path) {
   // Every member's bytes first (libzip reads them when the archive is closed).
   std::vector<std::pair<std::string, std::string>> members;
   for (const auto& [name, t] : tensors) {
-    check_name(name, "save_npz '" + path + "'");
+    check_name(name, "save_npz '" + path + "'", /*in_folder=*/false);
     members.emplace_back(name + std::string(kSuffix), npy_bytes(t));
   }
   int code = 0;
@@ -137,7 +145,7 @@ NamedTensors load_npy_folder(const std::string& dir) {
 }
 
 void save_npy_folder(const NamedTensors& tensors, const std::string& dir) {
-  for (const auto& [name, t] : tensors) check_name(name, "save to the folder '" + dir + "'");
+  for (const auto& [name, t] : tensors) check_name(name, "save to the folder '" + dir + "'", /*in_folder=*/true);
   std::error_code ec;
   fs::create_directories(dir, ec);
   KILN_CHECK(!ec, "cannot create the folder '", dir, "': ", ec.message());

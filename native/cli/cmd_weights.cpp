@@ -1,14 +1,16 @@
 // kiln weights: what a weights file holds (an ONNX model's initializers, a .safetensors file, a
 // NumPy .npz archive or a folder of .npy files): one line per tensor (name, dtype, shape) and the
-// totals; --save writes them as .safetensors, .npz or a .npy folder (PyTorch's exporter names initializers as the module's state dict does, so an export's
-// weights load into kiln::nn modules by torch's names; --strip-prefix drops a wrapper's prefix).
-#include <filesystem>
+// totals; --save writes them as .safetensors, .npz or a .npy folder, chosen by the path as
+// kiln::load_state_dict chooses (PyTorch's exporter names initializers as the module's state
+// dict does, so an export's weights load into kiln::nn modules by torch's names;
+// --strip-prefix drops a wrapper's prefix).
 #include <iostream>
 
 #include "commands.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npz.h"
 #include "kiln/safetensors/safetensors.h"
+#include "kiln/state_dict.h"
 
 #if KILN_HAVE_ONNX
 #include "kiln/onnx/onnx.h"
@@ -38,13 +40,13 @@ int cmd_weights(std::span<char* const> args) {
   }
   const std::string path = a.positional.at(0);
   safetensors::Tensors file;
-  std::error_code ec;
-  if (path.ends_with(".safetensors")) {
-    file = safetensors::load(path);
-  } else if (path.ends_with(".npz")) {
+  const WeightsFormat format = weights_format(path);
+  if (format == WeightsFormat::npz) {
     file.tensors = npy::load_npz(path);
-  } else if (std::filesystem::is_directory(path, ec)) {
+  } else if (format == WeightsFormat::npy_folder) {
     file.tensors = npy::load_npy_folder(path);
+  } else if (path.ends_with(".safetensors")) {
+    file = safetensors::load(path);
   } else {
 #if KILN_HAVE_ONNX
     file.tensors = onnx::initializers(path);
@@ -76,9 +78,11 @@ int cmd_weights(std::span<char* const> args) {
   std::cout << file.tensors.size() << " tensors, " << count << " values, " << bytes << " bytes\n";
   if (a.has("--save")) {
     const std::string out = a.get("--save");
-    if (out.ends_with(".npz")) npy::save_npz(file.tensors, out);
-    else if (out.ends_with("/") || std::filesystem::is_directory(out, ec)) npy::save_npy_folder(file.tensors, out);
-    else safetensors::save(file, out);
+    switch (weights_format(out)) {
+      case WeightsFormat::npz: npy::save_npz(file.tensors, out); break;
+      case WeightsFormat::npy_folder: npy::save_npy_folder(file.tensors, out); break;
+      case WeightsFormat::safetensors: safetensors::save(file, out); break;
+    }
     std::cout << "saved " << a.get("--save") << "\n";
   }
   return 0;

@@ -285,6 +285,12 @@ BOOST_AUTO_TEST_CASE(state_dicts_in_npz_archives_and_npy_folders) {
   BOOST_TEST(contains(error_of([&] { save_state_dict(bad, (dir / "x").string() + "/"); }),
                       "tensor name '../escape' cannot be a file name"));
   BOOST_TEST(!fs::exists(dir / "escape.npy"));
+  BOOST_TEST(contains(error_of([&] { save_state_dict(bad, (dir / "x.npz").string()); }),
+                      "tensor name '../escape' cannot be a member name"));
+  // An archive keeps names with '/' (ONNX initializers have them), as np.savez does.
+  StateDict slash{{"val_1/shape", from_vector(std::vector<int64_t>{2, 3}, {2})}};
+  save_state_dict(slash, (dir / "slash.npz").string());
+  BOOST_TEST(load_state_dict((dir / "slash.npz").string()).count("val_1/shape") == 1u);
   BOOST_TEST(contains(error_of([&] { save_state_dict(state, (dir / "m.npz").string(), {{"format", "pt"}}); }),
                       "metadata is kept only in .safetensors files"));
   // Not a zip; a zip of other members; a member larger than the memory budget.

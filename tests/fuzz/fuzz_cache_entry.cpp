@@ -13,10 +13,10 @@
 //      them) under a header of this build's formats, Kiln version and the fuzzer's device, with
 //      the checksum set: load_cache_artifacts. (A bundle's own header holds kiln_version(), which
 //      changes with every change of the sources, so raw bundles seeds stop being loadable.)
-// An entry that decodes must encode back to the same bytes, and its plan (if any) must validate
-// or be refused with a kiln::Error (the format has one encoding: fields
-// in order, lengths and the checksum determined by them). A bundle that loads must save and
-// load again (the memory layer holds what it loaded; the disk layer is off).
+// An entry that decodes must encode back to the same bytes (the format has one encoding: fields
+// in order, lengths and the checksum determined by them), and its plan (if any) must validate or
+// be refused with a kiln::Error. A bundle that loads must save and load again (the memory layer
+// holds what it loaded; the disk layer is off).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

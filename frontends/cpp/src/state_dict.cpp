@@ -16,23 +16,21 @@ std::string sizes_text(const std::vector<int64_t>& sizes) {
   for (size_t k = 0; k < sizes.size(); ++k) s += (k ? ", " : "") + std::to_string(sizes[k]);
   return s + "]";
 }
-
-enum class Format { safetensors, npz, npy_folder };
-// By what `path` is: a folder (or a path ending in '/'), a .npz file, else .safetensors.
-Format format_of(const std::string& path) {
-  std::error_code ec;
-  if (path.ends_with("/") || std::filesystem::is_directory(path, ec)) return Format::npy_folder;
-  if (path.ends_with(".npz")) return Format::npz;
-  return Format::safetensors;
-}
 }  // namespace
+
+WeightsFormat weights_format(const std::string& path) {
+  std::error_code ec;
+  if (path.ends_with("/") || std::filesystem::is_directory(path, ec)) return WeightsFormat::npy_folder;
+  if (path.ends_with(".npz")) return WeightsFormat::npz;
+  return WeightsFormat::safetensors;
+}
 
 StateDict load_state_dict(const std::string& path, Device device) {
   std::map<std::string, TensorData> tensors;
-  switch (format_of(path)) {
-    case Format::npy_folder: tensors = npy::load_npy_folder(path); break;
-    case Format::npz: tensors = npy::load_npz(path); break;
-    case Format::safetensors: tensors = std::move(safetensors::load(path).tensors); break;
+  switch (weights_format(path)) {
+    case WeightsFormat::npy_folder: tensors = npy::load_npy_folder(path); break;
+    case WeightsFormat::npz: tensors = npy::load_npz(path); break;
+    case WeightsFormat::safetensors: tensors = std::move(safetensors::load(path).tensors); break;
   }
   StateDict out;
   for (auto& [name, data] : tensors) {
@@ -52,13 +50,13 @@ void save_state_dict(const StateDict& state, const std::string& path,
                "' is being traced (inside a compiled function); save concrete tensors");
     file.tensors.emplace(name, t.to(Device::cpu()).data());
   }
-  const Format format = format_of(path);
-  KILN_CHECK(format == Format::safetensors || metadata.empty(), "save_state_dict: '", path,
+  const WeightsFormat format = weights_format(path);
+  KILN_CHECK(format == WeightsFormat::safetensors || metadata.empty(), "save_state_dict: '", path,
              "': metadata is kept only in .safetensors files");
   switch (format) {
-    case Format::npy_folder: npy::save_npy_folder(file.tensors, path); break;
-    case Format::npz: npy::save_npz(file.tensors, path); break;
-    case Format::safetensors: safetensors::save(file, path); break;
+    case WeightsFormat::npy_folder: npy::save_npy_folder(file.tensors, path); break;
+    case WeightsFormat::npz: npy::save_npz(file.tensors, path); break;
+    case WeightsFormat::safetensors: safetensors::save(file, path); break;
   }
 }
 

@@ -18,6 +18,11 @@ namespace kiln {
 
 using StateDict = std::map<std::string, Tensor>;
 
+// The format `path` names: a folder (or a path ending in '/') of .npy files, a .npz archive,
+// else .safetensors (kiln weights chooses by it too).
+enum class WeightsFormat { safetensors, npz, npy_folder };
+WeightsFormat weights_format(const std::string& path);
+
 StateDict load_state_dict(const std::string& path, Device device = Device::cpu());
 // `metadata` goes to a .safetensors file's "__metadata__" (Hugging Face writes {"format": "pt"});
 // the other formats have no place for it (an error when it is given).

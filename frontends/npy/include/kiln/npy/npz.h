@@ -19,7 +19,8 @@ namespace kiln::npy {
 using NamedTensors = std::map<std::string, TensorData>;
 
 NamedTensors load_npz(const std::string& path);
-// Members are stored uncompressed, as np.savez writes them.
+// Members are stored uncompressed, as np.savez writes them; names may hold '/' (ONNX initializer
+// names do) but not be absolute or have a '.' or '..' part.
 void save_npz(const NamedTensors& tensors, const std::string& path);
 
 // Every NAME.npy regular file directly in `dir` (other files are ignored).

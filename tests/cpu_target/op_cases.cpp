@@ -423,7 +423,8 @@ DType float_of(DType t) { return is_floating(t) ? t : D::f32; }
 Tolerance tol_of(OpId op, DType out) {
   Tolerance t = tolerance_for(out, loose_op(op));
   switch (op) {
-    case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear: case OpId::convolution: case OpId::avg_pool:
+    case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear: case OpId::convolution:
+    case OpId::convolution_channels_last: case OpId::avg_pool:
     case OpId::cumsum:  // a matmul by a triangle of ones: a sum per element
       t.rtol *= 4;
       t.scale_by_abs_run = true;
@@ -1115,6 +1116,28 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(conv({A(t, {-1, 4, 6, 6}), A(t, {4, 1, 3, 3})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, "depthwise, symbolic batch"));
         break;
       }
+      case OpId::convolution_channels_last: {  // x [N, *S, C], w [M, *K, C/groups]
+        if (!is_floating(t)) break;
+        using V = std::vector<int64_t>;
+        auto conv = [&](std::vector<Arg> args, V strides, V pads, V dil, int64_t groups, const char* note = "") {
+          return Cop(op, std::move(args), {std::move(strides), std::move(pads), std::move(dil), groups}, note);
+        };
+        cs.push_back(core(conv({A(t, {2, 8, 8, 4}), A(t, {6, 3, 3, 4}), A(t, {6})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, "3x3, pad 1, bias")));
+        cs.push_back(conv({A(t, {1, 9, 8, 3}), A(t, {4, 3, 3, 3})}, {2, 2}, {1, 0, 0, 1}, {1, 1}, 1, "stride 2, asymmetric pads"));
+        cs.push_back(conv({A(t, {1, 9, 9, 4}), A(t, {6, 3, 3, 2})}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 2, "groups 2, dilation 2"));
+        cs.push_back(core(conv({A(t, {2, 7, 7, 6}), A(t, {6, 3, 3, 1})}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, "depthwise, stride 2")));
+        cs.push_back(conv({A(t, {2, 8, 8, 3}), A(t, {6, 5, 5, 1}), A(t, {6})}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 3,
+                          "depthwise 5x5, 2 per channel, bias"));
+        cs.push_back(core(conv({A(t, {2, 5, 5, 8}), A(t, {3, 1, 1, 8}), A(t, {3})}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1: a linear")));
+        cs.push_back(conv({A(t, {2, 5, 5, 8}), A(t, {3, 1, 1, 8})}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, "1x1, stride 2"));
+        cs.push_back(conv({A(t, {2, 10, 3}), A(t, {4, 3, 3}), A(t, {4})}, {2}, {1, 1}, {1}, 1, "1-D"));
+        cs.push_back(conv({A(t, {1, 4, 5, 4, 2}), A(t, {3, 2, 3, 2, 2})}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, "3-D"));
+        sym.push_back(core(conv({A(t, {-1, 6, 6, 4}), A(t, {5, 3, 3, 4}), A(t, {5})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1,
+                                "symbolic batch")));
+        sym.push_back(conv({A(t, {-1, 6, 6, 4}), A(t, {4, 3, 3, 1})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, "depthwise, symbolic batch"));
+        sym.push_back(conv({A(t, {-1, 6, 6, 4}), A(t, {5, 1, 1, 4})}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1, symbolic batch"));
+        break;
+      }
       case OpId::max_pool:
       case OpId::avg_pool: {
         if (!is_floating(t)) break;
@@ -1392,7 +1415,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::slice, OpId::unfold, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
-                    OpId::scaled_dot_product_attention, OpId::convolution, OpId::max_pool, OpId::avg_pool,
+                    OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last, OpId::max_pool, OpId::avg_pool,
                     OpId::cumsum, OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
       t[op] = composite_cases;
     return t;

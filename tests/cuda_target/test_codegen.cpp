@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "kiln/config/config.h"
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
@@ -479,6 +480,7 @@ BOOST_AUTO_TEST_CASE(convolutions_run_through_cudnn_and_their_epilogue_is_one_ke
   const NodeId y = g.add(OpId::convolution, {x, w, b},
                          {std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, int64_t{1}});
   g.set_outputs({g.add(OpId::relu, {g.add(OpId::mul, {y, scale})}, {})});
+  const config::Patch channels_first{{"cuda.channels_last", false}};
   const plan::KernelPlan p = plan_of(g);
   BOOST_REQUIRE_EQUAL(p.kernels.size(), 2u);
   BOOST_TEST(p.kernels[0].kind == "convolution");
@@ -504,6 +506,68 @@ BOOST_AUTO_TEST_CASE(convolutions_run_through_cudnn_and_their_epilogue_is_one_ke
   BOOST_TEST(contains(error_of([&](nlohmann::json& v) { v["y"] = v["x"]; }), "an input buffer"));
   BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["dtype"] = "f32"; }), "the convolution is f32 but buffer"));
   BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["groups"] = 3; }), "does not match 16 input channels in 3 groups"));
+}
+
+// Channels last (cuda.channels_last): the convolution reads x and w as NHWC and
+// KRSC copies (an input's layout is the caller's) and writes y channels last; its epilogue
+// reads y channels last and writes the output in the graph's order. The plan says so and keeps
+// it through JSON; a plan claiming the other layout does not fit its buffers.
+BOOST_AUTO_TEST_CASE(convolutions_run_channels_last) {
+  const config::Patch channels_last{{"cuda.channels_last", true}};
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::bf16, {8, 16, 14, 14}), "x");
+  const NodeId w = g.add_input(meta(DType::bf16, {32, 16, 3, 3}), "w");
+  const NodeId b = g.add_input(meta(DType::bf16, {32}), "b");
+  const NodeId y = g.add(OpId::convolution, {x, w, b},
+                         {std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, int64_t{1}});
+  // A strided 1x1 projection whose weight [32, 16, 1, 1] read as [32, 1, 1, 16] keeps its memory:
+  // the kernel still gets a buffer of the operand's sizes (a view of the input's was refused).
+  const NodeId w1 = g.add_input(meta(DType::bf16, {32, 16, 1, 1}), "w1");
+  const NodeId shortcut = g.add(OpId::convolution, {x, w1},
+                                {std::vector<int64_t>{2, 2}, std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{1, 1}, int64_t{1}});
+  g.set_outputs({g.add(OpId::relu, {g.add(OpId::add, {y, shortcut})}, {})});
+  const plan::KernelPlan p = plan_of(g);
+  int convolutions = 0;
+  for (const plan::PlanKernel& k : p.kernels) {
+    if (k.kind != "convolution") continue;
+    ++convolutions;
+    BOOST_REQUIRE(k.convolution.has_value());
+    BOOST_TEST(k.convolution->channels_last);
+    BOOST_TEST(shape_str(k.convolution->x_sizes) == "[8, 14, 14, 16]");
+    BOOST_TEST(shape_str(k.convolution->y_sizes()) == "[8, 7, 7, 32]");
+  }
+  BOOST_TEST(convolutions == 2);
+  const std::string text = plan::plan_to_json(p);
+  BOOST_TEST(contains(text, "\"channels_last\""));
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(text, "conv.json")) == text);
+  nlohmann::json d = nlohmann::json::parse(text);
+  for (nlohmann::json& k : d["kernels"])
+    if (k.contains("convolution")) k["convolution"]["channels_last"] = false;
+  try {
+    plan::plan_from_json(d.dump(), "conv.json");
+    BOOST_ERROR("a channels-last convolution read as channels first was accepted");
+  } catch (const Error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+  }
+  // A graph whose work is in depthwise and 1x1 convolutions (a MobileNet block after a small
+  // stem) stays channels first: cuDNN would run only the stem.
+  Graph m;
+  const NodeId mx = m.add_input(meta(DType::bf16, {8, 3, 32, 32}), "x");
+  const NodeId stem = m.add(OpId::convolution, {mx, m.add_input(meta(DType::bf16, {16, 3, 3, 3}), "w0")},
+                            {std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, int64_t{1}});
+  const NodeId expand = m.add(OpId::convolution, {stem, m.add_input(meta(DType::bf16, {96, 16, 1, 1}), "w1")},
+                              {std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{1, 1}, int64_t{1}});
+  const NodeId dw = m.add(OpId::convolution, {m.add(OpId::relu, {expand}, {}), m.add_input(meta(DType::bf16, {96, 1, 3, 3}), "w2")},
+                          {std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, int64_t{96}});
+  m.set_outputs({m.add(OpId::convolution, {dw, m.add_input(meta(DType::bf16, {24, 96, 1, 1}), "w3")},
+                       {std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{1, 1}, int64_t{1}})});
+  int stems = 0;
+  for (const plan::PlanKernel& k : plan_of(m).kernels)
+    if (k.convolution) {
+      ++stems;
+      BOOST_TEST(!k.convolution->channels_last);
+    }
+  BOOST_TEST(stems == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

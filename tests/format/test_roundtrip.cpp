@@ -135,6 +135,12 @@ Graph op_use(OpId op) {
       y = g.add(op, {sig, w, b}, {Ints{1}, Ints{0, 0}, Ints{1}, int64_t{2}});
       break;
     }
+    case OpId::convolution_channels_last: {  // x [s0, 6] as a 1-D signal of length 1 and 6 channels
+      const NodeId sig = g.add(OpId::unsqueeze, {x}, {int64_t{1}});
+      const NodeId w = g.add_input(meta(DType::f32, {4, 1, 3}), "w");
+      y = g.add(op, {sig, w}, {Ints{1}, Ints{0, 0}, Ints{1}, int64_t{2}});
+      break;
+    }
     case OpId::max_pool: case OpId::avg_pool: {  // x [s0, 6] as [s0, 2, 3]: 2 channels of length 3
       const NodeId sig = g.add(OpId::reshape, {x}, {SymShape{s0, 2, 3}});
       Attrs a{Ints{2}, Ints{2}, Ints{1, 0}, Ints{1}, true};

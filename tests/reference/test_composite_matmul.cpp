@@ -207,6 +207,58 @@ BOOST_AUTO_TEST_CASE(decomposition_matches_a_direct_loop) {
   }
 }
 
+// [N, C, *S] values laid out as [N, *S, C] (sizes in channels-first order).
+std::vector<double> to_channels_last(const std::vector<int64_t>& s, const std::vector<double>& v) {
+  int64_t inner = 1;
+  for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
+  std::vector<double> out(v.size());
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t i = 0; i < inner; ++i)
+        out[static_cast<size_t>((n * inner + i) * s[1] + c)] = v[static_cast<size_t>((n * s[1] + c) * inner + i)];
+  return out;
+}
+
+std::vector<int64_t> last_sizes(const std::vector<int64_t>& s) {
+  std::vector<int64_t> r{s[0]};
+  r.insert(r.end(), s.begin() + 2, s.end());
+  r.push_back(s[1]);
+  return r;
+}
+
+// convolution_channels_last's three decompositions (a linear over the channels, the depthwise
+// fold, the convolution between permutes) against the same direct loop.
+BOOST_AUTO_TEST_CASE(channels_last_matches_a_direct_loop) {
+  const std::vector<ConvCase> cases = {
+      {{2, 5, 4, 3}, {6, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true},     // 1x1 of unit stride: a linear
+      {{2, 5, 4, 3}, {6, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false},    // the same without a bias
+      {{2, 3, 5, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true},     // depthwise with bias
+      {{1, 3, 7, 6}, {6, 1, 3, 2}, {2, 1}, {1, 0, 0, 1}, {1, 2}, 3, false},    // depthwise, 2 per channel, asymmetric
+      {{2, 4, 9}, {4, 1, 5}, {2}, {2, 2}, {1}, 4, true},                      // depthwise 1-D
+      {{1, 4, 7, 6}, {6, 2, 3, 2}, {1, 2}, {1, 1, 0, 1}, {2, 1}, 2, false},    // groups, dilation: between permutes
+      {{1, 2, 8, 8}, {5, 2, 1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, true},     // 1x1, strided
+      {{1, 2, 4, 3, 5}, {3, 2, 2, 1, 3}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, {1, 1, 1}, 1, true},  // 3-D
+  };
+  std::mt19937_64 rng(12);
+  std::normal_distribution<double> normal;
+  for (const ConvCase& c : cases) {
+    auto fill = [&](const std::vector<int64_t>& s) {
+      int64_t n = 1;
+      for (int64_t e : s) n *= e;
+      std::vector<double> v(static_cast<size_t>(n));
+      for (double& e : v) e = normal(rng);
+      return v;
+    };
+    const std::vector<double> xv = fill(c.x), wv = fill(c.w), bv = fill({c.w[0]});
+    std::vector<TensorData> in{f64(last_sizes(c.x), to_channels_last(c.x, xv)), f64(last_sizes(c.w), to_channels_last(c.w, wv))};
+    if (c.bias) in.push_back(f64({c.w[0]}, bv));
+    std::vector<int64_t> out;
+    const std::vector<double> want = direct(c, xv, wv, bv, out);
+    check(eval(OpId::convolution_channels_last, in, {c.strides, c.pads, c.dilations, c.groups}), DType::f64, last_sizes(out),
+          to_channels_last(out, want), 1e-12);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_shapes_are_errors) {
   const TensorData x = f32({1, 4, 5, 5}, std::vector<double>(100, 1.0));
   auto message = [&](std::vector<TensorData> in, Attrs a) {

@@ -23,6 +23,7 @@ AutocastRule autocast_rule(OpId op) {
     case OpId::matmul:
     case OpId::linear:
     case OpId::convolution:
+    case OpId::convolution_channels_last:
     case OpId::scaled_dot_product_attention:
       return AutocastRule::low;
     case OpId::sum:

@@ -504,12 +504,17 @@ TensorMeta infer_attention(const InferContext& c) {
 }
 
 // Convolution: x[N, C, *S] (*) w[M, C/groups, *K] (+ bias[M]) -> [N, M, *O] over static spatial
-// and channel dims; the batch may be symbolic.
-TensorMeta infer_convolution(const InferContext& c) {
-  const TensorMeta& x = arg(c, 0);
-  const TensorMeta& w = arg(c, 1);
-  KILN_CHECK(x.rank() >= 3 && w.rank() == x.rank(), opn(c), ": expected x[N, C, *spatial] and w[M, C/groups, *kernel] of the same rank (at least 3), got ",
-             shape_str(x.sizes), " and ", shape_str(w.sizes));
+// and channel dims; the batch may be symbolic. Channels last: x[N, *S, C], w[M, *K, C/groups] ->
+// [N, *O, M], checked in channels-first order.
+TensorMeta infer_convolution_in(const InferContext& c, bool last) {
+  KILN_CHECK(arg(c, 0).rank() >= 3 && arg(c, 1).rank() == arg(c, 0).rank(), opn(c), ": expected x", last ? "[N, *spatial, C]" : "[N, C, *spatial]",
+             " and w", last ? "[M, *kernel, C/groups]" : "[M, C/groups, *kernel]", " of the same rank (at least 3), got ",
+             shape_str(arg(c, 0).sizes), " and ", shape_str(arg(c, 1).sizes));
+  TensorMeta x = arg(c, 0), w = arg(c, 1);
+  if (last) {
+    x.sizes = channels_first(x.sizes);
+    w.sizes = channels_first(w.sizes);
+  }
   const size_t n = static_cast<size_t>(x.rank() - 2);
   const std::vector<int64_t>& strides = c.attrs.ints(0);
   const std::vector<int64_t>& pads = c.attrs.ints(1);
@@ -540,8 +545,11 @@ TensorMeta infer_convolution(const InferContext& c) {
   }
   const DType t = result_type(c.inputs);
   KILN_CHECK(is_floating(t), opn(c), ": operands must be floating point, got ", dtype_name(t));
-  return result(c, t, out);
+  return result(c, t, last ? channels_last(out) : out);
 }
+
+TensorMeta infer_convolution(const InferContext& c) { return infer_convolution_in(c, false); }
+TensorMeta infer_convolution_channels_last(const InferContext& c) { return infer_convolution_in(c, true); }
 
 // Pooling windows, shared by the shape rule and the decompositions of max_pool and avg_pool.
 struct PoolWindows {
@@ -805,9 +813,12 @@ NodeId decompose_attention(Graph& g, std::span<const NodeId> in, const Attrs& a)
   return b.add(OpId::matmul, {p, b.cast(in[2], t)});
 }
 
-// x[N, C, *S] padded with `fill` along its spatial dims (pad's pairs run from the last dim).
-NodeId pad_spatial(Builder& b, NodeId x, const std::vector<int64_t>& begin, const std::vector<int64_t>& end, double fill) {
+// x[N, C, *S] (channels last: x[N, *S, C]) padded with `fill` along its spatial dims (pad's
+// pairs run from the last dim).
+NodeId pad_spatial(Builder& b, NodeId x, const std::vector<int64_t>& begin, const std::vector<int64_t>& end, double fill,
+                   bool last = false) {
   std::vector<int64_t> pairs;
+  if (last) pairs = {0, 0};
   bool any = false;
   for (size_t d = begin.size(); d-- > 0;) {
     pairs.push_back(begin[d]);
@@ -820,11 +831,12 @@ NodeId pad_spatial(Builder& b, NodeId x, const std::vector<int64_t>& begin, cons
 // The taps of w's windows over x: x padded with `fill` (the explicit pads and what ceil_mode
 // needs past them), then one strided slice [N, C, *O] per kernel offset, offsets in row-major
 // order (the order of a convolution weight's kernel dims).
-std::vector<NodeId> window_taps(Builder& b, NodeId x, const PoolWindows& w, double fill) {
+std::vector<NodeId> window_taps(Builder& b, NodeId x, const PoolWindows& w, double fill, bool last = false) {
   const size_t n = w.kernel.size();
+  const size_t first = last ? 1 : 2;  // the first spatial dim
   std::vector<int64_t> end = w.pads_end;
   for (size_t d = 0; d < n; ++d) end[d] += w.extra_end[d];
-  const NodeId xp = pad_spatial(b, x, w.pads_begin, end, fill);
+  const NodeId xp = pad_spatial(b, x, w.pads_begin, end, fill, last);
   std::vector<NodeId> taps;
   std::vector<int64_t> pos(n, 0);
   for (;;) {
@@ -832,8 +844,8 @@ std::vector<NodeId> window_taps(Builder& b, NodeId x, const PoolWindows& w, doub
     for (size_t d = 0; d < n; ++d) {
       const int64_t s = pos[d] * w.dilations[d];
       const int64_t e = s + (w.out[d] - 1) * w.strides[d] + 1;
-      if (s != 0 || e != b.meta(p).sizes[2 + d].hint() || w.strides[d] != 1)
-        p = b.add(OpId::slice, {p}, {static_cast<int64_t>(2 + d), s, e, w.strides[d]});
+      if (s != 0 || e != b.meta(p).sizes[first + d].hint() || w.strides[d] != 1)
+        p = b.add(OpId::slice, {p}, {static_cast<int64_t>(first + d), s, e, w.strides[d]});
     }
     taps.push_back(p);
     size_t d = n;
@@ -880,6 +892,21 @@ bool convolution_folds_taps(std::span<const SymInt> w_sizes) {
   return w_sizes.size() >= 3 && w_sizes[1].hint() == 1 && taps <= kMaxFoldedTaps;
 }
 
+SymShape channels_first(const SymShape& s) {
+  if (s.size() < 3) return s;
+  SymShape r{s.front(), s.back()};
+  r.insert(r.end(), s.begin() + 1, s.end() - 1);
+  return r;
+}
+
+SymShape channels_last(const SymShape& s) {
+  if (s.size() < 3) return s;
+  SymShape r{s.front()};
+  r.insert(r.end(), s.begin() + 2, s.end());
+  r.push_back(s[1]);
+  return r;
+}
+
 namespace {
 
 // A convolution whose groups read one input channel each (depthwise, any channel multiplier)
@@ -909,6 +936,22 @@ NodeId depthwise_fold(Builder& b, NodeId x, NodeId w, const PoolWindows& win, in
 // P = prod(K) taps per output position [N, C, *K, *O] (window_patches), read as
 // [N, g, C/g * P, L] (L = prod(O)), multiplied by w as [g, M/g, C/g * P]. Targets with a convolution kernel of
 // their own keep the op (schedule::Target::convolution).
+// A convolution's windows over x[N, C, *S] for w[M, C/groups, *K] (channels-first sizes).
+PoolWindows convolution_windows(const SymShape& x, const SymShape& w, const Attrs& a) {
+  const size_t n = x.size() - 2;
+  const std::vector<int64_t>& strides = a.ints(0);
+  const std::vector<int64_t>& pads = a.ints(1);
+  const std::vector<int64_t>& dil = a.ints(2);
+  std::vector<int64_t> kernel, osz;
+  for (size_t d = 0; d < n; ++d) {
+    kernel.push_back(w[2 + d].hint());
+    const int64_t span = (kernel[d] - 1) * dil[d] + 1;
+    osz.push_back((x[2 + d].hint() + pads[d] + pads[d + n] - span) / strides[d] + 1);
+  }
+  return PoolWindows{kernel, strides, dil, {pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n)},
+                     {pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end()}, osz, std::vector<int64_t>(n, 0)};
+}
+
 NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
   const std::vector<TensorMeta> metas = b.metas(in);
@@ -916,19 +959,11 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
   const TensorMeta& x = metas[0];
   const TensorMeta& w = metas[1];
   const size_t n = static_cast<size_t>(x.rank() - 2);
-  const std::vector<int64_t>& strides = a.ints(0);
-  const std::vector<int64_t>& pads = a.ints(1);
-  const std::vector<int64_t>& dil = a.ints(2);
   const int64_t groups = a.i(3);
   const int64_t ch = x.sizes[1].hint(), m = w.sizes[0].hint();
-  std::vector<int64_t> kernel, osz;
-  for (size_t d = 0; d < n; ++d) {
-    kernel.push_back(w.sizes[2 + d].hint());
-    const int64_t span = (kernel[d] - 1) * dil[d] + 1;
-    osz.push_back((x.sizes[2 + d].hint() + pads[d] + pads[d + n] - span) / strides[d] + 1);
-  }
-  PoolWindows win{kernel, strides, dil, {pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n)},
-                  {pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end()}, osz, std::vector<int64_t>(n, 0)};
+  const PoolWindows win = convolution_windows(x.sizes, w.sizes, a);
+  const std::vector<int64_t>& kernel = win.kernel;
+  const std::vector<int64_t>& osz = win.out;
   int64_t p = 1, l = 1;
   for (int64_t k : kernel) p *= k;
   for (int64_t o : osz) l *= o;
@@ -956,6 +991,61 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
     y = b.add(OpId::add, {y, b.add(OpId::reshape, {b.cast(in[2], acc)}, {bs})});
   }
   return b.cast(y, t);
+}
+
+// Channels last: a 1x1 convolution of unit stride, no pads and one group is a linear layer over
+// x's channels as they lie (one gemm over every position); a depthwise one folds its taps along
+// the channel dim, each output position's channels side by side (coalesced where the
+// channels-first fold reads the spatial dims); any other is the channels-first convolution
+// between permutes (targets that run convolutions themselves keep the op:
+// schedule::Target::runs_convolution).
+NodeId decompose_convolution_channels_last(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const std::vector<TensorMeta> metas = b.metas(in);
+  const DType t = b.promoted(in);
+  const SymShape xs = channels_first(metas[0].sizes);
+  const SymShape ws = channels_first(metas[1].sizes);
+  const auto r = static_cast<int64_t>(xs.size());
+  const size_t n = xs.size() - 2;
+  const int64_t groups = a.i(3), m = ws[0].hint();
+  const PoolWindows win = convolution_windows(xs, ws, a);
+  bool unit = groups == 1;
+  for (size_t d = 0; d < n; ++d)
+    unit = unit && win.kernel[d] == 1 && win.strides[d] == 1 && win.pads_begin[d] == 0 && win.pads_end[d] == 0;
+  if (unit) {
+    std::vector<NodeId> lin{b.cast(in[0], t), b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{m, ws[1]}})};
+    if (in.size() > 2) lin.push_back(b.cast(in[2], t));
+    return b.add(OpId::linear, lin);
+  }
+  if (convolution_folds_taps(ws)) {
+    // As depthwise_fold, channels last: tap [N, *O, g] as [N, *O, g, 1] times w[g, M/g] per tap.
+    const DType acc = t == DType::f16 || t == DType::bf16 ? DType::f32 : t;
+    const int64_t mult = m / groups;
+    int64_t p = 1;
+    for (int64_t k : win.kernel) p *= k;
+    const NodeId wk = b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{groups, mult, p}});  // [M, *K, 1] -> [g, M/g, P]
+    NodeId sum = -1;
+    int64_t k = 0;
+    for (NodeId tap : window_taps(b, b.cast(in[0], t), win, 0.0, true)) {
+      const NodeId wt = b.add(OpId::reshape, {b.add(OpId::slice, {wk}, {int64_t{2}, k, k + 1, int64_t{1}})}, {SymShape{groups, mult}});
+      const NodeId term = b.add(OpId::mul, {b.cast(b.add(OpId::unsqueeze, {tap}, {r}), acc), b.cast(wt, acc)});
+      sum = sum < 0 ? term : b.add(OpId::add, {sum, term});
+      ++k;
+    }
+    SymShape ys{xs[0]};
+    for (int64_t o : win.out) ys.push_back(o);
+    ys.push_back(m);
+    NodeId y = b.add(OpId::reshape, {sum}, {ys});
+    if (in.size() > 2) y = b.add(OpId::add, {y, b.cast(in[2], acc)});
+    return b.cast(y, t);
+  }
+  std::vector<int64_t> to_first{0, r - 1}, to_last{0};
+  for (int64_t d = 1; d < r - 1; ++d) to_first.push_back(d);
+  for (int64_t d = 2; d < r; ++d) to_last.push_back(d);
+  to_last.push_back(1);
+  std::vector<NodeId> args{b.add(OpId::permute, {in[0]}, {to_first}), b.add(OpId::permute, {in[1]}, {to_first})};
+  if (in.size() > 2) args.push_back(in[2]);
+  return b.add(OpId::permute, {b.add(OpId::convolution, args, a)}, {to_last});
 }
 
 // The windows folded tap by tap (maximum or add): a chain of pointwise ops over views of x
@@ -1208,6 +1298,9 @@ std::vector<OpDef> build_table() {
       {O::convolution, "convolution", C::composite, 2, 3,
        {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}}, infer_convolution,
        decompose_convolution},
+      {O::convolution_channels_last, "convolution_channels_last", C::composite, 2, 3,
+       {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}},
+       infer_convolution_channels_last, decompose_convolution_channels_last},
       {O::max_pool, "max_pool", C::composite, 1, 1,
        {{"kernel", K::ints}, {"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"ceil_mode", K::bool_}},
        infer_pool, decompose_max_pool},

@@ -239,7 +239,8 @@ class Validator {
     for (int32_t b : {c.x, c.w})
       if (b == c.y || (buf(b).slot >= 0 && buf(b).slot == buf(c.y).slot))
         fail_at(where, "y", "y shares memory with operand buffer " + std::to_string(b));
-    const TensorMeta inferred = infer(OpId::convolution, {c.x, c.w}, Attrs{c.strides, c.pads, c.dilations, c.groups}, where);
+    const TensorMeta inferred = infer(c.channels_last ? OpId::convolution_channels_last : OpId::convolution, {c.x, c.w},
+                                      Attrs{c.strides, c.pads, c.dilations, c.groups}, where);
     if (!(inferred.sizes == buf(c.y).sizes))
       fail_at(where, "y", "buffer " + std::to_string(c.y) + " has sizes " + shape_str(buf(c.y).sizes) + ", but the convolution gives " +
                               shape_str(inferred.sizes));

@@ -1,6 +1,8 @@
 // KernelPlan's readable form and module assembly.
 #include "kiln/plan/plan.h"
 
+#include "kiln/graph/ops.h"
+
 #include <algorithm>
 #include <sstream>
 #include <string_view>
@@ -31,13 +33,13 @@ std::string KernelPlan::module_source(bool fixed_too) const {
 }
 
 SymShape PlanConvolution::y_sizes() const {
+  const size_t n = x_sizes.size() - 2, first = channels_last ? 1 : 2;  // the first spatial dim
   SymShape y{x_sizes.at(0), w_sizes.at(0)};
-  const size_t n = x_sizes.size() - 2;
   for (size_t d = 0; d < n; ++d) {
-    const int64_t span = (w_sizes.at(2 + d) - 1) * dilations.at(d) + 1;
-    y.push_back((x_sizes.at(2 + d).hint() + pads.at(d) + pads.at(d + n) - span) / strides.at(d) + 1);
+    const int64_t span = (w_sizes.at(first + d) - 1) * dilations.at(d) + 1;
+    y.push_back((x_sizes.at(first + d).hint() + pads.at(d) + pads.at(d + n) - span) / strides.at(d) + 1);
   }
-  return y;
+  return channels_last ? kiln::channels_last(y) : y;
 }
 
 std::string KernelPlan::own_modules() const {

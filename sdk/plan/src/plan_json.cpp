@@ -96,6 +96,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
     m["pads"] = json(c.pads);
     m["dilations"] = json(c.dilations);
     m["groups"] = c.groups;
+    if (c.channels_last) m["channels_last"] = true;
     j["convolution"] = std::move(m);
   }
   if (k.fixed_signature()) {
@@ -332,7 +333,7 @@ PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) cons
 
 PlanConvolution PlanReader::read_convolution(const json& v, const std::string& where) const {
   const json& m = object(v, where, "");
-  only_keys(m, {"x", "w", "y", "dtype", "x_sizes", "w_sizes", "strides", "pads", "dilations", "groups"}, where);
+  only_keys(m, {"x", "w", "y", "dtype", "x_sizes", "w_sizes", "strides", "pads", "dilations", "groups", "channels_last"}, where);
   PlanConvolution c;
   c.x = buffer_ref(need(m, "x", where), where, "x");
   c.w = buffer_ref(need(m, "w", where), where, "w");
@@ -344,6 +345,10 @@ PlanConvolution PlanReader::read_convolution(const json& v, const std::string& w
   c.pads = integers(need(m, "pads", where), where, "pads");
   c.dilations = integers(need(m, "dilations", where), where, "dilations");
   c.groups = integer(need(m, "groups", where), where, "groups");
+  if (const json* l = maybe(m, "channels_last")) {
+    if (!l->is_boolean()) fail_at(where, "channels_last", "expected true or false");
+    c.channels_last = l->get<bool>();
+  }
   return c;
 }
 

@@ -55,6 +55,7 @@ std::string what_of(const KernelPlan& plan, const PlanKernel& k) {
                     std::string(dtype_name(c.dtype));
     if (!c.strides.empty() && c.strides[0] != 1) s += " stride " + std::to_string(c.strides[0]);
     if (c.groups != 1) s += " groups " + std::to_string(c.groups);
+    if (c.channels_last) s += " channels last";
     return s;
   }
   if (k.kind == "reference") return std::string(op_name(k.op)) + " on the host";

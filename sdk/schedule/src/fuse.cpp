@@ -329,11 +329,12 @@ class Fuser {
         }
         continue;
       }
-      if (node.op == OpId::convolution) {  // kept by prepare: the target runs it
+      if (convolves(node.op)) {  // kept by prepare: the target runs it
         realize_node(id, "convolution");
         for (NodeId i : node.inputs) {
           const std::optional<Layout> l = operand_layout(i, "convolution");
-          if (!l || !contiguous_from_start(g.node(i).meta, *l)) realize_node(i, "convolution operand not contiguous");
+          if (!l || !contiguous_from_start(g.node(i).meta, *l) || !(g.node(l->base).meta.sizes == g.node(i).meta.sizes))
+            realize_node(i, "convolution operand not contiguous, or a view of other sizes");
         }
         continue;
       }
@@ -546,10 +547,10 @@ class Fuser {
         start(std::move(ng));
         continue;
       }
-      if (node.op == OpId::scaled_dot_product_attention || node.op == OpId::convolution) {
+      if (node.op == OpId::scaled_dot_product_attention || convolves(node.op)) {
         ng.whole = true;
         log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (" +
-            (node.op == OpId::convolution ? "convolution" : "attention") + " kernel)");
+            (convolves(node.op) ? "convolution" : "attention") + " kernel)");
         start(std::move(ng));
         continue;
       }
@@ -734,6 +735,7 @@ class Fuser {
     c.pads = node.attrs.ints(1);
     c.dilations = node.attrs.ints(2);
     c.groups = node.attrs.i(3);
+    c.channels_last = node.op == OpId::convolution_channels_last;
     k.convolution = std::move(c);
     return k;
   }
@@ -761,7 +763,7 @@ class Fuser {
       }
       if (G.whole) {
         const NodeId id = G.members[0];
-        s_.kernels.push_back(s_.graph.node(id).op == OpId::convolution ? convolution_kernel(id, name)
+        s_.kernels.push_back(convolves(s_.graph.node(id).op) ? convolution_kernel(id, name)
                                                                         : attention_kernel(id, name));
         continue;
       }
@@ -796,13 +798,14 @@ bool Target::fuses_attention(const Graph& g, const Node& n) const {
 }
 
 bool Target::runs_convolution(const Graph& g, const Node& n) const {
-  if (!convolution || n.op != OpId::convolution) return false;
+  if (!convolution || !detail::convolves(n.op)) return false;
   const DType t = n.meta.dtype;
   if (!(t == DType::f32 || t == DType::f16 || t == DType::bf16) || n.meta.rank() < 3 || n.meta.rank() > 5) return false;
   // Two kinds decompose better than the library runs them: depthwise ones (a fused sum over
   // the taps that also takes their epilogue) and 1x1 ones of unit stride, no pads and one group,
   // which are a gemm over x as it lies (no window copy), with the gemm's epilogues.
-  const SymShape& w = g.node(n.inputs[1]).meta.sizes;
+  const SymShape& ws = g.node(n.inputs[1]).meta.sizes;
+  const SymShape w = n.op == OpId::convolution_channels_last ? channels_first(ws) : ws;
   if (convolution_folds_taps(w)) return false;
   bool pointwise = n.attrs.i(3) == 1;
   for (size_t d = 2; d < w.size(); ++d) pointwise = pointwise && w[d].hint() == 1;

@@ -122,6 +122,8 @@ Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& ch
 
 // index_select and gather read x at positions an index tensor gives along one dim.
 inline bool gathers(OpId op) { return op == OpId::index_select || op == OpId::gather; }
+// Either convolution op (channels first or last): a kernel of its own where the target runs it.
+inline bool convolves(OpId op) { return op == OpId::convolution || op == OpId::convolution_channels_last; }
 // A gathering op whose index is a constant inside the selected dim for every size the plan
 // serves: a plain gathering load. Any other index with a static selected dim is read at run
 // time, clamped into the dim, and counted by a check when it lies outside (prepare.cpp); a

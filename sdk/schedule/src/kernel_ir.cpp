@@ -320,7 +320,7 @@ std::string Kernel::str() const {
     };
     os << "  convolution: b" << c.y << " = conv(b" << c.x << shape_str(c.x_sizes) << ", b" << c.w << "[" << list(c.w_sizes)
        << "]) strides " << list(c.strides) << " pads " << list(c.pads) << " dilations " << list(c.dilations) << " groups "
-       << c.groups << "\n";
+       << c.groups << (c.channels_last ? " channels last" : "") << "\n";
   }
   if (reference) {
     os << "  reference " << op_name(reference->op) << "(";

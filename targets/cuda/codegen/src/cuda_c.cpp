@@ -1058,6 +1058,7 @@ schedule::Target schedule_target() {
   schedule::Target t = schedule::Target::gpu();
   t.fused_attention = true;
   t.convolution = config::get<bool>("cuda.cudnn");
+  t.channels_last = t.convolution && config::get<bool>("cuda.channels_last");
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kiln/graph/error.h"
+#include "kiln/graph/ops.h"
 #include "toolkit_api.h"
 
 namespace kiln::cuda {
@@ -82,6 +83,19 @@ std::vector<int> contiguous_strides(const std::vector<int>& dims) {
   return s;
 }
 
+// The strides of dims [N, C, *S] laid out channels last ([N, *S, C] contiguous): cuDNN takes the
+// dims in NCHW order and the layout from the strides.
+std::vector<int> channels_last_strides(const std::vector<int>& dims) {
+  std::vector<int> s(dims.size(), 1);
+  int step = dims[1];
+  for (size_t d = dims.size(); d-- > 2;) {
+    s[d] = step;
+    step *= dims[d];
+  }
+  s[0] = step;
+  return s;
+}
+
 int narrow(int64_t v, const char* what, const std::string& kernel) {
   KILN_CHECK(v >= 0 && v <= INT32_MAX, "cuda runtime: kernel ", kernel, ": the convolution's ", what, " (", v,
              ") does not fit cuDNN's 32-bit sizes");
@@ -92,7 +106,12 @@ int narrow(int64_t v, const char* what, const std::string& kernel) {
 Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms, bool allow_tf32,
                   const std::string& kernel) {
   const int64_t batch = c.x_sizes.at(0).evaluate(syms);
-  const SymShape ys = c.y_sizes();
+  // Sizes in channels-first order whatever the layout (cuDNN's dims); the layout is in the strides.
+  const SymShape xs = c.channels_last ? channels_first(c.x_sizes) : c.x_sizes;
+  SymShape ws;
+  for (int64_t e : c.w_sizes) ws.push_back(SymInt(e));
+  if (c.channels_last) ws = channels_first(ws);
+  const SymShape ys = c.channels_last ? channels_first(c.y_sizes()) : c.y_sizes();
   int64_t y_elems = batch;
   for (size_t d = 1; d < ys.size(); ++d) y_elems *= ys[d].hint();
   if (y_elems == 0) return nullptr;
@@ -107,9 +126,9 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
   // tensor cores.
   const cudnnMathType_t math = c.dtype != DType::f32 ? CUDNN_TENSOR_OP_MATH : allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   // A 1-D convolution is a 2-D one of height 1.
-  const size_t n = c.x_sizes.size() - 2;
-  std::vector<int> xd{narrow(batch, "batch", kernel), narrow(c.x_sizes[1].hint(), "channels", kernel)};
-  std::vector<int> wd{narrow(c.w_sizes[0], "output channels", kernel), narrow(c.w_sizes[1], "channels per group", kernel)};
+  const size_t n = xs.size() - 2;
+  std::vector<int> xd{narrow(batch, "batch", kernel), narrow(xs[1].hint(), "channels", kernel)};
+  std::vector<int> wd{narrow(ws[0].hint(), "output channels", kernel), narrow(ws[1].hint(), "channels per group", kernel)};
   std::vector<int> pads, strides, dilations;
   if (n == 1) {
     xd.push_back(1);
@@ -119,8 +138,8 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
     dilations.push_back(1);
   }
   for (size_t d = 0; d < n; ++d) {
-    xd.push_back(narrow(c.x_sizes[2 + d].hint(), "spatial size", kernel));
-    wd.push_back(narrow(c.w_sizes[2 + d], "kernel size", kernel));
+    xd.push_back(narrow(xs[2 + d].hint(), "spatial size", kernel));
+    wd.push_back(narrow(ws[2 + d].hint(), "kernel size", kernel));
     KILN_CHECK(c.pads[d] == c.pads[d + n], "cuda runtime: kernel ", kernel,
                ": cuDNN pads both ends of a dim alike; the plan pads spatial dim ", d, " by ", c.pads[d], " and ", c.pads[d + n]);
     pads.push_back(narrow(c.pads[d], "padding", kernel));
@@ -128,7 +147,7 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
     dilations.push_back(narrow(c.dilations[d], "dilation", kernel));
   }
   std::ostringstream key;
-  key << &ctx << ' ' << static_cast<int>(t) << ' ' << static_cast<int>(math) << ' ' << c.groups;
+  key << &ctx << ' ' << static_cast<int>(t) << ' ' << static_cast<int>(math) << ' ' << c.groups << ' ' << c.channels_last;
   for (const std::vector<int>* v : {&xd, &wd, &pads, &strides, &dilations}) {
     key << " |";
     for (int e : *v) key << ' ' << e;
@@ -143,9 +162,11 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
   auto p = std::make_unique<Prepared>();
   const int rank = static_cast<int>(xd.size());
   check_dnn(api().cudnnCreateTensorDescriptor(&p->x), "cudnnCreateTensorDescriptor", kernel);
-  check_dnn(api().cudnnSetTensorNdDescriptor(p->x, t, rank, xd.data(), contiguous_strides(xd).data()), "cudnnSetTensorNdDescriptor (x)", kernel);
+  auto strides_of = [&](const std::vector<int>& dims) { return c.channels_last ? channels_last_strides(dims) : contiguous_strides(dims); };
+  check_dnn(api().cudnnSetTensorNdDescriptor(p->x, t, rank, xd.data(), strides_of(xd).data()), "cudnnSetTensorNdDescriptor (x)", kernel);
   check_dnn(api().cudnnCreateFilterDescriptor(&p->w), "cudnnCreateFilterDescriptor", kernel);
-  check_dnn(api().cudnnSetFilterNdDescriptor(p->w, t, CUDNN_TENSOR_NCHW, rank, wd.data()), "cudnnSetFilterNdDescriptor", kernel);
+  check_dnn(api().cudnnSetFilterNdDescriptor(p->w, t, c.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, rank, wd.data()),
+            "cudnnSetFilterNdDescriptor", kernel);
   check_dnn(api().cudnnCreateConvolutionDescriptor(&p->conv), "cudnnCreateConvolutionDescriptor", kernel);
   check_dnn(api().cudnnSetConvolutionNdDescriptor(p->conv, rank - 2, pads.data(), strides.data(), dilations.data(),
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -159,7 +180,7 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
   for (size_t d = 2; d < ys.size(); ++d) want.push_back(static_cast<int>(ys[d].hint()));
   KILN_INTERNAL_CHECK(yd == want, "cuda runtime: kernel ", kernel, ": cuDNN's convolution output differs from the plan's");
   check_dnn(api().cudnnCreateTensorDescriptor(&p->y), "cudnnCreateTensorDescriptor", kernel);
-  check_dnn(api().cudnnSetTensorNdDescriptor(p->y, t, rank, yd.data(), contiguous_strides(yd).data()), "cudnnSetTensorNdDescriptor (y)", kernel);
+  check_dnn(api().cudnnSetTensorNdDescriptor(p->y, t, rank, yd.data(), strides_of(yd).data()), "cudnnSetTensorNdDescriptor (y)", kernel);
   Handle& h = handle_of(ctx);
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
   int found = 0;

@@ -780,7 +780,7 @@ void PlanExecutable::Impl::tune_libraries(const Bound& b, const std::string& pro
         sig << " |";
         for (int64_t e : *v) sig << " " << e;
       }
-      sig << " groups " << c.groups << " algorithms " << n;
+      sig << " groups " << c.groups << (c.channels_last ? " channels last" : "") << " algorithms " << n;
     }
     const std::string signature = sig.str();
     auto describe = [&](int a) {

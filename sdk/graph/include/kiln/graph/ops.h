@@ -95,6 +95,11 @@ enum class OpId : uint16_t {
                 //        the windows of x (pad, unfold, permute) and one matmul per group, or
                 //        where each group reads one channel (depthwise) into a sum of tap * weight
                 //        (f16/bf16 taps and bias added in f32, rounded once)
+  convolution_channels_last,  // attrs: as convolution; inputs (x[N, *S, C], w[M, *K, C/groups][, bias[M]])
+                //        -> y[N, *O, M]: the same convolution over channels-last operands (torch's
+                //        channels_last memory format, cuDNN's NHWC/KRSC); decomposes into a linear
+                //        over C (1x1, unit stride), a sum of taps (depthwise), else the convolution
+                //        between permutes. passes::to_channels_last puts it where a target asks.
   max_pool,     // attrs: kernel:ints, strides:ints, pads:ints (n begins then n ends), dilations:ints,
                 //        ceil_mode:bool; inputs (x[N, C, *S]) over n = rank - 2 static spatial dims -> the
                 //        max of each window (pads never win); as torch's max_pool1d/2d/3d and ONNX MaxPool
@@ -194,6 +199,11 @@ std::span<const OpDef> all_ops();
 // group reads one input channel, at most 49 taps) rather than im2col and a matmul: a target
 // with a convolution library of its own leaves these to the fused kernel.
 bool convolution_folds_taps(std::span<const SymInt> w_sizes);
+
+// A channels-last shape [N, *S, C] (a weight [M, *K, C/groups]) in channels-first order
+// [N, C, *S], and back.
+SymShape channels_first(const SymShape& s);
+SymShape channels_last(const SymShape& s);
 
 // The dtype pointwise ops compute in, torch-style: dimensioned operands dominate 0-d ones
 // unless a 0-d operand is of a higher category.

@@ -41,6 +41,8 @@ extern const Pass fold_constants_pass;  // "fold_constants"
 extern const Pass simplify_pass;        // "simplify"
 extern const Pass recognize_pass;       // "recognize"
 extern const Pass recognize_attention_pass;  // "recognize_attention"
+extern const Pass to_channels_last_pass;      // "to_channels_last"
+extern const Pass sink_permutes_pass;         // "sink_permutes"
 
 // Runs one pass, checks the invariants above against `g`, logs it.
 PassResult run_pass(const Pass& pass, const Graph& g);
@@ -78,6 +80,15 @@ Graph recognize_patterns(const Graph& g);
 // is used elsewhere. Not in the default pipeline: the scheduler runs it for targets that have a
 // fused attention kernel (schedule::Target::fused_attention).
 Graph recognize_attention(const Graph& g);
+
+// Every convolution -> convolution_channels_last between permutes (a constant weight permuted
+// now). Not in the default pipeline: the scheduler runs it, then sink_permutes and simplify,
+// for targets whose convolutions run best channels last (schedule::Target::channels_last).
+Graph to_channels_last(const Graph& g);
+// Permutes moved past the pointwise ops, reductions, slices and pads that read them (towards
+// the outputs), so that pairs meet and simplify cancels them; a permute moving only size-1
+// dims becomes a reshape. layout.cpp lists the rules.
+Graph sink_permutes(const Graph& g);
 
 // The pipeline the "kiln" backend runs before scheduling: recognize -> fold_constants ->
 // simplify -> cse -> recognize -> dce (docs/passes.md says why in this order). decompose is not

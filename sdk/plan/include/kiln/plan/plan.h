@@ -88,7 +88,10 @@ struct PlanConvolution {
   std::vector<int64_t> w_sizes;
   std::vector<int64_t> strides, pads, dilations;  // pads: n begins, then n ends
   int64_t groups = 1;
-  // y's sizes: [N, M, (S + pads - (K - 1) * dilation - 1) / stride + 1 ...]
+  // x [N, *S, C], w [M, *K, C/groups] and y [N, *O, M] (the sizes above in that order), as the
+  // op convolution_channels_last; else x [N, C, *S], w [M, C/groups, *K], y [N, M, *O]
+  bool channels_last = false;
+  // y's sizes: [N, M, (S + pads - (K - 1) * dilation - 1) / stride + 1 ...] (channels last: M last)
   SymShape y_sizes() const;
   bool operator==(const PlanConvolution&) const = default;
 };

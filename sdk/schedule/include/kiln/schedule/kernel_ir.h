@@ -132,16 +132,18 @@ struct Attention {
 
 // y = conv(x, w) (the op table's convolution without a bias) over n spatial dims, for targets
 // that run it through a library of their own (Target::convolution): x [N, C, *S] and w
-// [M, C/groups, *K] are whole contiguous buffers, y a contiguous [N, M, *O]. Only the batch may be
+// [M, C/groups, *K] are whole contiguous buffers, y a contiguous [N, M, *O] (or all three
+// channels last: [N, *S, C], [M, *K, C/groups], [N, *O, M]). Only the batch may be
 // symbolic. The scheduler gives such a target symmetric pads (an asymmetric pad is a pad op
 // before it) and the bias as an add after it.
 struct Convolution {
   int32_t x = -1, w = -1, y = -1;  // buffers, all of `dtype`
   DType dtype = DType::f32;        // f32, f16 or bf16
-  SymShape x_sizes;                // [N, C, *S]
-  std::vector<int64_t> w_sizes;    // [M, C/groups, *K]
+  SymShape x_sizes;                // [N, C, *S] (channels last: [N, *S, C])
+  std::vector<int64_t> w_sizes;    // [M, C/groups, *K] (channels last: [M, *K, C/groups])
   std::vector<int64_t> strides, pads, dilations;  // per spatial dim; pads: n begins, then n ends
   int64_t groups = 1;
+  bool channels_last = false;      // convolution_channels_last: x, w and y channels last
   bool operator==(const Convolution&) const = default;
 };
 

@@ -77,6 +77,11 @@ struct Target {
   // unit-stride 1x1 ones still decompose (a fused sum over taps; a gemm reading x in place).
   bool convolution = false;
   bool runs_convolution(const Graph& g, const Node& n) const;
+  // Convolutions run channels last (the library's fastest kernels take NHWC operands): the
+  // graph's convolutions become convolution_channels_last between permutes, which are moved
+  // past the ops between convolutions until they cancel (passes::to_channels_last,
+  // sink_permutes), so everything from one convolution to the next runs channels last.
+  bool channels_last = false;
   static Target cpu() { return {}; }
   static Target gpu();
 };

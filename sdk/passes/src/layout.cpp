@@ -1,0 +1,255 @@
+// Channels-last convolutions (to_channels_last) and permutes moved towards the outputs
+// (sink_permutes): what a target whose convolution library runs best on channels-last operands
+// (cuDNN's NHWC kernels on tensor cores) asks of the graph, as torch.compile's layout
+// optimisation turns a conv net to channels_last.
+//
+// to_channels_last: convolution(x, w[, b]) -> permute(convolution_channels_last(permute(x),
+// w', [b]), back), w' a constant permuted now (a weight that is an input is permuted in the
+// graph). Alone this adds two permutes per convolution; sink_permutes then moves each permute
+// past the ops that read it, so that between two convolutions everything runs channels last
+// and the pairs meet and cancel (simplify: permute(permute(x, p), q) -> x):
+//   pointwise(permute(a, p), permute(b, p) | small b | 0-d)  -> permute(pointwise(a, b'), p)
+//   reduction(permute(a, p), dims)                           -> permute(reduction(a, p(dims)), q)
+//   slice(permute(a, p), d), pad(permute(a, p))              -> permute(slice(a, p[d])), permute(pad(a))
+//   permute(a, p) moving only size-1 dims                    -> reshape(a)
+// b' is a broadcast operand (smaller than the result: a bias, a squeeze-excitation scale) given
+// the inverse permute. A pointwise op with a full-size operand not read through the same
+// permute stays where it is (moving the permute there would only move the transpose).
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "kiln/eval/interpreter.h"
+#include "kiln/passes/passes.h"
+#include "rewrite.h"
+
+namespace kiln::passes {
+
+namespace {
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
+  std::vector<int64_t> inv(p.size());
+  for (size_t k = 0; k < p.size(); ++k) inv[static_cast<size_t>(p[k])] = static_cast<int64_t>(k);
+  return inv;
+}
+
+bool is_identity(const std::vector<int64_t>& p) {
+  for (size_t k = 0; k < p.size(); ++k)
+    if (p[k] != static_cast<int64_t>(k)) return false;
+  return true;
+}
+
+PassResult run_to_channels_last(const Graph& g) {
+  detail::Rewriter rw(g, "to_channels_last");
+  int converted = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input) continue;
+    if (n.op != OpId::convolution) {
+      rw.copy(id);
+      continue;
+    }
+    std::vector<NodeId> ins = rw.mapped_inputs(id);
+    Graph& out = rw.out();
+    const auto r = static_cast<int64_t>(n.meta.rank());
+    std::vector<int64_t> to_last{0}, to_first{0, r - 1};
+    for (int64_t d = 2; d < r; ++d) to_last.push_back(d);
+    to_last.push_back(1);
+    for (int64_t d = 1; d < r - 1; ++d) to_first.push_back(d);
+    ins[0] = out.add(OpId::permute, {ins[0]}, Attrs{to_last});
+    const Node& w = out.node(ins[1]);
+    if (w.op == OpId::constant) {  // permuted once here, not by a kernel on every call
+      const TensorData t = detail::tensor_of(w.attrs.tensor(0));
+      const SymShape sizes = channels_last(w.meta.sizes);
+      std::vector<int64_t> static_sizes;
+      for (const SymInt& s : sizes) static_sizes.push_back(s.hint());
+      const TensorData p = eval::run_op(OpId::permute, {&t, 1}, Attrs{to_last}, w.meta.dtype, static_sizes);
+      ins[1] = out.add(OpId::constant, {}, Attrs{std::shared_ptr<const ConstantData>(std::make_shared<ConstantData>(detail::constant_of(p)))});
+    } else {
+      ins[1] = out.add(OpId::permute, {ins[1]}, Attrs{to_last});
+    }
+    const NodeId y = out.add(OpId::convolution_channels_last, ins, n.attrs);
+    rw.bind(id, out.add(OpId::permute, {y}, Attrs{to_first}));
+    if (!n.name.empty()) out.set_name(y, n.name);
+    ++converted;
+  }
+  return {rw.finish(), converted > 0,
+          "to_channels_last: " + std::to_string(converted) + " convolution" + (converted == 1 ? "" : "s") + " channels last"};
+}
+
+struct Sinker {
+  detail::Rewriter& rw;
+  std::map<std::string, int> moved;
+
+  const Node& node(NodeId i) { return rw.out_graph().node(i); }
+  const TensorMeta& meta(NodeId i) { return node(i).meta; }
+  // The permutation node `i` applies to its input, when it is a permute.
+  const std::vector<int64_t>* permutation(NodeId i) {
+    return node(i).op == OpId::permute ? &node(i).attrs.ints(0) : nullptr;
+  }
+  // op(ins, attrs) then permute(p), when both are accepted without a new shape fact and give
+  // n's value; else -1.
+  NodeId add_then_permute(const Node& n, OpId op, std::vector<NodeId> ins, Attrs attrs, const std::vector<int64_t>& p,
+                          const char* rule) {
+    const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), op, ins, attrs);
+    if (!m) return -1;
+    const std::optional<TensorMeta> pm = detail::probe(rw.out_graph(), OpId::permute, std::span<const TensorMeta>(&*m, 1), Attrs{p});
+    if (!pm || !detail::same_value_meta(*pm, n.meta)) return -1;
+    NodeId y = rw.out().add(op, std::move(ins), std::move(attrs));
+    if (!is_identity(p)) y = rw.out().add(OpId::permute, {y}, Attrs{p});
+    ++moved[rule];
+    return y;
+  }
+
+  NodeId pointwise(const Node& n, const std::vector<NodeId>& ins) {
+    const std::vector<int64_t>* p = nullptr;
+    for (NodeId i : ins)
+      if (const std::vector<int64_t>* q = permutation(i); q && meta(i).rank() == n.meta.rank()) {
+        p = q;
+        break;
+      }
+    if (!p) return -1;
+    const std::vector<int64_t> perm = *p;  // node references move as the graph grows
+    const std::vector<int64_t> inv = inverse(perm);
+    const size_t r = perm.size();
+    std::vector<NodeId> moved_ins;
+    for (NodeId i : ins) {
+      const TensorMeta m = meta(i);
+      if (const std::vector<int64_t>* q = permutation(i); q && *q == perm) {
+        moved_ins.push_back(node(i).inputs[0]);
+      } else if (m.rank() == 0) {
+        moved_ins.push_back(i);
+      } else if (m.sizes != n.meta.sizes && m.rank() <= static_cast<int64_t>(r)) {  // broadcast: permute it
+        NodeId u = i;
+        if (m.rank() < static_cast<int64_t>(r)) {
+          SymShape s(r - static_cast<size_t>(m.rank()), SymInt(1));
+          s.insert(s.end(), m.sizes.begin(), m.sizes.end());
+          u = rw.out().add(OpId::reshape, {u}, Attrs{s});
+        }
+        moved_ins.push_back(rw.out().add(OpId::permute, {u}, Attrs{inv}));
+      } else {
+        return -1;  // a full-size operand in the permuted order: nothing gained
+      }
+    }
+    return add_then_permute(n, n.op, moved_ins, n.attrs, perm, "pointwise");
+  }
+
+  NodeId reduction(const Node& n, const std::vector<NodeId>& ins) {
+    const std::vector<int64_t>* p = permutation(ins[0]);
+    if (!p || n.op == OpId::argmax || n.op == OpId::argmin) return -1;
+    const std::vector<int64_t> perm = *p;
+    const std::vector<int64_t>& dims = n.attrs.ints(0);
+    if (dims.empty()) return -1;  // over everything: the order does not matter, nothing to move
+    const bool keep = n.attrs.b(1);
+    std::vector<int64_t> moved_dims;
+    std::vector<bool> reduced(perm.size(), false);
+    for (int64_t d : dims) {
+      moved_dims.push_back(perm[static_cast<size_t>(d)]);
+      reduced[static_cast<size_t>(d)] = true;
+    }
+    std::sort(moved_dims.begin(), moved_dims.end());
+    Attrs a = n.attrs;
+    a.values[0] = moved_dims;
+    std::vector<int64_t> q = perm;
+    if (!keep) {  // the kept dims, in the order the reduction of the unpermuted value leaves them
+      std::vector<int64_t> kept;
+      for (size_t k = 0; k < perm.size(); ++k)
+        if (!reduced[k]) kept.push_back(perm[k]);
+      std::vector<int64_t> sorted = kept;
+      std::sort(sorted.begin(), sorted.end());
+      q.clear();
+      for (int64_t d : kept) q.push_back(std::lower_bound(sorted.begin(), sorted.end(), d) - sorted.begin());
+    }
+    return add_then_permute(n, n.op, {node(ins[0]).inputs[0]}, a, q, "reduction");
+  }
+
+  NodeId slice_or_pad(const Node& n, const std::vector<NodeId>& ins) {
+    const std::vector<int64_t>* p = permutation(ins[0]);
+    if (!p) return -1;
+    const std::vector<int64_t> perm = *p;
+    Attrs a = n.attrs;
+    if (n.op == OpId::slice) {
+      a.values[0] = perm[static_cast<size_t>(n.attrs.i(0))];
+    } else {  // pad's pairs run from the last dim; each moves to the dim it pads in the input
+      const std::vector<int64_t>& pairs = n.attrs.ints(0);
+      const size_t r = perm.size();
+      std::vector<int64_t> per_dim(2 * r, 0);
+      for (size_t k = 0; 2 * k + 1 < pairs.size(); ++k) {
+        const size_t d = static_cast<size_t>(perm[r - 1 - k]);
+        per_dim[2 * d] = pairs[2 * k];
+        per_dim[2 * d + 1] = pairs[2 * k + 1];
+      }
+      std::vector<int64_t> moved_pairs;
+      for (size_t d = r; d-- > 0;) {
+        moved_pairs.push_back(per_dim[2 * d]);
+        moved_pairs.push_back(per_dim[2 * d + 1]);
+      }
+      a.values[0] = moved_pairs;
+    }
+    return add_then_permute(n, n.op, {node(ins[0]).inputs[0]}, a, perm, n.op == OpId::slice ? "slice" : "pad");
+  }
+
+  // A permute that keeps the order of every dim but those of size 1 moves no element.
+  NodeId unit_permute(const Node& n, const std::vector<NodeId>& ins) {
+    const std::vector<int64_t>& p = n.attrs.ints(0);
+    const SymShape& x = meta(ins[0]).sizes;
+    int64_t last = -1;
+    for (int64_t d : p) {
+      if (x[static_cast<size_t>(d)] == 1) continue;
+      if (d < last) return -1;
+      last = d;
+    }
+    if (is_identity(p)) return -1;
+    const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), OpId::reshape, ins, Attrs{n.meta.sizes});
+    if (!m || !detail::same_value_meta(*m, n.meta)) return -1;
+    ++moved["unit permute"];
+    return rw.out().add(OpId::reshape, {ins[0]}, Attrs{n.meta.sizes});
+  }
+
+  NodeId rewrite(const Node& n, const std::vector<NodeId>& ins) {
+    switch (op_def(n.op).category) {
+      case OpCategory::unary:
+      case OpCategory::binary:
+      case OpCategory::ternary: return pointwise(n, ins);
+      case OpCategory::reduction: return reduction(n, ins);
+      default: break;
+    }
+    if (n.op == OpId::slice || n.op == OpId::pad) return slice_or_pad(n, ins);
+    if (n.op == OpId::permute) return unit_permute(n, ins);
+    return -1;
+  }
+};
+
+PassResult run_sink_permutes(const Graph& g) {
+  detail::Rewriter rw(g, "sink_permutes");
+  Sinker s{rw, {}};
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input) continue;
+    const NodeId r = s.rewrite(n, rw.mapped_inputs(id));
+    if (r >= 0) {
+      rw.bind(id, r);
+    } else {
+      rw.copy(id);
+    }
+  }
+  int total = 0;
+  std::string detail;
+  for (const auto& [rule, count] : s.moved) {
+    total += count;
+    detail += (detail.empty() ? "" : ", ") + rule + ": " + std::to_string(count);
+  }
+  return {rw.finish(), total > 0,
+          "sink_permutes: " + std::to_string(total) + " permute" + (total == 1 ? "" : "s") + " moved" +
+              (detail.empty() ? "" : " (" + detail + ")")};
+}
+
+}  // namespace
+
+const Pass to_channels_last_pass{"to_channels_last", &run_to_channels_last};
+const Pass sink_permutes_pass{"sink_permutes", &run_sink_permutes};
+
+Graph to_channels_last(const Graph& g) { return run_pass(to_channels_last_pass, g).graph; }
+Graph sink_permutes(const Graph& g) { return run_pass(sink_permutes_pass, g).graph; }
+
+}  // namespace kiln::passes

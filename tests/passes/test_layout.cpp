@@ -1,0 +1,96 @@
+// to_channels_last and sink_permutes: a conv net turned channels last keeps its values, and the
+// permutes between its convolutions cancel, so only the input's stays.
+#include "helpers.h"
+
+using namespace passes_test;
+using kiln::passes::eliminate_dead_code;
+using kiln::passes::simplify;
+using kiln::passes::sink_permutes;
+using kiln::passes::to_channels_last;
+
+namespace {
+using Ints = std::vector<int64_t>;
+
+std::vector<double> ramp(int64_t n, double scale) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) v[static_cast<size_t>(k)] = std::sin(static_cast<double>(k) * 0.37) * scale;
+  return v;
+}
+
+// Permutes that move data: of more elements than a per-channel vector (a bias's permute is a
+// view the kernel reads in place).
+int transposes(const Graph& g) {
+  int n = 0;
+  for (const Node& x : g.nodes()) {
+    if (x.op != OpId::permute) continue;
+    int64_t elems = 1;
+    for (const SymInt& s : x.meta.sizes) elems *= s.hint();
+    n += elems > 16;
+  }
+  return n;
+}
+
+Graph turned(const Graph& g) { return eliminate_dead_code(simplify(checked(sink_permutes, checked(to_channels_last, g)))); }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(layout_passes)
+
+// A residual block as torchvision's ResNet exports it (batch norm folded into the convolutions'
+// bias), a depthwise convolution, a squeeze-excitation scale and a pooled head.
+BOOST_AUTO_TEST_CASE(a_conv_net_runs_channels_last_between_its_input_and_its_head) {
+  for (const bool symbolic : {false, true}) {
+    G t;
+    const SymInt n = symbolic ? t.sym(2) : SymInt(2);
+    const NodeId x = t.in(DType::f32, {n, 4, 6, 6}, "x");
+    const Attrs same{Ints{1, 1}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{1}};
+    const Attrs unit{Ints{1, 1}, Ints{0, 0, 0, 0}, Ints{1, 1}, int64_t{1}};
+    const NodeId c1 = t.op(OpId::convolution, {x, t.constant(DType::f32, {8, 4, 3, 3}, ramp(288, 0.2)), t.constant(DType::f32, {8}, ramp(8, 0.1))}, same);
+    const NodeId r1 = t.op(OpId::relu, {c1});
+    const NodeId c2 = t.op(OpId::convolution, {r1, t.constant(DType::f32, {8, 8, 1, 1}, ramp(64, 0.3))}, unit);
+    const NodeId res = t.op(OpId::relu, {t.op(OpId::add, {c2, r1})});
+    const NodeId dw = t.op(OpId::convolution, {res, t.constant(DType::f32, {8, 1, 3, 3}, ramp(72, 0.3))},
+                           {Ints{2, 2}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{8}});
+    const NodeId se = t.op(OpId::sigmoid, {t.reduce(OpId::mean, dw, {2, 3}, true)});  // [N, 8, 1, 1]
+    const NodeId scaled = t.op(OpId::mul, {dw, se});
+    const NodeId biased = t.op(OpId::add, {scaled, t.constant(DType::f32, {8, 1, 1}, ramp(8, 0.5))});
+    const NodeId pooled = t.reduce(OpId::mean, biased, {2, 3}, false);  // [N, 8]
+    const NodeId cropped = t.op(OpId::slice, {biased}, {int64_t{3}, int64_t{1}, int64_t{3}, int64_t{1}});
+    const Graph& g = t.out({pooled, cropped});
+    const Graph h = turned(g);
+    BOOST_TEST(same_results(g, h), h.str());
+    BOOST_TEST(count(h, OpId::convolution) == 0);
+    BOOST_TEST(count(h, OpId::convolution_channels_last) == 3);
+    // The input's permute, and the cropped output's back to channels first.
+    BOOST_TEST(transposes(h) == 2, h.str());
+  }
+}
+
+// A pointwise op whose other full-size operand is channels first keeps the permute before it.
+BOOST_AUTO_TEST_CASE(a_channels_first_operand_of_full_size_stops_the_permute) {
+  G t;
+  const NodeId x = t.in(DType::f32, {1, 3, 5, 5}, "x");
+  const NodeId other = t.in(DType::f32, {1, 4, 5, 5}, "other");
+  const NodeId c = t.op(OpId::convolution, {x, t.constant(DType::f32, {4, 3, 3, 3}, ramp(108, 0.2))},
+                        {Ints{1, 1}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{1}});
+  const NodeId y = t.op(OpId::mul, {t.op(OpId::relu, {c}), other});
+  const Graph& g = t.out({y});
+  const Graph h = turned(g);
+  BOOST_TEST(same_results(g, h), h.str());
+  BOOST_TEST(transposes(h) == 2, h.str());  // x's, and relu's result back before the mul
+}
+
+// A weight that is an input is permuted in the graph; bf16 and a 1-D convolution.
+BOOST_AUTO_TEST_CASE(weights_that_are_inputs_and_other_ranks) {
+  G t;
+  const NodeId x = t.in(DType::bf16, {2, 3, 10}, "x");
+  const NodeId w = t.in(DType::bf16, {4, 3, 3}, "w");
+  const NodeId c = t.op(OpId::convolution, {x, w}, {Ints{2}, Ints{1, 0}, Ints{1}, int64_t{1}});
+  const NodeId y = t.reduce(OpId::max, t.op(OpId::gelu, {c}, {std::string("none")}), {1}, false);  // [2, L]
+  const Graph& g = t.out({y});
+  const Graph h = turned(g);
+  BOOST_TEST(same_results(g, h), h.str());
+  BOOST_TEST(count(h, OpId::convolution_channels_last) == 1);
+  BOOST_TEST(transposes(h) == 2, h.str());  // x's and w's; the max over channels reads [2, L, 4]
+}
+
+BOOST_AUTO_TEST_SUITE_END()

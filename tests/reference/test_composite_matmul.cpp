@@ -177,6 +177,16 @@ std::vector<double> direct(const ConvCase& c, const std::vector<double>& x, cons
 
 }  // namespace
 
+// prod(s) values drawn from normal(0, 1).
+std::vector<double> normal_values(const std::vector<int64_t>& s, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal;
+  int64_t n = 1;
+  for (int64_t e : s) n *= e;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& e : v) e = normal(rng);
+  return v;
+}
+
 BOOST_AUTO_TEST_CASE(decomposition_matches_a_direct_loop) {
   const std::vector<ConvCase> cases = {
       {{2, 3, 9}, {4, 3, 3}, {2}, {1, 2}, {1}, 1, true},                      // 1-D, stride, asymmetric pad
@@ -189,15 +199,8 @@ BOOST_AUTO_TEST_CASE(decomposition_matches_a_direct_loop) {
       {{1, 2, 4, 3, 5}, {3, 2, 2, 1, 3}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, {1, 1, 1}, 1, true},  // 3-D
   };
   std::mt19937_64 rng(11);
-  std::normal_distribution<double> normal;
   for (const ConvCase& c : cases) {
-    auto fill = [&](const std::vector<int64_t>& s) {
-      int64_t n = 1;
-      for (int64_t e : s) n *= e;
-      std::vector<double> v(static_cast<size_t>(n));
-      for (double& e : v) e = normal(rng);
-      return v;
-    };
+    auto fill = [&](const std::vector<int64_t>& s) { return normal_values(s, rng); };
     const std::vector<double> xv = fill(c.x), wv = fill(c.w), bv = fill({c.w[0]});
     std::vector<TensorData> in{f64(c.x, xv), f64(c.w, wv)};
     if (c.bias) in.push_back(f64({c.w[0]}, bv));
@@ -240,15 +243,8 @@ BOOST_AUTO_TEST_CASE(channels_last_matches_a_direct_loop) {
       {{1, 2, 4, 3, 5}, {3, 2, 2, 1, 3}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, {1, 1, 1}, 1, true},  // 3-D
   };
   std::mt19937_64 rng(12);
-  std::normal_distribution<double> normal;
   for (const ConvCase& c : cases) {
-    auto fill = [&](const std::vector<int64_t>& s) {
-      int64_t n = 1;
-      for (int64_t e : s) n *= e;
-      std::vector<double> v(static_cast<size_t>(n));
-      for (double& e : v) e = normal(rng);
-      return v;
-    };
+    auto fill = [&](const std::vector<int64_t>& s) { return normal_values(s, rng); };
     const std::vector<double> xv = fill(c.x), wv = fill(c.w), bv = fill({c.w[0]});
     std::vector<TensorData> in{f64(last_sizes(c.x), to_channels_last(c.x, xv)), f64(last_sizes(c.w), to_channels_last(c.w, wv))};
     if (c.bias) in.push_back(f64({c.w[0]}, bv));

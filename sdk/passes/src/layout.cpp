@@ -223,25 +223,10 @@ struct Sinker {
 PassResult run_sink_permutes(const Graph& g) {
   detail::Rewriter rw(g, "sink_permutes");
   Sinker s{rw, {}};
-  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
-    const Node& n = g.node(id);
-    if (n.op == OpId::input) continue;
-    const NodeId r = s.rewrite(n, rw.mapped_inputs(id));
-    if (r >= 0) {
-      rw.bind(id, r);
-    } else {
-      rw.copy(id);
-    }
-  }
+  detail::rewrite_each(rw, [&](const Node& n, const std::vector<NodeId>& ins) { return s.rewrite(n, ins); });
   int total = 0;
-  std::string detail;
-  for (const auto& [rule, count] : s.moved) {
-    total += count;
-    detail += (detail.empty() ? "" : ", ") + rule + ": " + std::to_string(count);
-  }
-  return {rw.finish(), total > 0,
-          "sink_permutes: " + std::to_string(total) + " permute" + (total == 1 ? "" : "s") + " moved" +
-              (detail.empty() ? "" : " (" + detail + ")")};
+  std::string summary = detail::rules_summary("sink_permutes", s.moved, "permute", "moved", total);
+  return {rw.finish(), total > 0, std::move(summary)};
 }
 
 }  // namespace

@@ -180,4 +180,16 @@ ConstantData constant_of(const TensorData& t) {
   return c;
 }
 
+std::string rules_summary(std::string_view pass, const std::map<std::string, int>& fired, std::string_view noun,
+                          std::string_view verb, int& total) {
+  total = 0;
+  std::string detail;
+  for (const auto& [rule, count] : fired) {
+    total += count;
+    detail += (detail.empty() ? "" : ", ") + rule + ": " + std::to_string(count);
+  }
+  return std::string(pass) + ": " + std::to_string(total) + " " + std::string(noun) + (total == 1 ? "" : "s") +
+         (verb.empty() ? "" : " " + std::string(verb)) + (detail.empty() ? "" : " (" + detail + ")");
+}
+
 }  // namespace kiln::passes::detail

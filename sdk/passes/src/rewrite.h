@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -45,6 +47,26 @@ class Rewriter {
   Graph out_;
   std::vector<NodeId> map_;
 };
+
+// A pass of local rules: `rewrite(node, mapped inputs)` gives the new node holding an old node's
+// value, or -1 to copy it; each old node but the inputs in order. Then the summary line
+// "<pass>: <total> <noun>s[ <verb>] (rule: count, ...)" of the rules' counts.
+template <class Rewrite>
+void rewrite_each(Rewriter& rw, Rewrite&& rewrite) {
+  const Graph& g = rw.in();
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input) continue;
+    const NodeId r = rewrite(n, rw.mapped_inputs(id));
+    if (r >= 0) {
+      rw.bind(id, r);
+    } else {
+      rw.copy(id);
+    }
+  }
+}
+std::string rules_summary(std::string_view pass, const std::map<std::string, int>& fired, std::string_view noun,
+                          std::string_view verb, int& total);
 
 // The meta `op` would get in `g` over existing nodes `inputs`, or nullopt when its shape rule
 // rejects them or would record a shape fact `g` does not hold yet. `g` is not changed.

@@ -152,25 +152,10 @@ struct Simplifier {
 PassResult run(const Graph& g) {
   detail::Rewriter rw(g, "simplify");
   Simplifier s{rw, {}};
-  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
-    const Node& n = g.node(id);
-    if (n.op == OpId::input) continue;
-    const NodeId r = s.rewrite(n, rw.mapped_inputs(id));
-    if (r >= 0) {
-      rw.bind(id, r);
-    } else {
-      rw.copy(id);
-    }
-  }
+  detail::rewrite_each(rw, [&](const Node& n, const std::vector<NodeId>& ins) { return s.rewrite(n, ins); });
   int total = 0;
-  std::string detail;
-  for (const auto& [rule, count] : s.fired) {
-    total += count;
-    detail += (detail.empty() ? "" : ", ") + rule + ": " + std::to_string(count);
-  }
-  return {rw.finish(), total > 0,
-          "simplify: " + std::to_string(total) + " rewrite" + (total == 1 ? "" : "s") +
-              (detail.empty() ? "" : " (" + detail + ")")};
+  std::string summary = detail::rules_summary("simplify", s.fired, "rewrite", "", total);
+  return {rw.finish(), total > 0, std::move(summary)};
 }
 
 }  // namespace

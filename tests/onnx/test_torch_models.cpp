@@ -13,9 +13,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "kiln/config/config.h"
+#include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/npy/npy.h"
 #include "kiln/onnx/onnx.h"
@@ -61,6 +64,41 @@ void check_model(const std::string& name, kiln::Device device) {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(torch_exports)
+
+// The compile's mode and options apply to the model's compile, as kiln::compile's do (they were
+// once dropped: reduce-overhead ran an ONNX model without CUDA graphs); a bad mode fails at
+// compile().
+BOOST_AUTO_TEST_CASE(compile_applies_its_mode_and_options) {
+  const std::string path = (kModels / "cnn_dynamo" / "model.onnx").string();
+  const TensorData x = kiln::npy::load_npy((kModels / "cnn_dynamo" / "in_0_0.npy").string());
+  auto kernels_of = [&](const std::map<std::string, kiln::ConfigValue>& options) {
+    std::string log;
+    kiln::logs::set_sink_for_testing([&log](std::string_view text) { log += text; });
+    kiln::logs::set_categories_for_testing("schedule");
+    kiln::CompileOptions o;
+    o.options = options;
+    o.options["force_disable_caches"] = true;
+    (void)konnx::compile(path, o)({Tensor::from_data(x)});
+    kiln::logs::set_sink_for_testing({});
+    kiln::logs::reset_for_testing();
+    int n = 0;
+    for (size_t at = log.find("[kiln:schedule] kernel "); at != std::string::npos; at = log.find("[kiln:schedule] kernel ", at + 1)) ++n;
+    return n;
+  };
+  const int fused = kernels_of({});
+  const int unfused = kernels_of({{"fusion.max_fusion_size", int64_t{1}}});
+  BOOST_TEST_MESSAGE("kernels: " << fused << " fused, " << unfused << " with fusion.max_fusion_size 1");
+  BOOST_TEST(fused >= 1);
+  BOOST_TEST(unfused > fused);
+  kiln::CompileOptions bad;
+  bad.mode = "fast";
+  try {
+    (void)konnx::compile(path, bad);
+    BOOST_ERROR("mode 'fast' was accepted");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("unknown compile mode 'fast'") != std::string::npos, e.what());
+  }
+}
 
 BOOST_AUTO_TEST_CASE(torchscript_exporter_models_match_torch) {
   check_model("cnn_torchscript", kiln::Device::cpu());

@@ -8,6 +8,7 @@
 
 #include "importer.h"
 #include "kiln/compile.h"
+#include "kiln/config/config.h"
 #include "kiln/eval/interpreter.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/tensor.h"
@@ -34,6 +35,7 @@ struct CompiledModel::State {
 CompiledModel::CompiledModel(std::string path, CompileOptions options) : state_(std::make_shared<State>()) {
   state_->path = std::move(path);
   state_->options = std::move(options);
+  config::CompileScope check(state_->options.mode, state_->options.options);  // a bad mode or option fails here
   try {
     state_->cpu_model = load(state_->path);
   } catch (const InputValueNeeded&) {
@@ -81,6 +83,7 @@ std::vector<TensorData> CompiledModel::run(std::span<const TensorData> inputs) c
     };
     std::lock_guard lock(s.mutex);
     if (s.bound_names.empty()) {  // the first call finds which inputs the import needs
+      config::CompileScope scope(s.options.mode, s.options.options);
       for (;;) {
         try {
           (void)load(s.path, lo);
@@ -106,6 +109,9 @@ std::vector<TensorData> CompiledModel::run(std::span<const TensorData> inputs) c
     std::lock_guard lock(s.mutex);
     auto& slot = s.entries[key];
     if (!slot) {
+      // The compile's mode and options apply while it imports, schedules and loads (as kiln::compile's
+      // do): the runtimes read theirs (CUDA graphs, kept buffers, autotuning) when a plan loads.
+      config::CompileScope scope(s.options.mode, s.options.options);
       auto fresh = std::make_shared<State::Entry>();
       fresh->model = load(s.path, lo);
       std::vector<TensorMeta> metas;

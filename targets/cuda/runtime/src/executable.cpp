@@ -894,6 +894,9 @@ void PlanExecutable::Impl::record(GraphState& g, const Bound& b) {
                 "(" + std::to_string(g.nodes.size()) + " nodes)");
   g.syms = b.syms();
   ++graphs_recorded;
+  KILN_LOG(perf_hints, "cuda runtime: recorded a CUDA graph of ", g.nodes.size(), " nodes (",
+           std::count_if(g.nodes.begin(), g.nodes.end(), [](const GraphState::Node& n) { return n.library; }),
+           " library calls), graphs recorded so far: ", graphs_recorded.load());
 }
 
 bool PlanExecutable::Impl::replay(const Bound& b) {
@@ -909,6 +912,7 @@ bool PlanExecutable::Impl::replay(const Bound& b) {
   if (!g.exec) {
     record(g, b);
   } else {
+    std::string recaptured;  // library calls captured again this call (perf_hints)
     for (GraphState::Node& n : g.nodes) {
       std::vector<DevicePtr> now = node_addresses(n, b);
       if (now == n.bound) continue;
@@ -917,18 +921,23 @@ bool PlanExecutable::Impl::replay(const Bound& b) {
         CUgraph child = capture_library(g, n.kernel, b);
         r = d.cuGraphExecChildGraphNodeSetParams(g.exec, n.node, child);
         d.cuGraphDestroy(child);
+        if (logs::enabled(logs::Category::perf_hints)) recaptured += " " + plan.kernels[n.kernel].name;
       } else {
         LaunchArgs a = args(n.kernel, chosen[n.kernel], b);
         const CUDA_KERNEL_NODE_PARAMS p = node_params(a);
         r = d.cuGraphExecKernelNodeSetParams(g.exec, n.node, &p);
       }
       if (r != CUDA_SUCCESS) {  // an update the driver refuses: record the graph again
+        KILN_LOG(perf_hints, "cuda runtime: the driver refused to update the CUDA graph's node of kernel ",
+                 plan.kernels[n.kernel].name, " (CUresult ", static_cast<int>(r), "): the whole graph is recorded again");
         record(g, b);
         break;
       }
       n.bound = std::move(now);
       ++node_updates;
     }
+    if (!recaptured.empty())
+      KILN_LOG(perf_hints, "cuda runtime: CUDA graph replay captured library calls again (their buffers moved):", recaptured);
   }
   detail::check(d.cuGraphLaunch(g.exec, static_cast<CUstream>(ctx->stream())), "cuGraphLaunch",
                 "(the plan's graph of " + std::to_string(g.nodes.size()) + " nodes)");

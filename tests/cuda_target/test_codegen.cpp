@@ -561,13 +561,29 @@ BOOST_AUTO_TEST_CASE(convolutions_run_channels_last) {
                           {std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, int64_t{96}});
   m.set_outputs({m.add(OpId::convolution, {dw, m.add_input(meta(DType::bf16, {24, 96, 1, 1}), "w3")},
                        {std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{1, 1}, int64_t{1}})});
-  int stems = 0;
-  for (const plan::PlanKernel& k : plan_of(m).kernels)
-    if (k.convolution) {
-      ++stems;
-      BOOST_TEST(!k.convolution->channels_last);
-    }
-  BOOST_TEST(stems == 1);
+  // The plan's cuDNN convolutions, each checked to run channels first.
+  auto channels_first_convolutions = [](const plan::KernelPlan& p) {
+    int n = 0;
+    for (const plan::PlanKernel& k : p.kernels)
+      if (k.convolution) {
+        ++n;
+        BOOST_TEST(!k.convolution->channels_last);
+      }
+    return n;
+  };
+  BOOST_TEST(channels_first_convolutions(plan_of(m)) == 1);  // the stem
+  // A graph whose matrix products do most of the work (a ConvNeXt-like downsampling convolution,
+  // then an MLP over the channels) stays channels first too: channels last would only move the
+  // permutes around the products.
+  Graph c;
+  const NodeId cx = c.add_input(meta(DType::bf16, {8, 16, 14, 14}), "x");
+  const NodeId down = c.add(OpId::convolution, {cx, c.add_input(meta(DType::bf16, {32, 16, 2, 2}), "w0")},
+                            {std::vector<int64_t>{2, 2}, std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{1, 1}, int64_t{1}});
+  const NodeId rows = c.add(OpId::permute, {down}, {std::vector<int64_t>{0, 2, 3, 1}});
+  const NodeId up = c.add(OpId::relu, {c.add(OpId::linear, {rows, c.add_input(meta(DType::bf16, {128, 32}), "w1")})}, {});
+  const NodeId back = c.add(OpId::linear, {up, c.add_input(meta(DType::bf16, {32, 128}), "w2")});
+  c.set_outputs({c.add(OpId::permute, {back}, {std::vector<int64_t>{0, 3, 1, 2}})});
+  BOOST_TEST(channels_first_convolutions(plan_of(c)) == 1);  // the downsampling
 }
 
 BOOST_AUTO_TEST_SUITE_END()

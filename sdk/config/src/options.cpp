@@ -137,11 +137,13 @@ std::vector<OptionDef> build_options() {
      "Run convolutions on CUDA through cuDNN (libcudnn.so.9, loaded when a plan first convolves; "
      "implicit-GEMM and other algorithms, no im2col copy). false: as on the other targets, the "
      "windows of the input (an im2col copy) times the weights in a cuBLASLt gemm."},
-    {"cuda.channels_last", T::Bool, false, kCodegen, kUsed,
+    {"cuda.channels_last", T::Bool, true, kCodegen, kUsed,
      "With cuda.cudnn, run a graph's convolutions channels last (NHWC, cuDNN's fastest kernels on "
      "tensor cores), with the ops between them: the convolutions become "
      "convolution_channels_last and the permutes around them cancel, as torch.compile's layout "
-     "optimisation makes a conv net channels_last. false: every convolution in NCHW."},
+     "optimisation makes a conv net channels_last; only where the convolutions cuDNN runs do "
+     "most of the graph's multiply-adds (convolutions and matrix products). false: every "
+     "convolution in NCHW."},
     {"cuda.precise_math", T::Bool, false, kCodegen, kUsed,
      "Compute float32 exp, division and 1/sqrt on CUDA with libdevice's expf, IEEE division and "
      "sqrt (nvcc's defaults) instead of the fast forms torch.compile's Triton kernels use "

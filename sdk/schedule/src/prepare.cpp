@@ -103,25 +103,40 @@ NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
   return y;
 }
 
-// Whether the convolutions the target's library runs do most of the graph's convolution work
-// (multiply-adds): then the graph runs channels last (Target::channels_last). A graph of
-// depthwise and 1x1 convolutions (MobileNet, EfficientNet) gains nothing in the library and
-// would reduce over spatial dims as column reductions (their squeeze-excitation means), as
+// Whether the convolutions the target's library runs do most of the graph's multiply-adds
+// (those of every convolution and matrix product): then the graph runs channels last
+// (Target::channels_last). A graph of depthwise and 1x1 convolutions (MobileNet, EfficientNet)
+// gains nothing in the library and would reduce over spatial dims as column reductions (their
+// squeeze-excitation means); one whose matrix products do most of the work (ConvNeXt's MLPs,
+// ViT's patch embedding before its transformer) would only pay permutes around the products, as
 // torch.compile's layout optimisation also skips some conv nets by their convolutions' kinds.
-// Measured on an H200 (docs/cuda.md): resnet50 bf16 1.78 ms channels last against 2.17-2.92
-// channels first; mobilenet_v3_large bf16 1.05 against 0.90.
+// Measured on an H200 (docs/cuda.md, bf16, reduce-overhead): resnet50 0.96 ms channels last
+// against 1.73 channels first; convnext_tiny 4.93 against 2.72.
 bool library_convolutions_dominate(const Graph& g, const Target& target) {
   double library = 0, all = 0;
+  auto count = [](const SymShape& out) {
+    double n = 1;
+    for (const SymInt& s : out) n *= static_cast<double>(s.hint());
+    return n;
+  };
   for (const Node& n : g.nodes()) {
-    if (n.op != OpId::convolution) continue;
-    const SymShape& w = g.node(n.inputs[1]).meta.sizes;
-    double macs = 1;
-    for (const SymInt& s : n.meta.sizes) macs *= static_cast<double>(s.hint());
-    for (size_t d = 1; d < w.size(); ++d) macs *= static_cast<double>(w[d].hint());  // C/groups * prod(K)
-    all += macs;
-    if (target.runs_convolution(g, n)) library += macs;
+    if (n.op == OpId::convolution) {
+      const SymShape& w = g.node(n.inputs[1]).meta.sizes;
+      double macs = count(n.meta.sizes);
+      for (size_t d = 1; d < w.size(); ++d) macs *= static_cast<double>(w[d].hint());  // C/groups * prod(K)
+      all += macs;
+      if (target.runs_convolution(g, n)) library += macs;
+    } else if (n.op == OpId::matmul || n.op == OpId::linear) {
+      const SymShape& a = g.node(n.inputs[0]).meta.sizes;  // the reduced dim is a's last
+      if (!a.empty()) all += count(n.meta.sizes) * static_cast<double>(a.back().hint());
+    } else if (n.op == OpId::scaled_dot_product_attention) {  // q @ k^T, then the weights @ v
+      const SymShape& q = g.node(n.inputs[0]).meta.sizes;
+      const SymShape& k = g.node(n.inputs[1]).meta.sizes;
+      const double keys = static_cast<double>(k[k.size() - 2].hint());
+      all += (count(q) + count(n.meta.sizes)) * keys;
+    }
   }
-  return all > 0 && library * 2 > all;
+  return library > 0 && library * 2 > all;
 }
 
 }  // namespace

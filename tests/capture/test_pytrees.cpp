@@ -125,6 +125,43 @@ BOOST_AUTO_TEST_CASE(what_shapes_a_pytree_is_guarded) {
   BOOST_TEST(f.stats().compiles == 6);
 }
 
+// Recompile reasons name the leaf by its path in the argument: a member by its name, an
+// element by its index or key, and the leaves that shape a container as len/keys/has_value;
+// the argument itself by its arg_names entry, else "argK".
+BOOST_AUTO_TEST_CASE(recompile_reasons_name_the_leaf_path) {
+  auto reasons_of = [](const CompileOptions& o) {
+    auto f = kiln::compile([](const Model& m, const Tensor& x) { return forward(m, x); }, o);
+    const Tensor x = reshape(iota_f32(6), {2, 3});
+    Model m{{layer(3, 3, 0.5f)}, {}, std::nullopt};
+    (void)f(m, x);
+    m.layers.push_back(layer(3, 3, -0.5f));
+    (void)f(m, x);
+    m.extra["b"] = full({3}, 2.0);
+    (void)f(m, x);
+    m.shift = full({3}, 0.5);
+    (void)f(m, x);
+    m.layers[1].scale = 3.0;
+    (void)f(m, x);
+    (void)f(m, reshape(iota_f32(9), {3, 3}));
+    return f.stats().recompile_reasons;
+  };
+  const std::vector<std::string> unnamed = reasons_of({});
+  BOOST_REQUIRE_EQUAL(unnamed.size(), 5u);
+  BOOST_TEST(contains(unnamed[0], "(len(arg0.layers))"), unnamed[0]);
+  BOOST_TEST(contains(unnamed[1], "(keys(arg0.extra))"), unnamed[1]);
+  BOOST_TEST(contains(unnamed[2], "(has_value(arg0.shift))"), unnamed[2]);
+  BOOST_TEST(contains(unnamed[3], "(arg0.layers[1].scale)"), unnamed[3]);
+  BOOST_TEST(contains(unnamed[4], "(arg1)"), unnamed[4]);
+  CompileOptions named;
+  named.arg_names = {"model", "x"};
+  const std::vector<std::string> reasons = reasons_of(named);
+  BOOST_REQUIRE_EQUAL(reasons.size(), 5u);
+  BOOST_TEST(contains(reasons[3], "(model.layers[1].scale): value mismatch: expected 1, got 3"), reasons[3]);
+  BOOST_TEST(contains(reasons[4], "(x)"), reasons[4]);
+  BOOST_TEST(detail::pytree_member_name("&a::B::w, &a::B::bias , &B::c", 1) == "bias");
+  BOOST_TEST(detail::pytree_member_name("&B::w", 3) == "3");
+}
+
 BOOST_AUTO_TEST_CASE(vectors_arrays_tuples_and_pairs) {
   auto f = kiln::compile([](const std::vector<Tensor>& xs, const std::array<Tensor, 2>& ab,
                             const std::tuple<Tensor, double>& ts, const std::pair<int64_t, Tensor>& p) {

@@ -136,12 +136,12 @@ class DebugDump {
 
 // Inputs of a new trace: one graph input per tensor argument, symbolic where planned.
 std::vector<Tensor> begin_trace(detail::Trace& t, std::span<const ArgView> args,
-                                const std::vector<std::vector<DimPlan>>& plan, const CompileOptions& options) {
+                                const std::vector<std::vector<DimPlan>>& plan, const std::vector<std::string>& names) {
   std::vector<Tensor> traced(args.size());
   for (size_t a = 0; a < args.size(); ++a) {
     if (args[a].kind != ArgView::Kind::tensor) continue;
     const TensorData& data = *args[a].tensor;
-    const std::string name = a < options.arg_names.size() ? options.arg_names[a] : "";
+    const std::string name = a < names.size() ? names[a] : "";
     TensorMeta meta = data.meta();
     for (size_t d = 0; d < meta.sizes.size(); ++d) {
       if (plan.empty() || !plan[a][d].dynamic) continue;
@@ -186,9 +186,29 @@ bool any_traced_arg(std::span<const ArgView> args) {
   return false;
 }
 
+std::string argument_name(const CompileOptions& options, size_t k) {
+  return k < options.arg_names.size() && !options.arg_names[k].empty() ? options.arg_names[k] : "arg" + std::to_string(k);
+}
+
+std::string pytree_member_name(std::string_view member_list, size_t i) {
+  // "&State::h, &ns::State::c": the i-th comma-separated entry, after its last "::".
+  size_t at = 0;
+  for (size_t j = 0; j < i; ++j) {
+    at = member_list.find(',', at);
+    if (at == std::string_view::npos) return std::to_string(i);
+    ++at;
+  }
+  std::string_view m = member_list.substr(at, std::min(member_list.find(',', at), member_list.size()) - at);
+  if (const size_t q = m.rfind("::"); q != std::string_view::npos) m = m.substr(q + 2);
+  while (!m.empty() && (m.front() == ' ' || m.front() == '&')) m.remove_prefix(1);
+  while (!m.empty() && m.back() == ' ') m.remove_suffix(1);
+  return m.empty() ? std::to_string(i) : std::string(m);
+}
+
 Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
                       std::span<const std::vector<DimMark>* const> marks, FunctionRef<Outputs()> run_eager,
-                      FunctionRef<Outputs(const Outputs&)> run_traced, std::shared_ptr<const void>* structure) {
+                      FunctionRef<Outputs(const Outputs&)> run_traced, std::shared_ptr<const void>* structure,
+                      const FunctionRef<std::vector<std::string>()>* leaf_names) {
   // Inside another trace the function is inlined into that trace.
   if (cache.options().disable || current_trace() || any_traced_arg(args)) return run_eager();
   if (stance() == Stance::force_eager) {
@@ -217,10 +237,11 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
   const auto t0 = Clock::now();
   detail::prepare_before_first_trace();
   const auto plan = cache.segmented() ? std::vector<std::vector<DimPlan>>{} : cache.plan_dims(args, marks);
+  const std::vector<std::string> names = leaf_names ? (*leaf_names)() : cache.options().arg_names;
   Outputs result;
   {
     TraceScope scope(t);
-    const Outputs traced = begin_trace(t, args, plan, cache.options());
+    const Outputs traced = begin_trace(t, args, plan, names);
     result = run_traced(traced);
   }
   if (t.breaks == 0 && !cache.segmented()) {
@@ -230,7 +251,7 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     auto graph = std::make_shared<Graph>(std::move(t.graph));
     const auto t1 = Clock::now();
     DebugDump dump(cache);
-    auto entry = cache.add(graph, args, t.input_arg, structure ? *structure : nullptr);
+    auto entry = cache.add(graph, args, t.input_arg, names, structure ? *structure : nullptr);
     dump.write(*entry);
     const auto t2 = Clock::now();
     Outputs out = run_entry(*entry, args);
@@ -259,7 +280,7 @@ ExplainOutput explain_impl(std::span<const ArgView> args, FunctionRef<Outputs(co
   Outputs result;
   {
     TraceScope scope(t);
-    const Outputs traced = begin_trace(t, args, {}, CompileOptions{});
+    const Outputs traced = begin_trace(t, args, {}, {});
     result = run_traced(traced);
     for (const Tensor& r : result) node_of(t, r, "return");
     materialize(t);

@@ -305,11 +305,12 @@ Executable FunctionCache::compile_graph(const Graph& graph, std::span<const Tens
 std::shared_ptr<const CompiledEntry> FunctionCache::add(std::shared_ptr<const Graph> graph,
                                                         std::span<const ArgView> args,
                                                         std::vector<int32_t> tensor_arg_of_input,
+                                                        std::vector<std::string> arg_names,
                                                         std::shared_ptr<const void> result_structure) {
   // Per-compile options are fixed for this function, so the guard hashes only the global layers.
   const uint64_t config_hash = config::codegen_hash();
   auto entry = std::make_shared<CompiledEntry>();
-  entry->guards = GuardSet::build(*graph, args, tensor_arg_of_input, options_.arg_names, config_hash);
+  entry->guards = GuardSet::build(*graph, args, tensor_arg_of_input, std::move(arg_names), config_hash);
   KILN_LOG(guards, "guards of ", name_, ":\n", entry->guards.str());
   std::vector<TensorMeta> metas;
   for (NodeId i : graph->inputs()) metas.push_back(graph->node(i).meta);

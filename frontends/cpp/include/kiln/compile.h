@@ -70,6 +70,7 @@ struct Pytree;
   template <>                                                        \
   struct kiln::Pytree<Type> {                                        \
     static constexpr auto members = std::make_tuple(__VA_ARGS__);    \
+    static constexpr std::string_view member_list = #__VA_ARGS__;   \
   }
 
 namespace detail {
@@ -150,6 +151,40 @@ void collect_leaves(const A& a, Leaves& out) {
                   "compiled functions take Tensors, scalars (int64_t, double, bool) and pytrees of them "
                   "(std::vector, std::array, std::tuple, std::pair, std::optional, std::map<std::string, T>, "
                   "structs registered with KILN_PYTREE)");
+  }
+}
+
+// The name of member i in a KILN_PYTREE list ("&State::h, &State::c", 1 -> "c").
+std::string pytree_member_name(std::string_view member_list, size_t i);
+
+// The path of each leaf of `a` from `path` (what collect_leaves gives, in its order), for guard
+// messages: "xs[1]", "params[\"w\"]", "state.h", "opt.value()"; the leaves that shape a container
+// read "len(xs)", "keys(params)", "has_value(opt)". Only a trace calls it.
+template <class A>
+void leaf_paths(const A& a, const std::string& path, std::vector<std::string>& out) {
+  if constexpr (is_leaf<A>) {
+    out.push_back(path);
+  } else if constexpr (is_std_vector<A>::value || is_std_array<A>::value) {
+    if constexpr (is_std_vector<A>::value) out.push_back("len(" + path + ")");
+    for (size_t i = 0; i < a.size(); ++i) leaf_paths(a[i], path + "[" + std::to_string(i) + "]", out);
+  } else if constexpr (is_tuple_like<A>::value) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (leaf_paths(std::get<I>(a), path + "[" + std::to_string(I) + "]", out), ...);
+    }(std::make_index_sequence<std::tuple_size_v<A>>{});
+  } else if constexpr (is_std_optional<A>::value) {
+    out.push_back("has_value(" + path + ")");
+    if (a) leaf_paths(*a, path + ".value()", out);
+  } else if constexpr (is_string_map<A>::value) {
+    out.push_back("keys(" + path + ")");
+    for (const auto& [k, v] : a) leaf_paths(v, path + "[\"" + k + "\"]", out);
+  } else if constexpr (registered_pytree<A>) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      auto member = [&](size_t i) {
+        if constexpr (requires { Pytree<A>::member_list; }) return path + "." + pytree_member_name(Pytree<A>::member_list, i);
+        else return path + "." + std::to_string(i);
+      };
+      (leaf_paths(a.*std::get<I>(Pytree<A>::members), member(I), out), ...);
+    }(std::make_index_sequence<std::tuple_size_v<std::decay_t<decltype(Pytree<A>::members)>>>{});
   }
 }
 
@@ -310,9 +345,14 @@ R unflatten(Outputs&& out, const std::shared_ptr<const void>& structure) {
 // The non-template core of a compiled call: the fast path, misses, tracing, segments. For a
 // result that is more than Tensors, `structure` is where run_eager and run_traced leave its
 // structure and where the call puts the structure of the entry that ran (null otherwise).
+// `leaf_names` names each of `args` in guard messages and graph inputs (called only to trace;
+// null: the options' arg_names).
 Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
                       std::span<const std::vector<DimMark>* const> marks, FunctionRef<Outputs()> run_eager,
-                      FunctionRef<Outputs(const Outputs&)> run_traced, std::shared_ptr<const void>* structure);
+                      FunctionRef<Outputs(const Outputs&)> run_traced, std::shared_ptr<const void>* structure,
+                      const FunctionRef<std::vector<std::string>()>* leaf_names = nullptr);
+// The name of top-level argument k in leaf paths: options.arg_names[k] where given, else "argK".
+std::string argument_name(const CompileOptions& options, size_t k);
 std::string function_label(const std::source_location& loc);
 bool any_traced_arg(std::span<const ArgView> args);
 
@@ -349,8 +389,15 @@ class CompiledFunction {
         return std::apply([&](const auto&... a) { return detail::flatten(fn_(a...), slot); },
                           std::tuple<Args...>{detail::rebuild_pytree(args, t, next)...});
       };
-      return detail::unflatten<R>(detail::call_compiled(*cache_, leaves.views, leaves.marks, eager, traced, slot),
-                                  structure);
+      auto names = [&] {
+        std::vector<std::string> out;
+        size_t k = 0;
+        (detail::leaf_paths(args, detail::argument_name(cache_->options(), k++), out), ...);
+        return out;
+      };
+      const detail::FunctionRef<std::vector<std::string>()> names_ref(names);
+      return detail::unflatten<R>(
+          detail::call_compiled(*cache_, leaves.views, leaves.marks, eager, traced, slot, &names_ref), structure);
     }
   }
 

@@ -31,7 +31,10 @@ struct CompileOptions {
   std::string mode = "default";     // "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
   std::map<std::string, ConfigValue> options;  // per-compile config overrides, validated
   bool disable = false;
-  std::vector<std::string> arg_names;  // optional names used in guard messages: "input 0 (x)"
+  // Optional names of the top-level arguments, used in guard messages ("input 0 (x)"); a pytree
+  // argument's leaves are named by their paths from it ("xs[1]", "params[\"w\"]", "state.h",
+  // "len(xs)"), from "argK" where no name is given.
+  std::vector<std::string> arg_names;
 };
 
 struct CompileStats {
@@ -144,8 +147,9 @@ class FunctionCache {
   std::vector<std::vector<DimPlan>> plan_dims(std::span<const ArgView> args,
                                               std::span<const std::vector<DimMark>* const> marks);
   // Compiles a traced graph with the function's backend and adds it behind its guards.
+  // `arg_names` name args in its guards' messages (the leaves' paths for pytree arguments).
   std::shared_ptr<const CompiledEntry> add(std::shared_ptr<const Graph> graph, std::span<const ArgView> args,
-                                           std::vector<int32_t> tensor_arg_of_input,
+                                           std::vector<int32_t> tensor_arg_of_input, std::vector<std::string> arg_names,
                                            std::shared_ptr<const void> result_structure = {});
 
   // Graph-break mode: the function runs in segments, each found by its canonical graph and

@@ -22,7 +22,9 @@ downloaded. Every measurement runs in a fresh subprocess with a timeout (--timeo
           in its own process: median/min ms, cold first call (KILN_FORCE_DISABLE_CACHES=1), with --warm
           the first call of a fresh process on a populated KILN_CACHE_DIR (WORK/kiln_cache_<tag>),
           kernel counts; outputs compared with out.npy (relative L2 over float64 and max abs error;
-          bf16 also against out_fp32.npy).
+          bf16 also against out_fp32.npy). With --profile, each binary also runs each model once under
+          KILN_LOGS=profile (default mode): the report to OUT/profiles/<tag>_<model>_<dtype>.txt, its top
+          kernels and totals by kind into the results.
 Results are merged into OUT/results.json after each measurement, keyed "<model>|<dtype>|<impl>|<mode>"
 (impl: export (mode "-"), torch, kiln, kiln-old), so phases can be split across invocations (--phases;
 pass the same --models/--dtypes/modes so the table covers them; --phases "" only prints the table).
@@ -572,6 +574,39 @@ def phase_kiln(args, results, tag, binary):
                         rec["warm_first_call_s"] = entry.get("first_call_s")
                     save_results(args, results)
                 log(f"{tag} {model} {dtype} {mode}: {summary(rec)}")
+            if args.profile:
+                profile_kiln(args, results, tag, binary, model, dtype, onnx_path, inputs)
+
+
+def profile_kiln(args, results, tag, binary, model, dtype, onnx_path, inputs):
+    """KILN_LOGS=profile of the default mode (kernels one by one between device events; host time spent
+    inside a library call shows as its kernel's time): the whole report to OUT/profiles/, its first
+    lines and its totals by kind into the results under "<model>|<dtype>|<tag>|profile"."""
+    key = f"{model}|{dtype}|{tag}|profile"
+    cmd = [binary, "bench-model", onnx_path, "--device", args.device, "--inputs", ",".join(inputs), "--modes", "default",
+           "--reps", "2", "--no-kernel-count"]
+    log(f"{tag} {model} {dtype} profile ...")
+    try:
+        proc = subprocess.run(cmd, env=kiln_env(binary, {"KILN_LOGS": "profile"}), capture_output=True, text=True,
+                              errors="replace", timeout=args.timeout)
+        text, rc = proc.stderr + proc.stdout, proc.returncode
+    except subprocess.TimeoutExpired:
+        text, rc = "", "timeout"
+    # The report of the last profiled call: from its last header line on.
+    lines = [l for l in text.splitlines() if l.startswith("[kiln:profile]")]
+    starts = [i for i, l in enumerate(lines) if " kernels on " in l and " ms in all" in l]
+    report = lines[starts[-1]:] if starts else []
+    os.makedirs(os.path.join(args.out, "profiles"), exist_ok=True)
+    with open(os.path.join(args.out, "profiles", f"{tag}_{model}_{dtype}.txt"), "w") as f:
+        f.write("\n".join(report or text.splitlines()[-40:]) + "\n")
+    if not report:
+        results[key] = {"error": f"no profile report (exit {rc})"}
+    else:
+        report = [l[len("[kiln:profile]"):].rstrip() for l in report]
+        by_kind = next((i for i, l in enumerate(report) if l.endswith("by kind:")), len(report))
+        results[key] = {"header": report[0], "top": report[2:min(by_kind, 8)], "by_kind": report[by_kind + 1:]}
+    save_results(args, results)
+    log(f"{tag} {model} {dtype} profile: {results[key].get('header') or results[key].get('error')}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -752,6 +787,8 @@ def parse_args(argv):
     p.add_argument("--kiln-modes", default="default,reduce-overhead")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warm", action="store_true", help="also time the first call on a populated cache")
+    p.add_argument("--profile", action="store_true",
+                   help="also run each Kiln binary once under KILN_LOGS=profile (OUT/profiles/, results '|profile')")
     p.add_argument("--phases", default="export,torch,kiln", help='subset of export,torch,kiln ("" = table only)')
     p.add_argument("--device", default="cuda")
     p.add_argument("--timeout", type=float, default=900, help="seconds per subprocess")

@@ -151,4 +151,37 @@ BOOST_AUTO_TEST_CASE(gpu_gemms_copy_operands_whose_batch_dims_share_no_stride) {
   BOOST_TEST(!(cg.a_batch_strides[0] == cg.a_batch_strides[1] * 3), cpu.str());  // read in place
 }
 
+// A large product whose K or N leaves rows unaligned for the target's gemm
+// (Target::gemm_row_alignment) multiplies operands padded with zeros to aligned sizes, and its
+// result is sliced back; small products, targets that do not ask, and aligned ones stay as they
+// are. (The op cases, tests/cpu_target/op_cases.cpp "unaligned rows", check the values on CUDA.)
+BOOST_AUTO_TEST_CASE(products_with_unaligned_rows_are_padded) {
+  auto product = [](DType t, int64_t m, int64_t k, int64_t n) {
+    Graph g;
+    const NodeId x = g.add_input(meta(t, {2, m, k}), "x");
+    const NodeId w = g.add_input(meta(t, {k, n}), "w");
+    g.set_outputs({g.add(OpId::matmul, {x, w}, {})});
+    return g;
+  };
+  schedule::Target aligned = schedule::Target::gpu();
+  aligned.gemm_row_alignment = 16;
+  for (DType t : {DType::bf16, DType::f32}) {
+    const schedule::Schedule s = schedule::schedule_graph(product(t, 96, 100, 1001), aligned);
+    const schedule::Gemm& gemm = *gemm_kernel(s).gemm;
+    const int64_t align = 16 / dtype_size(t);  // 8 bf16 or 4 f32 elements
+    BOOST_TEST(gemm.k.hint() == (100 + align - 1) / align * align, s.str());
+    BOOST_TEST(gemm.n.hint() == (1001 + align - 1) / align * align, s.str());
+    BOOST_TEST(gemm.m.hint() == 192);
+    // The output keeps the graph's sizes.
+    const schedule::Buffer& out = s.buffers[static_cast<size_t>(s.outputs[0])];
+    BOOST_TEST((out.sizes == SymShape{2, 96, 1001}), s.str());
+    // Unpadded: the other targets, a small product, aligned sizes.
+    BOOST_TEST(gemm_kernel(schedule::schedule_graph(product(t, 96, 100, 1001), schedule::Target::gpu())).gemm->n.hint() == 1001);
+    BOOST_TEST(gemm_kernel(schedule::schedule_graph(product(t, 8, 100, 1001), aligned)).gemm->n.hint() == 1001);
+    const schedule::Schedule even = schedule::schedule_graph(product(t, 96, 128, 1024), aligned);
+    BOOST_TEST(gemm_kernel(even).gemm->n.hint() == 1024);
+    BOOST_TEST(even.kernels.size() == 1u, even.str());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -147,6 +147,9 @@ MODELS = {
     "swin_t": lambda: build_vision("swin_t", 8),
     "distilbert": lambda: build_hf("DistilBertModel", "DistilBertConfig", {}, "last_hidden_state", 8, 128),
     "t5_encoder": lambda: build_hf("T5EncoderModel", "T5Config", T5_SMALL, "last_hidden_state", 8, 128),
+    # BART-large's decoder as a causal LM: post-norm, learned positions, a vocabulary of 50265
+    # (odd, as GPT-2's 50257: its LM head's rows are not 16-byte aligned).
+    "bart_decoder": lambda: build_hf("BartForCausalLM", "BartConfig", {}, "logits", 8, 128, NO_CACHE),
 }
 DEFAULT_MODELS = "resnet50,mobilenet_v3_large,vit_b_16,bert,gpt2,llama"
 

@@ -82,6 +82,10 @@ struct Target {
   // past the ops between convolutions until they cancel (passes::to_channels_last,
   // sink_permutes), so everything from one convolution to the next runs channels last.
   bool channels_last = false;
+  // Bytes the gemm wants each matrix row (every leading dim) aligned to, 0 for any: a large
+  // product x @ w by a 2-D w whose K or N breaks it is padded with zeros to aligned sizes and its
+  // result sliced back (CUDA: 16, cuBLASLt's vector loads; torch inductor's pad_mm).
+  int64_t gemm_row_alignment = 0;
   static Target cpu() { return {}; }
   static Target gpu();
 };

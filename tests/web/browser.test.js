@@ -154,6 +154,70 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.strictEqual(plan.kernels.length, expectedCuda);
     assert.strictEqual(fs.readFileSync(file, 'utf8'), (await kiln()).plan(readSample('transformer_block.json'), { target: 'cuda' }));
 
+    // Open the plan file (the file picker): the page compiles its origin with the options recorded
+    // in it and finds the same plan; the kernels shown are the plan's.
+    await page.setInputFiles('#file', file);
+    await page.waitForFunction(() => window.kilnInspector.last.planCheck);
+    assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.planCheck), 'same', await page.textContent('#notice'));
+    assert.match(await page.textContent('#notice'), /this module makes the same plan from its origin/);
+    assert.strictEqual(await page.$eval('#target', (e) => e.value), 'cuda');
+    assert.strictEqual(await page.locator('#kernels > li').count(), expectedCuda);
+    // An edited plan (one kernel's source changed) opens with a warning naming the first difference.
+    const edited = path.join(artifacts, 'edited.cuda.plan.json');
+    const text = fs.readFileSync(file, 'utf8');
+    const at = text.indexOf('nvptx64-nvidia-cuda');
+    assert.ok(at > 0);
+    fs.writeFileSync(edited, text.slice(0, at) + 'nvptx64-nvidia-cudX' + text.slice(at + 19));
+    await page.setInputFiles('#file', edited);
+    await page.waitForFunction(() => window.kilnInspector.last.graph === 'edited.cuda.plan.json' && window.kilnInspector.last.planCheck);
+    assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.planCheck), 'different');
+    assert.match(await page.textContent('#notice'), /makes a different plan .*first difference at line \d+, column \d+:[^]*cudX/);
+
+    // A file that is neither (an ONNX model's first bytes): an error, and nothing of the last
+    // graph stays on screen.
+    const onnx = path.join(artifacts, 'model.onnx');
+    fs.writeFileSync(onnx, Buffer.from([0x08, 0x07, 0x12, 0x04, 0x6b, 0x69, 0x6c, 0x6e]));
+    await page.setInputFiles('#file', onnx);
+    await page.waitForFunction(() => window.kilnInspector.last.error);
+    assert.match(await page.textContent('#error'), /^model\.onnx: an ONNX model .*no ONNX importer yet/);
+    assert.strictEqual(await page.locator('#kernels > li').count(), 0);
+    assert.strictEqual(await page.locator('#diagram g.node').count(), 0);
+    assert.strictEqual(await page.textContent('#plan-text'), '');
+    assert.strictEqual(await page.isDisabled('#download'), true);
+
+    // A graph file dropped on the page.
+    const dropped = await page.evaluateHandle((t) => {
+      const dt = new DataTransfer();
+      dt.items.add(new File([t], 'dropped.json', { type: 'application/json' }));
+      return dt;
+    }, readSample('transformer_block.json'));
+    await page.dispatchEvent('body', 'drop', { dataTransfer: dropped });
+    await page.waitForFunction(() => window.kilnInspector.last.graph === 'dropped.json' && window.kilnInspector.last.kernels);
+    assert.strictEqual(await page.isVisible('#error'), false);
+    assert.strictEqual(await page.locator('#kernels > li').count(), expectedCuda);
+
+    // Click a node: it and its kernel are selected (the kernel's entry outlined in the list, its
+    // nodes in the diagram); click a kernel: its nodes. Passes that changed nothing show no dumps.
+    await page.click(`#diagram g.node[data-node="${sm}"]`);
+    const cudaReport = (await kiln()).compile(readSample('transformer_block.json'), { target: 'cuda' });
+    const smKernels = cudaReport.node_kernels.input[sm].map(String);
+    assert.deepStrictEqual(await page.$$eval('#kernels > li.selected', (ls) => ls.map((l) => l.dataset.kernel)), smKernels);
+    assert.ok(await page.locator('#diagram g.node.in-kernel').count() >= 1);
+    await page.click('#kernels > li[data-kernel="0"] .kernel-head');
+    const inKernel0 = cudaReport.node_kernels.input.map((ks, id) => (ks.includes(0) ? id : -1)).filter((id) => id >= 0);
+    assert.deepStrictEqual(await page.evaluate(() => window.kilnInspector.selection.nodes), inKernel0);
+    await page.click('#tabs button[data-tab="passes"]');
+    assert.strictEqual(await page.locator('#passes .unchanged').count(), cudaReport.passes.filter((p) => !p.changed).length);
+    assert.strictEqual(await page.locator('#passes details').count(), cudaReport.passes.filter((p) => p.changed).length);
+    await page.click('#tabs button[data-tab="kernels"]');
+    // Zoom: Fit shows the whole graph in the box.
+    await page.click('#fit');
+    const fitted = await page.$eval('#diagram', (b) => {
+      const r = b.querySelector('svg').getBoundingClientRect();
+      return r.width <= b.clientWidth + 1 && r.height <= b.clientHeight + 1;
+    });
+    assert.ok(fitted, 'Fit: the drawing fits the box');
+
     // Reload (the page then starts on the transformer): the same graph and targets come from
     // IndexedDB, whichever target the reloaded page starts on, and then the other one too.
     await page.evaluate(() => { location.hash = 'transformer_block.json'; });
@@ -170,6 +234,15 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.match(await page.textContent('#status'), /cache hit/);
     assert.strictEqual(await page.locator('#kernels > li').count(), other === 'cuda' ? expectedCuda : expected);
     await page.screenshot({ path: path.join(artifacts, 'inspector.png'), fullPage: false });
+
+    // ?url=: the page opens a graph from an address instead of the first sample.
+    await page.goto(url + '?url=' + encodeURIComponent('/samples/transformer_block.json'));
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+    assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.graph), 'transformer_block.json');
+    assert.ok(await page.locator('#kernels > li').count() > 0);
+    await page.goto(url + '?url=' + encodeURIComponent('/samples/no_such_file.json'));
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+    assert.match(await page.textContent('#error'), /could not fetch it: HTTP 404/);
     assert.deepStrictEqual(errors, []);
   } finally {
     await browser.close();

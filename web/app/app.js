@@ -1,13 +1,16 @@
 // The inspector page: loads the module (window.Kiln from /wasm/kiln.js), compiles the chosen
 // graph for the chosen target, mode and options, and shows what the compiler did. Plans are
 // kept in IndexedDB under the module's cache key (sdk/cache's make_key, as native), so compiling
-// the same thing again is a "cache hit" that runs no optimiser.
+// the same thing again is a "cache hit" that runs no optimiser. Files open from a picker, by drag
+// and drop or from ?url=: a graph JSON compiles as a sample does; a kernel plan JSON compiles its
+// origin (the graph and codegen options that made it) and says whether this module makes the
+// same plan from it, as the native runtime checks a plan file (docs/plan-trust.md).
 'use strict';
 
 const $ = (id) => document.getElementById(id);
 const PALETTE = ['#8dd3c7', '#ffffb3', '#bebada', '#fb8072', '#80b1d3', '#fdb462', '#b3de69', '#fccde5',
   '#bc80bd', '#ccebc5', '#ffed6f', '#a6cee3', '#b2df8a', '#fb9a99', '#fdbf6f', '#cab2d6'];
-const state = { kiln: null, graphText: null, graphName: null, report: null, last: null, hljs: null };
+const state = { kiln: null, graphText: null, graphName: null, report: null, last: null, hljs: null, scale: 1, plan: null };
 window.kilnInspector = state;  // what the browser test reads
 
 // ---- IndexedDB plan cache -------------------------------------------------------------------
@@ -48,6 +51,7 @@ function request() {
 
 async function compile() {
   $('error').hidden = true;
+  if (!state.plan) $('notice').hidden = true;
   try {
     const req = request();
     const t0 = performance.now();
@@ -76,12 +80,54 @@ async function compile() {
         `compiled for ${report.target} in ${ms.toFixed(1)} ms (passes ${report.timing_ms.passes.toFixed(1)}, schedule ` +
         `${report.timing_ms.schedule.toFixed(1)}, codegen ${report.timing_ms.codegen.toFixed(1)} ms): ${report.kernels.length} kernels`;
     $('download').disabled = false;
+    checkPlan(report);
   } catch (e) {
-    $('error').textContent = e.message;
-    $('error').hidden = false;
-    $('status').textContent = 'error';
-    $('status').className = 'status';
+    showError(e.message);
   }
+}
+
+// An error leaves nothing of the previous graph on screen: its diagram, kernels and plan would
+// read as this input's.
+function showError(message) {
+  $('error').textContent = (state.graphName ? state.graphName + ': ' : '') + message;
+  $('error').hidden = false;
+  $('notice').hidden = true;
+  $('status').textContent = 'error';
+  $('status').className = 'status';
+  state.report = null;
+  state.plan = null;
+  state.last = { error: message, graph: state.graphName };
+  $('download').disabled = true;
+  for (const id of ['diagram', 'kernels', 'guards', 'passes', 'decisions']) $(id).replaceChildren();
+  for (const id of ['plan-text', 'kernel-count', 'run-out']) $(id).textContent = '';
+}
+
+function notice(text, warn = false) {
+  $('notice').textContent = text;
+  $('notice').className = 'notice' + (warn ? ' warn' : '');
+  $('notice').hidden = false;
+}
+
+// A plan file opened: the plan this module makes from its origin, compared with the file's.
+function checkPlan(report) {
+  if (!state.plan) return;
+  const { name, text } = state.plan;
+  state.plan = null;
+  if (report.plan === text) {
+    notice(`${name}: a ${report.target} plan of ${report.kernels.length} kernels; this module makes the same plan from its origin (the graph and codegen options recorded in it), shown below.`);
+    state.last.planCheck = 'same';
+    return;
+  }
+  const a = text.split('\n'), b = report.plan.split('\n');
+  const i = a.findIndex((line, j) => line !== b[j]);
+  // The lines around their first differing character (a kernel's source is one long JSON line).
+  const la = a[i] ?? '(end)', lb = b[i] ?? '(end)';
+  let c = 0;
+  while (c < la.length && la[c] === lb[c]) ++c;
+  const around = (line) => (c > 60 ? '…' : '') + line.slice(Math.max(0, c - 60), c + 60) + (line.length > c + 60 ? '…' : '');
+  notice(`${name}: this module makes a different plan from the file's origin (the file was edited, or made by another Kiln version): ` +
+    `first difference at line ${i + 1}, column ${c + 1}:\n  file:   ${around(la)}\n  module: ${around(lb)}\nBelow: the module's plan.`, true);
+  state.last.planCheck = 'different';
 }
 
 // ---- views ------------------------------------------------------------------------------------
@@ -111,22 +157,108 @@ function show(r) {
   list.replaceChildren();
   const lang = { cpu: 'llvm', cuda: 'cpp', vulkan: 'glsl' }[r.target] || 'plaintext';
   r.kernels.forEach((k, i) => {
-    const code = el('code', { class: 'language-' + lang });
-    code.textContent = k.source || '(no generated source: ' + k.kind + ')';
+    // A kernel in a language of its own (CUDA's LLVM IR for NVPTX) says so; the rest are the target's.
+    const code = el('code', { class: 'language-' + (k.language || lang) });
+    code.textContent = k.source || noSource(k, r.target);
     if (state.hljs) state.hljs.highlightElement(code);
-    list.append(el('li', { class: 'kernel', 'data-kernel': String(i) },
-      el('div', { class: 'kernel-head' }, el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
-        `${k.name} · ${k.kind}${k.entry ? ' · ' + k.entry : ''}`),
+    const head = el('div', { class: 'kernel-head', title: 'select its nodes in the diagram' }, el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
+        `${k.name} · ${k.kind}${k.entry ? ' · ' + k.entry : ''}`);
+    head.addEventListener('click', () => selectKernel(i));
+    list.append(el('li', { class: 'kernel', 'data-kernel': String(i) }, head,
       el('div', {}, `computes: ${k.ops.join(', ')}`),
       el('div', {}, `from nodes: ${k.provenance.map((n) => '%' + n).join(' ')} · reads buffers ${k.reads.join(', ')} · writes ${k.writes.join(', ')}`),
       el('pre', {}, code)));
   });
   $('guards').replaceChildren(...r.guards.map((g) => el('li', {}, g)));
   $('decisions').replaceChildren(...r.decisions.map((d) => el('li', {}, d)));
-  $('passes').replaceChildren(...r.passes.map((p) => el('details', { open: '' },
-    el('summary', {}, `${p.name}: ${p.summary} (${p.ops_before} → ${p.ops_after} ops)`),
-    el('div', { class: 'pass-row' }, el('pre', {}, p.before), el('pre', {}, p.after)))));
+  // A pass that changed nothing shows no dumps (they would be the same text twice).
+  $('passes').replaceChildren(...r.passes.map((p) => (p.changed
+    ? el('details', { open: '' },
+      el('summary', {}, `${p.name}: ${p.summary} (${p.ops_before} → ${p.ops_after} ops)`),
+      el('div', { class: 'pass-row' }, el('pre', {}, p.before), el('pre', {}, p.after)))
+    : el('div', { class: 'unchanged' }, `${p.name}: no change (${p.ops_before} ops)`))));
   $('plan-text').textContent = r.plan_text;
+}
+
+// Why a kernel has no generated source: the target calls a library for it, or the reference
+// interpreter runs it.
+function noSource(k, target) {
+  if (k.kind === 'matmul') {
+    const lib = { cuda: 'cuBLASLt', cpu: 'the BLAS library' }[target] || 'the target\'s gemm library';
+    return `(no generated source: ${lib} computes it, the matrix product and the ops listed with it as the library's epilogue ` +
+      '(a bias, GELU, a scale); an epilogue it cannot take is generated and shown as this kernel\'s source)';
+  }
+  if (k.kind === 'convolution') return '(no generated source: a convolution through cuDNN)';
+  if (k.kind === 'reference') return '(no generated source: the reference interpreter runs these ops on this target)';
+  return '(no generated source: ' + k.kind + ')';
+}
+
+// ---- selection, zoom and pan -------------------------------------------------------------------
+function mark(nodeIds, kernelIds) {
+  for (const g of document.querySelectorAll('#diagram g.node')) {
+    g.classList.toggle('selected', nodeIds.has(g.dataset.node));
+    g.classList.toggle('in-kernel', g.dataset.kernel.split(' ').some((k) => kernelIds.has(k)));
+  }
+  for (const li of document.querySelectorAll('#kernels > li')) li.classList.toggle('selected', kernelIds.has(li.dataset.kernel));
+}
+
+// A node clicked: it and the kernels it ends up in (their nodes outlined, the first kernel shown).
+function selectNode(id) {
+  const g = document.querySelector(`#diagram g.node[data-node="${id}"]`);
+  const ks = g && g.dataset.kernel ? g.dataset.kernel.split(' ') : [];
+  mark(new Set([String(id)]), new Set(ks));
+  state.selection = { node: Number(id), kernels: ks.map(Number) };
+  if (ks.length) document.querySelector(`#kernels > li[data-kernel="${ks[0]}"]`)?.scrollIntoView({ block: 'nearest' });
+}
+
+// A kernel clicked: the nodes of the current view it computes.
+function selectKernel(k) {
+  mark(new Set(), new Set([String(k)]));
+  const nodes = [...document.querySelectorAll('#diagram g.node.in-kernel')];
+  state.selection = { kernel: k, nodes: nodes.map((g) => Number(g.dataset.node)) };
+  if (nodes.length) nodes[0].scrollIntoView({ block: 'center', inline: 'center' });
+}
+
+// Zoom: the SVG's drawn size is its layout's times state.scale; the box scrolls (pan).
+function zoomTo(scale, cx, cy) {
+  const box = $('diagram'), svg = box.querySelector('svg');
+  if (!svg) return;
+  const old = state.scale;
+  state.scale = Math.min(4, Math.max(0.02, scale));
+  const w = Number(svg.dataset.width), h = Number(svg.dataset.height);
+  svg.style.width = `${w * state.scale}px`;
+  svg.style.height = `${h * state.scale}px`;
+  // Keep the point under (cx, cy) of the box where it was.
+  const px = cx ?? box.clientWidth / 2, py = cy ?? box.clientHeight / 2;
+  box.scrollLeft = (box.scrollLeft + px) * (state.scale / old) - px;
+  box.scrollTop = (box.scrollTop + py) * (state.scale / old) - py;
+}
+
+function fit() {
+  const box = $('diagram'), svg = box.querySelector('svg');
+  if (!svg) return;
+  zoomTo(Math.min(box.clientWidth / Number(svg.dataset.width), box.clientHeight / Number(svg.dataset.height), 1));
+  box.scrollLeft = box.scrollTop = 0;
+}
+
+function initPanZoom() {
+  const box = $('diagram');
+  box.addEventListener('wheel', (e) => {
+    e.preventDefault();
+    const r = box.getBoundingClientRect();
+    zoomTo(state.scale * Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
+  }, { passive: false });
+  let drag = null;
+  box.addEventListener('mousedown', (e) => { drag = { x: e.clientX, y: e.clientY, left: box.scrollLeft, top: box.scrollTop }; });
+  window.addEventListener('mousemove', (e) => {
+    if (!drag) return;
+    box.scrollLeft = drag.left - (e.clientX - drag.x);
+    box.scrollTop = drag.top - (e.clientY - drag.y);
+  });
+  window.addEventListener('mouseup', () => { drag = null; });
+  $('fit').addEventListener('click', fit);
+  $('zoom-in').addEventListener('click', () => zoomTo(state.scale * 1.25));
+  $('zoom-out').addEventListener('click', () => zoomTo(state.scale / 1.25));
 }
 
 function drawGraph(g, kernelsOf, kernels) {
@@ -142,8 +274,11 @@ function drawGraph(g, kernelsOf, kernels) {
   const NS = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(NS, 'svg');
   const { width, height } = layout.graph();
-  svg.setAttribute('width', width + 16);
-  svg.setAttribute('height', height + 16);
+  svg.setAttribute('viewBox', `0 0 ${width + 16} ${height + 16}`);
+  svg.dataset.width = width + 16;
+  svg.dataset.height = height + 16;
+  svg.style.width = `${(width + 16) * state.scale}px`;
+  svg.style.height = `${(height + 16) * state.scale}px`;
   svg.innerHTML = '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="#888"/></marker></defs>';
   for (const e of layout.edges()) {
     const pts = layout.edge(e).points;
@@ -178,6 +313,7 @@ function drawGraph(g, kernelsOf, kernels) {
     title.textContent = info;
     group.append(title, rect, text);
     group.addEventListener('mouseenter', () => { $('hover').textContent = info; });
+    group.addEventListener('click', () => selectNode(id));
     svg.append(group);
   }
   $('diagram').replaceChildren(svg);
@@ -195,6 +331,7 @@ function download() {
 // A graph file of samples/graphs, or "js:<name>": a program of programs.js traced here.
 async function pickSample(name) {
   state.graphName = name;
+  state.plan = null;
   if (name.startsWith('js:')) {
     const t0 = performance.now();
     state.graphText = KilnPrograms[name.slice(3)](state.kiln).json;
@@ -205,6 +342,85 @@ async function pickSample(name) {
   }
   $('paste').value = state.graphText;
   await compile();
+}
+
+// ---- opening files -----------------------------------------------------------------------------
+// A file's text by what it holds: a graph JSON (format kiln.graph) compiles as a sample does; a
+// kernel plan (format kiln.plan) compiles its origin with the options recorded in it, and the
+// result is compared with the file (checkPlan).
+async function openText(name, text) {
+  state.graphName = name;
+  state.plan = null;
+  try {
+    const head = text.replace(/^\s+/, '').slice(0, 1);
+    if (head !== '{') {
+      throw new Error(/\.onnx$/i.test(name) || /[\x00-\x08]/.test(text.slice(0, 64))
+        ? 'an ONNX model (or another binary file): this WebAssembly build has no ONNX importer yet; `kiln show MODEL.onnx --plan` inspects one natively'
+        : 'not a JSON file (expected a Kiln graph JSON or a kernel plan JSON)');
+    }
+    let doc;
+    try {
+      doc = JSON.parse(text);
+    } catch (e) {
+      throw new Error('not valid JSON: ' + e.message);
+    }
+    if (doc.format === 'kiln.plan') {
+      if (!doc.origin || typeof doc.origin.graph !== 'string')
+        throw new Error('a kernel plan without its origin (the graph that made it): there is nothing to draw or check it against');
+      if (![...$('target').options].some((o) => o.value === doc.target)) throw new Error(`a plan for target '${doc.target}', which this page does not compile for`);
+      $('target').value = doc.target;
+      $('mode').value = 'default';
+      $('options').value = JSON.stringify(doc.origin.options || {});
+      state.plan = { name, text };
+      state.graphText = doc.origin.graph;
+    } else if (doc.format === 'kiln.graph') {
+      state.graphText = text;
+    } else {
+      throw new Error(`neither a Kiln graph (format "kiln.graph") nor a kernel plan (format "kiln.plan"): format ${JSON.stringify(doc.format)}`);
+    }
+  } catch (e) {
+    showError(e.message);
+    return;
+  }
+  state.traceMs = null;
+  $('paste').value = state.graphText;
+  await compile();
+}
+
+async function openFile(file) {
+  if (file) await openText(file.name, await file.text());
+}
+
+async function openUrl(address) {
+  let text;
+  try {
+    const r = await fetch(address);
+    if (!r.ok) throw new Error(`HTTP ${r.status} ${r.statusText}`);
+    text = await r.text();
+  } catch (e) {
+    state.graphName = address;
+    showError('could not fetch it: ' + e.message);
+    return;
+  }
+  await openText(decodeURIComponent(address.split('/').pop().split('?')[0]) || address, text);
+}
+
+function initOpening() {
+  $('open').addEventListener('click', () => $('file').click());
+  $('file').addEventListener('change', async () => {
+    await openFile($('file').files[0]);
+    $('file').value = '';
+  });
+  let depth = 0;  // dragenter/dragleave pairs of nested elements
+  document.addEventListener('dragenter', (e) => { e.preventDefault(); ++depth; $('drop').hidden = false; });
+  document.addEventListener('dragleave', () => { if (--depth <= 0) { depth = 0; $('drop').hidden = true; } });
+  document.addEventListener('dragover', (e) => e.preventDefault());
+  document.addEventListener('drop', async (e) => {
+    e.preventDefault();
+    depth = 0;
+    $('drop').hidden = true;
+    await openFile(e.dataTransfer.files[0]);
+  });
 }
 
 // highlight.js from npm: its core is a CommonJS file with no dependencies (evaluated here with a
@@ -246,6 +462,7 @@ async function main() {
   $('download').addEventListener('click', download);
   $('use-paste').addEventListener('click', () => {
     state.graphName = 'pasted';
+    state.plan = null;
     state.graphText = $('paste').value;
     state.traceMs = null;
     compile();
@@ -260,8 +477,12 @@ async function main() {
     for (const o of document.querySelectorAll('#tabs button')) o.classList.toggle('active', o === b);
     for (const t of document.querySelectorAll('.tab')) t.hidden = t.id !== 'tab-' + b.dataset.tab;
   });
+  initPanZoom();
+  initOpening();
   $('status').textContent = `module ${state.kiln.version} loaded`;
-  await pickSample($('sample').value);
+  const address = new URLSearchParams(location.search).get('url');
+  if (address) await openUrl(address);
+  else await pickSample($('sample').value);
   document.body.dataset.ready = '1';
 }
 

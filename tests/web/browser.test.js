@@ -203,6 +203,28 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     const smKernels = cudaReport.node_kernels.input[sm].map(String);
     assert.deepStrictEqual(await page.$$eval('#kernels > li.selected', (ls) => ls.map((l) => l.dataset.kernel)), smKernels);
     assert.ok(await page.locator('#diagram g.node.in-kernel').count() >= 1);
+    // The selected node's properties: its type, attributes, inputs, users and kernels.
+    const props = await page.textContent('#props');
+    assert.match(props, new RegExp(`^%${sm} = softmax : f32\\[8, 8\\]\\n  dim: -?\\d+\\n  input 0: %\\d+ `));
+    assert.match(props, new RegExp(`kernels: ${smKernels.map((k) => cudaReport.kernels[Number(k)].name).join(', ')}$`));
+    // Search: the softmax by its op (Enter selects it), the layer norms by a regular expression.
+    await page.fill('#search', 'SOFTMAX');
+    assert.strictEqual(await page.textContent('#search-count'), '1 match');
+    await page.press('#search', 'Enter');
+    assert.strictEqual(await page.evaluate(() => window.kilnInspector.selection.node), sm);
+    await page.fill('#search', '/^%\\d+ layer_norm /');
+    const norms = captured.filter((n) => n.op === 'layer_norm').length;
+    assert.ok(norms >= 2);
+    assert.strictEqual(await page.locator('#diagram g.node.match').count(), norms);
+    await page.fill('#search', '/[/');
+    assert.match(await page.textContent('#search-count'), /^bad expression/);
+    await page.fill('#search', '');
+    // Kernel colours stay distinct past the palette's 16 (real models have hundreds of kernels).
+    const colours = await page.evaluate(() => Array.from({ length: 300 }, (_, i) => window.kilnInspector.colour(i)));
+    assert.strictEqual(new Set(colours).size, 300);
+    assert.ok(colours.every((c) => /^#[0-9a-f]{6}$/.test(c)), colours.join(' '));
+    // The loop-level IR the scheduler made.
+    assert.strictEqual(await page.textContent('#loops'), cudaReport.schedule_text);
     await page.click('#kernels > li[data-kernel="0"] .kernel-head');
     const inKernel0 = cudaReport.node_kernels.input.map((ks, id) => (ks.includes(0) ? id : -1)).filter((id) => id >= 0);
     assert.deepStrictEqual(await page.evaluate(() => window.kilnInspector.selection.nodes), inKernel0);

@@ -10,8 +10,22 @@
 const $ = (id) => document.getElementById(id);
 const PALETTE = ['#8dd3c7', '#ffffb3', '#bebada', '#fb8072', '#80b1d3', '#fdb462', '#b3de69', '#fccde5',
   '#bc80bd', '#ccebc5', '#ffed6f', '#a6cee3', '#b2df8a', '#fb9a99', '#fdbf6f', '#cab2d6'];
+// Kernel i's colour: the 16 of PALETTE, then pastel hues a golden angle apart (a real model has
+// hundreds of kernels), as #rrggbb.
+function colour(i) {
+  if (i < PALETTE.length) return PALETTE[i];
+  const h = ((i - PALETTE.length) * 137.508) % 360, s = 0.55 + 0.2 * ((i >> 4) % 2), l = 0.72 + 0.08 * ((i >> 5) % 2);
+  const f = (n) => {
+    const k = (n + h / 30) % 12;
+    const v = l - s * Math.min(l, 1 - l) * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    return Math.round(v * 255).toString(16).padStart(2, '0');
+  };
+  return '#' + f(0) + f(8) + f(4);
+}
+
 const state = { kiln: null, graphText: null, graphName: null, report: null, last: null, hljs: null, scale: 1, plan: null };
 window.kilnInspector = state;  // what the browser test reads
+state.colour = colour;
 
 // ---- IndexedDB plan cache -------------------------------------------------------------------
 const DB = 'kiln-plans', STORE = 'plans';
@@ -99,7 +113,8 @@ function showError(message) {
   state.last = { error: message, graph: state.graphName };
   $('download').disabled = true;
   for (const id of ['diagram', 'kernels', 'guards', 'passes', 'decisions']) $(id).replaceChildren();
-  for (const id of ['plan-text', 'kernel-count', 'run-out']) $(id).textContent = '';
+  for (const id of ['plan-text', 'kernel-count', 'run-out', 'loops', 'search-count']) $(id).textContent = '';
+  $('props').hidden = true;
 }
 
 function notice(text, warn = false) {
@@ -161,7 +176,7 @@ function show(r) {
     const code = el('code', { class: 'language-' + (k.language || lang) });
     code.textContent = k.source || noSource(k, r.target);
     if (state.hljs) state.hljs.highlightElement(code);
-    const head = el('div', { class: 'kernel-head', title: 'select its nodes in the diagram' }, el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
+    const head = el('div', { class: 'kernel-head', title: 'select its nodes in the diagram' }, el('span', { class: 'swatch', style: `background:${colour(i)}` }),
         `${k.name} · ${k.kind}${k.entry ? ' · ' + k.entry : ''}`);
     head.addEventListener('click', () => selectKernel(i));
     list.append(el('li', { class: 'kernel', 'data-kernel': String(i) }, head,
@@ -178,6 +193,9 @@ function show(r) {
       el('div', { class: 'pass-row' }, el('pre', {}, p.before), el('pre', {}, p.after)))
     : el('div', { class: 'unchanged' }, `${p.name}: no change (${p.ops_before} ops)`))));
   $('plan-text').textContent = r.plan_text;
+  $('loops').textContent = r.schedule_text;
+  $('props').hidden = true;
+  search();
 }
 
 // Why a kernel has no generated source: the target calls a library for it, or the reference
@@ -208,7 +226,66 @@ function selectNode(id) {
   const ks = g && g.dataset.kernel ? g.dataset.kernel.split(' ') : [];
   mark(new Set([String(id)]), new Set(ks));
   state.selection = { node: Number(id), kernels: ks.map(Number) };
+  showProperties(String(id));
   if (ks.length) document.querySelector(`#kernels > li[data-kernel="${ks[0]}"]`)?.scrollIntoView({ block: 'nearest' });
+}
+
+// The selected node's properties: type, attributes (long values cut), inputs, users, kernels.
+function showProperties(id) {
+  const d = state.drawn, n = d && d.byId.get(id);
+  if (!n) return;
+  const typeOf = (m) => (m ? shapeStr(m.type) : '?');
+  const attr = (v) => {
+    const t = JSON.stringify(v);
+    return t.length > 200 ? t.slice(0, 200) + `… (${t.length} characters)` : t;
+  };
+  const users = d.g.nodes.filter((m) => (m.inputs || []).includes(n.id));
+  const lines = [`%${n.id} = ${n.op}${n.name ? ' "' + n.name + '"' : ''} : ${shapeStr(n.type)}`];
+  for (const [k, v] of Object.entries(n.attrs || {})) lines.push(`  ${k}: ${attr(v)}`);
+  (n.inputs || []).forEach((i, j) => lines.push(`  input ${j}: %${i} ${d.byId.get(String(i))?.op ?? ''} ${typeOf(d.byId.get(String(i)))}`));
+  lines.push(`  users: ${users.length ? users.map((m) => `%${m.id} ${m.op}`).join(', ') : 'none'}${d.g.outputs.includes(n.id) ? ' (a graph output)' : ''}`);
+  const ks = d.kernelsOf.get(n.id) || [];
+  lines.push(`  kernels: ${ks.length ? ks.map((k) => d.kernels[k].name).join(', ') : 'none (input, constant, view or dead)'}`);
+  $('props').textContent = lines.join('\n');
+  $('props').hidden = false;
+}
+
+// Search the view's nodes by op, name, %id, dtype[shape] and kernel names (a substring, any case,
+// or /regex/): matches outlined; Enter steps through them, selecting each.
+function search(step = false) {
+  const q = $('search').value.trim();
+  const nodes = [...document.querySelectorAll('#diagram g.node')];
+  for (const g of nodes) g.classList.remove('match');
+  if (!q || !state.drawn) {
+    $('search-count').textContent = '';
+    return;
+  }
+  let test;
+  const re = q.match(/^\/(.+)\/([a-z]*)$/);
+  try {
+    test = re ? ((t) => new RegExp(re[1], re[2].includes('i') ? re[2] : re[2] + 'i').test(t)) : ((t) => t.toLowerCase().includes(q.toLowerCase()));
+    test('');
+  } catch (e) {
+    $('search-count').textContent = 'bad expression: ' + e.message;
+    return;
+  }
+  const d = state.drawn;
+  const hits = nodes.filter((g) => {
+    const n = d.byId.get(g.dataset.node);
+    const ks = (d.kernelsOf.get(n.id) || []).map((k) => d.kernels[k].name).join(' ');
+    return test(`%${n.id} ${n.op} ${n.name || ''} ${shapeStr(n.type)} ${ks}`);
+  });
+  for (const g of hits) g.classList.add('match');
+  state.matches = hits.map((g) => Number(g.dataset.node));
+  if (step && hits.length) {
+    state.matchAt = ((state.matchAt ?? -1) + 1) % hits.length;
+    selectNode(hits[state.matchAt].dataset.node);
+    hits[state.matchAt].scrollIntoView({ block: 'center', inline: 'center' });
+  } else {
+    state.matchAt = -1;
+  }
+  $('search-count').textContent = `${hits.length} match${hits.length === 1 ? '' : 'es'}` +
+    (step && hits.length ? ` (${state.matchAt + 1} of ${hits.length})` : '');
 }
 
 // A kernel clicked: the nodes of the current view it computes.
@@ -262,6 +339,7 @@ function initPanZoom() {
 }
 
 function drawGraph(g, kernelsOf, kernels) {
+  state.drawn = { g, kernelsOf, kernels, byId: new Map(g.nodes.map((n) => [String(n.id), n])) };
   const layout = new dagre.graphlib.Graph();
   layout.setGraph({ rankdir: 'TB', nodesep: 14, ranksep: 24, marginx: 8, marginy: 8 });
   layout.setDefaultEdgeLabel(() => ({}));
@@ -301,7 +379,7 @@ function drawGraph(g, kernelsOf, kernels) {
     rect.setAttribute('width', v.width);
     rect.setAttribute('height', v.height);
     rect.setAttribute('rx', 4);
-    rect.setAttribute('fill', ks.length ? PALETTE[ks[0] % PALETTE.length] : '#e8e8e8');
+    rect.setAttribute('fill', ks.length ? colour(ks[0]) : '#e8e8e8');
     const text = document.createElementNS(NS, 'text');
     text.setAttribute('x', v.x);
     text.setAttribute('y', v.y + 4);
@@ -479,6 +557,8 @@ async function main() {
   });
   initPanZoom();
   initOpening();
+  $('search').addEventListener('input', () => search());
+  $('search').addEventListener('keydown', (e) => { if (e.key === 'Enter') search(true); });
   $('status').textContent = `module ${state.kiln.version} loaded`;
   const address = new URLSearchParams(location.search).get('url');
   if (address) await openUrl(address);

@@ -83,9 +83,11 @@ async function compile() {
     const ms = performance.now() - t0;
     if (!hit) await cachePut(key, { graph: graph.json, report, saved: Date.now() });
     state.report = report;
+    const drawn = await show(report);
+    if (!drawn) return;  // a newer compile or view replaced this one while its layout ran
+    // Set once the page shows this report (the browser test waits for it).
     state.last = { key, hit, ms, graph: state.graphName, kernels: report.kernels.length, target: report.target, compileMs: hit ? 0 : ms,
       stages: report.timing_ms };
-    show(report);
     const st = $('status');
     st.className = 'status' + (hit ? ' hit' : '');
     st.textContent = hit
@@ -110,6 +112,7 @@ function showError(message) {
   $('status').className = 'status';
   state.report = null;
   state.plan = null;
+  ++layoutSeq;  // a layout still running for an earlier graph draws nothing
   state.last = { error: message, graph: state.graphName };
   $('download').disabled = true;
   for (const id of ['diagram', 'kernels', 'guards', 'passes', 'decisions']) $(id).replaceChildren();
@@ -155,18 +158,48 @@ function el(tag, attrs = {}, ...children) {
 
 function shapeStr(t) { return `${t.dtype}[${t.shape.join(', ')}]`; }
 
-function show(r) {
-  // Every view's nodes with the kernels they end up in (the module matches the captured graph and
-  // the graph after the passes to the scheduled graph, whose nodes the kernels' provenance names).
+// A report on the page: the tabs at once, the diagram when its layout is back from the worker.
+// Resolves to false when a newer report or view took its place meanwhile.
+async function show(r) {
+  const t0 = performance.now();
+  showTabs(r);
+  const tabsMs = performance.now() - t0;
+  const drawn = await drawView(r);
+  if (drawn) state.drawMs.tabs = tabsMs;
+  return drawn;
+}
+
+// The view's graph. Every view's nodes come with the kernels they end up in (the module matches
+// the captured graph and the graph after the passes to the scheduled graph, whose nodes the
+// kernels' provenance names).
+async function drawView(r) {
   const view = $('view').value;
   const kernelsOf = new Map(r.node_kernels[view].map((ks, id) => [id, ks]));
-  drawGraph(r[view], kernelsOf, r.kernels);
+  const t0 = performance.now();
+  if (!(await drawGraph(r[view], kernelsOf, r.kernels, view))) return false;
   $('view-note').textContent = {
     input: '(as traced, before the passes: nodes coloured by the fused kernel they end up in; hover for op, shape, dtype)',
     optimized: '(after the passes: nodes coloured by the fused kernel they end up in; hover for op, shape, dtype)',
     scheduled: '(after the passes and decomposition, as scheduled: nodes coloured by kernel; hover for op, shape, dtype)',
   }[view];
+  $('props').hidden = true;
+  search();
+  // Where showing a view's time goes (the browser test prints it for a 12-block transformer).
+  state.drawMs = { view, nodes: r[view].nodes.length, layout: state.layoutMs, total: performance.now() - t0 };
+  return true;
+}
 
+// Kernel sources are highlighted when they scroll into view: highlighting the LLVM IR of a real
+// model's hundreds of kernels up front took most of the time a report took to show.
+const highlighter = typeof IntersectionObserver === 'function' ? new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    if (!e.isIntersecting) continue;
+    highlighter.unobserve(e.target);
+    if (state.hljs) state.hljs.highlightElement(e.target);
+  }
+}) : null;
+
+function showTabs(r) {
   $('kernel-count').textContent = `(${r.kernels.length})`;
   const list = $('kernels');
   list.replaceChildren();
@@ -175,7 +208,8 @@ function show(r) {
     // A kernel in a language of its own (CUDA's LLVM IR for NVPTX) says so; the rest are the target's.
     const code = el('code', { class: 'language-' + (k.language || lang) });
     code.textContent = k.source || noSource(k, r.target);
-    if (state.hljs) state.hljs.highlightElement(code);
+    if (state.hljs && highlighter && k.source) highlighter.observe(code);
+    else if (state.hljs && k.source) state.hljs.highlightElement(code);
     const head = el('div', { class: 'kernel-head', title: 'select its nodes in the diagram' }, el('span', { class: 'swatch', style: `background:${colour(i)}` }),
         `${k.name} · ${k.kind}${k.entry ? ' · ' + k.entry : ''}`);
     head.addEventListener('click', () => selectKernel(i));
@@ -194,8 +228,6 @@ function show(r) {
     : el('div', { class: 'unchanged' }, `${p.name}: no change (${p.ops_before} ops)`))));
   $('plan-text').textContent = r.plan_text;
   $('loops').textContent = r.schedule_text;
-  $('props').hidden = true;
-  search();
 }
 
 // Why a kernel has no generated source: the target calls a library for it, or the reference
@@ -338,36 +370,89 @@ function initPanZoom() {
   $('zoom-out').addEventListener('click', () => zoomTo(state.scale / 1.25));
 }
 
-function drawGraph(g, kernelsOf, kernels) {
-  state.drawn = { g, kernelsOf, kernels, byId: new Map(g.nodes.map((n) => [String(n.id), n])) };
-  const layout = new dagre.graphlib.Graph();
-  layout.setGraph({ rankdir: 'TB', nodesep: 14, ranksep: 24, marginx: 8, marginy: 8 });
-  layout.setDefaultEdgeLabel(() => ({}));
-  for (const n of g.nodes) {
-    const label = `%${n.id} ${n.op}`;
-    layout.setNode(String(n.id), { width: Math.max(70, label.length * 7 + 12), height: 24, label, n });
+// ---- layout (layout_worker.js; here on the page's thread where a worker cannot start) -----------
+let worker = null, layoutSeq = 0;
+const pending = new Map();  // seq -> resolve
+function layoutWorker() {
+  if (worker === null) {
+    try {
+      worker = new Worker('layout_worker.js');
+      worker.onmessage = (e) => {
+        const done = pending.get(e.data.seq);
+        pending.delete(e.data.seq);
+        if (done) done(e.data);
+      };
+      worker.onerror = (e) => {
+        console.warn('layout worker failed, laying out on the page:', e.message);
+        worker = false;
+        for (const [seq, done] of pending) done({ seq, retry: true });
+        pending.clear();
+      };
+    } catch (e) {
+      worker = false;
+    }
   }
-  for (const n of g.nodes) for (const i of n.inputs || []) layout.setEdge(String(i), String(n.id));
-  dagre.layout(layout);
+  return worker;
+}
+
+function layOutHere(graph) {
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: 'TB', nodesep: 14, ranksep: 24, marginx: 8, marginy: 8 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const n of graph.nodes) g.setNode(n.id, { width: n.width, height: n.height });
+  for (const [from, to] of graph.edges) g.setEdge(from, to);
+  const t0 = performance.now();
+  dagre.layout(g);
+  const nodes = {};
+  for (const id of g.nodes()) nodes[id] = { x: g.node(id).x, y: g.node(id).y };
+  return { width: g.graph().width, height: g.graph().height, nodes, ms: performance.now() - t0,
+    edges: g.edges().map((e) => ({ from: e.v, to: e.w, points: g.edge(e).points })) };
+}
+
+async function layOut(graph, seq) {
+  const w = layoutWorker();
+  if (w) {
+    const r = await new Promise((done) => { pending.set(seq, done); w.postMessage({ seq, graph }); });
+    if (!r.retry) {
+      if (r.error) throw new Error('layout: ' + r.error);
+      state.layoutIn = 'worker';
+      return r;
+    }
+  }
+  state.layoutIn = 'page';
+  return layOutHere(graph);
+}
+
+// Draws graph g; false when a newer drawing started while this one's layout ran.
+async function drawGraph(g, kernelsOf, kernels, view) {
+  const seq = ++layoutSeq;
+  const label = (n) => `%${n.id} ${n.op}`;
+  const laid = await layOut({
+    nodes: g.nodes.map((n) => ({ id: String(n.id), width: Math.max(70, label(n).length * 7 + 12), height: 24 })),
+    edges: g.nodes.flatMap((n) => (n.inputs || []).map((i) => [String(i), String(n.id)])),
+  }, seq);
+  if (seq !== layoutSeq) return false;
+  state.layoutMs = laid.ms;
+  state.drawn = { g, kernelsOf, kernels, view, byId: new Map(g.nodes.map((n) => [String(n.id), n])) };
   const NS = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(NS, 'svg');
-  const { width, height } = layout.graph();
+  const { width, height } = laid;
   svg.setAttribute('viewBox', `0 0 ${width + 16} ${height + 16}`);
   svg.dataset.width = width + 16;
   svg.dataset.height = height + 16;
   svg.style.width = `${(width + 16) * state.scale}px`;
   svg.style.height = `${(height + 16) * state.scale}px`;
   svg.innerHTML = '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="#888"/></marker></defs>';
-  for (const e of layout.edges()) {
-    const pts = layout.edge(e).points;
+  for (const e of laid.edges) {
+    const pts = e.points;
     const path = document.createElementNS(NS, 'path');
     path.setAttribute('d', 'M' + pts.map((p) => `${p.x},${p.y}`).join('L'));
     path.setAttribute('class', 'edge');
     svg.append(path);
   }
-  for (const id of layout.nodes()) {
-    const v = layout.node(id);
-    const n = v.n;
+  for (const n of g.nodes) {
+    const id = String(n.id);
+    const v = { ...laid.nodes[id], width: Math.max(70, label(n).length * 7 + 12), height: 24, label: label(n) };
     const ks = kernelsOf.get(n.id) || [];
     const group = document.createElementNS(NS, 'g');
     group.setAttribute('class', 'node');
@@ -395,6 +480,7 @@ function drawGraph(g, kernelsOf, kernels) {
     svg.append(group);
   }
   $('diagram').replaceChildren(svg);
+  return true;
 }
 
 function download() {
@@ -534,7 +620,7 @@ async function main() {
   $('sample').value = [...samples, ...programs].includes(wanted) ? wanted : samples[0];
   $('sample').addEventListener('change', () => pickSample($('sample').value));
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
-  $('view').addEventListener('change', () => state.report && show(state.report));
+  $('view').addEventListener('change', () => state.report && drawView(state.report));
   $('options').addEventListener('change', compile);
   $('compile').addEventListener('click', compile);
   $('download').addEventListener('click', download);

@@ -370,7 +370,7 @@ function initPanZoom() {
   $('zoom-out').addEventListener('click', () => zoomTo(state.scale / 1.25));
 }
 
-// ---- layout (layout_worker.js; here on the page's thread where a worker cannot start) -----------
+// ---- layout (layout.js, in layout_worker.js; on the page's thread where no worker starts) --------
 let worker = null, layoutSeq = 0;
 const pending = new Map();  // seq -> resolve
 function layoutWorker() {
@@ -395,20 +395,6 @@ function layoutWorker() {
   return worker;
 }
 
-function layOutHere(graph) {
-  const g = new dagre.graphlib.Graph();
-  g.setGraph({ rankdir: 'TB', nodesep: 14, ranksep: 24, marginx: 8, marginy: 8 });
-  g.setDefaultEdgeLabel(() => ({}));
-  for (const n of graph.nodes) g.setNode(n.id, { width: n.width, height: n.height });
-  for (const [from, to] of graph.edges) g.setEdge(from, to);
-  const t0 = performance.now();
-  dagre.layout(g);
-  const nodes = {};
-  for (const id of g.nodes()) nodes[id] = { x: g.node(id).x, y: g.node(id).y };
-  return { width: g.graph().width, height: g.graph().height, nodes, ms: performance.now() - t0,
-    edges: g.edges().map((e) => ({ from: e.v, to: e.w, points: g.edge(e).points })) };
-}
-
 async function layOut(graph, seq) {
   const w = layoutWorker();
   if (w) {
@@ -420,7 +406,7 @@ async function layOut(graph, seq) {
     }
   }
   state.layoutIn = 'page';
-  return layOutHere(graph);
+  return kilnLayOut(graph);
 }
 
 // Draws graph g; false when a newer drawing started while this one's layout ran.

@@ -429,7 +429,7 @@ Tolerance tol_of(OpId op, DType out) {
       t.rtol *= 4;
       t.scale_by_abs_run = true;
       break;
-    case OpId::prod:
+    case OpId::prod: case OpId::cumprod:
       t.rtol *= 8;
       break;
     case OpId::var: case OpId::logsumexp: case OpId::softmax: case OpId::log_softmax: case OpId::layer_norm:
@@ -1320,6 +1320,21 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(Cop(op, {A(t, {-1, 5})}, a(1, false, true)));
         break;
       }
+      case OpId::cumprod: {  // factors near 1 keep long products in range; zeros and NaNs in "special"
+        auto a = [](int64_t d, bool exclusive, bool reverse) { return Attrs{d, exclusive, reverse}; };
+        cs.push_back(core(Cop(op, {A(t, {4, 7}, Domain::near_one)}, a(1, false, false))));
+        cs.push_back(Cop(op, {A(t, {4, 7})}, a(0, false, false)));
+        cs.push_back(Cop(op, {A(t, {3, 5, 6}, Domain::near_one)}, a(1, true, false), "exclusive"));
+        cs.push_back(Cop(op, {A(t, {3, 5, 6}, Domain::near_one)}, a(2, false, true), "reverse"));
+        cs.push_back(Cop(op, {A(t, {3, 5, 6}, Domain::near_one)}, a(0, true, true), "exclusive reverse"));
+        cs.push_back(Cop(op, {A(t, {})}, a(0, false, false), "rank 0"));
+        cs.push_back(core(Cop(op, {A(t, {3, 6}, Domain::special)}, a(1, false, false), "special values")));
+        cs.push_back(core(Cop(op, {A(t, {70}, Domain::near_one)}, a(0, false, false), "long")));
+        cs.push_back(core(Cop(op, {A(t, {5, 6}, Domain::near_one, Layout::permuted)}, a(1, false, false), "strided")));
+        sym.push_back(core(Cop(op, {A(t, {-1, 5}, Domain::near_one)}, a(0, false, false), "along a symbolic dim")));
+        sym.push_back(Cop(op, {A(t, {-1, 5}, Domain::near_one)}, a(1, false, true)));
+        break;
+      }
       case OpId::tril:
       case OpId::triu: {
         for (int64_t d : {0, -1, 2}) cs.push_back(Cop(op, {A(t, {4, 5})}, {d}));
@@ -1421,7 +1436,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last, OpId::max_pool, OpId::avg_pool,
-                    OpId::cumsum, OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
+                    OpId::cumsum, OpId::cumprod, OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
       t[op] = composite_cases;
     return t;
   }();

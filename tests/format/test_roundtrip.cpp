@@ -59,6 +59,7 @@ Graph op_use(OpId op) {
     case OpId::iota: y = g.add(op, {}, {SymShape{s0, 4}, int64_t{1}, DType::i32}); break;
     case OpId::tril: case OpId::triu: y = one({int64_t{-1}}); break;
     case OpId::cumsum: y = one({int64_t{0}, true, false}); break;
+    case OpId::cumprod: y = one({int64_t{0}, false, true}); break;
     case OpId::randn: y = g.add(op, {}, {SymShape{s0, 5}, int64_t{42}, DType::bf16}); break;
     case OpId::neg: case OpId::abs: case OpId::exp: case OpId::log: case OpId::sqrt: case OpId::rsqrt:
     case OpId::reciprocal: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::sigmoid: case OpId::relu:

@@ -127,6 +127,9 @@ BOOST_AUTO_TEST_CASE(masks_and_indices) {
   check_tensor(cumsum(x, 1), {3, 4}, DType::f32, {1, 3, 6, 10, 5, 11, 18, 26, 9, 19, 30, 42});
   check_tensor(cumsum(x, 0), {3, 4}, DType::f32, {1, 2, 3, 4, 6, 8, 10, 12, 15, 18, 21, 24});
   check_tensor(cumsum(from_vector<int32_t>({3, -1, 4}), 0), {3}, DType::i64, {3, 2, 6});
+  check_tensor(cumprod(x, 1), {3, 4}, DType::f32, {1, 2, 6, 24, 5, 30, 210, 1680, 9, 90, 990, 11880});
+  check_tensor(cumprod(x, -2), {3, 4}, DType::f32, {1, 2, 3, 4, 5, 12, 21, 32, 45, 120, 231, 384});
+  check_tensor(cumprod(from_vector<int32_t>({3, -1, 4, 0, 7}), 0), {5}, DType::i64, {3, -3, -12, 0, 0});
   check_tensor(arange(SymInt(4)), {4}, DType::i64, {0, 1, 2, 3});
   check_tensor(where(gt(x, 6.0), 1.5, 0), {3, 4}, DType::f32, {0, 0, 0, 0, 0, 0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5});
   check_tensor(where(gt(x, 10.0), 1, 0), {3, 4}, DType::i64, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1});

@@ -116,4 +116,24 @@ BOOST_AUTO_TEST_CASE(strided_input) {
   check(eval(OpId::argmax, {t}, red({})), DType::i64, {}, {5}, 0);  // flat index of 6 in [1, 4, 2, 5, 3, 6]
 }
 
+// Running sums and products along a dim, inclusive or exclusive, forwards or reversed, written
+// out by hand (the op cases compare targets with the reference; these pin the reference itself).
+BOOST_AUTO_TEST_CASE(running_sums_and_products) {
+  auto scan = [](int64_t dim, bool exclusive, bool reverse) { return Attrs{dim, exclusive, reverse}; };
+  const TensorData x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  check(eval(OpId::cumprod, {x}, scan(1, false, false)), DType::f32, {2, 3}, {1, 2, 6, 4, 20, 120});
+  check(eval(OpId::cumprod, {x}, scan(1, true, false)), DType::f32, {2, 3}, {1, 1, 2, 1, 4, 20});
+  check(eval(OpId::cumprod, {x}, scan(1, false, true)), DType::f32, {2, 3}, {6, 6, 3, 120, 30, 6});
+  check(eval(OpId::cumprod, {x}, scan(1, true, true)), DType::f32, {2, 3}, {6, 3, 1, 30, 6, 1});
+  check(eval(OpId::cumprod, {x}, scan(0, false, false)), DType::f32, {2, 3}, {1, 2, 3, 4, 10, 18});
+  check(eval(OpId::cumsum, {x}, scan(1, true, true)), DType::f32, {2, 3}, {5, 3, 0, 11, 6, 0});
+  // Integers and bool in i64 (wrapping as torch's); NaN and inf carry on; a 0-d x is itself.
+  check(eval(OpId::cumprod, {i32({4}, {65536, 65536, 65536, 0})}, scan(0, false, false)), DType::i64, {4},
+        {65536, 4294967296.0, 281474976710656.0, 0}, 0);
+  check(eval(OpId::cumprod, {boolean({3}, {1, 1, 0})}, scan(0, false, false)), DType::i64, {3}, {1, 1, 0}, 0);
+  check(eval(OpId::cumprod, {f32({4}, {2, kNaN, 0, kInf})}, scan(0, false, false)), DType::f32, {4}, {2, kNaN, kNaN, kNaN});
+  check(eval(OpId::cumprod, {f32({3}, {2, 0, kInf})}, scan(0, false, false)), DType::f32, {3}, {2, 0, kNaN});
+  check(eval(OpId::cumprod, {scalar(DType::f32, 3)}, scan(0, false, false)), DType::f32, {}, {3});
+}
+
 BOOST_AUTO_TEST_SUITE_END()

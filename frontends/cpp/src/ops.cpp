@@ -353,6 +353,11 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "cumsum");
   return dispatch(OpId::cumsum, {&x}, Attrs{d, false, false});
 }
+
+Tensor cumprod(const Tensor& x, int64_t dim) {
+  const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "cumprod");
+  return dispatch(OpId::cumprod, {&x}, Attrs{d, false, false});
+}
 Tensor tril(const Tensor& x, int64_t diagonal) { return dispatch(OpId::tril, {&x}, Attrs{diagonal}); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return dispatch(OpId::triu, {&x}, Attrs{diagonal}); }
 

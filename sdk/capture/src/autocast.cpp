@@ -30,6 +30,7 @@ AutocastRule autocast_rule(OpId op) {
     case OpId::prod:
     case OpId::logsumexp:
     case OpId::cumsum:
+    case OpId::cumprod:
     case OpId::softmax:
     case OpId::log_softmax:
     case OpId::layer_norm:

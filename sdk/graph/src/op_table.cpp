@@ -9,6 +9,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 #include "kiln/graph/error.h"
 #include "kiln/graph/graph.h"
@@ -1120,6 +1121,17 @@ NodeId triangle(Graph& g, NodeId x, int64_t diagonal, OpId keep) {
   const NodeId mask = diagonal_mask(b, m.sizes[m.sizes.size() - 2], m.sizes.back(), keep, diagonal);
   return b.add(OpId::where, {mask, x, b.scalar(0.0, m.dtype)});
 }
+// The permutation moving dim d of a rank-r tensor last, and its inverse (the running sums and
+// products work along the last dim).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> dim_last(int64_t r, int64_t d) {
+  std::vector<int64_t> perm;
+  for (int64_t k = 0; k < r; ++k)
+    if (k != d) perm.push_back(k);
+  perm.push_back(d);
+  std::vector<int64_t> inv(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
+  return {perm, inv};
+}
 // y[..., j] = sum_i x[..., i] * T[i, j] with dim moved last, T[i, j] = (i <= j) (i < j exclusive;
 // i >= j, i > j reversed) from two iotas. Integers multiply in f64 (exact up to 2^53) and are
 // cast back to i64. A 0-d x is its own running sum.
@@ -1131,12 +1143,7 @@ NodeId decompose_cumsum(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   const int64_t r = x.rank(), d = a.i(0);
   const bool exclusive = a.b(1), reverse = a.b(2);
   const DType ct = is_floating(x.dtype) ? x.dtype : DType::f64;
-  std::vector<int64_t> perm;
-  for (int64_t k = 0; k < r; ++k)
-    if (k != d) perm.push_back(k);
-  perm.push_back(d);
-  std::vector<int64_t> inv(perm.size());
-  for (size_t k = 0; k < perm.size(); ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
+  const auto [perm, inv] = dim_last(r, d);
   const SymInt n = x.sizes[static_cast<size_t>(d)];
   // i <= j is j - i >= 0; exclusive i < j is > 0; reversed i >= j is <= 0, exclusive < 0.
   const OpId keep = reverse ? (exclusive ? OpId::lt : OpId::le) : (exclusive ? OpId::gt : OpId::ge);
@@ -1146,6 +1153,35 @@ NodeId decompose_cumsum(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   NodeId y = b.add(OpId::matmul, {xs, tri});
   if (d != r - 1) y = b.add(OpId::permute, {y}, {inv});
   return b.cast(y, t);
+}
+
+// y[..., i] = prod_j where(T[i, j], x[..., j], 1) with dim moved last, T[i, j] = (j <= i) (j < i
+// exclusive; j >= i, j > i reversed) from two iotas: one product per element (as cumsum's matmul,
+// O(n^2) along dim), which fusion computes from x without storing the [n, n] operand. Integers and
+// bool multiply in i64 (wrapping, as torch's). A 0-d x is its own running product.
+NodeId decompose_cumprod(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const TensorMeta x = b.meta(in[0]);
+  const DType t = is_floating(x.dtype) ? x.dtype : DType::i64;
+  NodeId xs = b.cast(in[0], t);
+  if (x.rank() == 0) return xs;
+  const int64_t r = x.rank(), d = a.i(0);
+  const bool exclusive = a.b(1), reverse = a.b(2);
+  const auto [perm, inv] = dim_last(r, d);
+  if (d != r - 1) xs = b.add(OpId::permute, {xs}, {perm});
+  const SymShape rows = b.meta(xs).sizes;  // [..., n]
+  const SymInt n = rows.back();
+  // x[..., j] as [..., 1, n], expanded to [..., n (i), n (j)].
+  SymShape one_row = rows, square = rows;
+  one_row.insert(one_row.end() - 1, SymInt(1));
+  square.insert(square.end() - 1, n);
+  const NodeId xe = b.add(OpId::expand, {b.add(OpId::reshape, {xs}, {one_row})}, {square});
+  // j <= i is col - row <= 0; exclusive j < i is < 0; reversed j >= i is >= 0, exclusive > 0.
+  const OpId keep = reverse ? (exclusive ? OpId::gt : OpId::ge) : (exclusive ? OpId::lt : OpId::le);
+  const NodeId kept = b.add(OpId::where, {diagonal_mask(b, n, n, keep, 0), xe, b.scalar(1.0, t)});
+  NodeId y = b.add(OpId::prod, {kept}, {std::vector<int64_t>{r}, false});
+  if (d != r - 1) y = b.add(OpId::permute, {y}, {inv});
+  return y;
 }
 
 NodeId decompose_tril(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::le); }
@@ -1311,6 +1347,8 @@ std::vector<OpDef> build_table() {
       {O::batch_norm, "batch_norm", C::composite, 3, 5, {{"eps", K::float_}}, infer_channel_norm, decompose_batch_norm},
       {O::cumsum, "cumsum", C::composite, 1, 1, {{"dim", K::int_}, {"exclusive", K::bool_}, {"reverse", K::bool_}},
        infer_cumsum, decompose_cumsum},
+      {O::cumprod, "cumprod", C::composite, 1, 1, {{"dim", K::int_}, {"exclusive", K::bool_}, {"reverse", K::bool_}},
+       infer_cumsum, decompose_cumprod},
       {O::tril, "tril", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_tril},
       {O::triu, "triu", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_triu},
       {O::group_norm, "group_norm", C::composite, 1, 3, {{"groups", K::int_}, {"eps", K::float_}}, infer_channel_norm,

@@ -166,10 +166,11 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 // left to right.
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
+// Running sums (torch.cumsum) and products (torch.cumprod) along dim; integers and bool give i64.
+Tensor cumsum(const Tensor& x, int64_t dim);
+Tensor cumprod(const Tensor& x, int64_t dim);
 // The lower (tril) or upper (triu) triangle of the last two dims, the rest 0: kept where
 // col - row <= diagonal (tril) or >= diagonal (triu), as torch.tril/triu.
-// Running sums along dim (torch.cumsum; integers and bool give i64).
-Tensor cumsum(const Tensor& x, int64_t dim);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // [..., num_classes] of i64, 1 at each value's class (torch.nn.functional.one_hot). Values

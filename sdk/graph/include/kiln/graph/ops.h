@@ -112,6 +112,9 @@ enum class OpId : uint16_t {
   cumsum,       // attrs: dim:int, exclusive:bool, reverse:bool -> running sums along dim (torch.cumsum;
                 //        ONNX CumSum's exclusive and reverse); integers and bool sum to i64. Decomposes into
                 //        a matmul by a triangle of ones made from iotas (O(n^2) along dim; dim may be symbolic)
+  cumprod,      // attrs: dim:int, exclusive:bool, reverse:bool -> running products along dim (torch.cumprod;
+                //        exclusive and reverse as cumsum's); integers and bool multiply in i64. Decomposes into a
+                //        prod over where(triangle, x, 1) made from iotas (O(n^2) along dim; dim may be symbolic)
   tril, triu,   // attrs: diagonal:int; inputs (x[..., R, C]) -> x where col - row <= diagonal (tril) or
                 //        >= diagonal (triu), else 0 (torch.tril/triu, ONNX Trilu); R and C may be symbolic
   group_norm,   // attrs: groups:int, eps:float; inputs (x[N, C, *][, weight[C][, bias[C]]]): the C channels

@@ -40,8 +40,15 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     const page = await context.newPage();
     const errors = [];
     page.on('pageerror', (e) => errors.push(e.message));
+    const encodings = {};
+    page.on('response', (r) => { encodings[new URL(r.url()).pathname] = r.headers()['content-encoding'] || 'identity'; });
+    const loadStart = Date.now();
     await page.goto(url);
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+    console.log(`# first graph drawn ${Date.now() - loadStart} ms after the page was asked for (module served gzipped)`);
+    // The module and the page's scripts come gzipped (the browser asks for it).
+    assert.strictEqual(encodings['/wasm/kiln_wasm.wasm'], 'gzip', JSON.stringify(encodings));
+    assert.strictEqual(encodings['/app.js'], 'gzip', JSON.stringify(encodings));
     await page.selectOption('#sample', 'transformer_block.json');
     await page.waitForFunction(() => window.kilnInspector.last && window.kilnInspector.last.graph === 'transformer_block.json');
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.hit), false, 'a fresh browser has no cached plan');

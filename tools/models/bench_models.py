@@ -325,8 +325,9 @@ def tail_lines(text, n=6, max_chars=800):
     return " / ".join(lines[-n:])[-max_chars:]
 
 
-def run_cmd(args, cmd, env, name):
-    """Runs cmd with a timeout in its own process group; writes the output tails to OUT/logs/<name>.log."""
+def run_cmd(args, cmd, env, name, output=None):
+    """Runs cmd with a timeout in its own process group; writes the output tails to OUT/logs/<name>.log
+    and, given a list as output, appends the whole of stderr and stdout to it."""
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 errors="replace", start_new_session=True)
@@ -345,6 +346,8 @@ def run_cmd(args, cmd, env, name):
             stdout, stderr = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             stdout, stderr = "", "(output lost after the timeout)"
+    if output is not None:
+        output.append((stderr or "") + (stdout or ""))
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     with open(os.path.join(args.out, "logs", name + ".log"), "w") as f:
         f.write(f"cmd: {' '.join(cmd)}\nrc: {proc.returncode}{' (timeout)' if timed_out else ''}\n")
@@ -589,12 +592,9 @@ def profile_kiln(args, results, tag, binary, model, dtype, onnx_path, inputs):
     cmd = [binary, "bench-model", onnx_path, "--device", args.device, "--inputs", ",".join(inputs), "--modes", "default",
            "--reps", "2", "--no-kernel-count"]
     log(f"{tag} {model} {dtype} profile ...")
-    try:
-        proc = subprocess.run(cmd, env=kiln_env(binary, {"KILN_LOGS": "profile"}), capture_output=True, text=True,
-                              errors="replace", timeout=args.timeout)
-        text, rc = proc.stderr + proc.stdout, proc.returncode
-    except subprocess.TimeoutExpired:
-        text, rc = "", "timeout"
+    output = []
+    failure = run_cmd(args, cmd, kiln_env(binary, {"KILN_LOGS": "profile"}), f"{tag}_{model}_{dtype}_profile", output)
+    text = output[0] if output else ""
     # The report of the last profiled call: from its last header line on.
     lines = [l for l in text.splitlines() if l.startswith("[kiln:profile]")]
     starts = [i for i, l in enumerate(lines) if " kernels on " in l and " ms in all" in l]
@@ -603,7 +603,7 @@ def profile_kiln(args, results, tag, binary, model, dtype, onnx_path, inputs):
     with open(os.path.join(args.out, "profiles", f"{tag}_{model}_{dtype}.txt"), "w") as f:
         f.write("\n".join(report or text.splitlines()[-40:]) + "\n")
     if not report:
-        results[key] = {"error": f"no profile report (exit {rc})"}
+        results[key] = {"error": f"no profile report ({failure or 'exit 0'})"}
     else:
         report = [l[len("[kiln:profile]"):].rstrip() for l in report]
         by_kind = next((i for i, l in enumerate(report) if l.endswith("by kind:")), len(report))

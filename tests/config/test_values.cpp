@@ -275,7 +275,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cuda.allow_tf32", "KILN_CUDA_ALLOW_TF32", T::Bool, false, true, true},
       {"cuda.cudnn", "KILN_CUDA_CUDNN", T::Bool, true, true, true},
       {"cuda.channels_last", "KILN_CUDA_CHANNELS_LAST", T::Bool, true, true, true},
-      {"cuda.pad_matmuls", "KILN_CUDA_PAD_MATMULS", T::Bool, false, true, true},
+      {"cuda.pad_matmuls", "KILN_CUDA_PAD_MATMULS", T::Bool, true, true, true},
       {"cuda.precise_math", "KILN_CUDA_PRECISE_MATH", T::Bool, false, true, true},
       {"cuda.compiler", "KILN_CUDA_COMPILER", T::String, "llvm", true, true},
       {"memory_budget_mb", "KILN_MEMORY_BUDGET_MB", T::Int, int64_t{0}, false, true},

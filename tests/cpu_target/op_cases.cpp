@@ -1364,8 +1364,8 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(Cop(op, {A(t, {4, 6}, Domain::normal, Layout::expanded), A(t, {6, 3})}, {}, "stride 0"));
         cs.push_back(Cop(op, {A(t, {65, 130}), A(t, {130, 33})}, {}));
         // K = 100 and N = 1001 leave rows that are not 16-byte aligned: CUDA (cuda.pad_matmuls;
-        // test_cuda_target always) pads such a large product to aligned sizes and slices the
-        // result back (Target::gemm_row_alignment).
+        // test_cuda_target always) pads such a large f16/bf16 product to aligned sizes and slices
+        // the result back (Target::gemm_row_alignment).
         if (is_floating(t)) cs.push_back(core(Cop(op, {A(t, {2, 96, 100}), A(t, {100, 1001})}, {}, "unaligned rows")));
         cs.push_back(Cop(op, {A(t, {192, 100}), A(t, {100, 1001}, Domain::normal, Layout::permuted)}, {}, "unaligned rows, transposed right"));
         for (const auto& [a, b] : std::vector<std::pair<Ints, Ints>>{{{3, 1}, {3, 2}}, {{1, 3}, {1, 4}}}) {

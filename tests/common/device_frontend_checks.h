@@ -69,4 +69,46 @@ inline void autocast_on(Device device) {
   BOOST_TEST(kiln_test_util::max_abs_diff(got, want) < 2e-3);
 }
 
+// A training step's gradients computed on the device inside a compiled function (one graph of
+// forward and backward: an embedding lookup, layer norm, causal attention, a convolution and
+// pooling, log-softmax and a gather of the targets' log-probabilities) against the same
+// gradients computed eagerly on the CPU.
+inline void compiled_gradients_on(Device device) {
+  auto loss_of = [](const std::vector<Tensor>& p, const Tensor& ids, const Tensor& targets) {
+    const int64_t batch = ids.shape()[0].hint(), seq = ids.shape()[1].hint();
+    Tensor h = reshape(index_select(p[0], 0, reshape(ids, {-1})), {batch, seq, 16});  // [B, T, 16]
+    h = layer_norm(h, {16}, p[1]);
+    const Tensor q = reshape(linear(h, p[2]), {batch, seq, 2, 8}).transpose(1, 2);  // [B, 2, T, 8]
+    const Tensor a = scaled_dot_product_attention(q, q, q, AttentionOptions{.is_causal = true});
+    h = h + linear(reshape(a.transpose(1, 2), {batch, seq, 16}), p[3]);
+    // A convolution over the sequence, then pooling.
+    const Tensor c = gelu(conv1d(h.transpose(1, 2), p[4], {}, {1}, {1}));  // [B, 16, T]
+    h = h + max_pool1d(c, {3}, {1}, {1}).transpose(1, 2);
+    const Tensor logp = log_softmax(linear(h, p[0]), -1);                       // [B, T, V]
+    return neg(mean(gather(logp, 2, unsqueeze(targets, -1))));
+  };
+  const std::vector<Tensor> params = {randn({11, 16}, DType::f32, Device::cpu(), 1) * 0.5,
+                                      randn({16}, DType::f32, Device::cpu(), 2) * 0.1 + 1.0,
+                                      randn({16, 16}, DType::f32, Device::cpu(), 3) * 0.25,
+                                      randn({16, 16}, DType::f32, Device::cpu(), 4) * 0.25,
+                                      randn({16, 16, 3}, DType::f32, Device::cpu(), 5) * 0.15};
+  const Tensor ids = from_vector(std::vector<int64_t>{1, 4, 2, 9, 0, 10, 3, 3, 7, 5, 6, 8}, {2, 6});
+  const Tensor targets = from_vector(std::vector<int64_t>{4, 2, 9, 0, 10, 3, 3, 7, 5, 6, 8, 1}, {2, 6});
+  auto step = kiln::compile([&](const std::vector<Tensor>& p, const Tensor& ids, const Tensor& targets) {
+    return value_and_grad([&](const std::vector<Tensor>& q) { return loss_of(q, ids, targets); }, p);
+  });
+  std::vector<Tensor> on_device;
+  for (const Tensor& p : params) on_device.push_back(p.to(device));
+  const auto [loss, grads] = step(on_device, ids.to(device), targets.to(device));
+  const auto [want_loss, want] = value_and_grad([&](const std::vector<Tensor>& q) { return loss_of(q, ids, targets); }, params);
+  BOOST_TEST((loss.device() == device));
+  BOOST_TEST(kiln_test_util::max_abs_diff(loss, want_loss) < 1e-4);
+  BOOST_REQUIRE_EQUAL(grads.size(), want.size());
+  for (size_t k = 0; k < grads.size(); ++k) {
+    BOOST_TEST((grads[k].device() == device));
+    BOOST_TEST(kiln_test_util::max_abs_diff(grads[k], want[k]) < 1e-4, "gradient " << k);
+  }
+  BOOST_TEST(step.stats().graph_breaks == 0);
+}
+
 }  // namespace device_frontend_checks

@@ -64,6 +64,11 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_cuda_inputs) {
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
 }
 
+// A compiled training step's gradients on the device (tests/common/device_frontend_checks.h).
+BOOST_AUTO_TEST_CASE(compiled_gradients_on_the_device) {
+  if (have_device()) device_frontend_checks::compiled_gradients_on(Device::cuda(0));
+}
+
 // Constants made or captured on the device, creation ops on it over symbolic sizes
 // (tests/common/device_frontend_checks.h, shared with the Vulkan target's tests).
 BOOST_AUTO_TEST_CASE(constants_made_or_captured_on_the_device) {

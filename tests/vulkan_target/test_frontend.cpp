@@ -51,6 +51,13 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_vulkan_inputs) {
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
 }
 
+// A compiled training step's gradients on the device (tests/common/device_frontend_checks.h).
+BOOST_AUTO_TEST_CASE(compiled_gradients_on_the_device) {
+  device_frontend_checks::compiled_gradients_on(Device::vulkan(0));
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
 // Constants made or captured on the device, creation ops on it over symbolic sizes
 // (tests/common/device_frontend_checks.h, shared with the CUDA target's tests).
 BOOST_AUTO_TEST_CASE(constants_made_or_captured_on_the_device) {

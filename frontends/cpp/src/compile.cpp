@@ -2,12 +2,15 @@
 // automatic dynamic), tracing a call into a graph, and graph-break segments.
 #include "kiln/compile.h"
 
+#include "kiln/capture/grad_mode.h"
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <sstream>
 
+#include "kiln/capture/grad_mode.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
@@ -215,6 +218,13 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     cache.count_eager_call();
     return run_eager();
   }
+  // The compiled graph records no autograd steps for its caller: its outputs would silently
+  // have no gradient.
+  for (size_t a = 0; a < args.size(); ++a)
+    KILN_CHECK(!args[a].requires_grad || !grad_enabled(), cache.name(), ": argument ", a,
+               " requires gradients, and differentiating through a compiled function from outside is not supported "
+               "yet: compute the gradients inside it (kiln::grad, value_and_grad or backward() on its arguments) and "
+               "return them, or call it under kiln::NoGrad or on detached tensors");
   register_builtin_backends();
   if (!cache.segmented()) {
     thread_local std::vector<int64_t> symbols;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/capture/autocast.h"
+#include "kiln/capture/grad_mode.h"
 #include "kiln/graph/error.h"
 #include "kiln/eval/interpreter.h"
 #include "kiln/target/target.h"
@@ -120,14 +121,12 @@ DType autocast_input_type(AutocastRule rule, DType low, DType t) {
   return t;
 }
 
-// The op as given: a node of the trace, or run now.
-Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
-  Trace* t = current_trace();
-  if (!t) return run_eager(op, inputs, std::move(attrs));
-  std::vector<NodeId> ids;
-  ids.reserve(inputs.size());
-  for (const Tensor* x : inputs) ids.push_back(node_of(*t, *x, op_name(op)));
-  return wrap_node(*t, t->graph.add(op, std::move(ids), std::move(attrs)));
+// Whether autograd records this op: grad mode is on and an input requires gradients.
+bool records_grad(std::span<const Tensor* const> inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor* x : inputs)
+    if (x->defined() && x->impl()->requires_grad) return true;
+  return false;
 }
 
 Tensor cast_to(const Tensor& x, DType t) {
@@ -136,6 +135,29 @@ Tensor cast_to(const Tensor& x, DType t) {
 }
 
 }  // namespace
+
+// The op as given: a node of the trace, or run now; recorded for autograd where it must be.
+Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
+  std::shared_ptr<GradRecord> record;
+  if (records_grad(inputs)) {
+    record = std::make_shared<GradRecord>(GradRecord{op, attrs, {}});
+    for (const Tensor* x : inputs) record->inputs.push_back(x->impl());
+  }
+  Tensor y;
+  if (Trace* t = current_trace()) {
+    std::vector<NodeId> ids;
+    ids.reserve(inputs.size());
+    for (const Tensor* x : inputs) ids.push_back(node_of(*t, *x, op_name(op)));
+    y = wrap_node(*t, t->graph.add(op, std::move(ids), std::move(attrs)));
+  } else {
+    y = run_eager(op, inputs, std::move(attrs));
+  }
+  if (record && is_floating(y.dtype())) {
+    y.impl()->requires_grad = true;
+    y.impl()->grad_fn = std::move(record);
+  }
+  return y;
+}
 
 Tensor dispatch(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
   const std::optional<DType> low = autocast_dtype();

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "kiln/capture/grad_mode.h"
 #include "kiln/graph/error.h"
 #include "kiln/ops.h"
 #include "kiln/eval/interpreter.h"
@@ -50,6 +51,9 @@ int64_t Tensor::size(int64_t dim, std::source_location loc) const {
 Tensor Tensor::to(Device device) const {
   checked(impl_, "to()");
   if (device == this->device()) return *this;
+  KILN_CHECK(!impl_->requires_grad || !grad_enabled(), "to(", device.str(), "): moving a tensor that requires ",
+             "gradients between devices is not recorded by autograd yet; move it first, then call requires_grad_() ",
+             "(or move it under kiln::NoGrad)");
   return from_data(detail::move_data(data("to()"), device));
 }
 
@@ -61,6 +65,8 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::contiguous() const {
   checked(impl_, "contiguous()");
   if (is_traced() || impl_->data->is_contiguous()) return *this;
+  // A copy autograd records (a reshape of a strided view copies it).
+  if (impl_->requires_grad && grad_enabled()) return kiln::reshape(*this, shape());
   return from_data(detail::move_data(eval::contiguous(on_host(*impl_->data)), device()));
 }
 
@@ -147,5 +153,7 @@ Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed) {
   return on_device(detail::dispatch(OpId::randn, {}, Attrs{shape, static_cast<int64_t>(seed), dtype}), device);
 }
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor zeros_like(const Tensor& x) { return full(x.shape(), 0.0, x.dtype(), x.device()); }
+Tensor ones_like(const Tensor& x) { return full(x.shape(), 1.0, x.dtype(), x.device()); }
 
 }  // namespace kiln

@@ -52,6 +52,10 @@ void materialize(Trace& t);
 // A value is needed while tracing: a graph break (or an error under fullgraph).
 void break_graph(Trace& t, std::string_view what, const std::source_location& loc);
 
+// Records or runs one op as given (no autocast casts); records it for autograd where an input
+// requires gradients.
+Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs);
+
 // Records or runs one op.
 Tensor dispatch(OpId op, std::span<const Tensor* const> inputs, Attrs attrs);
 inline Tensor dispatch(OpId op, std::initializer_list<const Tensor*> inputs, Attrs attrs = {}) {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kiln/capture/autocast.h"
+#include "kiln/capture/grad_mode.h"
 #include "kiln/config/config.h"
 #include "kiln/graph/error.h"
 
@@ -83,6 +84,8 @@ GuardSet GuardSet::build(const Graph& graph, std::span<const ArgView> args,
   add({.kind = GuardKind::config, .value = static_cast<int64_t>(config_hash)});
   // The trace inserted autocast's casts (or none) for the state it ran under.
   add({.kind = GuardKind::autocast, .value = autocast_code()});
+  // It recorded autograd steps (or none) for the grad mode it ran under.
+  add({.kind = GuardKind::grad_mode, .value = grad_enabled() ? 1 : 0});
   return set;
 }
 
@@ -137,6 +140,9 @@ bool GuardSet::check(std::span<const ArgView> args, int64_t* symbols) const {
         break;
       case GuardKind::autocast:
         if (autocast_code() != g.value) return false;
+        break;
+      case GuardKind::grad_mode:
+        if ((grad_enabled() ? 1 : 0) != g.value) return false;
         break;
     }
   }
@@ -239,6 +245,10 @@ std::string GuardSet::explain(const Guard& g, std::span<const ArgView> args, con
     case GuardKind::autocast:
       out << "autocast changed: traced " << autocast_state(g.value) << ", called " << autocast_state(autocast_code());
       break;
+    case GuardKind::grad_mode:
+      out << "grad mode changed: traced with recording " << (g.value ? "on" : "off (kiln::NoGrad)") << ", called with it "
+          << (grad_enabled() ? "on" : "off (kiln::NoGrad)");
+      break;
   }
   return out.str();
 }
@@ -263,6 +273,7 @@ std::string GuardSet::describe(const Guard& g) const {
     case GuardKind::fact: out << g.lhs.str() << (g.equal ? " == " : " != ") << g.rhs.str(); break;
     case GuardKind::config: out << "codegen config hash == " << std::hex << static_cast<uint64_t>(g.value); break;
     case GuardKind::autocast: out << "autocast == " << (g.value < 0 ? "none" : dtype_name(static_cast<DType>(g.value))); break;
+    case GuardKind::grad_mode: out << "grad mode == " << (g.value ? "on" : "off"); break;
   }
   return out.str();
 }

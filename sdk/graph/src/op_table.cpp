@@ -14,15 +14,20 @@
 #include "kiln/graph/error.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/ops.h"
+#include "builder.h"
 
 namespace kiln {
 namespace {
+
+using graph_detail::Builder;
+using graph_detail::float_of;
+using graph_detail::iota;
+using graph_detail::reduces_empty;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 std::string_view opn(const InferContext& c) { return op_name(c.op); }
 const TensorMeta& arg(const InferContext& c, size_t i) { return *c.inputs[i]; }
-DType float_of(DType t) { return is_floating(t) ? t : DType::f32; }
 
 std::string ints_str(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -173,11 +178,6 @@ bool needs_elements(OpId op) {
   return op == OpId::max || op == OpId::min || op == OpId::argmax || op == OpId::argmin;
 }
 
-bool reduces_empty(const TensorMeta& x, const std::vector<int64_t>& dims) {
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if ((dims.empty() || std::binary_search(dims.begin(), dims.end(), d)) && x.sizes[d] == 0) return true;
-  return false;
-}
 
 SymShape reduced_shape(const InferContext& c, const TensorMeta& x, const std::vector<int64_t>& dims,
                        bool keepdim) {
@@ -659,42 +659,6 @@ TensorMeta infer_matmul(const InferContext& c) {
 }
 
 // ---- decompositions ------------------------------------------------------------------
-
-// Appends nodes; metas are copied because adding a node may move the node list.
-struct Builder {
-  Graph& g;
-
-  TensorMeta meta(NodeId x) const { return g.node(x).meta; }
-  // The inputs' metas, and the dtype they promote to.
-  std::vector<TensorMeta> metas(std::span<const NodeId> in) const {
-    std::vector<TensorMeta> out;
-    for (NodeId i : in) out.push_back(meta(i));
-    return out;
-  }
-  DType promoted(std::span<const NodeId> in) const {
-    const std::vector<TensorMeta> m = metas(in);
-    std::vector<const TensorMeta*> ptrs;
-    for (const TensorMeta& x : m) ptrs.push_back(&x);
-    return result_type(ptrs);
-  }
-  NodeId add(OpId op, std::vector<NodeId> in, Attrs attrs = {}) { return g.add(op, std::move(in), std::move(attrs)); }
-  NodeId scalar(double v, DType t) { return add(OpId::full, {}, {SymShape{}, v, t}); }
-  NodeId cast(NodeId x, DType t) { return meta(x).dtype == t ? x : add(OpId::cast, {x}, {t}); }
-  NodeId reduce(OpId op, NodeId x, std::vector<int64_t> dims, bool keepdim) {
-    return add(op, {x}, {std::move(dims), keepdim});
-  }
-  // x - max(x): keeps exp in range. An empty reduction has no max and nothing to shift.
-  NodeId shift_by_max(NodeId x, const std::vector<int64_t>& dims) {
-    if (reduces_empty(meta(x), dims)) return x;
-    return add(OpId::sub, {x, reduce(OpId::max, x, dims, true)});
-  }
-};
-
-std::vector<int64_t> iota(int64_t from, int64_t to) {
-  std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(0, to - from)));
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
 
 NodeId decompose_transpose(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   Builder b{g};
@@ -1357,6 +1321,7 @@ std::vector<OpDef> build_table() {
       {O::matmul, "matmul", C::matmul, 2, 2, {}, infer_matmul},
   };
   KILN_INTERNAL_CHECK(t.size() == static_cast<size_t>(kNumOps), "kiln op table: wrong number of entries");
+  for (OpDef& d : t) d.grad = graph_detail::derivative_rule(d);
   for (size_t i = 0; i < t.size(); ++i)
     KILN_INTERNAL_CHECK(static_cast<size_t>(t[i].id) == i, "kiln op table: entry ", t[i].name, " is out of enum order");
   return t;

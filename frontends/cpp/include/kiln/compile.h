@@ -230,6 +230,7 @@ ArgView arg_view(const A& a) {
     ArgView v;
     v.kind = ArgView::Kind::tensor;
     v.tensor = a.is_traced() ? nullptr : &a.data();
+    v.requires_grad = a.requires_grad();
     return v;
   } else if constexpr (std::is_same_v<A, bool>) {
     return ArgView{.kind = ArgView::Kind::bool_, .b = a};

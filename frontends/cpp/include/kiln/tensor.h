@@ -23,6 +23,14 @@ using Shape = SymShape;
 using Dims = std::vector<int64_t>;
 
 namespace detail {
+struct TensorImpl;
+// The op that computed a tensor that requires gradients, kept for autograd (kiln/autograd.h):
+// its inputs stay alive as long as the tensors computed from them (torch's saved tensors).
+struct GradRecord {
+  OpId op;
+  Attrs attrs;
+  std::vector<std::shared_ptr<TensorImpl>> inputs;
+};
 struct TensorImpl {
   TensorMeta meta;                 // sizes may be symbolic while traced
   std::optional<TensorData> data;  // set when concrete
@@ -30,6 +38,10 @@ struct TensorImpl {
   NodeId node = -1;
   bool from_break = false;         // materialised at a graph break: a segment input, not a constant
   std::vector<DimMark> marks;      // mark_dynamic / mark_static
+  // Autograd: a leaf the user marked, or a value computed from one (then grad_fn is set).
+  bool requires_grad = false;
+  std::shared_ptr<const GradRecord> grad_fn;
+  std::shared_ptr<TensorImpl> grad;  // a leaf's accumulated gradient
 };
 }  // namespace detail
 
@@ -105,6 +117,20 @@ class Tensor {
   Tensor sigmoid() const;
   Tensor tanh() const;
 
+  // Autograd (kiln/autograd.h). requires_grad_ marks a floating tensor as a leaf whose
+  // gradient backward() accumulates into grad(); ops over it record what they did.
+  const Tensor& requires_grad_(bool on = true) const;
+  bool requires_grad() const;
+  bool is_leaf() const;  // not computed by a recorded op
+  Tensor grad() const;   // undefined until a backward() reaches this leaf
+  void set_grad(const Tensor& grad) const;  // undefined clears it (torch's x.grad = None)
+  // Accumulates d(this)/d(leaf) into each leaf's grad(); `gradient` is d(loss)/d(this), needed
+  // unless this has one element. With create_graph the gradients record their own ops, so
+  // they can be differentiated again.
+  void backward(const Tensor& gradient = {}, bool create_graph = false) const;
+  // The same values, cut from autograd: requires no gradient, records nothing.
+  Tensor detach() const;
+
   const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
 
  private:
@@ -129,6 +155,9 @@ Tensor iota(const Shape& shape, int64_t dim, DType dtype = DType::i64, Device de
 // Normal(0, 1) from a counter-based generator: element i depends only on (seed, i).
 Tensor randn(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu(), uint64_t seed = 0);
 Tensor scalar_tensor(double value, DType dtype = DType::f32);
+// Zeros (ones) of x's shape, dtype and device; x's sizes may be symbolic.
+Tensor zeros_like(const Tensor& x);
+Tensor ones_like(const Tensor& x);
 
 // Copies `values` into a new tensor of `shape` (default: 1-D of values.size()).
 template <class T>

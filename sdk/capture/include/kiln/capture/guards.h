@@ -23,6 +23,7 @@ struct ArgView {
   enum class Kind : uint8_t { tensor, int_, double_, bool_ };
   Kind kind = Kind::tensor;
   const TensorData* tensor = nullptr;
+  bool requires_grad = false;  // the tensor requires gradients (autograd; not guarded: the frontend refuses it)
   int64_t i = 0;
   double d = 0.0;
   bool b = false;
@@ -43,6 +44,7 @@ enum class GuardKind : uint8_t {
   fact,           // lhs == rhs (or !=) over bound symbols
   config,         // the config options that change codegen hash to `value`
   autocast,       // the thread's autocast type (autocast.h) is `value` (a DType; -1: none)
+  grad_mode,      // autograd recording (grad_mode.h) is on (`value` 1) or off (0)
 };
 
 struct Guard {

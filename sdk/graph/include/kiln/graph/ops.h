@@ -182,6 +182,22 @@ using InferFn = TensorMeta (*)(const InferContext&);
 // Appends primitives computing the composite to `g`; returns the node holding the result.
 using DecomposeFn = NodeId (*)(Graph& g, std::span<const NodeId> inputs, const Attrs& attrs);
 
+// What a derivative rule sees: the node's inputs and output (ids in the graph the rule appends
+// to) and `grad`, the gradient of the differentiated value with respect to the output.
+struct GradContext {
+  OpId op;
+  std::span<const NodeId> inputs;
+  NodeId output;
+  NodeId grad;
+  const Attrs& attrs;
+};
+// Appends nodes computing the gradient with respect to each input (a vector-Jacobian product,
+// as torch's derivatives.yaml and JAX's transpose rules): one id per input, -1 where the input
+// gets none (an index, a condition) or its gradient is zero (floor, sign). A gradient may keep
+// the shape the input was broadcast to and any floating dtype: sdk/autodiff sums it to the
+// input's shape and casts it to the input's dtype.
+using GradFn = std::vector<NodeId> (*)(Graph& g, const GradContext& c);
+
 struct OpDef {
   OpId id;
   std::string_view name;
@@ -191,7 +207,11 @@ struct OpDef {
   std::vector<AttrSpec> attrs;
   InferFn infer;
   DecomposeFn decompose = nullptr;  // set for composites
+  // The derivative rule (src/derivatives.cpp). A composite without one is differentiated
+  // through its decomposition; ops of integer or bool outputs have none.
+  GradFn grad = nullptr;
 };
+
 
 const OpDef& op_def(OpId op);
 std::string_view op_name(OpId op);

@@ -11,6 +11,7 @@
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/nn.h"
+#include "kiln/optim.h"
 #include "kiln/ops.h"
 #include "kiln/state_dict.h"
 #include "kiln/tensor.h"

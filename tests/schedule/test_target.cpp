@@ -1,6 +1,8 @@
 // schedule::Target: what a target tells the scheduler. Full reductions split wider for GPUs;
 // f16/bf16 matmuls keep their operands' dtype for GPUs (tensor cores) and go through f32 for the
 // CPU; Target::cpu() (the default) schedules exactly as before.
+#include <algorithm>
+
 #include <kiln/graph/graph.h>
 #include <kiln/schedule/schedule.h>
 
@@ -184,6 +186,40 @@ BOOST_AUTO_TEST_CASE(products_with_unaligned_rows_are_padded) {
     BOOST_TEST(gemm_kernel(even).gemm->n.hint() == 1024);
     BOOST_TEST(even.kernels.size() == 1u, even.str());
   }
+}
+
+// Siblings over one domain that share an input fuse horizontally (an optimizer's update of
+// many same-sized parameters by one learning rate), but never into a kernel binding more buffers
+// than the target allows (Vulkan's storage buffers per shader: lavapipe's 32).
+BOOST_AUTO_TEST_CASE(kernels_bind_no_more_buffers_than_the_target_allows) {
+  Graph g;
+  const NodeId rate = g.add_input(meta(DType::f32, {}), "lr");
+  std::vector<NodeId> outs;
+  for (int i = 0; i < 12; ++i) {
+    const NodeId p = g.add_input(meta(DType::f32, {64}), "p" + std::to_string(i));
+    const NodeId d = g.add_input(meta(DType::f32, {64}), "g" + std::to_string(i));
+    outs.push_back(g.add(OpId::sub, {p, g.add(OpId::mul, {d, rate})}));
+  }
+  g.set_outputs(outs);
+  auto widest = [](const schedule::Schedule& s) {
+    size_t most = 0;
+    for (const schedule::Kernel& k : s.kernels) {
+      std::vector<int32_t> b = k.reads();
+      const std::vector<int32_t> w = k.writes();
+      b.insert(b.end(), w.begin(), w.end());
+      std::sort(b.begin(), b.end());
+      most = std::max<size_t>(most, static_cast<size_t>(std::unique(b.begin(), b.end()) - b.begin()));
+    }
+    return most;
+  };
+  const schedule::Schedule any = schedule::schedule_graph(g, schedule::Target::gpu());
+  BOOST_TEST(any.kernels.size() == 1u, any.str());  // 12 * 3 + 1 = 37 buffers in one kernel
+  BOOST_TEST(widest(any) == 37u);
+  schedule::Target limited = schedule::Target::gpu();
+  limited.max_kernel_buffers = 16;
+  const schedule::Schedule s = schedule::schedule_graph(g, limited);
+  BOOST_TEST(widest(s) <= 16u, s.str());
+  BOOST_TEST(s.kernels.size() >= 3u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -474,7 +474,18 @@ class Fuser {
     for (NodeId m : st)
       if (m != dom.gemm) kb.store(m, ctx_.buffer_of[static_cast<size_t>(m)]);
     if (dom.gemm >= 0) kb.set_gemm(c);
-    return kb.finish();
+    Kernel k = kb.finish();
+    if (const int64_t limit = opt_.target.max_kernel_buffers; limit > 0 && members.size() > 1) {
+      std::vector<int32_t> bound = k.reads();
+      const std::vector<int32_t> w = k.writes();
+      bound.insert(bound.end(), w.begin(), w.end());
+      std::sort(bound.begin(), bound.end());
+      const auto n = std::unique(bound.begin(), bound.end()) - bound.begin();
+      if (n > limit)
+        throw Refusal("the kernel would bind " + std::to_string(n) + " buffers, more than the target's " +
+                      std::to_string(limit));
+    }
+    return k;
   }
 
   // Why `id` cannot join group `gi` (nullopt: it can; `dom` then holds the joined domain).

@@ -17,6 +17,7 @@ target::CodegenRequest to_request(const CodegenOptions& o) {
   r.set("denorm_preserve", o.caps.denorm_preserve);
   r.set("nan_preserve", o.caps.nan_preserve);
   r.set("max_workgroup", o.caps.max_workgroup);
+  r.set("max_storage_buffers", o.caps.max_storage_buffers);
   r.set("gpu", o.gpu);
   r.set("vector_accesses", o.vector_accesses);
   r.set("cache_rows", o.cache_rows);
@@ -35,6 +36,7 @@ CodegenOptions from_request(const target::CodegenRequest& r) {
   c.denorm_preserve = r.flag("denorm_preserve", c.denorm_preserve);
   c.nan_preserve = r.flag("nan_preserve", c.nan_preserve);
   c.max_workgroup = r.integer("max_workgroup", c.max_workgroup);
+  c.max_storage_buffers = r.integer("max_storage_buffers", c.max_storage_buffers);
   o.gpu = r.flag("gpu", o.gpu);
   o.vector_accesses = r.flag("vector_accesses", o.vector_accesses);
   o.cache_rows = r.flag("cache_rows", o.cache_rows);

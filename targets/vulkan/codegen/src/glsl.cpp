@@ -43,7 +43,7 @@ std::string DeviceCaps::str() const {
   if (subgroup) s += "subgroup-arith ";
   if (denorm_preserve) s += "denorm-preserve ";
   if (nan_preserve) s += "nan-preserve ";
-  return s + "wg<=" + std::to_string(max_workgroup);
+  return s + "wg<=" + std::to_string(max_workgroup) + " sb<=" + std::to_string(max_storage_buffers);
 }
 
 CodegenOptions CodegenOptions::from_config() {
@@ -1269,9 +1269,9 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
 }
 
 schedule::Target schedule_target(const CodegenOptions& options) {
-  if (!options.gpu) return schedule::Target::cpu();
-  schedule::Target t = schedule::Target::gpu();
-  t.low_precision_gemm = false;
+  schedule::Target t = options.gpu ? schedule::Target::gpu() : schedule::Target::cpu();
+  if (options.gpu) t.low_precision_gemm = false;
+  t.max_kernel_buffers = options.caps.max_storage_buffers;
   return t;
 }
 

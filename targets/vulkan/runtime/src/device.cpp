@@ -246,6 +246,8 @@ DeviceInfo describe(int index, VkPhysicalDevice pd) {
   }
   // (1-D workgroups: also within the x dimension's limit, which may be below the invocations')
   d.caps.max_workgroup = std::min<int64_t>({1024, d.max_workgroup_invocations, props.limits.maxComputeWorkGroupSize[0]});
+  // (Capped: a kernel never needs more, and the cap keeps cache keys alike across big limits.)
+  d.caps.max_storage_buffers = std::min<int64_t>(1024, props.limits.maxPerStageDescriptorStorageBuffers);
   return d;
 }
 

@@ -173,6 +173,10 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const E
                " asks to keep f32 NaN/inf/signed zeros, which device ", dev.info().name, " cannot (generate the plan with its caps)");
     KILN_CHECK(!needs("double") || caps.float64, "vulkan runtime: kernel ", k.name, " uses f64, which device ",
                dev.info().name, " lacks (no shaderFloat64)");
+    const size_t bindings = kernel_bindings(k).size();
+    KILN_CHECK(static_cast<int64_t>(bindings) <= caps.max_storage_buffers, "vulkan runtime: kernel ", k.name, " binds ",
+               bindings, " storage buffers, more than device ", dev.info().name, " allows one shader (",
+               caps.max_storage_buffers, ": maxPerStageDescriptorStorageBuffers; generate the plan with its caps)");
   }
   // A call needing more than the device's memory fails before it allocates, naming what is largest.
   const plan::MemoryLimit device_memory{dev.device_memory(), "the " + bytes_str(dev.device_memory()) +

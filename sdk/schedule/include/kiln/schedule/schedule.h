@@ -86,6 +86,9 @@ struct Target {
   // product x @ w by a 2-D w whose K or N breaks it is padded with zeros to aligned sizes and its
   // result sliced back (CUDA: 16, cuBLASLt's vector loads; torch inductor's pad_mm).
   int64_t gemm_row_alignment = 0;
+  // Most buffers one kernel may read and write (0: no limit): Vulkan's storage-buffer bindings
+  // per shader stage. Fusion refuses kernels past it.
+  int64_t max_kernel_buffers = 0;
   static Target cpu() { return {}; }
   static Target gpu();
 };

@@ -66,7 +66,10 @@ struct DeviceCaps {
   bool denorm_preserve = false;
   bool nan_preserve = false;
   int64_t max_workgroup = 256;  // largest workgroup the codegen asks for
-  std::string str() const;      // "16bit-storage 8bit-storage f64 int64 wg<=256"
+  // The most storage buffers one kernel binds (maxPerStageDescriptorStorageBuffers; Mesa's
+  // lavapipe allows 32, NVIDIA millions): the scheduler fuses no kernel past it.
+  int64_t max_storage_buffers = 32;
+  std::string str() const;      // "16bit-storage 8bit-storage f64 int64 wg<=256 sb<=32"
 };
 
 struct CodegenOptions {

@@ -273,6 +273,20 @@ BOOST_AUTO_TEST_CASE(backward_accumulates_into_leaves) {
   check_values(w.grad(), {2, 0, -6});
 }
 
+// cross_entropy: the mean of -log_softmax at each target, and its gradient softmax - one_hot
+// over the number of rows.
+BOOST_AUTO_TEST_CASE(cross_entropy_and_its_gradient) {
+  const Tensor logits = from_vector(std::vector<double>{1, 2, 3, 0, 0, 0}, {2, 3}).requires_grad_();
+  const Tensor targets = from_vector(std::vector<int64_t>{2, 0});
+  const Tensor loss = cross_entropy(logits, targets);
+  const double z = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  check_values(loss, {((z - 3) + std::log(3.0)) / 2}, 1e-12);
+  loss.backward();
+  const double e1 = std::exp(1 - z), e2 = std::exp(2 - z), e3 = std::exp(3 - z);
+  check_values(logits.grad(), {e1 / 2, e2 / 2, (e3 - 1) / 2, (1.0 / 3 - 1) / 2, 1.0 / 6, 1.0 / 6}, 1e-12);
+  BOOST_TEST(contains(error_of([&] { cross_entropy(logits, from_vector(std::vector<int64_t>{1, 2}, {2, 1})); }), "without its last dim"));
+}
+
 BOOST_AUTO_TEST_CASE(gradients_of_gradients) {
   // d/dx x^3 = 3x^2, d2/dx2 = 6x.
   const Tensor x = from_vector(std::vector<double>{0.5, -2}).requires_grad_();

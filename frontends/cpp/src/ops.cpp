@@ -605,6 +605,13 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) { return where(mask, value, x); }
 
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  KILN_CHECK(logits.rank() >= 1 && targets.rank() == logits.rank() - 1, "cross_entropy: targets ",
+             shape_str(targets.shape()), " must have the shape of logits ", shape_str(logits.shape()),
+             " without its last dim (the classes)");
+  return neg(mean(gather(log_softmax(logits, -1), -1, unsqueeze(targets, -1))));
+}
+
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   KILN_CHECK(!xs.empty(), "stack: needs at least one tensor");
   const int64_t d = normalize_dim(dim, xs[0].rank() + 1, "stack");

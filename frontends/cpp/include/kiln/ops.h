@@ -238,6 +238,9 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const Dims& sizes, int64_t dim = 0);   // sizes sum to the dim
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);       // torch's sizes
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+// torch.nn.functional.cross_entropy with class indices: the mean over targets [...] (i32/i64 in
+// [0, C)) of -log_softmax(logits [..., C])[target].
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 
 // Linear algebra.
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -169,4 +169,30 @@ BOOST_AUTO_TEST_CASE(powers_that_would_round_or_change_the_meta_stay) {
   BOOST_TEST(count(d, OpId::pow) == 5, d.str());
 }
 
+// A reduction over dims of size 1 is its input (keepdim) or a reshape of it; one over a dim of
+// another size, a symbolic one, or that changes the dtype (sum of bool), or var, stays.
+BOOST_AUTO_TEST_CASE(reductions_over_size_one_dims_go) {
+  G t;
+  const SymInt s0 = t.sym(3);
+  const NodeId x = t.in(DType::f32, {s0, 1, 4, 1}, "x");
+  const NodeId b = t.in(DType::bool_, {2, 1}, "b");
+  const Graph& g = t.out({
+      t.op(OpId::sum, {x}, {std::vector<int64_t>{1, 3}, false}),  // -> reshape [s0, 4]
+      t.op(OpId::max, {x}, {std::vector<int64_t>{1}, true}),      // -> x
+      t.op(OpId::mean, {x}, {std::vector<int64_t>{3}, false}),    // -> reshape [s0, 1, 4]
+      t.op(OpId::sum, {x}, {std::vector<int64_t>{1, 2}, false}),  // size 4: stays
+      t.op(OpId::prod, {x}, {std::vector<int64_t>{0}, true}),     // symbolic: stays
+      t.op(OpId::var, {x}, {std::vector<int64_t>{1}, true, int64_t{0}}),  // var of one element is 0: stays
+      t.op(OpId::sum, {b}, {std::vector<int64_t>{1}, false}),     // bool -> i64: stays
+  });
+  const Graph d = simplify_dce(g);  // checked: the same results on the reference interpreter
+  BOOST_TEST(count(d, OpId::sum) == 2, d.str());
+  BOOST_TEST(count(d, OpId::max) == 0, d.str());
+  BOOST_TEST(count(d, OpId::mean) == 0, d.str());
+  BOOST_TEST(count(d, OpId::prod) == 1, d.str());
+  BOOST_TEST(count(d, OpId::var) == 1, d.str());
+  BOOST_TEST(count(d, OpId::reshape) == 2, d.str());
+  BOOST_TEST(d.outputs()[1] == d.inputs()[0]);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

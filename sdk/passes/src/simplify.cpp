@@ -16,12 +16,16 @@
 //   permute(permute(x, p), q)                    -> permute(x, p o q), or x when that is identity
 //   expand(expand(x, s), t)                      -> expand(x, t)
 //   identity permute/reshape/expand/squeeze([])/slice(0, all, 1)/pad(0...)/cat(x)/where(c, x, x) -> x
+//   sum/mean/max/min/prod(x) over dims of static size 1  -> x, or reshape(x) without those dims
+//     (a gather's gradient sums over its index's size-1 dim: as a reduction kernel of one element
+//     per output it took 124 ms of a GPT-2 training step on an H200)
 //
 // A "1" or "0" is a `full` or a small constant holding only that value, possibly seen through
 // layout ops. Every rewrite to x is made only when the node's dtype, device and sizes are x's:
 // a 1 that broadcasts x to a bigger shape, or promotes it to another dtype, stays. A rewrite
 // that adds a node (a composed reshape, permute, expand or cast) is made only when its shape
 // rule accepts it without a new shape fact.
+#include <algorithm>
 #include <map>
 
 #include "kiln/passes/passes.h"
@@ -139,6 +143,19 @@ struct Simplifier {
       }
       case OpId::cat: return ins.size() == 1 ? note(same(n, ins[0]), "cat of one") : -1;
       case OpId::where: return ins[1] == ins[2] ? note(same(n, ins[1]), "where(c, x, x)") : -1;
+      case OpId::sum:
+      case OpId::mean:
+      case OpId::max:
+      case OpId::min:
+      case OpId::prod: {
+        const TensorMeta& x = meta(ins[0]);
+        const std::vector<int64_t>& dims = n.attrs.ints(0);
+        for (int64_t d = 0; d < x.rank(); ++d)
+          if ((dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end()) && !(x.sizes[static_cast<size_t>(d)] == 1))
+            return -1;
+        if (n.attrs.b(1) || n.meta.sizes == x.sizes) return note(same(n, ins[0]), "reduction over size-1 dims");
+        return note(add(n, OpId::reshape, {ins[0]}, {n.meta.sizes}), "reduction over size-1 dims");
+      }
       default: return -1;
     }
   }

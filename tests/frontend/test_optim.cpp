@@ -96,6 +96,57 @@ BOOST_AUTO_TEST_CASE(low_precision_parameters_keep_f32_state) {
   check_values(np[0], {0.8984375, 2.09375}, 1e-6);  // 0.9 and 2.1 rounded to bf16
 }
 
+// The scaler's state machine: a non-finite gradient skips the step and halves the scale; after
+// growth_interval finite steps the scale doubles; unscale divides by the scale.
+BOOST_AUTO_TEST_CASE(loss_scaling_follows_torchs_grad_scaler) {
+  const optim::GradScalerOptions o{.init_scale = 8.0, .growth_interval = 2};
+  optim::GradScalerState s = optim::GradScalerState::init(o);
+  const auto [g, found] = optim::unscale({f32({8, -16}), Tensor()}, s);
+  check_values(g[0], {1, -2});
+  BOOST_TEST(!g[1].defined());
+  BOOST_TEST(!found.item<bool>());
+  const auto [bad, found_bad] = optim::unscale({f32({1, INFINITY})}, s);
+  BOOST_TEST(found_bad.item<bool>());
+  BOOST_TEST(optim::unscale({f32({NAN, 1})}, s).second.item<bool>());
+  // Skipped step: parameters kept, scale halved, tracker reset.
+  const std::vector<Tensor> kept = optim::unless(found_bad, {f32({5, 5})}, {f32({1, 2})});
+  check_values(kept[0], {1, 2});
+  s = optim::update_scale(s, found_bad, o);
+  check_values(s.scale, {4});
+  // Two finite steps: the scale doubles on the second.
+  s = optim::update_scale(s, found, o);
+  check_values(s.scale, {4});
+  check_values(s.growth_tracker, {1});
+  s = optim::update_scale(s, found, o);
+  check_values(s.scale, {8});
+  check_values(s.growth_tracker, {0});
+}
+
+// f16 parameters trained with the scaler object: steps whose gradients overflow are skipped
+// (the scale backs off from 2^24 until they fit), then the regression fits.
+BOOST_AUTO_TEST_CASE(f16_training_with_loss_scaling) {
+  const Tensor x = randn({32, 3}, DType::f32, Device::cpu(), 5);
+  const Tensor y = matmul(x, f32({1, -2, 0.5f}, {3, 1}));
+  const Tensor w = zeros({3, 1}, DType::f16).requires_grad_();
+  optim::SGD opt({w}, 0.05, {.momentum = 0.9});
+  optim::GradScaler scaler({.init_scale = 16777216.0, .growth_interval = 1000});
+  int skipped = 0;
+  double last = 0;
+  for (int step = 0; step < 120; ++step) {
+    opt.zero_grad();
+    const Tensor d = matmul(x.to(DType::f16), w) - y.to(DType::f16);
+    const Tensor loss = mean(d * d);
+    scaler.scale(loss).backward();
+    skipped += !scaler.step(opt);
+    scaler.update();
+    last = loss.item<double>();
+  }
+  BOOST_TEST(skipped >= 1);               // 2^24 * the first gradients overflow f16
+  BOOST_TEST(scaler.scale_value() < 16777216.0);
+  BOOST_TEST(last < 1e-2, "final loss " << last);
+  check_values(w.to(DType::f32), {1, -2, 0.5}, 0.05);
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_says_what_is_wrong) {
   const std::vector<Tensor> params{f32({1, 2})};
   const optim::AdamState s = optim::AdamState::init(params);

@@ -132,6 +132,75 @@ std::pair<std::vector<Tensor>, Tensor> clip_grad_norm(const std::vector<Tensor>&
   return {std::move(out), norm};
 }
 
+GradScalerState GradScalerState::init(const GradScalerOptions& o, Device device) {
+  KILN_CHECK(o.init_scale > 0 && o.growth_factor > 1 && o.backoff_factor > 0 && o.backoff_factor < 1 &&
+                 o.growth_interval >= 1,
+             "GradScaler: init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1, got ",
+             o.init_scale, ", ", o.growth_factor, ", ", o.backoff_factor, ", ", o.growth_interval);
+  NoGrad off;
+  return {full({}, o.init_scale, DType::f32, device), full({}, 0.0, DType::f32, device)};
+}
+
+std::pair<std::vector<Tensor>, Tensor> unscale(const std::vector<Tensor>& grads, const GradScalerState& state) {
+  NoGrad off;
+  const Tensor inv = reciprocal(state.scale);
+  std::vector<Tensor> out = grads;
+  // sum(g * 0) is 0 for finite gradients and NaN where one holds an inf or NaN.
+  Tensor probe = scalar_tensor(0.0);
+  for (Tensor& g : out) {
+    if (!g.defined()) continue;
+    const Tensor f = g.to(DType::f32);
+    probe = probe + sum(f * 0.0);
+    g = (f * inv).to(g.dtype());
+  }
+  return {std::move(out), isnan(probe)};
+}
+
+std::vector<Tensor> unless(const Tensor& skip, const std::vector<Tensor>& updated, const std::vector<Tensor>& kept) {
+  KILN_CHECK(updated.size() == kept.size(), "unless: ", updated.size(), " updated tensors for ", kept.size(), " kept");
+  NoGrad off;
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < updated.size(); ++k) out.push_back(where(skip, kept[k], updated[k]));
+  return out;
+}
+
+GradScalerState update_scale(const GradScalerState& s, const Tensor& found_inf, const GradScalerOptions& o) {
+  NoGrad off;
+  const Tensor grown = s.growth_tracker + 1.0;
+  const Tensor grow = grown >= static_cast<double>(o.growth_interval);
+  GradScalerState next;
+  next.scale = where(found_inf, s.scale * o.backoff_factor, where(grow, s.scale * o.growth_factor, s.scale));
+  next.growth_tracker = where(logical_or(found_inf, grow), 0.0, grown);
+  return next;
+}
+
+GradScaler::GradScaler(GradScalerOptions options, Device device)
+    : options_(options), state_(GradScalerState::init(options, device)) {}
+
+Tensor GradScaler::scale(const Tensor& loss) const { return loss * state_.scale.to(loss.dtype()); }
+
+bool GradScaler::step(Optimizer& optimizer) {
+  NoGrad off;
+  const std::vector<Tensor>& params = optimizer.params();
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) grads.push_back(p.grad());
+  auto [unscaled, found] = unscale(grads, state_);
+  found_inf_ = found;
+  if (found.to(Device::cpu()).item<bool>()) return false;
+  for (size_t k = 0; k < params.size(); ++k)
+    if (unscaled[k].defined()) params[k].set_grad(unscaled[k]);
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::update() {
+  KILN_CHECK(found_inf_.defined(), "GradScaler::update: call step() first");
+  state_ = update_scale(state_, found_inf_, options_);
+  found_inf_ = Tensor();
+}
+
+double GradScaler::scale_value() const { return state_.scale.to(Device::cpu()).item<double>(); }
+
 Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
   for (size_t k = 0; k < params_.size(); ++k) {
     const Tensor& p = params_[k];

@@ -63,6 +63,29 @@ std::pair<std::vector<Tensor>, AdamState> adam_step(const std::vector<Tensor>& p
 // norm is their global L2 norm, and that norm (a 0-d f32 tensor).
 std::pair<std::vector<Tensor>, Tensor> clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
 
+// Loss scaling for f16 training (torch.amp.GradScaler): the loss is multiplied by a scale before
+// backward, so small gradients survive f16's range; the gradients are divided by it again, and a
+// step whose gradients hold an inf or NaN is skipped and the scale halved; after growth_interval
+// finite steps in a row the scale doubles. The state is tensors (a compiled step takes it as an
+// input and returns the next one, without recompiling or syncing with the host).
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+struct GradScalerState {
+  Tensor scale;           // f32 0-d
+  Tensor growth_tracker;  // f32 0-d: finite steps since the scale last changed
+  static GradScalerState init(const GradScalerOptions& options = {}, Device device = Device::cpu());
+};
+// The gradients divided by the scale, and whether any of them holds an inf or NaN (bool 0-d).
+std::pair<std::vector<Tensor>, Tensor> unscale(const std::vector<Tensor>& grads, const GradScalerState& state);
+// `updated` where `skip` is false, else `kept` (a step's parameters or optimizer state).
+std::vector<Tensor> unless(const Tensor& skip, const std::vector<Tensor>& updated, const std::vector<Tensor>& kept);
+// The state after a step that found (or did not find) non-finite gradients.
+GradScalerState update_scale(const GradScalerState& state, const Tensor& found_inf, const GradScalerOptions& options = {});
+
 // An optimizer over parameters that require gradients (leaves; the tensors themselves are
 // updated, as torch's optimizers update theirs).
 class Optimizer {
@@ -122,8 +145,29 @@ class AdamW : public Adam {
   AdamW(std::vector<Tensor> params, double lr, AdamOptions options = {.weight_decay = 0.01, .decoupled = true});
 };
 
+// torch.amp.GradScaler over an optimizer object: scale(loss).backward(); step(opt) unscales the
+// gradients and steps unless one is not finite (a host sync, as torch's); update() adjusts the scale.
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {}, Device device = Device::cpu());
+  Tensor scale(const Tensor& loss) const;
+  // Divides each parameter's grad() by the scale; steps unless one is inf or NaN. Returns
+  // whether it stepped.
+  bool step(Optimizer& optimizer);
+  void update();
+  double scale_value() const;
+  const GradScalerState& state() const { return state_; }
+
+ private:
+  GradScalerOptions options_;
+  GradScalerState state_;
+  Tensor found_inf_;
+};
+
 }  // namespace kiln::optim
 
 KILN_PYTREE(kiln::optim::SGDState, &kiln::optim::SGDState::momentum, &kiln::optim::SGDState::step);
+KILN_PYTREE(kiln::optim::GradScalerState, &kiln::optim::GradScalerState::scale,
+            &kiln::optim::GradScalerState::growth_tracker);
 KILN_PYTREE(kiln::optim::AdamState, &kiln::optim::AdamState::m, &kiln::optim::AdamState::v,
             &kiln::optim::AdamState::step);

@@ -1,5 +1,5 @@
-// Trains a small convolutional network (kiln::nn: two Conv2d + ReLU + max-pool stages, then a
-// Linear classifier) on synthetic 16x16 images of four classes (horizontal stripes, vertical
+// Trains a small convolutional network (kiln::nn: two Conv2d + BatchNorm2d (training mode) + ReLU
+// + max-pool stages, then a Linear classifier) on synthetic 16x16 images of four classes (horizontal stripes, vertical
 // stripes, a diagonal, a centred square; each drawn at a random offset with noise), with SGD and
 // momentum, printing the loss and the batch accuracy of each step. The training step (forward,
 // cross-entropy, backward, SGD) is one kiln::compile'd function.
@@ -26,24 +26,31 @@ namespace cnn {
 
 struct Model {
   nn::Conv2d conv1, conv2;
+  nn::BatchNorm2d bn1, bn2;
   nn::Linear head;
 
   static Model make(nn::Init& init) {
-    const nn::ConvOptions same{.padding = {1}};
+    const nn::ConvOptions same{.padding = {1}, .bias = false};
     return Model{nn::Conv2d::make(1, 8, {3, 3}, init, same), nn::Conv2d::make(8, 16, {3, 3}, init, same),
-                 nn::Linear::make(16 * 4 * 4, 4, init)};
+                 nn::BatchNorm2d::make(8, init), nn::BatchNorm2d::make(16, init), nn::Linear::make(16 * 4 * 4, 4, init)};
   }
-  // x [B, 1, 16, 16] -> logits [B, 4]
-  Tensor operator()(const Tensor& x) const {
-    Tensor h = max_pool2d(relu(conv1(x)), {2, 2});  // [B, 8, 8, 8]
-    h = max_pool2d(relu(conv2(h)), {2, 2});         // [B, 16, 4, 4]
-    return head(flatten(h, 1));
+  // Training mode: x [B, 1, 16, 16] -> logits [B, 4], and the model with its batch norms'
+  // running statistics updated.
+  std::pair<Tensor, Model> train(const Tensor& x) const {
+    Model next = *this;
+    auto [a, n1] = bn1.train(conv1(x));
+    Tensor h = max_pool2d(relu(a), {2, 2});  // [B, 8, 8, 8]
+    auto [b, n2] = bn2.train(conv2(h));
+    h = max_pool2d(relu(b), {2, 2});         // [B, 16, 4, 4]
+    next.bn1 = std::move(n1);
+    next.bn2 = std::move(n2);
+    return {head(flatten(h, 1)), std::move(next)};
   }
 };
 
 }  // namespace cnn
 
-KILN_PYTREE(cnn::Model, &cnn::Model::conv1, &cnn::Model::conv2, &cnn::Model::head);
+KILN_PYTREE(cnn::Model, &cnn::Model::conv1, &cnn::Model::conv2, &cnn::Model::bn1, &cnn::Model::bn2, &cnn::Model::head);
 
 namespace {
 
@@ -93,13 +100,21 @@ Loop train_compiled(cnn::Model model, Batches batches, int64_t steps, int64_t ba
   auto step = kiln::compile([](const cnn::Model& m, const optim::SGDState& s, const Tensor& rate, const Tensor& x,
                                const Tensor& labels) {
     Tensor logits;
+    cnn::Model stats = m;  // the batch norms' running statistics after this batch
     auto [loss, g] = value_and_grad(
         [&](const cnn::Model& q) {
-          logits = q(x);
+          auto [z, next] = q.train(x);
+          logits = z;
+          stats = std::move(next);
           return cross_entropy(logits, labels);
         },
         m);
-    auto [p, ns] = optim::sgd_step(tree_leaves(m), tree_leaves(g), s, rate, kSGD);
+    // SGD updates the parameters; the running statistics have no gradient (undefined in g, so
+    // sgd_step leaves them) and come from the forward.
+    const std::vector<Tensor> grads = tree_leaves(g), running = tree_leaves(stats);
+    auto [p, ns] = optim::sgd_step(tree_leaves(m), grads, s, rate, kSGD);
+    for (size_t k = 0; k < p.size(); ++k)
+      if (!grads[k].defined()) p[k] = running[k];
     return std::tuple{loss, logits.detach(), tree_replace(m, std::move(p)), std::move(ns)};
   });
   model = to_device(model, device);
@@ -134,7 +149,9 @@ Loop train_eager(cnn::Model model, Batches batches, int64_t steps, int64_t batch
     Tensor loss, logits;
     out.step_ms.push_back(samples::time_ms([&] {
       opt.zero_grad();
-      logits = model(x);
+      auto [z, next] = model.train(x);
+      logits = z;
+      model = std::move(next);  // the same parameters, the batch norms' new running statistics
       loss = cross_entropy(logits, labels);
       loss.backward();
       opt.step();

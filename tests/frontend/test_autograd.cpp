@@ -210,6 +210,9 @@ std::vector<GradCase> cases() {
   c.push_back({"batch_norm", {O::batch_norm},
                {f64({2, 3, 4}, 100), f64({3}, 101), positive({3}, 102), f64({3}, 103), f64({3}, 104)},
                [](const std::vector<Tensor>& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4]); }});
+  c.push_back({"batch_norm_training", {O::batch_norm, O::var, O::mean},
+               {f64({3, 2, 2, 2}, 130), f64({2}, 131), f64({2}, 132)},
+               [](const std::vector<Tensor>& v) { return batch_norm_training(v[0], v[1], v[2]).y; }});
   c.push_back({"group_norm", {O::group_norm}, {f64({2, 4, 3}, 105), f64({4}, 106), f64({4}, 107)},
                [](const std::vector<Tensor>& v) { return group_norm(v[0], 2, v[1], v[2]); }});
   unary("cumsum", O::cumsum, [](const Tensor& x) { return cumsum(x, 1); }, f64({3, 5}, 108));
@@ -285,6 +288,20 @@ BOOST_AUTO_TEST_CASE(cross_entropy_and_its_gradient) {
   const double e1 = std::exp(1 - z), e2 = std::exp(2 - z), e3 = std::exp(3 - z);
   check_values(logits.grad(), {e1 / 2, e2 / 2, (e3 - 1) / 2, (1.0 / 3 - 1) / 2, 1.0 / 6, 1.0 / 6}, 1e-12);
   BOOST_TEST(contains(error_of([&] { cross_entropy(logits, from_vector(std::vector<int64_t>{1, 2}, {2, 1})); }), "without its last dim"));
+}
+
+// BatchNorm2d in training mode: normalised by the batch's mean and biased variance, the running
+// statistics moved towards the batch's (unbiased variance) by the momentum, as torch's.
+BOOST_AUTO_TEST_CASE(batch_norm_in_training_mode) {
+  nn::Init init(0);
+  const nn::BatchNorm2d bn = nn::BatchNorm2d::make(1, init);
+  const Tensor x = f32({1, 3, 5, 7}, {2, 1, 1, 2});  // one channel: mean 4, biased var 5, unbiased 20/3
+  const auto [y, next] = bn.train(x, 0.5);
+  const double s = std::sqrt(5 + 1e-5);
+  check_values(y, {-3 / s, -1 / s, 1 / s, 3 / s}, 1e-5);
+  check_values(next.running_mean, {2});             // 0.5 * 0 + 0.5 * 4
+  check_values(next.running_var, {0.5 + 10.0 / 3});  // 0.5 * 1 + 0.5 * 20/3
+  check_values(bn.running_mean, {0});               // the module itself is unchanged
 }
 
 BOOST_AUTO_TEST_CASE(gradients_of_gradients) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kiln/autograd.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::nn {
@@ -221,6 +222,17 @@ void BatchNorm2d::save(StateDict& state, const std::string& prefix) const {
 Tensor BatchNorm2d::operator()(const Tensor& x) const {
   KILN_CHECK(x.rank() == 4, "nn::BatchNorm2d: expects x of rank 4 [N, C, H, W], got rank ", x.rank());
   return batch_norm(x, running_mean, running_var, weight ? *weight : Tensor(), bias ? *bias : Tensor(), eps);
+}
+
+std::pair<Tensor, BatchNorm2d> BatchNorm2d::train(const Tensor& x, double momentum) const {
+  KILN_CHECK(x.rank() == 4, "nn::BatchNorm2d: expects x of rank 4 [N, C, H, W], got rank ", x.rank());
+  KILN_CHECK(momentum >= 0 && momentum <= 1, "nn::BatchNorm2d: momentum must be in [0, 1], got ", momentum);
+  const BatchNormTraining r = batch_norm_training(x, weight ? *weight : Tensor(), bias ? *bias : Tensor(), eps);
+  NoGrad off;
+  BatchNorm2d next = *this;
+  next.running_mean = running_mean * (1.0 - momentum) + r.mean.detach().to(running_mean.dtype()) * momentum;
+  next.running_var = running_var * (1.0 - momentum) + r.var.detach().to(running_var.dtype()) * momentum;
+  return {r.y, std::move(next)};
 }
 
 GroupNorm GroupNorm::make(int64_t groups, int64_t channels, Init& init, double eps, bool affine) {

@@ -573,6 +573,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return dispatch(OpId::batch_norm, {&x, &running_mean, &running_var}, attrs);
 }
 
+BatchNormTraining batch_norm_training(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  KILN_CHECK(x.rank() >= 2, "batch_norm_training: expects x[N, C, *], got shape ", shape_str(x.shape()));
+  Dims dims{0};
+  for (int64_t d = 2; d < x.rank(); ++d) dims.push_back(d);
+  const Tensor mean = kiln::mean(x, dims);
+  const Tensor biased = var(x, dims, 0);
+  return {batch_norm(x, mean, biased, weight, bias, eps), mean, var(x, dims, 1)};
+}
+
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   const Attrs attrs{num_groups, eps};
   if (bias.defined()) {

@@ -57,7 +57,9 @@ P tree_replace(const P& tree, std::vector<Tensor> leaves) {
 // The value of f(params) and its gradient with respect to each floating tensor of params, as
 // a pytree of params' structure (jax.value_and_grad): f sees params with fresh leaves in their
 // place, so params themselves need not require gradients; f returns a one-element tensor. A
-// leaf f does not use gets zeros; an integer leaf (token ids in a batch) an undefined tensor.
+// leaf f does not use (a running statistic updated outside autograd) and an integer leaf (token
+// ids in a batch) get an undefined tensor, as torch leaves such a parameter's grad None: the
+// optimizers' steps leave those as they are.
 template <class F, class P>
 std::pair<Tensor, P> value_and_grad(F&& f, const P& params) {
   std::vector<Tensor> leaves = tree_leaves(params);
@@ -75,7 +77,7 @@ std::pair<Tensor, P> value_and_grad(F&& f, const P& params) {
       t = Tensor();
       continue;
     }
-    t = grads[k].defined() ? grads[k] : zeros_like(wrt[k]);
+    t = grads[k];
     ++k;
   }
   return {value.detach(), tree_replace(params, std::move(leaves))};

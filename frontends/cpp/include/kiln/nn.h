@@ -8,8 +8,8 @@
 //     parameters back (save(state, prefix)), so weights move through .safetensors files
 //     (state_dict.h) in the layout torch's state_dict() gives;
 //   - computes with the op API (operator()), so eager calls and traced ones are the same code.
-// Inference only for now: Dropout is the identity and BatchNorm uses its running statistics, as
-// torch's modules do after eval().
+// Dropout is the identity and BatchNorm's operator() uses its running statistics, as torch's
+// modules do after eval(); BatchNorm2d::train is its training mode (the batch's statistics).
 #pragma once
 
 #include <cstdint>
@@ -148,7 +148,11 @@ struct BatchNorm2d {
   static BatchNorm2d load(const StateDict& state, const std::string& prefix, int64_t channels, double eps = 1e-5,
                           bool affine = true);
   void save(StateDict& state, const std::string& prefix) const;
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const;  // inference: the running statistics
+  // Training mode (torch's module.train()): normalises with the batch's statistics and returns
+  // the module with its running statistics moved towards them by `momentum` (a new module, so a
+  // compiled training step returns it; nothing here is differentiated through them).
+  std::pair<Tensor, BatchNorm2d> train(const Tensor& x, double momentum = 0.1) const;
 };
 
 struct GroupNorm {

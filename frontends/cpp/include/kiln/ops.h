@@ -228,6 +228,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
 Tensor instance_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+// Batch normalisation with the batch's own statistics (torch's training mode): per channel of
+// x[N, C, *], normalised by the mean and biased variance over N and the spatial dims (through
+// batch_norm, so gradients flow through the statistics too). Also gives those statistics, the
+// variance unbiased, as torch folds them into its running averages.
+struct BatchNormTraining {
+  Tensor y, mean, var;
+};
+BatchNormTraining batch_norm_training(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {},
+                                      double eps = 1e-5);
 
 // Conveniences built from the ops above.
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);

@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "../models/model_sample.h"
+#include "training_loop.h"
 
 using namespace kiln;
 using samples::flag;
 using samples::int_flag;
+using samples::Loop;
 
 namespace cnn {
 
@@ -91,10 +93,6 @@ double accuracy(const Tensor& logits, const Tensor& labels) {
   for (size_t i = 0; i < got.size(); ++i) hits += got[i] == want[i];
   return static_cast<double>(hits) / static_cast<double>(got.size());
 }
-
-struct Loop {
-  std::vector<double> losses, accuracies, step_ms;
-};
 
 Loop train_compiled(cnn::Model model, Batches batches, int64_t steps, int64_t batch, double lr, Device device) {
   auto step = kiln::compile([](const cnn::Model& m, const optim::SGDState& s, const Tensor& rate, const Tensor& x,
@@ -182,12 +180,7 @@ int main(int argc, char** argv) {
   if (mode == "compiled" || mode == "eager") {
     const Loop l = mode == "compiled" ? train_compiled(model, Batches{}, steps, batch, lr, device)
                                       : train_eager(model, Batches{}, steps, batch, lr, device);
-    for (size_t k = 0; k < l.losses.size(); ++k)
-      std::printf("step %zu: loss %.5f, accuracy %.2f, %.2f ms\n", k, l.losses[k], l.accuracies[k], l.step_ms[k]);
-    const std::vector<double> steady(l.step_ms.begin() + std::min<int64_t>(warmup, steps - 1), l.step_ms.end());
-    std::printf("%s: first step %.1f ms, median step %.3f ms over %zu steps, final loss %.5f\n", mode.c_str(),
-                l.step_ms[0], samples::median(steady), steady.size(), l.losses.back());
-    return std::isfinite(l.losses.back()) ? 0 : 1;
+    return samples::report(mode, l, warmup);
   }
   if (mode != "check") {
     std::fprintf(stderr, "train_cnn: --mode is check, compiled or eager\n");
@@ -195,16 +188,5 @@ int main(int argc, char** argv) {
   }
   const Loop eager = train_eager(model, Batches{}, steps, batch, lr, Device::cpu());
   const Loop compiled = train_compiled(model, Batches{}, steps, batch, lr, device);
-  bool ok = true;
-  for (int64_t k = 0; k < steps; ++k) {
-    const size_t i = static_cast<size_t>(k);
-    const bool same = std::abs(eager.losses[i] - compiled.losses[i]) <= 2e-3 * std::abs(eager.losses[i]);
-    ok = ok && same;
-    std::printf("step %lld: loss eager %.5f, compiled %.5f, accuracy %.2f%s\n", static_cast<long long>(k),
-                eager.losses[i], compiled.losses[i], compiled.accuracies[i], same ? "" : "  <- differs");
-  }
-  const bool fell = compiled.losses.back() < compiled.losses.front() - 0.1;
-  if (!fell) std::printf("the loss did not fall by 0.1 over %lld steps\n", static_cast<long long>(steps));
-  std::printf("%s\n", ok && fell ? "OK" : "FAILED");
-  return ok && fell ? 0 : 1;
+  return samples::compare(eager, compiled, 2e-3);
 }

@@ -23,10 +23,12 @@
 
 #include "../models/gpt2_model.h"
 #include "../models/model_sample.h"
+#include "training_loop.h"
 
 using namespace kiln;
 using samples::flag;
 using samples::int_flag;
+using samples::Loop;
 
 namespace {
 
@@ -66,10 +68,6 @@ gpt2::Model to_device(const gpt2::Model& m, Device d) {
   for (Tensor& t : leaves) t = t.to(d);
   return tree_replace(m, leaves);
 }
-
-struct Loop {
-  std::vector<double> losses, step_ms;
-};
 
 // The compiled loop: one graph per step shape for forward, backward and the update.
 Loop train_compiled(gpt2::Model model, Batches batches, int64_t steps, int64_t batch, int64_t seq, double lr,
@@ -151,11 +149,7 @@ int main(int argc, char** argv) {
   if (mode == "compiled" || mode == "eager") {
     const Loop l = mode == "compiled" ? train_compiled(model, batches, steps, batch, seq, lr, device)
                                       : train_eager(model, batches, steps, batch, seq, lr, device);
-    for (size_t k = 0; k < l.losses.size(); ++k) std::printf("step %zu: loss %.5f, %.2f ms\n", k, l.losses[k], l.step_ms[k]);
-    const std::vector<double> steady(l.step_ms.begin() + std::min<int64_t>(warmup, steps - 1), l.step_ms.end());
-    std::printf("%s: first step %.1f ms, median step %.3f ms over %zu steps, final loss %.5f\n", mode.c_str(),
-                l.step_ms[0], samples::median(steady), steady.size(), l.losses.back());
-    return std::isfinite(l.losses.back()) ? 0 : 1;
+    return samples::report(mode, l, warmup);
   }
   if (mode != "check") {
     std::fprintf(stderr, "train_gpt2: --mode is check, compiled or eager\n");
@@ -166,15 +160,5 @@ int main(int argc, char** argv) {
   // f32: rounding differences between the interpreter and generated kernels, grown over steps;
   // under autocast, bf16's 8 bits.
   const double tolerance = low.empty() ? 2e-3 : 5e-2;
-  bool ok = true;
-  for (int64_t k = 0; k < steps; ++k) {
-    const double e = eager.losses[static_cast<size_t>(k)], d = compiled.losses[static_cast<size_t>(k)];
-    const bool same = std::abs(e - d) <= tolerance * std::abs(e);
-    ok = ok && same;
-    std::printf("step %lld: loss eager %.5f, compiled %.5f%s\n", static_cast<long long>(k), e, d, same ? "" : "  <- differs");
-  }
-  const bool fell = compiled.losses.back() < compiled.losses.front() - 0.1;
-  if (!fell) std::printf("the loss did not fall by 0.1 over %lld steps\n", static_cast<long long>(steps));
-  std::printf("%s\n", ok && fell ? "OK" : "FAILED");
-  return ok && fell ? 0 : 1;
+  return samples::compare(eager, compiled, tolerance);
 }

@@ -1,0 +1,55 @@
+// What the training samples share: a loop's record (loss, optional accuracy and time per step),
+// its report for --mode compiled|eager, and --mode check's step-by-step comparison of the eager
+// loop with the compiled one.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../sample_util.h"
+
+namespace kiln::samples {
+
+struct Loop {
+  std::vector<double> losses, accuracies, step_ms;  // accuracies: empty where not measured
+};
+
+// Each step, then the first step (trace and compile), the median of the steps after `warmup`
+// and the final loss. Returns the exit code: 0 when the final loss is finite.
+inline int report(const std::string& mode, const Loop& l, int64_t warmup) {
+  for (size_t k = 0; k < l.losses.size(); ++k) {
+    std::printf("step %zu: loss %.5f", k, l.losses[k]);
+    if (k < l.accuracies.size()) std::printf(", accuracy %.2f", l.accuracies[k]);
+    std::printf(", %.2f ms\n", l.step_ms[k]);
+  }
+  const auto skip = static_cast<std::ptrdiff_t>(std::min<size_t>(static_cast<size_t>(std::max<int64_t>(warmup, 0)),
+                                                                  l.step_ms.size() - 1));
+  const std::vector<double> steady(l.step_ms.begin() + skip, l.step_ms.end());
+  std::printf("%s: first step %.1f ms, median step %.3f ms over %zu steps, final loss %.5f\n", mode.c_str(),
+              l.step_ms[0], median(steady), steady.size(), l.losses.back());
+  return std::isfinite(l.losses.back()) ? 0 : 1;
+}
+
+// The two loops' losses side by side: fails (exit code 1) when a step's differ by more than
+// `tolerance` (relative) or the compiled loop's loss did not fall by 0.1.
+inline int compare(const Loop& eager, const Loop& compiled, double tolerance) {
+  bool ok = true;
+  for (size_t k = 0; k < eager.losses.size(); ++k) {
+    const double e = eager.losses[k], d = compiled.losses[k];
+    const bool same = std::abs(e - d) <= tolerance * std::abs(e);
+    ok = ok && same;
+    std::printf("step %zu: loss eager %.5f, compiled %.5f", k, e, d);
+    if (k < compiled.accuracies.size()) std::printf(", accuracy %.2f", compiled.accuracies[k]);
+    std::printf("%s\n", same ? "" : "  <- differs");
+  }
+  const bool fell = compiled.losses.back() < compiled.losses.front() - 0.1;
+  if (!fell) std::printf("the loss did not fall by 0.1 over %zu steps\n", compiled.losses.size());
+  std::printf("%s\n", ok && fell ? "OK" : "FAILED");
+  return ok && fell ? 0 : 1;
+}
+
+}  // namespace kiln::samples

@@ -10,7 +10,9 @@ namespace kiln::autodiff {
 
 bool differentiable(DType t) { return is_floating(t); }
 
-NodeId sum_to(Graph& g, NodeId v, const TensorMeta& to) {
+NodeId sum_to(Graph& g, NodeId v, const TensorMeta& target) {
+  // A copy: `target` may be a node's meta in g, which the nodes added here can move.
+  const TensorMeta to = target;
   const TensorMeta vm = g.node(v).meta;
   const int64_t extra = vm.rank() - to.rank();
   KILN_INTERNAL_CHECK(extra >= 0, "autodiff: a gradient ", shape_str(vm.sizes), " has fewer dims than its input ",

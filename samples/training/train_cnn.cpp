@@ -80,12 +80,6 @@ struct Batches {
   }
 };
 
-cnn::Model to_device(const cnn::Model& m, Device d) {
-  std::vector<Tensor> leaves = tree_leaves(m);
-  for (Tensor& t : leaves) t = t.to(d);
-  return tree_replace(m, leaves);
-}
-
 double accuracy(const Tensor& logits, const Tensor& labels) {
   const std::vector<int64_t> got = argmax(logits.to(Device::cpu()), 1).to_vector<int64_t>();
   const std::vector<int64_t> want = labels.to(Device::cpu()).to_vector<int64_t>();
@@ -115,7 +109,7 @@ Loop train_compiled(cnn::Model model, Batches batches, int64_t steps, int64_t ba
       if (!grads[k].defined()) p[k] = running[k];
     return std::tuple{loss, logits.detach(), tree_replace(m, std::move(p)), std::move(ns)};
   });
-  model = to_device(model, device);
+  model = samples::to_device(model, device);
   optim::SGDState state = optim::SGDState::init(tree_leaves(model), kSGD);
   const Tensor rate = full({}, lr, DType::f32, device);
   Loop out;
@@ -137,9 +131,8 @@ Loop train_compiled(cnn::Model model, Batches batches, int64_t steps, int64_t ba
 }
 
 Loop train_eager(cnn::Model model, Batches batches, int64_t steps, int64_t batch, double lr, Device device) {
-  std::vector<Tensor> params = tree_leaves(to_device(model, device));
-  for (Tensor& p : params) p = p.detach().requires_grad_();
-  model = tree_replace(model, params);
+  std::vector<Tensor> params;
+  std::tie(model, params) = samples::as_leaves(model, device);
   optim::SGD opt(params, lr, kSGD);
   Loop out;
   for (int64_t k = 0; k < steps; ++k) {

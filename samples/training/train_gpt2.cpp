@@ -63,12 +63,6 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-gpt2::Model to_device(const gpt2::Model& m, Device d) {
-  std::vector<Tensor> leaves = tree_leaves(m);
-  for (Tensor& t : leaves) t = t.to(d);
-  return tree_replace(m, leaves);
-}
-
 // The compiled loop: one graph per step shape for forward, backward and the update.
 Loop train_compiled(gpt2::Model model, Batches batches, int64_t steps, int64_t batch, int64_t seq, double lr,
                     Device device) {
@@ -78,7 +72,7 @@ Loop train_compiled(gpt2::Model model, Batches batches, int64_t steps, int64_t b
     auto [p, ns] = optim::adam_step(tree_leaves(m), tree_leaves(g), s, rate, kAdamW);
     return std::tuple{loss, tree_replace(m, std::move(p)), std::move(ns)};
   });
-  model = to_device(model, device);
+  model = samples::to_device(model, device);
   optim::AdamState state = optim::AdamState::init(tree_leaves(model));
   const Tensor rate = full({}, lr, DType::f32, device);
   Loop out;
@@ -100,9 +94,8 @@ Loop train_compiled(gpt2::Model model, Batches batches, int64_t steps, int64_t b
 // The eager loop, as torch's: leaves that require gradients, backward(), optim::AdamW.
 Loop train_eager(gpt2::Model model, Batches batches, int64_t steps, int64_t batch, int64_t seq, double lr,
                  Device device) {
-  std::vector<Tensor> params = tree_leaves(to_device(model, device));
-  for (Tensor& p : params) p = p.detach().requires_grad_();
-  model = tree_replace(model, params);
+  std::vector<Tensor> params;
+  std::tie(model, params) = samples::as_leaves(model, device);
   optim::AdamW opt(params, lr, kAdamW);
   Loop out;
   for (int64_t k = 0; k < steps; ++k) {

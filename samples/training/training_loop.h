@@ -8,11 +8,29 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../sample_util.h"
 
 namespace kiln::samples {
+
+// A model (any pytree of tensors) with every tensor moved to `device`.
+template <class Model>
+Model to_device(const Model& m, Device device) {
+  std::vector<Tensor> leaves = tree_leaves(m);
+  for (Tensor& t : leaves) t = t.to(device);
+  return tree_replace(m, std::move(leaves));
+}
+
+// The eager loops' parameters: the model on `device` with its tensors made leaves that require
+// gradients (the model to call), and those leaves (for the optimizer).
+template <class Model>
+std::pair<Model, std::vector<Tensor>> as_leaves(const Model& m, Device device) {
+  std::vector<Tensor> params = tree_leaves(to_device(m, device));
+  for (Tensor& p : params) p = p.detach().requires_grad_();
+  return {tree_replace(m, params), params};
+}
 
 struct Loop {
   std::vector<double> losses, accuracies, step_ms;  // accuracies: empty where not measured

@@ -924,6 +924,24 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(sym, {A(t, {-1, 3}), idx(D::i64, {2, 3}, 2)}, fixed({int64_t{0}}), "along a symbolic dim");
         break;
       }
+      case OpId::scatter_add: {
+        if (t == D::bool_) break;  // (numbers only)
+        auto idx = [](DType it, Ints sizes, int64_t bound) {
+          Arg a = A(it, std::move(sizes));
+          a.index_bound = bound;
+          return a;
+        };
+        // Repeated indices add up: 4 x 3 updates into 5 rows.
+        add_both(cs, {A(t, {5, 3}), idx(D::i64, {4, 3}, 5), A(t, {4, 3})}, fixed({int64_t{0}}));
+        add_both(cs, {A(t, {5, 3}), idx(D::i32, {2, 7}, 3), A(t, {2, 7})}, fixed({int64_t{1}}), "index smaller than x");
+        add_both(cs, {A(t, {4, 5, 6}, dom, Layout::permuted), idx(D::i64, {3, 8, 2}, 5), A(t, {3, 8, 2}, dom, Layout::permuted)},
+                 fixed({int64_t{1}}), "strided");
+        add_both(cs, {A(t, {4, 5, 6}), idx(D::i64, {4, 5, 9}, 6), A(t, {4, 5, 9})}, fixed({int64_t{2}}), "last dim");
+        add_both(cs, {A(t, {3, 2}), idx(D::i64, {0, 2}, 3), A(t, {0, 2})}, fixed({int64_t{0}}), "no updates");
+        add_both(sym, {A(t, {-1, 4}), idx(D::i64, {-1, 6}, 4), A(t, {-1, 6})}, fixed({int64_t{1}}), "symbolic batch");
+        add_both(sym, {A(t, {-1, 3}), idx(D::i64, {2, 3}, 2), A(t, {2, 3})}, fixed({int64_t{0}}), "along a symbolic dim");
+        break;
+      }
       case OpId::flatten: {
         for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}, {0, 2}, {2, 2}})
           add_both(cs, {A(t, {2, 3, 4})}, fixed({a, b}));
@@ -1432,7 +1450,8 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::logsumexp})
       t[op] = reduction_cases;
     for (OpId op : {OpId::reshape, OpId::permute, OpId::transpose, OpId::expand, OpId::squeeze, OpId::unsqueeze,
-                    OpId::slice, OpId::unfold, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::flatten})
+                    OpId::slice, OpId::unfold, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::scatter_add,
+                    OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last, OpId::max_pool, OpId::avg_pool,

@@ -260,6 +260,42 @@ BOOST_AUTO_TEST_CASE(run_time_indices_gather_on_the_device_and_are_checked) {
   BOOST_TEST(again.empty(), again);
 }
 
+// scatter_add with indices known only when run (an embedding's gradient: rows of g added into
+// the table's rows that ids name, repeats adding up): two generated kernels (the table set to x,
+// then the rows added atomically), x and src computed in them; indices outside the dim are
+// counted by the plan's check and the run is a kiln::Error.
+BOOST_AUTO_TEST_CASE(run_time_indices_scatter_on_the_device_and_are_checked) {
+  Graph g;
+  const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {6, 40}, {}}, "table");
+  const NodeId i = g.add_input(TensorMeta{DType::i64, Device::cpu(), {9}, {}}, "ids");
+  const NodeId r = g.add_input(TensorMeta{DType::f32, Device::cpu(), {9, 40}, {}}, "rows");
+  const NodeId index = g.add(OpId::expand, {g.add(OpId::reshape, {i}, {SymShape{9, 1}})}, {SymShape{9, 40}});
+  const NodeId y = g.add(OpId::scatter_add, {g.add(OpId::exp, {x}), index, g.add(OpId::tanh, {r})}, {int64_t{0}});
+  g.set_outputs({g.add(OpId::mul, {y, y})});
+  const Compiled c = compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  for (const plan::PlanKernel& k : c.plan.kernels) BOOST_TEST(k.kind != "reference", k.name);
+  BOOST_REQUIRE_EQUAL(c.plan.checks.size(), 1u);
+  std::mt19937_64 rng(7);
+  const TensorData xs = tensor(DType::f32, {6, 40}, random_values(DType::f32, 240, Domain::normal, rng));
+  const TensorData rs = tensor(DType::f32, {9, 40}, random_values(DType::f32, 360, Domain::normal, rng));
+  const std::vector<TensorData> ok{xs, tensor(DType::i64, {9}, {5, 0, 5, 2, 5, 0, 1, 1, 5}), rs};
+  const std::string report = run_and_compare(c, ok, {tolerance_for(DType::f32)});
+  BOOST_TEST(report.empty(), report);
+  if (!c.exe) return;  // compiled only (no device here)
+  const std::vector<TensorData> bad{xs, tensor(DType::i64, {9}, {5, 6, 5, 2, -1, 0, 1, 1, 5}), rs};
+  try {
+    c.exe->run(bad);
+    BOOST_ERROR("indices 6 and -1 of a dim of size 6 ran without an error");
+  } catch (const kiln::Error& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find("scatter_add") != std::string::npos, m);
+    BOOST_TEST(m.find("indices outside [0, 6), the size of dim 0 of its input (2 of them)") != std::string::npos, m);
+  }
+  const std::string again = run_and_compare(c, ok, {tolerance_for(DType::f32)});
+  BOOST_TEST(again.empty(), again);
+}
+
 // A small residual CNN as exported models write it: convolutions with constant weights and
 // biases, batch norm as a scale and shift, relu, a strided and a depthwise convolution, a 1x1
 // projection on the shortcut, and the residual add; f32 and bf16. On CUDA each convolution is

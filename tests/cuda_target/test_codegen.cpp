@@ -191,6 +191,32 @@ BOOST_AUTO_TEST_CASE(kernels_as_llvm_ir) {
   BOOST_TEST(contains(launched(pc, 0).source, "float4"));
 }
 
+// scatter_add: a kernel setting the buffer to x, then one adding src atomically at run-time
+// indices (clamped into the dim), in both compilers and every dtype a kernel adds (f16 and bf16
+// add in f32); the embedding gradient's form (a 1-D index spread over rows) stays two kernels
+// of the rows' and the table's sizes, not a one-hot product.
+BOOST_AUTO_TEST_CASE(scatter_add_kernels_add_atomically) {
+  for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16}) {
+    Graph g;
+    const NodeId x = g.add_input(meta(t, {50, 64}), "x");
+    const NodeId i = g.add_input(meta(DType::i64, {300}), "ids");
+    const NodeId src = g.add_input(meta(t, {300, 64}), "g");
+    const NodeId index = g.add(OpId::expand, {g.add(OpId::reshape, {i}, {SymShape{300, 1}})}, {SymShape{300, 64}});
+    g.set_outputs({g.add(OpId::scatter_add, {x, index, src}, {int64_t{0}})});
+    for (const cuda::CodegenOptions& o : {cuda_c(), llvm_ir()}) {
+      const plan::KernelPlan p = plan_of(g, o);
+      size_t generated = 0;
+      for (const plan::PlanKernel& k : p.kernels) generated += k.source.empty() ? 0 : 1;
+      // init, scatter, the index check's sum (and bf16's cast of the f32 sums back)
+      BOOST_TEST(generated == (t == DType::bf16 ? 4u : 3u), dtype_name(t));
+      const std::string& src_text = launched(p, 1).source;
+      const bool f = t != DType::i32 && t != DType::i64;
+      BOOST_TEST(contains(src_text, o.compiler == "llvm" ? (f ? "atomicrmw fadd" : "atomicrmw add") : "atomicAdd("),
+                 dtype_name(t) << "\n" << src_text);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
   for (OpId op : {OpId::softmax, OpId::layer_norm}) {
     Graph g;

@@ -173,6 +173,14 @@ std::vector<GradCase> cases() {
                {O::gather},
                {f64({3, 5}, 64), from_vector(std::vector<int64_t>{4, 0, 4, 1, 1, 2}, {2, 3})},
                [](const std::vector<Tensor>& v) { return gather(v[0], 1, v[1]) * 1.0; }});
+  c.push_back({"scatter_add, repeated and smaller index",
+               {O::scatter_add},
+               {f64({3, 4}, 65), from_vector(std::vector<int64_t>{2, 0, 2, 1, 2, 2}, {2, 3}), f64({2, 5}, 66)},
+               [](const std::vector<Tensor>& v) { return scatter_add(v[0], 0, v[1], v[2]) * 1.0; }});
+  c.push_back({"index_add",
+               {O::scatter_add},
+               {f64({4, 3}, 67), from_vector(std::vector<int64_t>{2, 0, 2}), f64({4, 3}, 68)},
+               [](const std::vector<Tensor>& v) { return index_add(v[0], 1, v[1], v[2], 0.5); }});
 
   unary("softmax", O::softmax, [](const Tensor& x) { return softmax(x, 1); }, f64({3, 5}, 70));
   unary("log_softmax", O::log_softmax, [](const Tensor& x) { return log_softmax(x, 0); }, f64({3, 5}, 71));

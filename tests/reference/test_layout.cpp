@@ -118,6 +118,22 @@ BOOST_AUTO_TEST_CASE(gathers) {
   check_error([&] { eval(OpId::gather, {x, i64({1, 1}, {-1})}, {int64_t{1}}); }, {"index -1", "size 2"});
 }
 
+BOOST_AUTO_TEST_CASE(scatter_adds) {
+  const TensorData x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  // Along dim 0: y[index[i][j]][j] += src[i][j]; a repeated index adds twice.
+  check(eval(OpId::scatter_add, {x, i64({2, 2}, {2, 0, 2, 1}), f32({2, 2}, {10, 20, 30, 40})}, {int64_t{0}}), DType::f32,
+        {3, 2}, {1, 22, 3, 44, 45, 6}, 0);
+  // Along dim 1, an index with fewer rows than x: y[i][index[i][j]] += src[i][j].
+  check(eval(OpId::scatter_add, {x, i32({1, 3}, {1, 1, 0}), f32({1, 3}, {1, 2, 4})}, {int64_t{1}}), DType::f32, {3, 2},
+        {5, 5, 3, 4, 5, 6}, 0);
+  check(eval(OpId::scatter_add, {i64({2}, {7, 8}), i64({3}, {1, 1, 1}), i64({3}, {1, 2, 3})}, {int64_t{0}}), DType::i64,
+        {2}, {7, 14}, 0);
+  check(eval(OpId::scatter_add, {x, i64({0, 2}, {}), f32({0, 2}, {})}, {int64_t{0}}), DType::f32, {3, 2}, {1, 2, 3, 4, 5, 6}, 0);
+  check_error([&] { eval(OpId::scatter_add, {x, i64({1, 2}, {0, 3}), f32({1, 2}, {1, 1})}, {int64_t{0}}); },
+              {"index 3", "size 3"});
+  check_error([&] { eval(OpId::scatter_add, {x, i64({1, 1}, {-1}), f32({1, 1}, {1})}, {int64_t{1}}); }, {"index -1", "size 2"});
+}
+
 BOOST_AUTO_TEST_CASE(contiguous_and_convert) {
   TensorData t = x23();
   t.sizes = {3, 2};

@@ -240,6 +240,35 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return dispatch(OpId::gather, {&x, &index}, Attrs{normalize_dim(dim, x.rank(), "gather")});
 }
 
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  KILN_CHECK(x.rank() >= 1 && index.rank() == x.rank() && src.rank() == x.rank(), "scatter_add: x ",
+             shape_str(x.shape()), ", index ", shape_str(index.shape()), " and src ", shape_str(src.shape()),
+             " must have the same rank, at least 1");
+  const int64_t d = normalize_dim(dim, x.rank(), "scatter_add");
+  // torch reads src only where index has elements: the leading part of each larger dim.
+  Tensor part = src.dtype() == x.dtype() ? src : src.to(x.dtype());
+  for (size_t k = 0; k < index.shape().size(); ++k) {
+    const SymInt& is = index.shape()[k];
+    const SymInt& ss = src.shape()[k];
+    if (is == ss) continue;
+    KILN_CHECK(is.is_static() && ss.is_static() && is.hint() <= ss.hint(), "scatter_add: index ",
+               shape_str(index.shape()), " is larger than src ", shape_str(src.shape()), " at dim ", k);
+    part = slice(part, static_cast<int64_t>(k), 0, is.hint());
+  }
+  return dispatch(OpId::scatter_add, {&x, &index, &part}, Attrs{d});
+}
+
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  KILN_CHECK(index.rank() == 1, "index_add: index must be 1-D, got shape ", shape_str(index.shape()));
+  KILN_CHECK(x.rank() >= 1 && source.rank() == x.rank(), "index_add: source ", shape_str(source.shape()),
+             " must have the rank of x ", shape_str(x.shape()));
+  const int64_t d = normalize_dim(dim, x.rank(), "index_add");
+  Shape lined(static_cast<size_t>(x.rank()), SymInt(1));
+  lined[static_cast<size_t>(d)] = index.shape()[0];
+  const Tensor spread = expand(reshape(index, lined), source.shape());
+  return scatter_add(x, d, spread, alpha == 1.0 ? source : mul(source, alpha));
+}
+
 Tensor take_along_dim(const Tensor& x, const Tensor& index, int64_t dim) {
   KILN_CHECK(x.rank() >= 1 && index.rank() == x.rank(), "take_along_dim: x ", shape_str(x.shape()), " and index ",
              shape_str(index.shape()), " must have the same rank, at least 1");
@@ -685,6 +714,12 @@ Tensor Tensor::unsqueeze(int64_t dim) const { return kiln::unsqueeze(*this, dim)
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return kiln::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::matmul(const Tensor& other) const { return kiln::matmul(*this, other); }
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return kiln::gather(*this, dim, index); }
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return kiln::scatter_add(*this, dim, index, src);
+}
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha) const {
+  return kiln::index_add(*this, dim, index, source, alpha);
+}
 Tensor Tensor::softmax(int64_t dim) const { return kiln::softmax(*this, dim); }
 Tensor Tensor::exp() const { return kiln::exp(*this); }
 Tensor Tensor::log() const { return kiln::log(*this); }

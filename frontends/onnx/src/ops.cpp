@@ -1493,8 +1493,8 @@ V scatter_through_mask(NodeCtx& c, const V& data, const V& mask, const V& u, int
   return where(im, im.op(O::gt, {hit, im.scalar(0, DType::i32)}), sum, data);
 }
 
-// ScatterElements (and Scatter, its older name) through a mask [.., n, m, ..] comparing every
-// index along the axis with every position of data's axis.
+// ScatterElements (and Scatter, its older name): reduction 'add' is scatter_add; the others go
+// through a mask [.., n, m, ..] comparing every index along the axis with every position of data's axis.
 std::vector<V> scatter_elements(NodeCtx& c) {
   Importer& im = c.im;
   const V& x = c.input(0);
@@ -1507,6 +1507,8 @@ std::vector<V> scatter_elements(NodeCtx& c) {
     KILN_CHECK(d == axis || x->sizes[static_cast<size_t>(d)] == idx->sizes[static_cast<size_t>(d)],
                "indices smaller than data outside the axis are not supported");
   const int64_t n = static_dim(im, x, axis, "ScatterElements");
+  if (c.s("reduction", "none") == "add")  // each update added where its index says: no mask
+    return one(im.op(O::scatter_add, {x, wrap_index(im, idx, n), im.cast(upd, x->dtype)}, Attrs{axis}));
   const V mask = im.op(O::eq, {im.unsqueeze(wrap_index(im, idx, n), axis), iota_along(im, n, axis, r + 1)});
   return one(scatter_through_mask(c, x, mask, im.unsqueeze(im.cast(upd, x->dtype), axis), axis + 1));
 }
@@ -1543,6 +1545,14 @@ std::vector<V> scatter_nd(NodeCtx& c) {
   ups.insert(ups.end(), rest.begin(), rest.end());
   std::vector<int64_t> mask_shape{m, n};
   mask_shape.resize(static_cast<size_t>(2 + r - k), 1);
+  if (c.s("reduction", "none") == "add") {  // each update row added at its position: no mask
+    SymShape lined{m}, rows{m};
+    lined.resize(static_cast<size_t>(1 + r - k), SymInt(1));
+    rows.insert(rows.end(), rest.begin(), rest.end());
+    const V index = im.op(O::expand, {im.reshape(pos, lined)}, Attrs{rows});
+    const V y = im.op(O::scatter_add, {im.reshape(x, flat), index, im.reshape(im.cast(upd, x->dtype), rows)}, Attrs{int64_t{0}});
+    return one(im.reshape(y, x->sizes));
+  }
   const V hits = im.op(O::eq, {im.unsqueeze(pos, 1), iota_along(im, n, 1, 2)});  // [m, n]
   const V mask = im.reshape(hits, SymShape(mask_shape.begin(), mask_shape.end()));
   const V y = scatter_through_mask(c, im.reshape(x, flat), mask, im.reshape(im.cast(upd, x->dtype), ups), 0);

@@ -252,6 +252,12 @@ int64_t static_size(Rule& r, const SymInt& s, std::string_view why) {
   return s.is_static() ? s.hint() : r.g.shapes().specialize(s, why);
 }
 
+// zeros of `sizes` (g's dtype) with g added at the positions index gives along dim.
+NodeId scatter_into_zeros(Rule& r, const SymShape& sizes, int64_t dim, NodeId index, NodeId g) {
+  const NodeId zeros = r.add(OpId::full, {}, {sizes, 0.0, r.meta(g).dtype});
+  return r.add(OpId::scatter_add, {zeros, index, g}, {dim});
+}
+
 std::vector<NodeId> grad_layout(Graph& g, const GradContext& c) {
   Rule r(g, c);
   const TensorMeta xm = r.meta(r.x());
@@ -310,51 +316,26 @@ std::vector<NodeId> grad_layout(Graph& g, const GradContext& c) {
       return {r.add(OpId::pad, {gy}, {undo, 0.0})};
     }
     case OpId::index_select: {
-      // Rows of g summed into the rows they came from: g (dim last) @ one_hot(index, n).
+      // Each row of g added into the row it came from: a scatter_add along dim of g over zeros,
+      // with the 1-D index spread over g's other dims.
       const int64_t d = c.attrs.i(0);
-      const int64_t rank = xm.rank();
-      const NodeId index = r.x(1);
-      const TensorMeta im = r.meta(index);
-      std::vector<int64_t> to_last = iota(0, rank);
-      to_last.erase(to_last.begin() + d);
-      to_last.push_back(d);
-      std::vector<int64_t> back(static_cast<size_t>(rank));
-      for (int64_t i = 0; i < rank; ++i) back[static_cast<size_t>(to_last[static_cast<size_t>(i)])] = i;
-      const NodeId rows = r.add(OpId::iota, {}, {SymShape{im.sizes[0], xm.sizes[static_cast<size_t>(d)]}, int64_t{1}, im.dtype});
-      const NodeId hot = r.cast_to_grad(r.add(OpId::eq, {r.add(OpId::unsqueeze, {index}, {int64_t{1}}), rows}));
-      const NodeId moved = r.add(OpId::permute, {gy}, {to_last});
-      return {r.add(OpId::permute, {r.add(OpId::matmul, {moved, hot})}, {back}), kNone};
+      const TensorMeta gm = r.meta(gy);
+      std::vector<SymInt> lined(static_cast<size_t>(gm.rank()), SymInt(1));
+      lined[static_cast<size_t>(d)] = gm.sizes[static_cast<size_t>(d)];
+      const NodeId index = r.add(OpId::expand, {r.reshape(r.x(1), lined)}, {gm.sizes});
+      return {scatter_into_zeros(r, xm.sizes, d, index, gy), kNone};
     }
-    case OpId::gather: {
-      // x[.., s, ..] gets the sum of g where index is s: a one-hot over a new last dim, summed
-      // over dim, moved back to dim; zeros where index is smaller than x.
-      const int64_t d = c.attrs.i(0);
-      const NodeId index = r.x(1);
-      const TensorMeta im = r.meta(index);
-      const int64_t rank = im.rank();
-      SymShape hot_shape = im.sizes;
-      hot_shape.push_back(xm.sizes[static_cast<size_t>(d)]);
-      const NodeId positions = r.add(OpId::iota, {}, {hot_shape, rank, im.dtype});
-      const NodeId hit = r.add(OpId::eq, {r.add(OpId::unsqueeze, {index}, {rank}), positions});
-      const NodeId spread = r.keep_where(hit, r.add(OpId::unsqueeze, {gy}, {rank}));
-      const NodeId summed = r.reduce(OpId::sum, spread, {d}, false);  // [.. index dims but d .., n]
-      std::vector<int64_t> perm = iota(0, rank - 1);
-      perm.insert(perm.begin() + d, rank - 1);
-      NodeId gx = r.add(OpId::permute, {summed}, {perm});
-      std::vector<int64_t> pads;
-      for (int64_t k = rank - 1; k >= 0; --k) {
-        const SymInt& xs = xm.sizes[static_cast<size_t>(k)];
-        const SymInt& is = k == d ? xs : im.sizes[static_cast<size_t>(k)];
-        pads.push_back(0);
-        pads.push_back(xs == is ? 0 : xs.hint() - is.hint());
-      }
-      bool padded = false;
-      for (int64_t p : pads) padded |= p != 0;
-      if (padded) gx = r.add(OpId::pad, {gx}, {pads, 0.0});
-      return {gx, kNone};
-    }
+    case OpId::gather:
+      // x[.., s, ..] gets the sum of g where index is s.
+      return {scatter_into_zeros(r, xm.sizes, c.attrs.i(0), r.x(1), gy), kNone};
     default: return {kNone};
   }
+}
+
+// scatter_add: x's gradient passes through; src's is g read where src was added (a gather).
+std::vector<NodeId> grad_scatter(Graph& g, const GradContext& c) {
+  Rule r(g, c);
+  return {r.gy(), kNone, r.add(OpId::gather, {r.gy(), r.x(1)}, {c.attrs.i(0)})};
 }
 
 // ---- composites with their own rules -------------------------------------------------
@@ -430,6 +411,7 @@ GradFn derivative_rule(const OpDef& d) {
     case OpCategory::reduction: return grad_reduction;
     case OpCategory::matmul: return grad_matmul;
     case OpCategory::layout: return grad_layout;
+    case OpCategory::scatter: return grad_scatter;
     case OpCategory::composite:
       return op == OpId::softmax || op == OpId::log_softmax ? grad_softmax : nullptr;
     case OpCategory::source: return nullptr;

@@ -377,6 +377,21 @@ TensorMeta infer_index_select(const InferContext& c) {
   return result(c, x.dtype, out);
 }
 
+// gather's and scatter_add's index: x's rank, no larger than x but along dim d.
+void check_index_within(const TensorMeta& x, const TensorMeta& index, int64_t d, const char* op) {
+  KILN_CHECK(index.rank() == x.rank(), op, ": index ", shape_str(index.sizes), " must have the rank of x ",
+             shape_str(x.sizes));
+  for (int64_t k = 0; k < x.rank(); ++k) {
+    if (k == d) continue;
+    const SymInt& xs = x.sizes[static_cast<size_t>(k)];
+    const SymInt& is = index.sizes[static_cast<size_t>(k)];
+    // A symbolic size is only known not to exceed x's when it is x's own.
+    KILN_CHECK(is == xs || (is.is_static() && xs.is_static() && is.hint() <= xs.hint()), op, ": index ",
+               shape_str(index.sizes), " is larger than x ", shape_str(x.sizes), " at dim ", k, " (only dim ", d,
+               " may be)");
+  }
+}
+
 TensorMeta infer_gather(const InferContext& c) {
   const TensorMeta& x = arg(c, 0);
   const TensorMeta& index = arg(c, 1);
@@ -385,17 +400,26 @@ TensorMeta infer_gather(const InferContext& c) {
   const int64_t d = check_dim(c, c.attrs.i(0), r);
   KILN_CHECK(index.dtype == DType::i32 || index.dtype == DType::i64, "gather: index must be i32 or i64, got ",
              dtype_name(index.dtype));
-  KILN_CHECK(index.rank() == r, "gather: index ", shape_str(index.sizes), " must have the rank of x ", shape_str(x.sizes));
-  for (int64_t k = 0; k < r; ++k) {
-    if (k == d) continue;
-    const SymInt& xs = x.sizes[static_cast<size_t>(k)];
-    const SymInt& is = index.sizes[static_cast<size_t>(k)];
-    // A symbolic size is only known not to exceed x's when it is x's own.
-    KILN_CHECK(is == xs || (is.is_static() && xs.is_static() && is.hint() <= xs.hint()), "gather: index ",
-               shape_str(index.sizes), " is larger than x ", shape_str(x.sizes), " at dim ", k,
-               " (only dim ", d, " may be)");
-  }
+  check_index_within(x, index, d, "gather");
   return result(c, x.dtype, index.sizes);
+}
+
+TensorMeta infer_scatter_add(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const TensorMeta& index = arg(c, 1);
+  const TensorMeta& src = arg(c, 2);
+  const int64_t r = x.rank();
+  KILN_CHECK(r >= 1, "scatter_add: x must have at least one dim, got a 0-d tensor");
+  const int64_t d = check_dim(c, c.attrs.i(0), r);
+  KILN_CHECK(index.dtype == DType::i32 || index.dtype == DType::i64, "scatter_add: index must be i32 or i64, got ",
+             dtype_name(index.dtype));
+  KILN_CHECK(x.dtype != DType::bool_, "scatter_add: x must be a number tensor, got bool");
+  KILN_CHECK(src.dtype == x.dtype, "scatter_add: src must have x's dtype ", dtype_name(x.dtype), ", got ",
+             dtype_name(src.dtype));
+  check_index_within(x, index, d, "scatter_add");
+  KILN_CHECK(src.sizes == index.sizes, "scatter_add: src ", shape_str(src.sizes), " must have the index's shape ",
+             shape_str(index.sizes));
+  return result(c, x.dtype, x.sizes);
 }
 
 // Rank 0 flattens to [1], as in torch.
@@ -1286,6 +1310,7 @@ std::vector<OpDef> build_table() {
       layout(O::pad, "pad", {{"pads", K::ints}, {"value", K::float_}}, infer_pad),
       {O::index_select, "index_select", C::layout, 2, 2, dim, infer_index_select},
       {O::gather, "gather", C::layout, 2, 2, dim, infer_gather},
+      {O::scatter_add, "scatter_add", C::scatter, 3, 3, dim, infer_scatter_add},
       layout(O::flatten, "flatten", {{"start_dim", K::int_}, {"end_dim", K::int_}}, infer_flatten, decompose_flatten),
 
       {O::softmax, "softmax", C::composite, 1, 1, dim, infer_softmax, decompose_softmax},

@@ -100,7 +100,7 @@ bool contiguous_from_start(const TensorMeta& m, const Layout& l) {
 }
 
 bool index_checked_at_run_time(const Graph& g, const Node& n) {
-  return gathers(n.op) && !constant_index_in_range(g, n) &&
+  return indexes(n.op) && !constant_index_in_range(g, n) &&
          g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
 }
 
@@ -112,6 +112,9 @@ bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
     // Only along a symbolic dim: there is no constant bound to clamp a run-time index to.
     case OpId::index_select:
     case OpId::gather: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
+    case OpId::scatter_add:  // (and where the target cannot add 64-bit values atomically)
+      return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static() ||
+             (!target.atomic_add_64 && dtype_size(n.meta.dtype) == 8);
     case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
                           // integer products stay exact on the reference
       const DType t = n.meta.dtype;
@@ -137,6 +140,7 @@ struct Group {
   std::vector<NodeId> members;  // sorted
   bool reference = false;
   bool whole = false;  // an attention or a convolution kernel: one op, computed whole, alone
+  bool scatter = false;  // a scatter_add: two kernels (its buffer set to x, then src added in), alone
   bool alive = true;
 };
 
@@ -276,6 +280,10 @@ class Fuser {
       }
       if (cat == OpCategory::reduction) {
         realize_node(id, "reduction");
+        continue;
+      }
+      if (cat == OpCategory::scatter) {  // x, index and src are computed in its kernels
+        realize_node(id, "scatter (adds into its own buffer)");
         continue;
       }
       if (node.op == OpId::pad || node.op == OpId::cat || gathers(node.op)) {
@@ -495,6 +503,7 @@ class Fuser {
     const Node& node = g.node(id);
     if (G.reference) return "reference kernels run alone";
     if (G.whole) return "attention and convolution kernels run alone";
+    if (G.scatter) return "scatter kernels run alone";
     if (static_cast<int64_t>(G.members.size()) >= opt_.max_fusion_size)
       return "the kernel has max_fusion_size (" + std::to_string(opt_.max_fusion_size) + ") nodes";
     for (NodeId f : frontier_[static_cast<size_t>(id)]) {
@@ -566,6 +575,12 @@ class Fuser {
         continue;
       }
       const OpCategory cat = op_def(node.op).category;
+      if (cat == OpCategory::scatter) {
+        ng.scatter = true;
+        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (scatter: sets its buffer to x, then adds src)");
+        start(std::move(ng));
+        continue;
+      }
       if (cat == OpCategory::matmul) {
         ng.dom = Domain::pointwise(node.meta.sizes);
         ng.dom.gemm = id;
@@ -628,11 +643,11 @@ class Fuser {
 
   void horizontal() {
     for (size_t a = 0; a < groups_.size(); ++a) {
-      if (!groups_[a].alive || groups_[a].reference || groups_[a].whole || groups_[a].dom.gemm >= 0) continue;
+      if (!groups_[a].alive || groups_[a].reference || groups_[a].whole || groups_[a].scatter || groups_[a].dom.gemm >= 0) continue;
       for (size_t b = a + 1; b < groups_.size(); ++b) {
         Group& A = groups_[a];
         Group& B = groups_[b];
-        if (!B.alive || B.reference || B.whole || B.dom.gemm >= 0 || !(A.dom == B.dom)) continue;
+        if (!B.alive || B.reference || B.whole || B.scatter || B.dom.gemm >= 0 || !(A.dom == B.dom)) continue;
         const std::set<NodeId> ra = reads_of(A), rb = reads_of(B);
         bool shared = false, depends = false;
         for (NodeId f : rb) {
@@ -776,6 +791,21 @@ class Fuser {
         const NodeId id = G.members[0];
         s_.kernels.push_back(convolves(s_.graph.node(id).op) ? convolution_kernel(id, name)
                                                                         : attention_kernel(id, name));
+        continue;
+      }
+      if (G.scatter) {
+        // Two kernels: the buffer gets x (computed there if x is not stored), then every point of
+        // src adds into it; the second must wait for the first to finish everywhere.
+        const NodeId id = G.members[0];
+        const Node& node = s_.graph.node(id);
+        const int32_t out = ctx_.buffer_of[static_cast<size_t>(id)];
+        KernelBuilder init(ctx_, Domain::pointwise(node.meta.sizes), G.members, name);
+        init.store(node.inputs[0], out);
+        s_.kernels.push_back(init.finish());
+        KernelBuilder add(ctx_, Domain::pointwise(s_.graph.node(node.inputs[2]).meta.sizes), G.members,
+                          "k" + std::to_string(index++));
+        add.scatter(id, out);
+        s_.kernels.push_back(add.finish());
         continue;
       }
       try {

@@ -85,6 +85,9 @@ class KernelBuilder {
   void store(NodeId n, int32_t buffer);
   // The gemm of a matmul domain, writing into `c`.
   void set_gemm(int32_t c);
+  // scatter_add `n` over a domain of its src's shape: adds each src value into `buffer` (which
+  // holds x by then) at the position its index gives.
+  void scatter(NodeId n, int32_t buffer);
   Kernel finish();
 
  private:
@@ -110,6 +113,10 @@ class KernelBuilder {
   int32_t emit_pad(NodeId n, const Map& map);
   int32_t emit_cat(NodeId n, const Map& map);
   int32_t emit_gathering(NodeId n, const Map& map);
+  // An index read for a gathering or scattering op `node` at `map`, as an i64 element offset
+  // along its dim of a buffer whose stride there is `stride`: clamped into the dim unless the
+  // index is a constant inside it.
+  int32_t index_offset(const Node& node, NodeId n, const Map& map, const SymInt& stride);
   int32_t constant(double v, DType t);
   int32_t pointwise(OpId op, DType t, std::vector<int32_t> args, Attrs attrs = {});
   size_t rank() const { return dom_.extents.size(); }
@@ -122,10 +129,12 @@ Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& ch
 
 // index_select and gather read x at positions an index tensor gives along one dim.
 inline bool gathers(OpId op) { return op == OpId::index_select || op == OpId::gather; }
+// Ops whose second input is an index into their first input's dim `dim` (attribute 0).
+inline bool indexes(OpId op) { return gathers(op) || op == OpId::scatter_add; }
 // Either convolution op (channels first or last): a kernel of its own where the target runs it.
 inline bool convolves(OpId op) { return op == OpId::convolution || op == OpId::convolution_channels_last; }
-// A gathering op whose index is a constant inside the selected dim for every size the plan
-// serves: a plain gathering load. Any other index with a static selected dim is read at run
+// A gathering (or scattering) op whose index is a constant inside the selected dim for every size the plan
+// serves: a plain gathering load (store). Any other index with a static selected dim is read at run
 // time, clamped into the dim, and counted by a check when it lies outside (prepare.cpp); a
 // symbolic selected dim leaves the op to the reference kernel.
 bool constant_index_in_range(const Graph& g, const Node& n);

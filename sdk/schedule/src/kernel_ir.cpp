@@ -106,6 +106,13 @@ void finish_kernel(Kernel& k) {
     check_affine(k, s.index, "a store index");
     KILN_INTERNAL_CHECK(s.value >= 0 && static_cast<size_t>(s.value) < k.instrs.size(), "kernel ", k.name,
                ": a store of an unknown value");
+    if (!s.plain()) {
+      KILN_INTERNAL_CHECK(k.kind == KernelKind::pointwise, "kernel ", k.name, ": a scatter's store in a ",
+                          kernel_kind_name(k.kind), " kernel");
+      KILN_INTERNAL_CHECK(s.offset < 0 || (static_cast<size_t>(s.offset) < k.instrs.size() &&
+                                           k.instrs[static_cast<size_t>(s.offset)].dtype == DType::i64),
+                          "kernel ", k.name, ": a store's offset must be an i64 value");
+    }
 
   }
 }
@@ -189,6 +196,8 @@ std::vector<int32_t> Kernel::reads() const {
   if (attention) r.insert(r.end(), {attention->q, attention->k, attention->v});
   if (attention && attention->mask >= 0) r.push_back(attention->mask);
   if (convolution) r.insert(r.end(), {convolution->x, convolution->w});
+  for (const Store& s : stores)
+    if (s.accumulate) r.push_back(s.buffer);
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
   return r;
@@ -353,7 +362,9 @@ std::string Kernel::str() const {
     if (in.pass > 0) os << " pass " << in.pass;
     os << "\n";
   }
-  for (const Store& s : stores) os << "  store b" << s.buffer << "[" << s.index.str() << "] = v" << s.value << "\n";
+  for (const Store& s : stores)
+    os << "  store b" << s.buffer << "[" << s.index.str() << (s.offset >= 0 ? " + v" + std::to_string(s.offset) : "")
+       << "] " << (s.accumulate ? "+=" : "=") << " v" << s.value << "\n";
   return os.str();
 }
 

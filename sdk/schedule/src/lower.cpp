@@ -419,19 +419,45 @@ int32_t KernelBuilder::emit_gathering(NodeId n, const Map& map) {
   const NodeId x = node.inputs[0], idx = node.inputs[1];
   const size_t d = static_cast<size_t>(node.attrs.i(0));
   const Layout l = layout_of_input(n, x);
-  const int32_t pos = emit(idx, node.op == OpId::gather ? map : Map{map[d]});
-  int32_t offset = pos;
-  if (k_.instrs[static_cast<size_t>(pos)].dtype != DType::i64) offset = pointwise(OpId::cast, DType::i64, {pos}, Attrs{DType::i64});
-  if (!constant_index_in_range(ctx_.g, node)) {
-    const SymInt& size = ctx_.g.node(x).meta.sizes[d];
-    KILN_INTERNAL_CHECK(size.is_static(), "schedule: ", op_name(node.op), " node %", n, " gathers along a symbolic dim");
-    offset = pointwise(OpId::maximum, DType::i64, {offset, constant(0.0, DType::i64)});
-    offset = pointwise(OpId::minimum, DType::i64, {offset, constant(static_cast<double>(size.hint() - 1), DType::i64)});
-  }
-  if (!(l.strides[d] == 1)) offset = pointwise(OpId::mul, DType::i64, {offset, size_value(l.strides[d])});
+  const int32_t offset = index_offset(node, n, node.op == OpId::gather ? map : Map{map[d]}, l.strides[d]);
   Map in_map = map;
   in_map[d] = zero(rank());
   return load_where(l, in_map, node.meta.dtype, -1, offset);
+}
+
+int32_t KernelBuilder::index_offset(const Node& node, NodeId n, const Map& map, const SymInt& stride) {
+  const int32_t pos = emit(node.inputs[1], map);
+  int32_t offset = pos;
+  if (k_.instrs[static_cast<size_t>(pos)].dtype != DType::i64) offset = pointwise(OpId::cast, DType::i64, {pos}, Attrs{DType::i64});
+  if (!constant_index_in_range(ctx_.g, node)) {
+    const SymInt& size = ctx_.g.node(node.inputs[0]).meta.sizes[static_cast<size_t>(node.attrs.i(0))];
+    KILN_INTERNAL_CHECK(size.is_static(), "schedule: ", op_name(node.op), " node %", n, " indexes a symbolic dim");
+    offset = pointwise(OpId::maximum, DType::i64, {offset, constant(0.0, DType::i64)});
+    offset = pointwise(OpId::minimum, DType::i64, {offset, constant(static_cast<double>(size.hint() - 1), DType::i64)});
+  }
+  if (!(stride == 1)) offset = pointwise(OpId::mul, DType::i64, {offset, size_value(stride)});
+  return offset;
+}
+
+// scatter_add: the kernel's domain is src's (and the index's) shape; each point adds its src
+// value into the output at its own position but along dim, where the index (clamped like a
+// gather's) says.
+void KernelBuilder::scatter(NodeId n, int32_t buffer) {
+  const Node& node = ctx_.g.node(n);
+  const NodeId src = node.inputs[2];
+  const size_t d = static_cast<size_t>(node.attrs.i(0));
+  const std::optional<Map> map = dom_.natural_map(ctx_.g.node(src).meta.sizes);
+  KILN_INTERNAL_CHECK(map.has_value(), "schedule: scatter %", n, " over a domain other than its src's");
+  const SymShape strides = contiguous_strides(node.meta.sizes);
+  Store s;
+  s.buffer = buffer;
+  s.accumulate = true;
+  s.value = emit(src, *map);
+  s.offset = index_offset(node, n, *map, strides[d]);
+  Map out_map = *map;
+  out_map[d] = zero(rank());
+  s.index = compose(out_map, strides, 0, rank());
+  k_.stores.push_back(std::move(s));
 }
 
 int32_t KernelBuilder::emit(NodeId n, const Map& map) {

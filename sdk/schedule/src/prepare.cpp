@@ -10,8 +10,8 @@
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
-// An index_select or gather whose indices are only known at run time gathers on the device with each
-// index clamped into the dim, and gets a check: one more graph output counting the indices
+// An f16/bf16 scatter_add adds in f32. An index_select, gather or scatter_add whose indices are only
+// known at run time gathers (scatters) on the device with each index clamped into the dim, and gets a check: one more graph output counting the indices
 // outside the dim, which the runtime reads after the kernels (Schedule::checks).
 #include <algorithm>
 #include <optional>
@@ -233,6 +233,14 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
         if (!l || (j < 3 && !(l->strides.back() == 1))) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
       }
     }
+    if (n.op == OpId::scatter_add && (n.meta.dtype == DType::f16 || n.meta.dtype == DType::bf16)) {
+      // Kernels add atomically in f32 (16-bit atomic adds are not on every target, and lose more):
+      // the sums are rounded once, after.
+      for (size_t j : {size_t{0}, size_t{2}}) ins[j] = out.add(OpId::cast, {ins[j]}, Attrs{DType::f32});
+      map[static_cast<size_t>(id)] = out.add(OpId::cast, {out.add(OpId::scatter_add, ins, n.attrs)}, Attrs{n.meta.dtype});
+      if (!n.name.empty()) out.set_name(map[static_cast<size_t>(id)], n.name);
+      continue;
+    }
     if (convolves(n.op)) {
       map[static_cast<size_t>(id)] = prepare_convolution(out, n, ins);
       if (!n.name.empty()) out.set_name(map[static_cast<size_t>(id)], n.name);
@@ -296,6 +304,13 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
     const std::string what = std::string(op_name(n.op)) + (n.name.empty() ? std::string() : " '" + n.name + "'") + " (node %" +
                              std::to_string(id) + " of the scheduled graph)";
     NodeId index = n.inputs[1];
+    // Each index once, not once per element it is broadcast to (an index_add's 1-D index spread over rows).
+    for (;;) {
+      const Node& v = out.node(index);
+      if (v.op != OpId::expand && !(v.op == OpId::reshape && reshape_is_unsqueeze(out.node(v.inputs[0]).meta.sizes, v.meta.sizes)))
+        break;
+      index = v.inputs[0];
+    }
     if (out.node(index).meta.dtype != DType::i64) index = out.add(OpId::cast, {index}, Attrs{DType::i64});
     const NodeId below = out.add(OpId::lt, {index, scalar(DType::i64, 0)});
     const NodeId above = out.add(OpId::ge, {index, scalar(DType::i64, size)});

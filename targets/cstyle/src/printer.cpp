@@ -156,7 +156,15 @@ void KernelPrinter::bind_row_values(int32_t pass, Scope& row) {
 void KernelPrinter::store(const schedule::Store& st, Scope& sc) {
   const DType t = buffer_dtype(st.buffer);
   const Value x = convert(value(st.value, sc), compute_type(t));
-  line(d_.store(t, d_.buffer_name(st.buffer), affine(st.index, sc), x.v));
+  std::string index = affine(st.index, sc);
+  if (st.offset >= 0) index = "(" + index + " + " + convert(value(st.offset, sc), CT::i64).v + ")";
+  if (!st.accumulate) {
+    line(d_.store(t, d_.buffer_name(st.buffer), index, x.v));
+    return;
+  }
+  KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, "codegen: kernel ", k_.name,
+             " adds ", dtype_name(t), " values atomically; the scheduler gives f32, f64, i32 or i64");
+  line(d_.accumulate(t, d_.buffer_name(st.buffer), index, x.v));
 }
 
 Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {

@@ -110,7 +110,7 @@ std::optional<VectorPlan> plan_vectors(const Kernel& k, size_t first_dim, bool i
   }
   for (size_t si = 0; si < k.stores.size(); ++si) {
     const schedule::Store& st = k.stores[si];
-    if (inner_only && !k.store_is_inner(st)) continue;
+    if (!st.plain() || (inner_only && !k.store_is_inner(st))) continue;  // a scatter's: one by one
     if (usable(st.buffer, st.index)) plan.stores.insert(si);
   }
   if (plan.loads.empty() && plan.stores.empty()) return std::nullopt;

@@ -115,6 +115,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // other in every dim but `dim`.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor take_along_dim(const Tensor& x, const Tensor& index, int64_t dim);
+// torch.scatter_add: x with src[i] added at i with i[dim] = index[i], for every position i of
+// index (same rank as x; no larger than x in the other dims, nor than src in any: src is read
+// where index has elements). Repeated indices add up (in an unspecified order on devices);
+// src is cast to x's dtype. Differentiable in x and src.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.index_add: x with alpha * source's slice j along dim added at x's slice index[j] (index
+// 1-D, source x's shape but `dim`, which is index's length). Embedding gradients are this.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 
 // Composites (decomposed by the compiler; one kernel each after fusion).

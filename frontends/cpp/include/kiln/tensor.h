@@ -108,6 +108,8 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor matmul(const Tensor& other) const;
   Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
   Tensor softmax(int64_t dim) const;
   Tensor exp() const;
   Tensor log() const;

@@ -286,12 +286,21 @@ class FunctionEmitter : public render::llvm::Printer {
     return to_dtype(from_storage(t, raw), in.dtype);
   }
 
-  void store(int32_t buf, const Affine& index, const Val& x0, const Scope& sc) {
-    const DType t = s_.buffers[static_cast<size_t>(buf)].dtype;
+  void store(const schedule::Store& st, const Val& x0, Scope& sc) {
+    const DType t = s_.buffers[static_cast<size_t>(st.buffer)].dtype;
     const std::string raw = to_storage(t, x0);
-    const std::string base = buffer(buf), idx = affine(index, sc);
-    const std::string p = op("getelementptr ", storage_type(t), ", ptr ", base, ", i64 ", idx);
-    line("store ", storage_type(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t), alias(buf));
+    std::string idx = affine(st.index, sc);
+    if (st.offset >= 0) idx = op("add i64 ", idx, ", ", convert(value(st.offset, sc), CT::i64).v);
+    const std::string p = op("getelementptr ", storage_type(t), ", ptr ", buffer(st.buffer), ", i64 ", idx);
+    if (st.accumulate) {
+      // Other threads may add into the same element (a scatter's repeated index).
+      KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, "cpu codegen: kernel ",
+                 k_.name, " adds ", dtype_name(t), " values atomically; the scheduler gives f32, f64, i32 or i64");
+      op(is_floating(t) ? "atomicrmw fadd ptr " : "atomicrmw add ptr ", p, ", ", storage_type(t), " ", raw, " monotonic, align ",
+         dtype_size(t));
+      return;
+    }
+    line("store ", storage_type(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t), alias(st.buffer));
   }
 
   // ---- values ----
@@ -410,7 +419,7 @@ class FunctionEmitter : public render::llvm::Printer {
   // element once: its accesses may be marked parallel).
   bool writes_each_element_once(size_t var) const {
     for (const schedule::Store& st : k_.stores)
-      if (!st.index.depends_on(var)) return false;
+      if (!st.plain() || !st.index.depends_on(var)) return false;
     return true;
   }
 
@@ -421,7 +430,7 @@ class FunctionEmitter : public render::llvm::Printer {
     if (n == 0) {
       line("br i1 ", op("icmp sgt i64 %end, %begin"), ", label %one, label %exit");
       block("one");
-      for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, top), top);
+      for (const schedule::Store& st : k_.stores) store(st, value(st.value, top), top);
       line("br label %exit");
       block("exit");
       line("ret void");
@@ -437,7 +446,7 @@ class FunctionEmitter : public render::llvm::Printer {
         in.vars = outer.vars;
         in.vars[n - 1] = c;
         in.parent = &outer;
-        for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, in), in);
+        for (const schedule::Store& st : k_.stores) store(st, value(st.value, in), in);
       }, writes_each_element_once(n - 1));
     });
   }
@@ -619,12 +628,12 @@ class FunctionEmitter : public render::llvm::Printer {
     }
     for (const schedule::Store& st : k_.stores)
       if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == p)
-        store(st.buffer, st.index, value(st.value, sc), sc);
+        store(st, value(st.value, sc), sc);
   }
 
   void outer_stores(Scope& sc) {
     for (const schedule::Store& st : k_.stores)
-      if (!k_.store_is_inner(st)) store(st.buffer, st.index, value(st.value, sc), sc);
+      if (!k_.store_is_inner(st)) store(st, value(st.value, sc), sc);
   }
 
   void emit_reduction() {
@@ -901,7 +910,7 @@ class FunctionEmitter : public render::llvm::Printer {
           sc.vars = rs.vars;
           sc.vars[n - 1] = c;
           sc.parent = &rs;
-          for (const schedule::Store& st : k_.stores) store(st.buffer, st.index, value(st.value, sc), sc);
+          for (const schedule::Store& st : k_.stores) store(st, value(st.value, sc), sc);
         }, writes_each_element_once(n - 1));
       });
     });

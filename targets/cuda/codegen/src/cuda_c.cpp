@@ -123,6 +123,17 @@ struct CudaDialect final : cstyle::Dialect {
       default: return e;
     }
   }
+  std::string accumulate(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
+    const std::string p = "&" + buffer + "[" + index + "]";
+    switch (t) {
+      case DType::f32: return "atomicAdd(" + p + ", " + x + ");";
+      case DType::f64: return "atomicAdd(" + p + ", " + x + ");";
+      case DType::i32: return "atomicAdd(" + p + ", (int)" + x + ");";
+      // Two's complement: adding the unsigned bits adds the signed values.
+      case DType::i64: return "atomicAdd((unsigned long long*)" + p + ", (unsigned long long)" + x + ");";
+      default: fail("cuda codegen: no atomic add of ", dtype_name(t));
+    }
+  }
   std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
     std::string v = x;
     switch (t) {

@@ -228,7 +228,16 @@ class NvptxEmitter : public render::llvm::Printer {
   void store(const schedule::Store& st, Scope& sc) {
     const DType t = buffer_dtype(st.buffer);
     const std::string raw = to_storage(t, value(st.value, sc));
-    const std::string p = element_ptr(st.buffer, affine(st.index, sc));
+    std::string idx = affine(st.index, sc);
+    if (st.offset >= 0) idx = op("add i64 ", idx, ", ", convert(value(st.offset, sc), CT::i64).v);
+    const std::string p = element_ptr(st.buffer, idx);
+    if (st.accumulate) {  // red.global.add: other threads may add into the same element
+      KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, "cuda codegen: kernel ",
+                 k_.name, " adds ", dtype_name(t), " values atomically; the scheduler gives f32, f64, i32 or i64");
+      op(is_floating(t) ? "atomicrmw fadd ptr addrspace(1) " : "atomicrmw add ptr addrspace(1) ", p, ", ",
+         storage_type(t), " ", raw, " monotonic, align ", dtype_size(t));
+      return;
+    }
     line("store ", storage_type(t), " ", raw, ", ptr addrspace(1) ", p, ", align ", dtype_size(t));
   }
 

@@ -207,6 +207,17 @@ struct GlslDialect final : cstyle::Dialect {
       default: return e;
     }
   }
+  // f32: a compare-and-swap loop on the binding's uint view (b<id>u; shader_head declares it),
+  // which every device has (atomicAdd on floats needs VK_EXT_shader_atomic_float).
+  std::string accumulate(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
+    const std::string i = "int(" + at(buffer, index) + ")";
+    if (t == DType::i32) return "atomicAdd(" + buffer + "[" + i + "], int(" + x + "));";
+    KILN_CHECK(t == DType::f32, "vulkan codegen: no atomic add of ", dtype_name(t),
+               " (the schedule target leaves 64-bit scatters to the reference kernel)");
+    const std::string u = buffer + "u[ki]";
+    return "{ const int ki = " + i + "; const float kx = " + x + "; uint kold = " + u + ", kseen; do { kseen = kold; kold = "
+           "atomicCompSwap(" + u + ", kseen, floatBitsToUint(uintBitsToFloat(kseen) + kx)); } while (kold != kseen); }";
+  }
   std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
     const Storage st = storage_of(t, caps);
     const std::string i = at(buffer, index);
@@ -319,6 +330,12 @@ std::string shader_head(const schedule::Schedule& s, const std::vector<int32_t>&
     if (vector_views.count(b))
       h << "layout(std430, set = 0, binding = " << i << ") restrict " << (written ? "" : "readonly ") << "buffer B" << b
         << "v { " << vec_type(s.buffers[static_cast<size_t>(b)].dtype) << " b" << b << "v[]; };\n";
+    // The same binding as uints, for the compare-and-swap of f32 atomic adds (a scatter's store).
+    bool accumulated = false;
+    if (k)
+      for (const schedule::Store& st : k->stores) accumulated = accumulated || (st.accumulate && st.buffer == b);
+    if (accumulated && s.buffers[static_cast<size_t>(b)].dtype == DType::f32)
+      h << "layout(std430, set = 0, binding = " << i << ") buffer B" << b << "u { uint b" << b << "u[]; };\n";
   }
   std::string pcs;
   for (const SymbolInfo& sym : s.graph.shapes().symbols()) pcs += " int64_t s" + std::to_string(sym.id) + ";";
@@ -1195,7 +1212,7 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
 }
 
 // A shader's buffers named by their binding position instead of their plan buffer ids (B<id>
-// b<id> b<id>v -> KBind<i> kbind<i> kbind<i>v): a model's repeated layers then give
+// b<id> b<id>v b<id>u -> KBind<i> kbind<i> kbind<i>v kbind<i>u): a model's repeated layers then give
 // byte-identical shaders, which the runtime compiles into one pipeline.
 void name_buffers_by_binding(plan::PlanKernel& pk) {
   lower::Renames r;
@@ -1206,6 +1223,8 @@ void name_buffers_by_binding(plan::PlanKernel& pk) {
     r["b" + id] = "kbind" + at;
     r["B" + id + "v"] = "KBind" + at + "v";
     r["b" + id + "v"] = "kbind" + at + "v";
+    r["B" + id + "u"] = "KBind" + at + "u";
+    r["b" + id + "u"] = "kbind" + at + "u";
   }
   pk.source = lower::rename_identifiers(pk.source, r);
 }
@@ -1272,6 +1291,7 @@ schedule::Target schedule_target(const CodegenOptions& options) {
   schedule::Target t = options.gpu ? schedule::Target::gpu() : schedule::Target::cpu();
   if (options.gpu) t.low_precision_gemm = false;
   t.max_kernel_buffers = options.caps.max_storage_buffers;
+  t.atomic_add_64 = false;  // a 64-bit compare-and-swap needs shaderBufferInt64Atomics; not asked for
   return t;
 }
 

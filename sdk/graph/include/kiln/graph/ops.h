@@ -75,6 +75,11 @@ enum class OpId : uint16_t {
   gather,       // attrs: dim:int; inputs (x, index: i32/i64 of x's rank, no dim but `dim` larger than
                 //        x's) -> y of index's shape, y[i] = x[i with i[dim] = index[i]] (torch.gather,
                 //        ONNX GatherElements; indices outside x's dim are an error)
+  scatter_add,  // attrs: dim:int; inputs (x, index: i32/i64 of x's rank, src of index's shape and x's dtype; no
+                //        dim but `dim` larger than x's) -> y of x's shape: x, then y[i with i[dim] = index[i]] +=
+                //        src[i] for every position i of index (torch.scatter_add, index_add with the index
+                //        expanded, embedding gradients; indices outside x's dim are an error). Kernels add
+                //        atomically: repeated indices sum in an unspecified order
   flatten,      // attrs: start_dim:int, end_dim:int       composite -> reshape
   // Composites, each with a decomposition into the primitives above.
   softmax,      // attrs: dim:int
@@ -126,7 +131,8 @@ enum class OpId : uint16_t {
 // clang-format on
 inline constexpr int kNumOps = static_cast<int>(OpId::matmul) + 1;
 
-enum class OpCategory : uint8_t { source, unary, binary, ternary, reduction, layout, composite, matmul };
+// scatter: ops that write at positions a tensor gives (scatter_add): neither views nor pointwise.
+enum class OpCategory : uint8_t { source, unary, binary, ternary, reduction, layout, composite, matmul, scatter };
 
 // A tensor value stored in a `constant` node.
 struct ConstantData {

@@ -79,6 +79,14 @@ struct Store {
   int32_t buffer = -1;
   Affine index;
   int32_t value = -1;  // instruction
+  // A scatter's store (scatter_add): `offset`, an i64 value, is added to the affine index (the
+  // lowering keeps it inside the buffer), and with `accumulate` the value is added to what the
+  // element holds, atomically (several points of the domain may reach one element; the buffer
+  // holds its initial value from an earlier kernel). Only in pointwise kernels; targets store
+  // such values one at a time, never as vectors.
+  int32_t offset = -1;
+  bool accumulate = false;
+  bool plain() const { return offset < 0 && !accumulate; }
 };
 
 // C[b] = A[b] @ B[b] for every batch index b, row-major operand views given by strides.
@@ -176,7 +184,7 @@ struct Kernel {
   // index varies over them (a per-row value broadcast back along the row is stored there too).
   bool store_is_inner(const Store& s) const;
   SymInt outer_extent() const;         // product of the outer extents
-  std::vector<int32_t> reads() const;  // buffers loaded (and gemm operands), sorted, unique
+  std::vector<int32_t> reads() const;  // buffers loaded (gemm operands, accumulated into), sorted, unique
   std::vector<int32_t> writes() const; // buffers stored (and the gemm's c), sorted, unique
   std::string str() const;             // readable listing
 };

@@ -53,6 +53,8 @@ struct Dialect {
   virtual std::string load(DType t, const std::string& buffer, const std::string& index) const = 0;
   // A statement storing compute value x (already of compute type of t) into buffer[index].
   virtual std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const = 0;
+  // A statement adding x into buffer[index] atomically (t f32, f64, i32 or i64; a scatter's store).
+  virtual std::string accumulate(DType t, const std::string& buffer, const std::string& index, const std::string& x) const = 0;
   // x (f32) rounded to f16 or bf16 and back.
   virtual std::string round_to(DType t, const std::string& x) const = 0;
   // x (i64) wrapped to 32 bits and sign-extended back.

@@ -10,6 +10,7 @@
 #include <kiln/graph/graph.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -27,8 +28,9 @@ TensorData random_f64(const std::vector<int64_t>& sizes, uint64_t seed) {
   return d;
 }
 
-// g's single output is a 0-d loss; every input is differentiated (inputs get `values`).
-void check_gradients(const Graph& g, const std::vector<TensorData>& values) {
+// g's single output is a 0-d loss; every input is differentiated (inputs get `values`). Returns
+// the joint graph, whose outputs are the gradients.
+Graph check_gradients(const Graph& g, const std::vector<TensorData>& values) {
   Graph joint = g;
   const NodeId loss = g.outputs()[0];
   const std::vector<autodiff::Step> steps = autodiff::steps_of(joint);
@@ -58,6 +60,7 @@ void check_gradients(const Graph& g, const std::vector<TensorData>& values) {
       }
     }
   }
+  return joint;
 }
 
 }  // namespace
@@ -97,6 +100,28 @@ BOOST_AUTO_TEST_CASE(composites_through_their_decompositions) {
 
 // A node no seed depends on gets no gradient (-1), and an input that only reaches an integer
 // value (argmax) gets none either.
+// A tied embedding (GPT-2's token table: looked up by ids, then the output projection): the
+// lookup's gradient, rows of g added where the ids say (repeats adding up), adds into the
+// projection's gradient directly, not into a table of zeros added to it after.
+BOOST_AUTO_TEST_CASE(a_tied_embedding_adds_its_rows_into_the_projections_gradient) {
+  Graph g;
+  const NodeId w = g.add_input(meta({5, 3}), "w");
+  auto ids = std::make_shared<ConstantData>();
+  ids->dtype = DType::i64;
+  ids->sizes = {4};
+  const std::vector<int64_t> v{1, 3, 1, 0};
+  ids->bytes.resize(32);
+  std::memcpy(ids->bytes.data(), v.data(), 32);
+  const NodeId i = g.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(ids)});
+  const NodeId e = g.add(OpId::index_select, {w, i}, {int64_t{0}});
+  const NodeId y = g.add(OpId::matmul, {g.add(OpId::tanh, {e}), g.add(OpId::permute, {w}, {std::vector<int64_t>{1, 0}})});
+  g.set_outputs({g.add(OpId::sum, {g.add(OpId::mul, {y, y})}, {std::vector<int64_t>{}, false})});
+  const Graph joint = check_gradients(g, {random_f64({5, 3}, 9)});
+  const Node& gw = joint.node(joint.outputs()[0]);
+  BOOST_TEST(op_name(gw.op) == "scatter_add");
+  BOOST_TEST(op_name(joint.node(gw.inputs[0]).op) != "full", "the rows add into the projection's gradient");
+}
+
 BOOST_AUTO_TEST_CASE(what_is_not_connected_gets_nothing) {
   Graph g;
   const NodeId x = g.add_input(meta({3}), "x");

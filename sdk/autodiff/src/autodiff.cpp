@@ -43,7 +43,23 @@ struct Accumulator {
   void add(NodeId node, NodeId grad) {
     grad = sum_to(g, grad, g.node(node).meta);
     auto [it, fresh] = grads.try_emplace(node, grad);
-    if (!fresh) it->second = g.add(OpId::add, {it->second, grad});
+    if (fresh) return;
+    NodeId sum = scatter_into(it->second, grad);
+    if (sum < 0) sum = scatter_into(grad, it->second);
+    it->second = sum >= 0 ? sum : g.add(OpId::add, {it->second, grad});
+  }
+  // base + scatter_add(zeros, index, src) as scatter_add(base, index, src): the rows add into
+  // base's buffer instead of into a table of zeros added to base after (a tied embedding's
+  // gradients, one from the lookup and one from the output projection); -1 when `scattered` is
+  // not such a scatter of base's meta.
+  NodeId scatter_into(NodeId base, NodeId scattered) {
+    const Node& s = g.node(scattered);
+    if (s.op != OpId::scatter_add) return -1;
+    const Node& zeros = g.node(s.inputs[0]);
+    if (zeros.op != OpId::full || zeros.attrs.f(1) != 0.0) return -1;
+    const TensorMeta& b = g.node(base).meta;
+    if (!(b.sizes == s.meta.sizes) || b.dtype != s.meta.dtype) return -1;
+    return g.add(OpId::scatter_add, {base, s.inputs[1], s.inputs[2]}, s.attrs);
   }
   NodeId get(NodeId node) const {
     const auto it = grads.find(node);

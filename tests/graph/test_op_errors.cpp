@@ -124,6 +124,19 @@ BOOST_AUTO_TEST_CASE(layout) {
   CHECK_KILN_ERROR(t.op(OpId::gather, {x, t.in(D::i64, {3, 5})}, {int64_t{1}}), "gather: index [3, 5] is larger than x",
                    "at dim 0");
   CHECK_KILN_ERROR(t.op(OpId::gather, {t.in(D::f32, {}), t.in(D::i64, {})}, {int64_t{0}}), "gather: x must have at least one dim");
+  const NodeId i = t.in(D::i64, {2, 2});
+  CHECK_KILN_ERROR(t.op(OpId::scatter_add, {x, i, t.in(D::f32, {2, 3})}, {int64_t{0}}),
+                   "scatter_add: src [2, 3] must have the index's shape [2, 2]");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_add, {x, i, t.in(D::f64, {2, 2})}, {int64_t{0}}), "scatter_add: src must have x's dtype f32");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_add, {x, t.in(D::f32, {2, 2}), t.in(D::f32, {2, 2})}, {int64_t{0}}),
+                   "scatter_add: index must be i32 or i64");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_add, {x, t.in(D::i64, {2}), t.in(D::f32, {2})}, {int64_t{0}}),
+                   "scatter_add: index [2] must have the rank of x");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_add, {x, t.in(D::i64, {9, 5}), t.in(D::f32, {9, 5})}, {int64_t{0}}),
+                   "scatter_add: index [9, 5] is larger than x", "at dim 1");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_add, {t.in(D::bool_, {2, 2}), i, t.in(D::bool_, {2, 2})}, {int64_t{0}}),
+                   "scatter_add: x must be a number tensor");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_add, {x, i, t.in(D::f32, {2, 2})}, {int64_t{2}}), "scatter_add: dim 2 out of range");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {x}, {int64_t{1}, int64_t{0}}), "flatten: start_dim 1 is after end_dim 0");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {x}, {int64_t{0}, int64_t{2}}), "flatten: end_dim 2 out of range");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {t.in(D::f32, {})}, {int64_t{0}, int64_t{1}}), "flatten:");

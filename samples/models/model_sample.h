@@ -83,6 +83,18 @@ struct ModelSample {
   double torch_tolerance = 1e-4;                // compiled against torch's output
 };
 
+// f(), or, where it throws kiln::Error (a bad option's value), "<program>: <message>" on stderr
+// and exit status 2.
+template <class F>
+auto or_exit(const char* program, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    std::exit(2);
+  }
+}
+
 inline Device sample_device(int argc, char** argv) {
   const std::string d = flag(argc, argv, "--device", "cpu");
   if (d == "cpu") return Device::cpu();

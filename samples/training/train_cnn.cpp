@@ -88,6 +88,17 @@ double accuracy(const Tensor& logits, const Tensor& labels) {
   return static_cast<double>(hits) / static_cast<double>(got.size());
 }
 
+// Each step's logits and labels, kept during the loop (not timed) for its accuracies after.
+struct Outputs {
+  std::vector<std::pair<Tensor, Tensor>> steps;
+  void add(const Tensor& logits, const Tensor& labels) { steps.emplace_back(logits, labels); }
+  std::vector<double> accuracies() const {
+    std::vector<double> a;
+    for (const auto& [logits, labels] : steps) a.push_back(accuracy(logits, labels));
+    return a;
+  }
+};
+
 Loop train_compiled(cnn::Model model, Batches batches, int64_t steps, int64_t batch, double lr, Device device) {
   auto step = kiln::compile([](const cnn::Model& m, const optim::SGDState& s, const Tensor& rate, const Tensor& x,
                                const Tensor& labels) {
@@ -112,21 +123,15 @@ Loop train_compiled(cnn::Model model, Batches batches, int64_t steps, int64_t ba
   model = samples::to_device(model, device);
   optim::SGDState state = optim::SGDState::init(tree_leaves(model), kSGD);
   const Tensor rate = full({}, lr, DType::f32, device);
-  Loop out;
-  for (int64_t k = 0; k < steps; ++k) {
-    const auto [x, labels] = batches.next(batch, device);
-    Tensor loss, logits;
-    out.step_ms.push_back(samples::time_ms([&] {
-      auto [l, z, m, s] = step(model, state, rate, x, labels);
-      synchronize(device);
-      loss = l;
-      logits = z;
-      model = std::move(m);
-      state = std::move(s);
-    }));
-    out.losses.push_back(loss.to(Device::cpu()).item<double>());
-    out.accuracies.push_back(accuracy(logits, labels));
-  }
+  Outputs seen;
+  Loop out = samples::run_steps(steps, device, [&] { return batches.next(batch, device); }, [&](const auto& b) {
+    auto [loss, logits, m, s] = step(model, state, rate, b.first, b.second);
+    model = std::move(m);
+    state = std::move(s);
+    seen.add(logits, b.second);
+    return loss;
+  });
+  out.accuracies = seen.accuracies();
   return out;
 }
 
@@ -134,23 +139,13 @@ Loop train_eager(cnn::Model model, Batches batches, int64_t steps, int64_t batch
   std::vector<Tensor> params;
   std::tie(model, params) = samples::as_leaves(model, device);
   optim::SGD opt(params, lr, kSGD);
-  Loop out;
-  for (int64_t k = 0; k < steps; ++k) {
-    const auto [x, labels] = batches.next(batch, device);
-    Tensor loss, logits;
-    out.step_ms.push_back(samples::time_ms([&] {
-      opt.zero_grad();
-      auto [z, next] = model.train(x);
-      logits = z;
-      model = std::move(next);  // the same parameters, the batch norms' new running statistics
-      loss = cross_entropy(logits, labels);
-      loss.backward();
-      opt.step();
-      synchronize(device);
-    }));
-    out.losses.push_back(loss.to(Device::cpu()).item<double>());
-    out.accuracies.push_back(accuracy(logits, labels));
-  }
+  Outputs seen;
+  Loop out = samples::run_steps(steps, device, [&] { return batches.next(batch, device); }, [&](const auto& b) {
+    auto [loss, logits] = samples::eager_train_step(model, opt, b.first, b.second);
+    seen.add(logits, b.second);
+    return loss;
+  });
+  out.accuracies = seen.accuracies();
   return out;
 }
 

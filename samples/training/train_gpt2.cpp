@@ -32,8 +32,6 @@ using samples::Loop;
 
 namespace {
 
-const optim::AdamOptions kAdamW{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .decoupled = true};
-
 // Batches of byte windows: inputs [B, T] and the next bytes [B, T], from a fixed sequence of
 // positions (a 64-bit LCG), so every run and both loops see the same batches.
 struct Batches {
@@ -69,26 +67,18 @@ Loop train_compiled(gpt2::Model model, Batches batches, int64_t steps, int64_t b
   auto step = kiln::compile([](const gpt2::Model& m, const optim::AdamState& s, const Tensor& rate, const Tensor& ids,
                                const Tensor& targets) {
     auto [loss, g] = value_and_grad([&](const gpt2::Model& q) { return cross_entropy(q(ids), targets); }, m);
-    auto [p, ns] = optim::adam_step(tree_leaves(m), tree_leaves(g), s, rate, kAdamW);
+    auto [p, ns] = optim::adam_step(tree_leaves(m), tree_leaves(g), s, rate, samples::kAdamW);
     return std::tuple{loss, tree_replace(m, std::move(p)), std::move(ns)};
   });
   model = samples::to_device(model, device);
   optim::AdamState state = optim::AdamState::init(tree_leaves(model));
   const Tensor rate = full({}, lr, DType::f32, device);
-  Loop out;
-  for (int64_t k = 0; k < steps; ++k) {
-    const auto [ids, targets] = batches.next(batch, seq, device);
-    Tensor loss;
-    out.step_ms.push_back(samples::time_ms([&] {
-      auto [l, m, s] = step(model, state, rate, ids, targets);
-      synchronize(device);
-      loss = l;
-      model = std::move(m);
-      state = std::move(s);
-    }));
-    out.losses.push_back(loss.to(Device::cpu()).item<double>());
-  }
-  return out;
+  return samples::run_steps(steps, device, [&] { return batches.next(batch, seq, device); }, [&](const auto& b) {
+    auto [loss, m, s] = step(model, state, rate, b.first, b.second);
+    model = std::move(m);
+    state = std::move(s);
+    return loss;
+  });
 }
 
 // The eager loop, as torch's: leaves that require gradients, backward(), optim::AdamW.
@@ -96,21 +86,14 @@ Loop train_eager(gpt2::Model model, Batches batches, int64_t steps, int64_t batc
                  Device device) {
   std::vector<Tensor> params;
   std::tie(model, params) = samples::as_leaves(model, device);
-  optim::AdamW opt(params, lr, kAdamW);
-  Loop out;
-  for (int64_t k = 0; k < steps; ++k) {
-    const auto [ids, targets] = batches.next(batch, seq, device);
-    Tensor loss;
-    out.step_ms.push_back(samples::time_ms([&] {
-      opt.zero_grad();
-      loss = cross_entropy(model(ids), targets);
-      loss.backward();
-      opt.step();
-      synchronize(device);
-    }));
-    out.losses.push_back(loss.to(Device::cpu()).item<double>());
-  }
-  return out;
+  optim::AdamW opt(params, lr, samples::kAdamW);
+  return samples::run_steps(steps, device, [&] { return batches.next(batch, seq, device); }, [&](const auto& b) {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model(b.first), b.second);
+    loss.backward();
+    opt.step();
+    return loss;
+  });
 }
 
 }  // namespace

@@ -36,6 +36,43 @@ struct Loop {
   std::vector<double> losses, accuracies, step_ms;  // accuracies: empty where not measured
 };
 
+// The AdamW of the samples that train with it (train_gpt2, train_resnet) and of
+// tools/models/bench_train.py's torch side: betas 0.9/0.95, weight decay 0.1 (decoupled).
+inline const optim::AdamOptions kAdamW{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                                       .decoupled = true};
+
+// `steps` steps of a loop on `device`: next_batch() makes step k's batch (not timed), step(batch)
+// runs the step and returns its loss; each step is timed up to the device's synchronisation.
+template <class NextBatch, class Step>
+Loop run_steps(int64_t steps, Device device, NextBatch&& next_batch, Step&& step) {
+  Loop out;
+  for (int64_t k = 0; k < steps; ++k) {
+    const auto batch = next_batch();
+    Tensor loss;
+    out.step_ms.push_back(time_ms([&] {
+      loss = step(batch);
+      synchronize(device);
+    }));
+    out.losses.push_back(loss.to(Device::cpu()).item<double>());
+  }
+  return out;
+}
+
+// One eager step, as torch's loop, of a model whose train(x) gives the logits in training mode
+// and the model with its batch norms' running statistics updated (its parameters the same
+// leaves, which `opt` holds): zero_grad, forward, cross-entropy, backward, the optimizer's step.
+// Returns the loss and the logits; `model` becomes the updated one.
+template <class Model, class Optimizer>
+std::pair<Tensor, Tensor> eager_train_step(Model& model, Optimizer& opt, const Tensor& x, const Tensor& labels) {
+  opt.zero_grad();
+  auto [logits, next] = model.train(x);
+  model = std::move(next);
+  Tensor loss = cross_entropy(logits, labels);
+  loss.backward();
+  opt.step();
+  return {std::move(loss), std::move(logits)};
+}
+
 // Each step, then the first step (trace and compile), the median of the steps after `warmup`
 // and the final loss. Returns the exit code: 0 when the final loss is finite.
 inline int report(const std::string& mode, const Loop& l, int64_t warmup) {

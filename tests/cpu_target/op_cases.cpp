@@ -924,6 +924,30 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(sym, {A(t, {-1, 3}), idx(D::i64, {2, 3}, 2)}, fixed({int64_t{0}}), "along a symbolic dim");
         break;
       }
+      case OpId::scatter: {
+        // One write per element (where two positions write one element, either may land): an
+        // index of one row along dim, or a constant index distinct along it.
+        auto idx = [](DType it, Ints sizes, int64_t bound) {
+          Arg a = A(it, std::move(sizes));
+          a.index_bound = bound;
+          return a;
+        };
+        add_both(cs, {A(t, {5, 3}), idx(D::i64, {1, 3}, 5), A(t, {1, 3})}, fixed({int64_t{0}}));
+        add_both(cs, {A(t, {4, 6}, dom, Layout::permuted), idx(D::i32, {4, 1}, 6), A(t, {4, 1})}, fixed({int64_t{1}}), "strided");
+        const BuildFn constant_index = [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          const std::vector<int64_t> v{4, 0, 1, 0, 2, 4};
+          auto c = std::make_shared<ConstantData>();
+          c->dtype = D::i64;
+          c->sizes = {2, 3};
+          c->bytes.resize(v.size() * sizeof(int64_t));
+          std::memcpy(c->bytes.data(), v.data(), c->bytes.size());
+          const NodeId i = g.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(c)});
+          return g.add(OpId::scatter, {in[0], i, in[1]}, {int64_t{0}});
+        };
+        add_both(cs, {A(t, {5, 3}), A(t, {2, 3})}, constant_index, "constant index");
+        add_both(sym, {A(t, {-1, 4}), idx(D::i64, {-1, 1}, 4), A(t, {-1, 1})}, fixed({int64_t{1}}), "symbolic batch");
+        break;
+      }
       case OpId::scatter_add: {
         if (t == D::bool_) break;  // (numbers only)
         auto idx = [](DType it, Ints sizes, int64_t bound) {
@@ -1451,7 +1475,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
       t[op] = reduction_cases;
     for (OpId op : {OpId::reshape, OpId::permute, OpId::transpose, OpId::expand, OpId::squeeze, OpId::unsqueeze,
                     OpId::slice, OpId::unfold, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::scatter_add,
-                    OpId::flatten})
+                    OpId::scatter, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last, OpId::max_pool, OpId::avg_pool,

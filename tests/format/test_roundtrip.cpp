@@ -104,6 +104,7 @@ Graph op_use(OpId op) {
       y = g.add(op, {x, idx}, {int64_t{1}});
       break;
     }
+    case OpId::scatter:
     case OpId::scatter_add: {
       const NodeId idx = g.add_input(meta(DType::i32, {s0, 5}), "idx");
       const NodeId src = g.add_input(meta(DType::f32, {s0, 5}), "src");

@@ -177,6 +177,14 @@ std::vector<GradCase> cases() {
                {O::scatter_add},
                {f64({3, 4}, 65), from_vector(std::vector<int64_t>{2, 0, 2, 1, 2, 2}, {2, 3}), f64({2, 5}, 66)},
                [](const std::vector<Tensor>& v) { return scatter_add(v[0], 0, v[1], v[2]) * 1.0; }});
+  c.push_back({"scatter, distinct indices",
+               {O::scatter},
+               {f64({3, 4}, 77), from_vector(std::vector<int64_t>{2, 0, 1, 1, 2, 0}, {2, 3}), f64({2, 3}, 78)},
+               [](const std::vector<Tensor>& v) { return scatter(v[0], 0, v[1], v[2]) * 1.0; }});
+  c.push_back({"index_put, accumulating repeated rows",
+               {O::scatter_add},
+               {f64({4, 3}, 75), from_vector(std::vector<int64_t>{1, -1, 1}), f64({3, 3}, 76)},
+               [](const std::vector<Tensor>& v) { return index_put(v[0], {v[1]}, v[2], true); }});
   c.push_back({"index_add",
                {O::scatter_add},
                {f64({4, 3}, 67), from_vector(std::vector<int64_t>{2, 0, 2}), f64({4, 3}, 68)},
@@ -296,6 +304,9 @@ BOOST_AUTO_TEST_CASE(cross_entropy_and_its_gradient) {
   const double e1 = std::exp(1 - z), e2 = std::exp(2 - z), e3 = std::exp(3 - z);
   check_values(logits.grad(), {e1 / 2, e2 / 2, (e3 - 1) / 2, (1.0 / 3 - 1) / 2, 1.0 / 6, 1.0 / 6}, 1e-12);
   BOOST_TEST(contains(error_of([&] { cross_entropy(logits, from_vector(std::vector<int64_t>{1, 2}, {2, 1})); }), "without its last dim"));
+  // A target outside the classes gives NaN, not the loss of some other class.
+  const Tensor bad = cross_entropy(logits.detach(), from_vector(std::vector<int64_t>{3, 0}));
+  BOOST_TEST(std::isnan(bad.to(DType::f64).item<double>()));
 }
 
 // BatchNorm2d in training mode: normalised by the batch's mean and biased variance, the running

@@ -188,4 +188,22 @@ BOOST_AUTO_TEST_CASE(gather_values) {
   check_tensor(x.gather(1, i), {3, 2}, DType::f32, {2, 1, 3, 3, 6, 6});
 }
 
+// torch.scatter_add / scatter / index_add / index_put on x = [[1, 2], [3, 4], [5, 6]].
+BOOST_AUTO_TEST_CASE(scatter_values) {
+  const Tensor x = f32({1, 2, 3, 4, 5, 6}, {3, 2});
+  const Tensor i = reshape(from_vector<int64_t>({2, 0, 2, 1}), {2, 2});
+  const Tensor src = f32({10, 20, 30, 40, 50, 60}, {3, 2});  // only its first 2 rows are read
+  check_tensor(scatter_add(x, 0, i, src), {3, 2}, DType::f32, {1, 22, 3, 44, 45, 6});
+  check_tensor(x.scatter(0, reshape(from_vector<int64_t>({2, 0}), {1, 2}), src), {3, 2}, DType::f32, {1, 20, 3, 4, 10, 6});
+  check_tensor(index_add(x, 1, from_vector<int32_t>({1, 1}), f32({1, 2, 3, 4, 5, 6}, {3, 2}), 2.0), {3, 2}, DType::f32,
+               {1, 8, 3, 18, 5, 28});
+  // Rows 2 and -1 (= 2) accumulate; two index tensors pick elements.
+  check_tensor(index_put(x, {from_vector<int64_t>({2, -1})}, f32({1, 1}, {2}), true), {3, 2}, DType::f32,
+               {1, 2, 3, 4, 7, 8});
+  check_tensor(x.index_put({from_vector<int64_t>({0, 2}), from_vector<int64_t>({1, 0})}, f32({9, 8}, {2})), {3, 2},
+               DType::f32, {1, 9, 3, 4, 8, 6});
+  BOOST_TEST(contains(error_of([&] { sum(index_put(x, {from_vector<int64_t>({3})}, f32({0}, {1}))).item<float>(); }), "out of range"));
+  BOOST_TEST(contains(error_of([&] { scatter_add(x, 0, i, f32({1}, {1})); }), "scatter_add"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -134,6 +134,15 @@ BOOST_AUTO_TEST_CASE(scatter_adds) {
   check_error([&] { eval(OpId::scatter_add, {x, i64({1, 1}, {-1}), f32({1, 1}, {1})}, {int64_t{1}}); }, {"index -1", "size 2"});
 }
 
+BOOST_AUTO_TEST_CASE(scatters) {
+  const TensorData x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  // y[index[i][j]][j] = src[i][j]; the rest of x stays.
+  check(eval(OpId::scatter, {x, i64({1, 2}, {2, 0}), f32({1, 2}, {10, 20})}, {int64_t{0}}), DType::f32, {3, 2},
+        {1, 20, 3, 4, 10, 6}, 0);
+  check(eval(OpId::scatter, {boolean({2}, {1, 0}), i64({1}, {1}), boolean({1}, {1})}, {int64_t{0}}), DType::bool_, {2}, {1, 1}, 0);
+  check_error([&] { eval(OpId::scatter, {x, i64({1, 1}, {3}), f32({1, 1}, {1})}, {int64_t{0}}); }, {"scatter: index 3", "size 3"});
+}
+
 BOOST_AUTO_TEST_CASE(contiguous_and_convert) {
   TensorData t = x23();
   t.sizes = {3, 2};

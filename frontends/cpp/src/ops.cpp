@@ -240,11 +240,15 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return dispatch(OpId::gather, {&x, &index}, Attrs{normalize_dim(dim, x.rank(), "gather")});
 }
 
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  KILN_CHECK(x.rank() >= 1 && index.rank() == x.rank() && src.rank() == x.rank(), "scatter_add: x ",
+namespace {
+
+// scatter and scatter_add: src cut to the index's sizes (torch reads it only there) and cast to x's dtype.
+Tensor scatter_op(OpId op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  const std::string name(op_name(op));
+  KILN_CHECK(x.rank() >= 1 && index.rank() == x.rank() && src.rank() == x.rank(), name, ": x ",
              shape_str(x.shape()), ", index ", shape_str(index.shape()), " and src ", shape_str(src.shape()),
              " must have the same rank, at least 1");
-  const int64_t d = normalize_dim(dim, x.rank(), "scatter_add");
+  const int64_t d = normalize_dim(dim, x.rank(), name.c_str());
   // torch reads src only where index has elements: the leading part of each larger dim.
   Tensor part = src.dtype() == x.dtype() ? src : src.to(x.dtype());
   for (size_t k = 0; k < index.shape().size(); ++k) {
@@ -255,7 +259,56 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                shape_str(index.shape()), " is larger than src ", shape_str(src.shape()), " at dim ", k);
     part = slice(part, static_cast<int64_t>(k), 0, is.hint());
   }
-  return dispatch(OpId::scatter_add, {&x, &index, &part}, Attrs{d});
+  return dispatch(op, {&x, &index, &part}, Attrs{d});
+}
+
+}  // namespace
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_op(OpId::scatter_add, x, dim, index, src);
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_op(OpId::scatter, x, dim, index, src);
+}
+
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  const size_t k = indices.size();
+  KILN_CHECK(k >= 1 && k <= static_cast<size_t>(x.rank()), "index_put: takes 1 to ", x.rank(),
+             " index tensors for x ", shape_str(x.shape()), ", got ", k);
+  // Each index tuple's position in x's first k dims flattened; a tuple with an index outside its
+  // dim gets position -1, which the scatter's index check reports.
+  Tensor position, outside;
+  SymInt positions = 1;
+  for (size_t j = k; j-- > 0;) {
+    const Tensor& i = indices[j];
+    KILN_CHECK(i.dtype() == DType::i32 || i.dtype() == DType::i64, "index_put: index ", j, " must be i32 or i64, got ",
+               dtype_name(i.dtype()));
+    const SymInt& size = x.shape()[j];
+    KILN_CHECK(size.is_static(), "index_put: dim ", j, " of x ", shape_str(x.shape()), " must have a static size");
+    const Tensor i64 = i.to(DType::i64);
+    const Tensor bad = logical_or(lt(i64, -size.hint()), ge(i64, size.hint()));
+    const Tensor wrapped = where(lt(i64, 0), add(i64, size.hint()), i64);
+    const Tensor term = positions.hint() == 1 ? wrapped : mul(wrapped, positions.hint());
+    position = position.defined() ? add(position, term) : term;
+    outside = outside.defined() ? logical_or(outside, bad) : bad;
+    positions = positions * size;
+  }
+  position = where(outside, -1, position);
+  const Shape batch = position.shape();
+  Shape rest(x.shape().begin() + static_cast<std::ptrdiff_t>(k), x.shape().end());
+  SymInt m = 1;
+  for (const SymInt& s : batch) m = m * s;
+  Shape flat{positions}, rows{m}, lined{m};
+  flat.insert(flat.end(), rest.begin(), rest.end());
+  rows.insert(rows.end(), rest.begin(), rest.end());
+  lined.resize(rows.size(), SymInt(1));
+  Shape spread = batch;
+  spread.insert(spread.end(), rest.begin(), rest.end());
+  const Tensor v = reshape(expand(values.dtype() == x.dtype() ? values : values.to(x.dtype()), spread), rows);
+  const Tensor index = expand(reshape(position, lined), rows);
+  const Tensor y = (accumulate ? scatter_add : scatter)(reshape(x, flat), 0, index, v);
+  return reshape(y, x.shape());
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
@@ -647,7 +700,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   KILN_CHECK(logits.rank() >= 1 && targets.rank() == logits.rank() - 1, "cross_entropy: targets ",
              shape_str(targets.shape()), " must have the shape of logits ", shape_str(logits.shape()),
              " without its last dim (the classes)");
-  return neg(mean(gather(log_softmax(logits, -1), -1, unsqueeze(targets, -1))));
+  // logsumexp(row) - row[target], the target's logit picked by a mask against the class positions
+  // rather than gathered from stored log-probabilities: the row's logsumexp and the picked logit
+  // are one reduction over the logits, the gradient (softmax minus the mask) one pointwise kernel,
+  // and no [rows, classes] log-probabilities or scattered one-hots are stored (GPT-2's [4096, 50257]).
+  const int64_t c = logits.rank() - 1;
+  const Tensor hit = eq(iota(logits.shape(), c, targets.dtype(), logits.device()), unsqueeze(targets, -1));
+  const Tensor picked = sum(where(hit, logits, 0.0), {c});
+  // A target outside [0, C) hits no class: its loss is NaN, not a number that looks right.
+  const Tensor valid = eq(sum(hit, {c}), 1);
+  return mean(where(valid, sub(logsumexp(logits, {c}), picked), std::numeric_limits<double>::quiet_NaN()));
 }
 
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
@@ -716,6 +778,12 @@ Tensor Tensor::matmul(const Tensor& other) const { return kiln::matmul(*this, ot
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return kiln::gather(*this, dim, index); }
 Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
   return kiln::scatter_add(*this, dim, index, src);
+}
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return kiln::scatter(*this, dim, index, src);
+}
+Tensor Tensor::index_put(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) const {
+  return kiln::index_put(*this, indices, values, accumulate);
 }
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha) const {
   return kiln::index_add(*this, dim, index, source, alpha);

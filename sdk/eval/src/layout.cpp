@@ -210,22 +210,24 @@ void gather_kernel(const KernelArgs& a) {
   });
 }
 
-// y = x, then y[i with i[dim] = index[i]] += src[i] over the index's positions, in order.
-void scatter_add_kernel(const KernelArgs& a) {
-  KILN_CHECK(a.inputs.size() == 3, "scatter_add: takes 3 inputs (x, index, src), got ", a.inputs.size());
+// y = x, then y[i with i[dim] = index[i]] += src[i] (scatter_add) or = src[i] (scatter: the last
+// position wins) over the index's positions, in order.
+void scatter_kernel(const KernelArgs& a) {
+  const std::string op(op_name(a.op));
+  KILN_CHECK(a.inputs.size() == 3, op, ": takes 3 inputs (x, index, src), got ", a.inputs.size());
   const TensorData& x = a.inputs[0];
   const TensorData& index = a.inputs[1];
   const TensorData& src = a.inputs[2];
   const size_t dim = static_cast<size_t>(dim_attr(a, "dim", x.rank()));
-  KILN_CHECK(is_integral(index.dtype) && index.rank() == x.rank(), "scatter_add: the index must be an i32 or i64 ",
+  KILN_CHECK(is_integral(index.dtype) && index.rank() == x.rank(), op, ": the index must be an i32 or i64 ",
              "tensor of x's rank ", x.rank(), ", got ", dtype_name(index.dtype), sizes_str(index.sizes));
-  KILN_CHECK(src.sizes == index.sizes && src.dtype == x.dtype, "scatter_add: src ", dtype_name(src.dtype),
+  KILN_CHECK(src.sizes == index.sizes && src.dtype == x.dtype, op, ": src ", dtype_name(src.dtype),
              sizes_str(src.sizes), " should have the index's sizes ", sizes_str(index.sizes), " and x's dtype ",
              dtype_name(x.dtype));
-  KILN_CHECK(a.out.sizes == x.sizes && a.out.dtype == x.dtype, "scatter_add: the output should be x's ",
+  KILN_CHECK(a.out.sizes == x.sizes && a.out.dtype == x.dtype, op, ": the output should be x's ",
              dtype_name(x.dtype), sizes_str(x.sizes));
   for (size_t d = 0; d < x.sizes.size(); ++d)
-    KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], "scatter_add: index ", sizes_str(index.sizes),
+    KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], op, ": index ", sizes_str(index.sizes),
                " is larger than x ", sizes_str(x.sizes), " at dim ", d);
   copy_elements(x, a.out);
   std::vector<int64_t> out_strides = a.out.strides;  // y at the index's position, dim `dim` added per element
@@ -233,16 +235,19 @@ void scatter_add_kernel(const KernelArgs& a) {
   const Elements idx(index), from(src), out(a.out);
   const DType t = x.dtype;
   // Floats add in double and round once (kernels add f16/bf16 in f32 and round once too).
+  const bool add = a.op == OpId::scatter_add;
   std::vector<double> sums;
-  if (is_floating(t))
+  if (add && is_floating(t))
     for (int64_t k = 0; k < a.out.numel(); ++k) sums.push_back(load_float(out.at(k), t, DType::f64));
   int64_t position = 0;
   for_each_index<3>(index.sizes, {out_strides, index.strides, src.strides}, [&](const std::array<int64_t, 3>& o) {
     const int64_t i = load_int(idx.at(o[1]), index.dtype, DType::i64);
-    KILN_CHECK(i >= 0 && i < x.sizes[dim], "scatter_add: index ", i, " (at element ", position,
+    KILN_CHECK(i >= 0 && i < x.sizes[dim], op, ": index ", i, " (at element ", position,
                " of the index) is out of range for dim ", dim, " of size ", x.sizes[dim]);
     const int64_t at = o[0] + i * a.out.strides[dim];  // (the output is contiguous)
-    if (is_floating(t))
+    if (!add)
+      std::memcpy(out.at(at), from.at(o[2]), static_cast<size_t>(out.itemsize));
+    else if (is_floating(t))
       sums[static_cast<size_t>(at)] += load_float(from.at(o[2]), t, DType::f64);
     else
       store_int(out.at(at), t, wrap_add(load_int(out.at(at), t, t), load_int(from.at(o[2]), t, t)));

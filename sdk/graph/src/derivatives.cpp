@@ -332,10 +332,17 @@ std::vector<NodeId> grad_layout(Graph& g, const GradContext& c) {
   }
 }
 
-// scatter_add: x's gradient passes through; src's is g read where src was added (a gather).
+// scatter_add: x's gradient passes through; scatter: it does where nothing overwrote x (g with
+// zeros scattered over it). src's is g read where src went (a gather).
 std::vector<NodeId> grad_scatter(Graph& g, const GradContext& c) {
   Rule r(g, c);
-  return {r.gy(), kNone, r.add(OpId::gather, {r.gy(), r.x(1)}, {c.attrs.i(0)})};
+  const int64_t d = c.attrs.i(0);
+  NodeId gx = r.gy();
+  if (c.op == OpId::scatter) {
+    const NodeId zeros = r.add(OpId::full, {}, {r.meta(r.x(1)).sizes, 0.0, r.t()});
+    gx = r.add(OpId::scatter, {gx, r.x(1), zeros}, {d});
+  }
+  return {gx, kNone, r.add(OpId::gather, {r.gy(), r.x(1)}, {d})};
 }
 
 // ---- composites with their own rules -------------------------------------------------
@@ -375,7 +382,11 @@ std::vector<NodeId> grad_matmul(Graph& g, const GradContext& c) {
   NodeId ga = r.add(OpId::matmul, {gy, swap_last(b)});
   NodeId gb;
   const TensorMeta a2 = r.meta(a), g2 = r.meta(gy);
-  if (bm.rank() == 2 && a2.rank() > 2) {
+  // b shared by every batch element: 2-D, or batch dims all of size 1 (a convolution's weight
+  // as its decomposition multiplies the windows by it).
+  bool shared_b = bm.rank() >= 2;
+  for (int64_t d = 0; d + 2 < bm.rank(); ++d) shared_b = shared_b && bm.sizes[static_cast<size_t>(d)] == 1;
+  if (shared_b && a2.rank() > 2) {
     // A weight's gradient over batched rows (a linear layer's): the batch dims fold into K,
     // one [K, M*batch] @ [M*batch, N] product, instead of a product per batch element summed
     // afterwards (a [batch, K, N] intermediate: 617 MB for GPT-2's LM head at batch 8).
@@ -384,6 +395,7 @@ std::vector<NodeId> grad_matmul(Graph& g, const GradContext& c) {
     const NodeId flat_a = r.reshape(a, {rows, a2.sizes.back()});
     const NodeId flat_g = r.reshape(gy, {rows, g2.sizes.back()});
     gb = r.add(OpId::matmul, {swap_last(flat_a), flat_g});
+    if (bm.rank() > 2) gb = r.reshape(gb, bm.sizes);
   } else {
     gb = r.add(OpId::matmul, {swap_last(a), gy});
   }

@@ -404,20 +404,21 @@ TensorMeta infer_gather(const InferContext& c) {
   return result(c, x.dtype, index.sizes);
 }
 
-TensorMeta infer_scatter_add(const InferContext& c) {
+TensorMeta infer_scatter(const InferContext& c) {
+  const std::string op(op_name(c.op));
   const TensorMeta& x = arg(c, 0);
   const TensorMeta& index = arg(c, 1);
   const TensorMeta& src = arg(c, 2);
   const int64_t r = x.rank();
-  KILN_CHECK(r >= 1, "scatter_add: x must have at least one dim, got a 0-d tensor");
+  KILN_CHECK(r >= 1, op, ": x must have at least one dim, got a 0-d tensor");
   const int64_t d = check_dim(c, c.attrs.i(0), r);
-  KILN_CHECK(index.dtype == DType::i32 || index.dtype == DType::i64, "scatter_add: index must be i32 or i64, got ",
+  KILN_CHECK(index.dtype == DType::i32 || index.dtype == DType::i64, op, ": index must be i32 or i64, got ",
              dtype_name(index.dtype));
-  KILN_CHECK(x.dtype != DType::bool_, "scatter_add: x must be a number tensor, got bool");
-  KILN_CHECK(src.dtype == x.dtype, "scatter_add: src must have x's dtype ", dtype_name(x.dtype), ", got ",
+  KILN_CHECK(c.op == OpId::scatter || x.dtype != DType::bool_, op, ": x must be a number tensor, got bool");
+  KILN_CHECK(src.dtype == x.dtype, op, ": src must have x's dtype ", dtype_name(x.dtype), ", got ",
              dtype_name(src.dtype));
-  check_index_within(x, index, d, "scatter_add");
-  KILN_CHECK(src.sizes == index.sizes, "scatter_add: src ", shape_str(src.sizes), " must have the index's shape ",
+  check_index_within(x, index, d, op.c_str());
+  KILN_CHECK(src.sizes == index.sizes, op, ": src ", shape_str(src.sizes), " must have the index's shape ",
              shape_str(index.sizes));
   return result(c, x.dtype, x.sizes);
 }
@@ -1310,7 +1311,8 @@ std::vector<OpDef> build_table() {
       layout(O::pad, "pad", {{"pads", K::ints}, {"value", K::float_}}, infer_pad),
       {O::index_select, "index_select", C::layout, 2, 2, dim, infer_index_select},
       {O::gather, "gather", C::layout, 2, 2, dim, infer_gather},
-      {O::scatter_add, "scatter_add", C::scatter, 3, 3, dim, infer_scatter_add},
+      {O::scatter_add, "scatter_add", C::scatter, 3, 3, dim, infer_scatter},
+      {O::scatter, "scatter", C::scatter, 3, 3, dim, infer_scatter},
       layout(O::flatten, "flatten", {{"start_dim", K::int_}, {"end_dim", K::int_}}, infer_flatten, decompose_flatten),
 
       {O::softmax, "softmax", C::composite, 1, 1, dim, infer_softmax, decompose_softmax},

@@ -112,9 +112,10 @@ bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
     // Only along a symbolic dim: there is no constant bound to clamp a run-time index to.
     case OpId::index_select:
     case OpId::gather: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
+    case OpId::scatter:
     case OpId::scatter_add:  // (and where the target cannot add 64-bit values atomically)
       return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static() ||
-             (!target.atomic_add_64 && dtype_size(n.meta.dtype) == 8);
+             (n.op == OpId::scatter_add && !target.atomic_add_64 && dtype_size(n.meta.dtype) == 8);
     case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
                           // integer products stay exact on the reference
       const DType t = n.meta.dtype;
@@ -140,7 +141,7 @@ struct Group {
   std::vector<NodeId> members;  // sorted
   bool reference = false;
   bool whole = false;  // an attention or a convolution kernel: one op, computed whole, alone
-  bool scatter = false;  // a scatter_add: two kernels (its buffer set to x, then src added in), alone
+  bool scatter = false;  // scatter(_add): two kernels (its buffer set to x, then src written or added in), alone
   bool alive = true;
 };
 

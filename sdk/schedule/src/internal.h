@@ -85,8 +85,8 @@ class KernelBuilder {
   void store(NodeId n, int32_t buffer);
   // The gemm of a matmul domain, writing into `c`.
   void set_gemm(int32_t c);
-  // scatter_add `n` over a domain of its src's shape: adds each src value into `buffer` (which
-  // holds x by then) at the position its index gives.
+  // scatter_add (scatter) `n` over a domain of its src's shape: adds (writes) each src value into
+  // `buffer`, which holds x by then, at the position its index gives.
   void scatter(NodeId n, int32_t buffer);
   Kernel finish();
 
@@ -130,7 +130,7 @@ Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& ch
 // index_select and gather read x at positions an index tensor gives along one dim.
 inline bool gathers(OpId op) { return op == OpId::index_select || op == OpId::gather; }
 // Ops whose second input is an index into their first input's dim `dim` (attribute 0).
-inline bool indexes(OpId op) { return gathers(op) || op == OpId::scatter_add; }
+inline bool indexes(OpId op) { return gathers(op) || op == OpId::scatter_add || op == OpId::scatter; }
 // Either convolution op (channels first or last): a kernel of its own where the target runs it.
 inline bool convolves(OpId op) { return op == OpId::convolution || op == OpId::convolution_channels_last; }
 // A gathering (or scattering) op whose index is a constant inside the selected dim for every size the plan

@@ -439,9 +439,9 @@ int32_t KernelBuilder::index_offset(const Node& node, NodeId n, const Map& map, 
   return offset;
 }
 
-// scatter_add: the kernel's domain is src's (and the index's) shape; each point adds its src
-// value into the output at its own position but along dim, where the index (clamped like a
-// gather's) says.
+// scatter_add and scatter: the kernel's domain is src's (and the index's) shape; each point adds
+// (writes) its src value into the output at its own position but along dim, where the index
+// (clamped like a gather's) says.
 void KernelBuilder::scatter(NodeId n, int32_t buffer) {
   const Node& node = ctx_.g.node(n);
   const NodeId src = node.inputs[2];
@@ -451,7 +451,7 @@ void KernelBuilder::scatter(NodeId n, int32_t buffer) {
   const SymShape strides = contiguous_strides(node.meta.sizes);
   Store s;
   s.buffer = buffer;
-  s.accumulate = true;
+  s.accumulate = node.op == OpId::scatter_add;
   s.value = emit(src, *map);
   s.offset = index_offset(node, n, *map, strides[d]);
   Map out_map = *map;

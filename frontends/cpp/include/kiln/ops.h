@@ -120,6 +120,14 @@ Tensor take_along_dim(const Tensor& x, const Tensor& index, int64_t dim);
 // where index has elements). Repeated indices add up (in an unspecified order on devices);
 // src is cast to x's dtype. Differentiable in x and src.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.scatter: as scatter_add, but src[i] replaces the element; where several positions write
+// one element, which one lands is unspecified (as in torch).
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.index_put (x[indices] = values, or += with accumulate): indices index x's leading dims
+// (i32/i64, broadcast together, negative ones counting from the end), values broadcast to the
+// indices' shape followed by x's remaining dims. One scatter over x's leading dims flattened;
+// an index outside its dim makes the run a kiln::Error (the plan's index check).
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
 // torch.index_add: x with alpha * source's slice j along dim added at x's slice index[j] (index
 // 1-D, source x's shape but `dim`, which is index's length). Embedding gradients are this.
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
@@ -256,7 +264,8 @@ std::vector<Tensor> split(const Tensor& x, const Dims& sizes, int64_t dim = 0); 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);       // torch's sizes
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
 // torch.nn.functional.cross_entropy with class indices: the mean over targets [...] (i32/i64 in
-// [0, C)) of -log_softmax(logits [..., C])[target].
+// [0, C)) of -log_softmax(logits [..., C])[target], computed as logsumexp minus the target's
+// logit. A target outside [0, C) makes the loss NaN (torch raises).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 
 // Linear algebra.

@@ -80,6 +80,9 @@ enum class OpId : uint16_t {
                 //        src[i] for every position i of index (torch.scatter_add, index_add with the index
                 //        expanded, embedding gradients; indices outside x's dim are an error). Kernels add
                 //        atomically: repeated indices sum in an unspecified order
+  scatter,      // attrs: dim:int; inputs as scatter_add's -> x, then y[i with i[dim] = index[i]] = src[i]
+                //        (torch.scatter, ONNX ScatterElements; where two positions write one element, which
+                //        one lands is unspecified, as in torch)
   flatten,      // attrs: start_dim:int, end_dim:int       composite -> reshape
   // Composites, each with a decomposition into the primitives above.
   softmax,      // attrs: dim:int

@@ -79,8 +79,8 @@ struct Store {
   int32_t buffer = -1;
   Affine index;
   int32_t value = -1;  // instruction
-  // A scatter's store (scatter_add): `offset`, an i64 value, is added to the affine index (the
-  // lowering keeps it inside the buffer), and with `accumulate` the value is added to what the
+  // A scatter's store (scatter, scatter_add): `offset`, an i64 value, is added to the affine index
+  // (the lowering keeps it inside the buffer), and with `accumulate` the value is added to what the
   // element holds, atomically (several points of the domain may reach one element; the buffer
   // holds its initial value from an earlier kernel). Only in pointwise kernels; targets store
   // such values one at a time, never as vectors.

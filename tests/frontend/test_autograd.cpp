@@ -237,6 +237,10 @@ std::vector<GradCase> cases() {
   c.back().ops = {O::tril, O::triu};
   binary("matmul", O::matmul, [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, f64({3, 4}, 111),
          f64({4, 2}, 112));
+  binary("matmul, shared left operand", O::matmul, [](const Tensor& a, const Tensor& b) { return matmul(a, b); },
+         f64({1, 3, 4}, 117), f64({2, 3, 4, 2}, 118));
+  binary("matmul, 2-D left operand", O::matmul, [](const Tensor& a, const Tensor& b) { return matmul(a, b); },
+         f64({3, 4}, 119), f64({5, 4, 2}, 120));
   binary("matmul, broadcast batch", O::matmul, [](const Tensor& a, const Tensor& b) { return matmul(a, b); },
          f64({2, 3, 4}, 113), f64({4, 5}, 114));
   binary("matmul, vector @ batch", O::matmul, [](const Tensor& a, const Tensor& b) { return matmul(a, b); },

@@ -379,14 +379,47 @@ std::vector<NodeId> grad_matmul(Graph& g, const GradContext& c) {
     const int64_t rk = r.meta(v).rank();
     return r.add(OpId::transpose, {v}, {rk - 2, rk - 1});
   };
-  NodeId ga = r.add(OpId::matmul, {gy, swap_last(b)});
-  NodeId gb;
+  NodeId ga = -1, gb = -1;
   const TensorMeta a2 = r.meta(a), g2 = r.meta(gy);
-  // b shared by every batch element: 2-D, or batch dims all of size 1 (a convolution's weight
-  // as its decomposition multiplies the windows by it).
-  bool shared_b = bm.rank() >= 2;
-  for (int64_t d = 0; d + 2 < bm.rank(); ++d) shared_b = shared_b && bm.sizes[static_cast<size_t>(d)] == 1;
-  if (shared_b && a2.rank() > 2) {
+  // An operand shared by every batch element: 2-D, or batch dims all of size 1 (a convolution's
+  // weight as its decomposition multiplies the windows by it).
+  auto shared = [](const TensorMeta& m) {
+    bool s = m.rank() >= 2;
+    for (int64_t d = 0; d + 2 < m.rank(); ++d) s = s && m.sizes[static_cast<size_t>(d)] == 1;
+    return s;
+  };
+  const bool shared_b = shared(bm);
+  const int64_t rg = g2.rank();
+  // a shared and b batched alike with the result (w @ windows[n]): both gradients are products
+  // with the batch folded in, not a product per batch element: a's over K (gy's rows laid side by
+  // side against b's columns), b's as (gy[n]^T @ a)^T with the batch folded into gy^T's rows.
+  bool batched_b = shared(am) && bm.rank() == rg && rg > 2 && !shared_b;
+  for (int64_t d = 0; batched_b && d + 2 < rg; ++d) batched_b = bm.sizes[static_cast<size_t>(d)] == g2.sizes[static_cast<size_t>(d)];
+  if (batched_b) {
+    SymInt batch = 1;
+    for (int64_t d = 0; d + 2 < rg; ++d) batch = batch * g2.sizes[static_cast<size_t>(d)];
+    const SymInt& m = g2.sizes[static_cast<size_t>(rg - 2)];
+    const SymInt& n = g2.sizes[static_cast<size_t>(rg - 1)];
+    const SymInt& k = bm.sizes[static_cast<size_t>(rg - 2)];
+    std::vector<int64_t> rows_first = iota(0, rg - 2);  // [m, batch..., n]
+    rows_first.insert(rows_first.begin(), rg - 2);
+    rows_first.push_back(rg - 1);
+    std::vector<int64_t> columns_first = iota(0, rg - 2);  // [batch..., n, k]
+    columns_first.push_back(rg - 1);
+    columns_first.push_back(rg - 2);
+    const NodeId g_wide = r.reshape(r.add(OpId::permute, {gy}, {rows_first}), {m, batch * n});
+    const NodeId b_tall = r.reshape(r.add(OpId::permute, {b}, {columns_first}), {batch * n, k});
+    ga = r.reshape(r.add(OpId::matmul, {g_wide, b_tall}), am.sizes);
+    const NodeId g_tall = r.reshape(r.add(OpId::permute, {gy}, {columns_first}), {batch * n, m});
+    const NodeId gbt = r.add(OpId::matmul, {g_tall, r.reshape(a, {m, k})});  // [batch * n, k]
+    SymShape nk(g2.sizes.begin(), g2.sizes.end() - 2);
+    nk.push_back(n);
+    nk.push_back(k);
+    gb = swap_last(r.reshape(gbt, nk));
+  } else {
+    ga = r.add(OpId::matmul, {gy, swap_last(b)});
+  }
+  if (gb < 0 && shared_b && a2.rank() > 2) {
     // A weight's gradient over batched rows (a linear layer's): the batch dims fold into K,
     // one [K, M*batch] @ [M*batch, N] product, instead of a product per batch element summed
     // afterwards (a [batch, K, N] intermediate: 617 MB for GPT-2's LM head at batch 8).
@@ -396,7 +429,7 @@ std::vector<NodeId> grad_matmul(Graph& g, const GradContext& c) {
     const NodeId flat_g = r.reshape(gy, {rows, g2.sizes.back()});
     gb = r.add(OpId::matmul, {swap_last(flat_a), flat_g});
     if (bm.rank() > 2) gb = r.reshape(gb, bm.sizes);
-  } else {
+  } else if (gb < 0) {
     gb = r.add(OpId::matmul, {swap_last(a), gy});
   }
   // A 1-D operand's gradient: its batch dims summed away (sum_to cannot tell them from

@@ -284,7 +284,7 @@ class Fuser {
         continue;
       }
       if (cat == OpCategory::scatter) {  // x, index and src are computed in its kernels
-        realize_node(id, "scatter (adds into its own buffer)");
+        realize_node(id, "scatter (writes into its own buffer)");
         continue;
       }
       if (node.op == OpId::pad || node.op == OpId::cat || gathers(node.op)) {
@@ -578,7 +578,7 @@ class Fuser {
       const OpCategory cat = op_def(node.op).category;
       if (cat == OpCategory::scatter) {
         ng.scatter = true;
-        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (scatter: sets its buffer to x, then adds src)");
+        log("kernel " + std::to_string(groups_.size()) + ": " + label(id) + " alone (scatter: sets its buffer to x, then writes src in)");
         start(std::move(ng));
         continue;
       }
@@ -800,13 +800,17 @@ class Fuser {
         const NodeId id = G.members[0];
         const Node& node = s_.graph.node(id);
         const int32_t out = ctx_.buffer_of[static_cast<size_t>(id)];
-        KernelBuilder init(ctx_, Domain::pointwise(node.meta.sizes), G.members, name);
-        init.store(node.inputs[0], out);
-        s_.kernels.push_back(init.finish());
-        KernelBuilder add(ctx_, Domain::pointwise(s_.graph.node(node.inputs[2]).meta.sizes), G.members,
-                          "k" + std::to_string(index++));
-        add.scatter(id, out);
-        s_.kernels.push_back(add.finish());
+        try {
+          KernelBuilder init(ctx_, Domain::pointwise(node.meta.sizes), G.members, name);
+          init.store(node.inputs[0], out);
+          s_.kernels.push_back(init.finish());
+          KernelBuilder add(ctx_, Domain::pointwise(s_.graph.node(node.inputs[2]).meta.sizes), G.members,
+                            "k" + std::to_string(index++));
+          add.scatter(id, out);
+          s_.kernels.push_back(add.finish());
+        } catch (const Refusal& r) {
+          fail("schedule: the kernels of ", label(id), " cannot be lowered: ", r.what());
+        }
         continue;
       }
       try {

@@ -255,7 +255,7 @@ Tensor scatter_op(OpId op, const Tensor& x, int64_t dim, const Tensor& index, co
     const SymInt& is = index.shape()[k];
     const SymInt& ss = src.shape()[k];
     if (is == ss) continue;
-    KILN_CHECK(is.is_static() && ss.is_static() && is.hint() <= ss.hint(), "scatter_add: index ",
+    KILN_CHECK(is.is_static() && ss.is_static() && is.hint() <= ss.hint(), name, ": index ",
                shape_str(index.shape()), " is larger than src ", shape_str(src.shape()), " at dim ", k);
     part = slice(part, static_cast<int64_t>(k), 0, is.hint());
   }

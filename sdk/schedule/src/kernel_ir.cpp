@@ -109,6 +109,9 @@ void finish_kernel(Kernel& k) {
     if (!s.plain()) {
       KILN_INTERNAL_CHECK(k.kind == KernelKind::pointwise, "kernel ", k.name, ": a scatter's store in a ",
                           kernel_kind_name(k.kind), " kernel");
+      const DType t = k.instrs[static_cast<size_t>(s.value)].dtype;
+      KILN_INTERNAL_CHECK(!s.accumulate || t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64,
+                          "kernel ", k.name, " adds ", dtype_name(t), " values atomically; targets add f32, f64, i32 or i64");
       KILN_INTERNAL_CHECK(s.offset < 0 || (static_cast<size_t>(s.offset) < k.instrs.size() &&
                                            k.instrs[static_cast<size_t>(s.offset)].dtype == DType::i64),
                           "kernel ", k.name, ": a store's offset must be an i64 value");

@@ -162,8 +162,6 @@ void KernelPrinter::store(const schedule::Store& st, Scope& sc) {
     line(d_.store(t, d_.buffer_name(st.buffer), index, x.v));
     return;
   }
-  KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, "codegen: kernel ", k_.name,
-             " adds ", dtype_name(t), " values atomically; the scheduler gives f32, f64, i32 or i64");
   line(d_.accumulate(t, d_.buffer_name(st.buffer), index, x.v));
 }
 

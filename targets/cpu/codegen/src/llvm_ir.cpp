@@ -294,8 +294,6 @@ class FunctionEmitter : public render::llvm::Printer {
     const std::string p = op("getelementptr ", storage_type(t), ", ptr ", buffer(st.buffer), ", i64 ", idx);
     if (st.accumulate) {
       // Other threads may add into the same element (a scatter's repeated index).
-      KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, "cpu codegen: kernel ",
-                 k_.name, " adds ", dtype_name(t), " values atomically; the scheduler gives f32, f64, i32 or i64");
       op(is_floating(t) ? "atomicrmw fadd ptr " : "atomicrmw add ptr ", p, ", ", storage_type(t), " ", raw, " monotonic, align ",
          dtype_size(t));
       return;

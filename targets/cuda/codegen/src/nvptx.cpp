@@ -232,8 +232,6 @@ class NvptxEmitter : public render::llvm::Printer {
     if (st.offset >= 0) idx = op("add i64 ", idx, ", ", convert(value(st.offset, sc), CT::i64).v);
     const std::string p = element_ptr(st.buffer, idx);
     if (st.accumulate) {  // red.global.add: other threads may add into the same element
-      KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, "cuda codegen: kernel ",
-                 k_.name, " adds ", dtype_name(t), " values atomically; the scheduler gives f32, f64, i32 or i64");
       op(is_floating(t) ? "atomicrmw fadd ptr addrspace(1) " : "atomicrmw add ptr addrspace(1) ", p, ", ",
          storage_type(t), " ", raw, " monotonic, align ", dtype_size(t));
       return;

@@ -424,7 +424,8 @@ Tolerance tol_of(OpId op, DType out) {
   Tolerance t = tolerance_for(out, loose_op(op));
   switch (op) {
     case OpId::sum: case OpId::mean: case OpId::matmul: case OpId::linear: case OpId::convolution:
-    case OpId::convolution_channels_last: case OpId::avg_pool:
+    case OpId::convolution_channels_last: case OpId::avg_pool: case OpId::convolution_input_grad:
+    case OpId::convolution_weight_grad:
     case OpId::cumsum:  // a matmul by a triangle of ones: a sum per element
       t.rtol *= 4;
       t.scale_by_abs_run = true;
@@ -1180,6 +1181,39 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(conv({A(t, {-1, 6, 6, 4}), A(t, {5, 1, 1, 4})}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1, symbolic batch"));
         break;
       }
+      case OpId::convolution_input_grad:    // (gy, w) -> gx
+      case OpId::convolution_weight_grad: {  // (x, gy) -> gw
+        if (!is_floating(t)) break;
+        using V = std::vector<int64_t>;
+        const bool data = op == OpId::convolution_input_grad;
+        // One convolution x[N, C, *S] (*) w[M, C/g, *K] -> y[N, M, *O] (channels-first sizes), as
+        // the gradient op of each kind takes it: the two operands and the sizes attribute.
+        auto grad = [&](V x, V w, V y, V strides, V pads, V dil, int64_t groups, bool last, const char* note) {
+          auto shaped = [&](const V& s) {
+            if (!last) return s;
+            V l{s[0]};
+            l.insert(l.end(), s.begin() + 2, s.end());
+            l.push_back(s[1]);
+            return l;
+          };
+          const V sizes = data ? V(x.begin() + 2, x.end()) : V(w.begin() + 2, w.end());
+          std::vector<Arg> args = data ? std::vector<Arg>{A(t, shaped(y)), A(t, shaped(w))} : std::vector<Arg>{A(t, shaped(x)), A(t, shaped(y))};
+          return Cop(op, std::move(args), {std::move(strides), std::move(pads), std::move(dil), groups, sizes, last}, note);
+        };
+        for (bool last : {false, true}) {
+          cs.push_back(core(grad({2, 4, 8, 8}, {6, 4, 3, 3}, {2, 6, 8, 8}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, last, "3x3, pad 1")));
+          cs.push_back(core(grad({2, 3, 9, 8}, {4, 3, 3, 3}, {2, 4, 5, 4}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, last, "stride 2, remainder")));
+          cs.push_back(grad({1, 4, 9, 9}, {6, 2, 3, 3}, {1, 6, 9, 9}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 2, last, "groups 2, dilation 2"));
+          cs.push_back(grad({2, 6, 7, 7}, {6, 1, 3, 3}, {2, 6, 4, 4}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, last, "depthwise, stride 2"));
+          cs.push_back(grad({2, 3, 6, 6}, {6, 1, 3, 3}, {2, 6, 6, 6}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, last, "depthwise, 2 per channel"));
+          cs.push_back(grad({2, 8, 5, 5}, {3, 8, 1, 1}, {2, 3, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, last, "1x1"));
+          cs.push_back(grad({2, 8, 5, 5}, {3, 8, 1, 1}, {2, 3, 3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, last, "1x1, stride 2"));
+          cs.push_back(grad({1, 3, 10, 10}, {4, 3, 7, 7}, {1, 4, 5, 5}, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, last, "7x7 stride 2 (a stem)"));
+          cs.push_back(grad({2, 3, 10}, {4, 3, 3}, {2, 4, 5}, {2}, {1, 0}, {1}, 1, last, "1-D, asymmetric pads"));
+          cs.push_back(grad({1, 2, 4, 5, 4}, {3, 2, 2, 3, 2}, {1, 3, 3, 5, 3}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, last, "3-D"));
+        }
+        break;
+      }
       case OpId::max_pool:
       case OpId::avg_pool: {
         if (!is_floating(t)) break;
@@ -1478,7 +1512,8 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::scatter, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
-                    OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last, OpId::max_pool, OpId::avg_pool,
+                    OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last,
+                    OpId::convolution_input_grad, OpId::convolution_weight_grad, OpId::max_pool, OpId::avg_pool,
                     OpId::cumsum, OpId::cumprod, OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
       t[op] = composite_cases;
     return t;

@@ -4,6 +4,7 @@
 // compiled with NVRTC for sm_90. --log_level=message prints the modules.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -529,9 +530,61 @@ BOOST_AUTO_TEST_CASE(convolutions_run_through_cudnn_and_their_epilogue_is_one_ke
     return std::string("no error");
   };
   BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["strides"] = {1, 1}; }), "but the convolution gives [8, 32, 14, 14]"));
-  BOOST_TEST(contains(error_of([&](nlohmann::json& v) { v["y"] = v["x"]; }), "an input buffer"));
+  BOOST_TEST(contains(error_of([&](nlohmann::json& v) { v["y"] = v["x"]; }), "three different buffers"));
   BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["dtype"] = "f32"; }), "the convolution is f32 but buffer"));
   BOOST_TEST(contains(error_of([](nlohmann::json& v) { v["groups"] = 3; }), "does not match 16 input channels in 3 groups"));
+}
+
+// A convolution's gradients (convolution_input_grad and convolution_weight_grad, what the
+// autodiff rule of a convolution gives) run through cuDNN's backward data and backward filter,
+// channels last like the forward, each one kernel writing the gradient buffer; the plan says
+// which (computes) and keeps it through JSON; a plan whose gradient kernel would write an input
+// is refused. A 1x1 one of unit stride is a gemm over the channels instead.
+BOOST_AUTO_TEST_CASE(convolution_gradients_run_through_cudnn) {
+  const config::Patch channels_last{{"cuda.channels_last", true}};
+  using V = std::vector<int64_t>;
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::bf16, {8, 16, 14, 14}), "x");
+  const NodeId w = g.add_input(meta(DType::bf16, {32, 16, 3, 3}), "w");
+  const NodeId gy = g.add_input(meta(DType::bf16, {8, 32, 7, 7}), "gy");
+  const NodeId w1 = g.add_input(meta(DType::bf16, {32, 16, 1, 1}), "w1");
+  const NodeId gy1 = g.add_input(meta(DType::bf16, {8, 32, 14, 14}), "gy1");
+  const Attrs a{V{2, 2}, V{1, 1, 1, 1}, V{1, 1}, int64_t{1}, V{14, 14}, false};
+  const Attrs aw{V{2, 2}, V{1, 1, 1, 1}, V{1, 1}, int64_t{1}, V{3, 3}, false};
+  const Attrs unit{V{1, 1}, V{0, 0, 0, 0}, V{1, 1}, int64_t{1}, V{14, 14}, false};
+  const Attrs unit_w{V{1, 1}, V{0, 0, 0, 0}, V{1, 1}, int64_t{1}, V{1, 1}, false};
+  g.set_outputs({g.add(OpId::convolution_input_grad, {gy, w}, a), g.add(OpId::convolution_weight_grad, {x, gy}, aw),
+                 g.add(OpId::convolution_input_grad, {gy1, w1}, unit), g.add(OpId::convolution_weight_grad, {x, gy1}, unit_w)});
+  const plan::KernelPlan p = plan_of(g);
+  std::vector<ConvolutionComputes> seen;
+  for (const plan::PlanKernel& k : p.kernels) {
+    if (k.kind != "convolution") continue;
+    BOOST_REQUIRE(k.convolution.has_value());
+    BOOST_TEST(k.convolution->channels_last);
+    BOOST_TEST(shape_str(k.convolution->x_sizes) == "[8, 14, 14, 16]");
+    BOOST_TEST(shape_str(k.convolution->y_sizes()) == "[8, 7, 7, 32]");
+    seen.push_back(k.convolution->computes);
+  }
+  BOOST_REQUIRE_EQUAL(seen.size(), 2u);  // the 1x1 ones are gemms
+  BOOST_TEST((std::count(seen.begin(), seen.end(), ConvolutionComputes::x) == 1));
+  BOOST_TEST((std::count(seen.begin(), seen.end(), ConvolutionComputes::w) == 1));
+  const std::string text = plan::plan_to_json(p);
+  BOOST_TEST(contains(text, "\"computes\""));
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(text, "conv.json")) == text);
+  auto error_of = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json d = nlohmann::json::parse(text);
+    for (nlohmann::json& k : d["kernels"])
+      if (k.contains("convolution") && k["convolution"].value("computes", "y") == "x") edit(k["convolution"]);
+    try {
+      plan::plan_from_json(d.dump(), "conv.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  BOOST_TEST(contains(error_of([](nlohmann::json& c) { c["computes"] = "z"; }), "expected \"y\""));
+  BOOST_TEST(contains(error_of([](nlohmann::json& c) { c["x"] = c["y"]; }), "three different buffers"));
+  BOOST_TEST(contains(error_of([](nlohmann::json& c) { c["x_sizes"][1] = 15; }), "are not the sizes of buffer"));
 }
 
 // Channels last (cuda.channels_last): the convolution reads x and w as NHWC and

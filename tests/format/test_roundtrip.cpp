@@ -149,6 +149,18 @@ Graph op_use(OpId op) {
       y = g.add(op, {sig, w}, {Ints{1}, Ints{0, 0}, Ints{1}, int64_t{2}});
       break;
     }
+    case OpId::convolution_input_grad: {  // x [s0, 6] as the gradient of a 1-D output of 6 channels, length 1
+      const NodeId gy = g.add(OpId::unsqueeze, {x}, {int64_t{2}});
+      const NodeId w = g.add_input(meta(DType::f32, {6, 2, 3}), "w");
+      y = g.add(op, {gy, w}, {Ints{2}, Ints{1, 1}, Ints{1}, int64_t{2}, Ints{2}, false});
+      break;
+    }
+    case OpId::convolution_weight_grad: {  // x [s0, 6] as channels-last [s0, 1, 6], gy [s0, 1, 4]
+      const NodeId sig = g.add(OpId::unsqueeze, {x}, {int64_t{1}});
+      const NodeId gy = g.add_input(meta(DType::f32, {s0, 1, 4}), "gy");
+      y = g.add(op, {sig, gy}, {Ints{1}, Ints{0, 0}, Ints{1}, int64_t{2}, Ints{1}, true});
+      break;
+    }
     case OpId::max_pool: case OpId::avg_pool: {  // x [s0, 6] as [s0, 2, 3]: 2 channels of length 3
       const NodeId sig = g.add(OpId::reshape, {x}, {SymShape{s0, 2, 3}});
       Attrs a{Ints{2}, Ints{2}, Ints{1, 0}, Ints{1}, true};

@@ -215,10 +215,22 @@ std::vector<GradCase> cases() {
                {O::convolution},
                {f64({1, 4, 6, 5}, 90), f64({6, 2, 3, 2}, 91), f64({6}, 92)},
                [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {2, 1}, {1, 1}, {1, 2}, 2); }});
+  c.push_back({"conv2d 1x1, stride 2", {O::convolution}, {f64({2, 3, 5, 4}, 102), f64({4, 3, 1, 1}, 103), f64({4}, 104)},
+               [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {2}, {0}); }});
+  c.push_back({"conv2d depthwise, 2 per channel, stride 2", {O::convolution}, {f64({1, 2, 6, 5}, 105), f64({4, 1, 3, 3}, 106)},
+               [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], {}, {2}, {1}, {1}, 2); }});
+  c.push_back({"conv3d, stride and padding", {O::convolution}, {f64({1, 2, 4, 3, 4}, 107), f64({2, 2, 2, 2, 3}, 108)},
+               [](const std::vector<Tensor>& v) { return conv3d(v[0], v[1], {}, {2, 1, 1}, {1, 0, 1}); }});
   c.push_back({"conv1d depthwise", {O::convolution}, {f64({2, 3, 7}, 93), f64({3, 1, 3}, 94)},
                [](const std::vector<Tensor>& v) { return conv1d(v[0], v[1], {}, {1}, {1}, {1}, 3); }});
-  c.push_back({"conv_transpose2d", {O::convolution}, {f64({1, 2, 3, 3}, 95), f64({2, 3, 2, 2}, 96)},
+  c.push_back({"conv_transpose2d", {O::convolution_input_grad}, {f64({1, 2, 3, 3}, 95), f64({2, 3, 2, 2}, 96)},
                [](const std::vector<Tensor>& v) { return conv_transpose2d(v[0], v[1], {}, {2}, {0}, {1}); }});
+  c.push_back({"conv_transpose2d, padding, output padding, groups, dilation", {O::convolution_input_grad},
+               {f64({2, 4, 3, 4}, 97), f64({4, 3, 3, 2}, 98), f64({6}, 99)},
+               [](const std::vector<Tensor>& v) { return conv_transpose2d(v[0], v[1], v[2], {2, 3}, {1, 0}, {1, 2}, 2, {1, 2}); }});
+  c.push_back({"conv_transpose1d, output padding past the stride", {O::convolution_input_grad},
+               {f64({1, 2, 4}, 100), f64({2, 2, 3}, 101)},
+               [](const std::vector<Tensor>& v) { return conv_transpose1d(v[0], v[1], {}, {1}, {0}, {2}, 1, {3}); }});
   unary("max_pool2d", O::max_pool, [](const Tensor& x) { return max_pool2d(x, {2, 2}, {1, 2}, {1, 0}); },
         f64({1, 2, 4, 5}, 97));
   unary("avg_pool2d", O::avg_pool,
@@ -261,14 +273,16 @@ BOOST_AUTO_TEST_CASE(every_op_against_finite_differences) {
 }
 
 // Every op that can pass a gradient has a case above (integer- and bool-valued ops pass none,
-// and channels-last convolution is not in the C++ API: passes::to_channels_last makes it).
+// and channels-last convolution is not in the C++ API: passes::to_channels_last makes it;
+// convolution_weight_grad neither: its values are checked as every convolution case's weight
+// gradient, its rule as conv_transpose's weight gradient).
 BOOST_AUTO_TEST_CASE(every_differentiable_op_has_a_case) {
   std::set<OpId> covered;
   for (const GradCase& c : cases()) covered.insert(c.ops.begin(), c.ops.end());
   const std::set<OpId> no_gradient = {OpId::eq,          OpId::ne,          OpId::lt,     OpId::le,
                                       OpId::gt,          OpId::ge,          OpId::logical_and,
                                       OpId::logical_or,  OpId::logical_not, OpId::isnan,  OpId::argmax,
-                                      OpId::argmin,      OpId::convolution_channels_last};
+                                      OpId::argmin,      OpId::convolution_channels_last, OpId::convolution_weight_grad};
   for (const OpDef& d : all_ops()) {
     if (d.category == OpCategory::source || no_gradient.count(d.id)) continue;
     BOOST_TEST(covered.count(d.id) == 1u, "op " << d.name << " has no gradient case");

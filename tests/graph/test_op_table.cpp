@@ -46,7 +46,8 @@ BOOST_AUTO_TEST_CASE(names_are_the_enum_names) {
 BOOST_AUTO_TEST_CASE(composites_have_decompositions) {
   const std::set<OpId> composites = {OpId::transpose, OpId::flatten,    OpId::softmax, OpId::log_softmax,
                                      OpId::layer_norm, OpId::rms_norm, OpId::linear,  OpId::logsumexp, OpId::scaled_dot_product_attention,
-                                     OpId::convolution, OpId::convolution_channels_last, OpId::max_pool, OpId::avg_pool, OpId::batch_norm,
+                                     OpId::convolution, OpId::convolution_channels_last, OpId::convolution_input_grad,
+                                     OpId::convolution_weight_grad, OpId::max_pool, OpId::avg_pool, OpId::batch_norm,
                                      OpId::group_norm, OpId::cumsum, OpId::cumprod, OpId::tril, OpId::triu};
   for (const OpDef& d : all_ops())
     BOOST_TEST((d.decompose != nullptr) == composites.contains(d.id), d.name);

@@ -93,4 +93,32 @@ BOOST_AUTO_TEST_CASE(weights_that_are_inputs_and_other_ranks) {
   BOOST_TEST(transposes(h) == 2, h.str());  // x's and w's; the max over channels reads [2, L, 4]
 }
 
+// A convolution's gradient ops (what a training step's backward holds) turn channels last too,
+// with their channels_last attribute set, and keep their values; the permutes between a
+// gradient and the next convolution cancel as the forward's do.
+BOOST_AUTO_TEST_CASE(convolution_gradients_run_channels_last) {
+  G t;
+  const NodeId x = t.in(DType::f32, {2, 3, 7, 7}, "x");
+  const NodeId w = t.in(DType::f32, {4, 3, 3, 3}, "w");
+  const NodeId gy = t.in(DType::f32, {2, 4, 4, 4}, "gy");
+  const NodeId w2 = t.constant(DType::f32, {3, 3, 1, 1}, ramp(9, 0.4));
+  // gx = input_grad(gy, w), then through a 1x1 convolution and relu; gw = weight_grad(x, gy)
+  const NodeId gx = t.op(OpId::convolution_input_grad, {gy, w},
+                         {Ints{2, 2}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{1}, Ints{7, 7}, false});
+  const NodeId next = t.op(OpId::relu, {t.op(OpId::convolution, {gx, w2}, {Ints{1, 1}, Ints{0, 0, 0, 0}, Ints{1, 1}, int64_t{1}})});
+  const NodeId gw = t.op(OpId::convolution_weight_grad, {x, gy},
+                         {Ints{2, 2}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{1}, Ints{3, 3}, false});
+  const Graph& g = t.out({next, gw});
+  const Graph h = turned(g);
+  BOOST_TEST(same_results(g, h), h.str());
+  int last = 0;
+  for (const Node& n : h.nodes())
+    if (n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) last += n.attrs.b(5) ? 1 : 0;
+  BOOST_TEST(last == 2, h.str());
+  BOOST_TEST(count(h, OpId::convolution_channels_last) == 1);
+  // x's, w's and gy's (read by both gradients: one permute), the outputs' back: no permute between
+  // the input gradient and the convolution after it.
+  BOOST_TEST(transposes(h) == 5, h.str());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -485,11 +485,11 @@ Tensor conv_nd(size_t n, std::string_view op, const Tensor& x, const Tensor& w, 
   return dispatch(OpId::convolution, {&x, &w}, attrs);
 }
 
-// A transposed convolution as a convolution (what its gradient with respect to the input is):
-// x dilated by the strides (zeros between its elements: x with a unit dim padded, reshaped),
-// padded by dilation * (kernel - 1) - padding on each side (negative pads crop) and
-// output_padding more at the end, convolved at stride 1 with the weight's in/out channels
-// swapped per group and its taps reversed.
+// A transposed convolution is the gradient of a convolution with respect to its input
+// (convolution_input_grad: a library's backward-data kernel where the target has one): x plays
+// the output's gradient, the weight the convolution's. Output padding up to stride - 1 is part of
+// that convolution's input; beyond it (allowed where the dilation exceeds the stride) no tap
+// reaches, so those positions are zeros padded after.
 Tensor conv_transpose_nd(size_t n, std::string_view op, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Dims& stride_, const Dims& padding_, const Dims& output_padding_, int64_t groups,
                          const Dims& dilation_) {
@@ -500,7 +500,7 @@ Tensor conv_transpose_nd(size_t n, std::string_view op, const Tensor& x, const T
   KILN_CHECK(w.defined() && w.rank() == static_cast<int64_t>(n) + 2, op, ": expected weight[C_in, C_out / groups, ", n,
              " kernel dim", n == 1 ? "" : "s", "], got ", w.defined() ? shape_str(w.shape()) : std::string("none"));
   KILN_CHECK(groups >= 1, op, ": groups ", groups, " must be positive");
-  const int64_t cin = w.size(0), cout_g = w.size(1);
+  const int64_t cin = w.size(0);
   KILN_CHECK(cin % groups == 0, op, ": the weight's ", cin, " input channels are not a multiple of groups ", groups);
   const SymInt xc = x.shape()[1];
   KILN_CHECK(!xc.is_static() || xc.hint() == cin, op, ": x has ", xc.hint(), " channels, the weight ", cin);
@@ -510,44 +510,30 @@ Tensor conv_transpose_nd(size_t n, std::string_view op, const Tensor& x, const T
     KILN_CHECK(output_padding[i] >= 0 && output_padding[i] < std::max(stride[i], dilation[i]), op, ": output_padding ",
                output_padding[i], " must be smaller than the stride or the dilation (", std::max(stride[i], dilation[i]), ")");
   }
-  Tensor y = x;
+  std::vector<int64_t> sizes;
+  Dims beyond(2 * static_cast<size_t>(x.rank()), 0);  // pad pairs, last dim first
+  bool any_beyond = false;
   for (size_t i = 0; i < n; ++i) {
-    const auto dim = static_cast<int64_t>(2 + i);
-    const SymInt len = y.shape()[static_cast<size_t>(dim)];
-    KILN_CHECK(len.is_static(), op, ": spatial dim ", dim, " is dynamic (", len.str(), "); its size must be static");
-    const int64_t k = w.size(dim);
-    if (stride[i] > 1) {  // [.., L, ..] -> [.., L, 1, ..] -> [.., L, stride, ..] (zeros padded) -> [.., L * stride, ..]
-      Tensor u = unsqueeze(y, dim + 1);
-      Dims after(2 * static_cast<size_t>(u.rank()), 0);  // pairs, last dim first
-      after[2 * static_cast<size_t>(u.rank() - 2 - dim) + 1] = stride[i] - 1;
-      u = pad(u, after);
-      Shape merged = y.shape();
-      merged[static_cast<size_t>(dim)] = SymInt(len.hint() * stride[i]);
-      y = slice(reshape(u, merged), dim, 0, (len.hint() - 1) * stride[i] + 1);
-    }
-    const int64_t edge = dilation[i] * (k - 1) - padding[i];
-    Dims pads(2 * static_cast<size_t>(y.rank()), 0);  // pairs, last dim first
-    const size_t from_last = static_cast<size_t>(y.rank() - 1 - dim);
-    pads[2 * from_last] = edge;
-    pads[2 * from_last + 1] = edge + output_padding[i];
-    y = pad(y, pads);
+    const SymInt len = x.shape()[2 + i];
+    KILN_CHECK(len.is_static(), op, ": spatial dim ", 2 + i, " is dynamic (", len.str(), "); its size must be static");
+    const int64_t k = w.size(static_cast<int64_t>(2 + i));
+    const int64_t reached = std::min(output_padding[i], stride[i] - 1);
+    const int64_t size = (len.hint() - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k - 1) + reached + 1;
+    KILN_CHECK(size + output_padding[i] - reached >= 1, op, ": the output's spatial dim ", 2 + i, " would be empty (",
+               size + output_padding[i] - reached, ")");
+    KILN_CHECK(size >= 1, op, ": padding ", padding[i], " crops every position the kernel reaches in spatial dim ", 2 + i);
+    sizes.push_back(size);
+    beyond[2 * (n - 1 - i) + 1] = output_padding[i] - reached;
+    any_beyond = any_beyond || output_padding[i] > reached;
   }
-  // [C_in, C_out/g, K] -> [g, C_in/g, C_out/g, K] -> [g, C_out/g, C_in/g, K] -> [C_out, C_in/g, K], taps reversed.
-  Shape grouped = w.shape();
-  grouped[0] = SymInt(cin / groups);
-  grouped.insert(grouped.begin(), SymInt(groups));
-  Tensor wt = transpose(reshape(w, grouped), 1, 2);
-  Shape swapped = w.shape();
-  swapped[0] = SymInt(cout_g * groups);
-  swapped[1] = SymInt(cin / groups);
-  wt = reshape(wt, swapped);
-  for (size_t i = 0; i < n; ++i) {
-    const auto dim = static_cast<int64_t>(2 + i);
-    std::vector<int64_t> reversed(static_cast<size_t>(w.size(dim)));
-    for (size_t j = 0; j < reversed.size(); ++j) reversed[j] = static_cast<int64_t>(reversed.size() - 1 - j);
-    wt = index_select(wt, dim, from_vector(reversed, {}, w.device()));
-  }
-  return conv_nd(n, op, y, wt, bias, {1}, {0}, dilation, groups);
+  Tensor y = dispatch(OpId::convolution_input_grad, {&x, &w}, Attrs{stride, both_sides(padding), dilation, groups, sizes, false});
+  if (any_beyond) y = pad(y, beyond);
+  if (!bias.defined()) return y;
+  KILN_CHECK(bias.rank() == 1 && bias.shape()[0] == y.shape()[1], op, ": bias ", shape_str(bias.shape()), " must be [",
+             y.shape()[1].str(), "]");
+  Shape bs{bias.shape()[0]};
+  bs.insert(bs.end(), n, SymInt(1));
+  return y + reshape(bias, bs);
 }
 
 Tensor max_pool_nd(size_t n, std::string_view op, const Tensor& x, const Dims& kernel, const Dims& stride,

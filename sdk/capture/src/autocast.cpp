@@ -24,6 +24,8 @@ AutocastRule autocast_rule(OpId op) {
     case OpId::linear:
     case OpId::convolution:
     case OpId::convolution_channels_last:
+    case OpId::convolution_input_grad:
+    case OpId::convolution_weight_grad:
     case OpId::scaled_dot_product_attention:
       return AutocastRule::low;
     case OpId::sum:

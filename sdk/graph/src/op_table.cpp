@@ -577,6 +577,73 @@ TensorMeta infer_convolution_in(const InferContext& c, bool last) {
 TensorMeta infer_convolution(const InferContext& c) { return infer_convolution_in(c, false); }
 TensorMeta infer_convolution_channels_last(const InferContext& c) { return infer_convolution_in(c, true); }
 
+// The convolution a gradient op differentiates: the forward's shape rule on x and w (one of
+// them rebuilt from the attributes and gy) must give gy's sizes.
+void check_convolution_gradient(const InferContext& c, const TensorMeta& x, const TensorMeta& w, const TensorMeta& gy, bool last) {
+  const TensorMeta* ins[2] = {&x, &w};
+  const Attrs fwd{c.attrs.ints(0), c.attrs.ints(1), c.attrs.ints(2), c.attrs.i(3)};
+  const InferContext f{last ? OpId::convolution_channels_last : OpId::convolution, ins, fwd, c.shapes};
+  const TensorMeta y = infer_convolution_in(f, last);
+  KILN_CHECK(y.sizes.size() == gy.sizes.size(), opn(c), ": the output gradient ", shape_str(gy.sizes),
+             " does not match the convolution's output ", shape_str(y.sizes));
+  for (size_t d = 0; d < y.sizes.size(); ++d)
+    KILN_CHECK(c.shapes.decide_equal(y.sizes[d], gy.sizes[d], opn(c)), opn(c), ": the output gradient ",
+               shape_str(gy.sizes), " does not match the convolution's output ", shape_str(y.sizes));
+}
+
+// (gy, w) -> gx: x's sizes are gy's batch, w's input channels and the attribute's spatial sizes.
+TensorMeta infer_convolution_input_grad(const InferContext& c) {
+  const bool last = c.attrs.b(5);
+  const TensorMeta& gy = arg(c, 0);
+  TensorMeta w = arg(c, 1);
+  KILN_CHECK(gy.rank() >= 3 && w.rank() == gy.rank(), opn(c), ": expected gy and w of the same rank (at least 3), got ",
+             shape_str(gy.sizes), " and ", shape_str(w.sizes));
+  const std::vector<int64_t>& spatial = c.attrs.ints(4);
+  KILN_CHECK(static_cast<int64_t>(spatial.size()) == gy.rank() - 2, opn(c), ": input_sizes needs ", gy.rank() - 2,
+             " spatial sizes, got ", spatial.size());
+  const SymShape wf = last ? channels_first(w.sizes) : w.sizes;
+  KILN_CHECK(wf[1].is_static(), opn(c), ": the weight's shape ", shape_str(w.sizes), " must be static");
+  SymShape xs{gy.sizes[0], wf[1].hint() * c.attrs.i(3)};
+  for (int64_t e : spatial) {
+    KILN_CHECK(e >= 0, opn(c), ": input_sizes must not be negative");
+    xs.push_back(e);
+  }
+  TensorMeta x = gy;
+  x.sizes = last ? channels_last(xs) : xs;
+  check_convolution_gradient(c, x, w, gy, last);
+  const DType t = result_type(c.inputs);
+  KILN_CHECK(is_floating(t), opn(c), ": operands must be floating point, got ", dtype_name(t));
+  return result(c, t, x.sizes);
+}
+
+// (x, gy) -> gw: w's sizes are gy's channels, x's channels per group and the attribute's kernel.
+TensorMeta infer_convolution_weight_grad(const InferContext& c) {
+  const bool last = c.attrs.b(5);
+  const TensorMeta& x = arg(c, 0);
+  const TensorMeta& gy = arg(c, 1);
+  KILN_CHECK(x.rank() >= 3 && gy.rank() == x.rank(), opn(c), ": expected x and gy of the same rank (at least 3), got ",
+             shape_str(x.sizes), " and ", shape_str(gy.sizes));
+  const std::vector<int64_t>& kernel = c.attrs.ints(4);
+  KILN_CHECK(static_cast<int64_t>(kernel.size()) == x.rank() - 2, opn(c), ": kernel needs ", x.rank() - 2,
+             " sizes, got ", kernel.size());
+  const SymShape xf = last ? channels_first(x.sizes) : x.sizes;
+  const SymShape gf = last ? channels_first(gy.sizes) : gy.sizes;
+  const int64_t groups = c.attrs.i(3);
+  KILN_CHECK(xf[1].is_static() && gf[1].is_static() && groups >= 1 && xf[1].hint() % groups == 0, opn(c), ": x ",
+             shape_str(x.sizes), " and gy ", shape_str(gy.sizes), " need static channels that split into ", groups, " groups");
+  SymShape ws{gf[1], xf[1].hint() / groups};
+  for (int64_t e : kernel) {
+    KILN_CHECK(e >= 1, opn(c), ": kernel sizes must be positive");
+    ws.push_back(e);
+  }
+  TensorMeta w = x;
+  w.sizes = last ? channels_last(ws) : ws;
+  check_convolution_gradient(c, x, w, gy, last);
+  const DType t = result_type(c.inputs);
+  KILN_CHECK(is_floating(t), opn(c), ": operands must be floating point, got ", dtype_name(t));
+  return result(c, t, w.sizes);
+}
+
 // Pooling windows, shared by the shape rule and the decompositions of max_pool and avg_pool.
 struct PoolWindows {
   std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, out;
@@ -882,6 +949,15 @@ bool convolution_folds_taps(std::span<const SymInt> w_sizes) {
   return w_sizes.size() >= 3 && w_sizes[1].hint() == 1 && taps <= kMaxFoldedTaps;
 }
 
+std::string_view convolution_computes_name(ConvolutionComputes c) {
+  switch (c) {
+    case ConvolutionComputes::y: return "y";
+    case ConvolutionComputes::x: return "x";
+    case ConvolutionComputes::w: return "w";
+  }
+  return "?";
+}
+
 SymShape channels_first(const SymShape& s) {
   if (s.size() < 3) return s;
   SymShape r{s.front(), s.back()};
@@ -1036,6 +1112,172 @@ NodeId decompose_convolution_channels_last(Graph& g, std::span<const NodeId> in,
   std::vector<NodeId> args{b.add(OpId::permute, {in[0]}, {to_first}), b.add(OpId::permute, {in[1]}, {to_first})};
   if (in.size() > 2) args.push_back(in[2]);
   return b.add(OpId::permute, {b.add(OpId::convolution, args, a)}, {to_last});
+}
+
+// Pads one dim of x by begin and end (negative: crops), torch's pairs from the last dim down.
+NodeId pad_dim(Builder& b, NodeId x, int64_t dim, int64_t begin, int64_t end) {
+  if (begin == 0 && end == 0) return x;
+  std::vector<int64_t> pairs;
+  for (int64_t d = b.meta(x).rank(); d-- > dim;) {
+    pairs.push_back(d == dim ? begin : 0);
+    pairs.push_back(d == dim ? end : 0);
+  }
+  return b.add(OpId::pad, {x}, {pairs, 0.0});
+}
+
+// The permutations between channels-first [N, C, *S] and channels-last [N, *S, C] of rank r.
+std::vector<int64_t> to_first_perm(int64_t r) {
+  std::vector<int64_t> p{0, r - 1};
+  for (int64_t d = 1; d < r - 1; ++d) p.push_back(d);
+  return p;
+}
+std::vector<int64_t> to_last_perm(int64_t r) {
+  std::vector<int64_t> p{0};
+  for (int64_t d = 2; d < r; ++d) p.push_back(d);
+  p.push_back(1);
+  return p;
+}
+
+// A gradient op's attributes with channels_last set to `last`.
+Attrs with_layout(const Attrs& a, bool last) { return Attrs{a.ints(0), a.ints(1), a.ints(2), a.i(3), a.ints(4), last}; }
+
+// Whether a convolution is a product over channels alone: 1x1, unit stride, no pads, one group.
+bool pointwise_convolution(const Attrs& a, std::span<const int64_t> kernel) {
+  bool unit = a.i(3) == 1;
+  for (int64_t k : kernel) unit = unit && k == 1;
+  for (int64_t st : a.ints(0)) unit = unit && st == 1;
+  for (int64_t p : a.ints(1)) unit = unit && p == 0;
+  return unit;
+}
+
+// gx = the transposed convolution of gy: gy spaced out by the strides (stride - 1 zeros between
+// neighbours), padded so that every tap that read x[i] in the forward lines up with i, then
+// convolved at unit stride with w's taps flipped and its input and output channels swapped
+// within each group (as XLA's convolution with lhs dilation). Channels last: a 1x1 unit-stride
+// one is gy @ w over the channels; any other the channels-first op between permutes.
+NodeId decompose_convolution_input_grad(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const DType t = b.promoted(in);
+  const NodeId gy = b.cast(in[0], t), w = b.cast(in[1], t);
+  const auto r = b.meta(gy).rank();
+  if (a.b(5)) {
+    const SymShape ws = b.meta(w).sizes;
+    std::vector<int64_t> kernel;
+    for (size_t d = 1; d + 1 < ws.size(); ++d) kernel.push_back(ws[d].hint());
+    if (pointwise_convolution(a, kernel))
+      return b.add(OpId::matmul, {gy, b.add(OpId::reshape, {w}, {SymShape{ws.front(), ws.back()}})});
+    const NodeId gx = b.add(OpId::convolution_input_grad,
+                            {b.add(OpId::permute, {gy}, {to_first_perm(r)}), b.add(OpId::permute, {w}, {to_first_perm(r)})},
+                            with_layout(a, false));
+    return b.add(OpId::permute, {gx}, {to_last_perm(r)});
+  }
+  const size_t n = static_cast<size_t>(r - 2);
+  const std::vector<int64_t>& strides = a.ints(0);
+  const std::vector<int64_t>& pads = a.ints(1);
+  const std::vector<int64_t>& dil = a.ints(2);
+  const int64_t groups = a.i(3);
+  const std::vector<int64_t>& spatial = a.ints(4);
+  const SymShape ws = b.meta(w).sizes;
+  const int64_t m = ws[0].hint(), cg = ws[1].hint();
+  NodeId z = gy;
+  for (size_t d = 0; d < n; ++d) {
+    const auto dim = static_cast<int64_t>(2 + d);
+    const int64_t o = b.meta(z).sizes[2 + d].hint(), k = ws[2 + d].hint();
+    int64_t len = o;
+    if (strides[d] > 1) {  // [.., O, ..] -> [.., O, 1, ..] -> [.., O, s, ..] -> [.., O * s, ..]
+      SymShape spaced = b.meta(z).sizes;
+      spaced[2 + d] = o * strides[d];
+      z = pad_dim(b, b.add(OpId::unsqueeze, {z}, {dim + 1}), dim + 1, 0, strides[d] - 1);
+      z = b.add(OpId::reshape, {z}, {spaced});
+      len = o * strides[d];
+    }
+    const int64_t left = (k - 1) * dil[d] - pads[d];
+    z = pad_dim(b, z, dim, left, spatial[d] + (k - 1) * dil[d] - left - len);
+  }
+  // w[M, C/g, *K] -> [g, M/g, C/g, *K] -> [g, C/g, M/g, *K] -> [C, M/g, *K], each kernel dim reversed
+  SymShape split{groups, m / groups, cg};
+  split.insert(split.end(), ws.begin() + 2, ws.end());
+  std::vector<int64_t> swap{0, 2, 1};
+  for (size_t d = 0; d < n; ++d) swap.push_back(static_cast<int64_t>(3 + d));
+  SymShape merged{cg * groups, m / groups};
+  merged.insert(merged.end(), ws.begin() + 2, ws.end());
+  NodeId wt = b.add(OpId::reshape, {b.add(OpId::permute, {b.add(OpId::reshape, {w}, {split})}, {swap})}, {merged});
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t k = ws[2 + d].hint();
+    if (k == 1) continue;
+    const NodeId reversed = b.add(OpId::arange, {}, {static_cast<double>(k - 1), -1.0, -1.0, DType::i64});
+    wt = b.add(OpId::index_select, {wt, reversed}, {static_cast<int64_t>(2 + d)});
+  }
+  return b.add(OpId::convolution, {z, wt},
+               {std::vector<int64_t>(n, 1), std::vector<int64_t>(2 * n, 0), dil, groups});
+}
+
+// gw = x's windows times gy, summed over the batch and the output positions: per group one
+// product [M/g, N * L] @ [N * L, C/g * P] with the batch folded into the inner dim. A
+// depthwise weight (Target-independent convolution_folds_taps) sums tap * gy per tap instead.
+// Channels last: a 1x1 unit-stride one is gy^T @ x over every position; any other the
+// channels-first op between permutes.
+NodeId decompose_convolution_weight_grad(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  const DType t = b.promoted(in);
+  const NodeId x = b.cast(in[0], t), gy = b.cast(in[1], t);
+  const auto r = b.meta(x).rank();
+  const std::vector<int64_t>& kernel = a.ints(4);
+  if (a.b(5)) {
+    const SymShape xs = b.meta(x).sizes, gs = b.meta(gy).sizes;
+    if (pointwise_convolution(a, kernel)) {
+      SymInt rows = 1;
+      for (size_t d = 0; d + 1 < xs.size(); ++d) rows = rows * xs[d];
+      const NodeId g2 = b.add(OpId::reshape, {gy}, {SymShape{rows, gs.back()}});
+      const NodeId x2 = b.add(OpId::reshape, {x}, {SymShape{rows, xs.back()}});
+      const NodeId gw = b.add(OpId::matmul, {b.add(OpId::permute, {g2}, {std::vector<int64_t>{1, 0}}), x2});
+      SymShape wl{gs.back()};
+      wl.insert(wl.end(), kernel.size(), SymInt(1));
+      wl.push_back(xs.back());
+      return b.add(OpId::reshape, {gw}, {wl});
+    }
+    const NodeId gw = b.add(OpId::convolution_weight_grad,
+                            {b.add(OpId::permute, {x}, {to_first_perm(r)}), b.add(OpId::permute, {gy}, {to_first_perm(r)})},
+                            with_layout(a, false));
+    return b.add(OpId::permute, {gw}, {to_last_perm(r)});
+  }
+  const SymShape xs = b.meta(x).sizes, gs = b.meta(gy).sizes;
+  const size_t n = static_cast<size_t>(r - 2);
+  const int64_t groups = a.i(3), ch = xs[1].hint(), m = gs[1].hint();
+  SymShape wsz{m, ch / groups};
+  for (int64_t k : kernel) wsz.push_back(k);
+  const PoolWindows win = convolution_windows(xs, wsz, a);
+  int64_t p = 1, l = 1;
+  for (int64_t k : kernel) p *= k;
+  for (int64_t o : win.out) l *= o;
+  const SymInt nb = xs[0];
+  if (convolution_folds_taps(wsz)) {
+    // One reduction per tap: sum over the batch and positions of tap[N, g, 1, *O] * gy[N, g, M/g, *O].
+    const DType acc = t == DType::f16 || t == DType::bf16 ? DType::f32 : t;
+    SymShape gsplit{nb, groups, m / groups};
+    gsplit.insert(gsplit.end(), gs.begin() + 2, gs.end());
+    const NodeId gy_split = b.cast(b.add(OpId::reshape, {gy}, {gsplit}), acc);
+    std::vector<int64_t> summed{0};
+    for (size_t d = 0; d < n; ++d) summed.push_back(static_cast<int64_t>(3 + d));
+    std::vector<NodeId> per_tap;
+    for (NodeId tap : window_taps(b, x, win, 0.0)) {
+      const NodeId prod = b.add(OpId::mul, {b.cast(b.add(OpId::unsqueeze, {tap}, {int64_t{2}}), acc), gy_split});
+      per_tap.push_back(b.add(OpId::unsqueeze, {b.reduce(OpId::sum, prod, summed, false)}, {int64_t{2}}));  // [g, M/g, 1]
+    }
+    const NodeId taps = per_tap.size() == 1 ? per_tap[0] : b.add(OpId::cat, per_tap, {int64_t{2}});
+    return b.cast(b.add(OpId::reshape, {taps}, {wsz}), t);
+  }
+  // [N, C, P, *O] -> [N, g, C/g * P, L] -> [g, N, L, C/g * P] -> [g, N * L, C/g * P]
+  const NodeId patches = p == 1 ? b.add(OpId::unsqueeze, {window_taps(b, x, win, 0.0)[0]}, {int64_t{2}})
+                                : window_patches(b, x, win, 0.0);
+  const NodeId cols = b.add(OpId::reshape, {b.add(OpId::permute, {b.add(OpId::reshape, {patches}, {SymShape{nb, groups, ch / groups * p, l}})},
+                                                  {std::vector<int64_t>{1, 0, 3, 2}})},
+                            {SymShape{groups, nb * l, ch / groups * p}});
+  // gy [N, M, *O] -> [N, g, M/g, L] -> [g, M/g, N, L] -> [g, M/g, N * L]
+  const NodeId rows = b.add(OpId::reshape, {b.add(OpId::permute, {b.add(OpId::reshape, {gy}, {SymShape{nb, groups, m / groups, l}})},
+                                                  {std::vector<int64_t>{1, 2, 0, 3}})},
+                            {SymShape{groups, m / groups, nb * l}});
+  return b.add(OpId::reshape, {b.add(OpId::matmul, {rows, cols})}, {wsz});
 }
 
 // The windows folded tap by tap (maximum or add): a chain of pointwise ops over views of x
@@ -1328,6 +1570,14 @@ std::vector<OpDef> build_table() {
       {O::convolution_channels_last, "convolution_channels_last", C::composite, 2, 3,
        {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}},
        infer_convolution_channels_last, decompose_convolution_channels_last},
+      {O::convolution_input_grad, "convolution_input_grad", C::composite, 2, 2,
+       {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}, {"input_sizes", K::ints},
+        {"channels_last", K::bool_}},
+       infer_convolution_input_grad, decompose_convolution_input_grad},
+      {O::convolution_weight_grad, "convolution_weight_grad", C::composite, 2, 2,
+       {{"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"groups", K::int_}, {"kernel", K::ints},
+        {"channels_last", K::bool_}},
+       infer_convolution_weight_grad, decompose_convolution_weight_grad},
       {O::max_pool, "max_pool", C::composite, 1, 1,
        {{"kernel", K::ints}, {"strides", K::ints}, {"pads", K::ints}, {"dilations", K::ints}, {"ceil_mode", K::bool_}},
        infer_pool, decompose_max_pool},

@@ -77,7 +77,8 @@ PlanKernel kernel_skeleton(const schedule::Kernel& k) {
   if (k.convolution) {
     const schedule::Convolution& c = *k.convolution;
     pk.convolution = plan::PlanConvolution{c.x,       c.w,    c.y,         c.dtype, c.x_sizes,
-                                           c.w_sizes, c.strides, c.pads, c.dilations, c.groups, c.channels_last};
+                                           c.w_sizes, c.strides, c.pads, c.dilations, c.groups, c.channels_last,
+                                           c.computes};
   }
   if (k.reference) {
     pk.op = k.reference->op;

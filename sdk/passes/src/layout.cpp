@@ -5,7 +5,8 @@
 //
 // to_channels_last: convolution(x, w[, b]) -> permute(convolution_channels_last(permute(x),
 // w', [b]), back), w' a constant permuted now (a weight that is an input is permuted in the
-// graph). Alone this adds two permutes per convolution; sink_permutes then moves each permute
+// graph); the gradient ops convolution_input_grad(gy, w) and convolution_weight_grad(x, gy)
+// likewise, with their channels_last attribute set. Alone this adds two permutes per convolution; sink_permutes then moves each permute
 // past the ops that read it, so that between two convolutions everything runs channels last
 // and the pairs meet and cancel (simplify: permute(permute(x, p), q) -> x):
 //   pointwise(permute(a, p), permute(b, p) | small b | 0-d)  -> permute(pointwise(a, b'), p)
@@ -42,10 +43,14 @@ bool is_identity(const std::vector<int64_t>& p) {
 PassResult run_to_channels_last(const Graph& g) {
   detail::Rewriter rw(g, "to_channels_last");
   int converted = 0;
+  // Each operand permuted once: a training step's output gradient feeds both gradient ops.
+  std::map<NodeId, NodeId> permuted;
   for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
     const Node& n = g.node(id);
     if (n.op == OpId::input) continue;
-    if (n.op != OpId::convolution) {
+    // A convolution and its two gradient ops (already channels last: kept as they are).
+    const bool gradient = n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad;
+    if (n.op != OpId::convolution && !(gradient && !n.attrs.b(5))) {
       rw.copy(id);
       continue;
     }
@@ -56,19 +61,23 @@ PassResult run_to_channels_last(const Graph& g) {
     for (int64_t d = 2; d < r; ++d) to_last.push_back(d);
     to_last.push_back(1);
     for (int64_t d = 1; d < r - 1; ++d) to_first.push_back(d);
-    ins[0] = out.add(OpId::permute, {ins[0]}, Attrs{to_last});
-    const Node& w = out.node(ins[1]);
-    if (w.op == OpId::constant) {  // permuted once here, not by a kernel on every call
-      const TensorData t = detail::tensor_of(w.attrs.tensor(0));
-      const SymShape sizes = channels_last(w.meta.sizes);
-      std::vector<int64_t> static_sizes;
-      for (const SymInt& s : sizes) static_sizes.push_back(s.hint());
-      const TensorData p = eval::run_op(OpId::permute, {&t, 1}, Attrs{to_last}, w.meta.dtype, static_sizes);
-      ins[1] = out.add(OpId::constant, {}, Attrs{std::shared_ptr<const ConstantData>(std::make_shared<ConstantData>(detail::constant_of(p)))});
-    } else {
-      ins[1] = out.add(OpId::permute, {ins[1]}, Attrs{to_last});
+    for (size_t j = 0; j < 2; ++j) {
+      const Node& v = out.node(ins[j]);
+      if (v.op == OpId::constant) {  // a weight permuted once here, not by a kernel on every call
+        const TensorData t = detail::tensor_of(v.attrs.tensor(0));
+        const SymShape sizes = channels_last(v.meta.sizes);
+        std::vector<int64_t> static_sizes;
+        for (const SymInt& s : sizes) static_sizes.push_back(s.hint());
+        const TensorData p = eval::run_op(OpId::permute, {&t, 1}, Attrs{to_last}, v.meta.dtype, static_sizes);
+        ins[j] = out.add(OpId::constant, {}, Attrs{std::shared_ptr<const ConstantData>(std::make_shared<ConstantData>(detail::constant_of(p)))});
+      } else {
+        auto [it, fresh] = permuted.try_emplace(ins[j], -1);
+        if (fresh) it->second = out.add(OpId::permute, {ins[j]}, Attrs{to_last});
+        ins[j] = it->second;
+      }
     }
-    const NodeId y = out.add(OpId::convolution_channels_last, ins, n.attrs);
+    const NodeId y = gradient ? out.add(n.op, ins, Attrs{n.attrs.ints(0), n.attrs.ints(1), n.attrs.ints(2), n.attrs.i(3), n.attrs.ints(4), true})
+                              : out.add(OpId::convolution_channels_last, ins, n.attrs);
     rw.bind(id, out.add(OpId::permute, {y}, Attrs{to_first}));
     if (!n.name.empty()) out.set_name(y, n.name);
     ++converted;

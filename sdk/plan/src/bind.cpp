@@ -210,6 +210,7 @@ class Validator {
     ref(c.x, where, "x");
     ref(c.w, where, "w");
     ref(c.y, where, "y");
+    if (c.x == c.w || c.x == c.y || c.w == c.y) fail_at(where, "", "x, w and y must be three different buffers");
     if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::bf16)
       fail_at(where, "dtype", "convolution kernels are f32, f16 or bf16, not " + std::string(dtype_name(c.dtype)));
     const char* fields[3] = {"x", "w", "y"};
@@ -234,11 +235,15 @@ class Validator {
                                     shape_str(buf(c.x).sizes));
     if (!(buf(c.w).sizes == static_shape(c.w_sizes)))
       fail_at(where, "w_sizes", "are not the sizes of buffer " + std::to_string(c.w) + " " + shape_str(buf(c.w).sizes));
-    const std::string& yk = buf(c.y).kind;
-    if (yk == "input" || yk == "constant") fail_at(where, "y", "the convolution writes buffer " + std::to_string(c.y) + ", an " + yk + " buffer");
-    for (int32_t b : {c.x, c.w})
-      if (b == c.y || (buf(b).slot >= 0 && buf(b).slot == buf(c.y).slot))
-        fail_at(where, "y", "y shares memory with operand buffer " + std::to_string(b));
+    // The buffer written (y, or a gradient's x or w) and the two read.
+    const int32_t out = c.computes == ConvolutionComputes::x ? c.x : c.computes == ConvolutionComputes::w ? c.w : c.y;
+    const std::string of(convolution_computes_name(c.computes));
+    const std::string& yk = buf(out).kind;
+    if (yk == "input" || yk == "constant")
+      fail_at(where, of, "the convolution writes buffer " + std::to_string(out) + ", an " + yk + " buffer");
+    for (int32_t b : {c.x, c.w, c.y})
+      if (b != out && buf(b).slot >= 0 && buf(b).slot == buf(out).slot)
+        fail_at(where, of, of + " shares memory with operand buffer " + std::to_string(b));
     const TensorMeta inferred = infer(c.channels_last ? OpId::convolution_channels_last : OpId::convolution, {c.x, c.w},
                                       Attrs{c.strides, c.pads, c.dilations, c.groups}, where);
     if (!(inferred.sizes == buf(c.y).sizes))

@@ -88,7 +88,10 @@ std::string KernelPlan::str() const {
         for (size_t i = 0; i < v.size(); ++i) t += (i ? "," : "") + std::to_string(v[i]);
         return t;
       };
-      os << " b" << c.y << " = conv(b" << c.x << ", b" << c.w << ") " << dtype_name(c.dtype) << " strides " << list(c.strides)
+      if (c.computes == ConvolutionComputes::x) os << " b" << c.x << " = conv_input_grad(b" << c.y << ", b" << c.w << ") ";
+      else if (c.computes == ConvolutionComputes::w) os << " b" << c.w << " = conv_weight_grad(b" << c.x << ", b" << c.y << ") ";
+      else os << " b" << c.y << " = conv(b" << c.x << ", b" << c.w << ") ";
+      os << dtype_name(c.dtype) << " strides " << list(c.strides)
          << " pads " << list(c.pads) << " dilations " << list(c.dilations) << " groups " << c.groups;
     } else {
       os << " entry @" << k.entry << ", parallel over " << k.parallel_extent.str() << " in chunks of >= " << k.grain;

@@ -97,6 +97,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
     m["dilations"] = json(c.dilations);
     m["groups"] = c.groups;
     if (c.channels_last) m["channels_last"] = true;
+    if (c.computes != ConvolutionComputes::y) m["computes"] = std::string(convolution_computes_name(c.computes));
     j["convolution"] = std::move(m);
   }
   if (k.fixed_signature()) {
@@ -333,7 +334,8 @@ PlanLaunch PlanReader::read_launch(const json& v, const std::string& where) cons
 
 PlanConvolution PlanReader::read_convolution(const json& v, const std::string& where) const {
   const json& m = object(v, where, "");
-  only_keys(m, {"x", "w", "y", "dtype", "x_sizes", "w_sizes", "strides", "pads", "dilations", "groups", "channels_last"}, where);
+  only_keys(m, {"x", "w", "y", "dtype", "x_sizes", "w_sizes", "strides", "pads", "dilations", "groups", "channels_last", "computes"},
+            where);
   PlanConvolution c;
   c.x = buffer_ref(need(m, "x", where), where, "x");
   c.w = buffer_ref(need(m, "w", where), where, "w");
@@ -348,6 +350,13 @@ PlanConvolution PlanReader::read_convolution(const json& v, const std::string& w
   if (const json* l = maybe(m, "channels_last")) {
     if (!l->is_boolean()) fail_at(where, "channels_last", "expected true or false");
     c.channels_last = l->get<bool>();
+  }
+  if (const json* e = maybe(m, "computes")) {
+    const std::string s = e->is_string() ? e->get<std::string>() : "";
+    if (s == "y") c.computes = ConvolutionComputes::y;
+    else if (s == "x") c.computes = ConvolutionComputes::x;
+    else if (s == "w") c.computes = ConvolutionComputes::w;
+    else fail_at(where, "computes", "expected \"y\" (the convolution), \"x\" or \"w\" (a gradient)");
   }
   return c;
 }

@@ -56,6 +56,7 @@ std::string what_of(const KernelPlan& plan, const PlanKernel& k) {
     if (!c.strides.empty() && c.strides[0] != 1) s += " stride " + std::to_string(c.strides[0]);
     if (c.groups != 1) s += " groups " + std::to_string(c.groups);
     if (c.channels_last) s += " channels last";
+    if (c.computes != ConvolutionComputes::y) s += ", gradient of " + std::string(convolution_computes_name(c.computes));
     return s;
   }
   if (k.kind == "reference") return std::string(op_name(k.op)) + " on the host";

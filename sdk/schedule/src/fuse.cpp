@@ -748,21 +748,36 @@ class Fuser {
     k.provenance = {id};
     Convolution c;
     c.dtype = node.meta.dtype;
+    // The operands in the order the op takes them, and the result: y = conv(x, w), gx from (gy,
+    // w), gw from (x, gy).
+    c.computes = node.op == OpId::convolution_input_grad    ? ConvolutionComputes::x
+                 : node.op == OpId::convolution_weight_grad ? ConvolutionComputes::w
+                                                            : ConvolutionComputes::y;
     int32_t* bufs[2] = {&c.x, &c.w};
+    int32_t* result = &c.y;
+    if (c.computes == ConvolutionComputes::x) {
+      bufs[0] = &c.y;
+      result = &c.x;
+    } else if (c.computes == ConvolutionComputes::w) {
+      bufs[1] = &c.y;
+      result = &c.w;
+    }
     for (size_t j = 0; j < 2; ++j) {
       const std::optional<Layout> l = ctx_.layout(node.inputs[j], nullptr);
       if (!l || !contiguous_from_start(g.node(node.inputs[j]).meta, *l))
         internal_fail("schedule: convolution operand %", node.inputs[j], " of ", label(id), " is not contiguous in memory");
       *bufs[j] = ctx_.buffer_of[static_cast<size_t>(l->base)];
     }
-    c.y = ctx_.buffer_of[static_cast<size_t>(id)];
-    c.x_sizes = g.node(node.inputs[0]).meta.sizes;
-    for (const SymInt& e : g.node(node.inputs[1]).meta.sizes) c.w_sizes.push_back(e.hint());
+    *result = ctx_.buffer_of[static_cast<size_t>(id)];
+    const NodeId x = c.computes == ConvolutionComputes::x ? id : node.inputs[0];
+    const NodeId w = c.computes == ConvolutionComputes::w ? id : node.inputs[1];
+    c.x_sizes = g.node(x).meta.sizes;
+    for (const SymInt& e : g.node(w).meta.sizes) c.w_sizes.push_back(e.hint());
     c.strides = node.attrs.ints(0);
     c.pads = node.attrs.ints(1);
     c.dilations = node.attrs.ints(2);
     c.groups = node.attrs.i(3);
-    c.channels_last = node.op == OpId::convolution_channels_last;
+    c.channels_last = convolves_channels_last(node);
     k.convolution = std::move(c);
     return k;
   }
@@ -850,9 +865,18 @@ bool Target::runs_convolution(const Graph& g, const Node& n) const {
   // Two kinds decompose better than the library runs them: depthwise ones (a fused sum over
   // the taps that also takes their epilogue) and 1x1 ones of unit stride, no pads and one group,
   // which are a gemm over x as it lies (no window copy), with the gemm's epilogues.
-  const SymShape& ws = g.node(n.inputs[1]).meta.sizes;
-  const SymShape w = n.op == OpId::convolution_channels_last ? channels_first(ws) : ws;
+  // The weight's sizes: an input, or a weight gradient's own.
+  const SymShape& ws = n.op == OpId::convolution_weight_grad ? n.meta.sizes : g.node(n.inputs[1]).meta.sizes;
+  const SymShape w = detail::convolves_channels_last(n) ? channels_first(ws) : ws;
   if (convolution_folds_taps(w)) return false;
+  // A gradient's pads cannot move into a pad op before it (the forward's can): the library pads
+  // both ends alike.
+  if (n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) {
+    const std::vector<int64_t>& pads = n.attrs.ints(1);
+    const size_t sp = pads.size() / 2;
+    for (size_t d = 0; d < sp; ++d)
+      if (pads[d] != pads[d + sp]) return false;
+  }
   bool pointwise = n.attrs.i(3) == 1;
   for (size_t d = 2; d < w.size(); ++d) pointwise = pointwise && w[d].hint() == 1;
   for (int64_t s : n.attrs.ints(0)) pointwise = pointwise && s == 1;

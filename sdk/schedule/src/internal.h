@@ -132,7 +132,15 @@ inline bool gathers(OpId op) { return op == OpId::index_select || op == OpId::ga
 // Ops whose second input is an index into their first input's dim `dim` (attribute 0).
 inline bool indexes(OpId op) { return gathers(op) || op == OpId::scatter_add || op == OpId::scatter; }
 // Either convolution op (channels first or last): a kernel of its own where the target runs it.
-inline bool convolves(OpId op) { return op == OpId::convolution || op == OpId::convolution_channels_last; }
+inline bool convolves(OpId op) {
+  return op == OpId::convolution || op == OpId::convolution_channels_last || op == OpId::convolution_input_grad ||
+         op == OpId::convolution_weight_grad;
+}
+// Whether a convolving op is laid out channels last.
+inline bool convolves_channels_last(const Node& n) {
+  return n.op == OpId::convolution_channels_last ||
+         ((n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) && n.attrs.b(5));
+}
 // A gathering (or scattering) op whose index is a constant inside the selected dim for every size the plan
 // serves: a plain gathering load (store). Any other index with a static selected dim is read at run
 // time, clamped into the dim, and counted by a check when it lies outside (prepare.cpp); a

@@ -198,12 +198,33 @@ std::vector<int32_t> Kernel::reads() const {
   if (reference) r.insert(r.end(), reference->inputs.begin(), reference->inputs.end());
   if (attention) r.insert(r.end(), {attention->q, attention->k, attention->v});
   if (attention && attention->mask >= 0) r.push_back(attention->mask);
-  if (convolution) r.insert(r.end(), {convolution->x, convolution->w});
+  if (convolution) {
+    const std::array<int32_t, 2> ops = convolution->operands();
+    r.insert(r.end(), ops.begin(), ops.end());
+  }
   for (const Store& s : stores)
     if (s.accumulate) r.push_back(s.buffer);
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
   return r;
+}
+
+std::array<int32_t, 2> Convolution::operands() const {
+  switch (computes) {
+    case ConvolutionComputes::x: return {y, w};
+    case ConvolutionComputes::w: return {x, y};
+    case ConvolutionComputes::y: break;
+  }
+  return {x, w};
+}
+
+int32_t Convolution::result() const {
+  switch (computes) {
+    case ConvolutionComputes::x: return x;
+    case ConvolutionComputes::w: return w;
+    case ConvolutionComputes::y: break;
+  }
+  return y;
 }
 
 std::vector<int32_t> Kernel::writes() const {
@@ -212,7 +233,7 @@ std::vector<int32_t> Kernel::writes() const {
   if (gemm) w.push_back(gemm->c);
   if (reference) w.push_back(reference->output);
   if (attention) w.push_back(attention->out);
-  if (convolution) w.push_back(convolution->y);
+  if (convolution) w.push_back(convolution->result());
   std::sort(w.begin(), w.end());
   w.erase(std::unique(w.begin(), w.end()), w.end());
   return w;
@@ -332,7 +353,10 @@ std::string Kernel::str() const {
     };
     os << "  convolution: b" << c.y << " = conv(b" << c.x << shape_str(c.x_sizes) << ", b" << c.w << "[" << list(c.w_sizes)
        << "]) strides " << list(c.strides) << " pads " << list(c.pads) << " dilations " << list(c.dilations) << " groups "
-       << c.groups << (c.channels_last ? " channels last" : "") << "\n";
+       << c.groups << (c.channels_last ? " channels last" : "");
+    if (c.computes != ConvolutionComputes::y)
+      os << ", computes b" << c.result() << " = d/d" << convolution_computes_name(c.computes) << " from b" << c.y;
+    os << "\n";
   }
   if (reference) {
     os << "  reference " << op_name(reference->op) << "(";

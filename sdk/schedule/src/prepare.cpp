@@ -81,6 +81,8 @@ NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
       i = out.add(OpId::cast, {i}, Attrs{t});
   }
   const size_t sp = static_cast<size_t>(n.meta.rank() - 2);
+  // A gradient op keeps its attributes (runs_convolution took only symmetric pads).
+  if (n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) return out.add(n.op, ins, n.attrs);
   const bool last = n.op == OpId::convolution_channels_last;
   std::vector<int64_t> pads = n.attrs.ints(1);
   std::vector<int64_t> extra;  // pad's pairs, last dim first
@@ -153,9 +155,10 @@ bool library_convolutions_dominate(const Graph& g, const Target& target) {
     return n;
   };
   for (const Node& n : g.nodes()) {
-    if (n.op == OpId::convolution) {
-      const SymShape& w = g.node(n.inputs[1]).meta.sizes;
-      double macs = count(n.meta.sizes);
+    if (n.op == OpId::convolution || n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) {
+      // Each is a product of the forward's size: y's elements times C/groups * prod(K).
+      const SymShape& w = n.op == OpId::convolution_weight_grad ? n.meta.sizes : g.node(n.inputs[1]).meta.sizes;
+      double macs = count(n.op == OpId::convolution ? n.meta.sizes : g.node(n.inputs[n.op == OpId::convolution_input_grad ? 0 : 1]).meta.sizes);
       for (size_t d = 1; d < w.size(); ++d) macs *= static_cast<double>(w[d].hint());  // C/groups * prod(K)
       all += macs;
       if (target.runs_convolution(g, n)) library += macs;

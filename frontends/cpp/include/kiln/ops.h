@@ -205,8 +205,8 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, co
               const Dims& padding = {0}, const Dims& dilation = {1}, int64_t groups = 1);
 // torch's conv_transpose1d/2d/3d: weight [C_in, C_out / groups, *kernel]; output size per
 // spatial dim (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
-// (output_padding below the stride or the dilation). A composite: x dilated by the strides and
-// padded, then a convolution with the weight's channels swapped and its taps reversed.
+// (output_padding below the stride or the dilation). The op convolution_input_grad: the gradient
+// of a convolution by `weight` with respect to its input, x as its output's gradient.
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Dims& stride = {1},
                         const Dims& padding = {0}, const Dims& output_padding = {0}, int64_t groups = 1,
                         const Dims& dilation = {1});

@@ -46,26 +46,37 @@ Handle& handle_of(Context& ctx) {
   return h;
 }
 
-const char* algorithm_name(cudnnConvolutionFwdAlgo_t a) {
-  switch (a) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit precomputed gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft tiling";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd nonfused";
-    default: return "?";
+// cuDNN's names for its algorithms of each direction, by enum value.
+const char* algorithm_name(ConvolutionComputes computes, int a) {
+  static const char* const forward[] = {"implicit gemm", "implicit precomputed gemm", "gemm", "direct", "fft",
+                                        "fft tiling", "winograd", "winograd nonfused"};
+  static const char* const data[] = {"backward data 0", "backward data 1", "backward data fft", "backward data fft tiling",
+                                     "backward data winograd", "backward data winograd nonfused"};
+  static const char* const filter[] = {"backward filter 0", "backward filter 1", "backward filter fft", "backward filter 3",
+                                       "backward filter winograd", "backward filter winograd nonfused",
+                                       "backward filter fft tiling"};
+  auto pick = [a](const auto& names) { return a >= 0 && a < static_cast<int>(std::size(names)) ? names[a] : "?"; };
+  switch (computes) {
+    case ConvolutionComputes::x: return pick(data);
+    case ConvolutionComputes::w: return pick(filter);
+    case ConvolutionComputes::y: break;
   }
+  return pick(forward);
 }
+
+// One of cuDNN's algorithms for a direction, with the math it runs and the workspace it takes.
+struct Algorithm {
+  int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t memory = 0;
+};
 
 // One problem's descriptors and usable algorithms (best first).
 struct Prepared {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;
+  std::vector<Algorithm> algorithms;
   Prepared() = default;
   Prepared(const Prepared&) = delete;
   Prepared& operator=(const Prepared&) = delete;
@@ -147,7 +158,8 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
     dilations.push_back(narrow(c.dilations[d], "dilation", kernel));
   }
   std::ostringstream key;
-  key << &ctx << ' ' << static_cast<int>(t) << ' ' << static_cast<int>(math) << ' ' << c.groups << ' ' << c.channels_last;
+  key << &ctx << ' ' << static_cast<int>(c.computes) << ' ' << static_cast<int>(t) << ' ' << static_cast<int>(math) << ' '
+      << c.groups << ' ' << c.channels_last;
   for (const std::vector<int>* v : {&xd, &wd, &pads, &strides, &dilations}) {
     key << " |";
     for (int e : *v) key << ' ' << e;
@@ -182,21 +194,50 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
   check_dnn(api().cudnnCreateTensorDescriptor(&p->y), "cudnnCreateTensorDescriptor", kernel);
   check_dnn(api().cudnnSetTensorNdDescriptor(p->y, t, rank, yd.data(), strides_of(yd).data()), "cudnnSetTensorNdDescriptor (y)", kernel);
   Handle& h = handle_of(ctx);
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+  // The heuristic's proposals for the direction, best first, less those that round f32 operands
+  // to tensor-core precision without TF32 or need more than the workspace.
+  auto keep = [&](const auto& perf, int found, auto workspace_of) {
+    for (int i = 0; i < found; ++i) {
+      const auto& a = perf[static_cast<size_t>(i)];
+      if (a.status != CUDNN_STATUS_SUCCESS) continue;
+      if (c.dtype == DType::f32 && !allow_tf32 && a.mathType != CUDNN_FMA_MATH && a.mathType != CUDNN_DEFAULT_MATH) continue;
+      size_t bytes = 0;
+      if (workspace_of(a.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > h.workspace_bytes) continue;
+      p->algorithms.push_back(Algorithm{static_cast<int>(a.algo), a.mathType, bytes});
+    }
+  };
   int found = 0;
-  check_dnn(api().cudnnGetConvolutionForwardAlgorithm_v7(h.h, p->x, p->w, p->conv, p->y, static_cast<int>(perf.size()), &found, perf.data()),
-            "cudnnGetConvolutionForwardAlgorithm_v7", kernel);
-  for (int i = 0; i < found; ++i) {
-    const cudnnConvolutionFwdAlgoPerf_t& a = perf[static_cast<size_t>(i)];
-    if (a.status != CUDNN_STATUS_SUCCESS) continue;
-    // Without TF32, no algorithm that rounds f32 operands to tensor-core precision.
-    if (c.dtype == DType::f32 && !allow_tf32 && a.mathType != CUDNN_FMA_MATH && a.mathType != CUDNN_DEFAULT_MATH) continue;
-    size_t bytes = 0;
-    if (api().cudnnGetConvolutionForwardWorkspaceSize(h.h, p->x, p->w, p->conv, p->y, a.algo, &bytes) != CUDNN_STATUS_SUCCESS ||
-        bytes > h.workspace_bytes)
-      continue;
-    p->algorithms.push_back(a);
-    p->algorithms.back().memory = bytes;
+  switch (c.computes) {
+    case ConvolutionComputes::y: {
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+      check_dnn(api().cudnnGetConvolutionForwardAlgorithm_v7(h.h, p->x, p->w, p->conv, p->y, static_cast<int>(perf.size()), &found,
+                                                             perf.data()),
+                "cudnnGetConvolutionForwardAlgorithm_v7", kernel);
+      keep(perf, found, [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+        return api().cudnnGetConvolutionForwardWorkspaceSize(h.h, p->x, p->w, p->conv, p->y, a, bytes);
+      });
+      break;
+    }
+    case ConvolutionComputes::x: {
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+      check_dnn(api().cudnnGetConvolutionBackwardDataAlgorithm_v7(h.h, p->w, p->y, p->conv, p->x, static_cast<int>(perf.size()),
+                                                                  &found, perf.data()),
+                "cudnnGetConvolutionBackwardDataAlgorithm_v7", kernel);
+      keep(perf, found, [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+        return api().cudnnGetConvolutionBackwardDataWorkspaceSize(h.h, p->w, p->y, p->conv, p->x, a, bytes);
+      });
+      break;
+    }
+    case ConvolutionComputes::w: {
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+      check_dnn(api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(h.h, p->x, p->y, p->conv, p->w, static_cast<int>(perf.size()),
+                                                                    &found, perf.data()),
+                "cudnnGetConvolutionBackwardFilterAlgorithm_v7", kernel);
+      keep(perf, found, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+        return api().cudnnGetConvolutionBackwardFilterWorkspaceSize(h.h, p->x, p->y, p->conv, p->w, a, bytes);
+      });
+      break;
+    }
   }
   KILN_CHECK(!p->algorithms.empty(), "cuDNN: no algorithm for the ", dtype_name(c.dtype), " convolution of kernel ", kernel,
              " within a workspace of ", h.workspace_bytes >> 20, " MiB");
@@ -217,26 +258,49 @@ std::string convolution_algorithm_name(Context& ctx, const plan::PlanConvolution
   const Prepared* p = prepare(ctx, c, syms, allow_tf32, kernel);
   if (!p) return "cuDNN (nothing to compute)";
   const size_t i = static_cast<size_t>(std::clamp(algorithm, 0, static_cast<int>(p->algorithms.size()) - 1));
-  return std::string("cuDNN ") + algorithm_name(p->algorithms[i].algo);
+  return std::string("cuDNN ") + algorithm_name(c.computes, p->algorithms[i].algo);
 }
 
 void run_convolution(Context& ctx, const plan::PlanConvolution& c, const std::vector<DevicePtr>& ptrs,
                      const std::vector<int64_t>& syms, bool allow_tf32, const std::string& kernel, void* stream, int algorithm) {
   Prepared* p = prepare(ctx, c, syms, allow_tf32, kernel);
-  if (!p) return;
-  const cudnnConvolutionFwdAlgoPerf_t& a =
-      p->algorithms[static_cast<size_t>(std::clamp(algorithm, 0, static_cast<int>(p->algorithms.size()) - 1))];
+  if (!p) {
+    // Nothing to convolve (an empty batch): a weight's gradient is an empty sum, zeros.
+    if (c.computes == ConvolutionComputes::w) {
+      int64_t elems = 1;
+      for (int64_t e : c.w_sizes) elems *= e;
+      ctx.memset(ptrs[static_cast<size_t>(c.w)], 0, static_cast<size_t>(elems * dtype_size(c.dtype)));
+    }
+    return;
+  }
+  const Algorithm& a = p->algorithms[static_cast<size_t>(std::clamp(algorithm, 0, static_cast<int>(p->algorithms.size()) - 1))];
   Handle& h = handle_of(ctx);
   const float one = 1.0f, zero = 0.0f;  // f32 scaling for every dtype cuDNN computes in f32
   ctx.make_current();
   std::lock_guard<std::mutex> queue(h.queue_mu);
   check_dnn(api().cudnnSetStream(h.h, static_cast<cudaStream_t>(stream ? stream : ctx.stream())), "cudnnSetStream", kernel);
-  check_dnn(api().cudnnSetConvolutionMathType(p->conv, a.mathType), "cudnnSetConvolutionMathType", kernel);
-  check_dnn(api().cudnnConvolutionForward(h.h, &one, p->x, reinterpret_cast<const void*>(ptrs[static_cast<size_t>(c.x)]), p->w,
-                                          reinterpret_cast<const void*>(ptrs[static_cast<size_t>(c.w)]), p->conv, a.algo,
-                                          reinterpret_cast<void*>(h.workspace), a.memory, &zero, p->y,
-                                          reinterpret_cast<void*>(ptrs[static_cast<size_t>(c.y)])),
-            "cudnnConvolutionForward", kernel);
+  check_dnn(api().cudnnSetConvolutionMathType(p->conv, a.math), "cudnnSetConvolutionMathType", kernel);
+  auto at = [&](int32_t b) { return reinterpret_cast<void*>(ptrs[static_cast<size_t>(b)]); };
+  void* ws = reinterpret_cast<void*>(h.workspace);
+  switch (c.computes) {
+    case ConvolutionComputes::y:
+      check_dnn(api().cudnnConvolutionForward(h.h, &one, p->x, at(c.x), p->w, at(c.w), p->conv,
+                                              static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), ws, a.memory, &zero, p->y, at(c.y)),
+                "cudnnConvolutionForward", kernel);
+      break;
+    case ConvolutionComputes::x:
+      check_dnn(api().cudnnConvolutionBackwardData(h.h, &one, p->w, at(c.w), p->y, at(c.y), p->conv,
+                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo), ws, a.memory, &zero, p->x,
+                                                   at(c.x)),
+                "cudnnConvolutionBackwardData", kernel);
+      break;
+    case ConvolutionComputes::w:
+      check_dnn(api().cudnnConvolutionBackwardFilter(h.h, &one, p->x, at(c.x), p->y, at(c.y), p->conv,
+                                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo), ws, a.memory, &zero, p->w,
+                                                     at(c.w)),
+                "cudnnConvolutionBackwardFilter", kernel);
+      break;
+  }
 }
 
 }  // namespace kiln::cuda

@@ -772,7 +772,8 @@ void PlanExecutable::Impl::tune_libraries(const Bound& b, const std::string& pro
       sig << " epilogue '" << g.epilogue << "' algorithms " << n;
     } else {
       const plan::PlanConvolution& c = *k.convolution;
-      sig << "cuDNN convolution " << dtype_name(c.dtype) << (options.allow_tf32 ? " tf32" : "") << " x";
+      sig << "cuDNN convolution " << (c.computes == ConvolutionComputes::y ? "" : "gradient of ")
+          << convolution_computes_name(c.computes) << " " << dtype_name(c.dtype) << (options.allow_tf32 ? " tf32" : "") << " x";
       for (const SymInt& e : c.x_sizes) sig << " " << e.evaluate(z);
       sig << " w";
       for (int64_t e : c.w_sizes) sig << " " << e;

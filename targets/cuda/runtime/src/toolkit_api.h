@@ -36,7 +36,10 @@ namespace kiln::cuda::detail {
   X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                                 \
   X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)   \
   X(cudnnGetConvolutionNdForwardOutputDim) X(cudnnGetConvolutionForwardAlgorithm_v7)                     \
-  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)
+  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)                                  \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnGetConvolutionBackwardDataWorkspaceSize)         \
+  X(cudnnConvolutionBackwardData) X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                       \
+  X(cudnnGetConvolutionBackwardFilterWorkspaceSize) X(cudnnConvolutionBackwardFilter)
 
 #define KILN_TOOLKIT_MEMBER(f) decltype(&::f) f = nullptr;
 struct NvrtcApi {

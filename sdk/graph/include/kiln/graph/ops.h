@@ -108,6 +108,18 @@ enum class OpId : uint16_t {
                 //        channels_last memory format, cuDNN's NHWC/KRSC); decomposes into a linear
                 //        over C (1x1, unit stride), a sum of taps (depthwise), else the convolution
                 //        between permutes. passes::to_channels_last puts it where a target asks.
+  convolution_input_grad,  // attrs: strides, pads, dilations, groups as convolution's, then input_sizes:ints
+                //        (x's spatial sizes), channels_last:bool; inputs (gy[N, M, *O], w[M, C/groups, *K])
+                //        -> gx[N, C, *S]: the gradient of convolution(x, w) with respect to x given gy, the
+                //        gradient of its output (a transposed convolution; channels_last: gy[N, *O, M],
+                //        w[M, *K, C/groups] -> gx[N, *S, C]). Decomposes into a convolution of gy spaced
+                //        out by the strides and padded, with w's kernel flipped and its channels swapped;
+                //        targets with a convolution library run it there (cuDNN's backward data)
+  convolution_weight_grad,  // attrs: strides, pads, dilations, groups as convolution's, then kernel:ints (w's
+                //        kernel sizes), channels_last:bool; inputs (x[N, C, *S], gy[N, M, *O]) -> gw[M, C/groups,
+                //        *K]: the gradient of convolution(x, w) with respect to w (channels_last: x[N, *S, C],
+                //        gy[N, *O, M] -> gw[M, *K, C/groups]). Decomposes into x's windows times gy, summed
+                //        over the batch and the output positions (cuDNN's backward filter where it runs)
   max_pool,     // attrs: kernel:ints, strides:ints, pads:ints (n begins then n ends), dilations:ints,
                 //        ceil_mode:bool; inputs (x[N, C, *S]) over n = rank - 2 static spatial dims -> the
                 //        max of each window (pads never win); as torch's max_pool1d/2d/3d and ONNX MaxPool
@@ -231,6 +243,13 @@ std::span<const OpDef> all_ops();
 // group reads one input channel, at most 49 taps) rather than im2col and a matmul: a target
 // with a convolution library of its own leaves these to the fused kernel.
 bool convolution_folds_taps(std::span<const SymInt> w_sizes);
+
+// Which operand a convolution kernel computes from the other two (plan::PlanConvolution,
+// schedule::Convolution): y = conv(x, w) (the forward), x's gradient from y's and w
+// (convolution_input_grad: the buffer x holds gx, y holds gy) or w's from x and y's
+// (convolution_weight_grad).
+enum class ConvolutionComputes { y, x, w };
+std::string_view convolution_computes_name(ConvolutionComputes c);  // "y", "x", "w"
 
 // A channels-last shape [N, *S, C] (a weight [M, *K, C/groups]) in channels-first order
 // [N, C, *S], and back.

@@ -80,7 +80,9 @@ struct PlanGemm {
 
 // A convolution the runtime runs through its library (cuDNN) as the whole kernel: y = conv(x, w)
 // over n = x_sizes.size() - 2 spatial dims, x [N, C, *S] and w [M, C/groups, *K] whole contiguous
-// buffers, y a contiguous [N, M, *O] (schedule::Convolution says more).
+// buffers, y a contiguous [N, M, *O] (schedule::Convolution says more); or, by `computes`, one
+// of its gradients: x's from y's and w (backward data) or w's from x and y's (backward filter),
+// the buffers then holding the gradients.
 struct PlanConvolution {
   int32_t x = -1, w = -1, y = -1;  // buffers, all of `dtype`
   DType dtype = DType::f32;
@@ -91,6 +93,7 @@ struct PlanConvolution {
   // x [N, *S, C], w [M, *K, C/groups] and y [N, *O, M] (the sizes above in that order), as the
   // op convolution_channels_last; else x [N, C, *S], w [M, C/groups, *K], y [N, M, *O]
   bool channels_last = false;
+  ConvolutionComputes computes = ConvolutionComputes::y;  // the buffer written; the other two are read
   // y's sizes: [N, M, (S + pads - (K - 1) * dilation - 1) / stride + 1 ...] (channels last: M last)
   SymShape y_sizes() const;
   bool operator==(const PlanConvolution&) const = default;

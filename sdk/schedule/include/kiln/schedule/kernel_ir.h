@@ -18,6 +18,7 @@
 // the reference interpreter (ops no codegen handles yet).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -138,7 +139,9 @@ struct Attention {
   SymInt mask_key_stride = 0;
 };
 
-// y = conv(x, w) (the op table's convolution without a bias) over n spatial dims, for targets
+// y = conv(x, w) (the op table's convolution without a bias) over n spatial dims, or one of its
+// gradients (`computes`: x's from y's and w, w's from x and y's, the buffers then holding the
+// gradients), for targets
 // that run it through a library of their own (Target::convolution): x [N, C, *S] and w
 // [M, C/groups, *K] are whole contiguous buffers, y a contiguous [N, M, *O] (or all three
 // channels last: [N, *S, C], [M, *K, C/groups], [N, *O, M]). Only the batch may be
@@ -152,6 +155,10 @@ struct Convolution {
   std::vector<int64_t> strides, pads, dilations;  // per spatial dim; pads: n begins, then n ends
   int64_t groups = 1;
   bool channels_last = false;      // convolution_channels_last: x, w and y channels last
+  ConvolutionComputes computes = ConvolutionComputes::y;  // the buffer written; the other two are read
+  // The buffers read and the one written.
+  std::array<int32_t, 2> operands() const;
+  int32_t result() const;
   bool operator==(const Convolution&) const = default;
 };
 

@@ -1,5 +1,6 @@
 // Convolutions of KernelPlans (plan::PlanConvolution) through cuDNN on a Context's stream:
-// y = conv(x, w) over 1 to 3 spatial dims, NCHW-style contiguous buffers (a 1-D convolution runs
+// y = conv(x, w) or its gradients (backward data: x's from y's and w; backward filter: w's
+// from x and y's) over 1 to 3 spatial dims, NCHW-style contiguous buffers (a 1-D convolution runs
 // as a 2-D one of height 1), symmetric pads. f32 (TF32 tensor cores only when allowed), f16 and
 // bf16 (f32 accumulation, tensor cores). cuDNN is loaded when the first convolution runs.
 #pragma once

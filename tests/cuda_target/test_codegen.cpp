@@ -166,9 +166,10 @@ BOOST_AUTO_TEST_CASE(kernels_as_llvm_ir) {
 
   // Rows: softmax over rows kept in registers (16 a thread), over long rows (online max and
   // sum), layer_norm with its per-row values; warp shuffles and shared memory combine them.
+  // (2048 rows: fewer long ones would be split, docs/schedule.md.)
   for (int64_t cols : {8192, 100000}) {
     Graph r;
-    const NodeId x = r.add_input(meta(DType::f32, {64, cols}), "x");
+    const NodeId x = r.add_input(meta(DType::f32, {2048, cols}), "x");
     r.set_outputs({r.add(OpId::softmax, {x}, {int64_t{1}})});
     const plan::KernelPlan pr = plan_of(r, llvm_ir());
     const std::string& src = launched(pr, 0).source;
@@ -477,10 +478,11 @@ BOOST_AUTO_TEST_SUITE(suite_codegen_online)
 
 BOOST_AUTO_TEST_CASE(long_rows_take_max_and_sum_in_one_pass) {
   // 65536 elements a row: more than a block keeps in registers, so the row is read twice
-  // (max and sum together, then the output) instead of three times.
+  // (max and sum together, then the output) instead of three times. (2048 rows: fewer would
+  // split their rows over blocks, docs/schedule.md.)
   for (int64_t cols : {int64_t{65536}, int64_t{65537}}) {
     Graph g;
-    const NodeId x = g.add_input(meta(DType::f32, {8, cols}), "x");
+    const NodeId x = g.add_input(meta(DType::f32, {2048, cols}), "x");
     g.set_outputs({g.add(OpId::softmax, {x}, {int64_t{1}})});
     const plan::KernelPlan p = plan_of(g);
     BOOST_REQUIRE_EQUAL(p.kernels.size(), 1u);

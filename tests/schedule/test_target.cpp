@@ -67,6 +67,40 @@ BOOST_AUTO_TEST_CASE(full_reductions_split_by_the_targets_factors) {
   BOOST_TEST(schedule::schedule_graph(full_sum(int64_t{1} << 20), none).kernels.size() == 1u);
 }
 
+// A reduction with few outputs over many rows (a batch norm's statistics over [N * H * W, C]
+// channels last) splits its rows on the GPU: partials [parts, C], then a fold per output; a
+// variance (two passes) splits pass by pass. The CPU keeps one kernel (its threads take the
+// outputs); many outputs keep one kernel on the GPU too.
+BOOST_AUTO_TEST_CASE(reductions_with_few_outputs_split_their_rows_on_the_gpu) {
+  auto columns = [](OpId op, int64_t rows, int64_t channels) {
+    Graph g;
+    const NodeId x = g.add_input(meta(DType::f32, {rows, channels}), "x");
+    Attrs a{std::vector<int64_t>{0}, false};
+    if (op == OpId::var) a.values.push_back(int64_t{0});
+    g.set_outputs({g.add(op, {x}, a)});
+    return g;
+  };
+  const schedule::Schedule sum = schedule::schedule_graph(columns(OpId::sum, 200704, 256), schedule::Target::gpu());
+  BOOST_REQUIRE_EQUAL(sum.kernels.size(), 2u);
+  BOOST_TEST(sum.kernels[0].num_outer == 2);
+  BOOST_TEST(sum.kernels[0].domain[0].hint() == 32);  // 200704 / 32 = 6272 rows a slice (>= 4096)
+  BOOST_TEST(sum.kernels[0].domain[1].hint() == 256);
+  BOOST_TEST(sum.kernels[1].num_outer == 1);
+  BOOST_TEST(sum.kernels[1].domain[0].hint() == 256);
+  const schedule::Schedule var = schedule::schedule_graph(columns(OpId::var, 200704, 256), schedule::Target::gpu());
+  BOOST_REQUIRE_EQUAL(var.kernels.size(), 4u);  // the mean's partials and fold, then the deviations'
+  BOOST_TEST(var.kernels[1].stores.size() == 1u);
+  BOOST_TEST(schedule::schedule_graph(columns(OpId::sum, 200704, 256), schedule::Target::cpu()).kernels.size() == 1u);
+  // Channels first, [C | N, H * W]: the batch dim splits, each slice a loop over chunk x H * W.
+  Graph cf;
+  const NodeId x = cf.add_input(meta(DType::f32, {64, 256, 56, 56}), "x");
+  cf.set_outputs({cf.add(OpId::sum, {x}, {std::vector<int64_t>{0, 2, 3}, false})});
+  const schedule::Schedule first = schedule::schedule_graph(cf, schedule::Target::gpu());
+  BOOST_REQUIRE_EQUAL(first.kernels.size(), 2u);
+  BOOST_TEST(shape_str(first.kernels[0].domain) == "[32, 256, 2, 3136]");
+  BOOST_TEST(schedule::schedule_graph(columns(OpId::sum, 200704, 4096), schedule::Target::gpu()).kernels.size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(low_precision_gemms_keep_their_dtype_where_the_target_says) {
   for (DType t : {DType::bf16, DType::f16}) {
     const Graph g = matmul(t, t, 64);

@@ -58,6 +58,9 @@ struct Target {
   std::vector<int64_t> split_parts = {64, 48, 32, 16, 8};
   int64_t min_split_elements = int64_t{1} << 16;  // full reductions below this stay one kernel
   int64_t min_split_chunk = 1;
+  // A reduction over one dim with fewer outputs than this splits that dim as well (0: only
+  // full reductions split): a GPU would run a few hundred threads for a batch norm's channels.
+  int64_t split_outputs_below = 0;
   // f16/bf16 matmuls multiply their operands as they are (f32 accumulation in the gemm, the
   // result in the graph's dtype) instead of casting them to f32 first.
   bool low_precision_gemm = false;

@@ -79,6 +79,25 @@ BOOST_AUTO_TEST_CASE(a_channels_first_operand_of_full_size_stops_the_permute) {
   BOOST_TEST(transposes(h) == 2, h.str());  // x's, and relu's result back before the mul
 }
 
+// A per-channel value expanded to full size (what a batch norm's backward holds: the gradient of
+// a sum or mean), or a pointwise op over one (divided by the count), lets the permute through,
+// as a broadcast operand does.
+BOOST_AUTO_TEST_CASE(an_expanded_per_channel_operand_lets_the_permute_through) {
+  G t;
+  const NodeId x = t.in(DType::f32, {2, 3, 5, 5}, "x");
+  const Attrs same{Ints{1, 1}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{1}};
+  const NodeId y = t.op(OpId::relu, {t.op(OpId::convolution, {x, t.constant(DType::f32, {4, 3, 3, 3}, ramp(108, 0.2))}, same)});
+  const NodeId sums = t.op(OpId::reshape, {t.reduce(OpId::sum, y, {0, 2, 3}, false)}, {SymShape{1, 4, 1, 1}});
+  const NodeId expanded = t.op(OpId::expand, {sums}, {SymShape{2, 4, 5, 5}});
+  const NodeId mean = t.op(OpId::div, {expanded, t.constant(DType::f32, {}, {50.0})});  // still full size
+  const NodeId scaled = t.op(OpId::add, {t.op(OpId::mul, {y, expanded}), mean});
+  const NodeId z = t.op(OpId::convolution, {scaled, t.constant(DType::f32, {4, 4, 3, 3}, ramp(144, 0.1))}, same);
+  const Graph& g = t.out({z});
+  const Graph h = turned(g);
+  BOOST_TEST(same_results(g, h), h.str());
+  BOOST_TEST(transposes(h) == 2, h.str());  // x's and z's back: none around the mul
+}
+
 // A weight that is an input is permuted in the graph; bf16 and a 1-D convolution.
 BOOST_AUTO_TEST_CASE(weights_that_are_inputs_and_other_ranks) {
   G t;

@@ -83,7 +83,8 @@ BOOST_AUTO_TEST_CASE(reductions_with_few_outputs_split_their_rows_on_the_gpu) {
   const schedule::Schedule sum = schedule::schedule_graph(columns(OpId::sum, 200704, 256), schedule::Target::gpu());
   BOOST_REQUIRE_EQUAL(sum.kernels.size(), 2u);
   BOOST_TEST(sum.kernels[0].num_outer == 2);
-  BOOST_TEST(sum.kernels[0].domain[0].hint() == 32);  // 200704 / 32 = 6272 rows a slice (>= 4096)
+  // The fewest parts that give 512 blocks of 32 columns: 64 (slices of 3136 rows).
+  BOOST_TEST(sum.kernels[0].domain[0].hint() == 64);
   BOOST_TEST(sum.kernels[0].domain[1].hint() == 256);
   BOOST_TEST(sum.kernels[1].num_outer == 1);
   BOOST_TEST(sum.kernels[1].domain[0].hint() == 256);
@@ -91,14 +92,33 @@ BOOST_AUTO_TEST_CASE(reductions_with_few_outputs_split_their_rows_on_the_gpu) {
   BOOST_REQUIRE_EQUAL(var.kernels.size(), 4u);  // the mean's partials and fold, then the deviations'
   BOOST_TEST(var.kernels[1].stores.size() == 1u);
   BOOST_TEST(schedule::schedule_graph(columns(OpId::sum, 200704, 256), schedule::Target::cpu()).kernels.size() == 1u);
-  // Channels first, [C | N, H * W]: the batch dim splits, each slice a loop over chunk x H * W.
+  // A longer reduction with more outputs: [12544, 1024] (a batch norm's statistics at 14 x 14)
+  // takes 16 parts (16 * 1024 / 32 = 512 blocks).
+  BOOST_TEST(schedule::schedule_graph(columns(OpId::sum, 12544, 1024), schedule::Target::gpu()).kernels[0].domain[0].hint() == 16);
+  // Channels first, [C | N, H * W] (a block per output, 256): the batch dim splits 8 ways, the
+  // fewest parts listed, each slice a loop over chunk x H * W.
   Graph cf;
   const NodeId x = cf.add_input(meta(DType::f32, {64, 256, 56, 56}), "x");
   cf.set_outputs({cf.add(OpId::sum, {x}, {std::vector<int64_t>{0, 2, 3}, false})});
   const schedule::Schedule first = schedule::schedule_graph(cf, schedule::Target::gpu());
   BOOST_REQUIRE_EQUAL(first.kernels.size(), 2u);
-  BOOST_TEST(shape_str(first.kernels[0].domain) == "[32, 256, 2, 3136]");
-  BOOST_TEST(schedule::schedule_graph(columns(OpId::sum, 200704, 4096), schedule::Target::gpu()).kernels.size() == 1u);
+  BOOST_TEST(shape_str(first.kernels[0].domain) == "[8, 256, 8, 3136]");
+  // Enough outputs to fill the GPU (16384 / 32 = 512 blocks): one kernel.
+  BOOST_TEST(schedule::schedule_graph(columns(OpId::sum, 200704, 16384), schedule::Target::gpu()).kernels.size() == 1u);
+  // x - mean(x, 0) over [rows, 256] (a batch norm's normalisation over a channels-last tensor):
+  // the reduction runs [channels | rows], but the pointwise kernel after the fold stores the
+  // rows x channels output in memory order (adjacent threads, adjacent elements).
+  Graph norm;
+  const NodeId y = norm.add_input(meta(DType::f32, {200704, 256}), "x");
+  const NodeId mean = norm.add(OpId::mean, {y}, {std::vector<int64_t>{0}, true});
+  norm.set_outputs({norm.add(OpId::sub, {y, mean})});
+  const schedule::Schedule centred = schedule::schedule_graph(norm, schedule::Target::gpu());
+  BOOST_REQUIRE_EQUAL(centred.kernels.size(), 3u);
+  const schedule::Kernel& apply = centred.kernels.back();
+  BOOST_TEST((apply.kind == schedule::KernelKind::pointwise));
+  BOOST_TEST(shape_str(apply.domain) == "[200704, 256]");
+  BOOST_REQUIRE_EQUAL(apply.stores.size(), 1u);
+  BOOST_TEST(apply.stores[0].index.str() == "256*i0 + i1");
 }
 
 BOOST_AUTO_TEST_CASE(low_precision_gemms_keep_their_dtype_where_the_target_says) {

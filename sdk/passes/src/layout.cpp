@@ -9,12 +9,14 @@
 // likewise, with their channels_last attribute set. Alone this adds two permutes per convolution; sink_permutes then moves each permute
 // past the ops that read it, so that between two convolutions everything runs channels last
 // and the pairs meet and cancel (simplify: permute(permute(x, p), q) -> x):
-//   pointwise(permute(a, p), permute(b, p) | small b | 0-d)  -> permute(pointwise(a, b'), p)
+//   pointwise(permute(a, p), permute(b, p) | small b | expand(small b) | 0-d)
+//                                                            -> permute(pointwise(a, b'), p)
 //   reduction(permute(a, p), dims)                           -> permute(reduction(a, p(dims)), q)
 //   slice(permute(a, p), d), pad(permute(a, p))              -> permute(slice(a, p[d])), permute(pad(a))
 //   permute(a, p) moving only size-1 dims                    -> reshape(a)
-// b' is a broadcast operand (smaller than the result: a bias, a squeeze-excitation scale) given
-// the inverse permute. A pointwise op with a full-size operand not read through the same
+//   pointwise(expand(a), small b | 0-d)                      -> expand(pointwise(a, b))
+// b' is a broadcast operand (smaller than the result: a bias, a squeeze-excitation scale, or
+// one expanded to the result's size: a batch norm's backward) given the inverse permute. A pointwise op with a full-size operand not read through the same
 // permute stays where it is (moving the permute there would only move the transpose).
 #include <algorithm>
 #include <map>
@@ -121,6 +123,16 @@ struct Sinker {
     const std::vector<int64_t> perm = *p;  // node references move as the graph grows
     const std::vector<int64_t> inv = inverse(perm);
     const size_t r = perm.size();
+    // A broadcast operand of rank <= r, given r dims then the inverse permute.
+    auto permuted_broadcast = [&](NodeId u) {
+      const TensorMeta m = meta(u);
+      if (m.rank() < static_cast<int64_t>(r)) {
+        SymShape s(r - static_cast<size_t>(m.rank()), SymInt(1));
+        s.insert(s.end(), m.sizes.begin(), m.sizes.end());
+        u = rw.out().add(OpId::reshape, {u}, Attrs{s});
+      }
+      return rw.out().add(OpId::permute, {u}, Attrs{inv});
+    };
     std::vector<NodeId> moved_ins;
     for (NodeId i : ins) {
       const TensorMeta m = meta(i);
@@ -129,18 +141,44 @@ struct Sinker {
       } else if (m.rank() == 0) {
         moved_ins.push_back(i);
       } else if (m.sizes != n.meta.sizes && m.rank() <= static_cast<int64_t>(r)) {  // broadcast: permute it
-        NodeId u = i;
-        if (m.rank() < static_cast<int64_t>(r)) {
-          SymShape s(r - static_cast<size_t>(m.rank()), SymInt(1));
-          s.insert(s.end(), m.sizes.begin(), m.sizes.end());
-          u = rw.out().add(OpId::reshape, {u}, Attrs{s});
-        }
-        moved_ins.push_back(rw.out().add(OpId::permute, {u}, Attrs{inv}));
+        moved_ins.push_back(permuted_broadcast(i));
+      } else if (node(i).op == OpId::expand && meta(node(i).inputs[0]).rank() <= static_cast<int64_t>(r)) {
+        // A small value expanded to full size (a gradient of a sum or mean: a batch norm's
+        // backward) is a broadcast operand too: expanded again, in the permuted order.
+        SymShape sizes;
+        for (int64_t d : inv) sizes.push_back(n.meta.sizes[static_cast<size_t>(d)]);
+        moved_ins.push_back(rw.out().add(OpId::expand, {permuted_broadcast(node(i).inputs[0])}, Attrs{sizes}));
       } else {
         return -1;  // a full-size operand in the permuted order: nothing gained
       }
     }
     return add_then_permute(n, n.op, moved_ins, n.attrs, perm, "pointwise");
+  }
+
+  // A pointwise op over expanded values (and smaller or 0-d ones) is the expand of the op over
+  // the small values: a batch norm's backward divides an expanded per-channel sum by the count,
+  // a full-size value in the channels-first order that would stop the permutes after it.
+  NodeId over_expanded(const Node& n, const std::vector<NodeId>& ins) {
+    std::vector<NodeId> small;
+    bool expanded = false;
+    for (NodeId i : ins) {
+      if (node(i).op == OpId::expand) {
+        small.push_back(node(i).inputs[0]);
+        expanded = true;
+      } else if (meta(i).sizes != n.meta.sizes) {
+        small.push_back(i);
+      } else {
+        return -1;
+      }
+    }
+    if (!expanded) return -1;
+    const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), n.op, small, n.attrs);
+    if (!m || m->sizes == n.meta.sizes) return -1;
+    const std::optional<TensorMeta> em = detail::probe(rw.out_graph(), OpId::expand, std::span<const TensorMeta>(&*m, 1), Attrs{n.meta.sizes});
+    if (!em || !detail::same_value_meta(*em, n.meta)) return -1;
+    const NodeId y = rw.out().add(n.op, std::move(small), n.attrs);
+    ++moved["pointwise over expand"];
+    return rw.out().add(OpId::expand, {y}, Attrs{n.meta.sizes});
   }
 
   NodeId reduction(const Node& n, const std::vector<NodeId>& ins) {
@@ -219,7 +257,10 @@ struct Sinker {
     switch (op_def(n.op).category) {
       case OpCategory::unary:
       case OpCategory::binary:
-      case OpCategory::ternary: return pointwise(n, ins);
+      case OpCategory::ternary: {
+        const NodeId y = pointwise(n, ins);
+        return y >= 0 ? y : over_expanded(n, ins);
+      }
       case OpCategory::reduction: return reduction(n, ins);
       default: break;
     }

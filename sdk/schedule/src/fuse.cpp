@@ -891,7 +891,7 @@ Target Target::gpu() {
   t.split_parts = {2048, 1024, 512, 256, 128, 64, 48, 32, 16, 8};
   t.min_split_elements = int64_t{1} << 15;
   t.min_split_chunk = 4096;
-  t.split_outputs_below = 2048;
+  t.split_blocks_below = 512;  // about two blocks of 1024 threads per SM
   t.low_precision_gemm = true;
   t.one_batch_stride = true;
   return t;

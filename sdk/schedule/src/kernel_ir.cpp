@@ -326,6 +326,29 @@ void collapse_dims(Kernel& k) {
   }
 }
 
+void order_dims_for_stores(Kernel& k) {
+  if (k.kind != KernelKind::pointwise || k.stores.empty() || k.gemm || k.reference || k.attention || k.convolution) return;
+  const Affine& first = k.stores.front().index;
+  std::vector<size_t> order(k.domain.size());
+  for (size_t d = 0; d < order.size(); ++d) {
+    if (!first.coeffs[d].is_static()) return;
+    order[d] = d;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return first.coeffs[a].hint() > first.coeffs[b].hint(); });
+  if (std::is_sorted(order.begin(), order.end())) return;
+  auto permute = [&](std::vector<SymInt>& v) {
+    std::vector<SymInt> p;
+    for (size_t d : order) p.push_back(v[d]);
+    v = std::move(p);
+  };
+  permute(k.domain);
+  for (Instr& in : k.instrs)
+    if (in.kind == InstrKind::load || in.kind == InstrKind::index) permute(in.index.coeffs);
+  for (Store& s : k.stores) permute(s.index.coeffs);
+  collapse_dims(k);
+}
+
 std::string Kernel::str() const {
   std::ostringstream os;
   os << "kernel " << name << " (" << kernel_kind_name(kind) << ") domain " << shape_str(domain);

@@ -3,9 +3,10 @@
 // results per output, the second folds the partials and runs the rest (the epilogue). The
 // inner loop variable r becomes s * (N / S) + r' (N static and divisible by S), which keeps every
 // index affine. A full reduction (one output) splits; so does one with fewer outputs than
-// Target::split_outputs_below (a batch norm's per-channel sums over N * H * W rows: 64-256
-// outputs would keep as many threads busy), its first reduced dim split (N where channels first
-// keeps N and H * W apart). Values of the inner loop that the kernel stores (a normalisation
+// would run in fewer blocks than Target::split_blocks_below (a batch norm's per-channel sums over
+// N * H * W rows: 64-256 outputs, 2-8 blocks of 32 columns, would keep as many SMs busy), its
+// first reduced dim split (N where channels first keeps N and H * W apart) into the fewest parts
+// that give that many blocks. Values of the inner loop that the kernel stores (a normalisation
 // fused with its statistics) move to a pointwise kernel after the folds. A kernel of several passes
 // (a variance: the mean, then the squared deviations from it) splits pass by pass, each pass's
 // folded results stored for the next pass's partial kernel to read. sum/prod/max/min split;
@@ -15,17 +16,26 @@
 #include <set>
 
 #include "internal.h"
+#include "kiln/schedule/strategy.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::schedule::detail {
 
 namespace {
 
+// Thread blocks a reduction of `outputs` outputs takes: one per output, or column_lanes side by
+// side in the column strategy.
+int64_t blocks_of(int64_t outputs, bool column, const Target& target) {
+  return column ? (outputs + target.column_lanes - 1) / target.column_lanes : outputs;
+}
+
 // Whether k splits: n is its first reduced dim's extent (the one split), rest the product of the
 // other reduced dims' (each loop of a slice runs over chunk x rest).
 bool splittable(const Kernel& k, const Target& target, int64_t& n, int64_t& rest) {
   if (k.kind != KernelKind::reduction || k.num_outer > 1 || k.domain.size() <= static_cast<size_t>(k.num_outer)) return false;
-  if (k.num_outer == 1 && !(k.domain[0].is_static() && k.domain[0].hint() < target.split_outputs_below)) return false;
+  if (k.num_outer == 1 && !(k.domain[0].is_static() &&
+                            blocks_of(k.domain[0].hint(), uses_column_strategy(k), target) < target.split_blocks_below))
+    return false;
   rest = 1;
   for (size_t d = static_cast<size_t>(k.num_outer); d < k.domain.size(); ++d) {
     if (!k.domain[d].is_static()) return false;
@@ -51,12 +61,18 @@ void split_reductions(Schedule& s, const Target& target) {
       out.push_back(std::move(k));
       continue;
     }
+    // A full reduction takes the most parts whose slices stay min_split_chunk long; one with
+    // outputs the fewest that fill split_blocks_below blocks (else the most), so its fold stays
+    // short. A block of the column strategy reads column_lanes outputs' slices.
+    const bool column = uses_column_strategy(k);
+    const int64_t outputs_hint = k.num_outer == 1 ? k.domain[0].hint() : 1;
+    const int64_t side_by_side = column ? std::min(outputs_hint, target.column_lanes) : 1;
     int64_t parts = 0;
-    for (int64_t p : target.split_parts)
-      if (p > 1 && n % p == 0 && n / p * rest >= target.min_split_chunk) {
-        parts = p;
-        break;
-      }
+    for (int64_t p : target.split_parts) {
+      if (p <= 1 || n % p != 0 || n / p * rest * side_by_side < target.min_split_chunk) continue;
+      if (parts == 0 || (k.num_outer == 1 && blocks_of(p * outputs_hint, column, target) >= target.split_blocks_below)) parts = p;
+      if (k.num_outer == 0) break;
+    }
     if (parts == 0) {
       out.push_back(std::move(k));
       continue;
@@ -253,6 +269,7 @@ void split_reductions(Schedule& s, const Target& target) {
       cs.value = copy3(static_cast<size_t>(st.value));
       c.stores.push_back(cs);
     }
+    order_dims_for_stores(c);  // the reduction's loop order need not be the stores' memory order
     finish_kernel(c);
     out.push_back(std::move(c));
   }

@@ -220,4 +220,12 @@ std::vector<int32_t> values_reused_across_passes(const Kernel& k, int min_cost);
 // pointwise kernel becomes one loop of M*N. Never changes what is computed.
 void collapse_dims(Kernel& k);
 
+// Orders a pointwise kernel's dims so that its first store walks memory in order (the dim the
+// store steps through at the smallest stride last), then collapses them: a GPU gives adjacent
+// threads adjacent points, so they write adjacent elements. A kernel whose domain came from
+// another's loop order (a reduction's [channels | rows] over a channels-last tensor) would
+// otherwise write one element per memory transaction. Static strides only; never changes what
+// is computed.
+void order_dims_for_stores(Kernel& k);
+
 }  // namespace kiln::schedule

@@ -58,9 +58,13 @@ struct Target {
   std::vector<int64_t> split_parts = {64, 48, 32, 16, 8};
   int64_t min_split_elements = int64_t{1} << 16;  // full reductions below this stay one kernel
   int64_t min_split_chunk = 1;
-  // A reduction over one dim with fewer outputs than this splits that dim as well (0: only
-  // full reductions split): a GPU would run a few hundred threads for a batch norm's channels.
-  int64_t split_outputs_below = 0;
+  // A reduction with outputs that would run in fewer thread blocks than this splits its first
+  // reduced dim as well (0: only full reductions split), into the fewest parts that give this
+  // many blocks: a GPU would keep a few SMs busy for a batch norm's per-channel statistics. A
+  // block is one output, or column_lanes side by side in the column strategy
+  // (uses_column_strategy). Every slice keeps a block min_split_chunk elements.
+  int64_t split_blocks_below = 0;
+  int64_t column_lanes = 32;
   // f16/bf16 matmuls multiply their operands as they are (f32 accumulation in the gemm, the
   // result in the graph's dtype) instead of casting them to f32 first.
   bool low_precision_gemm = false;

@@ -141,9 +141,9 @@ std::vector<OptionDef> build_options() {
      "With cuda.cudnn, run a graph's convolutions channels last (NHWC, cuDNN's fastest kernels on "
      "tensor cores), with the ops between them: the convolutions become "
      "convolution_channels_last and the permutes around them cancel, as torch.compile's layout "
-     "optimisation makes a conv net channels_last; only where the convolutions cuDNN runs do "
-     "most of the graph's multiply-adds (convolutions and matrix products). false: every "
-     "convolution in NCHW."},
+     "optimisation makes a conv net channels_last; only where the convolutions cuDNN runs on "
+     "tensor cores (f16, bf16, f32 with cuda.allow_tf32) do most of the graph's multiply-adds "
+     "(convolutions and matrix products). false: every convolution in NCHW."},
     {"cuda.pad_matmuls", T::Bool, true, kCodegen, kUsed,
      "Pad large f16/bf16 matrix products by a 2-D weight whose K or N leaves rows that are not "
      "16-byte aligned (GPT-2's vocabulary of 50257) with zeros to aligned sizes and slice the "

@@ -138,8 +138,9 @@ int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, 
   return pad_n;
 }
 
-// Whether the convolutions the target's library runs do most of the graph's multiply-adds
-// (those of every convolution and matrix product): then the graph runs channels last
+// Whether the convolutions the target's library runs on tensor cores (Target::channels_last_f32)
+// do most of the graph's multiply-adds (those of every convolution and matrix product): then the
+// graph runs channels last
 // (Target::channels_last). A graph of depthwise and 1x1 convolutions (MobileNet, EfficientNet)
 // gains nothing in the library and would reduce over spatial dims as column reductions (their
 // squeeze-excitation means); one whose matrix products do most of the work (ConvNeXt's MLPs,
@@ -161,7 +162,9 @@ bool library_convolutions_dominate(const Graph& g, const Target& target) {
       double macs = count(n.op == OpId::convolution ? n.meta.sizes : g.node(n.inputs[n.op == OpId::convolution_input_grad ? 0 : 1]).meta.sizes);
       for (size_t d = 1; d < w.size(); ++d) macs *= static_cast<double>(w[d].hint());  // C/groups * prod(K)
       all += macs;
-      if (target.runs_convolution(g, n)) library += macs;
+      const DType t = n.meta.dtype;
+      const bool tensor_cores = t == DType::f16 || t == DType::bf16 || (t == DType::f32 && target.channels_last_f32);
+      if (target.runs_convolution(g, n) && tensor_cores) library += macs;
     } else if (n.op == OpId::matmul || n.op == OpId::linear) {
       const SymShape& a = g.node(n.inputs[0]).meta.sizes;  // the reduced dim is a's last
       if (!a.empty()) all += count(n.meta.sizes) * static_cast<double>(a.back().hint());

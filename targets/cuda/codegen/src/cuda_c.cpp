@@ -1070,6 +1070,7 @@ schedule::Target schedule_target() {
   t.fused_attention = true;
   t.convolution = config::get<bool>("cuda.cudnn");
   t.channels_last = t.convolution && config::get<bool>("cuda.channels_last");
+  t.channels_last_f32 = config::get<bool>("cuda.allow_tf32");
   t.gemm_row_alignment = config::get<bool>("cuda.pad_matmuls") ? 16 : 0;
   return t;
 }

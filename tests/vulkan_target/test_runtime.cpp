@@ -11,6 +11,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/schedule/schedule.h"
+#include "kiln/target/target.h"
 #include "kiln/vulkan/codegen.h"
 #include "kiln/vulkan/runtime.h"
 
@@ -82,6 +83,29 @@ BOOST_AUTO_TEST_CASE(device_list) {
   }
   const std::string e = error_of([&] { vulkan::codegen_options_for(static_cast<int>(ds.size()) + 2); });
   BOOST_TEST(e.find("no Vulkan device vulkan:") != std::string::npos, e);
+}
+
+// The compile cache keys a plan by the device's identity: it names what the runtime decided
+// for the codegen too (KILN_VULKAN_SCHEDULE, _VECTORS, _CACHE_ROWS may change it), so a plan
+// generated under other decisions is not reused.
+BOOST_AUTO_TEST_CASE(device_identity_names_the_codegen_decisions) {
+  target::ensure_builtin_targets();
+  target::Runtime* rt = target::find_runtime("vulkan");
+  BOOST_REQUIRE(rt != nullptr);
+  const Device d{DeviceType::vulkan, 0};
+  const std::string base = rt->device_identity(d);
+  const bool gpu = vulkan::codegen_options_for(0).gpu;
+  for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
+           {"KILN_VULKAN_SCHEDULE", gpu ? "cpu" : "gpu"}, {"KILN_VULKAN_VECTORS", "0"}, {"KILN_VULKAN_CACHE_ROWS", "0"}}) {
+    const char* before = std::getenv(name);
+    const std::string kept = before ? before : "";
+    ::setenv(name, value, 1);
+    const std::string other = rt->device_identity(d);
+    if (before) ::setenv(name, kept.c_str(), 1);
+    else ::unsetenv(name);
+    BOOST_TEST(other != base, name);
+  }
+  BOOST_TEST(rt->device_identity(d) == base);
 }
 
 BOOST_AUTO_TEST_CASE(recorded_once_per_sizes) {

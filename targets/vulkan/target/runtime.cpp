@@ -57,14 +57,17 @@ class VulkanRuntime final : public target::Runtime {
     return lines;
   }
   target::CodegenRequest codegen_request(Device d) const override { return to_request(codegen_options_for(d.index)); }
-  // The driver compiles the pipelines for the device, and the plan's shaders are generated for its caps.
+  // The driver compiles the pipelines for the device, and the plan's shaders are generated for its
+  // caps and what the runtime decided for it (the codegen request: the schedule, vector accesses,
+  // row caching, which KILN_VULKAN_* variables may override), so a plan made under other
+  // decisions is not reused.
   std::string device_identity(Device d) const override {
     std::string why;
     const std::vector<DeviceInfo> ds = list_devices(&why);
     KILN_CHECK(d.index >= 0 && static_cast<size_t>(d.index) < ds.size(), "no Vulkan device vulkan:", d.index, " (", why, ")");
     const DeviceInfo& info = ds[static_cast<size_t>(d.index)];
     return info.name + " " + std::to_string(info.vendor_id) + ":" + std::to_string(info.device_id) + " Vulkan " +
-           info.api_version + " " + info.driver + " " + codegen_options_for(d.index).caps.str();
+           info.api_version + " " + info.driver + " " + to_request(codegen_options_for(d.index)).str();
   }
   std::string toolchain(Device) const override { return "shaderc glsl450 vulkan1.2"; }
   std::shared_ptr<target::LoadedPlan> load(target::Generated plans, const target::Artifacts* cached,

@@ -45,8 +45,22 @@ inline constexpr Helper kHelpers[] = {
   if (x < -745.2LF) return 0.0LF;
   const double k = roundEven(x * 1.4426950408889634LF);
   const double r = (x - k * 6.93147180369123816490e-01LF) - k * 1.90821492927058770002e-10LF;
-  double p = 1.0LF;
-  for (int n = 13; n >= 1; --n) p = 1.0LF + p * r / double(n);
+  // Horner's steps written out, not looped: lavapipe (Mesa 22.3, LLVM 15) miscompiled the loop
+  // inlined into a two-pass column reduction (f64 logsumexp over 36,864 rows gave a quarter of
+  // the sum's terms).
+  double p = 1.0LF + r / 13.0LF;
+  p = 1.0LF + p * r / 12.0LF;
+  p = 1.0LF + p * r / 11.0LF;
+  p = 1.0LF + p * r / 10.0LF;
+  p = 1.0LF + p * r / 9.0LF;
+  p = 1.0LF + p * r / 8.0LF;
+  p = 1.0LF + p * r / 7.0LF;
+  p = 1.0LF + p * r / 6.0LF;
+  p = 1.0LF + p * r / 5.0LF;
+  p = 1.0LF + p * r / 4.0LF;
+  p = 1.0LF + p * r / 3.0LF;
+  p = 1.0LF + p * r / 2.0LF;
+  p = 1.0LF + p * r;
   const int ki = int(k);
   return ldexp(ldexp(p, ki / 2), ki - ki / 2);
 }
@@ -69,8 +83,19 @@ inline constexpr Helper kHelpers[] = {
   if (m < 0.70710678118654752440LF) { m *= 2.0LF; e -= 1; }
   const double f = (m - 1.0LF) / (m + 1.0LF);
   const double s = f * f;
-  double p = 1.0LF / 25.0LF;
-  for (int n = 11; n >= 0; --n) p = 1.0LF / double(2 * n + 1) + s * p;
+  // Written out as kiln_exp_d's steps are (lavapipe).
+  double p = 1.0LF / 23.0LF + s * (1.0LF / 25.0LF);
+  p = 1.0LF / 21.0LF + s * p;
+  p = 1.0LF / 19.0LF + s * p;
+  p = 1.0LF / 17.0LF + s * p;
+  p = 1.0LF / 15.0LF + s * p;
+  p = 1.0LF / 13.0LF + s * p;
+  p = 1.0LF / 11.0LF + s * p;
+  p = 1.0LF / 9.0LF + s * p;
+  p = 1.0LF / 7.0LF + s * p;
+  p = 1.0LF / 5.0LF + s * p;
+  p = 1.0LF / 3.0LF + s * p;
+  p = 1.0LF + s * p;
   const double de = double(e);
   return (de * 6.93147180369123816490e-01LF + 2.0LF * f * p) + de * 1.90821492927058770002e-10LF;
 }

@@ -1059,6 +1059,19 @@ NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& 
   return b.cast(y, t);
 }
 
+// The permutations between channels-first [N, C, *S] and channels-last [N, *S, C] of rank r.
+std::vector<int64_t> to_first_perm(int64_t r) {
+  std::vector<int64_t> p{0, r - 1};
+  for (int64_t d = 1; d < r - 1; ++d) p.push_back(d);
+  return p;
+}
+std::vector<int64_t> to_last_perm(int64_t r) {
+  std::vector<int64_t> p{0};
+  for (int64_t d = 2; d < r; ++d) p.push_back(d);
+  p.push_back(1);
+  return p;
+}
+
 // Channels last: a 1x1 convolution of unit stride, no pads and one group is a linear layer over
 // x's channels as they lie (one gemm over every position); a depthwise one folds its taps along
 // the channel dim, each output position's channels side by side (coalesced where the
@@ -1105,13 +1118,9 @@ NodeId decompose_convolution_channels_last(Graph& g, std::span<const NodeId> in,
     if (in.size() > 2) y = b.add(OpId::add, {y, b.cast(in[2], acc)});
     return b.cast(y, t);
   }
-  std::vector<int64_t> to_first{0, r - 1}, to_last{0};
-  for (int64_t d = 1; d < r - 1; ++d) to_first.push_back(d);
-  for (int64_t d = 2; d < r; ++d) to_last.push_back(d);
-  to_last.push_back(1);
-  std::vector<NodeId> args{b.add(OpId::permute, {in[0]}, {to_first}), b.add(OpId::permute, {in[1]}, {to_first})};
+  std::vector<NodeId> args{b.add(OpId::permute, {in[0]}, {to_first_perm(r)}), b.add(OpId::permute, {in[1]}, {to_first_perm(r)})};
   if (in.size() > 2) args.push_back(in[2]);
-  return b.add(OpId::permute, {b.add(OpId::convolution, args, a)}, {to_last});
+  return b.add(OpId::permute, {b.add(OpId::convolution, args, a)}, {to_last_perm(r)});
 }
 
 // Pads one dim of x by begin and end (negative: crops), torch's pairs from the last dim down.
@@ -1123,19 +1132,6 @@ NodeId pad_dim(Builder& b, NodeId x, int64_t dim, int64_t begin, int64_t end) {
     pairs.push_back(d == dim ? end : 0);
   }
   return b.add(OpId::pad, {x}, {pairs, 0.0});
-}
-
-// The permutations between channels-first [N, C, *S] and channels-last [N, *S, C] of rank r.
-std::vector<int64_t> to_first_perm(int64_t r) {
-  std::vector<int64_t> p{0, r - 1};
-  for (int64_t d = 1; d < r - 1; ++d) p.push_back(d);
-  return p;
-}
-std::vector<int64_t> to_last_perm(int64_t r) {
-  std::vector<int64_t> p{0};
-  for (int64_t d = 2; d < r; ++d) p.push_back(d);
-  p.push_back(1);
-  return p;
 }
 
 // A gradient op's attributes with channels_last set to `last`.

@@ -416,7 +416,7 @@ int32_t KernelBuilder::emit_cat(NodeId n, const Map& map) {
 // the run, prepare.cpp).
 int32_t KernelBuilder::emit_gathering(NodeId n, const Map& map) {
   const Node& node = ctx_.g.node(n);
-  const NodeId x = node.inputs[0], idx = node.inputs[1];
+  const NodeId x = node.inputs[0];
   const size_t d = static_cast<size_t>(node.attrs.i(0));
   const Layout l = layout_of_input(n, x);
   const int32_t offset = index_offset(node, n, node.op == OpId::gather ? map : Map{map[d]}, l.strides[d]);

@@ -99,10 +99,9 @@ void split_reductions(Schedule& s, const Target& target) {
       s.buffers.push_back(b);
       return b.id;
     };
-    auto affine = [](std::vector<SymInt> coeffs, SymInt offset = 0) {
+    auto affine = [](std::vector<SymInt> coeffs) {
       Affine a;
       a.coeffs = std::move(coeffs);
-      a.offset = offset;
       return a;
     };
     // Values of the inner loop stored (a batch norm's normalised output, computed in the kernel

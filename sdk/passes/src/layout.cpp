@@ -16,8 +16,9 @@
 //   permute(a, p) moving only size-1 dims                    -> reshape(a)
 //   pointwise(expand(a), small b | 0-d)                      -> expand(pointwise(a, b))
 // b' is a broadcast operand (smaller than the result: a bias, a squeeze-excitation scale, or
-// one expanded to the result's size: a batch norm's backward) given the inverse permute. A pointwise op with a full-size operand not read through the same
-// permute stays where it is (moving the permute there would only move the transpose).
+// one expanded to the result's size: a batch norm's backward) given the inverse permute. A
+// pointwise op with a full-size operand not read through the same permute stays where it is
+// (moving the permute there would only move the transpose).
 #include <algorithm>
 #include <map>
 #include <string>

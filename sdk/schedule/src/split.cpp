@@ -2,8 +2,8 @@
 // runs in two kernels: the first reduces S slices of the input in parallel into S partial
 // results per output, the second folds the partials and runs the rest (the epilogue). The
 // inner loop variable r becomes s * (N / S) + r' (N static and divisible by S), which keeps every
-// index affine. A full reduction (one output) splits; so does one with fewer outputs than
-// would run in fewer blocks than Target::split_blocks_below (a batch norm's per-channel sums over
+// index affine. A full reduction (one output) splits; so does one whose outputs would run in
+// fewer thread blocks than Target::split_blocks_below (a batch norm's per-channel sums over
 // N * H * W rows: 64-256 outputs, 2-8 blocks of 32 columns, would keep as many SMs busy), its
 // first reduced dim split (N where channels first keeps N and H * W apart) into the fewest parts
 // that give that many blocks. Values of the inner loop that the kernel stores (a normalisation

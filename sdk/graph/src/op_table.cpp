@@ -591,6 +591,16 @@ void check_convolution_gradient(const InferContext& c, const TensorMeta& x, cons
                shape_str(gy.sizes), " does not match the convolution's output ", shape_str(y.sizes));
 }
 
+// A gradient op's result: `sizes` (x's or w's) once the three shapes agree, of the operands'
+// floating dtype.
+TensorMeta convolution_gradient_result(const InferContext& c, const TensorMeta& x, const TensorMeta& w, const TensorMeta& gy,
+                                       bool last, const SymShape& sizes) {
+  check_convolution_gradient(c, x, w, gy, last);
+  const DType t = result_type(c.inputs);
+  KILN_CHECK(is_floating(t), opn(c), ": operands must be floating point, got ", dtype_name(t));
+  return result(c, t, sizes);
+}
+
 // (gy, w) -> gx: x's sizes are gy's batch, w's input channels and the attribute's spatial sizes.
 TensorMeta infer_convolution_input_grad(const InferContext& c) {
   const bool last = c.attrs.b(5);
@@ -610,10 +620,7 @@ TensorMeta infer_convolution_input_grad(const InferContext& c) {
   }
   TensorMeta x = gy;
   x.sizes = last ? channels_last(xs) : xs;
-  check_convolution_gradient(c, x, w, gy, last);
-  const DType t = result_type(c.inputs);
-  KILN_CHECK(is_floating(t), opn(c), ": operands must be floating point, got ", dtype_name(t));
-  return result(c, t, x.sizes);
+  return convolution_gradient_result(c, x, w, gy, last, x.sizes);
 }
 
 // (x, gy) -> gw: w's sizes are gy's channels, x's channels per group and the attribute's kernel.
@@ -638,10 +645,7 @@ TensorMeta infer_convolution_weight_grad(const InferContext& c) {
   }
   TensorMeta w = x;
   w.sizes = last ? channels_last(ws) : ws;
-  check_convolution_gradient(c, x, w, gy, last);
-  const DType t = result_type(c.inputs);
-  KILN_CHECK(is_floating(t), opn(c), ": operands must be floating point, got ", dtype_name(t));
-  return result(c, t, w.sizes);
+  return convolution_gradient_result(c, x, w, gy, last, w.sizes);
 }
 
 // Pooling windows, shared by the shape rule and the decompositions of max_pool and avg_pool.

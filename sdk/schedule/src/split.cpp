@@ -104,6 +104,15 @@ void split_reductions(Schedule& s, const Target& target) {
       a.coeffs = std::move(coeffs);
       return a;
     };
+    // A load of `buffer` (a partial or folded result) standing for a reduction's value.
+    auto load = [](DType t, int32_t buffer, Affine index) {
+      Instr ld;
+      ld.kind = InstrKind::load;
+      ld.dtype = t;
+      ld.buffer = buffer;
+      ld.index = std::move(index);
+      return ld;
+    };
     // Values of the inner loop stored (a batch norm's normalised output, computed in the kernel
     // that reduces its statistics): a pointwise kernel over the whole domain stores them last,
     // reading the folded results.
@@ -132,11 +141,7 @@ void split_reductions(Schedule& s, const Target& target) {
         const Instr& in = k.instrs[i];
         Instr c = in;
         if (in.kind == InstrKind::reduce && in.pass < q) {  // an earlier pass's result
-          c = Instr{};
-          c.kind = InstrKind::load;
-          c.dtype = in.dtype;
-          c.buffer = folded[i];
-          c.index = affine(over_slices(has_outer ? std::vector<SymInt>{0, 1} : std::vector<SymInt>{0}));
+          c = load(in.dtype, folded[i], affine(over_slices(has_outer ? std::vector<SymInt>{0, 1} : std::vector<SymInt>{0})));
         } else {
           for (int32_t& arg : c.args) arg = copy1(static_cast<size_t>(arg));
           if (c.kind == InstrKind::load || c.kind == InstrKind::index) {
@@ -191,19 +196,10 @@ void split_reductions(Schedule& s, const Target& target) {
                             " stores a value of its inner loop");
         Instr c = in;
         if (in.kind == InstrKind::reduce && in.pass == q) {
-          Instr ld;
-          ld.kind = InstrKind::load;
-          ld.dtype = in.dtype;
-          ld.buffer = partial_of[i];
-          ld.index = affine(has_outer ? std::vector<SymInt>{1, outputs} : std::vector<SymInt>{1});
-          b.instrs.push_back(ld);
+          b.instrs.push_back(load(in.dtype, partial_of[i], affine(has_outer ? std::vector<SymInt>{1, outputs} : std::vector<SymInt>{1})));
           c.args = {static_cast<int32_t>(b.instrs.size() - 1)};
         } else if (in.kind == InstrKind::reduce) {
-          c = Instr{};
-          c.kind = InstrKind::load;
-          c.dtype = in.dtype;
-          c.buffer = folded[i];
-          c.index = at_output;
+          c = load(in.dtype, folded[i], at_output);
         } else {
           for (int32_t& arg : c.args) arg = copy2(static_cast<size_t>(arg));
           if (c.kind == InstrKind::load || c.kind == InstrKind::index) c.index = outer_only(c.index);
@@ -248,13 +244,9 @@ void split_reductions(Schedule& s, const Target& target) {
       const Instr& in = k.instrs[i];
       Instr cp = in;
       if (in.kind == InstrKind::reduce) {
-        cp = Instr{};
-        cp.kind = InstrKind::load;
-        cp.dtype = in.dtype;
-        cp.buffer = folded[i];
         std::vector<SymInt> at(k.domain.size(), SymInt(0));
         if (has_outer) at[0] = SymInt(1);
-        cp.index = affine(std::move(at));
+        cp = load(in.dtype, folded[i], affine(std::move(at)));
       } else {
         for (int32_t& arg : cp.args) arg = copy3(static_cast<size_t>(arg));
       }

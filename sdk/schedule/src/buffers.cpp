@@ -1,9 +1,9 @@
 // Buffer planning: drop buffers no kernel uses, number the rest (inputs, constants, outputs,
-// intermediates), and give intermediates memory slots by a linear scan over kernel order: a
-// buffer takes the slot of an input that dies at its own pointwise kernel when every read of
-// that input is at the element being written (in place); else a freed slot of the same size;
-// else a new slot. Sizes may be symbolic, so "the same size" means the same expression (or
-// both static and the slot large enough).
+// intermediates), and give intermediates memory slots: a buffer written by a pointwise kernel
+// shares the slot of an input that dies there when every read of that input is at the element
+// being written (in place); then, largest first, each such group of buffers takes the smallest
+// slot that fits it and is free over its lifetime, else a new slot. Sizes may be symbolic, so
+// "fits" means the same expression (or both static and the slot large enough).
 #include <algorithm>
 #include <map>
 
@@ -114,49 +114,80 @@ void plan_buffers(Schedule& s) {
   for (int32_t o : s.outputs)
     KILN_INTERNAL_CHECK(ready[static_cast<size_t>(o)], "schedule: output buffer b", o, " is never written");
 
-  // Linear scan.
-  std::vector<bool> slot_free;
+  // In place: a buffer written by a pointwise kernel shares the slot of an input that dies
+  // there when every read of it is at the element being written. Such chains form groups that
+  // hold one slot from the first write to the last read.
+  const size_t n = s.buffers.size();
+  std::vector<int32_t> group(n);
+  for (size_t b = 0; b < n; ++b) group[b] = static_cast<int32_t>(b);
+  auto root = [&](int32_t b) {
+    while (group[static_cast<size_t>(b)] != b) b = group[static_cast<size_t>(b)];
+    return b;
+  };
+  auto intermediate = [&](int32_t b) { return s.buffers[static_cast<size_t>(b)].kind == BufferKind::intermediate; };
+  std::vector<bool> taken(n, false);  // an input already given to a write in place
   for (size_t ki = 0; ki < s.kernels.size(); ++ki) {
     const Kernel& k = s.kernels[ki];
-    std::vector<int32_t> dying;
-    for (int32_t b : k.reads())
-      if (s.buffers[static_cast<size_t>(b)].kind == BufferKind::intermediate && last_use[static_cast<size_t>(b)] ==
-                                                                                    static_cast<int32_t>(ki))
-        dying.push_back(b);
     for (int32_t w : k.writes()) {
-      Buffer& wb = s.buffers[static_cast<size_t>(w)];
-      if (wb.kind != BufferKind::intermediate || wb.slot >= 0) continue;
-      const SymInt need = wb.bytes();
-      for (auto it = dying.begin(); it != dying.end(); ++it) {
-        const Buffer& rb = s.buffers[static_cast<size_t>(*it)];
-        if (rb.slot >= 0 && fits(s.slots[static_cast<size_t>(rb.slot)].bytes, need) && in_place_ok(k, *it, w, s.buffers)) {
-          wb.slot = rb.slot;
-          dying.erase(it);
+      if (!intermediate(w) || def[static_cast<size_t>(w)] != static_cast<int32_t>(ki)) continue;
+      const SymInt need = s.buffers[static_cast<size_t>(w)].bytes();
+      for (int32_t r : k.reads())
+        if (r != w && intermediate(r) && !taken[static_cast<size_t>(r)] && last_use[static_cast<size_t>(r)] == static_cast<int32_t>(ki) &&
+            fits(s.buffers[static_cast<size_t>(r)].bytes(), need) && in_place_ok(k, r, w, s.buffers)) {
+          taken[static_cast<size_t>(r)] = true;
+          group[static_cast<size_t>(w)] = root(r);
           break;
         }
-      }
-      for (size_t sl = 0; wb.slot < 0 && sl < s.slots.size(); ++sl)
-        if (slot_free[sl] && fits(s.slots[sl].bytes, need)) {
-          wb.slot = static_cast<int32_t>(sl);
-          slot_free[sl] = false;
-        }
-      if (wb.slot < 0) {
-        wb.slot = static_cast<int32_t>(s.slots.size());
-        s.slots.push_back(Slot{need});
-        slot_free.push_back(false);
-      }
-    }
-    for (int32_t b : dying) {
-      const Buffer& bb = s.buffers[static_cast<size_t>(b)];
-      bool still = false;  // a slot taken in place stays busy
-      for (const Buffer& o : s.buffers)
-        if (o.id != b && o.slot == bb.slot && o.kind == BufferKind::intermediate && def[static_cast<size_t>(o.id)] >= 0 &&
-            def[static_cast<size_t>(o.id)] <= static_cast<int32_t>(ki) && last_use[static_cast<size_t>(o.id)] > static_cast<int32_t>(ki))
-          still = true;
-      if (bb.slot >= 0 && !still) slot_free[static_cast<size_t>(bb.slot)] = true;
     }
   }
+  struct Group {
+    int32_t first = -1, last = -1;  // kernels
+    SymInt bytes = 0;
+    int64_t example = 0;            // bytes at the example sizes
+    int32_t slot = -1;
+  };
   const std::vector<int64_t> ex = s.graph.shapes().examples();
+  std::map<int32_t, Group> groups;
+  for (const Buffer& b : s.buffers) {
+    if (b.kind != BufferKind::intermediate || def[static_cast<size_t>(b.id)] < 0) continue;
+    Group& gr = groups[root(b.id)];
+    const SymInt bytes = b.bytes();
+    if (gr.first < 0) {
+      gr = Group{def[static_cast<size_t>(b.id)], last_use[static_cast<size_t>(b.id)], bytes, bytes.evaluate(ex), -1};
+      continue;
+    }
+    gr.first = std::min(gr.first, def[static_cast<size_t>(b.id)]);
+    gr.last = std::max(gr.last, last_use[static_cast<size_t>(b.id)]);
+    if (!fits(gr.bytes, bytes)) gr.bytes = bytes, gr.example = bytes.evaluate(ex);  // a chain's sizes fit each other
+  }
+  // Greedy by size (as TFLite's arena planner and Pisarchyk & Lee 2020): the largest groups
+  // first, each into the smallest slot that holds it and is free over its whole lifetime, else
+  // a new slot. Planned online in kernel order instead, a small buffer took a large freed slot
+  // and the next large one a new slot (ResNet-50's training step: 17% more than this).
+  std::vector<std::pair<int64_t, int32_t>> order;  // (-bytes, group), largest first, then by id
+  for (const auto& [id, gr] : groups) order.emplace_back(-gr.example, id);
+  std::sort(order.begin(), order.end());
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> busy;  // per slot: the lifetimes it holds
+  for (const auto& [neg, id] : order) {
+    Group& gr = groups[id];
+    int32_t best = -1;
+    for (size_t sl = 0; sl < s.slots.size(); ++sl) {
+      if (!fits(s.slots[sl].bytes, gr.bytes)) continue;
+      bool free = true;
+      for (const auto& [a, z] : busy[sl]) free = free && (z < gr.first || gr.last < a);
+      if (free && (best < 0 || s.slots[sl].bytes.evaluate(ex) < s.slots[static_cast<size_t>(best)].bytes.evaluate(ex)))
+        best = static_cast<int32_t>(sl);
+    }
+    if (best < 0) {
+      best = static_cast<int32_t>(s.slots.size());
+      s.slots.push_back(Slot{gr.bytes});
+      busy.emplace_back();
+    }
+    busy[static_cast<size_t>(best)].emplace_back(gr.first, gr.last);
+    gr.slot = best;
+  }
+  for (Buffer& b : s.buffers)
+    if (b.kind == BufferKind::intermediate && def[static_cast<size_t>(b.id)] >= 0) b.slot = groups[root(b.id)].slot;
   s.peak_intermediate_bytes = 0;
   for (const Slot& sl : s.slots) s.peak_intermediate_bytes += sl.bytes.evaluate(ex);
 }

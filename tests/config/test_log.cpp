@@ -91,7 +91,7 @@ BOOST_AUTO_TEST_CASE(unknown_category_warns_once_and_keeps_the_rest) {
   BOOST_TEST(w ==
              "[kiln warning] log categories: unknown log categories 'bogus', 'nope'; valid "
              "categories are all, graph, guards, recompiles, graph_breaks, schedule, fusion, "
-             "output_code, cache, perf_hints, dynamic, profile.\n");
+             "output_code, cache, perf_hints, dynamic, partition, profile.\n");
 }
 
 BOOST_AUTO_TEST_CASE(write_prefixes_every_line) {

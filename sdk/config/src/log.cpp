@@ -14,7 +14,7 @@ namespace {
 constexpr std::string_view kNames[kNumCategories] = {
     "graph", "guards",      "recompiles", "graph_breaks", "schedule",
     "fusion", "output_code", "cache",      "perf_hints",   "dynamic",
-    "profile",
+    "partition", "profile",
 };
 // "all": every category but profile, which times each kernel alone and so changes the run.
 constexpr uint32_t kAll = ((1u << kNumCategories) - 1) & ~(1u << static_cast<unsigned>(Category::profile));

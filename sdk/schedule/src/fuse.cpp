@@ -11,9 +11,10 @@
 // 2. Group realized nodes in topological order: each joins the latest kernel it reads from that
 //    accepts it (same domain, or a reduction's outer/inner shape, or a matmul's output shape for
 //    an epilogue; nothing it reads may come from a later kernel; the kernel stays under
-//    max_fusion_size; lowering must succeed), else starts its own.
+//    max_fusion_size; lowering must succeed; the kernel does not end more than 64 nodes
+//    earlier), else starts its own.
 // 3. Horizontal: kernels over the same domain that read a common buffer merge when neither
-//    depends on the other.
+//    depends on the other and they are not more than 64 nodes apart.
 // Every decision and refusal is logged under KILN_LOGS=fusion.
 #include <algorithm>
 #include <cmath>
@@ -603,6 +604,11 @@ class Fuser {
       cands.insert(cands.end(), siblings.begin(), siblings.end());
       bool joined = false;
       for (int32_t gi : cands) {
+        if (far_behind(groups_[static_cast<size_t>(gi)], id)) {
+          log("not fusing " + label(id) + " into kernel " + std::to_string(gi) + ": it ends more than " +
+              std::to_string(kFarBehind) + " nodes earlier (the value would be stored from there to its readers)");
+          continue;
+        }
         Domain dom;
         std::optional<std::string> why = try_join(static_cast<size_t>(gi), id, dom);
         if (why) {
@@ -642,6 +648,23 @@ class Fuser {
     return r;
   }
 
+  // A kernel that ends far before node `id`: computing `id` there would store its value from
+  // there to its readers (passes::rematerialize puts a backward's recomputed values just before
+  // their readers; joined to the forward kernel that reads the same input, they were stored
+  // across the step again).
+  // Only large values that are not outputs pay for it (an optimizer's new state, an output,
+  // joins the kernel of its gradient however early).
+  static constexpr NodeId kFarBehind = 64;
+  bool far_behind(const Group& G, NodeId id) const {
+    return !G.members.empty() && G.members.back() + kFarBehind < id && !is_output_[static_cast<size_t>(id)] &&
+           s_.graph.node(id).meta.numel().hint() >= (int64_t{1} << 16);
+  }
+  bool far_behind(const Group& A, const Group& B) const {
+    for (NodeId m : B.members)
+      if (far_behind(A, m)) return true;
+    return false;
+  }
+
   void horizontal() {
     for (size_t a = 0; a < groups_.size(); ++a) {
       if (!groups_[a].alive || groups_[a].reference || groups_[a].whole || groups_[a].scatter || groups_[a].dom.gemm >= 0) continue;
@@ -658,6 +681,11 @@ class Fuser {
         }
         if (!shared) continue;
         const std::string what = "kernels " + std::to_string(a) + " and " + std::to_string(b);
+        if (far_behind(A, B)) {
+          log("not fusing " + what + " horizontally: " + std::to_string(a) + " ends more than " + std::to_string(kFarBehind) +
+              " nodes before " + std::to_string(b) + " starts");
+          continue;
+        }
         if (depends) {
           log("not fusing " + what + " horizontally: " + std::to_string(b) + " reads from kernel " +
               std::to_string(a) + " or a later one");

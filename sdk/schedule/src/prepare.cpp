@@ -194,6 +194,8 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
                   })
                 : passes::decompose(in);
   if (to_last) g = passes::eliminate_dead_code(passes::simplify(passes::sink_permutes(g)));
+  // Last, on the node order the kernels will follow: what a backward recomputes.
+  g = passes::rematerialize(g);
   Graph out;
   out.shapes() = g.shapes();
   std::vector<NodeId> map(g.size(), -1);

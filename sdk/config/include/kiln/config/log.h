@@ -28,9 +28,10 @@ enum class Category : uint8_t {
   cache,
   perf_hints,
   dynamic,
+  partition,  // what the backward recomputes instead of storing (passes::rematerialize)
   profile,  // per-kernel device times; changes how plans run (one by one, timed), so not in "all"
 };
-inline constexpr int kNumCategories = 11;
+inline constexpr int kNumCategories = 12;
 
 // "graph", "guards", ... (the enumerator's name).
 std::string_view category_name(Category c);

@@ -43,6 +43,7 @@ extern const Pass recognize_pass;       // "recognize"
 extern const Pass recognize_attention_pass;  // "recognize_attention"
 extern const Pass to_channels_last_pass;      // "to_channels_last"
 extern const Pass sink_permutes_pass;         // "sink_permutes"
+extern const Pass rematerialize_pass;         // "rematerialize"
 
 // Runs one pass, checks the invariants above against `g`, logs it.
 PassResult run_pass(const Pass& pass, const Graph& g);
@@ -89,6 +90,13 @@ Graph to_channels_last(const Graph& g);
 // the outputs), so that pairs meet and simplify cancels them; a permute moving only size-1
 // dims becomes a reshape. layout.cpp lists the rules.
 Graph sink_permutes(const Graph& g);
+
+// Large pointwise values read early and again much later (a training step's activations, read
+// by its forward and again by its backward) are computed again for the late readers, from
+// inputs stored until then anyway, instead of being stored across the gap; each such choice is
+// logged with its reason under KILN_LOGS=partition. Not in the default pipeline: the scheduler
+// runs it last, on the graph whose node order its kernels follow.
+Graph rematerialize(const Graph& g);
 
 // The pipeline the "kiln" backend runs before scheduling: recognize -> fold_constants ->
 // simplify -> cse -> recognize -> dce (docs/passes.md says why in this order). decompose is not

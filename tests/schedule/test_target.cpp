@@ -277,3 +277,33 @@ BOOST_AUTO_TEST_CASE(kernels_bind_no_more_buffers_than_the_target_allows) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A batch dim of size 1 (a 1x1 convolution's input gradient as [N, groups = 1] products with
+// the weight broadcast over N) goes, whatever its strides: one strided batch of N products, not
+// N calls of one (the CUDA runtime loops over all batch dims but the last).
+BOOST_AUTO_TEST_CASE(batch_dims_of_size_one_leave_the_gemm) {
+  schedule::Gemm g;
+  g.m = 256, g.n = 196, g.k = 1024;
+  g.batch = {64, 1};
+  g.a_batch_strides = {0, 262144};      // the weight: the same for every image; its group dim
+  g.b_batch_strides = {200704, 200704};  // gy per image; the size-1 group dim at any stride
+  g.merge_batch_dims();
+  BOOST_TEST(g.batch.size() == 1u);
+  BOOST_TEST(g.batch[0].hint() == 64);
+  BOOST_TEST(g.a_batch_strides[0].hint() == 0);
+  BOOST_TEST(g.b_batch_strides[0].hint() == 200704);
+  // Dims that step at one stride still merge; others stay.
+  schedule::Gemm h;
+  h.m = h.n = h.k = 8;
+  h.batch = {3, 1, 4};
+  h.a_batch_strides = {256, 7, 64};
+  h.b_batch_strides = {0, 5, 0};
+  h.merge_batch_dims();
+  BOOST_TEST(h.batch.size() == 1u);
+  BOOST_TEST(h.batch[0].hint() == 12);
+  h.batch = {3, 4};
+  h.a_batch_strides = {100, 64};
+  h.b_batch_strides = {0, 0};
+  h.merge_batch_dims();
+  BOOST_TEST(h.batch.size() == 2u);
+}

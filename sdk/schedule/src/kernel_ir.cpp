@@ -253,6 +253,11 @@ void Gemm::fold_last_batch() {
 }
 
 void Gemm::merge_batch_dims() {
+  // A batch dim of size 1 steps nowhere, whatever its strides say (the group dim of a 1x1
+  // convolution's gradient: batch [64, 1] ran as 64 calls of one product each).
+  for (size_t d = batch.size(); d-- > 0;)
+    if (batch[d] == 1)
+      for (SymShape* v : {&batch, &a_batch_strides, &b_batch_strides}) v->erase(v->begin() + static_cast<std::ptrdiff_t>(d));
   for (size_t d = batch.size(); d-- > 1;) {
     const SymInt inner = batch[d];
     if (!(a_batch_strides[d - 1] == a_batch_strides[d] * inner) || !(b_batch_strides[d - 1] == b_batch_strides[d] * inner))

@@ -106,8 +106,8 @@ struct Gemm {
   // linear layer over [batch, seq, d]) runs at a fraction of one big gemm's speed.
   bool last_batch_is_rows() const;
   void fold_last_batch();
-  // Adjacent batch dims both operands step through at one stride become one batch dim (C is
-  // contiguous), so a library's strided batch covers them in one call.
+  // Batch dims of size 1 go, and adjacent batch dims both operands step through at one stride
+  // become one batch dim (C is contiguous), so a library's strided batch covers them in one call.
   void merge_batch_dims();
 };
 

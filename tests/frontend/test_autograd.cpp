@@ -233,6 +233,15 @@ std::vector<GradCase> cases() {
                [](const std::vector<Tensor>& v) { return conv_transpose1d(v[0], v[1], {}, {1}, {0}, {2}, 1, {3}); }});
   unary("max_pool2d", O::max_pool, [](const Tensor& x) { return max_pool2d(x, {2, 2}, {1, 2}, {1, 0}); },
         f64({1, 2, 4, 5}, 97));
+  // ResNet's stem pooling (windows overlap: an element collects from up to four), ceil_mode with
+  // a dilation, 1-D and 3-D.
+  unary("max_pool2d 3x3 stride 2 pad 1", O::max_pool, [](const Tensor& x) { return max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); },
+        f64({2, 2, 7, 6}, 105));
+  unary("max_pool2d ceil_mode, dilation", O::max_pool,
+        [](const Tensor& x) { return max_pool2d(x, {2, 3}, {2, 2}, {0, 1}, {2, 1}, true); }, f64({1, 2, 6, 7}, 106));
+  unary("max_pool1d", O::max_pool, [](const Tensor& x) { return max_pool1d(x, {3}, {2}, {1}); }, f64({2, 3, 9}, 107));
+  unary("max_pool3d", O::max_pool, [](const Tensor& x) { return max_pool3d(x, {2, 2, 2}, {1, 2, 2}, {0, 1, 0}); },
+        f64({1, 2, 3, 4, 5}, 108));
   unary("avg_pool2d", O::avg_pool,
         [](const Tensor& x) { return avg_pool2d(x, {3, 2}, {2, 1}, {1, 0}, true, false); }, f64({1, 2, 5, 4}, 98));
   c.push_back({"batch_norm", {O::batch_norm},
@@ -339,6 +348,23 @@ BOOST_AUTO_TEST_CASE(batch_norm_in_training_mode) {
   check_values(next.running_mean, {2});             // 0.5 * 0 + 0.5 * 4
   check_values(next.running_var, {0.5 + 10.0 / 3});  // 0.5 * 1 + 0.5 * 20/3
   check_values(bn.running_mean, {0});               // the module itself is unchanged
+}
+
+// A window's gradient goes to its first maximum, as torch's (not split among ties), and to a NaN
+// where the window holds one; windows that overlap add up.
+BOOST_AUTO_TEST_CASE(max_pooling_gives_a_windows_gradient_to_its_first_maximum) {
+  const Tensor x = f32({1, 3, 3, 2, 3}, {1, 1, 1, 5}).requires_grad_();
+  max_pool2d(x, {1, 3}, {1, 1}, {0, 0}).sum().backward();  // windows [1 3 3] [3 3 2] [3 2 3]: 1, 1, 2
+  check_values(x.grad(), {0, 2, 1, 0, 0});
+  const double nan = std::nan("");
+  const Tensor z = f32({1, static_cast<float>(nan), 5, static_cast<float>(nan)}, {1, 1, 1, 4}).requires_grad_();
+  max_pool2d(z, {1, 2}, {1, 2}, {0, 0}).sum().backward();
+  check_values(z.grad(), {0, 1, 0, 1});
+  // Padding never takes the gradient, even where every element of a window is -inf.
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor m = f32({-static_cast<float>(inf), -static_cast<float>(inf), 2}, {1, 1, 1, 3}).requires_grad_();
+  max_pool2d(m, {1, 2}, {1, 2}, {0, 1}).sum().backward();  // windows [pad, -inf] [-inf, 2]
+  check_values(m.grad(), {1, 0, 1});
 }
 
 BOOST_AUTO_TEST_CASE(gradients_of_gradients) {

@@ -98,6 +98,27 @@ BOOST_AUTO_TEST_CASE(an_expanded_per_channel_operand_lets_the_permute_through) {
   BOOST_TEST(transposes(h) == 2, h.str());  // x's and z's back: none around the mul
 }
 
+// Windows flattened and gathered between two convolutions (a max pooling's gradient):
+// reshape [N, C, H, W] -> [N, C, H * W], index_select along the positions, reshape back. Both
+// reshapes group dims that lie side by side channels last, so the permutes pass them and the
+// index_select, and cancel at the next convolution.
+BOOST_AUTO_TEST_CASE(flattened_windows_gathered_stay_channels_last) {
+  G t;
+  const NodeId x = t.in(DType::f32, {2, 3, 4, 4}, "x");
+  const Attrs same{Ints{1, 1}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{1}};
+  const NodeId y = t.op(OpId::convolution, {x, t.constant(DType::f32, {4, 3, 3, 3}, ramp(108, 0.2))}, same);
+  const NodeId flat = t.op(OpId::reshape, {y}, {SymShape{2, 4, 16}});
+  const NodeId index = t.op(OpId::cast, {t.op(OpId::sub, {t.full(15.0, DType::f32), t.op(OpId::iota, {}, {SymShape{16}, int64_t{0}, DType::f32})})},
+                            {DType::i64});  // the positions reversed
+  const NodeId picked = t.op(OpId::index_select, {flat, index}, {int64_t{2}});
+  const NodeId back = t.op(OpId::reshape, {picked}, {SymShape{2, 4, 4, 4}});
+  const NodeId z = t.op(OpId::convolution, {t.op(OpId::relu, {back}), t.constant(DType::f32, {4, 4, 3, 3}, ramp(144, 0.1))}, same);
+  const Graph& g = t.out({z});
+  const Graph h = turned(g);
+  BOOST_TEST(same_results(g, h), h.str());
+  BOOST_TEST(transposes(h) == 2, h.str());  // x's and z's back only
+}
+
 // A weight that is an input is permuted in the graph; bf16 and a 1-D convolution.
 BOOST_AUTO_TEST_CASE(weights_that_are_inputs_and_other_ranks) {
   G t;

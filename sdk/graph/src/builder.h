@@ -56,6 +56,9 @@ inline std::vector<int64_t> iota(int64_t from, int64_t to) {
   return v;
 }
 
+// max_pool's derivative rule (src/op_table.cpp, beside its decomposition and windows).
+std::vector<NodeId> grad_max_pool(Graph& g, const GradContext& c);
+
 // The derivative rule of an op table entry, or null (src/derivatives.cpp; the table fills
 // OpDef::grad with it).
 GradFn derivative_rule(const OpDef& d);

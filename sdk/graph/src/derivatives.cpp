@@ -511,6 +511,7 @@ GradFn derivative_rule(const OpDef& d) {
       if (op == OpId::convolution || op == OpId::convolution_channels_last || op == OpId::convolution_input_grad ||
           op == OpId::convolution_weight_grad)
         return grad_convolution;
+      if (op == OpId::max_pool) return graph_detail::grad_max_pool;
       return op == OpId::softmax || op == OpId::log_softmax ? grad_softmax : nullptr;
     case OpCategory::source: return nullptr;
   }

@@ -1295,6 +1295,131 @@ NodeId decompose_max_pool(Graph& g, std::span<const NodeId> in, const Attrs& a) 
   return pool_fold(b, in[0], w, -std::numeric_limits<double>::infinity(), OpId::maximum);
 }
 
+}  // namespace
+
+namespace graph_detail {
+
+// max_pool's gradient, gathered: each window's gradient goes to the first tap that holds its
+// maximum (a NaN where the window has one; a pad never), as torch's; each element of x collects
+// it from the few windows that can have picked it (ceil(span / stride) per spatial dim: 2 x 2
+// for 3x3 windows at stride 2), read at positions computed from iotas (index_select over the
+// flattened windows). Differentiating the decomposition instead (each tap's maximum, then each
+// strided slice's gradient interleaved with zeros and padded back) stored a full-size gradient
+// per tap and split ties evenly.
+std::vector<NodeId> grad_max_pool(Graph& g, const GradContext& c) {
+  Builder b{g};
+  const NodeId x = c.inputs[0], y = c.output, gy = c.grad;
+  const TensorMeta xm = b.meta(x);
+  const PoolWindows w = pool_windows("max_pool", xm.sizes, c.attrs);
+  const size_t n = w.kernel.size();
+  int64_t elements = 1;
+  for (size_t d = 0; d < n; ++d) elements *= std::max(xm.sizes[2 + d].hint(), w.out[d] * w.kernel[d]);
+  // Positions and tap numbers: integers, exact in f32 below 2^24.
+  const DType f = elements < (int64_t{1} << 24) ? DType::f32 : DType::f64;
+  const DType t = b.meta(gy).dtype;
+  // The tap each window took its maximum from: the first that matches, looked at last to first.
+  const std::vector<NodeId> taps = window_taps(b, x, w, -std::numeric_limits<double>::infinity());
+  // Whether tap t_d of window o lies inside x along spatial dim d, as [1, 1, .., O_d, .., 1]
+  // (from an iota: a graph off the CPU holds no constants of rank > 0).
+  auto inside = [&](size_t d, int64_t tap) {
+    const int64_t size = xm.sizes[2 + d].hint();
+    const NodeId o = b.add(OpId::iota, {}, {SymShape{w.out[d]}, int64_t{0}, f});
+    const NodeId at = b.add(OpId::add, {b.add(OpId::mul, {o, b.scalar(static_cast<double>(w.strides[d]), f)}),
+                                        b.scalar(static_cast<double>(tap * w.dilations[d] - w.pads_begin[d]), f)});
+    const NodeId in = b.add(OpId::logical_and, {b.add(OpId::ge, {at, b.scalar(0.0, f)}),
+                                                b.add(OpId::lt, {at, b.scalar(static_cast<double>(size), f)})});
+    SymShape s(n + 2, SymInt(1));
+    s[2 + d] = SymInt(w.out[d]);
+    return b.add(OpId::reshape, {in}, {s});
+  };
+  // (Tap numbers are stored, so in f16 while it holds them exactly: half of f32's bytes.)
+  const DType tap_type = taps.size() <= 2048 ? DType::f16 : f;
+  NodeId first = b.scalar(0.0, tap_type);
+  std::vector<int64_t> pos(n, 0);  // tap k's offset per dim (row-major, as window_taps)
+  for (size_t k = taps.size(); k-- > 0;) {
+    int64_t rest = static_cast<int64_t>(k);
+    for (size_t d = n; d-- > 0;) {
+      pos[d] = rest % w.kernel[d];
+      rest /= w.kernel[d];
+    }
+    NodeId match = b.add(OpId::logical_or, {b.add(OpId::eq, {taps[k], y}), b.add(OpId::isnan, {taps[k]})});
+    for (size_t d = 0; d < n; ++d) {
+      const int64_t at_first = pos[d] * w.dilations[d] - w.pads_begin[d];
+      const int64_t at_last = at_first + (w.out[d] - 1) * w.strides[d];
+      if (at_first < 0 || at_last >= xm.sizes[2 + d].hint()) match = b.add(OpId::logical_and, {match, inside(d, pos[d])});
+    }
+    first = b.add(OpId::where, {match, b.scalar(static_cast<double>(k), tap_type), first});
+  }
+  // Per spatial dim and candidate j: position p's window q = floor((p + pad) / stride) - j, its
+  // offset r = p + pad - q * stride in the padded window, the tap r / dilation.
+  struct Candidate {
+    NodeId window, tap, valid;  // [S_d]: the window (clamped into range), its tap, whether it counts
+  };
+  std::vector<std::vector<Candidate>> per_dim(n);
+  int64_t windows = 1, positions = 1;
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t size = xm.sizes[2 + d].hint(), s = w.strides[d], dil = w.dilations[d], out = w.out[d];
+    const int64_t span = (w.kernel[d] - 1) * dil + 1;
+    windows *= out;
+    positions *= size;
+    const NodeId p = b.add(OpId::iota, {}, {SymShape{size}, int64_t{0}, f});
+    const NodeId shifted = b.add(OpId::add, {p, b.scalar(static_cast<double>(w.pads_begin[d]), f)});
+    const NodeId base = b.add(OpId::floor, {b.add(OpId::div, {shifted, b.scalar(static_cast<double>(s), f)})});
+    for (int64_t j = 0; j * s < span; ++j) {
+      const NodeId q = b.add(OpId::sub, {base, b.scalar(static_cast<double>(j), f)});
+      const NodeId r = b.add(OpId::sub, {shifted, b.add(OpId::mul, {q, b.scalar(static_cast<double>(s), f)})});
+      const NodeId tap = dil == 1 ? r : b.add(OpId::floor, {b.add(OpId::div, {r, b.scalar(static_cast<double>(dil), f)})});
+      NodeId valid = b.add(OpId::logical_and, {b.add(OpId::lt, {r, b.scalar(static_cast<double>(span), f)}),
+                                               b.add(OpId::ge, {q, b.scalar(0.0, f)})});
+      valid = b.add(OpId::logical_and, {valid, b.add(OpId::le, {q, b.scalar(static_cast<double>(out - 1), f)})});
+      if (dil != 1)
+        valid = b.add(OpId::logical_and, {valid, b.add(OpId::eq, {b.add(OpId::mul, {tap, b.scalar(static_cast<double>(dil), f)}), r})});
+      const NodeId clamped = b.add(OpId::minimum, {b.add(OpId::maximum, {q, b.scalar(0.0, f)}), b.scalar(static_cast<double>(out - 1), f)});
+      per_dim[d].push_back({clamped, tap, valid});
+    }
+  }
+  // Each combination of candidates over the dims, flattened: [prod S] windows, taps, validity.
+  const SymInt nb = xm.sizes[0], ch = xm.sizes[1];
+  const NodeId gy_flat = b.add(OpId::reshape, {gy}, {SymShape{nb, ch, windows}});
+  const NodeId first_flat = b.add(OpId::reshape, {first}, {SymShape{nb, ch, windows}});
+  auto along = [&](NodeId v, size_t d) {  // [S_d] -> [1.., S_d, ..1] over the spatial dims
+    SymShape s(n, SymInt(1));
+    s[d] = xm.sizes[2 + d];
+    return b.add(OpId::reshape, {v}, {s});
+  };
+  NodeId gx = -1;
+  std::vector<size_t> pick(n, 0);
+  for (;;) {
+    NodeId window = -1, tap = -1, valid = -1;
+    int64_t window_stride = 1, tap_stride = 1;
+    for (size_t d = n; d-- > 0;) {
+      const Candidate& cd = per_dim[d][pick[d]];
+      const NodeId wd = along(b.add(OpId::mul, {cd.window, b.scalar(static_cast<double>(window_stride), f)}), d);
+      const NodeId td = along(b.add(OpId::mul, {cd.tap, b.scalar(static_cast<double>(tap_stride), f)}), d);
+      const NodeId vd = along(cd.valid, d);
+      window = window < 0 ? wd : b.add(OpId::add, {window, wd});
+      tap = tap < 0 ? td : b.add(OpId::add, {tap, td});
+      valid = valid < 0 ? vd : b.add(OpId::logical_and, {valid, vd});
+      window_stride *= w.out[d];
+      tap_stride *= w.kernel[d];
+    }
+    const SymShape flat{positions};
+    const NodeId index = b.cast(b.add(OpId::reshape, {window}, {flat}), DType::i64);
+    const NodeId took = b.add(OpId::eq, {b.add(OpId::index_select, {first_flat, index}, {int64_t{2}}), b.add(OpId::reshape, {tap}, {flat})});
+    const NodeId counts = b.add(OpId::logical_and, {took, b.add(OpId::reshape, {valid}, {flat})});
+    const NodeId part = b.add(OpId::where, {counts, b.add(OpId::index_select, {gy_flat, index}, {int64_t{2}}), b.scalar(0.0, t)});
+    gx = gx < 0 ? part : b.add(OpId::add, {gx, part});
+    size_t d = n;
+    while (d > 0 && ++pick[d - 1] == per_dim[d - 1].size()) pick[--d] = 0;
+    if (d == 0) break;
+  }
+  return {b.add(OpId::reshape, {gx}, {xm.sizes})};
+}
+
+}  // namespace graph_detail
+
+namespace {
+
 // The window sums divided by each window's count: the taps inside x (or inside x and its
 // explicit pads with count_include_pad), a scalar where every window counts alike. Otherwise
 // the counts are the same windows summed over ones padded with 1 where pads count and 0

@@ -20,6 +20,7 @@
 // pointwise op with a full-size operand not read through the same permute stays where it is
 // (moving the permute there would only move the transpose).
 #include <algorithm>
+#include <numeric>
 #include <map>
 #include <string>
 
@@ -237,6 +238,67 @@ struct Sinker {
     return add_then_permute(n, n.op, {node(ins[0]).inputs[0]}, a, perm, n.op == OpId::slice ? "slice" : "pad");
   }
 
+  // A reshape that merges or splits dims which lie side by side, in order, in the permuted
+  // value's input: the same reshape of that input, then the permute of the groups (a max
+  // pooling's gradient flattens the windows [N, C, OH, OW] -> [N, C, OH * OW] of a channels-last
+  // gradient and splits them back). Groups are found by equal sizes, or equal static products.
+  NodeId reshape(const Node& n, const std::vector<NodeId>& ins) {
+    const std::vector<int64_t>* p = permutation(ins[0]);
+    if (!p) return -1;
+    const std::vector<int64_t> perm = *p;
+    const SymShape in = meta(ins[0]).sizes, out = n.meta.sizes;
+    struct Group {
+      size_t in_begin, in_end, out_begin, out_end;
+    };
+    std::vector<Group> groups;
+    size_t i = 0, j = 0;
+    while (i < in.size() && j < out.size()) {
+      Group gr{i, i + 1, j, j + 1};
+      if (!(in[i] == out[j])) {
+        if (!in[i].is_static() || !out[j].is_static()) return -1;
+        int64_t a = in[i].hint(), b = out[j].hint();
+        while (a != b) {
+          if (a < b) {
+            if (gr.in_end == in.size() || !in[gr.in_end].is_static()) return -1;
+            a *= in[gr.in_end++].hint();
+          } else {
+            if (gr.out_end == out.size() || !out[gr.out_end].is_static()) return -1;
+            b *= out[gr.out_end++].hint();
+          }
+        }
+      }
+      for (size_t k = gr.in_begin + 1; k < gr.in_end; ++k)
+        if (perm[k] != perm[k - 1] + 1) return -1;  // apart in the input: no reshape of it gives them
+      groups.push_back(gr);
+      i = gr.in_end;
+      j = gr.out_end;
+    }
+    if (i != in.size() || j != out.size()) return -1;
+    // The groups in the input's order, each with its output sizes; then the permute that puts
+    // the output dims back in the reshape's order.
+    std::vector<size_t> order(groups.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return perm[groups[a].in_begin] < perm[groups[b].in_begin]; });
+    SymShape shape;
+    std::vector<int64_t> q(out.size());
+    for (size_t g : order)
+      for (size_t k = groups[g].out_begin; k < groups[g].out_end; ++k) {
+        q[k] = static_cast<int64_t>(shape.size());
+        shape.push_back(out[k]);
+      }
+    return add_then_permute(n, OpId::reshape, {node(ins[0]).inputs[0]}, Attrs{shape}, q, "reshape");
+  }
+
+  // index_select along a permuted dim: along the input's dim, then the permute.
+  NodeId index_select(const Node& n, const std::vector<NodeId>& ins) {
+    const std::vector<int64_t>* p = permutation(ins[0]);
+    if (!p) return -1;
+    const std::vector<int64_t> perm = *p;
+    Attrs a = n.attrs;
+    a.values[0] = perm[static_cast<size_t>(n.attrs.i(0))];
+    return add_then_permute(n, OpId::index_select, {node(ins[0]).inputs[0], ins[1]}, a, perm, "index_select");
+  }
+
   // A permute that keeps the order of every dim but those of size 1 moves no element.
   NodeId unit_permute(const Node& n, const std::vector<NodeId>& ins) {
     const std::vector<int64_t>& p = n.attrs.ints(0);
@@ -267,6 +329,8 @@ struct Sinker {
     }
     if (n.op == OpId::slice || n.op == OpId::pad) return slice_or_pad(n, ins);
     if (n.op == OpId::permute) return unit_permute(n, ins);
+    if (n.op == OpId::reshape) return reshape(n, ins);
+    if (n.op == OpId::index_select) return index_select(n, ins);
     return -1;
   }
 };

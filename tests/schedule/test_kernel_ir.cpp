@@ -242,6 +242,28 @@ BOOST_AUTO_TEST_CASE(index_select_gathers_on_the_device_and_checks_run_time_indi
   BOOST_TEST(r.checks.empty());
 }
 
+// An index computed from an iota and clamped into the dim is inside it whatever runs: no check
+// (which would make every call wait for its count), no clamp in the load. The same arithmetic
+// unclamped, or over an input, is checked.
+BOOST_AUTO_TEST_CASE(indices_the_graph_keeps_in_range_need_no_check) {
+  auto checks = [](bool clamped, bool from_input) {
+    Graph g;
+    const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(2), SymInt(7)}, {}}, "x");
+    const NodeId p = from_input ? g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(12)}, {}}, "p")
+                                : g.add(OpId::iota, {}, {SymShape{12}, int64_t{0}, DType::f32});
+    auto k = [&](double v) { return g.add(OpId::full, {}, {SymShape{}, v, DType::f32}); };
+    // floor((p + 1) / 2) - 1: [-1, 5]; clamped into [0, 6].
+    NodeId q = g.add(OpId::sub, {g.add(OpId::floor, {g.add(OpId::div, {g.add(OpId::add, {p, k(1)}), k(2)})}), k(1)});
+    if (clamped) q = g.add(OpId::minimum, {g.add(OpId::maximum, {q, k(0)}), k(6)});
+    const NodeId i = g.add(OpId::cast, {q}, {DType::i64});
+    g.set_outputs({g.add(OpId::index_select, {x, i}, {int64_t{1}})});
+    return schedule::schedule_graph(g).checks.size();
+  };
+  BOOST_TEST(checks(true, false) == 0u);
+  BOOST_TEST(checks(false, false) == 1u);
+  BOOST_TEST(checks(true, true) == 1u);
+}
+
 // A target that convolves (CUDA's cuDNN) keeps the op as one kernel over whole contiguous
 // buffers: a strided graph input is copied first, asymmetric pads become a pad before it, and
 // the bias an add after it that joins the following pointwise kernel. Every other target sees

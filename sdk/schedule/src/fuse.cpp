@@ -20,6 +20,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -68,26 +70,84 @@ std::string Schedule::str() const {
 
 namespace detail {
 
-bool constant_index_in_range(const Graph& g, const Node& n) {
-  const Node& index = g.node(n.inputs[1]);
-  const SymInt& size = g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))];
-  if (index.op != OpId::constant || !size.is_static()) return false;
-  const ConstantData& c = index.attrs.tensor(0);
-  const size_t count = c.bytes.size() / dtype_size(c.dtype);
-  for (size_t i = 0; i < count; ++i) {
-    int64_t v = 0;
-    if (c.dtype == DType::i64) {
-      std::memcpy(&v, c.bytes.data() + 8 * i, 8);
-    } else if (c.dtype == DType::i32) {
-      int32_t w = 0;
-      std::memcpy(&w, c.bytes.data() + 4 * i, 4);
-      v = w;
-    } else {
-      return false;
+namespace {
+
+// The interval every element of node `id` lies in, where the graph says so: constants, fulls and
+// iotas, through views, casts, floor, maximum, minimum and interval arithmetic (add, sub, mul,
+// division by a positive number). nullopt for anything else (a value read from an input).
+std::optional<std::pair<double, double>> value_range(const Graph& g, NodeId id, int depth = 0) {
+  using Range = std::pair<double, double>;
+  const Node& n = g.node(id);
+  if (depth > 64) return std::nullopt;
+  auto of = [&](size_t i) { return value_range(g, n.inputs[i], depth + 1); };
+  switch (n.op) {
+    case OpId::full: return Range{n.attrs.f(1), n.attrs.f(1)};
+    case OpId::iota: {
+      const SymInt& size = n.attrs.symints(0)[static_cast<size_t>(n.attrs.i(1))];
+      if (!size.is_static() || size.hint() < 1) return std::nullopt;
+      return Range{0.0, static_cast<double>(size.hint() - 1)};
     }
-    if (v < 0 || v >= size.hint()) return false;
+    case OpId::constant: {
+      const ConstantData& c = n.attrs.tensor(0);
+      const size_t count = c.bytes.size() / dtype_size(c.dtype);
+      if (count == 0 || (c.dtype != DType::i64 && c.dtype != DType::i32)) return std::nullopt;
+      Range r{std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+      for (size_t i = 0; i < count; ++i) {
+        int64_t v = 0;
+        if (c.dtype == DType::i64) {
+          std::memcpy(&v, c.bytes.data() + 8 * i, 8);
+        } else {
+          int32_t w = 0;
+          std::memcpy(&w, c.bytes.data() + 4 * i, 4);
+          v = w;
+        }
+        r = {std::min(r.first, static_cast<double>(v)), std::max(r.second, static_cast<double>(v))};
+      }
+      return r;
+    }
+    case OpId::reshape: case OpId::expand: case OpId::permute: case OpId::squeeze: case OpId::unsqueeze:
+    case OpId::slice: case OpId::floor: case OpId::cast: {
+      // cast: to an integer truncates towards zero, which keeps an interval's order.
+      const std::optional<Range> r = of(0);
+      if (!r) return std::nullopt;
+      if (n.op == OpId::floor) return Range{std::floor(r->first), std::floor(r->second)};
+      if (n.op == OpId::cast && !is_floating(n.meta.dtype)) return Range{std::trunc(r->first), std::trunc(r->second)};
+      return r;
+    }
+    case OpId::maximum: case OpId::minimum: case OpId::add: case OpId::sub: case OpId::mul: case OpId::div: {
+      const std::optional<Range> a = of(0), b = of(1);
+      if (!a || !b) return std::nullopt;
+      Range r;
+      switch (n.op) {
+        case OpId::maximum: return Range{std::max(a->first, b->first), std::max(a->second, b->second)};
+        case OpId::minimum: return Range{std::min(a->first, b->first), std::min(a->second, b->second)};
+        case OpId::add: r = {a->first + b->first, a->second + b->second}; break;
+        case OpId::sub: r = {a->first - b->second, a->second - b->first}; break;
+        case OpId::mul: {
+          const double c[] = {a->first * b->first, a->first * b->second, a->second * b->first, a->second * b->second};
+          r = {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
+          break;
+        }
+        default:  // div: by a positive interval only
+          if (!(b->first > 0)) return std::nullopt;
+          r = {std::min(a->first / b->first, a->first / b->second), std::max(a->second / b->first, a->second / b->second)};
+      }
+      // The op rounds in its own dtype: widen by its precision (a floor after it may step once).
+      const double eps = n.meta.dtype == DType::f64 ? 0x1p-52 : n.meta.dtype == DType::f32 ? 0x1p-23
+                         : n.meta.dtype == DType::f16 ? 0x1p-10 : n.meta.dtype == DType::bf16 ? 0x1p-7 : 0.0;
+      return Range{r.first - eps * std::abs(r.first), r.second + eps * std::abs(r.second)};
+    }
+    default: return std::nullopt;
   }
-  return true;
+}
+
+}  // namespace
+
+bool constant_index_in_range(const Graph& g, const Node& n) {
+  const SymInt& size = g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))];
+  if (!size.is_static()) return false;
+  const std::optional<std::pair<double, double>> r = value_range(g, n.inputs[1]);
+  return r && r->first >= 0 && r->second <= static_cast<double>(size.hint() - 1);
 }
 
 bool contiguous_from_start(const TensorMeta& m, const Layout& l) {

@@ -141,8 +141,9 @@ inline bool convolves_channels_last(const Node& n) {
   return n.op == OpId::convolution_channels_last ||
          ((n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) && n.attrs.b(5));
 }
-// A gathering (or scattering) op whose index is a constant inside the selected dim for every size the plan
-// serves: a plain gathering load (store). Any other index with a static selected dim is read at run
+// A gathering (or scattering) op whose index lies inside the selected dim for every size the plan
+// serves, as far as its graph shows (a constant, or arithmetic over iotas and fulls clamped into
+// range, as max pooling's gradient computes its windows): a plain gathering load (store). Any other index with a static selected dim is read at run
 // time, clamped into the dim, and counted by a check when it lies outside (prepare.cpp); a
 // symbolic selected dim leaves the op to the reference kernel.
 bool constant_index_in_range(const Graph& g, const Node& n);

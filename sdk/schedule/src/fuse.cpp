@@ -11,10 +11,10 @@
 // 2. Group realized nodes in topological order: each joins the latest kernel it reads from that
 //    accepts it (same domain, or a reduction's outer/inner shape, or a matmul's output shape for
 //    an epilogue; nothing it reads may come from a later kernel; the kernel stays under
-//    max_fusion_size; lowering must succeed; the kernel does not end more than 64 nodes
-//    earlier), else starts its own.
+//    max_fusion_size; lowering must succeed; a large value that is not an output does not
+//    join a kernel ending more than 64 nodes earlier), else starts its own.
 // 3. Horizontal: kernels over the same domain that read a common buffer merge when neither
-//    depends on the other and they are not more than 64 nodes apart.
+//    depends on the other (and not across more than 64 nodes for such a value).
 // Every decision and refusal is logged under KILN_LOGS=fusion.
 #include <algorithm>
 #include <cmath>
@@ -143,7 +143,7 @@ std::optional<std::pair<double, double>> value_range(const Graph& g, NodeId id, 
 
 }  // namespace
 
-bool constant_index_in_range(const Graph& g, const Node& n) {
+bool index_in_range(const Graph& g, const Node& n) {
   const SymInt& size = g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))];
   if (!size.is_static()) return false;
   const std::optional<std::pair<double, double>> r = value_range(g, n.inputs[1]);
@@ -161,7 +161,7 @@ bool contiguous_from_start(const TensorMeta& m, const Layout& l) {
 }
 
 bool index_checked_at_run_time(const Graph& g, const Node& n) {
-  return indexes(n.op) && !constant_index_in_range(g, n) &&
+  return indexes(n.op) && !index_in_range(g, n) &&
          g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
 }
 

@@ -146,7 +146,7 @@ inline bool convolves_channels_last(const Node& n) {
 // range, as max pooling's gradient computes its windows): a plain gathering load (store). Any other index with a static selected dim is read at run
 // time, clamped into the dim, and counted by a check when it lies outside (prepare.cpp); a
 // symbolic selected dim leaves the op to the reference kernel.
-bool constant_index_in_range(const Graph& g, const Node& n);
+bool index_in_range(const Graph& g, const Node& n);
 bool index_checked_at_run_time(const Graph& g, const Node& n);
 
 // A view that reads its whole base buffer in order: offset 0, row-major strides (size-1 dims

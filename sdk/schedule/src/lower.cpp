@@ -410,8 +410,9 @@ int32_t KernelBuilder::emit_cat(NodeId n, const Map& map) {
 
 // index_select and gather: the load's position in the selected dim comes from the index
 // tensor, read at the output's position in that dim (index_select's 1-D index) or at the
-// output's position (gather's index has the output's shape). A constant index was checked
-// against the input when scheduled (fuse.cpp); any other is clamped into the dim, so the load
+// output's position (gather's index has the output's shape). An index the graph keeps inside
+// the dim (a constant, a clamped iota) was found so when scheduled (fuse.cpp, index_in_range);
+// any other is clamped into the dim, so the load
 // stays inside the input whatever the index (the plan's check reports indices outside it after
 // the run, prepare.cpp).
 int32_t KernelBuilder::emit_gathering(NodeId n, const Map& map) {
@@ -429,7 +430,7 @@ int32_t KernelBuilder::index_offset(const Node& node, NodeId n, const Map& map, 
   const int32_t pos = emit(node.inputs[1], map);
   int32_t offset = pos;
   if (k_.instrs[static_cast<size_t>(pos)].dtype != DType::i64) offset = pointwise(OpId::cast, DType::i64, {pos}, Attrs{DType::i64});
-  if (!constant_index_in_range(ctx_.g, node)) {
+  if (!index_in_range(ctx_.g, node)) {
     const SymInt& size = ctx_.g.node(node.inputs[0]).meta.sizes[static_cast<size_t>(node.attrs.i(0))];
     KILN_INTERNAL_CHECK(size.is_static(), "schedule: ", op_name(node.op), " node %", n, " indexes a symbolic dim");
     offset = pointwise(OpId::maximum, DType::i64, {offset, constant(0.0, DType::i64)});

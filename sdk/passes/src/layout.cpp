@@ -103,14 +103,14 @@ struct Sinker {
   // op(ins, attrs) then permute(p), when both are accepted without a new shape fact and give
   // n's value; else -1.
   NodeId add_then_permute(const Node& n, OpId op, std::vector<NodeId> ins, Attrs attrs, const std::vector<int64_t>& p,
-                          const char* rule) {
+                          std::string_view rule) {
     const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), op, ins, attrs);
     if (!m) return -1;
     const std::optional<TensorMeta> pm = detail::probe(rw.out_graph(), OpId::permute, std::span<const TensorMeta>(&*m, 1), Attrs{p});
     if (!pm || !detail::same_value_meta(*pm, n.meta)) return -1;
     NodeId y = rw.out().add(op, std::move(ins), std::move(attrs));
     if (!is_identity(p)) y = rw.out().add(OpId::permute, {y}, Attrs{p});
-    ++moved[rule];
+    ++moved[std::string(rule)];
     return y;
   }
 
@@ -212,12 +212,14 @@ struct Sinker {
     return add_then_permute(n, n.op, {node(ins[0]).inputs[0]}, a, q, "reduction");
   }
 
-  NodeId slice_or_pad(const Node& n, const std::vector<NodeId>& ins) {
+  // A slice, pad or index_select of a permuted value: of its input along the dim (dims) it acts
+  // on there, then the permute; index_select's index stays as it is.
+  NodeId along_dims(const Node& n, const std::vector<NodeId>& ins) {
     const std::vector<int64_t>* p = permutation(ins[0]);
     if (!p) return -1;
     const std::vector<int64_t> perm = *p;
     Attrs a = n.attrs;
-    if (n.op == OpId::slice) {
+    if (n.op != OpId::pad) {  // slice, index_select: attribute 0 is the dim
       a.values[0] = perm[static_cast<size_t>(n.attrs.i(0))];
     } else {  // pad's pairs run from the last dim; each moves to the dim it pads in the input
       const std::vector<int64_t>& pairs = n.attrs.ints(0);
@@ -235,7 +237,9 @@ struct Sinker {
       }
       a.values[0] = moved_pairs;
     }
-    return add_then_permute(n, n.op, {node(ins[0]).inputs[0]}, a, perm, n.op == OpId::slice ? "slice" : "pad");
+    std::vector<NodeId> moved{node(ins[0]).inputs[0]};
+    moved.insert(moved.end(), ins.begin() + 1, ins.end());
+    return add_then_permute(n, n.op, std::move(moved), a, perm, op_name(n.op));
   }
 
   // A reshape that merges or splits dims which lie side by side, in order, in the permuted
@@ -289,16 +293,6 @@ struct Sinker {
     return add_then_permute(n, OpId::reshape, {node(ins[0]).inputs[0]}, Attrs{shape}, q, "reshape");
   }
 
-  // index_select along a permuted dim: along the input's dim, then the permute.
-  NodeId index_select(const Node& n, const std::vector<NodeId>& ins) {
-    const std::vector<int64_t>* p = permutation(ins[0]);
-    if (!p) return -1;
-    const std::vector<int64_t> perm = *p;
-    Attrs a = n.attrs;
-    a.values[0] = perm[static_cast<size_t>(n.attrs.i(0))];
-    return add_then_permute(n, OpId::index_select, {node(ins[0]).inputs[0], ins[1]}, a, perm, "index_select");
-  }
-
   // A permute that keeps the order of every dim but those of size 1 moves no element.
   NodeId unit_permute(const Node& n, const std::vector<NodeId>& ins) {
     const std::vector<int64_t>& p = n.attrs.ints(0);
@@ -327,10 +321,9 @@ struct Sinker {
       case OpCategory::reduction: return reduction(n, ins);
       default: break;
     }
-    if (n.op == OpId::slice || n.op == OpId::pad) return slice_or_pad(n, ins);
+    if (n.op == OpId::slice || n.op == OpId::pad || n.op == OpId::index_select) return along_dims(n, ins);
     if (n.op == OpId::permute) return unit_permute(n, ins);
     if (n.op == OpId::reshape) return reshape(n, ins);
-    if (n.op == OpId::index_select) return index_select(n, ins);
     return -1;
   }
 };

@@ -168,6 +168,7 @@ void plan_buffers(Schedule& s) {
   for (const auto& [id, gr] : groups) order.emplace_back(-gr.example, id);
   std::sort(order.begin(), order.end());
   std::vector<std::vector<std::pair<int32_t, int32_t>>> busy;  // per slot: the lifetimes it holds
+  std::vector<int64_t> slot_example;                          // per slot: its bytes at the example sizes
   for (const auto& [neg, id] : order) {
     Group& gr = groups[id];
     int32_t best = -1;
@@ -175,12 +176,12 @@ void plan_buffers(Schedule& s) {
       if (!fits(s.slots[sl].bytes, gr.bytes)) continue;
       bool free = true;
       for (const auto& [a, z] : busy[sl]) free = free && (z < gr.first || gr.last < a);
-      if (free && (best < 0 || s.slots[sl].bytes.evaluate(ex) < s.slots[static_cast<size_t>(best)].bytes.evaluate(ex)))
-        best = static_cast<int32_t>(sl);
+      if (free && (best < 0 || slot_example[sl] < slot_example[static_cast<size_t>(best)])) best = static_cast<int32_t>(sl);
     }
     if (best < 0) {
       best = static_cast<int32_t>(s.slots.size());
       s.slots.push_back(Slot{gr.bytes});
+      slot_example.push_back(gr.example);
       busy.emplace_back();
     }
     busy[static_cast<size_t>(best)].emplace_back(gr.first, gr.last);
@@ -189,7 +190,7 @@ void plan_buffers(Schedule& s) {
   for (Buffer& b : s.buffers)
     if (b.kind == BufferKind::intermediate && def[static_cast<size_t>(b.id)] >= 0) b.slot = groups[root(b.id)].slot;
   s.peak_intermediate_bytes = 0;
-  for (const Slot& sl : s.slots) s.peak_intermediate_bytes += sl.bytes.evaluate(ex);
+  for (int64_t b : slot_example) s.peak_intermediate_bytes += b;
 }
 
 }  // namespace kiln::schedule::detail

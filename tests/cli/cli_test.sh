@@ -91,6 +91,17 @@ if "$kiln" run --help | grep -q -- '--check'; then
   for f in mlp softmax layernorm transformer_block dynamic_softmax; do
     expect 0 'check output 0: .* \(ok\)' -- "$kiln" run "$samples/$f.json" --random --target cpu --check --repeat 3
   done
+  # NaN where the reference has NaN and the same infinities agree (exp(-inf) = 0, exp(inf) = inf).
+  cat >"$work/nonfinite.json" <<'JSON'
+{"format": "kiln.graph", "version": 1, "symbols": [], "facts": [],
+ "nodes": [
+  {"id": 0, "op": "input", "name": "x", "attrs": {"index": 0}, "type": {"dtype": "f32", "shape": [4], "device": "cpu"}},
+  {"id": 1, "op": "constant", "attrs": {"value": {"dtype": "f32", "shape": [4], "data_base64": "AACAfwAAgP/K8klxAADAfw=="}}, "type": {"dtype": "f32", "shape": [4], "device": "cpu"}},
+  {"id": 2, "op": "mul", "inputs": [0, 1], "type": {"dtype": "f32", "shape": [4], "device": "cpu"}},
+  {"id": 3, "op": "exp", "inputs": [1], "type": {"dtype": "f32", "shape": [4], "device": "cpu"}}],
+ "outputs": [2, 3]}
+JSON
+  expect 0 'check output 1: relative L2 error 0, max abs error 0 \(ok\)' -- "$kiln" run "$work/nonfinite.json" --random --target cpu --check
   # KILN_LOGS=profile: each kernel's time, reported after the 4th call; the device line says
   # which library the matmuls call.
   expect 0 'kernels on cpu \([0-9]+ threads\), [0-9.]+ ms in all' -- env KILN_LOGS=profile "$kiln" run "$samples/transformer_block.json" --random --target cpu --repeat 4

@@ -1,5 +1,6 @@
-// rematerialize: a large pointwise value read early and again much later is computed again for
-// the late readers when its inputs are stored until then anyway; otherwise the graph stays.
+// rematerialize: at the node position the most bytes cross, the values read across it are stored
+// or computed again after it from stored ones, whichever stores fewer bytes (a minimum cut); only
+// large pointwise values (and views) read again long after are recomputed.
 #include "helpers.h"
 
 using namespace passes_test;
@@ -80,6 +81,28 @@ BOOST_AUTO_TEST_CASE(small_values_and_outputs_stay) {
   const NodeId u = busy_work(c, c.reduce(OpId::sum, o, {1}), 80);
   const Graph h = c.out({c.op(OpId::mul, {o, u}), o});
   BOOST_TEST(relus(rematerialize(h)) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_cut_stores_the_fewest_bytes_the_late_readers_can_be_computed_from) {
+  // x = in @ m (f32, not recomputed, read early only), y = bf16(x), and two activations of y,
+  // a = relu(y) and n = -y, both read again late. Storing a and n takes twice y's bytes, storing x
+  // twice too; storing y and computing a and n again from it is the cut. (A rule that recomputes
+  // a value only from what is stored anyway would store a and n.)
+  G b;
+  const NodeId in = b.in(DType::f32, {kRows, 64}, "in");
+  const NodeId m = b.in(DType::f32, {64, kCols}, "m");
+  const NodeId x = b.op(OpId::matmul, {in, m});
+  const NodeId y = b.op(OpId::cast, {x}, {DType::bf16});
+  const NodeId a = b.op(OpId::relu, {y});
+  const NodeId n = b.op(OpId::neg, {y});
+  const NodeId s = b.reduce(OpId::sum, b.op(OpId::add, {a, n}), {1});
+  const NodeId t = busy_work(b, s, 80);
+  const Graph g = b.out({b.op(OpId::mul, {b.op(OpId::mul, {a, n}), t})});
+  const Graph r = rematerialize(g);
+  BOOST_TEST(relus(r) == 2, r.str());
+  BOOST_TEST(count(r, OpId::neg) == 2, r.str());
+  BOOST_TEST(count(r, OpId::cast) == 1, r.str());  // y itself is stored
+  BOOST_TEST(same_results(g, r));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

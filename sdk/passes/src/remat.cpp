@@ -1,13 +1,21 @@
-// Rematerialization: a large pointwise value read early and again much later (an activation
-// that a training step's forward reads, then its backward) is computed a second time for the
-// late readers, from inputs that are stored until then anyway, instead of being stored across
-// the gap. That is the cut torch's partitioner (AOTAutograd's min-cut) finds for the common
-// case: a batch norm's normalised, activated output is recomputed in the backward from the
-// normalised input it keeps, rather than stored beside it. Positions are node order, which is
-// the order the scheduler's kernels run in.
+// Rematerialization: torch's min-cut partitioner (AOTAutograd's) on Kiln's one graph. A training
+// step's memory peaks where its forward ends: every activation the backward reads is stored
+// across that point. Here the point is found, not told: the node position that the most bytes
+// of values cross (defined before it, read at or after it). The values read across it are
+// either stored, or computed a second time after it from values that are stored; a minimum cut
+// over the graph before the point picks the set to store with the fewest bytes, where only
+// cheap ops (pointwise, views) are recomputed (a product, a convolution or a reduction never is,
+// nor a value under 2^16 elements, nor one read again within 64 nodes: it gains nothing). Inputs,
+// constants and outputs are there anyway: recomputing from them costs no storage. A batch norm's
+// activated output, read by the next convolution and again by the backward, is then recomputed
+// in the backward from the normalisation's input, which the backward keeps anyway; a weight's
+// bf16 cast from the weight. The cut is taken again at the new peak, a few times, while it
+// recomputes something. Positions are node order, which is the order the scheduler's kernels
+// run in; the copies come just before their first reader past the point.
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <queue>
 
 #include "kiln/config/log.h"
 #include "kiln/passes/passes.h"
@@ -17,88 +25,264 @@ namespace kiln::passes {
 
 namespace {
 
-bool pointwise(const Node& n) {
-  const OpCategory c = op_def(n.op).category;
-  return c == OpCategory::unary || c == OpCategory::binary || c == OpCategory::ternary;
+constexpr int64_t kMinElements = int64_t{1} << 16;  // smaller values are not worth a second computation
+constexpr NodeId kMinGap = 64;                      // nodes between a value's last read before the point and its first after
+constexpr int kMaxRounds = 4;                       // cuts taken, each at the peak left by the one before
+
+bool view(const Node& n) {
+  switch (n.op) {
+    case OpId::reshape:
+    case OpId::permute:
+    case OpId::transpose:
+    case OpId::expand:
+    case OpId::squeeze:
+    case OpId::unsqueeze:
+    case OpId::slice:
+    case OpId::flatten: return true;
+    default: return false;
+  }
 }
 
-int64_t elements(const Node& n) { return n.meta.numel().hint(); }
+// Ops the backward may compute again: memory-bound ones, which fuse into the kernel that reads them.
+bool cheap(const Node& n) {
+  const OpCategory c = op_def(n.op).category;
+  return c == OpCategory::unary || c == OpCategory::binary || c == OpCategory::ternary || view(n);
+}
 
-constexpr int64_t kMinElements = int64_t{1} << 16;  // smaller values are not worth a second computation
-constexpr NodeId kMinGap = 64;                      // nodes between the early and the late readers
-constexpr int64_t kSmallInput = 8;                  // an input this many times smaller is kept as is
-constexpr int kMaxDepth = 4;                        // ops a recomputed value costs, at most
+int64_t bytes(const Node& n) { return n.meta.numel().hint() * static_cast<int64_t>(dtype_size(n.meta.dtype)); }
 
-PassResult run_rematerialize(const Graph& g) {
-  const size_t size = g.size();
-  const NodeId never = std::numeric_limits<NodeId>::max();  // read past the last node: an output
-  std::vector<std::vector<NodeId>> readers(size);
-  for (NodeId id = 0; id < static_cast<NodeId>(size); ++id)
+// Dinic's maximum flow; after it, which vertices the source still reaches and which still reach
+// the sink in the residual graph.
+class MaxFlow {
+ public:
+  static constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
+  explicit MaxFlow(int vertices) : adj_(static_cast<size_t>(vertices)) {}
+  void add(int from, int to, int64_t capacity) {
+    adj_[static_cast<size_t>(from)].push_back(static_cast<int>(edges_.size()));
+    edges_.push_back({to, capacity});
+    adj_[static_cast<size_t>(to)].push_back(static_cast<int>(edges_.size()));
+    edges_.push_back({from, 0});
+  }
+  int64_t run(int s, int t) {
+    int64_t flow = 0;
+    while (levels(s, t)) {
+      next_.assign(adj_.size(), 0);
+      while (const int64_t f = push(s, t, kInf)) flow += f;
+    }
+    return flow;
+  }
+  // Vertices from which `t` is reachable in the residual graph (the sink's side of the cut
+  // nearest the sink: of equal cuts, the one that stores the latest values, recomputing least).
+  std::vector<bool> reach_sink(int t) const {
+    std::vector<bool> seen(adj_.size(), false);
+    std::vector<int> stack{t};
+    seen[static_cast<size_t>(t)] = true;
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      for (int e : adj_[static_cast<size_t>(v)]) {
+        // Edge e leaves v; its pair e ^ 1 enters v from edges_[e].to with residual cap of e ^ 1.
+        const int u = edges_[static_cast<size_t>(e)].to;
+        if (!seen[static_cast<size_t>(u)] && edges_[static_cast<size_t>(e ^ 1)].cap > 0) {
+          seen[static_cast<size_t>(u)] = true;
+          stack.push_back(u);
+        }
+      }
+    }
+    return seen;
+  }
+
+ private:
+  struct Edge {
+    int to;
+    int64_t cap;
+  };
+  bool levels(int s, int t) {
+    level_.assign(adj_.size(), -1);
+    std::queue<int> q;
+    q.push(s);
+    level_[static_cast<size_t>(s)] = 0;
+    while (!q.empty()) {
+      const int v = q.front();
+      q.pop();
+      for (int e : adj_[static_cast<size_t>(v)]) {
+        const Edge& ed = edges_[static_cast<size_t>(e)];
+        if (ed.cap > 0 && level_[static_cast<size_t>(ed.to)] < 0) {
+          level_[static_cast<size_t>(ed.to)] = level_[static_cast<size_t>(v)] + 1;
+          q.push(ed.to);
+        }
+      }
+    }
+    return level_[static_cast<size_t>(t)] >= 0;
+  }
+  // One augmenting path along increasing levels (iterative: graphs have thousands of nodes).
+  int64_t push(int s, int t, int64_t limit) {
+    std::vector<int> path;  // edges
+    int v = s;
+    while (v != t) {
+      std::vector<int>& out = adj_[static_cast<size_t>(v)];
+      int& at = next_[static_cast<size_t>(v)];
+      bool moved = false;
+      for (; at < static_cast<int>(out.size()); ++at) {
+        const Edge& ed = edges_[static_cast<size_t>(out[static_cast<size_t>(at)])];
+        if (ed.cap > 0 && level_[static_cast<size_t>(ed.to)] == level_[static_cast<size_t>(v)] + 1) {
+          path.push_back(out[static_cast<size_t>(at)]);
+          v = ed.to;
+          moved = true;
+          break;
+        }
+      }
+      if (moved) continue;
+      if (path.empty()) return 0;
+      level_[static_cast<size_t>(v)] = -1;  // a dead end: never again this phase
+      v = edges_[static_cast<size_t>(path.back() ^ 1)].to;
+      path.pop_back();
+      ++next_[static_cast<size_t>(v)];
+    }
+    int64_t f = limit;
+    for (int e : path) f = std::min(f, edges_[static_cast<size_t>(e)].cap);
+    for (int e : path) {
+      edges_[static_cast<size_t>(e)].cap -= f;
+      edges_[static_cast<size_t>(e ^ 1)].cap += f;
+    }
+    return f;
+  }
+  std::vector<std::vector<int>> adj_;
+  std::vector<Edge> edges_;
+  std::vector<int> level_, next_;
+};
+
+// One cut at the graph's peak: split[v] is the position from which v's readers read a
+// recomputed copy (-1: stored for all). Empty when nothing is recomputed.
+std::vector<NodeId> cut_at_peak(const Graph& g, std::string& log) {
+  const NodeId size = static_cast<NodeId>(g.size());
+  std::vector<bool> output(static_cast<size_t>(size), false);
+  for (NodeId o : g.outputs()) output[static_cast<size_t>(o)] = true;
+  // Inputs, constants and outputs are stored anyway; full and iota take no memory (kernels
+  // compute them where they read them).
+  auto always_there = [&](NodeId i) {
+    const Node& n = g.node(i);
+    return n.op == OpId::input || n.op == OpId::constant || n.op == OpId::full || n.op == OpId::iota || n.op == OpId::arange ||
+           output[static_cast<size_t>(i)];
+  };
+  std::vector<std::vector<NodeId>> readers(static_cast<size_t>(size));
+  for (NodeId id = 0; id < size; ++id)
     for (NodeId i : g.node(id).inputs)
       if (readers[static_cast<size_t>(i)].empty() || readers[static_cast<size_t>(i)].back() != id)
         readers[static_cast<size_t>(i)].push_back(id);
-  std::vector<bool> output(size, false);
-  for (NodeId o : g.outputs()) output[static_cast<size_t>(o)] = true;
-  auto last_read = [&](NodeId i) {
-    const Node& n = g.node(i);
-    if (output[static_cast<size_t>(i)] || n.op == OpId::input || n.op == OpId::constant) return never;
-    return readers[static_cast<size_t>(i)].empty() ? i : readers[static_cast<size_t>(i)].back();
-  };
 
-  // split[v]: readers at or after it read v's recomputed copy (-1: v is stored for all).
-  std::vector<NodeId> split(size, -1);
-  std::vector<int> depth(size, 0);  // the ops a copy of v computes, with the copies it reads
-  std::string reasons;
-  int count = 0;
-  for (NodeId v = 0; v < static_cast<NodeId>(size); ++v) {
-    const Node& n = g.node(v);
-    const std::vector<NodeId>& r = readers[static_cast<size_t>(v)];
-    if (!pointwise(n) || output[static_cast<size_t>(v)] || r.size() < 2 || elements(n) < kMinElements) continue;
-    // The widest gap between two readers splits them into early and late.
-    size_t at = 0;
-    for (size_t k = 2; k < r.size(); ++k)
-      if (r[k] - r[k - 1] > r[at + 1] - r[at]) at = k - 1;
-    const NodeId early = r[at], late = r[at + 1], last = r.back();
-    if (late - early < kMinGap) continue;
-    // Every large input must be there at the late readers without storing more: stored until
-    // the last of them anyway, recomputed already, or a pointwise value recomputed with v from
-    // inputs that are (within kMaxDepth ops in all). Small ones (per-channel statistics) cost
-    // little to keep.
-    int ops = 1;
-    std::vector<NodeId> chain;
-    std::function<bool(NodeId)> available = [&](NodeId i) {
-      const Node& in = g.node(i);
-      if (elements(in) * kSmallInput <= elements(n)) return true;
-      if (split[static_cast<size_t>(i)] >= 0) {  // its copy must be there by our late readers
-        ops += depth[static_cast<size_t>(i)];
-        return split[static_cast<size_t>(i)] <= late;
-      }
-      if (last_read(i) >= last) return true;
-      if (!pointwise(in) || ++ops > kMaxDepth) return false;
-      for (NodeId j : in.inputs)
-        if (!available(j)) return false;
-      chain.push_back(i);
-      return true;
-    };
-    bool ok = true;
-    for (NodeId i : n.inputs) ok = ok && available(i);
-    if (!ok || ops > kMaxDepth) continue;
-    for (NodeId i : chain) {
-      split[static_cast<size_t>(i)] = late;
-      depth[static_cast<size_t>(i)] = ops;
+  // Bytes live at each position: a value from its node to its last read, where a view's reads
+  // count as its input's (it holds no memory of its own).
+  std::vector<NodeId> last(static_cast<size_t>(size));
+  for (NodeId id = 0; id < size; ++id)
+    last[static_cast<size_t>(id)] = output[static_cast<size_t>(id)] ? size
+                                    : readers[static_cast<size_t>(id)].empty() ? id
+                                                                               : readers[static_cast<size_t>(id)].back();
+  for (NodeId id = size; id-- > 0;)
+    if (view(g.node(id))) {
+      NodeId& base = last[static_cast<size_t>(g.node(id).inputs[0])];
+      base = std::max(base, last[static_cast<size_t>(id)]);
     }
-    split[static_cast<size_t>(v)] = late;
-    depth[static_cast<size_t>(v)] = ops;
-    ++count;
-    if (logs::enabled(logs::Category::partition))
-      reasons += "recompute %" + std::to_string(v) + " (" + std::string(op_name(n.op)) + " " + n.meta.str() + ") for its " +
-                 std::to_string(r.size() - at - 1) + " reader(s) from %" + std::to_string(late) + " on (" + std::to_string(ops) +
-                 " ops): read by %" + std::to_string(early) + ", then not until %" + std::to_string(late) +
-                 "; what it is computed from is stored that long anyway\n";
+  std::vector<int64_t> live(static_cast<size_t>(size) + 2, 0);
+  for (NodeId id = 0; id < size; ++id) {
+    const Node& n = g.node(id);
+    if ((always_there(id) && !output[static_cast<size_t>(id)]) || view(n) || last[static_cast<size_t>(id)] <= id) continue;
+    live[static_cast<size_t>(id) + 1] += bytes(n);
+    live[static_cast<size_t>(last[static_cast<size_t>(id)]) + 1] -= bytes(n);
   }
-  if (count == 0) return {g, false, "rematerialize: no change"};
-  if (!reasons.empty()) logs::write(logs::Category::partition, reasons);
+  NodeId peak = 0;
+  int64_t most = 0, running = 0;
+  for (NodeId p = 0; p < size; ++p) {
+    running += live[static_cast<size_t>(p)];
+    if (running > most) most = running, peak = p;
+  }
+  if (most == 0) return {};
 
+  // The values read across the peak, and (through what may be recomputed) what they come from.
+  // Vertices: 2k (v in), 2k + 1 (v out) for the k-th value taken; then the source and the sink.
+  std::vector<int> vertex(static_cast<size_t>(size), -1);
+  std::vector<NodeId> taken;
+  std::vector<bool> across(static_cast<size_t>(size), false);
+  std::vector<const char*> fixed(static_cast<size_t>(size), nullptr);  // why v is not recomputed
+  std::function<void(NodeId)> take = [&](NodeId v) {
+    if (vertex[static_cast<size_t>(v)] >= 0 || always_there(v)) return;
+    vertex[static_cast<size_t>(v)] = static_cast<int>(taken.size());
+    taken.push_back(v);
+    const Node& n = g.node(v);
+    const char*& why = fixed[static_cast<size_t>(v)];
+    if (!why && !cheap(n)) why = "not an op the backward computes again";
+    if (!why && n.meta.numel().hint() < kMinElements) why = "small";
+    if (!why)
+      for (NodeId i : n.inputs) take(i);
+  };
+  for (NodeId v = 0; v < peak; ++v) {
+    const std::vector<NodeId>& r = readers[static_cast<size_t>(v)];
+    const auto after = std::lower_bound(r.begin(), r.end(), peak);
+    if (after == r.end() || always_there(v)) continue;
+    across[static_cast<size_t>(v)] = true;
+    // Read again soon after its last read before the point (or its making): storing it costs
+    // little time, and a copy would be live as long.
+    const NodeId before = after == r.begin() ? v : *(after - 1);
+    if (*after - before < kMinGap) fixed[static_cast<size_t>(v)] = "read again soon";
+  }
+  for (NodeId v = 0; v < peak; ++v)
+    if (across[static_cast<size_t>(v)]) take(v);
+  if (taken.empty()) return {};
+  const int source = 2 * static_cast<int>(taken.size()), sink = source + 1;
+  MaxFlow flow(sink + 1);
+  for (NodeId v : taken) {
+    const int k = 2 * vertex[static_cast<size_t>(v)];
+    flow.add(k, k + 1, bytes(g.node(v)));  // storing v
+    if (fixed[static_cast<size_t>(v)]) {
+      flow.add(source, k, MaxFlow::kInf);
+    } else {
+      for (NodeId i : g.node(v).inputs)
+        if (const int u = vertex[static_cast<size_t>(i)]; u >= 0) flow.add(2 * u + 1, k, MaxFlow::kInf);
+    }
+    if (across[static_cast<size_t>(v)]) flow.add(k + 1, sink, MaxFlow::kInf);
+  }
+  const int64_t stored = flow.run(source, sink);
+  const std::vector<bool> sink_side = flow.reach_sink(sink);
+
+  std::vector<NodeId> split(static_cast<size_t>(size), -1);
+  int64_t recomputed = 0, crossing = 0;
+  int count = 0;
+  std::string lines, stores;
+  for (NodeId v : taken) {
+    const int k = 2 * vertex[static_cast<size_t>(v)];
+    if (across[static_cast<size_t>(v)]) crossing += bytes(g.node(v));
+    if (!sink_side[static_cast<size_t>(k)]) {  // in the forward only, or stored
+      if (sink_side[static_cast<size_t>(k) + 1] && logs::enabled(logs::Category::partition)) {
+        const Node& n = g.node(v);
+        const char* why = fixed[static_cast<size_t>(v)];
+        stores += "  store %" + std::to_string(v) + " (" + std::string(op_name(n.op)) + " " + n.meta.str() + "): " +
+                  (why ? why : "fewer bytes than what it is computed from") + "\n";
+      }
+      continue;
+    }
+    split[static_cast<size_t>(v)] = peak;
+    ++count;
+    recomputed += bytes(g.node(v));
+    if (logs::enabled(logs::Category::partition)) {
+      const Node& n = g.node(v);
+      lines += "  recompute %" + std::to_string(v) + " (" + std::string(op_name(n.op)) + " " + n.meta.str() + ") from";
+      for (NodeId i : n.inputs)
+        lines += " %" + std::to_string(i) +
+                 (always_there(i) ? " (kept anyway)" : vertex[static_cast<size_t>(i)] < 0 ? "" :
+                  sink_side[static_cast<size_t>(2 * vertex[static_cast<size_t>(i)])] ? " (recomputed)" : " (stored)");
+      lines += "\n";
+    }
+  }
+  if (count == 0) return {};
+  auto mib = [](int64_t b) { return std::to_string(b / (1 << 20)) + " MiB"; };
+  log += "cut at %" + std::to_string(peak) + ", where " + mib(most) + " are live: of the values read across it (" +
+         mib(crossing) + "), and what they come from, " + mib(stored) + " stored, " + std::to_string(count) +
+         " values (" + mib(recomputed) + ") recomputed from %" + std::to_string(peak) + " on\n" + stores + lines;
+  return split;
+}
+
+Graph recompute(const Graph& g, const std::vector<NodeId>& split) {
+  const size_t size = g.size();
   detail::Rewriter rw(g, "rematerialize");
   std::vector<NodeId> copy(size, -1);  // the recomputed copy of v in the new graph
   // The value node `i` holds for a reader at old position `at`.
@@ -125,7 +309,21 @@ PassResult run_rematerialize(const Graph& g) {
       rw.bind(id, rw.out().add(n.op, std::move(ins), n.attrs));
     }
   }
-  return {rw.finish(), true, "rematerialize: " + std::to_string(count) + " values recomputed for their late readers"};
+  return rw.finish();
+}
+
+PassResult run_rematerialize(const Graph& g) {
+  Graph at = g;
+  std::string log;
+  int rounds = 0;
+  for (; rounds < kMaxRounds; ++rounds) {
+    const std::vector<NodeId> split = cut_at_peak(at, log);
+    if (split.empty()) break;
+    at = recompute(at, split);
+  }
+  if (rounds == 0) return {g, false, "rematerialize: no change"};
+  if (logs::enabled(logs::Category::partition)) logs::write(logs::Category::partition, log);
+  return {std::move(at), true, "rematerialize: " + std::to_string(rounds) + " cut(s), values recomputed after each"};
 }
 
 }  // namespace

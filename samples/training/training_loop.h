@@ -53,7 +53,7 @@ Loop run_steps(int64_t steps, Device device, NextBatch&& next_batch, Step&& step
       loss = step(batch);
       synchronize(device);
     }));
-    out.losses.push_back(loss.to(Device::cpu()).item<double>());
+    out.losses.push_back(loss.detach().to(Device::cpu()).item<double>());
   }
   return out;
 }

@@ -72,7 +72,8 @@ inline void autocast_on(Device device) {
 // A training step's gradients computed on the device inside a compiled function (one graph of
 // forward and backward: an embedding lookup, layer norm, causal attention, a convolution and
 // pooling, log-softmax and a gather of the targets' log-probabilities) against the same
-// gradients computed eagerly on the CPU.
+// gradients computed eagerly on the CPU; then the loss alone compiled and differentiated from
+// outside.
 inline void compiled_gradients_on(Device device) {
   auto loss_of = [](const std::vector<Tensor>& p, const Tensor& ids, const Tensor& targets) {
     const int64_t batch = ids.shape()[0].hint(), seq = ids.shape()[1].hint();
@@ -109,6 +110,21 @@ inline void compiled_gradients_on(Device device) {
     BOOST_TEST(kiln_test_util::max_abs_diff(grads[k], want[k]) < 1e-4, "gradient " << k);
   }
   BOOST_TEST(step.stats().graph_breaks == 0);
+
+  // The loss compiled alone and differentiated from outside (a forward and a backward graph,
+  // torch's AOTAutograd): backward() fills the device leaves' grad() with the same gradients.
+  auto compiled_loss = kiln::compile(loss_of);
+  std::vector<Tensor> leaves;
+  for (const Tensor& p : params) leaves.push_back(p.to(device).requires_grad_());
+  const Tensor l = compiled_loss(leaves, ids.to(device), targets.to(device));
+  BOOST_TEST(l.requires_grad());
+  l.backward();
+  BOOST_TEST(kiln_test_util::max_abs_diff(l.detach(), want_loss) < 1e-4);
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    BOOST_REQUIRE(leaves[k].grad().defined());
+    BOOST_TEST((leaves[k].grad().device() == device));
+    BOOST_TEST(kiln_test_util::max_abs_diff(leaves[k].grad(), want[k]) < 1e-4, "gradient " << k << " from outside");
+  }
 }
 
 }  // namespace device_frontend_checks

@@ -520,15 +520,88 @@ BOOST_AUTO_TEST_CASE(a_compiled_language_model_step_on_the_cpu) {
   device_frontend_checks::compiled_gradients_on(Device::cpu());
 }
 
+// torch's usual training loop over a compiled model: the compiled call's outputs record the call,
+// and backward() runs its compiled backward. Eager ops before and after it, a second compiled call
+// on its output, a dynamic batch and outputs no gradient reaches give the eager gradients.
+BOOST_AUTO_TEST_CASE(a_compiled_call_differentiated_from_outside) {
+  auto model = kiln::compile([](const std::vector<Tensor>& p, const Tensor& x) {
+    const Tensor h = gelu(linear(x, p[0], p[1]));
+    return std::tuple{linear(h, p[2], p[3]), sum(h, {1}), argmax(h, 1)};  // logits, a side output, an integer one
+  });
+  auto head = kiln::compile([](const Tensor& y, const Tensor& t) {
+    const Tensor d = y - t;
+    return mean(d * d);
+  });
+  const std::vector<Tensor> init = mlp_params();
+  for (int64_t batch : {6, 6, 9}) {
+    const Tensor x = randn({batch, 8}, DType::f32, Device::cpu(), 40 + static_cast<uint64_t>(batch));
+    const Tensor t = randn({batch, 4}, DType::f32, Device::cpu(), 50 + static_cast<uint64_t>(batch));
+    auto leaves = [&] {
+      std::vector<Tensor> p;
+      for (const Tensor& q : init) p.push_back(q.detach().requires_grad_());
+      return p;
+    };
+    // Compiled: an eager scale of the first weight before the call, an eager term after it.
+    const std::vector<Tensor> p = leaves();
+    const std::vector<Tensor> scaled = {p[0] * 1.5, p[1], p[2], p[3]};
+    const auto [y, side, index] = model(scaled, x);
+    BOOST_TEST(y.requires_grad());
+    BOOST_TEST(!index.requires_grad());
+    const Tensor loss = head(y, t) + mean(side) * 0.1 + mean(side * side) * 0.01;  // side read twice
+    loss.backward();
+    // Eager, the same.
+    const std::vector<Tensor> q = leaves();
+    const Tensor hq = gelu(linear(x, q[0] * 1.5, q[1]));
+    const Tensor dq = linear(hq, q[2], q[3]) - t;
+    const Tensor sq = sum(hq, {1});
+    (mean(dq * dq) + mean(sq) * 0.1 + mean(sq * sq) * 0.01).backward();
+    for (size_t k = 0; k < p.size(); ++k) {
+      BOOST_REQUIRE(p[k].grad().defined());
+      BOOST_TEST(max_diff(p[k].grad(), q[k].grad()) < 1e-5, "parameter " << k << ", batch " << batch);
+    }
+    // kiln::grad with respect to the call's own output.
+    const auto [y2, side2, index2] = model(scaled, x);
+    const std::vector<Tensor> g = kiln::grad({head(y2, t)}, {y2, p[2]});
+    const Tensor y_eager = y2.detach().requires_grad_();
+    const Tensor d = y_eager - t;
+    mean(d * d).backward();
+    BOOST_TEST(max_diff(g[0], y_eager.grad()) < 1e-6);
+  }
+  BOOST_TEST(model.stats().compiles == 2);  // static 6, then a dynamic batch
+}
+
+// A large activation of a call differentiated from outside: the split stores nothing of it (the
+// backward computes relu(x * w) again from the input and the weight it is given anyway).
+BOOST_AUTO_TEST_CASE(a_large_activation_is_computed_again_in_the_backward) {
+  auto f = kiln::compile([](const Tensor& x, const Tensor& w) {
+    const Tensor a = relu(x * w);
+    return sum(a * a + a);
+  });
+  const Tensor x = randn({256, 512}, DType::f32, Device::cpu(), 60);
+  const Tensor w = randn({512}, DType::f32, Device::cpu(), 61).requires_grad_();
+  f(x, w).backward();
+  const Tensor v = w.detach().requires_grad_();
+  const Tensor a = relu(x * v);
+  sum(a * a + a).backward();
+  const double scale = max_diff(v.grad(), zeros_like(v.grad()));
+  BOOST_TEST(max_diff(w.grad(), v.grad()) <= 1e-5 * scale, "largest gradient " << scale);
+}
+
 BOOST_AUTO_TEST_CASE(what_compiled_functions_refuse) {
   const Tensor w = f32({1, 2}).requires_grad_();
   auto f = kiln::compile([](const Tensor& a) { return a * 2.0; });
-  BOOST_TEST(contains(error_of([&] { f(w); }), "argument 0 requires gradients"));
+  BOOST_TEST(f(w).requires_grad());
+  BOOST_TEST(contains(error_of([&] { kiln::grad({sum(f(w))}, {w}, {.create_graph = true}); }), "create_graph through the output of a compiled call"));
   const Tensor out = [&] {
     NoGrad off;
     return f(w);
   }();
   BOOST_TEST(!out.requires_grad());
+  auto broken = kiln::compile([](const Tensor& a) {
+    graph_break();
+    return a * 2.0;
+  });
+  BOOST_TEST(contains(error_of([&] { broken(w); }), "breaks its graph"));
   // A leaf captured by the function is a constant of its graph.
   auto g = kiln::compile([w](const Tensor& x) {
     sum(w * x).backward();

@@ -5,6 +5,7 @@
 // (a traced value of an earlier segment enters as that segment's output, as any value does).
 #include "kiln/autograd.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -19,21 +20,25 @@ namespace {
 
 using Impl = std::shared_ptr<detail::TensorImpl>;
 
+bool from_call(const Impl& impl) { return impl->grad_fn && impl->grad_fn->call; }
+
 // The tensors computed by recorded ops that lead to `roots`, inputs before their users; an
-// explicit stack, so a deep chain of ops does not exhaust the C++ stack.
-std::vector<Impl> recorded_order(const std::vector<Impl>& roots) {
+// explicit stack, so a deep chain of ops does not exhaust the C++ stack. With `stop_at_calls`
+// a compiled call's outputs end the walk (they are neither listed nor walked through).
+std::vector<Impl> recorded_order(const std::vector<Impl>& roots, bool stop_at_calls = false) {
   std::vector<Impl> order;
   std::unordered_set<const detail::TensorImpl*> seen;
   std::vector<std::pair<Impl, size_t>> stack;
   for (const Impl& r : roots) {
-    if (!r->grad_fn || !seen.insert(r.get()).second) continue;
+    if (!r->grad_fn || (stop_at_calls && from_call(r)) || !seen.insert(r.get()).second) continue;
     stack.emplace_back(r, 0);
     while (!stack.empty()) {
       auto& [impl, next] = stack.back();
       const auto& inputs = impl->grad_fn->inputs;
       if (next < inputs.size()) {
         const Impl& in = inputs[next++];
-        if (in->requires_grad && in->grad_fn && seen.insert(in.get()).second) stack.emplace_back(in, 0);
+        if (in->requires_grad && in->grad_fn && !(stop_at_calls && from_call(in)) && seen.insert(in.get()).second)
+          stack.emplace_back(in, 0);
         continue;
       }
       order.push_back(impl);
@@ -97,21 +102,13 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& bound, con
 
 std::string meta_str(const Tensor& t) { return t.meta().str(); }
 
-// The gradients of `outputs` (weighted by `grad_outputs`) with respect to `wrt`: undefined where
-// no recorded op connects them.
-std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
-                                 const std::vector<Impl>& wrt, bool create_graph, std::string_view who) {
-  KILN_CHECK(!outputs.empty(), who, ": no outputs to differentiate");
-  KILN_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), who, ": ", grad_outputs.size(),
-             " grad_outputs for ", outputs.size(), " outputs");
+// The gradients of `outputs` (weighted by `grad_outputs`) with respect to `wrt` through recorded
+// ops, up to compiled calls' outputs (which may be among `wrt`): undefined where no recorded op
+// connects them.
+std::vector<Tensor> plain_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                                   const std::vector<Impl>& wrt, bool create_graph, std::string_view who) {
   std::vector<Impl> roots;
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    const Tensor& o = outputs[k];
-    KILN_CHECK(o.defined(), who, ": output ", k, " is undefined");
-    KILN_CHECK(o.requires_grad(), who, ": output ", k, " (", meta_str(o), ") does not require gradients: no tensor ",
-               "it was computed from requires them (call requires_grad_() on the leaves first, outside kiln::NoGrad)");
-    roots.push_back(o.impl());
-  }
+  for (const Tensor& o : outputs) roots.push_back(o.impl());
   Scratch s;
   s.device = outputs[0].device();
   detail::Trace* trace = detail::current_trace();
@@ -122,7 +119,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs, const std::
     facts_before = s.graph.shapes().facts().size();
   }
   std::vector<autodiff::Step> steps;
-  for (const Impl& impl : recorded_order(roots)) {
+  for (const Impl& impl : recorded_order(roots, true)) {
     autodiff::Step step{impl->grad_fn->op, impl->grad_fn->attrs, {}, -1};
     for (const Impl& in : impl->grad_fn->inputs) step.inputs.push_back(s.value(in));
     step.output = s.value(impl);
@@ -153,6 +150,125 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs, const std::
       trace->graph.shapes().add_fact(s.graph.shapes().facts()[f]);
   NoGrad mode(create_graph);
   return replay(s.graph, s.bound, grads, outputs[0].device());
+}
+
+// The gradients of `outputs` with respect to `wrt` where compiled calls made from outside may lie
+// between them: the recorded ops from the outputs down to the calls' outputs first (one scratch
+// graph), then each call, users before what they use (a call's outputs come after its inputs in
+// recorded_order, so decreasing first-output position), its compiled backward given the
+// gradients its outputs gathered, and the recorded ops below it from its inputs. Gradients are
+// linear in the seeds, so the passes' results add up.
+std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                                 const std::vector<Impl>& wrt, bool create_graph, std::string_view who) {
+  KILN_CHECK(!outputs.empty(), who, ": no outputs to differentiate");
+  KILN_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), who, ": ", grad_outputs.size(),
+             " grad_outputs for ", outputs.size(), " outputs");
+  std::vector<Impl> roots;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& o = outputs[k];
+    KILN_CHECK(o.defined(), who, ": output ", k, " is undefined");
+    KILN_CHECK(o.requires_grad(), who, ": output ", k, " (", meta_str(o), ") does not require gradients: no tensor ",
+               "it was computed from requires them (call requires_grad_() on the leaves first, outside kiln::NoGrad)");
+    const Tensor given = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
+    KILN_CHECK(!given.defined() || given.shape() == o.shape(), who, ": the gradient of output ", k, " is ",
+               meta_str(given), " but the output is ", meta_str(o), "; they must have the same shape");
+    roots.push_back(o.impl());
+  }
+  const std::vector<Impl> order = recorded_order(roots);
+  // The calls, each with its outputs by index, and its first output's position.
+  struct Call {
+    const detail::CompiledCall* call = nullptr;
+    const detail::GradRecord* record = nullptr;  // one of its outputs' (they share the inputs)
+    std::vector<Impl> outputs;
+    size_t first = 0;
+  };
+  std::vector<Call> calls;
+  std::unordered_map<const detail::CompiledCall*, size_t> call_index;
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const Impl& impl = order[pos];
+    if (!from_call(impl)) continue;
+    const detail::CompiledCall* c = impl->grad_fn->call.get();
+    auto [it, fresh] = call_index.emplace(c, calls.size());
+    if (fresh) calls.push_back(Call{c, impl->grad_fn.get(), std::vector<Impl>(c->outputs), pos});
+    calls[it->second].outputs[static_cast<size_t>(impl->grad_fn->output)] = impl;
+  }
+  if (calls.empty()) return plain_backward(outputs, grad_outputs, wrt, create_graph, who);
+  KILN_CHECK(!create_graph, who, ": create_graph through the output of a compiled call (", calls.front().outputs.size(),
+             " outputs): its backward is compiled and records nothing to differentiate again; call the function "
+             "eagerly (kiln::set_stance(Stance::force_eager) or CompileOptions::disable) for gradients of gradients");
+  KILN_CHECK(detail::current_trace() == nullptr, who, ": inside a compiled function, a gradient reaches the output of "
+             "a compiled call made outside it; pass that output in as an argument");
+
+  // Gradients gathered per tensor: the wanted ones and the calls' outputs.
+  std::unordered_map<const detail::TensorImpl*, Tensor> gathered;
+  std::unordered_set<const detail::TensorImpl*> wanted;
+  for (const Impl& w : wrt) wanted.insert(w.get());
+  auto gather = [&](const Impl& at, const Tensor& g) {
+    if (!g.defined()) return;
+    Tensor& slot = gathered[at.get()];
+    slot = slot.defined() ? add(slot, g) : g;
+  };
+  // One pass through recorded ops from `from` (weighted by `grads`) down to the wanted tensors
+  // and the calls' outputs.
+  auto pass = [&](const std::vector<Tensor>& from, const std::vector<Tensor>& grads) {
+    std::vector<Tensor> roots_left, grads_left;
+    for (size_t k = 0; k < from.size(); ++k) {
+      const Impl& r = from[k].impl();
+      // A tensor that is wanted or a call's output receives its gradient as it is; it goes on
+      // through recorded ops only when it has some (an intermediate tensor among `wrt`).
+      if (wanted.count(r.get()) || from_call(r)) {
+        Tensor g = grads[k];
+        if (!g.defined()) {
+          KILN_CHECK(from[k].numel() == 1, who, ": output ", k, " is ", meta_str(from[k]),
+                     ", not a single element: pass its gradient (d loss / d output, of its shape)");
+          g = full(from[k].shape(), 1.0, from[k].dtype(), from[k].device());
+        }
+        gather(r, g);
+        if (!r->grad_fn || from_call(r)) continue;
+      }
+      roots_left.push_back(from[k]);
+      grads_left.push_back(grads[k]);
+    }
+    if (roots_left.empty()) return;
+    std::vector<Impl> targets = wrt, below;
+    std::unordered_set<const detail::TensorImpl*> targeted(wanted);
+    for (const Tensor& t : roots_left) below.push_back(t.impl());
+    for (const Impl& impl : recorded_order(below, true))
+      for (const Impl& in : impl->grad_fn->inputs)
+        if (from_call(in) && targeted.insert(in.get()).second) targets.push_back(in);  // once, however often read
+    const std::vector<Tensor> g = plain_backward(roots_left, grads_left, targets, false, who);
+    for (size_t k = 0; k < targets.size(); ++k) gather(targets[k], g[k]);
+  };
+  std::vector<Tensor> seeds = grad_outputs;
+  seeds.resize(outputs.size());
+  pass(outputs, seeds);
+  std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.first > b.first; });
+  for (const Call& c : calls) {
+    std::vector<Impl> grads_out(c.outputs.size());
+    bool any = false;
+    for (size_t k = 0; k < c.outputs.size(); ++k)
+      if (c.outputs[k]) {
+        if (const auto it = gathered.find(c.outputs[k].get()); it != gathered.end()) {
+          grads_out[k] = it->second.impl();
+          any = true;
+        }
+      }
+    if (!any) continue;
+    const std::vector<Impl> grads_in = c.call->backward(grads_out);
+    std::vector<Tensor> from, grads;
+    for (size_t k = 0; k < grads_in.size(); ++k)
+      if (grads_in[k]) {
+        from.emplace_back(c.record->inputs[k]);
+        grads.emplace_back(grads_in[k]);
+      }
+    pass(from, grads);
+  }
+  std::vector<Tensor> result;
+  for (const Impl& w : wrt) {
+    const auto it = gathered.find(w.get());
+    result.push_back(it == gathered.end() ? Tensor() : it->second);
+  }
+  return result;
 }
 
 }  // namespace

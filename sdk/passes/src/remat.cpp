@@ -152,60 +152,44 @@ class MaxFlow {
   std::vector<int> level_, next_;
 };
 
-// One cut at the graph's peak: split[v] is the position from which v's readers read a
-// recomputed copy (-1: stored for all). Empty when nothing is recomputed.
-std::vector<NodeId> cut_at_peak(const Graph& g, std::string& log) {
-  const NodeId size = static_cast<NodeId>(g.size());
-  std::vector<bool> output(static_cast<size_t>(size), false);
-  for (NodeId o : g.outputs()) output[static_cast<size_t>(o)] = true;
-  // Inputs, constants and outputs are stored anyway; full and iota take no memory (kernels
-  // compute them where they read them).
-  auto always_there = [&](NodeId i) {
-    const Node& n = g.node(i);
-    return n.op == OpId::input || n.op == OpId::constant || n.op == OpId::full || n.op == OpId::iota || n.op == OpId::arange ||
-           output[static_cast<size_t>(i)];
-  };
-  std::vector<std::vector<NodeId>> readers(static_cast<size_t>(size));
-  for (NodeId id = 0; id < size; ++id)
-    for (NodeId i : g.node(id).inputs)
-      if (readers[static_cast<size_t>(i)].empty() || readers[static_cast<size_t>(i)].back() != id)
-        readers[static_cast<size_t>(i)].push_back(id);
-
-  // Bytes live at each position: a value from its node to its last read, where a view's reads
-  // count as its input's (it holds no memory of its own).
-  std::vector<NodeId> last(static_cast<size_t>(size));
-  for (NodeId id = 0; id < size; ++id)
-    last[static_cast<size_t>(id)] = output[static_cast<size_t>(id)] ? size
-                                    : readers[static_cast<size_t>(id)].empty() ? id
-                                                                               : readers[static_cast<size_t>(id)].back();
-  for (NodeId id = size; id-- > 0;)
-    if (view(g.node(id))) {
-      NodeId& base = last[static_cast<size_t>(g.node(id).inputs[0])];
-      base = std::max(base, last[static_cast<size_t>(id)]);
-    }
-  std::vector<int64_t> live(static_cast<size_t>(size) + 2, 0);
-  for (NodeId id = 0; id < size; ++id) {
-    const Node& n = g.node(id);
-    if ((always_there(id) && !output[static_cast<size_t>(id)]) || view(n) || last[static_cast<size_t>(id)] <= id) continue;
-    live[static_cast<size_t>(id) + 1] += bytes(n);
-    live[static_cast<size_t>(last[static_cast<size_t>(id)]) + 1] -= bytes(n);
+// What a graph's values are to a cut: who reads each, and which are there anyway: inputs and
+// outputs are stored; values generated from constants and sources alone (a causal mask of
+// iotas) are computed where they are read, at no cost in memory.
+struct Reads {
+  explicit Reads(const Graph& g) : g(g), readers(g.size()), output(g.size(), false), generated(generated_only(g)) {
+    for (NodeId o : g.outputs()) output[static_cast<size_t>(o)] = true;
+    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id)
+      for (NodeId i : g.node(id).inputs)
+        if (readers[static_cast<size_t>(i)].empty() || readers[static_cast<size_t>(i)].back() != id)
+          readers[static_cast<size_t>(i)].push_back(id);
   }
-  NodeId peak = 0;
-  int64_t most = 0, running = 0;
-  for (NodeId p = 0; p < size; ++p) {
-    running += live[static_cast<size_t>(p)];
-    if (running > most) most = running, peak = p;
+  bool always_there(NodeId i) const {
+    return g.node(i).op == OpId::input || generated[static_cast<size_t>(i)] || output[static_cast<size_t>(i)];
   }
-  if (most == 0) return {};
+  const Graph& g;
+  std::vector<std::vector<NodeId>> readers;
+  std::vector<bool> output;
+  std::vector<bool> generated;
+};
 
-  // The values read across the peak, and (through what may be recomputed) what they come from.
-  // Vertices: 2k (v in), 2k + 1 (v out) for the k-th value taken; then the source and the sink.
-  std::vector<int> vertex(static_cast<size_t>(size), -1);
+// The minimum cut at `point`: of the values before it that nodes at or after it read, which are
+// stored (the fewest bytes) and which are computed again after it from stored ones. With
+// `read_soon_stored`, a value read again within kMinGap nodes is stored (a cut inside one graph:
+// a copy would be live as long); a forward/backward split has no such distance.
+struct Cut {
+  std::vector<NodeId> stored, recomputed;
+  int64_t stored_bytes = 0, recomputed_bytes = 0, crossing_bytes = 0;
+  std::string lines;  // what is stored and recomputed, and why (KILN_LOGS=partition)
+};
+Cut min_cut(const Reads& r, NodeId point, bool read_soon_stored) {
+  const Graph& g = r.g;
+  const size_t size = g.size();
+  std::vector<int> vertex(size, -1);  // 2k: v computed, 2k + 1: v stored, for the k-th value taken
   std::vector<NodeId> taken;
-  std::vector<bool> across(static_cast<size_t>(size), false);
-  std::vector<const char*> fixed(static_cast<size_t>(size), nullptr);  // why v is not recomputed
+  std::vector<bool> across(size, false);
+  std::vector<const char*> fixed(size, nullptr);  // why v is not recomputed
   std::function<void(NodeId)> take = [&](NodeId v) {
-    if (vertex[static_cast<size_t>(v)] >= 0 || always_there(v)) return;
+    if (vertex[static_cast<size_t>(v)] >= 0 || r.always_there(v)) return;
     vertex[static_cast<size_t>(v)] = static_cast<int>(taken.size());
     taken.push_back(v);
     const Node& n = g.node(v);
@@ -215,19 +199,20 @@ std::vector<NodeId> cut_at_peak(const Graph& g, std::string& log) {
     if (!why)
       for (NodeId i : n.inputs) take(i);
   };
-  for (NodeId v = 0; v < peak; ++v) {
-    const std::vector<NodeId>& r = readers[static_cast<size_t>(v)];
-    const auto after = std::lower_bound(r.begin(), r.end(), peak);
-    if (after == r.end() || always_there(v)) continue;
+  for (NodeId v = 0; v < point; ++v) {
+    const std::vector<NodeId>& rd = r.readers[static_cast<size_t>(v)];
+    const auto after = std::lower_bound(rd.begin(), rd.end(), point);
+    if (after == rd.end() || r.always_there(v)) continue;
     across[static_cast<size_t>(v)] = true;
     // Read again soon after its last read before the point (or its making): storing it costs
     // little time, and a copy would be live as long.
-    const NodeId before = after == r.begin() ? v : *(after - 1);
-    if (*after - before < kMinGap) fixed[static_cast<size_t>(v)] = "read again soon";
+    const NodeId before = after == rd.begin() ? v : *(after - 1);
+    if (read_soon_stored && *after - before < kMinGap) fixed[static_cast<size_t>(v)] = "read again soon";
   }
-  for (NodeId v = 0; v < peak; ++v)
+  for (NodeId v = 0; v < point; ++v)
     if (across[static_cast<size_t>(v)]) take(v);
-  if (taken.empty()) return {};
+  Cut cut;
+  if (taken.empty()) return cut;
   const int source = 2 * static_cast<int>(taken.size()), sink = source + 1;
   MaxFlow flow(sink + 1);
   for (NodeId v : taken) {
@@ -241,43 +226,80 @@ std::vector<NodeId> cut_at_peak(const Graph& g, std::string& log) {
     }
     if (across[static_cast<size_t>(v)]) flow.add(k + 1, sink, MaxFlow::kInf);
   }
-  const int64_t stored = flow.run(source, sink);
+  cut.stored_bytes = flow.run(source, sink);
   const std::vector<bool> sink_side = flow.reach_sink(sink);
-
-  std::vector<NodeId> split(static_cast<size_t>(size), -1);
-  int64_t recomputed = 0, crossing = 0;
-  int count = 0;
-  std::string lines, stores;
+  const bool log = logs::enabled(logs::Category::partition);
+  std::string stores, recomputes;
   for (NodeId v : taken) {
+    const Node& n = g.node(v);
     const int k = 2 * vertex[static_cast<size_t>(v)];
-    if (across[static_cast<size_t>(v)]) crossing += bytes(g.node(v));
-    if (!sink_side[static_cast<size_t>(k)]) {  // in the forward only, or stored
-      if (sink_side[static_cast<size_t>(k) + 1] && logs::enabled(logs::Category::partition)) {
-        const Node& n = g.node(v);
+    if (across[static_cast<size_t>(v)]) cut.crossing_bytes += bytes(n);
+    if (!sink_side[static_cast<size_t>(k)]) {  // before the point only, or stored
+      if (sink_side[static_cast<size_t>(k) + 1]) {
+        cut.stored.push_back(v);
         const char* why = fixed[static_cast<size_t>(v)];
-        stores += "  store %" + std::to_string(v) + " (" + std::string(op_name(n.op)) + " " + n.meta.str() + "): " +
-                  (why ? why : "fewer bytes than what it is computed from") + "\n";
+        if (log)
+          stores += "  store %" + std::to_string(v) + " (" + std::string(op_name(n.op)) + " " + n.meta.str() + "): " +
+                    (why ? why : "fewer bytes than what it is computed from") + "\n";
       }
       continue;
     }
-    split[static_cast<size_t>(v)] = peak;
-    ++count;
-    recomputed += bytes(g.node(v));
-    if (logs::enabled(logs::Category::partition)) {
-      const Node& n = g.node(v);
-      lines += "  recompute %" + std::to_string(v) + " (" + std::string(op_name(n.op)) + " " + n.meta.str() + ") from";
+    cut.recomputed.push_back(v);
+    cut.recomputed_bytes += bytes(n);
+    if (log) {
+      recomputes += "  recompute %" + std::to_string(v) + " (" + std::string(op_name(n.op)) + " " + n.meta.str() + ") from";
       for (NodeId i : n.inputs)
-        lines += " %" + std::to_string(i) +
-                 (always_there(i) ? " (kept anyway)" : vertex[static_cast<size_t>(i)] < 0 ? "" :
-                  sink_side[static_cast<size_t>(2 * vertex[static_cast<size_t>(i)])] ? " (recomputed)" : " (stored)");
-      lines += "\n";
+        recomputes += " %" + std::to_string(i) +
+                      (r.always_there(i) ? " (kept anyway)" : vertex[static_cast<size_t>(i)] < 0 ? "" :
+                       sink_side[static_cast<size_t>(2 * vertex[static_cast<size_t>(i)])] ? " (recomputed)" : " (stored)");
+      recomputes += "\n";
     }
   }
-  if (count == 0) return {};
-  auto mib = [](int64_t b) { return std::to_string(b / (1 << 20)) + " MiB"; };
+  cut.lines = stores + recomputes;
+  return cut;
+}
+
+std::string mib(int64_t b) { return std::to_string(b / (1 << 20)) + " MiB"; }
+
+// One cut at the graph's peak: split[v] is the position from which v's readers read a
+// recomputed copy (-1: stored for all). Empty when nothing is recomputed.
+std::vector<NodeId> cut_at_peak(const Graph& g, std::string& log) {
+  const NodeId size = static_cast<NodeId>(g.size());
+  const Reads r(g);
+  // Bytes live at each position: a value from its node to its last read, where a view's reads
+  // count as its input's (it holds no memory of its own).
+  std::vector<NodeId> last(static_cast<size_t>(size));
+  for (NodeId id = 0; id < size; ++id)
+    last[static_cast<size_t>(id)] = r.output[static_cast<size_t>(id)] ? size
+                                    : r.readers[static_cast<size_t>(id)].empty() ? id
+                                                                                 : r.readers[static_cast<size_t>(id)].back();
+  for (NodeId id = size; id-- > 0;)
+    if (view(g.node(id))) {
+      NodeId& base = last[static_cast<size_t>(g.node(id).inputs[0])];
+      base = std::max(base, last[static_cast<size_t>(id)]);
+    }
+  std::vector<int64_t> live(static_cast<size_t>(size) + 2, 0);
+  for (NodeId id = 0; id < size; ++id) {
+    const Node& n = g.node(id);
+    if ((r.always_there(id) && !r.output[static_cast<size_t>(id)]) || view(n) || last[static_cast<size_t>(id)] <= id) continue;
+    live[static_cast<size_t>(id) + 1] += bytes(n);
+    live[static_cast<size_t>(last[static_cast<size_t>(id)]) + 1] -= bytes(n);
+  }
+  NodeId peak = 0;
+  int64_t most = 0, running = 0;
+  for (NodeId p = 0; p < size; ++p) {
+    running += live[static_cast<size_t>(p)];
+    if (running > most) most = running, peak = p;
+  }
+  if (most == 0) return {};
+  const Cut cut = min_cut(r, peak, true);
+  if (cut.recomputed.empty()) return {};
+  std::vector<NodeId> split(static_cast<size_t>(size), -1);
+  for (NodeId v : cut.recomputed) split[static_cast<size_t>(v)] = peak;
   log += "cut at %" + std::to_string(peak) + ", where " + mib(most) + " are live: of the values read across it (" +
-         mib(crossing) + "), and what they come from, " + mib(stored) + " stored, " + std::to_string(count) +
-         " values (" + mib(recomputed) + ") recomputed from %" + std::to_string(peak) + " on\n" + stores + lines;
+         mib(cut.crossing_bytes) + "), and what they come from, " + mib(cut.stored_bytes) + " stored, " +
+         std::to_string(cut.recomputed.size()) + " values (" + mib(cut.recomputed_bytes) + ") recomputed from %" +
+         std::to_string(peak) + " on\n" + cut.lines;
   return split;
 }
 
@@ -331,5 +353,29 @@ PassResult run_rematerialize(const Graph& g) {
 const Pass rematerialize_pass{"rematerialize", &run_rematerialize};
 
 Graph rematerialize(const Graph& g) { return run_pass(rematerialize_pass, g).graph; }
+
+std::vector<bool> generated_only(const Graph& g) {
+  std::vector<bool> gen(g.size(), false);
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::input) continue;
+    bool all = true;
+    for (NodeId i : n.inputs) all = all && gen[static_cast<size_t>(i)];
+    gen[static_cast<size_t>(id)] = all;
+  }
+  return gen;
+}
+
+std::vector<NodeId> partition_stored(const Graph& joint, NodeId boundary, std::string_view what) {
+  const Reads r(joint);
+  const Cut cut = min_cut(r, boundary, false);
+  if (logs::enabled(logs::Category::partition))
+    logs::write(logs::Category::partition,
+                std::string(what) + ": forward and backward split at %" + std::to_string(boundary) +
+                    ": of the forward's values the backward reads (" + mib(cut.crossing_bytes) + "), and what they come from, " +
+                    mib(cut.stored_bytes) + " stored, " + std::to_string(cut.recomputed.size()) + " values (" +
+                    mib(cut.recomputed_bytes) + ") recomputed in the backward\n" + cut.lines);
+  return cut.stored;
+}
 
 }  // namespace kiln::passes

@@ -231,6 +231,7 @@ ArgView arg_view(const A& a) {
     v.kind = ArgView::Kind::tensor;
     v.tensor = a.is_traced() ? nullptr : &a.data();
     v.requires_grad = a.requires_grad();
+    if (v.requires_grad) v.grad_owner = a.impl();
     return v;
   } else if constexpr (std::is_same_v<A, bool>) {
     return ArgView{.kind = ArgView::Kind::bool_, .b = a};

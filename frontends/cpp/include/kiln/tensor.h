@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <source_location>
@@ -24,12 +25,24 @@ using Dims = std::vector<int64_t>;
 
 namespace detail {
 struct TensorImpl;
+// A kiln::compile'd call made from outside on tensors that require gradients: its backward, a
+// compiled graph too, gives the gradients of the call's differentiable inputs (one per input of
+// its records, undefined where none) from those of its outputs (one per output, undefined
+// where no gradient reached it).
+struct CompiledCall {
+  size_t outputs = 0;
+  std::function<std::vector<std::shared_ptr<TensorImpl>>(const std::vector<std::shared_ptr<TensorImpl>>& grad_outputs)>
+      backward;
+};
 // The op that computed a tensor that requires gradients, kept for autograd (kiln/autograd.h):
-// its inputs stay alive as long as the tensors computed from them (torch's saved tensors).
+// its inputs stay alive as long as the tensors computed from them (torch's saved tensors). An
+// output of a compiled call has `call` set instead of an op: it is that call's output `output`.
 struct GradRecord {
   OpId op;
   Attrs attrs;
   std::vector<std::shared_ptr<TensorImpl>> inputs;
+  std::shared_ptr<const CompiledCall> call;
+  int32_t output = -1;
 };
 struct TensorImpl {
   TensorMeta meta;                 // sizes may be symbolic while traced

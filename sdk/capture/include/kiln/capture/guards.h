@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,10 +24,11 @@ struct ArgView {
   enum class Kind : uint8_t { tensor, int_, double_, bool_ };
   Kind kind = Kind::tensor;
   const TensorData* tensor = nullptr;
-  bool requires_grad = false;  // the tensor requires gradients (autograd; not guarded: the frontend refuses it)
+  bool requires_grad = false;  // the tensor requires gradients (autograd; not guarded: the graph is the same)
   int64_t i = 0;
   double d = 0.0;
   bool b = false;
+  std::shared_ptr<void> grad_owner;  // the frontend's tensor, where it requires gradients (its backward's input)
 };
 
 enum class GuardKind : uint8_t {

@@ -97,6 +97,15 @@ Graph sink_permutes(const Graph& g);
 // logged with its reason under KILN_LOGS=partition. Not in the default pipeline: the scheduler
 // runs it last, on the graph whose node order its kernels follow.
 Graph rematerialize(const Graph& g);
+// AOTAutograd's forward/backward split of a joint graph whose nodes before `boundary` are the
+// forward's and the rest the backward's: the forward values the backward is given (the fewest
+// bytes, rematerialize's minimum cut), from which with the graph's inputs, constants and outputs
+// it computes again the others it reads (cheap ops only). Logged under KILN_LOGS=partition,
+// headed by `what`.
+std::vector<NodeId> partition_stored(const Graph& joint, NodeId boundary, std::string_view what);
+// Per node: computed from constants and sources alone (full, iota, randn, ...; not inputs), so
+// computable anywhere at no cost in memory.
+std::vector<bool> generated_only(const Graph& g);
 
 // The pipeline the "kiln" backend runs before scheduling: recognize -> fold_constants ->
 // simplify -> cse -> recognize -> dce (docs/passes.md says why in this order). decompose is not

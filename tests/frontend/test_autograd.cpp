@@ -559,13 +559,17 @@ BOOST_AUTO_TEST_CASE(a_compiled_call_differentiated_from_outside) {
       BOOST_REQUIRE(p[k].grad().defined());
       BOOST_TEST(max_diff(p[k].grad(), q[k].grad()) < 1e-5, "parameter " << k << ", batch " << batch);
     }
-    // kiln::grad with respect to the call's own output.
+    // kiln::grad with respect to the call's own output (twice), and to a tensor computed eagerly
+    // from it that is also differentiated.
     const auto [y2, side2, index2] = model(scaled, x);
-    const std::vector<Tensor> g = kiln::grad({head(y2, t)}, {y2, p[2]});
+    const Tensor z = y2 * 2.0;
+    const std::vector<Tensor> g = kiln::grad({head(y2, t), z}, {y2, p[2], y2, z}, {.grad_outputs = {Tensor(), ones_like(z)}});
     const Tensor y_eager = y2.detach().requires_grad_();
     const Tensor d = y_eager - t;
-    mean(d * d).backward();
+    (mean(d * d) + sum(y_eager * 2.0)).backward();
     BOOST_TEST(max_diff(g[0], y_eager.grad()) < 1e-6);
+    BOOST_TEST(max_diff(g[2], y_eager.grad()) < 1e-6);
+    BOOST_TEST(max_diff(g[3], ones_like(z)) == 0.0);
   }
   BOOST_TEST(model.stats().compiles == 2);  // static 6, then a dynamic batch
 }

@@ -214,9 +214,11 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs, const std::
     std::vector<Tensor> roots_left, grads_left;
     for (size_t k = 0; k < from.size(); ++k) {
       const Impl& r = from[k].impl();
-      // A tensor that is wanted or a call's output receives its gradient as it is; it goes on
-      // through recorded ops only when it has some (an intermediate tensor among `wrt`).
-      if (wanted.count(r.get()) || from_call(r)) {
+      // A leaf or a call's output takes its gradient as it is (a leaf nobody wants, none);
+      // through recorded ops, the scratch graph's pass gives it to the wanted tensors (a wanted
+      // root among them).
+      if (!r->grad_fn || from_call(r)) {
+        if (!wanted.count(r.get()) && !from_call(r)) continue;
         Tensor g = grads[k];
         if (!g.defined()) {
           KILN_CHECK(from[k].numel() == 1, who, ": output ", k, " is ", meta_str(from[k]),
@@ -224,14 +226,16 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs, const std::
           g = full(from[k].shape(), 1.0, from[k].dtype(), from[k].device());
         }
         gather(r, g);
-        if (!r->grad_fn || from_call(r)) continue;
+        continue;
       }
       roots_left.push_back(from[k]);
       grads_left.push_back(grads[k]);
     }
     if (roots_left.empty()) return;
-    std::vector<Impl> targets = wrt, below;
-    std::unordered_set<const detail::TensorImpl*> targeted(wanted);
+    std::vector<Impl> targets, below;
+    std::unordered_set<const detail::TensorImpl*> targeted;
+    for (const Impl& w : wrt)
+      if (targeted.insert(w.get()).second) targets.push_back(w);
     for (const Tensor& t : roots_left) below.push_back(t.impl());
     for (const Impl& impl : recorded_order(below, true))
       for (const Impl& in : impl->grad_fn->inputs)

@@ -113,13 +113,7 @@ detail::Outputs run_entry(const CompiledEntry& e, std::span<const ArgView> args)
 // backend once per (graph, inputs requiring gradients); each call's outputs then carry a record
 // whose backward runs the backward graph on what this call stored.
 struct TrainingPair {
-  Executable forward;
-  // The backward, compiled at its first run (a forward may never be differentiated), with that
-  // run's inputs as the backend's example.
-  Graph backward_graph;
-  std::string backend;
-  mutable std::once_flag compiled;
-  mutable Executable backward;
+  Executable forward, backward;  // backward empty: no output depends on an input requiring gradients
   size_t outputs = 0;                // the function's own outputs (the forward's first ones)
   std::vector<int32_t> grads_of;     // backward output k: the gradient of graph input grads_of[k]
   std::vector<bool> seeded;          // per output: a gradient input in the backward (floating)
@@ -131,9 +125,9 @@ struct TrainingPair {
   std::vector<std::vector<bool>> reaches;
 };
 
-std::shared_ptr<TrainingPair> make_training_pair(const CompiledEntry& entry, const std::vector<bool>& wrt,
-                                                 const std::string& backend, std::string_view name,
-                                                 std::span<const TensorMeta> example) {
+std::shared_ptr<TrainingPair> make_training_pair(FunctionCache& cache, const CompiledEntry& entry,
+                                                 const std::vector<bool>& wrt) {
+  const std::string& name = cache.name();
   const Graph& forward = *entry.graph;
   Graph joint = forward;
   const NodeId boundary = static_cast<NodeId>(joint.size());
@@ -236,10 +230,15 @@ std::shared_ptr<TrainingPair> make_training_pair(const CompiledEntry& entry, con
   pair->grads_of = std::move(grads_of);
   bwd.set_outputs(bwd_outputs);
 
+  // As the cache compiles its entries: the graphs' input metas as the backend's example.
+  auto metas = [](const Graph& g) {
+    std::vector<TensorMeta> m;
+    for (NodeId i : g.inputs()) m.push_back(g.node(i).meta);
+    return m;
+  };
   // Nothing stored: the forward is the entry's own graph, compiled already.
-  pair->forward = stored.empty() ? entry.executable : BackendRegistry::get(backend)(fwd, example);
-  pair->backward_graph = std::move(bwd);
-  pair->backend = backend;
+  pair->forward = stored.empty() ? entry.executable : cache.compile_graph(fwd, metas(fwd));
+  if (!bwd_outputs.empty()) pair->backward = cache.compile_graph(bwd, metas(bwd));
   return pair;
 }
 
@@ -256,18 +255,16 @@ TrainingPairs& training_pairs() {
 
 // Runs `e`'s call for autograd: the forward graph with its stored values, and on each floating
 // output a record of the call whose backward runs the backward graph.
-detail::Outputs run_for_gradients(const FunctionCache& cache, const std::shared_ptr<const CompiledEntry>& e,
+detail::Outputs run_for_gradients(FunctionCache& cache, const std::shared_ptr<const CompiledEntry>& e,
                                   std::span<const ArgView> args) {
   const Graph& g = *e->graph;
   const size_t n = e->tensor_arg_of_input.size();
   std::vector<bool> wrt(n, false);
   std::vector<std::shared_ptr<detail::TensorImpl>> wrt_impls;
   std::vector<TensorData> inputs;
-  std::vector<TensorMeta> example;
   for (size_t k = 0; k < n; ++k) {
     const ArgView& a = args[static_cast<size_t>(e->tensor_arg_of_input[k])];
     inputs.push_back(*a.tensor);
-    example.push_back(a.tensor->meta());
     wrt[k] = a.requires_grad && autodiff::differentiable(a.tensor->dtype);
   }
   std::shared_ptr<TrainingPair> pair;
@@ -275,7 +272,7 @@ detail::Outputs run_for_gradients(const FunctionCache& cache, const std::shared_
     TrainingPairs& all = training_pairs();
     std::lock_guard<std::mutex> lock(all.mu);
     auto& slot = all.pairs[{&g, wrt}];
-    if (!slot.second) slot = {e->graph, make_training_pair(*e, wrt, cache.options().backend, cache.name(), example)};
+    if (!slot.second) slot = {e->graph, make_training_pair(cache, *e, wrt)};
     pair = slot.second;
   }
   std::vector<const TensorData*> ptrs;
@@ -286,7 +283,7 @@ detail::Outputs run_for_gradients(const FunctionCache& cache, const std::shared_
   for (int32_t k : pair->given_results) given->push_back(results[static_cast<size_t>(k)]);
   results.resize(pair->outputs);
   detail::Outputs out = wrap_all(std::move(results));
-  if (pair->backward_graph.outputs().empty()) return out;  // no output depends on an input that requires gradients
+  if (!pair->backward) return out;  // no output depends on an input that requires gradients
 
   auto call = std::make_shared<detail::CompiledCall>();
   call->outputs = out.size();
@@ -307,11 +304,6 @@ detail::Outputs run_for_gradients(const FunctionCache& cache, const std::shared_
     std::vector<const TensorData*> ptrs;
     for (const TensorData& t : *given) ptrs.push_back(&t);
     for (const TensorData& t : grads) ptrs.push_back(&t);
-    std::call_once(pair->compiled, [&] {
-      std::vector<TensorMeta> example;
-      for (const TensorData* t : ptrs) example.push_back(t->meta());
-      pair->backward = BackendRegistry::get(pair->backend)(pair->backward_graph, example);
-    });
     std::vector<TensorData> r = pair->backward(std::span<const TensorData* const>(ptrs));
     // One per input of the records: the inputs that require gradients, in graph input order.
     std::vector<std::shared_ptr<detail::TensorImpl>> per_input;
@@ -504,7 +496,7 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     auto graph = std::make_shared<Graph>(std::move(t.graph));
     const auto t1 = Clock::now();
     DebugDump dump(cache);
-    auto entry = cache.add(graph, args, t.input_arg, names, structure ? *structure : nullptr);
+    auto entry = cache.add(graph, args, t.input_arg, names, structure ? *structure : nullptr, !for_gradients);
     dump.write(*entry);
     const auto t2 = Clock::now();
     Outputs out = for_gradients ? run_for_gradients(cache, entry, args) : run_entry(*entry, args);

@@ -306,7 +306,8 @@ std::shared_ptr<const CompiledEntry> FunctionCache::add(std::shared_ptr<const Gr
                                                         std::span<const ArgView> args,
                                                         std::vector<int32_t> tensor_arg_of_input,
                                                         std::vector<std::string> arg_names,
-                                                        std::shared_ptr<const void> result_structure) {
+                                                        std::shared_ptr<const void> result_structure,
+                                                        bool compile_now) {
   // Per-compile options are fixed for this function, so the guard hashes only the global layers.
   const uint64_t config_hash = config::codegen_hash();
   auto entry = std::make_shared<CompiledEntry>();
@@ -314,7 +315,17 @@ std::shared_ptr<const CompiledEntry> FunctionCache::add(std::shared_ptr<const Gr
   KILN_LOG(guards, "guards of ", name_, ":\n", entry->guards.str());
   std::vector<TensorMeta> metas;
   for (NodeId i : graph->inputs()) metas.push_back(graph->node(i).meta);
-  entry->executable = compile_graph(*graph, metas);
+  if (compile_now) {
+    entry->executable = compile_graph(*graph, metas);
+  } else {
+    // The entry lives in this cache, so `this` outlives the executable's runs through it.
+    auto once = std::make_shared<std::once_flag>();
+    auto compiled = std::make_shared<Executable>();
+    entry->executable = [this, once, compiled, graph, metas](std::span<const TensorData* const> inputs) {
+      std::call_once(*once, [&] { *compiled = compile_graph(*graph, metas); });
+      return (*compiled)(inputs);
+    };
+  }
   entry->graph = std::move(graph);
   entry->tensor_arg_of_input = std::move(tensor_arg_of_input);
   entry->result_structure = std::move(result_structure);

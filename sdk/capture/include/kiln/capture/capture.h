@@ -148,9 +148,11 @@ class FunctionCache {
                                               std::span<const std::vector<DimMark>* const> marks);
   // Compiles a traced graph with the function's backend and adds it behind its guards.
   // `arg_names` name args in its guards' messages (the leaves' paths for pytree arguments).
+  // compile_now false: the entry's graph is compiled at its first run (a call differentiated
+  // from outside runs a forward graph of its own first, and may never run this one).
   std::shared_ptr<const CompiledEntry> add(std::shared_ptr<const Graph> graph, std::span<const ArgView> args,
                                            std::vector<int32_t> tensor_arg_of_input, std::vector<std::string> arg_names,
-                                           std::shared_ptr<const void> result_structure = {});
+                                           std::shared_ptr<const void> result_structure = {}, bool compile_now = true);
 
   // Graph-break mode: the function runs in segments, each found by its canonical graph and
   // the codegen config. `index` is the segment's position in the call (0: before the first
@@ -161,6 +163,10 @@ class FunctionCache {
   Executable segment(const Graph& graph, std::span<const TensorMeta> inputs, size_t index, bool& compiled);
   void count_graph_breaks(int64_t n);
   void count_eager_call();
+  // Compiles `graph` as this function's graphs are compiled (its backend, mode and options;
+  // suppress_errors), its cache layers counted in stats(): the entries', and the forward and
+  // backward graphs of a call differentiated from outside (frontends/cpp).
+  Executable compile_graph(const Graph& graph, std::span<const TensorMeta> inputs);
 
   CompileStats stats() const;
   void clear();  // forget every entry and statistic
@@ -186,7 +192,6 @@ class FunctionCache {
   std::map<uint64_t, std::vector<Segment>> segments_;
   std::vector<int64_t> segment_variants_;  // graphs compiled per segment position
 
-  Executable compile_graph(const Graph& graph, std::span<const TensorMeta> inputs);
   // Stances and recompile limits for a miss of something with `existing` compiled variants
   // (mutex_ held): records the reason when it compiles.
   MissAction miss_policy(int64_t existing, const std::string& reason);

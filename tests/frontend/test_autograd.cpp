@@ -572,6 +572,12 @@ BOOST_AUTO_TEST_CASE(a_compiled_call_differentiated_from_outside) {
     BOOST_TEST(max_diff(g[3], ones_like(z)) == 0.0);
   }
   BOOST_TEST(model.stats().compiles == 2);  // static 6, then a dynamic batch
+  // The cache entry a first call for gradients added runs (compiled now) for a call without.
+  const Tensor x = randn({9, 8}, DType::f32, Device::cpu(), 59);
+  const Tensor y = std::get<0>(model(init, x));
+  BOOST_TEST(!y.requires_grad());
+  BOOST_TEST(max_diff(y, linear(gelu(linear(x, init[0], init[1])), init[2], init[3])) < 1e-5);
+  BOOST_TEST(model.stats().compiles == 2);
 }
 
 // A large activation of a call differentiated from outside: the split stores nothing of it (the

@@ -4,23 +4,20 @@
 
 #include "kiln/capture/grad_mode.h"
 
-#include <algorithm>
 #include <chrono>
-#include <map>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <sstream>
 
 #include "kiln/capture/grad_mode.h"
-#include "kiln/autodiff/autodiff.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/eval/interpreter.h"
+#include "call_gradients.h"
 #include "device_move.h"
 #include "target_driver.h"
 #include "trace.h"
@@ -101,237 +98,6 @@ detail::Outputs run_entry(const CompiledEntry& e, std::span<const ArgView> args)
   }
   for (size_t k = 0; k < n; ++k) in[k] = args[static_cast<size_t>(e.tensor_arg_of_input[k])].tensor;
   return wrap_all(e.executable(std::span<const TensorData* const>(in, n)));
-}
-
-// ---- A compiled call differentiated from outside (torch's AOTAutograd) -------------------------
-// The call's graph, its gradient nodes appended (sdk/autodiff, seeded by one new input per
-// floating output: that output's gradient), is a joint graph; passes::partition_stored splits it
-// where the forward ends (the minimum cut: what the backward is given, the rest it computes
-// again). The forward graph returns the stored values after its own outputs; the backward graph
-// takes the forward's inputs, its outputs, the stored values and the outputs' gradients, and
-// returns the gradients of the inputs that require them. Both are compiled by the function's
-// backend once per (graph, inputs requiring gradients); each call's outputs then carry a record
-// whose backward runs the backward graph on what this call stored.
-struct TrainingPair {
-  Executable forward, backward;  // backward empty: no output depends on an input requiring gradients
-  size_t outputs = 0;                // the function's own outputs (the forward's first ones)
-  std::vector<int32_t> grads_of;     // backward output k: the gradient of graph input grads_of[k]
-  std::vector<bool> seeded;          // per output: a gradient input in the backward (floating)
-  std::vector<int32_t> given_results;  // the forward's results the backward takes, after the inputs
-  std::vector<int32_t> wrt_slot;     // per graph input: its place among those requiring gradients, or -1
-  size_t wrt_count = 0;
-  // Per output, per input requiring gradients: whether the output depends on it. An input that
-  // only outputs without a gradient depend on gets none (undefined, as torch's None), not zeros.
-  std::vector<std::vector<bool>> reaches;
-};
-
-std::shared_ptr<TrainingPair> make_training_pair(FunctionCache& cache, const CompiledEntry& entry,
-                                                 const std::vector<bool>& wrt) {
-  const std::string& name = cache.name();
-  const Graph& forward = *entry.graph;
-  Graph joint = forward;
-  const NodeId boundary = static_cast<NodeId>(joint.size());
-  const std::vector<autodiff::Step> steps = autodiff::steps_of(forward);
-  auto pair = std::make_shared<TrainingPair>();
-  pair->outputs = forward.outputs().size();
-  std::vector<autodiff::Seed> seeds;
-  std::vector<NodeId> grad_inputs;
-  for (NodeId o : forward.outputs()) {
-    const TensorMeta& m = forward.node(o).meta;
-    const bool seeded = autodiff::differentiable(m.dtype);
-    pair->seeded.push_back(seeded);
-    if (!seeded) continue;
-    TensorMeta gm = m;
-    gm.strides.clear();
-    grad_inputs.push_back(joint.add_input(gm, "grad_output"));
-    seeds.push_back(autodiff::Seed{o, grad_inputs.back()});
-  }
-  std::vector<NodeId> wrt_nodes;
-  pair->wrt_slot.assign(forward.inputs().size(), -1);
-  for (size_t k = 0; k < forward.inputs().size(); ++k)
-    if (wrt[k]) {
-      pair->wrt_slot[k] = static_cast<int32_t>(pair->wrt_count++);
-      wrt_nodes.push_back(forward.inputs()[k]);
-      pair->grads_of.push_back(static_cast<int32_t>(k));
-    }
-  {
-    std::vector<std::vector<bool>> reach(forward.size());
-    for (NodeId id = 0; id < static_cast<NodeId>(forward.size()); ++id) {
-      std::vector<bool>& r = reach[static_cast<size_t>(id)];
-      r.assign(pair->wrt_count, false);
-      const Node& n = forward.node(id);
-      if (n.op == OpId::input) {
-        const int32_t slot = pair->wrt_slot[static_cast<size_t>(n.attrs.i(0))];
-        if (slot >= 0) r[static_cast<size_t>(slot)] = true;
-      }
-      for (NodeId i : n.inputs)
-        for (size_t k = 0; k < r.size(); ++k) r[k] = r[k] || reach[static_cast<size_t>(i)][k];
-    }
-    for (NodeId o : forward.outputs()) pair->reaches.push_back(reach[static_cast<size_t>(o)]);
-  }
-  const std::vector<NodeId> grads = autodiff::gradients(joint, steps, seeds, wrt_nodes);
-  const std::vector<NodeId> stored = passes::partition_stored(joint, boundary, name);
-
-  // The forward: the function's outputs, then the stored values.
-  Graph fwd = forward;
-  std::vector<NodeId> fwd_outputs = forward.outputs();
-  fwd_outputs.insert(fwd_outputs.end(), stored.begin(), stored.end());
-  fwd.set_outputs(fwd_outputs);
-
-  // The backward: inputs for what it is given, then the nodes the gradients need.
-  Graph bwd;
-  bwd.shapes() = joint.shapes();
-  std::vector<NodeId> map(joint.size(), -1);
-  auto given = [&](NodeId id) {
-    if (map[static_cast<size_t>(id)] >= 0) return false;
-    TensorMeta m = joint.node(id).meta;
-    m.strides.clear();
-    map[static_cast<size_t>(id)] = bwd.add_input(std::move(m), joint.node(id).name);
-    return true;
-  };
-  // (Generated outputs are computed again: their metas say cpu, where they meet device tensors.)
-  const std::vector<bool> generated = passes::generated_only(joint);
-  for (NodeId i : forward.inputs()) given(i);
-  for (size_t k = 0; k < forward.outputs().size(); ++k) {
-    const NodeId o = forward.outputs()[k];
-    if (!generated[static_cast<size_t>(o)] && given(o)) pair->given_results.push_back(static_cast<int32_t>(k));
-  }
-  for (size_t k = 0; k < stored.size(); ++k)
-    if (given(stored[k])) pair->given_results.push_back(static_cast<int32_t>(forward.outputs().size() + k));
-  for (NodeId gi : grad_inputs) given(gi);
-  std::vector<NodeId> needed;
-  {
-    std::vector<char> want(joint.size(), 0);
-    for (NodeId g : grads)
-      if (g >= 0) want[static_cast<size_t>(g)] = 1;
-    for (size_t id = joint.size(); id-- > 0;) {
-      if (!want[id] || map[id] >= 0) continue;
-      needed.push_back(static_cast<NodeId>(id));
-      for (NodeId in : joint.node(static_cast<NodeId>(id)).inputs) want[static_cast<size_t>(in)] = 1;
-    }
-  }
-  std::reverse(needed.begin(), needed.end());
-  for (NodeId id : needed) {
-    const Node& n = joint.node(id);
-    // A forward value the backward computes again: the cut leaves only cheap ops and sources.
-    KILN_INTERNAL_CHECK(id >= boundary || n.op != OpId::input, "the backward of ", name, " needs forward input %", id,
-                        " that it is not given");
-    std::vector<NodeId> ins;
-    for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
-    map[static_cast<size_t>(id)] = bwd.add(n.op, std::move(ins), n.attrs);
-  }
-  std::vector<NodeId> bwd_outputs;
-  std::vector<int32_t> grads_of;
-  for (size_t k = 0; k < grads.size(); ++k) {
-    if (grads[k] < 0) continue;  // the outputs do not depend on that input
-    bwd_outputs.push_back(map[static_cast<size_t>(grads[k])]);
-    grads_of.push_back(pair->grads_of[k]);
-  }
-  pair->grads_of = std::move(grads_of);
-  bwd.set_outputs(bwd_outputs);
-
-  // As the cache compiles its entries: the graphs' input metas as the backend's example.
-  auto metas = [](const Graph& g) {
-    std::vector<TensorMeta> m;
-    for (NodeId i : g.inputs()) m.push_back(g.node(i).meta);
-    return m;
-  };
-  // Nothing stored: the forward is the entry's own graph, compiled already.
-  pair->forward = stored.empty() ? entry.executable : cache.compile_graph(fwd, metas(fwd));
-  if (!bwd_outputs.empty()) pair->backward = cache.compile_graph(bwd, metas(bwd));
-  return pair;
-}
-
-// Training pairs by forward graph and the inputs that require gradients (kiln::reset clears them).
-struct TrainingPairs {
-  std::mutex mu;
-  std::map<std::pair<const Graph*, std::vector<bool>>, std::pair<std::shared_ptr<const Graph>, std::shared_ptr<TrainingPair>>>
-      pairs;
-};
-TrainingPairs& training_pairs() {
-  static TrainingPairs p;
-  return p;
-}
-
-// Runs `e`'s call for autograd: the forward graph with its stored values, and on each floating
-// output a record of the call whose backward runs the backward graph.
-detail::Outputs run_for_gradients(FunctionCache& cache, const std::shared_ptr<const CompiledEntry>& e,
-                                  std::span<const ArgView> args) {
-  const Graph& g = *e->graph;
-  const size_t n = e->tensor_arg_of_input.size();
-  std::vector<bool> wrt(n, false);
-  std::vector<std::shared_ptr<detail::TensorImpl>> wrt_impls;
-  std::vector<TensorData> inputs;
-  for (size_t k = 0; k < n; ++k) {
-    const ArgView& a = args[static_cast<size_t>(e->tensor_arg_of_input[k])];
-    inputs.push_back(*a.tensor);
-    wrt[k] = a.requires_grad && autodiff::differentiable(a.tensor->dtype);
-  }
-  std::shared_ptr<TrainingPair> pair;
-  {
-    TrainingPairs& all = training_pairs();
-    std::lock_guard<std::mutex> lock(all.mu);
-    auto& slot = all.pairs[{&g, wrt}];
-    if (!slot.second) slot = {e->graph, make_training_pair(cache, *e, wrt)};
-    pair = slot.second;
-  }
-  std::vector<const TensorData*> ptrs;
-  for (const TensorData& t : inputs) ptrs.push_back(&t);
-  std::vector<TensorData> results = pair->forward(std::span<const TensorData* const>(ptrs));
-  // The backward's given values: the forward's inputs and outputs and the stored values.
-  auto given = std::make_shared<std::vector<TensorData>>(std::move(inputs));
-  for (int32_t k : pair->given_results) given->push_back(results[static_cast<size_t>(k)]);
-  results.resize(pair->outputs);
-  detail::Outputs out = wrap_all(std::move(results));
-  if (!pair->backward) return out;  // no output depends on an input that requires gradients
-
-  auto call = std::make_shared<detail::CompiledCall>();
-  call->outputs = out.size();
-  std::vector<TensorMeta> out_meta;
-  for (const Tensor& t : out) out_meta.push_back(t.data().meta());
-  call->backward = [pair, given, out_meta, label = cache.name()](const std::vector<std::shared_ptr<detail::TensorImpl>>& gout) {
-    std::vector<TensorData> grads;  // one per seeded output; zeros where no gradient reached it
-    for (size_t k = 0; k < gout.size(); ++k) {
-      if (!pair->seeded[k]) continue;
-      if (gout[k]) {
-        const Tensor gk(gout[k]);
-        KILN_CHECK(!gk.is_traced(), label, ": the backward of a compiled call got a traced gradient");
-        grads.push_back(gk.contiguous().data());
-      } else {
-        grads.push_back(zeros(out_meta[k].sizes, out_meta[k].dtype, out_meta[k].device).data());
-      }
-    }
-    std::vector<const TensorData*> ptrs;
-    for (const TensorData& t : *given) ptrs.push_back(&t);
-    for (const TensorData& t : grads) ptrs.push_back(&t);
-    std::vector<TensorData> r = pair->backward(std::span<const TensorData* const>(ptrs));
-    // One per input of the records: the inputs that require gradients, in graph input order.
-    std::vector<std::shared_ptr<detail::TensorImpl>> per_input;
-    size_t next = 0;
-    for (size_t k = 0; k < pair->wrt_count; ++k) per_input.emplace_back();
-    for (size_t j = 0; j < pair->grads_of.size(); ++j) {
-      const size_t slot = static_cast<size_t>(pair->wrt_slot[static_cast<size_t>(pair->grads_of[j])]);
-      bool reached = false;
-      for (size_t k = 0; k < gout.size(); ++k) reached = reached || (gout[k] && pair->reaches[k][slot]);
-      TensorData g = std::move(r[next++]);
-      if (reached) per_input[slot] = Tensor::from_data(std::move(g)).impl();
-    }
-    return per_input;
-  };
-  for (size_t k = 0; k < n; ++k)
-    if (wrt[k]) wrt_impls.push_back(std::static_pointer_cast<detail::TensorImpl>(
-                    args[static_cast<size_t>(e->tensor_arg_of_input[k])].grad_owner));
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (!pair->seeded[k]) continue;
-    const std::shared_ptr<detail::TensorImpl>& impl = out[k].impl();
-    impl->requires_grad = true;
-    auto record = std::make_shared<detail::GradRecord>();
-    record->inputs = wrt_impls;
-    record->call = call;
-    record->output = static_cast<int32_t>(k);
-    impl->grad_fn = std::move(record);
-  }
-  return out;
 }
 
 // A directory name from a function label: alphanumerics kept, and long labels (lambdas in
@@ -465,7 +231,7 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     thread_local std::vector<int64_t> symbols;
     if (auto entry = cache.lookup(args, symbols)) {
       if (structure) *structure = entry->result_structure;
-      return for_gradients ? run_for_gradients(cache, entry, args) : run_entry(*entry, args);
+      return for_gradients ? detail::run_for_gradients(cache, entry, args) : run_entry(*entry, args);
     }
     if (cache.on_miss(args) == MissAction::run_eager) return run_eager();
   }
@@ -499,7 +265,7 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     auto entry = cache.add(graph, args, t.input_arg, names, structure ? *structure : nullptr, !for_gradients);
     dump.write(*entry);
     const auto t2 = Clock::now();
-    Outputs out = for_gradients ? run_for_gradients(cache, entry, args) : run_entry(*entry, args);
+    Outputs out = for_gradients ? detail::run_for_gradients(cache, entry, args) : run_entry(*entry, args);
     // Where a first call's time goes (the cold compile of kiln bench is this call).
     auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     KILN_LOG(cache, "first call of ", cache.name(), ": trace ", ms(t0, t1), " ms, guards and compile ", ms(t1, t2),
@@ -568,9 +334,7 @@ std::ostream& operator<<(std::ostream& out, const ExplainOutput& e) { return out
 
 void reset() {
   reset_all_function_caches();
-  TrainingPairs& all = training_pairs();
-  std::lock_guard<std::mutex> lock(all.mu);
-  all.pairs.clear();
+  detail::forget_training_pairs();
 }
 
 std::vector<std::string> list_backends() {

@@ -6,7 +6,9 @@
 // over the graph before the point picks the set to store with the fewest bytes, where only
 // cheap ops (pointwise, views) are recomputed (a product, a convolution or a reduction never is,
 // nor a value under 2^16 elements, nor one read again within 64 nodes: it gains nothing). Inputs,
-// constants and outputs are there anyway: recomputing from them costs no storage. A batch norm's
+// outputs and values generated from constants alone are there anyway: recomputing from them
+// costs no storage. partition_stored is the same cut at a given point (a forward's end, for a
+// compiled call differentiated from outside: frontends/cpp/src/call_gradients.cpp). A batch norm's
 // activated output, read by the next convolution and again by the backward, is then recomputed
 // in the backward from the normalisation's input, which the backward keeps anyway; a weight's
 // bf16 cast from the weight. The cut is taken again at the new peak, a few times, while it

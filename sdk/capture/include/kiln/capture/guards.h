@@ -28,7 +28,8 @@ struct ArgView {
   int64_t i = 0;
   double d = 0.0;
   bool b = false;
-  std::shared_ptr<void> grad_owner;  // the frontend's tensor, where it requires gradients (its backward's input)
+  // The frontend's tensor, where it requires gradients (its backward's input).
+  std::shared_ptr<void> grad_owner = nullptr;
 };
 
 enum class GuardKind : uint8_t {

@@ -105,4 +105,26 @@ BOOST_AUTO_TEST_CASE(the_cut_stores_the_fewest_bytes_the_late_readers_can_be_com
   BOOST_TEST(same_results(g, r));
 }
 
+BOOST_AUTO_TEST_CASE(a_forward_backward_split_stores_only_what_cannot_be_computed_again) {
+  // The joint graph of a training step: the forward (x = in @ m, y = bf16(x), a = relu(y),
+  // n = -y, s = sum(a + n)) then, from `boundary`, a backward that reads a and n with the
+  // gradient g. The backward is given y alone: x is twice its bytes, a and n together too,
+  // and a and n are computed again from y.
+  G b;
+  const NodeId in = b.in(DType::f32, {kRows, 64}, "in");
+  const NodeId m = b.in(DType::f32, {64, kCols}, "m");
+  const NodeId g = b.in(DType::bf16, {kRows, 1}, "g");
+  const NodeId x = b.op(OpId::matmul, {in, m});
+  const NodeId y = b.op(OpId::cast, {x}, {DType::bf16});
+  const NodeId a = b.op(OpId::relu, {y});
+  const NodeId n = b.op(OpId::neg, {y});
+  const NodeId s = b.reduce(OpId::sum, b.op(OpId::add, {a, n}), {1});
+  const auto boundary = static_cast<NodeId>(s + 1);
+  const NodeId d = b.op(OpId::mul, {b.op(OpId::mul, {a, n}), g});
+  const Graph joint = b.out({s, d});
+  BOOST_TEST((joint.node(boundary - 1).op == OpId::sum));
+  const std::vector<NodeId> stored = kiln::passes::partition_stored(joint, boundary, "test");
+  BOOST_TEST(stored == std::vector<NodeId>{y}, joint.str());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

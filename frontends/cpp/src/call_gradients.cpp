@@ -210,15 +210,12 @@ Outputs run_for_gradients(FunctionCache& cache, const std::shared_ptr<const Comp
     for (const TensorData& t : grads) ptrs.push_back(&t);
     std::vector<TensorData> r = pair->backward(std::span<const TensorData* const>(ptrs));
     // One per input of the records: the inputs that require gradients, in graph input order.
-    std::vector<std::shared_ptr<detail::TensorImpl>> per_input;
-    size_t next = 0;
-    for (size_t k = 0; k < pair->wrt_count; ++k) per_input.emplace_back();
+    std::vector<std::shared_ptr<detail::TensorImpl>> per_input(pair->wrt_count);
     for (size_t j = 0; j < pair->grads_of.size(); ++j) {
       const size_t slot = static_cast<size_t>(pair->wrt_slot[static_cast<size_t>(pair->grads_of[j])]);
       bool reached = false;
       for (size_t k = 0; k < gout.size(); ++k) reached = reached || (gout[k] && pair->reaches[k][slot]);
-      TensorData g = std::move(r[next++]);
-      if (reached) per_input[slot] = Tensor::from_data(std::move(g)).impl();
+      if (reached) per_input[slot] = Tensor::from_data(std::move(r[j])).impl();
     }
     return per_input;
   };

@@ -144,6 +144,11 @@ struct Block {
     for (auto& c : self.convs) ConvNorm::each_parameter(c, f);
     for (auto& d : self.downsample) ConvNorm::each_parameter(d, f);
   }
+  template <class Self, class F>
+  static void each_norm(Self& self, F&& f) {
+    for (auto& c : self.convs) f(c.norm);
+    for (auto& d : self.downsample) f(d.norm);
+  }
 };
 
 struct Model {
@@ -229,6 +234,29 @@ struct Model {
     KILN_CHECK(k == p.size(), "resnet::Model::with_parameters: got ", p.size(), " tensors for ", k, " parameters");
     return m;
   }
+  // Every batch norm's running mean and variance, in a fixed order (torch's buffers but
+  // num_batches_tracked): what a training step returns besides the loss when its gradients are
+  // taken from outside (train_resnet --mode outside).
+  std::vector<Tensor> running_stats() const {
+    std::vector<Tensor> r;
+    each_norm(*this, [&](const nn::BatchNorm2d& n) {
+      r.push_back(n.running_mean);
+      r.push_back(n.running_var);
+    });
+    return r;
+  }
+  // This model with running_stats() replaced by `r`, parameters kept.
+  Model with_running_stats(const std::vector<Tensor>& r) const {
+    Model m = *this;
+    size_t k = 0;
+    each_norm(m, [&](nn::BatchNorm2d& n) {
+      KILN_CHECK(k + 2 <= r.size(), "resnet::Model::with_running_stats: got ", r.size(), " tensors for more statistics");
+      n.running_mean = r[k++];
+      n.running_var = r[k++];
+    });
+    KILN_CHECK(k == r.size(), "resnet::Model::with_running_stats: got ", r.size(), " tensors for ", k, " statistics");
+    return m;
+  }
 
  private:
   Tensor forward(const Tensor& x, Model* next) const {
@@ -244,6 +272,12 @@ struct Model {
       for (auto& b : stage) Block::each_parameter(b, f);
     f(self.fc.weight);
     if (self.fc.bias.has_value()) f(*self.fc.bias);
+  }
+  template <class Self, class F>
+  static void each_norm(Self& self, F&& f) {
+    f(self.stem.norm);
+    for (auto& stage : self.stages)
+      for (auto& b : stage) Block::each_norm(b, f);
   }
 };
 

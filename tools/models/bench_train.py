@@ -140,7 +140,7 @@ def run_child(cmd, timeout, log_path):
 
 
 def kiln_command(args, loop, dtype):
-    """The Kiln sample's command line for one loop (compiled or eager) and dtype."""
+    """The Kiln sample's command line for one loop (compiled, outside or eager) and dtype."""
     common = ["--device", "cuda", "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
               "--mode", loop, "--lr", str(args.lr)]
     if args.model == "gpt2":
@@ -163,7 +163,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--torch-modes", default="eager,default")
-    ap.add_argument("--kiln", default="compiled", help="Kiln loops: compiled and/or eager")
+    ap.add_argument("--kiln", default="compiled", help="Kiln loops: compiled, outside and/or eager")
     ap.add_argument("--corpus", default="samples/training/data/moby_dick.txt", help="gpt2: Kiln's training text")
     ap.add_argument("--lr", type=float, default=3e-4, help="AdamW's learning rate, both sides")
     ap.add_argument("--timeout", type=float, default=400)

@@ -72,12 +72,7 @@ struct Scratch {
 // Runs the nodes of `g` that `wanted` needs through the op dispatch, inputs bound to `bound`.
 std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& bound, const std::vector<NodeId>& wanted,
                            Device device) {
-  std::vector<char> needed(g.size(), 0);
-  for (NodeId w : wanted)
-    if (w >= 0) needed[static_cast<size_t>(w)] = 1;
-  for (size_t id = g.size(); id-- > 0;)
-    if (needed[id])
-      for (NodeId in : g.node(static_cast<NodeId>(id)).inputs) needed[static_cast<size_t>(in)] = 1;
+  const std::vector<char> needed = needed_nodes(g, wanted);
   const bool traced = detail::current_trace() != nullptr;
   std::vector<Tensor> values(g.size());
   for (size_t id = 0; id < g.size(); ++id) {

@@ -1,7 +1,6 @@
 // A compiled call differentiated from outside (torch's AOTAutograd): call_gradients.h.
 #include "call_gradients.h"
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -100,19 +99,11 @@ std::shared_ptr<TrainingPair> make_training_pair(FunctionCache& cache, const Com
   for (size_t k = 0; k < stored.size(); ++k)
     if (given(stored[k])) pair->given_results.push_back(static_cast<int32_t>(forward.outputs().size() + k));
   for (NodeId gi : grad_inputs) given(gi);
-  std::vector<NodeId> needed;
-  {
-    std::vector<char> want(joint.size(), 0);
-    for (NodeId g : grads)
-      if (g >= 0) want[static_cast<size_t>(g)] = 1;
-    for (size_t id = joint.size(); id-- > 0;) {
-      if (!want[id] || map[id] >= 0) continue;
-      needed.push_back(static_cast<NodeId>(id));
-      for (NodeId in : joint.node(static_cast<NodeId>(id)).inputs) want[static_cast<size_t>(in)] = 1;
-    }
-  }
-  std::reverse(needed.begin(), needed.end());
-  for (NodeId id : needed) {
+  std::vector<char> is_given(joint.size(), 0);
+  for (size_t id = 0; id < joint.size(); ++id) is_given[id] = map[id] >= 0;
+  const std::vector<char> needed = needed_nodes(joint, grads, is_given);
+  for (NodeId id = 0; id < static_cast<NodeId>(joint.size()); ++id) {
+    if (!needed[static_cast<size_t>(id)] || is_given[static_cast<size_t>(id)]) continue;
     const Node& n = joint.node(id);
     // A forward value the backward computes again: the cut leaves only cheap ops and sources.
     KILN_INTERNAL_CHECK(id >= boundary || n.op != OpId::input, "the backward of ", name, " needs forward input %", id,

@@ -217,12 +217,8 @@ std::string Graph::str() const {
 
 Graph Graph::canonical() const {
   // Live nodes: inputs (the signature) and everything the outputs reach.
-  std::vector<char> live(nodes_.size(), 0);
+  std::vector<char> live = needed_nodes(*this, outputs_);
   for (NodeId i : inputs_) live[static_cast<size_t>(i)] = 1;
-  for (NodeId o : outputs_) live[static_cast<size_t>(o)] = 1;
-  for (size_t i = nodes_.size(); i-- > 0;)
-    if (live[i])
-      for (NodeId in : nodes_[i].inputs) live[static_cast<size_t>(in)] = 1;
   Graph g;
   for (const auto& s : shapes_.symbols()) {
     SymbolInfo info = s;
@@ -271,6 +267,17 @@ bool Graph::operator==(const Graph& o) const {
       return false;
   }
   return true;
+}
+
+std::vector<char> needed_nodes(const Graph& g, std::span<const NodeId> roots, std::span<const char> stop) {
+  std::vector<char> needed(g.size(), 0);
+  for (NodeId r : roots)
+    if (r >= 0) needed[static_cast<size_t>(r)] = 1;
+  // Ids grow along edges: one pass from the last node down sees each node's readers first.
+  for (size_t id = g.size(); id-- > 0;)
+    if (needed[id] && !(id < stop.size() && stop[id]))
+      for (NodeId in : g.node(static_cast<NodeId>(id)).inputs) needed[static_cast<size_t>(in)] = 1;
+  return needed;
 }
 
 }  // namespace kiln

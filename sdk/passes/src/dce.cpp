@@ -9,11 +9,7 @@ namespace kiln::passes {
 namespace {
 
 PassResult run(const Graph& g) {
-  std::vector<char> live(g.size(), 0);
-  for (NodeId o : g.outputs()) live[static_cast<size_t>(o)] = 1;
-  for (size_t id = g.size(); id-- > 0;)
-    if (live[id])
-      for (NodeId i : g.node(static_cast<NodeId>(id)).inputs) live[static_cast<size_t>(i)] = 1;
+  const std::vector<char> live = needed_nodes(g, g.outputs());
   detail::Rewriter rw(g, "dce");
   int dropped = 0;
   for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {

@@ -72,4 +72,9 @@ class Graph {
   ShapeEnv shapes_;
 };
 
+// Per node of `g`: 1 where computing `roots` needs it (a root, or an input of a needed node).
+// Negative roots are skipped. The walk stops at nodes `stop` marks (per node; empty: none):
+// they are needed, their inputs not through them (values a caller already has).
+std::vector<char> needed_nodes(const Graph& g, std::span<const NodeId> roots, std::span<const char> stop = {});
+
 }  // namespace kiln

@@ -43,4 +43,24 @@ BOOST_AUTO_TEST_CASE(nothing_dead_means_no_change) {
   BOOST_TEST((r.graph == g));
 }
 
+BOOST_AUTO_TEST_CASE(needed_nodes_walks_back_from_roots_and_stops_where_told) {
+  // x -> e = exp(x) -> s = sin(e) -> c = cos(s); y -> n = neg(y), read by nothing wanted.
+  G t;
+  const NodeId x = t.in(DType::f32, {4}, "x");
+  const NodeId y = t.in(DType::f32, {4}, "y");
+  const NodeId e = t.op(OpId::exp, {x});
+  const NodeId s = t.op(OpId::sin, {e});
+  const NodeId c = t.op(OpId::cos, {s});
+  const NodeId n = t.op(OpId::neg, {y});
+  const Graph& g = t.out({c, n});
+  const std::vector<NodeId> roots{c, -1};  // negative roots are skipped
+  const std::vector<char> all = kiln::needed_nodes(g, roots);
+  BOOST_TEST((all == std::vector<char>{1, 0, 1, 1, 1, 0}));
+  // s is given: it is needed, what it is computed from is not.
+  std::vector<char> stop(g.size(), 0);
+  stop[static_cast<size_t>(s)] = 1;
+  BOOST_TEST((kiln::needed_nodes(g, roots, stop) == std::vector<char>{0, 0, 0, 1, 1, 0}));
+  BOOST_TEST((kiln::needed_nodes(g, std::vector<NodeId>{}) == std::vector<char>(g.size(), 0)));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -589,6 +589,40 @@ BOOST_AUTO_TEST_CASE(convolution_gradients_run_through_cudnn) {
   BOOST_TEST(contains(error_of([](nlohmann::json& c) { c["x_sizes"][1] = 15; }), "are not the sizes of buffer"));
 }
 
+// The layout a compiled call's forward and backward are cut on (schedule::channels_last_layout,
+// frontends/cpp/src/call_gradients.cpp): a bf16 convolution, relu, convolution chain comes back
+// channels last, the relu reading the first convolution's channels-last output (the permutes
+// between them cancelled), so a value the forward stores for the backward is that output; in
+// f32 (no TF32) the schedule keeps the graph's layout, and nothing comes back.
+BOOST_AUTO_TEST_CASE(a_graph_to_cut_gets_the_layout_its_schedule_would_give_it) {
+  const config::Patch channels_last{{"cuda.channels_last", true}};
+  auto chain = [](DType t) {
+    Graph g;
+    const NodeId x = g.add_input(meta(t, {8, 16, 14, 14}), "x");
+    const NodeId w0 = g.add_input(meta(t, {16, 16, 3, 3}), "w0");
+    const NodeId w1 = g.add_input(meta(t, {16, 16, 3, 3}), "w1");
+    const NodeId h = g.add(OpId::relu, {g.add(OpId::convolution, {x, w0},
+                                              {std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1, 1, 1},
+                                               std::vector<int64_t>{1, 1}, int64_t{1}})},
+                           {});
+    g.set_outputs({g.add(OpId::convolution, {h, w1},
+                         {std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, int64_t{1}})});
+    return g;
+  };
+  const std::optional<Graph> laid = schedule::channels_last_layout(chain(DType::bf16), cuda::schedule_target());
+  BOOST_REQUIRE(laid.has_value());
+  int convolutions = 0, relus = 0;
+  for (const Node& n : laid->nodes()) {
+    convolutions += n.op == OpId::convolution_channels_last;
+    if (n.op != OpId::relu) continue;
+    ++relus;
+    BOOST_TEST((laid->node(n.inputs[0]).op == OpId::convolution_channels_last), laid->str());
+  }
+  BOOST_TEST(convolutions == 2, laid->str());
+  BOOST_TEST(relus == 1, laid->str());
+  BOOST_TEST(!schedule::channels_last_layout(chain(DType::f32), cuda::schedule_target()).has_value());
+}
+
 // Channels last (cuda.channels_last): the convolution reads x and w as NHWC and
 // KRSC copies (an input's layout is the caller's) and writes y channels last; its epilogue
 // reads y channels last and writes the output in the graph's order. The plan says so and keeps

@@ -7,6 +7,8 @@
 #include "kiln/autodiff/autodiff.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
+#include "kiln/schedule/schedule.h"
+#include "target_driver.h"
 
 namespace kiln::detail {
 
@@ -24,6 +26,92 @@ struct TrainingPair {
   // only outputs without a gradient depend on gets none (undefined, as torch's None), not zeros.
   std::vector<std::vector<bool>> reaches;
 };
+
+// The joint graph a call's forward and backward are cut from: the forward's nodes, its inputs
+// first, before `boundary`; the gradients' inputs and nodes after.
+struct Joint {
+  Graph graph;
+  NodeId boundary = 0;
+  std::vector<NodeId> inputs, outputs;  // the forward's
+  std::vector<NodeId> grad_inputs;      // one per seeded output
+  std::vector<NodeId> grads;            // per input requiring gradients (-1: no output depends on it)
+};
+
+// The target's schedule for the call's device, where the "kiln" backend compiles it.
+std::optional<schedule::Target> schedule_target(const FunctionCache& cache, const Graph& g) {
+  if (cache.options().backend != "kiln") return std::nullopt;
+  Device device;
+  target::Runtime* rt = target_of(g, &device);
+  const target::Codegen* codegen = rt ? target::find_codegen(rt->name()) : nullptr;
+  if (!codegen) return std::nullopt;
+  return codegen->capabilities(rt->codegen_request(device));
+}
+
+// `j` on the layout the target's schedule would give it (schedule::channels_last_layout), where
+// that differs: its nodes reordered so that the forward's inputs and every node that no
+// gradient input reaches come first (the forward's part), then the gradient inputs and the rest.
+// So a value the backward reads is stored as the forward computes it (channels last), and the
+// permutes back to the graph's layout move into the backward, where they cancel.
+std::optional<Joint> laid_out(const Joint& j, const schedule::Target& target) {
+  Graph marked = j.graph;
+  std::vector<NodeId> roots = j.outputs;
+  for (NodeId g : j.grads)
+    if (g >= 0) roots.push_back(g);
+  marked.set_outputs(roots);
+  const std::optional<Graph> laid = schedule::channels_last_layout(marked, target);
+  if (!laid) return std::nullopt;
+  const Graph& l = *laid;
+  const auto forward_inputs = static_cast<int64_t>(j.inputs.size());
+  // Per node of l: reached from a gradient input.
+  std::vector<char> late(l.size(), 0);
+  for (NodeId id = 0; id < static_cast<NodeId>(l.size()); ++id) {
+    const Node& n = l.node(id);
+    bool r = n.op == OpId::input && n.attrs.i(0) >= forward_inputs;
+    for (NodeId i : n.inputs) r = r || late[static_cast<size_t>(i)];
+    late[static_cast<size_t>(id)] = r;
+  }
+  Joint out;
+  out.graph.shapes() = l.shapes();
+  std::vector<NodeId> map(l.size(), -1);
+  auto copy = [&](NodeId id) {
+    const Node& n = l.node(id);
+    std::vector<NodeId> ins;
+    for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
+    const NodeId to = n.op == OpId::input ? out.graph.add_input(n.meta, n.name) : out.graph.add(n.op, std::move(ins), n.attrs);
+    if (n.op != OpId::input && !n.name.empty()) out.graph.set_name(to, n.name);
+    map[static_cast<size_t>(id)] = to;
+  };
+  // Inputs in argument order: the forward's, then the gradients'.
+  std::vector<NodeId> inputs(l.inputs().size(), -1);
+  for (NodeId i : l.inputs()) inputs[static_cast<size_t>(l.node(i).attrs.i(0))] = i;
+  for (int64_t k = 0; k < forward_inputs; ++k) copy(inputs[static_cast<size_t>(k)]);
+  for (NodeId id = 0; id < static_cast<NodeId>(l.size()); ++id)
+    if (l.node(id).op != OpId::input && !late[static_cast<size_t>(id)]) copy(id);
+  out.boundary = static_cast<NodeId>(out.graph.size());
+  for (size_t k = static_cast<size_t>(forward_inputs); k < inputs.size(); ++k) copy(inputs[k]);
+  for (NodeId id = 0; id < static_cast<NodeId>(l.size()); ++id)
+    if (l.node(id).op != OpId::input && late[static_cast<size_t>(id)]) copy(id);
+  for (int64_t k = 0; k < forward_inputs; ++k) out.inputs.push_back(map[static_cast<size_t>(inputs[static_cast<size_t>(k)])]);
+  for (size_t k = static_cast<size_t>(forward_inputs); k < inputs.size(); ++k) out.grad_inputs.push_back(map[static_cast<size_t>(inputs[k])]);
+  size_t next = 0;
+  for (size_t k = 0; k < j.outputs.size(); ++k) out.outputs.push_back(map[static_cast<size_t>(l.outputs()[next++])]);
+  for (NodeId g : j.grads) out.grads.push_back(g >= 0 ? map[static_cast<size_t>(l.outputs()[next++])] : NodeId{-1});
+  out.graph.set_outputs(out.outputs);
+  return out;
+}
+
+// The nodes of `g` before `end` as a graph of their own, returning `outputs`.
+Graph prefix(const Graph& g, NodeId end, std::vector<NodeId> outputs) {
+  Graph out;
+  out.shapes() = g.shapes();
+  for (NodeId id = 0; id < end; ++id) {
+    const Node& n = g.node(id);
+    const NodeId to = n.op == OpId::input ? out.add_input(n.meta, n.name) : out.add(n.op, n.inputs, n.attrs);
+    if (n.op != OpId::input && !n.name.empty()) out.set_name(to, n.name);
+  }
+  out.set_outputs(std::move(outputs));
+  return out;
+}
 
 std::shared_ptr<TrainingPair> make_training_pair(FunctionCache& cache, const CompiledEntry& entry,
                                                  const std::vector<bool>& wrt) {
@@ -69,44 +157,51 @@ std::shared_ptr<TrainingPair> make_training_pair(FunctionCache& cache, const Com
     }
     for (NodeId o : forward.outputs()) pair->reaches.push_back(reach[static_cast<size_t>(o)]);
   }
-  const std::vector<NodeId> grads = autodiff::gradients(joint, steps, seeds, wrt_nodes);
-  const std::vector<NodeId> stored = passes::partition_stored(joint, boundary, name);
+  Joint j;
+  j.grads = autodiff::gradients(joint, steps, seeds, wrt_nodes);
+  j.boundary = boundary;
+  j.inputs = forward.inputs();
+  j.outputs = forward.outputs();
+  j.grad_inputs = grad_inputs;
+  j.graph = std::move(joint);
+  if (const std::optional<schedule::Target> target = schedule_target(cache, forward))
+    if (std::optional<Joint> l = laid_out(j, *target)) j = std::move(*l);
+  const std::vector<NodeId> stored = passes::partition_stored(j.graph, j.boundary, name);
 
   // The forward: the function's outputs, then the stored values.
-  Graph fwd = forward;
-  std::vector<NodeId> fwd_outputs = forward.outputs();
+  std::vector<NodeId> fwd_outputs = j.outputs;
   fwd_outputs.insert(fwd_outputs.end(), stored.begin(), stored.end());
-  fwd.set_outputs(fwd_outputs);
+  const Graph fwd = prefix(j.graph, j.boundary, std::move(fwd_outputs));
 
   // The backward: inputs for what it is given, then the nodes the gradients need.
   Graph bwd;
-  bwd.shapes() = joint.shapes();
-  std::vector<NodeId> map(joint.size(), -1);
+  bwd.shapes() = j.graph.shapes();
+  std::vector<NodeId> map(j.graph.size(), -1);
   auto given = [&](NodeId id) {
     if (map[static_cast<size_t>(id)] >= 0) return false;
-    TensorMeta m = joint.node(id).meta;
+    TensorMeta m = j.graph.node(id).meta;
     m.strides.clear();
-    map[static_cast<size_t>(id)] = bwd.add_input(std::move(m), joint.node(id).name);
+    map[static_cast<size_t>(id)] = bwd.add_input(std::move(m), j.graph.node(id).name);
     return true;
   };
   // (Generated outputs are computed again: their metas say cpu, where they meet device tensors.)
-  const std::vector<bool> generated = passes::generated_only(joint);
-  for (NodeId i : forward.inputs()) given(i);
-  for (size_t k = 0; k < forward.outputs().size(); ++k) {
-    const NodeId o = forward.outputs()[k];
+  const std::vector<bool> generated = passes::generated_only(j.graph);
+  for (NodeId i : j.inputs) given(i);
+  for (size_t k = 0; k < j.outputs.size(); ++k) {
+    const NodeId o = j.outputs[k];
     if (!generated[static_cast<size_t>(o)] && given(o)) pair->given_results.push_back(static_cast<int32_t>(k));
   }
   for (size_t k = 0; k < stored.size(); ++k)
-    if (given(stored[k])) pair->given_results.push_back(static_cast<int32_t>(forward.outputs().size() + k));
-  for (NodeId gi : grad_inputs) given(gi);
-  std::vector<char> is_given(joint.size(), 0);
-  for (size_t id = 0; id < joint.size(); ++id) is_given[id] = map[id] >= 0;
-  const std::vector<char> needed = needed_nodes(joint, grads, is_given);
-  for (NodeId id = 0; id < static_cast<NodeId>(joint.size()); ++id) {
+    if (given(stored[k])) pair->given_results.push_back(static_cast<int32_t>(j.outputs.size() + k));
+  for (NodeId gi : j.grad_inputs) given(gi);
+  std::vector<char> is_given(j.graph.size(), 0);
+  for (size_t id = 0; id < j.graph.size(); ++id) is_given[id] = map[id] >= 0;
+  const std::vector<char> needed = needed_nodes(j.graph, j.grads, is_given);
+  for (NodeId id = 0; id < static_cast<NodeId>(j.graph.size()); ++id) {
     if (!needed[static_cast<size_t>(id)] || is_given[static_cast<size_t>(id)]) continue;
-    const Node& n = joint.node(id);
+    const Node& n = j.graph.node(id);
     // A forward value the backward computes again: the cut leaves only cheap ops and sources.
-    KILN_INTERNAL_CHECK(id >= boundary || n.op != OpId::input, "the backward of ", name, " needs forward input %", id,
+    KILN_INTERNAL_CHECK(id >= j.boundary || n.op != OpId::input, "the backward of ", name, " needs forward input %", id,
                         " that it is not given");
     std::vector<NodeId> ins;
     for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
@@ -114,9 +209,9 @@ std::shared_ptr<TrainingPair> make_training_pair(FunctionCache& cache, const Com
   }
   std::vector<NodeId> bwd_outputs;
   std::vector<int32_t> grads_of;
-  for (size_t k = 0; k < grads.size(); ++k) {
-    if (grads[k] < 0) continue;  // the outputs do not depend on that input
-    bwd_outputs.push_back(map[static_cast<size_t>(grads[k])]);
+  for (size_t k = 0; k < j.grads.size(); ++k) {
+    if (j.grads[k] < 0) continue;  // the outputs do not depend on that input
+    bwd_outputs.push_back(map[static_cast<size_t>(j.grads[k])]);
     grads_of.push_back(pair->grads_of[k]);
   }
   pair->grads_of = std::move(grads_of);

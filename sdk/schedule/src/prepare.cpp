@@ -178,22 +178,32 @@ bool library_convolutions_dominate(const Graph& g, const Target& target) {
   return library > 0 && library * 2 > all;
 }
 
-}  // namespace
-
-Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& checks) {
+// Attention recognized where the target fuses it, composites decomposed but those the target
+// runs as one kernel (attention, library convolutions).
+Graph decompose_for(const Graph& in, const Target& target, bool channels_last) {
   const Graph recognized = target.fused_attention ? passes::eliminate_dead_code(passes::recognize_attention(in)) : Graph();
   const Graph& recognized_or_in = target.fused_attention ? recognized : in;
   // Channels last: convolutions turned before decomposition (so that the ones that decompose,
   // depthwise and 1x1, decompose channels last too), permutes moved and cancelled after it.
-  const bool to_last = target.convolution && target.channels_last && library_convolutions_dominate(in, target);
-  const Graph turned = to_last ? passes::to_channels_last(recognized_or_in) : Graph();
-  const Graph& src = to_last ? turned : recognized_or_in;
+  const Graph turned = channels_last ? passes::to_channels_last(recognized_or_in) : Graph();
+  const Graph& src = channels_last ? turned : recognized_or_in;
   Graph g = target.fused_attention || target.convolution
                 ? passes::decompose_except(src, [&](const Graph& gr, const Node& n) {
                     return target.fuses_attention(gr, n) || target.runs_convolution(gr, n);
                   })
                 : passes::decompose(in);
-  if (to_last) g = passes::eliminate_dead_code(passes::simplify(passes::sink_permutes(g)));
+  if (channels_last) g = passes::eliminate_dead_code(passes::simplify(passes::sink_permutes(g)));
+  return g;
+}
+
+bool turns_channels_last(const Graph& g, const Target& target) {
+  return target.convolution && target.channels_last && library_convolutions_dominate(g, target);
+}
+
+}  // namespace
+
+Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& checks) {
+  Graph g = decompose_for(in, target, turns_channels_last(in, target));
   // Last, on the node order the kernels will follow: what a backward recomputes.
   g = passes::rematerialize(g);
   Graph out;
@@ -332,3 +342,12 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
 }
 
 }  // namespace kiln::schedule::detail
+
+namespace kiln::schedule {
+
+std::optional<Graph> channels_last_layout(const Graph& g, const Target& target) {
+  if (!detail::turns_channels_last(g, target)) return std::nullopt;
+  return detail::decompose_for(g, target, true);
+}
+
+}  // namespace kiln::schedule

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,14 @@ struct Schedule {
 
   std::string str() const;  // kernels, buffers and slots, readably
 };
+
+// The layout a schedule for `target` gives `g` where its library convolutions dominate (the
+// first steps of scheduling: convolutions channels last, composites decomposed, permutes sunk
+// until they cancel), or nothing where the target keeps the graph's layout. A graph that is
+// cut in two before scheduling (a compiled call's forward and backward) is cut on this one, so
+// that a value one part stores for the other is the channels-last value both compute, not a
+// copy back to the graph's layout and again.
+std::optional<Graph> channels_last_layout(const Graph& g, const Target& target);
 
 // Schedules a graph; throws kiln::Error for a graph it cannot schedule (naming node and op).
 Schedule schedule_graph(const Graph& g, const Options& options = Options::from_config());

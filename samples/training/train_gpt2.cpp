@@ -161,7 +161,5 @@ int main(int argc, char** argv) {
   // f32: rounding differences between the interpreter and generated kernels, grown over steps;
   // under autocast, bf16's 8 bits.
   const double tolerance = low.empty() ? 2e-3 : 5e-2;
-  const int compiled_step = samples::compare(eager, compiled, tolerance);
-  std::printf("the forward and the loss compiled, differentiated from outside (backward(), optim::AdamW):\n");
-  return compiled_step | samples::compare(eager, outside, tolerance);
+  return samples::compare_both(eager, compiled, outside, tolerance, "optim::AdamW");
 }

@@ -107,4 +107,14 @@ inline int compare(const Loop& eager, const Loop& compiled, double tolerance) {
   return ok && fell ? 0 : 1;
 }
 
+// --mode check's verdict: the whole compiled step's losses, then those of the loop whose forward
+// and loss are compiled and differentiated from outside (`optimizer` stepping), each against
+// the eager loop's (compare). Returns 0 when both agree.
+inline int compare_both(const Loop& eager, const Loop& compiled, const Loop& outside, double tolerance,
+                        const char* optimizer) {
+  const int compiled_step = compare(eager, compiled, tolerance);
+  std::printf("the forward and the loss compiled, differentiated from outside (backward(), %s):\n", optimizer);
+  return compiled_step | compare(eager, outside, tolerance);
+}
+
 }  // namespace kiln::samples

@@ -37,6 +37,15 @@ struct Joint {
   std::vector<NodeId> grads;            // per input requiring gradients (-1: no output depends on it)
 };
 
+// A copy of node `n` appended to `out` over `inputs` (its own, mapped): an input in argument
+// order, or the op with its attributes and name.
+NodeId copy_node(Graph& out, const Node& n, std::vector<NodeId> inputs) {
+  if (n.op == OpId::input) return out.add_input(n.meta, n.name);
+  const NodeId to = out.add(n.op, std::move(inputs), n.attrs);
+  if (!n.name.empty()) out.set_name(to, n.name);
+  return to;
+}
+
 // The target's schedule for the call's device, where the "kiln" backend compiles it.
 std::optional<schedule::Target> schedule_target(const FunctionCache& cache, const Graph& g) {
   if (cache.options().backend != "kiln") return std::nullopt;
@@ -74,12 +83,9 @@ std::optional<Joint> laid_out(const Joint& j, const schedule::Target& target) {
   out.graph.shapes() = l.shapes();
   std::vector<NodeId> map(l.size(), -1);
   auto copy = [&](NodeId id) {
-    const Node& n = l.node(id);
     std::vector<NodeId> ins;
-    for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
-    const NodeId to = n.op == OpId::input ? out.graph.add_input(n.meta, n.name) : out.graph.add(n.op, std::move(ins), n.attrs);
-    if (n.op != OpId::input && !n.name.empty()) out.graph.set_name(to, n.name);
-    map[static_cast<size_t>(id)] = to;
+    for (NodeId i : l.node(id).inputs) ins.push_back(map[static_cast<size_t>(i)]);
+    map[static_cast<size_t>(id)] = copy_node(out.graph, l.node(id), std::move(ins));
   };
   // Inputs in argument order: the forward's, then the gradients'.
   std::vector<NodeId> inputs(l.inputs().size(), -1);
@@ -104,11 +110,7 @@ std::optional<Joint> laid_out(const Joint& j, const schedule::Target& target) {
 Graph prefix(const Graph& g, NodeId end, std::vector<NodeId> outputs) {
   Graph out;
   out.shapes() = g.shapes();
-  for (NodeId id = 0; id < end; ++id) {
-    const Node& n = g.node(id);
-    const NodeId to = n.op == OpId::input ? out.add_input(n.meta, n.name) : out.add(n.op, n.inputs, n.attrs);
-    if (n.op != OpId::input && !n.name.empty()) out.set_name(to, n.name);
-  }
+  for (NodeId id = 0; id < end; ++id) copy_node(out, g.node(id), g.node(id).inputs);
   out.set_outputs(std::move(outputs));
   return out;
 }
@@ -205,7 +207,7 @@ std::shared_ptr<TrainingPair> make_training_pair(FunctionCache& cache, const Com
                         " that it is not given");
     std::vector<NodeId> ins;
     for (NodeId i : n.inputs) ins.push_back(map[static_cast<size_t>(i)]);
-    map[static_cast<size_t>(id)] = bwd.add(n.op, std::move(ins), n.attrs);
+    map[static_cast<size_t>(id)] = copy_node(bwd, n, std::move(ins));
   }
   std::vector<NodeId> bwd_outputs;
   std::vector<int32_t> grads_of;

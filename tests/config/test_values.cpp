@@ -144,6 +144,8 @@ BOOST_AUTO_TEST_CASE(constraints) {
   BOOST_TEST(contains(msg, "128, 256 or 512"));
   msg = error_of([] { config::set("cpu.matmul", "mkl"); });
   BOOST_TEST(contains(msg, "'cpu.matmul' must be auto, blas or generated"));
+  msg = error_of([] { config::set("cpu.opt_level", 4); });
+  BOOST_TEST(msg == "config option 'cpu.opt_level' must be between 0 and 3, but got 4.");
   msg = error_of([] { config::set("cpu.threads", -1); });
   BOOST_TEST(contains(msg, "'cpu.threads' must be 0 or more"));
   msg = error_of([] { config::set("cache.redis_host", ""); });
@@ -286,6 +288,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cpu.blas", "KILN_CPU_BLAS", T::String, "auto", false, true},
       {"cpu.threads", "KILN_CPU_THREADS", T::Int, 0, true, true},
       {"cpu.vector_width", "KILN_CPU_VECTOR_WIDTH", T::Int, 0, true, true},
+      {"cpu.opt_level", "KILN_CPU_OPT_LEVEL", T::Int, 3, true, true},
       {"cache.plan_cache", "KILN_CACHE_PLAN_CACHE", T::Bool, true, false, true},
       {"cache.remote", "KILN_REMOTE_CACHE", T::Bool, false, false, true},
       {"cache.redis_host", "KILN_REDIS_HOST", T::String, "localhost", false, true},

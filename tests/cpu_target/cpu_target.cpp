@@ -4,6 +4,7 @@
 
 #include "harness.h"
 #include "kiln/cpu/codegen.h"
+#include "kiln/config/config.h"
 #include "kiln/cpu/executable.h"
 #include "kiln/schedule/schedule.h"
 
@@ -25,6 +26,7 @@ void compile_for_cpu(Compiled& c, const CompileOptions& o) {
   cpu::ExecutableOptions eo;
   eo.keep_buffers = o.keep_buffers;
   eo.autotune = o.autotune;
+  eo.opt_level = static_cast<int>(config::get<int64_t>("cpu.opt_level"));
   if (!o.variant.empty()) {
     // Autotune's recall hook names the pinned variant of each kernel that has one. Its argument
     // starts with the kernel's source, whose first function is the kernel's entry, and holds

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kiln/config/config.h"
 #include "kiln/format/graph_json.h"
 #include "random_graph.h"
 
@@ -171,12 +172,15 @@ BOOST_AUTO_TEST_CASE(sums_of_2_to_the_28_elements_are_accurate) {
   const Compiled c = compile(g);
   BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
   if (!c.exe) return;
+  // Below cpu.opt_level 2 (CI's sanitizer pass) LLVM does not vectorise the loops, and each block
+  // of the sum is one running value instead of a vector's lanes: 4.5e-5 off.
+  const double tol = config::get<int64_t>("cpu.opt_level") >= 2 ? 2e-5 : 1e-4;
   for (const float v : {1.0f, 0.1f}) {
     const std::vector<TensorData> in{tensor(DType::f32, {1}, {v})};
     const std::vector<TensorData> got = c.exe->run(in);
     const double want = static_cast<double>(v) * static_cast<double>(kN);
     const double sum = elements(got[0])[0];
-    BOOST_TEST(std::abs(sum - want) <= (v == 1.0f ? 0.0 : 2e-5 * want), "sum of 2^28 x " << v << ": " << sum << " vs " << want);
+    BOOST_TEST(std::abs(sum - want) <= (v == 1.0f ? 0.0 : tol * want), "sum of 2^28 x " << v << ": " << sum << " vs " << want);
   }
 }
 

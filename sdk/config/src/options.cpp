@@ -20,6 +20,10 @@ std::string vector_width(const ConfigValue& v) {
   const int64_t n = v.as<int64_t>();
   return n == 0 || n == 128 || n == 256 || n == 512 ? "" : "must be 0 (the host's), 128, 256 or 512";
 }
+std::string opt_level(const ConfigValue& v) {
+  const int64_t n = v.as<int64_t>();
+  return n >= 0 && n <= 3 ? "" : "must be between 0 and 3";
+}
 std::string tcp_port(const ConfigValue& v) {
   int64_t n = v.as<int64_t>();
   return n >= 1 && n <= 65535 ? "" : "must be between 1 and 65535";
@@ -191,6 +195,10 @@ std::vector<OptionDef> build_options() {
      "SIMD width in bits the CPU kernels prefer: 128, 256 or 512; 0 = Kiln's choice for the host "
      "(its preferred width, 512 bits for reductions and generated gemm tiles where the host has "
      "them).", vector_width},
+    {"cpu.opt_level", T::Int, 3, kCodegen, kUsed,
+     "LLVM optimisation level of the CPU kernels' machine code, 0 to 3: lower levels compile "
+     "several times faster and run slower (CI's sanitizer pass runs at 0, where the JIT's time "
+     "would dominate; every figure Kiln quotes is at 3).", opt_level},
     {"cache.plan_cache", T::Bool, true, kNoCodegen, kUsed,
      "Keep kernel plans and their compiled object code in the on-disk cache (cache_dir)."},
     {"cache.remote", T::Bool, false, kNoCodegen, kUsed,

@@ -155,9 +155,11 @@ class CpuRuntime final : public target::Runtime {
 
  private:
   // Compiled graphs: keep_buffers (mode reduce-overhead) or cpu.keep_buffers, cpu.threads and
-  // max-autotune with its choices kept in `lo.autotune`. Eager kernels: the defaults.
+  // max-autotune with its choices kept in `lo.autotune`. Eager kernels: the defaults; every
+  // kernel: cpu.opt_level.
   static ExecutableOptions options(const target::LoadOptions& lo) {
     ExecutableOptions o;
+    o.opt_level = static_cast<int>(config::get<int64_t>("cpu.opt_level"));
     if (lo.eager) return o;
     o.keep_buffers = config::get<bool>("keep_buffers") || config::get<bool>("cpu.keep_buffers");
     o.threads = static_cast<int>(config::get<int64_t>("cpu.threads"));

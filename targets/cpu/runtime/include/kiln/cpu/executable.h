@@ -25,6 +25,7 @@ namespace kiln::cpu {
 struct ExecutableOptions {
   // Keep the intermediate slots allocated between calls (mode reduce-overhead).
   bool keep_buffers = false;
+  // LLVM's level for the IR pipeline and the code generator, 0..3 (config cpu.opt_level).
   int opt_level = 3;
   // Threads the kernels run on (config cpu.threads): 0 = every hardware thread.
   int threads = 0;

@@ -3,8 +3,8 @@
 #include <optional>
 
 #include "harness.h"
-#include "kiln/cpu/codegen.h"
 #include "kiln/config/config.h"
+#include "kiln/cpu/codegen.h"
 #include "kiln/cpu/executable.h"
 #include "kiln/schedule/schedule.h"
 

@@ -1461,6 +1461,17 @@ std::vector<Batch> composite_cases(OpId op) {
         }, tol_of(op, t), "x @ x^T, inner size 1")));
         // Epilogues: relu(a @ b + bias), (a @ b) * column, transpose(a @ b) + 1, batched + bias.
         const Tolerance mt = tol_of(op, t);
+        // gelu(a @ b + bias) and (a @ b) * 0.125, whose product a later kernel reads again (a
+        // training step's backward: the row sums here): a gemm may do such an epilogue itself
+        // (CUDA: cuBLASLt's GELU_BIAS, alpha) only where it still writes the product.
+        for (const bool gelu : {true, false})
+          if (is_floating(t)) cs.push_back(core(C({A(t, {6, 5}), A(t, {5, 7}), A(t, {7})}, [gelu](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            const NodeId p = g.add(OpId::matmul, {in[0], in[1]});
+            const DType dt = g.node(p).meta.dtype;
+            const NodeId e = gelu ? g.add(OpId::gelu, {g.add(OpId::add, {p, in[2]})}, {std::string("tanh")})
+                                  : g.add(OpId::mul, {p, g.add(OpId::full, {}, {SymShape{}, 0.125, dt})});
+            return g.add(OpId::add, {e, g.add(OpId::sum, {p}, Attrs{Ints{1}, true})});
+          }, mt, gelu ? "epilogue gelu(mm + bias), the product read again" : "epilogue mm * 0.125, the product read again")));
         cs.push_back(core(C({A(t, {6, 5}), A(t, {5, 7}), A(t, {7})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
           return g.add(OpId::relu, {g.add(OpId::add, {g.add(OpId::matmul, {in[0], in[1]}), in[2]})});
         }, mt, "epilogue relu(mm + bias)")));

@@ -472,6 +472,29 @@ BOOST_AUTO_TEST_CASE(a_scaled_product_is_scaled_by_the_gemm) {
   BOOST_TEST(!r.kernels[0].entry.empty());
 }
 
+// A gemm does its epilogue itself (cuBLASLt's GELU_BIAS, alpha) only where no later kernel reads
+// its product: a training step's backward reads x @ w again (gelu's gradient at x @ w + b), and a
+// gemm writing only gelu(x @ w + b) left x @ w unwritten (the f32 GPT-2 step on the H200).
+BOOST_AUTO_TEST_CASE(a_gemm_keeps_its_product_where_a_later_kernel_reads_it) {
+  for (const bool gelu : {true, false}) {
+    Graph g;
+    const NodeId x = g.add_input(meta(DType::f32, {256, 512}), "x");
+    const NodeId w = g.add_input(meta(DType::f32, {512, 1024}), "w");
+    const NodeId b = g.add_input(meta(DType::f32, {1024}), "b");
+    const NodeId p = g.add(OpId::matmul, {x, w});
+    const NodeId e = gelu ? g.add(OpId::gelu, {g.add(OpId::add, {p, b})}, {std::string("tanh")})
+                          : g.add(OpId::mul, {p, scalar(g, 0.125)});
+    g.set_outputs({e});
+    const plan::KernelPlan alone = plan_of(g);
+    BOOST_TEST((alone.kernels[0].gemm->epilogue == "gelu_bias" || alone.kernels[0].gemm->alpha == 0.125));
+    g.set_outputs({e, g.add(OpId::sum, {p}, Attrs{std::vector<int64_t>{1}, false})});
+    const plan::KernelPlan read_again = plan_of(g);
+    BOOST_TEST(read_again.kernels[0].gemm->epilogue.empty());
+    BOOST_TEST(read_again.kernels[0].gemm->alpha == 1.0);
+    BOOST_TEST(!read_again.kernels[0].entry.empty());  // the epilogue kernel runs after the gemm
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(suite_codegen_online)

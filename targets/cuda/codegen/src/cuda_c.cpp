@@ -918,12 +918,30 @@ class KernelEmitter {
   }
 };
 
+// Whether the gemm's own product c is read after kernel k (by a later kernel, or as an output of
+// the graph) while the kernel's epilogue stores into another buffer, `out`: a gemm that writes
+// the epilogue's result into out instead of c (fuse_gemm_scale, fuse_gemm_epilogue) would leave
+// c unwritten. (A training step reads the product x @ w of a linear layer again in its
+// backward: gelu's gradient at x @ w + b.) Where out is c, the epilogue overwrites c anyway.
+bool product_read_later(const Kernel& k, const schedule::Schedule& s, int32_t out) {
+  const int32_t c = k.gemm->c;
+  if (c == out) return false;
+  for (int32_t o : s.outputs)
+    if (o == c) return true;
+  for (const Kernel& other : s.kernels) {
+    if (&other == &k) continue;
+    const std::vector<int32_t> reads = other.reads();
+    if (std::find(reads.begin(), reads.end(), c) != reads.end()) return true;
+  }
+  return false;
+}
+
 // A matmul kernel whose whole body is out = c * K (K a constant, f32/f16/bf16 gemm, out the
-// gemm's dtype and read where c is) has the gemm scale its product (alpha = K) and write out
-// directly (attention's q k^T * s); no kernel runs after it.
+// gemm's dtype and read where c is; c read by no other kernel) has the gemm scale its product
+// (alpha = K) and write out directly (attention's q k^T * s); no kernel runs after it.
 bool fuse_gemm_scale(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, plan::PlanGemm& g) {
   if (!o.gemm_epilogues || o.emulate_precision_casts || !k.gemm || k.stores.size() != 1 || !k.gemm->k.is_static() ||
-      k.gemm->k.hint() == 0)
+      k.gemm->k.hint() == 0 || product_read_later(k, s, k.stores[0].buffer))
     return false;
   const DType t = g.dtype;
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16) return false;
@@ -958,11 +976,13 @@ bool fuse_gemm_scale(const Kernel& k, const schedule::Schedule& s, const Codegen
 }
 
 // cuBLASLt epilogues: a matmul kernel of a 2-D gemm whose whole body is out = c + bias[j] or
-// out = gelu_tanh(c + bias[j]) (out and bias in the gemm's dtype, out contiguous) is done by the
-// gemm itself, writing `out` directly; no kernel runs after it. Returns whether it applied.
+// out = gelu_tanh(c + bias[j]) (out and bias in the gemm's dtype, out contiguous; c read by no
+// other kernel) is done by the gemm itself, writing `out` directly; no kernel runs after it.
+// Returns whether it applied.
 bool fuse_gemm_epilogue(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, plan::PlanGemm& g) {
   if (!o.gemm_epilogues || o.emulate_precision_casts || !k.gemm || !k.gemm->batch.empty() || k.stores.size() != 1 ||
-      k.domain.size() != 2 || !k.gemm->k.is_static() || k.gemm->k.hint() == 0)  // k == 0: no gemm runs
+      k.domain.size() != 2 || !k.gemm->k.is_static() || k.gemm->k.hint() == 0 ||  // k == 0: no gemm runs
+      product_read_later(k, s, k.stores[0].buffer))
     return false;
   const DType t = g.dtype;
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16) return false;

@@ -1450,6 +1450,24 @@ std::vector<Batch> composite_cases(OpId op) {
         // the result back (Target::gemm_row_alignment).
         if (is_floating(t)) cs.push_back(core(Cop(op, {A(t, {2, 96, 100}), A(t, {100, 1001})}, {}, "unaligned rows")));
         cs.push_back(Cop(op, {A(t, {192, 100}), A(t, {100, 1001}, Domain::normal, Layout::permuted)}, {}, "unaligned rows, transposed right"));
+        // A tied weight and a value each read by two unaligned products through views: the LM head
+        // x @ cast(e^T) and its backward's dl @ cast(e^T)^T and x^T @ dl reshaped (GPT-2's vocabulary
+        // path). CUDA pads the value beneath the views and casts once for both products.
+        if (is_floating(t))
+          cs.push_back(core(C({A(t, {2, 96, 128}), A(D::f32, {1001, 128})}, [t](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            const NodeId w = g.add(OpId::cast, {g.add(OpId::transpose, {in[1]}, {int64_t{0}, int64_t{1}})}, Attrs{t});
+            const NodeId logits = g.add(OpId::matmul, {in[0], w});
+            const NodeId dl = g.add(OpId::mul, {logits, g.add(OpId::full, {}, {SymShape{}, 0.03, t})});
+            const NodeId dx = g.add(OpId::matmul, {dl, g.add(OpId::transpose, {w}, {int64_t{0}, int64_t{1}})});
+            const NodeId rows = g.add(OpId::reshape, {in[0]}, {SymShape{192, 128}});
+            const NodeId dw = g.add(OpId::matmul, {g.add(OpId::transpose, {rows}, {int64_t{0}, int64_t{1}}), g.add(OpId::reshape, {dl}, {SymShape{192, 1001}})});
+            auto flat = [&](NodeId v) {
+              int64_t n = 1;
+              for (const SymInt& d : g.node(v).meta.sizes) n *= d.hint();
+              return g.add(OpId::reshape, {v}, {SymShape{n}});
+            };
+            return g.add(OpId::cat, {flat(logits), flat(dx), flat(dw)}, {int64_t{0}});
+          }, tol_of(op, t), "unaligned rows, a tied weight and a gradient read through views by two products")));
         for (const auto& [a, b] : std::vector<std::pair<Ints, Ints>>{{{3, 1}, {3, 2}}, {{1, 3}, {1, 4}}}) {
           // transpose(x) @ y with a size-1 dim in x.
           cs.push_back(core(C({A(t, a), A(t, b)}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {

@@ -242,6 +242,37 @@ BOOST_AUTO_TEST_CASE(products_with_unaligned_rows_are_padded) {
   }
 }
 
+// Operands that view one value are padded once, beneath their views and casts: a tied weight
+// read as cast(e^T) by a product and as its transpose by another, and a gradient read as it is
+// and reshaped (GPT-2's vocabulary path: four pads and a transposed cast kernel before).
+BOOST_AUTO_TEST_CASE(operands_viewing_one_value_share_its_pad) {
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::bf16, {2, 96, 128}), "x");
+  const NodeId e = g.add_input(meta(DType::f32, {1001, 128}), "e");
+  const NodeId w = g.add(OpId::cast, {g.add(OpId::transpose, {e}, {int64_t{0}, int64_t{1}})}, Attrs{DType::bf16});
+  const NodeId logits = g.add(OpId::matmul, {x, w});
+  const NodeId dl = g.add(OpId::tanh, {logits});
+  const NodeId dx = g.add(OpId::matmul, {dl, g.add(OpId::transpose, {w}, {int64_t{0}, int64_t{1}})});
+  const NodeId rows = g.add(OpId::transpose, {g.add(OpId::reshape, {x}, {SymShape{192, 128}})}, {int64_t{0}, int64_t{1}});
+  const NodeId dw = g.add(OpId::matmul, {rows, g.add(OpId::reshape, {dl}, {SymShape{192, 1001}})});
+  g.set_outputs({logits, dx, dw});
+  schedule::Target aligned = schedule::Target::gpu();
+  aligned.gemm_row_alignment = 16;
+  const schedule::Schedule s = schedule::schedule_graph(g, aligned);
+  std::vector<SymShape> pads;
+  for (const Node& n : s.graph.nodes()) {
+    if (n.op == OpId::pad) pads.push_back(n.meta.sizes);
+    // The weight is cast after its pad, in e's own order: no cast reads it transposed.
+    if (n.op == OpId::cast) BOOST_TEST((s.graph.node(n.inputs[0]).op != OpId::permute), s.str());
+  }
+  BOOST_TEST(pads.size() == 2u, s.str());
+  BOOST_TEST((std::count(pads.begin(), pads.end(), SymShape{1008, 128}) == 1), s.str());
+  BOOST_TEST((std::count(pads.begin(), pads.end(), SymShape{2, 96, 1008}) == 1), s.str());
+  size_t gemms = 0;
+  for (const schedule::Kernel& k : s.kernels) gemms += k.gemm ? 1 : 0;
+  BOOST_TEST(gemms == 3u, s.str());
+}
+
 // Siblings over one domain that share an input fuse horizontally (an optimizer's update of
 // many same-sized parameters by one learning rate), but never into a kernel binding more buffers
 // than the target allows (Vulkan's storage buffers per shader: lavapipe's 32).

@@ -107,6 +107,88 @@ NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
   return y;
 }
 
+// Zero-padding of gemm operands, one pad per value (pad_unaligned_gemm). A pad goes below the
+// views and casts its operand is read through, onto the value they read (pad(cast(x^T)) is
+// (cast(pad(x)))^T: a cast of zero is zero), so that operands which view one value share its one
+// pad: GPT-2's tied embedding is read as w^T by the LM head and as w by its gradient's product,
+// and the logits' gradient as [b, s, V] and as [b*s, V]; each was padded twice, and the head's
+// weight was first stored transposed by a cast kernel of its own (0.3 ms for [768, 50257] on an
+// H200). The views sunk through keep a pad's result readable by a gemm: 2-D permutes (a
+// transposed operand) and reshapes that keep the padded last dim.
+class OperandPads {
+ public:
+  explicit OperandPads(Graph& out) : out_(out) {}
+
+  // x padded with zeros at the high end of each dim by `high[d]` elements.
+  NodeId pad(NodeId x, std::vector<int64_t> high) {
+    std::vector<Node> above;  // the views and casts from x down to the value padded (copies: out_ grows)
+    for (;;) {
+      const Node n = out_.node(x);
+      if (n.op == OpId::cast) {
+        above.push_back(n);
+      } else if (n.op == OpId::permute && n.meta.rank() == 2) {
+        const std::vector<int64_t> p = n.attrs.ints(0);
+        std::vector<int64_t> below(2, 0);
+        for (size_t d = 0; d < 2; ++d) below[static_cast<size_t>(p[d])] = high[d];
+        high = below;
+        above.push_back(n);
+      } else if (n.op == OpId::reshape && only_last_dim(high) && out_.node(n.inputs[0]).meta.rank() >= 1 &&
+                 out_.node(n.inputs[0]).meta.sizes.back() == n.meta.sizes.back()) {
+        const int64_t last = high.back();
+        high.assign(static_cast<size_t>(out_.node(n.inputs[0]).meta.rank()), 0);
+        high.back() = last;
+        above.push_back(n);
+      } else {
+        break;
+      }
+      x = n.inputs[0];
+    }
+    // pad's pairs (low, high) run from the last dim; dims before the first padded one are left out.
+    std::vector<int64_t> pairs;
+    size_t first = 0;
+    while (first < high.size() && high[first] == 0) ++first;
+    for (size_t d = high.size(); d-- > first;) pairs.insert(pairs.end(), {0, high[d]});
+    NodeId y = once(OpId::pad, x, Attrs{pairs, 0.0});
+    // The casts first (elementwise: they commute with the views), so that the stored value is the
+    // cast of the padded one in its own order and the views read it as they read x.
+    for (size_t i = above.size(); i-- > 0;)
+      if (above[i].op == OpId::cast) y = once(OpId::cast, y, above[i].attrs);
+    for (size_t i = above.size(); i-- > 0;) {
+      const Node& v = above[i];
+      if (v.op == OpId::permute) {
+        y = out_.add(OpId::permute, {y}, v.attrs);
+      } else if (v.op == OpId::reshape) {
+        SymShape sizes = v.meta.sizes;
+        sizes.back() = out_.node(y).meta.sizes.back();
+        y = out_.add(OpId::reshape, {y}, Attrs{sizes});
+      }
+    }
+    return y;
+  }
+
+ private:
+  static bool only_last_dim(const std::vector<int64_t>& high) {
+    for (size_t d = 0; d + 1 < high.size(); ++d)
+      if (high[d] != 0) return false;
+    return !high.empty();
+  }
+  // One node per (op, input, attrs): a value padded (or cast) for two gemms is stored once.
+  NodeId once(OpId op, NodeId x, const Attrs& attrs) {
+    for (const Made& m : made_)
+      if (m.op == op && m.input == x && m.attrs == attrs) return m.node;
+    made_.push_back({op, x, attrs, out_.add(op, {x}, attrs)});
+    return made_.back().node;
+  }
+  struct Made {
+    OpId op;
+    NodeId input;
+    Attrs attrs;
+    NodeId node;
+  };
+  Graph& out_;
+  std::vector<Made> made_;
+};
+
 // A matrix product whose rows are not aligned to what the target's gemm reads in vectors
 // (Target::gemm_row_alignment bytes) falls back to slow kernels: GPT-2's LM head, [1024, 768] @
 // [768, 50257] in bf16, took 0.84-0.94 ms of a 2 ms forward on an H200. So x @ w with w 2-D is
@@ -117,7 +199,7 @@ NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
 // f16/bf16, whose tensor-core kernels need the alignment: measured on an H200 (docs/cuda.md),
 // padding made gpt2 and bart_decoder 23-24% faster in bf16 and 5-6% slower in fp32.
 // Returns the columns added to the result (0: none), which the caller slices off.
-int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, const Target& target) {
+int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, const Target& target, OperandPads& pads) {
   if (target.gemm_row_alignment <= 0 || !low_precision_matmul(n)) return 0;
   const SymShape& a = out.node(ins[0]).meta.sizes;
   const SymShape& w = out.node(ins[1]).meta.sizes;
@@ -132,9 +214,12 @@ int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, 
     return 0;
   const int64_t pad_k = (align - k % align) % align, pad_n = (align - cols % align) % align;
   if (pad_k == 0 && pad_n == 0) return 0;
-  if (pad_k > 0) ins[0] = out.add(OpId::pad, {ins[0]}, Attrs{std::vector<int64_t>{0, pad_k}, 0.0});
-  // pad's pairs run from the last dim: w's N, then its K.
-  ins[1] = out.add(OpId::pad, {ins[1]}, Attrs{std::vector<int64_t>{0, pad_n, 0, pad_k}, 0.0});
+  if (pad_k > 0) {
+    std::vector<int64_t> high(a.size(), 0);
+    high.back() = pad_k;
+    ins[0] = pads.pad(ins[0], high);
+  }
+  ins[1] = pads.pad(ins[1], {pad_k, pad_n});
   return pad_n;
 }
 
@@ -208,6 +293,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
   g = passes::rematerialize(g);
   Graph out;
   out.shapes() = g.shapes();
+  OperandPads pads(out);
   std::vector<NodeId> map(g.size(), -1);
   for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
     const Node& n = g.node(id);
@@ -294,7 +380,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
       const NodeId mm = out.add(OpId::matmul, ins);
       map[static_cast<size_t>(id)] = out.add(OpId::cast, {mm}, Attrs{n.meta.dtype});
     } else {
-      const int64_t padded_columns = pad_unaligned_gemm(out, n, ins, target);
+      const int64_t padded_columns = pad_unaligned_gemm(out, n, ins, target, pads);
       NodeId y = out.add(n.op, ins, n.attrs);
       if (padded_columns > 0) {
         const int64_t last = out.node(y).meta.rank() - 1, cols = out.node(y).meta.sizes.back().hint() - padded_columns;
@@ -338,7 +424,8 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
                      " of its input");
   }
   out.set_outputs(outs);
-  return out;
+  // Nodes no output reads (a view or cast whose reader now reads a pad below it) are dropped.
+  return passes::eliminate_dead_code(out);
 }
 
 }  // namespace kiln::schedule::detail

@@ -681,6 +681,9 @@ std::vector<Batch> reduction_cases(OpId op) {
     cs.push_back(Cop(op, {A(t, {129, 3}, dom)}, red(op, {0}, false), "outer dim: column"));
     cs.push_back(Cop(op, {A(t, {13, 7, 5}, dom)}, red(op, one_dim ? Ints{1} : Ints{0, 1}, true), "outer dims"));
     cs.push_back(Cop(op, {A(t, {3, 1500}, dom)}, red(op, {0}, false), "column, more than one block"));
+    // Rows too long for registers and of odd length (no vector accesses): CUDA's loop that loads
+    // a thread's next elements ahead of their use (nvptx.cpp, loop_loading_ahead), with a rest.
+    if (op != OpId::prod) cs.push_back(Cop(op, {A(t, {3, 9001}, dom)}, red(op, {1}, false), "long rows of odd length"));
     cs.push_back(Cop(op, {A(t, {5, 6, 7}, dom, Layout::permuted)}, red(op, {0}, false), "strided"));
     cs.push_back(core(Cop(op, {A(t, {5, 6, 7}, dom, Layout::permuted)}, red(op, {2}, true), "strided")));
     cs.push_back(Cop(op, {A(t, {6, 9}, dom, Layout::sliced)}, red(op, {1}, false), "sliced"));
@@ -1114,6 +1117,7 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted)}, {int64_t{1}}, "strided"));
         cs.push_back(Cop(op, {A(t, {3, 1500})}, {int64_t{0}}, "column"));
         cs.push_back(Cop(op, {A(t, {3, 1500})}, {int64_t{1}}));
+        cs.push_back(Cop(op, {A(t, {3, 9001})}, {int64_t{1}}, "long rows of odd length"));
         if (is_floating(t)) {
           cs.push_back(Cop(op, {A(t, {6, 5}, Domain::wide)}, {int64_t{1}}, "large magnitudes"));
           cs.push_back(core(Cop(op, {A(t, {6, 5}, Domain::special)}, {int64_t{1}}, "NaN, inf (masked rows)")));

@@ -428,9 +428,9 @@ class NvptxEmitter : public render::llvm::Printer {
     line("br label %", join);
     block(join);
   }
-  // for (v = start; v < bound; v += step) { body(v) }, v an i64.
+  // for (v = start; v < bound; v += step) { body(v) }, v an i64; returns v after the loop.
   template <class F>
-  void loop(const std::string& start, const std::string& bound, const std::string& step, F body) {
+  std::string loop(const std::string& start, const std::string& bound, const std::string& step, F body) {
     const Var v = var(CT::i64, start);
     const std::string head = label("head"), work = label("iter"), out = label("out");
     line("br label %", head);
@@ -442,6 +442,7 @@ class NvptxEmitter : public render::llvm::Printer {
     set(v, op("add i64 ", j, ", ", step));
     line("br label %", head);
     block(out);
+    return get(v).v;
   }
 
   // Reductions: each one's rule (sdk/lower/reduction.h: state, identity, element, fold, finish)
@@ -788,30 +789,25 @@ class NvptxEmitter : public render::llvm::Printer {
       const Instr& in = k_.instrs[static_cast<size_t>(li)];
       if (in.inner && in.plain_load()) ahead.push_back(li);
     }
-    if (ahead.empty()) return loop(tid_, inner_total, ntid, step);
-    const Var j = var(CT::i64, tid_);
+    if (ahead.empty()) {
+      loop(tid_, inner_total, ntid, step);
+      return;
+    }
     // A group from j0 is whole where j0 + (kRowLoadsAhead - 1) * ntid < inner_total.
     const std::string whole = op("sub i64 ", inner_total, ", ", op("mul i64 ", ntid, ", ", kRowLoadsAhead - 1));
-    const std::string head = label("head"), work = label("group"), out = label("rest");
-    line("br label %", head);
-    block(head);
-    const std::string j0 = get(j).v;
-    line("br i1 ", op("icmp slt i64 ", j0, ", ", whole), ", label %", work, ", label %", out);
-    block(work);
-    std::vector<Scope> scopes;
-    std::vector<std::string> at;
-    for (int u = 0; u < kRowLoadsAhead; ++u) {
-      at.push_back(u == 0 ? j0 : op("add i64 ", j0, ", ", op("mul i64 ", ntid, ", ", u)));
-      scopes.push_back(outer.child());
-      unflatten(at.back(), no, n, scopes.back());
-    }
-    for (Scope& sc : scopes)
-      for (int32_t li : ahead) value(li, sc);  // memoised in the step's scope: the step reads these
-    for (int u = 0; u < kRowLoadsAhead; ++u) step(at[static_cast<size_t>(u)], &scopes[static_cast<size_t>(u)]);
-    set(j, op("add i64 ", j0, ", ", op("mul i64 ", ntid, ", ", kRowLoadsAhead)));
-    line("br label %", head);
-    block(out);
-    loop(get(j).v, inner_total, ntid, [&](const std::string& jj) { step(jj, nullptr); });
+    const std::string rest = loop(tid_, whole, op("mul i64 ", ntid, ", ", kRowLoadsAhead), [&](const std::string& j0) {
+      std::vector<Scope> scopes;
+      std::vector<std::string> at;
+      for (int u = 0; u < kRowLoadsAhead; ++u) {
+        at.push_back(u == 0 ? j0 : op("add i64 ", j0, ", ", op("mul i64 ", ntid, ", ", u)));
+        scopes.push_back(outer.child());
+        unflatten(at.back(), no, n, scopes.back());
+      }
+      for (Scope& sc : scopes)
+        for (int32_t li : ahead) value(li, sc);  // memoised in the step's scope: the step reads these
+      for (int u = 0; u < kRowLoadsAhead; ++u) step(at[static_cast<size_t>(u)], &scopes[static_cast<size_t>(u)]);
+    });
+    loop(rest, inner_total, ntid, [&](const std::string& j) { step(j, nullptr); });
   }
 
   // The passes with kVec consecutive elements of the row per thread and step (vector loads and

@@ -403,7 +403,8 @@ class NvptxEmitter : public render::llvm::Printer {
     block(join);
   }
 
-  // ---- reductions (row strategy: cuda_c.cpp's emit_row, statement for statement) ----
+  // ---- reductions (row strategy: cuda_c.cpp's emit_row, statement for statement but for
+  // loop_loading_ahead) ----
   // A C variable: an alloca of the entry block, read and written with load and store.
   struct Var {
     std::string ptr;
@@ -774,12 +775,12 @@ class NvptxEmitter : public render::llvm::Printer {
     }
   }
 
-  // A thread's elements of an uncached row, kRowsLoadsAhead at a time with the row loads of all of
+  // A thread's elements of an uncached row, kRowLoadsAhead at a time with the row loads of all of
   // them issued before the first is used, then one at a time for the rest: a step's use of its
   // load (a branch of the online softmax, a store) otherwise waits for that load before the next
   // one is issued, one load in flight per thread (GPT-2's cross-entropy over [4096, 50257] bf16:
   // 1.1 ms for 1.2 GB). The same elements in the same order, so the same sums.
-  // (cuda_c.cpp's loop is left to NVRTC's unroller.)
+  // (cuda_c.cpp, the NVRTC path, does not do this yet.)
   static constexpr int kRowLoadsAhead = 4;
   template <class F>
   void loop_loading_ahead(int32_t pass, const Scope& outer, const std::string& ntid, const std::string& inner_total, F step) {

@@ -738,13 +738,15 @@ class NvptxEmitter : public render::llvm::Printer {
       const PassState ps = begin_pass(reds, pass == 0 ? online : std::nullopt);
       const std::map<int32_t, std::vector<Var>>& states = ps.states;
       const std::optional<OnlineState>& ost = ps.online;
-      // One element j of the row, in `given` (its loads made ahead) or a scope of its own.
-      auto step = [&](const std::string& j, Scope* given = nullptr) {
-        Scope own = outer.child();
-        if (!given) unflatten(j, no, n, own);
-        Scope& sc = given ? *given : own;
+      // One element j of the row in scope sc (loop_loading_ahead's scopes hold its loads already).
+      auto step_in = [&](Scope& sc, const std::string& j) {
         if (ost) online_step(*online, *ost, sc);
         else pass_step(pass, reds, states, sc, j);
+      };
+      auto step = [&](const std::string& j) {
+        Scope sc = outer.child();
+        unflatten(j, no, n, sc);
+        step_in(sc, j);
       };
       if (!cached.empty()) {
         // Loads recorded in an earlier pass are read from the registers; the others load (and
@@ -767,7 +769,7 @@ class NvptxEmitter : public render::llvm::Printer {
         load_records_.clear();
         recorded.insert(recorded_.begin(), recorded_.end());
       } else {
-        loop_loading_ahead(pass, outer, ntid, inner_total, step);
+        loop_loading_ahead(pass, outer, ntid, inner_total, step, step_in);
       }
       if (ost) online_combine(*online, *ost);
       else block_combine(reds, states);
@@ -782,8 +784,9 @@ class NvptxEmitter : public render::llvm::Printer {
   // 1.1 ms for 1.2 GB). The same elements in the same order, so the same sums.
   // (cuda_c.cpp, the NVRTC path, does not do this yet.)
   static constexpr int kRowLoadsAhead = 4;
-  template <class F>
-  void loop_loading_ahead(int32_t pass, const Scope& outer, const std::string& ntid, const std::string& inner_total, F step) {
+  template <class F, class G>
+  void loop_loading_ahead(int32_t pass, const Scope& outer, const std::string& ntid, const std::string& inner_total, F step,
+                          G step_in) {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     std::vector<int32_t> ahead;
     for (int32_t li : cstyle::loads_of_pass(k_, pass)) {
@@ -806,9 +809,9 @@ class NvptxEmitter : public render::llvm::Printer {
       }
       for (Scope& sc : scopes)
         for (int32_t li : ahead) value(li, sc);  // memoised in the step's scope: the step reads these
-      for (int u = 0; u < kRowLoadsAhead; ++u) step(at[static_cast<size_t>(u)], &scopes[static_cast<size_t>(u)]);
+      for (int u = 0; u < kRowLoadsAhead; ++u) step_in(scopes[static_cast<size_t>(u)], at[static_cast<size_t>(u)]);
     });
-    loop(rest, inner_total, ntid, [&](const std::string& j) { step(j, nullptr); });
+    loop(rest, inner_total, ntid, step);
   }
 
   // The passes with kVec consecutive elements of the row per thread and step (vector loads and

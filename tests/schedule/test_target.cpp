@@ -121,6 +121,36 @@ BOOST_AUTO_TEST_CASE(reductions_with_few_outputs_split_their_rows_on_the_gpu) {
   BOOST_TEST(apply.stores[0].index.str() == "256*i0 + i1");
 }
 
+// A value stored beside the sum that reads it (an activation's gradient beside its bias
+// gradient, sum(g, 0)) needs nothing of the sum: the split's partial kernel stores it as it
+// reads it, no pointwise kernel after the fold reads the inputs again. A norm's weight gradient
+// (sum over rows of dy * x * rstd, rstd one value per row) takes the column strategy though it
+// reads rstd along the rows (one address for all the columns side by side), so its 768 columns
+// split their rows too.
+BOOST_AUTO_TEST_CASE(values_a_split_sum_does_not_need_are_stored_by_its_partials) {
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::f32, {4096, 3072}), "x");
+  const NodeId dy = g.add_input(meta(DType::f32, {4096, 3072}), "dy");
+  const NodeId dx = g.add(OpId::mul, {dy, g.add(OpId::gelu, {x}, {std::string("tanh")})});
+  g.set_outputs({dx, g.add(OpId::sum, {dx}, {std::vector<int64_t>{0}, false})});
+  const schedule::Schedule s = schedule::schedule_graph(g, schedule::Target::gpu());
+  BOOST_REQUIRE_MESSAGE(s.kernels.size() == 2u, s.str());
+  BOOST_TEST(s.kernels[0].num_outer == 2);  // partials [8, 3072], and dx
+  BOOST_TEST(s.kernels[0].stores.size() == 2u);
+  BOOST_TEST(s.kernels[1].stores.size() == 1u);  // the fold
+  for (const schedule::Kernel& k : s.kernels) BOOST_TEST((k.kind == KernelKind::reduction));
+
+  Graph norm;
+  const NodeId y = norm.add_input(meta(DType::f32, {4096, 768}), "dy");
+  const NodeId xs = norm.add_input(meta(DType::f32, {4096, 768}), "x");
+  const NodeId rstd = norm.add_input(meta(DType::f32, {4096, 1}), "rstd");
+  const NodeId prod = norm.add(OpId::mul, {norm.add(OpId::mul, {y, xs}), rstd});
+  norm.set_outputs({norm.add(OpId::sum, {prod}, {std::vector<int64_t>{0}, false})});
+  const schedule::Schedule w = schedule::schedule_graph(norm, schedule::Target::gpu());
+  BOOST_REQUIRE_MESSAGE(w.kernels.size() == 2u, w.str());
+  BOOST_TEST(shape_str(w.kernels[0].domain) == "[32, 768, 128]");
+}
+
 BOOST_AUTO_TEST_CASE(low_precision_gemms_keep_their_dtype_where_the_target_says) {
   for (DType t : {DType::bf16, DType::f16}) {
     const Graph g = matmul(t, t, 64);

@@ -6,8 +6,9 @@
 // fewer thread blocks than Target::split_blocks_below (a batch norm's per-channel sums over
 // N * H * W rows: 64-256 outputs, 2-8 blocks of 32 columns, would keep as many SMs busy), its
 // first reduced dim split (N where channels first keeps N and H * W apart) into the fewest parts
-// that give that many blocks. Values of the inner loop that the kernel stores (a normalisation
-// fused with its statistics) move to a pointwise kernel after the folds. A kernel of several passes
+// that give that many blocks. Values of the inner loop that the kernel stores are stored by the
+// partial kernel of the pass that computes them, unless they need the last pass's results (a
+// normalisation fused with its statistics): those move to a pointwise kernel after the folds. A kernel of several passes
 // (a variance: the mean, then the squared deviations from it) splits pass by pass, each pass's
 // folded results stored for the next pass's partial kernel to read. sum/prod/max/min split;
 // argmax does not (its partials would need their indices too).
@@ -83,6 +84,16 @@ void split_reductions(Schedule& s, const Target& target) {
     const SymInt outputs = has_outer ? k.domain[0] : SymInt(1);
     const size_t first = static_cast<size_t>(k.num_outer);  // the split dim
     const size_t inner_dims = k.domain.size() - first;
+    // An index over k's domain [(o), r, rest...] as one over the partial kernel's
+    // [s, (o), r', rest...], r = s * chunk + r'.
+    auto in_slices = [&](const Affine& x) {
+      Affine r = x;
+      const SymInt cr = x.coeffs[first];
+      r.coeffs = {cr * SymInt(chunk)};
+      if (has_outer) r.coeffs.push_back(x.coeffs[0]);
+      r.coeffs.insert(r.coeffs.end(), x.coeffs.begin() + static_cast<std::ptrdiff_t>(first), x.coeffs.end());
+      return r;
+    };
     // An index over the partial kernel's domain [parts, (outputs), chunk, rest dims...] of
     // `prefix` (the coefficients of parts and the outputs) then zeros over the reduced dims.
     auto over_slices = [&](std::vector<SymInt> prefix) {
@@ -113,13 +124,18 @@ void split_reductions(Schedule& s, const Target& target) {
       ld.index = std::move(index);
       return ld;
     };
-    // Values of the inner loop stored (a batch norm's normalised output, computed in the kernel
-    // that reduces its statistics): a pointwise kernel over the whole domain stores them last,
-    // reading the folded results.
-    bool inner_stores = false;
-    for (const Store& st : k.stores) inner_stores = inner_stores || k.instrs[static_cast<size_t>(st.value)].inner;
     int32_t passes = 0;
     for (const Instr& in : k.instrs) passes = std::max(passes, in.kind == InstrKind::reduce ? in.pass : 0);
+    // Values of the inner loop stored. One that needs the last pass's results (a batch norm's
+    // normalised output, computed in the kernel that reduces its statistics) waits for the
+    // folds: a pointwise kernel over the whole domain stores it last, reading the folded results.
+    // One computed before (an activation's gradient beside the bias gradient summing it) is
+    // stored by the partial kernel of its pass, which visits every point once: no second read.
+    auto stored_by_partial = [&](const Store& st) {
+      return k.store_is_inner(st) && k.instrs[static_cast<size_t>(st.value)].pass < passes;
+    };
+    bool inner_stores = false;  // some stored after the folds
+    for (const Store& st : k.stores) inner_stores = inner_stores || (k.store_is_inner(st) && !stored_by_partial(st));
     // folded[i]: the buffer [outputs] holding reduction i's result once its pass is folded.
     std::vector<int32_t> folded(k.instrs.size(), -1);
     for (int32_t q = 1; q <= passes; ++q) {
@@ -144,14 +160,7 @@ void split_reductions(Schedule& s, const Target& target) {
           c = load(in.dtype, folded[i], affine(over_slices(has_outer ? std::vector<SymInt>{0, 1} : std::vector<SymInt>{0})));
         } else {
           for (int32_t& arg : c.args) arg = copy1(static_cast<size_t>(arg));
-          if (c.kind == InstrKind::load || c.kind == InstrKind::index) {
-            // [(o), r, rest...] -> [s, (o), r', rest...] with r = s * chunk + r'
-            const SymInt cr = in.index.coeffs[first];
-            c.index.coeffs = {cr * SymInt(chunk)};
-            if (has_outer) c.index.coeffs.push_back(in.index.coeffs[0]);
-            c.index.coeffs.insert(c.index.coeffs.end(), in.index.coeffs.begin() + static_cast<std::ptrdiff_t>(first),
-                                  in.index.coeffs.end());
-          }
+          if (c.kind == InstrKind::load || c.kind == InstrKind::index) c.index = in_slices(in.index);
         }
         map[i] = static_cast<int32_t>(a.instrs.size());
         a.instrs.push_back(std::move(c));
@@ -170,6 +179,13 @@ void split_reductions(Schedule& s, const Target& target) {
         }
         partial_of[i] = new_buffer(in.dtype, sizes, strides);
         a.stores.push_back(Store{partial_of[i], affine(over_slices(has_outer ? std::vector<SymInt>{outputs, 1} : std::vector<SymInt>{1})), v});
+      }
+      for (const Store& st : k.stores) {
+        if (!stored_by_partial(st) || k.instrs[static_cast<size_t>(st.value)].pass != q - 1) continue;
+        Store c = st;
+        c.value = copy1(static_cast<size_t>(st.value));
+        c.index = in_slices(st.index);
+        a.stores.push_back(c);
       }
       // Stage 2 of pass q: domain [(outputs) | parts]; fold the partials. The last pass then runs
       // the original epilogue and stores (their indices keep the outputs' coefficient, the
@@ -219,7 +235,7 @@ void split_reductions(Schedule& s, const Target& target) {
       }
       if (q == passes) {
         for (const Store& st : k.stores) {
-          if (k.instrs[static_cast<size_t>(st.value)].inner) continue;  // the apply kernel's
+          if (k.store_is_inner(st)) continue;  // a partial kernel's or the apply kernel's
           Store c = st;
           c.value = copy2(static_cast<size_t>(st.value));
           c.index = outer_only(c.index);
@@ -255,7 +271,7 @@ void split_reductions(Schedule& s, const Target& target) {
       return map3[i];
     };
     for (const Store& st : k.stores) {
-      if (!k.instrs[static_cast<size_t>(st.value)].inner) continue;
+      if (!k.store_is_inner(st) || stored_by_partial(st)) continue;
       Store cs = st;
       cs.value = copy3(static_cast<size_t>(st.value));
       c.stores.push_back(cs);

@@ -9,7 +9,9 @@ bool uses_column_strategy(const Kernel& k) {
   bool outer_unit = false, inner_unit = false;
   for (const Instr& in : k.instrs) {
     if (in.kind != InstrKind::load || !in.inner) continue;
-    if (in.index.coeffs[n - 1] == 1) inner_unit = true;
+    // A load that does not move with the last outer dim reads one address for all the lanes
+    // side by side (a row's statistic in a norm's weight gradient): it favours neither.
+    if (in.index.coeffs[n - 1] == 1 && in.index.coeffs[no - 1] != 0) inner_unit = true;
     if (in.index.coeffs[no - 1] == 1) outer_unit = true;
   }
   return outer_unit && !inner_unit;

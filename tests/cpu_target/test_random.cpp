@@ -304,6 +304,43 @@ BOOST_AUTO_TEST_CASE(run_time_indices_scatter_on_the_device_and_are_checked) {
 // biases, batch norm as a scale and shift, relu, a strided and a depthwise convolution, a 1x1
 // projection on the shortcut, and the residual add; f32 and bf16. On CUDA each convolution is
 // a cuDNN kernel (cuda.cudnn), elsewhere its decomposition; both match the reference.
+// Sums over many rows with few columns split on the GPU targets (schedule split.cpp), and the
+// values stored beside them go where they can: an activation's gradient beside its column sum
+// into the partial kernel (read once), an exp beside its mean and variance (two passes) into
+// the first pass's, a centred value that needs the mean into a pointwise kernel after the fold;
+// a norm's weight gradient (a per-row rstd read by every column) takes the column strategy; a
+// slice's gradient concatenates zeros that no kernel stores.
+BOOST_AUTO_TEST_CASE(split_column_sums_and_the_values_beside_them_match_the_reference) {
+  constexpr int64_t kRows = 2048, kCols = 256;
+  Graph g;
+  auto in = [&](std::vector<int64_t> sizes, const char* name) {
+    return g.add_input(TensorMeta{DType::f32, Device::cpu(), SymShape(sizes.begin(), sizes.end()), {}}, name);
+  };
+  const NodeId x = in({kRows, kCols}, "x"), dy = in({kRows, kCols}, "dy"), rstd = in({kRows, 1}, "rstd");
+  const Attrs rows{std::vector<int64_t>{0}, false};
+  const NodeId dx = g.add(OpId::mul, {dy, g.add(OpId::gelu, {x}, {std::string("tanh")})});
+  const NodeId e = g.add(OpId::exp, {x});
+  const NodeId mean = g.add(OpId::mean, {x}, {std::vector<int64_t>{0}, true});
+  // A slice's gradient (q, k, v split off one projection): cat(zeros, dx, zeros), computed in place.
+  const NodeId zeros = g.add(OpId::cast, {g.add(OpId::full, {}, {SymShape{SymInt(kRows), SymInt(kCols)}, 0.0, DType::bf16})}, {DType::f32});
+  const NodeId dqkv = g.add(OpId::cat, {zeros, dx, zeros}, {int64_t{1}});
+  g.set_outputs({dx, g.add(OpId::sum, {dx}, rows), e, g.add(OpId::var, {e}, {std::vector<int64_t>{0}, false, int64_t{1}}),
+                 g.add(OpId::sub, {x, mean}), g.add(OpId::sum, {g.add(OpId::mul, {g.add(OpId::mul, {dy, x}), rstd})}, rows),
+                 g.add(OpId::sum, {dqkv}, rows), g.add(OpId::neg, {dqkv})});
+  const Compiled c = compile(g);
+  BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+  std::mt19937_64 rng(5);
+  const std::vector<TensorData> inputs{
+      tensor(DType::f32, {kRows, kCols}, random_values(DType::f32, kRows * kCols, Domain::normal, rng)),
+      tensor(DType::f32, {kRows, kCols}, random_values(DType::f32, kRows * kCols, Domain::normal, rng)),
+      tensor(DType::f32, {kRows, 1}, random_values(DType::f32, kRows, Domain::positive, rng))};
+  Tolerance sums = tolerance_for(DType::f32, true);
+  sums.scale_by_abs_run = true;
+  const std::string report = run_and_compare(c, inputs, {tolerance_for(DType::f32, true), sums, tolerance_for(DType::f32, true),
+                                                         sums, sums, sums, sums, tolerance_for(DType::f32, true)});
+  BOOST_TEST(report.empty(), report);
+}
+
 BOOST_AUTO_TEST_CASE(a_residual_cnn_matches_the_reference) {
   for (const DType t : {DType::f32, DType::bf16}) {
     BOOST_TEST_CONTEXT(dtype_name(t)) {

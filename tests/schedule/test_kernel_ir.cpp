@@ -205,6 +205,27 @@ BOOST_AUTO_TEST_CASE(a_computed_input_is_stored_first) {
   BOOST_TEST(count_loads(s.kernels[1], true, false) == 1, s.kernels[1].str());
 }
 
+// A slice's gradient: cat(zeros, dy, zeros), the zeros a `full` (here through an expand and
+// a cast) that every such cat shares. The cat computes the zeros where it needs them: no kernel
+// fills a buffer with them, and nothing reads one.
+BOOST_AUTO_TEST_CASE(a_cat_computes_its_filled_inputs_in_place) {
+  Graph g;
+  const NodeId dy = g.add_input(f32({4, 3}), "dy");
+  const NodeId dz = g.add_input(f32({4, 3}), "dz");
+  const NodeId zeros = g.add(OpId::full, {}, {SymShape{SymInt(4), SymInt(3)}, 0.0, DType::f16});
+  const NodeId wide = g.add(OpId::cast, {g.add(OpId::expand, {g.add(OpId::full, {}, {SymShape{SymInt(1), SymInt(2)}, 1.5, DType::f32})},
+                                                {SymShape{SymInt(4), SymInt(2)}})},
+                            {DType::f64});
+  const NodeId z = g.add(OpId::cast, {zeros}, {DType::f32});
+  g.set_outputs({g.add(OpId::cat, {z, dy, z}, {int64_t{1}}), g.add(OpId::cat, {dz, z, wide}, {int64_t{1}})});
+  const schedule::Schedule s = schedule::schedule_graph(g);
+  BOOST_REQUIRE_EQUAL(s.kernels.size(), 2u);
+  for (const schedule::Kernel& k : s.kernels) {
+    BOOST_TEST(count_loads(k, true, false) == 1, k.str());  // dy or dz, masked to its part
+    BOOST_TEST(k.reads().size() == 1u, k.str());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(index_select_gathers_on_the_device_and_checks_run_time_indices) {
   struct Result {
     std::vector<std::string> kinds;

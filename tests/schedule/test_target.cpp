@@ -235,6 +235,17 @@ BOOST_AUTO_TEST_CASE(gpu_gemms_copy_operands_whose_batch_dims_share_no_stride) {
   const schedule::Schedule cpu = product(schedule::Target::cpu());
   const schedule::Gemm& cg = *gemm_kernel(cpu).gemm;
   BOOST_TEST(!(cg.a_batch_strides[0] == cg.a_batch_strides[1] * 3), cpu.str());  // read in place
+
+  // An operand two products read (an attention backward's dO, in dO V^T and P^T dO) is
+  // copied once: one copy kernel storing one buffer, two gemms.
+  Graph g;
+  const NodeId d = g.add(OpId::permute, {g.add_input(meta(DType::f32, {2, 5, 3, 8}), "dO")}, {std::vector<int64_t>{0, 2, 1, 3}});
+  const NodeId v = g.add_input(meta(DType::f32, {2, 3, 8, 5}), "vT");
+  const NodeId p = g.add_input(meta(DType::f32, {2, 3, 5, 5}), "pT");
+  g.set_outputs({g.add(OpId::matmul, {d, v}, {}), g.add(OpId::matmul, {p, d}, {})});
+  const schedule::Schedule two = schedule::schedule_graph(g, schedule::Target::gpu());
+  BOOST_REQUIRE_MESSAGE(two.kernels.size() == 3u, two.str());
+  BOOST_TEST(two.kernels[0].stores.size() == 1u, two.str());
 }
 
 // A large product whose K or N leaves rows unaligned for the target's gemm

@@ -358,7 +358,7 @@ class Fuser {
         std::map<NodeId, int64_t> seen;                   // per value under views: the elements its views here read
         for (size_t j = 0; j < n_read; ++j) {
           const NodeId in = node.inputs[j];
-          if (ctx_.layout(in, nullptr)) continue;
+          if (ctx_.layout(in, nullptr) || (node.op == OpId::cat && fills(g, in))) continue;
           unviewed.emplace_back(in, under_views(in));
           if (unviewed.back().second != in) seen[unviewed.back().second] += g.node(in).meta.numel().hint();
         }

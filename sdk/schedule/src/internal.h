@@ -129,6 +129,18 @@ Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& ch
 
 // index_select and gather read x at positions an index tensor gives along one dim.
 inline bool gathers(OpId op) { return op == OpId::index_select || op == OpId::gather; }
+// Whether node `id` is one value everywhere: a `full`, or views and casts of one (the zeros a
+// slice's gradient is concatenated with). A cat computes such an input in place, at no cost,
+// instead of reading it from a buffer filled by a kernel of its own.
+inline bool fills(const Graph& g, NodeId id) {
+  for (;;) {
+    const Node& n = g.node(id);
+    if (n.op == OpId::full) return true;
+    const bool view = op_def(n.op).category == OpCategory::layout && n.op != OpId::cat && n.op != OpId::pad && !gathers(n.op);
+    if (!(view || n.op == OpId::cast) || n.inputs.size() != 1) return false;
+    id = n.inputs[0];
+  }
+}
 // Ops whose second input is an index into their first input's dim `dim` (attribute 0).
 inline bool indexes(OpId op) { return gathers(op) || op == OpId::scatter_add || op == OpId::scatter; }
 // Either convolution op (channels first or last): a kernel of its own where the target runs it.

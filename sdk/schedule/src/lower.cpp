@@ -402,7 +402,10 @@ int32_t KernelBuilder::emit_cat(NodeId n, const Map& map) {
     if (j > 0) lower = pointwise(OpId::ge, DType::bool_, {pos, size_value(p.begin)});
     int32_t mask = upper;
     if (lower >= 0) mask = mask < 0 ? lower : pointwise(OpId::logical_and, DType::bool_, {lower, upper});
-    const int32_t v = load_where(layout_of_input(n, p.x), in_map, t, mask, -1);
+    // A fill the scheduler left unstored (fuse.cpp) is its value at any position.
+    const bool fill = fills(ctx_.g, p.x) && !ctx_.realized[static_cast<size_t>(p.x)];
+    int32_t v = fill ? emit(p.x, in_map) : load_where(layout_of_input(n, p.x), in_map, t, mask, -1);
+    if (fill && ctx_.g.node(p.x).meta.dtype != t) v = pointwise(OpId::cast, t, {v}, Attrs{t});
     result = result < 0 ? v : pointwise(OpId::where, t, {upper, v, result});
   }
   return result;

@@ -107,7 +107,8 @@ NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
   return y;
 }
 
-// Zero-padding of gemm operands, one pad per value (pad_unaligned_gemm). A pad goes below the
+// Copies of gemm operands, one per value: contiguous copies (copy) and zero-padded ones
+// (pad_unaligned_gemm). A pad goes below the
 // views and casts its operand is read through, onto the value they read (pad(cast(x^T)) is
 // (cast(pad(x)))^T: a cast of zero is zero), so that operands which view one value share its one
 // pad: GPT-2's tied embedding is read as w^T by the LM head and as w by its gradient's product,
@@ -115,9 +116,9 @@ NodeId prepare_convolution(Graph& out, const Node& n, std::vector<NodeId> ins) {
 // weight was first stored transposed by a cast kernel of its own (0.3 ms for [768, 50257] on an
 // H200). The views sunk through keep a pad's result readable by a gemm: 2-D permutes (a
 // transposed operand) and reshapes that keep the padded last dim.
-class OperandPads {
+class OperandCopies {
  public:
-  explicit OperandPads(Graph& out) : out_(out) {}
+  explicit OperandCopies(Graph& out) : out_(out) {}
 
   // x padded with zeros at the high end of each dim by `high[d]` elements.
   NodeId pad(NodeId x, std::vector<int64_t> high) {
@@ -166,6 +167,11 @@ class OperandPads {
     return y;
   }
 
+  // x copied in its own dtype (an operand a kernel reads contiguous), one copy per value: the
+  // gradient that two batched products of an attention's backward read (dO for dV = P^T dO and
+  // dP = dO V^T) was copied twice.
+  NodeId copy(NodeId x) { return once(OpId::cast, x, Attrs{out_.node(x).meta.dtype}); }
+
  private:
   static bool only_last_dim(const std::vector<int64_t>& high) {
     for (size_t d = 0; d + 1 < high.size(); ++d)
@@ -199,7 +205,7 @@ class OperandPads {
 // f16/bf16, whose tensor-core kernels need the alignment: measured on an H200 (docs/cuda.md),
 // padding made gpt2 and bart_decoder 23-24% faster in bf16 and 5-6% slower in fp32.
 // Returns the columns added to the result (0: none), which the caller slices off.
-int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, const Target& target, OperandPads& pads) {
+int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, const Target& target, OperandCopies& operands) {
   if (target.gemm_row_alignment <= 0 || !low_precision_matmul(n)) return 0;
   const SymShape& a = out.node(ins[0]).meta.sizes;
   const SymShape& w = out.node(ins[1]).meta.sizes;
@@ -217,9 +223,9 @@ int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, 
   if (pad_k > 0) {
     std::vector<int64_t> high(a.size(), 0);
     high.back() = pad_k;
-    ins[0] = pads.pad(ins[0], high);
+    ins[0] = operands.pad(ins[0], high);
   }
-  ins[1] = pads.pad(ins[1], {pad_k, pad_n});
+  ins[1] = operands.pad(ins[1], {pad_k, pad_n});
   return pad_n;
 }
 
@@ -293,7 +299,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
   g = passes::rematerialize(g);
   Graph out;
   out.shapes() = g.shapes();
-  OperandPads pads(out);
+  OperandCopies operands(out);
   std::vector<NodeId> map(g.size(), -1);
   for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
     const Node& n = g.node(id);
@@ -321,7 +327,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
     // one strided-batched call (bert's attention products ran as 8 calls of 12 gemms each).
     if (target.one_batch_stride && n.op == OpId::matmul && n.meta.rank() >= 4)
       for (NodeId& i : ins)
-        if (!batch_dims_share_a_stride(out, i)) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
+        if (!batch_dims_share_a_stride(out, i)) i = operands.copy(i);
     const bool reshape = n.op == OpId::reshape && !reshape_is_unsqueeze(g.node(n.inputs[0]).meta.sizes, n.meta.sizes);
     if (n.op == OpId::scaled_dot_product_attention) {
       // The attention kernel reads rows of q, k and v with a unit stride along the head dim, and a
@@ -334,7 +340,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
         const Node& b = out.node(view_base(out, i));
         if (b.op != OpId::input && b.op != OpId::constant) continue;
         const std::optional<Layout> l = source_layout(out, i);
-        if (!l || (j < 3 && !(l->strides.back() == 1))) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
+        if (!l || (j < 3 && !(l->strides.back() == 1))) i = operands.copy(i);
       }
     }
     if (n.op == OpId::scatter_add && (n.meta.dtype == DType::f16 || n.meta.dtype == DType::bf16)) {
@@ -364,7 +370,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
           const SymInt& cs = l->strides[r - 1];
           ok = (cs == 1 && !(rs == 0)) || (rs == 1 && !(cs == 0));
         }
-        if (!ok) i = out.add(OpId::cast, {i}, Attrs{out.node(i).meta.dtype});
+        if (!ok) i = operands.copy(i);
       }
     }
     // f16/bf16 products run as f32 gemms unless the target multiplies them as they are.
@@ -380,7 +386,7 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
       const NodeId mm = out.add(OpId::matmul, ins);
       map[static_cast<size_t>(id)] = out.add(OpId::cast, {mm}, Attrs{n.meta.dtype});
     } else {
-      const int64_t padded_columns = pad_unaligned_gemm(out, n, ins, target, pads);
+      const int64_t padded_columns = pad_unaligned_gemm(out, n, ins, target, operands);
       NodeId y = out.add(n.op, ins, n.attrs);
       if (padded_columns > 0) {
         const int64_t last = out.node(y).meta.rank() - 1, cols = out.node(y).meta.sizes.back().hint() - padded_columns;

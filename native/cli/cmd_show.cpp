@@ -83,6 +83,9 @@ int cmd_show(std::span<char* const> args) {
         target::compile_graph(target::codegen(a.has("--target") ? a.get("--target") : "cpu"), scheduled, {});
     const schedule::Schedule& s = c.schedule;
     if (a.has("--schedule")) {
+      // The node ids of the decisions and kernels are those of the graph as prepared for the
+      // target (passes, composites decomposed, operands cast and padded), not the file's.
+      std::cout << "\ngraph as scheduled (after the passes and the target's preparation):\n" << s.graph.str();
       std::cout << "\nfusion decisions:\n";
       for (const std::string& d : s.decisions) std::cout << "  " << d << "\n";
       std::cout << "\nschedule (" << s.kernels.size() << " kernel" << (s.kernels.size() == 1 ? "" : "s") << "):\n"

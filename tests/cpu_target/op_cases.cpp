@@ -1380,6 +1380,28 @@ std::vector<Batch> composite_cases(OpId op) {
             const NodeId cols = g.add(OpId::iota, {}, {SymShape{200, 200}, int64_t{1}, D::i64});
             return g.add(op, {in[0], in[1], in[2], g.add(OpId::le, {cols, rows})}, {0.125});
           }, tol_of(op, t), "causal mask, long rows")));
+        // Masks that hide every key after the query's row (schedule: Attention::causal; the CUDA
+        // kernel skips a block's keys after its last row): an exporter's additive causal mask at
+        // the dtype's lowest value, and a sliding window over more queries than keys, whose last
+        // rows keep no key.
+        if (t == D::bf16)
+          cs.push_back(core(C({A(t, {1, 2, 260, 64}), A(t, {1, 2, 260, 64}), A(t, {1, 2, 260, 64})},
+                              [op, t](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            const NodeId rows = g.add(OpId::iota, {}, {SymShape{260, 260}, int64_t{0}, D::i64});
+            const NodeId cols = g.add(OpId::iota, {}, {SymShape{260, 260}, int64_t{1}, D::i64});
+            const NodeId m = g.add(OpId::where, {g.add(OpId::le, {cols, rows}), g.add(OpId::full, {}, {SymShape{}, 0.0, t}),
+                                                 g.add(OpId::full, {}, {SymShape{}, -3.3895313892515355e38, t})});
+            return g.add(op, {in[0], in[1], in[2], m}, {0.125});
+          }, tol_of(op, t), "additive causal mask at the lowest value, long rows")));
+        if (t == D::f16 || t == D::bf16)
+          cs.push_back(core(C({A(t, {1, 2, 300, 64}), A(t, {1, 2, 200, 64}), A(t, {1, 2, 200, 64})},
+                              [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+            const NodeId rows = g.add(OpId::iota, {}, {SymShape{300, 200}, int64_t{0}, D::i64});
+            const NodeId cols = g.add(OpId::iota, {}, {SymShape{300, 200}, int64_t{1}, D::i64});
+            const NodeId after = g.add(OpId::add, {cols, g.add(OpId::full, {}, {SymShape{}, 100.0, D::i64})});
+            const NodeId window = g.add(OpId::logical_and, {g.add(OpId::le, {cols, rows}), g.add(OpId::gt, {after, rows})});
+            return g.add(op, {in[0], in[1], in[2], window}, {0.125});
+          }, tol_of(op, t), "sliding window, more queries than keys, last rows keep none")));
         // The causal mask from iotas over symbolic lengths.
         sym.push_back(core(C({A(t, {2, -1, 16}), A(t, {2, -1, 16}), A(t, {2, -1, 16})},
                              [op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {

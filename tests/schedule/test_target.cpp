@@ -2,6 +2,7 @@
 // f16/bf16 matmuls keep their operands' dtype for GPUs (tensor cores) and go through f32 for the
 // CPU; Target::cpu() (the default) schedules exactly as before.
 #include <algorithm>
+#include <functional>
 
 #include <kiln/graph/graph.h>
 #include <kiln/schedule/schedule.h>
@@ -149,6 +150,51 @@ BOOST_AUTO_TEST_CASE(values_a_split_sum_does_not_need_are_stored_by_its_partials
   const schedule::Schedule w = schedule::schedule_graph(norm, schedule::Target::gpu());
   BOOST_REQUIRE_MESSAGE(w.kernels.size() == 2u, w.str());
   BOOST_TEST(shape_str(w.kernels[0].domain) == "[32, 768, 128]");
+}
+
+// An attention whose mask hides every key after its query's row is marked causal (a kernel may
+// skip the keys after a block's last row), however the mask is written: iotas compared, an
+// additive mask at -inf or the dtype's lowest value, a constant. One that keeps a key after its
+// row, a graph input, or a mask broadcast along the rows is not.
+BOOST_AUTO_TEST_CASE(attention_masks_hiding_the_keys_after_each_row_are_causal) {
+  constexpr int64_t L = 48;
+  auto attention = [](const std::function<NodeId(Graph&)>& mask) {
+    Graph g;
+    auto in = [&](const char* name) { return g.add_input(meta(DType::bf16, {2, 3, L, 64}), name); };
+    const NodeId q = in("q"), k = in("k"), v = in("v");
+    g.set_outputs({g.add(OpId::scaled_dot_product_attention, {q, k, v, mask(g)}, {0.125})});
+    schedule::Target t = schedule::Target::gpu();
+    t.fused_attention = true;
+    const schedule::Schedule s = schedule::schedule_graph(g, t);
+    for (const schedule::Kernel& k : s.kernels)
+      if (k.attention) return k.attention->causal;
+    BOOST_FAIL("no attention kernel in\n" << s.str());
+    return false;
+  };
+  auto iota = [](Graph& g, int64_t dim) { return g.add(OpId::iota, {}, {SymShape{L, L}, dim, DType::i64}); };
+  auto keys_up_to_row = [&](Graph& g) { return g.add(OpId::le, {iota(g, 1), iota(g, 0)}); };
+  BOOST_TEST(attention(keys_up_to_row));
+  BOOST_TEST(attention([&](Graph& g) {  // additive, the lowest bf16 value
+    return g.add(OpId::where, {keys_up_to_row(g), g.add(OpId::full, {}, {SymShape{}, 0.0, DType::bf16}),
+                               g.add(OpId::full, {}, {SymShape{}, -3.3895313892515355e38, DType::bf16})});
+  }));
+  BOOST_TEST(attention([&](Graph& g) {  // a window: also hides keys before the row
+    const NodeId after = g.add(OpId::add, {iota(g, 1), g.add(OpId::full, {}, {SymShape{}, 8.0, DType::i64})});
+    return g.add(OpId::logical_and, {keys_up_to_row(g), g.add(OpId::gt, {after, iota(g, 0)})});
+  }));
+  BOOST_TEST(!attention([&](Graph& g) { return g.add(OpId::le, {iota(g, 0), iota(g, 1)}); }));  // keys from the row on
+  BOOST_TEST(!attention([&](Graph& g) {  // keeps the next key too
+    const NodeId next = g.add(OpId::add, {iota(g, 0), g.add(OpId::full, {}, {SymShape{}, 1.0, DType::i64})});
+    return g.add(OpId::le, {iota(g, 1), next});
+  }));
+  BOOST_TEST(!attention([&](Graph& g) {  // additive, but -1e4: not masked enough to skip
+    return g.add(OpId::where, {keys_up_to_row(g), g.add(OpId::full, {}, {SymShape{}, 0.0, DType::bf16}),
+                               g.add(OpId::full, {}, {SymShape{}, -1e4, DType::bf16})});
+  }));
+  BOOST_TEST(!attention([&](Graph& g) { return g.add_input(meta(DType::bool_, {L, L}), "mask"); }));
+  BOOST_TEST(!attention([&](Graph& g) {  // one row for all: says nothing per row
+    return g.add(OpId::le, {g.add(OpId::iota, {}, {SymShape{1, L}, int64_t{1}, DType::i64}), g.add(OpId::full, {}, {SymShape{}, 0.0, DType::i64})});
+  }));
 }
 
 BOOST_AUTO_TEST_CASE(low_precision_gemms_keep_their_dtype_where_the_target_says) {

@@ -820,6 +820,7 @@ class Fuser {
       a.mask_view.batch_strides.assign(strides.begin(), strides.end() - 2);
       a.mask_view.row_stride = strides[r - 2];
       a.mask_key_stride = strides[r - 1];
+      a.causal = causal_mask(g, mi, a.lq, a.lk);
     }
     k.attention = std::move(a);
     return k;

@@ -127,6 +127,11 @@ class KernelBuilder {
 // `checks` receives one message per check output prepare() appends (Schedule::checks).
 Graph prepare(const Graph& g, const Target& target, std::vector<std::string>& checks);
 
+// Whether attention mask `mask` (a node of g) hides every key after its query's row for queries
+// [0, lq) and keys [0, lk): computed from no graph input, static, evaluated and checked
+// (causal.cpp).
+bool causal_mask(const Graph& g, NodeId mask, const SymInt& lq, const SymInt& lk);
+
 // index_select and gather read x at positions an index tensor gives along one dim.
 inline bool gathers(OpId op) { return op == OpId::index_select || op == OpId::gather; }
 // Whether node `id` is one value everywhere: a `full`, or views and casts of one (the zeros a

@@ -370,7 +370,7 @@ std::string Kernel::str() const {
     os << "  attention: b" << attention->out << "[" << shape_str(attention->batch) << " x " << attention->lq.str()
        << " x " << attention->dv << "] = softmax(b" << attention->q << " @ b" << attention->k << "^T * "
        << attention->scale << mask << ") @ b" << attention->v
-       << " (lk = " << attention->lk.str() << ", d = " << attention->d << ")\n";
+       << " (lk = " << attention->lk.str() << ", d = " << attention->d << (attention->causal ? ", causal" : "") << ")\n";
   }
   if (convolution) {
     const Convolution& c = *convolution;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,11 @@ namespace {
 
 // dtype, head dim (d = dv) and mask of the configurations shipped; scale positive, 16-byte
 // aligned rows, up to four batch dims, the codegen's default tiles. Masks (bool, or additive of
-// the attention's dtype: an encoder's padding, a decoder's causal mask) for head dims 64 and 128.
-enum class Mask { none, keep, add };
+// the attention's dtype: an encoder's padding, a decoder's causal mask) for head dims 64 and 128;
+// masks the schedule finds causal (Attention::causal: a decoder's, from iotas or constants; the
+// kernel skips the keys after a block's rows) for head dim 64.
+enum class Mask { none, keep, add, causal_keep, causal_add };
+const char* const kMaskNames[] = {"", " bool mask", " additive mask", " causal bool mask", " causal additive mask"};
 struct Config {
   DType dtype;
   int64_t d;
@@ -35,7 +39,9 @@ const Config kConfigs[] = {{DType::bf16, 64},  {DType::f16, 64},  {DType::bf16, 
                            {DType::bf16, 64, Mask::keep},  {DType::bf16, 64, Mask::add},
                            {DType::f16, 64, Mask::keep},   {DType::f16, 64, Mask::add},
                            {DType::bf16, 128, Mask::keep}, {DType::bf16, 128, Mask::add},
-                           {DType::f16, 128, Mask::keep},  {DType::f16, 128, Mask::add}};
+                           {DType::f16, 128, Mask::keep},  {DType::f16, 128, Mask::add},
+                           {DType::bf16, 64, Mask::causal_keep}, {DType::bf16, 64, Mask::causal_add},
+                           {DType::f16, 64, Mask::causal_keep},  {DType::f16, 64, Mask::causal_add}};
 const int kArchs[] = {80, 90};
 
 // The flash kernel's program in the plan generated for devices of compute capability `arch`
@@ -47,7 +53,15 @@ std::string program_of(const Config& c, int arch) {
   };
   const NodeId q = input("q"), k = input("k"), v = input("v");
   std::vector<NodeId> ins{q, k, v};
-  if (c.mask != Mask::none)  // one value per batch index and key (the program is the same for any broadcast)
+  if (c.mask == Mask::causal_keep || c.mask == Mask::causal_add) {  // key <= row, from iotas
+    const NodeId rows = g.add(OpId::iota, {}, {SymShape{256, 256}, int64_t{0}, DType::i64});
+    const NodeId cols = g.add(OpId::iota, {}, {SymShape{256, 256}, int64_t{1}, DType::i64});
+    NodeId m = g.add(OpId::le, {cols, rows});
+    if (c.mask == Mask::causal_add)
+      m = g.add(OpId::where, {m, g.add(OpId::full, {}, {SymShape{}, 0.0, c.dtype}),
+                              g.add(OpId::full, {}, {SymShape{}, -std::numeric_limits<double>::infinity(), c.dtype})});
+    ins.push_back(m);
+  } else if (c.mask != Mask::none)  // one value per batch index and key (the program is the same for any broadcast)
     ins.push_back(g.add_input(TensorMeta{c.mask == Mask::keep ? DType::bool_ : c.dtype, Device::cuda(0), SymShape{2, 1, 1, 256}, {}}, "mask"));
   g.set_outputs({g.add(OpId::scaled_dot_product_attention, ins, {0.125})});
   cuda::CodegenOptions o;
@@ -90,7 +104,7 @@ int main(int argc, char** argv) {
         table += "    {" + std::to_string(arch) + ", {reinterpret_cast<const char*>(" + source + "), " + std::to_string(src.size()) +
                  "}, {reinterpret_cast<const char*>(" + name + "), " + std::to_string(o.image.size()) + "}},\n";
         std::fprintf(stderr, "kiln_cuda_prebuild: %s d %lld%s sm_%d%s: %zu bytes in %.2f s\n", std::string(dtype_name(c.dtype)).c_str(),
-                     static_cast<long long>(c.d), c.mask == Mask::none ? "" : c.mask == Mask::keep ? " bool mask" : " additive mask",
+                     static_cast<long long>(c.d), kMaskNames[static_cast<int>(c.mask)],
                      arch, src.find("kiln_flash_wg<") != std::string::npos ? " (wgmma)" : "",
                      o.image.size(), o.seconds);
       }

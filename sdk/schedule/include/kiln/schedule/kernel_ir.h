@@ -137,6 +137,11 @@ struct Attention {
   DType mask_dtype = DType::bool_;
   Operand mask_view;
   SymInt mask_key_stride = 0;
+  // The mask hides every key after its query's row (a decoder's causal mask, found so by
+  // evaluating it: detail::causal_mask), so a kernel may skip the keys after a block's last query
+  // row. Masked additive entries are -inf or the dtype's lowest value: skipping them gives the
+  // same softmax unless a row's scores span more than that value's magnitude.
+  bool causal = false;
 };
 
 // y = conv(x, w) (the op table's convolution without a bias) over n spatial dims, or one of its

@@ -295,6 +295,9 @@ bool turns_channels_last(const Graph& g, const Target& target) {
 
 Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& checks) {
   Graph g = decompose_for(in, target, turns_channels_last(in, target));
+  // A composite's backward differentiates its own copy of the decomposition (sdk/autodiff): once
+  // the forward's copy is decomposed too, the two compute the same statistics from the same values.
+  g = passes::eliminate_dead_code(passes::eliminate_common_subexpressions(g));
   // Last, on the node order the kernels will follow: what a backward recomputes.
   g = passes::rematerialize(g);
   Graph out;

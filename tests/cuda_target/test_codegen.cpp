@@ -306,6 +306,26 @@ BOOST_AUTO_TEST_CASE(full_reductions_spread_over_thousands_of_blocks) {
   BOOST_TEST(contains(p.kernels[0].source, "float4"), p.kernels[0].source);
 }
 
+// A column reduction's thread loads cuda.column_loads_ahead rows of its column before it uses the
+// first (one row at a time, a row's stores kept the next row's loads waiting); the rows left
+// over go one at a time. The differential and op tests check the sums on a device.
+BOOST_AUTO_TEST_CASE(column_reductions_load_rows_ahead) {
+  Graph g;  // a bias's gradient beside the gradient itself: sum over rows, and a value per element
+  const NodeId x = g.add_input(meta(DType::bf16, {1000, 768}), "x");
+  const NodeId y = g.add(OpId::tanh, {x}, {});
+  g.set_outputs({g.add(OpId::sum, {y}, {std::vector<int64_t>{0}, false}), g.add(OpId::mul, {y, y}, {})});
+  for (int64_t ahead : {1, 4, 8}) {
+    cuda::CodegenOptions o = cuda_c();
+    o.column_loads_ahead = ahead;
+    const plan::KernelPlan p = plan_of(g, o);
+    std::string sources;
+    for (const plan::PlanKernel& k : p.kernels) sources += k.source;
+    const bool unrolled = contains(sources, "j + " + std::to_string(ahead - 1) + "LL * ");
+    BOOST_TEST(unrolled == (ahead > 1), sources);
+    BOOST_TEST(contains(sources, "for (; j < inner_total; j += "), sources);  // the rows left over
+  }
+}
+
 BOOST_AUTO_TEST_CASE(attention_is_one_flash_kernel) {
   // attention_bf16 as the suite writes it: softmax(q @ k^T * (1/sqrt(64)), -1) @ v.
   Graph g;

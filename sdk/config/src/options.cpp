@@ -24,6 +24,10 @@ std::string opt_level(const ConfigValue& v) {
   const int64_t n = v.as<int64_t>();
   return n >= 0 && n <= 3 ? "" : "must be between 0 and 3";
 }
+std::string loads_ahead(const ConfigValue& v) {
+  int64_t n = v.as<int64_t>();
+  return n >= 1 && n <= 8 ? "" : "must be between 1 and 8";
+}
 std::string tcp_port(const ConfigValue& v) {
   int64_t n = v.as<int64_t>();
   return n >= 1 && n <= 65535 ? "" : "must be between 1 and 65535";
@@ -162,6 +166,10 @@ std::vector<OptionDef> build_options() {
      "How generated CUDA kernels are compiled: 'llvm' (pointwise kernels as LLVM IR, through "
      "LLVM's NVPTX backend and nvJitLink: a few times sooner than NVRTC; other kernels through "
      "NVRTC) or 'nvrtc' (every kernel as CUDA C through NVRTC).", cuda_compiler},
+    {"cuda.column_loads_ahead", T::Int, 4, kCodegen, kUsed,
+     "Elements of its column a thread of a column reduction (a sum over rows: a bias's or a norm "
+     "weight's gradient) loads before it uses the first, 1 to 8: the loads of the next rows in "
+     "flight while it computes and stores this one's.", loads_ahead},
     {"memory_budget_mb", T::Int, 0, kNoCodegen, kUsed,
      "Host memory Kiln may hold for one run, in MiB (0 = the host's physical memory): a tensor, a "
      "reference-interpreter run or a cpu plan's call that would need more is an error naming what "

@@ -38,6 +38,7 @@ CodegenOptions CodegenOptions::from_config() {
   o.emulate_precision_casts = config::get<bool>("emulate_precision_casts");
   o.precise_math = config::get<bool>("cuda.precise_math");
   o.compiler = config::get<std::string>("cuda.compiler");
+  o.column_loads_ahead = config::get<int64_t>("cuda.column_loads_ahead");
   return o;
 }
 
@@ -876,7 +877,33 @@ class KernelEmitter {
       }
       p_.line("if (active) {");
       p_.indent();
-      p_.line("for (long long j = group; j < inner_total; j += " + groups + ") {");
+      // column_loads_ahead elements at a time with all their loads issued before the first is
+      // used (a step's stores otherwise keep the next step's loads waiting: a thread would have
+      // one element's loads in flight), then one at a time for the rest; the same elements in
+      // the same order, so the same sums.
+      std::vector<int32_t> ahead;
+      for (int32_t li : cstyle::loads_of_pass(k_, pass))
+        if (k_.instrs[static_cast<size_t>(li)].inner && k_.instrs[static_cast<size_t>(li)].plain_load()) ahead.push_back(li);
+      p_.line("long long j = group;");
+      const int ahead_n = static_cast<int>(o_.column_loads_ahead);
+      if (!ahead.empty() && ahead_n > 1) {
+        p_.line("for (; j + " + std::to_string(ahead_n - 1) + "LL * " + groups + " < inner_total; j += " +
+                std::to_string(ahead_n) + "LL * " + groups + ") {");
+        p_.indent();
+        std::vector<Scope> scopes;
+        scopes.reserve(static_cast<size_t>(ahead_n));
+        std::vector<std::string> js;
+        for (int u = 0; u < ahead_n; ++u) {
+          js.push_back(u == 0 ? "j" : p_.let(CT::i64, "j + " + std::to_string(u) + "LL * " + groups));
+          scopes.push_back(outer.child());
+          unflatten(js.back(), no, n, scopes.back());
+          for (int32_t li : ahead) p_.value(li, scopes.back());
+        }
+        for (int u = 0; u < ahead_n; ++u) red_.step(pass, reds, scopes[static_cast<size_t>(u)], js[static_cast<size_t>(u)]);
+        p_.dedent();
+        p_.line("}");
+      }
+      p_.line("for (; j < inner_total; j += " + groups + ") {");
       p_.indent();
       {
         Scope sc = outer.child();

@@ -81,6 +81,9 @@ struct CodegenOptions {
   // end, no NVVM); reductions and attention stay CUDA C. "nvrtc": every kernel is CUDA C.
   // Config cuda.compiler.
   std::string compiler = "llvm";
+  // Column reductions: elements of its column a thread loads before it uses the first (1: one
+  // at a time). Config cuda.column_loads_ahead.
+  int64_t column_loads_ahead = 4;
   static CodegenOptions from_config();
 };
 

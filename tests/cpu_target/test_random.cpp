@@ -341,6 +341,48 @@ BOOST_AUTO_TEST_CASE(split_column_sums_and_the_values_beside_them_match_the_refe
   BOOST_TEST(report.empty(), report);
 }
 
+// Pads of computed values: a cross-entropy's gradient padded to aligned columns for the product
+// that reads it (cuda.pad_matmuls pads GPT-2's), a pad read by a row and a column reduction, a
+// pad of a value that pads again.
+BOOST_AUTO_TEST_CASE(pads_of_computed_values_match_the_reference) {
+  for (const DType t : {DType::f32, DType::bf16}) {
+    BOOST_TEST_CONTEXT(dtype_name(t)) {
+      constexpr int64_t kRows = 96, kCols = 1001;
+      Graph g;
+      const NodeId x = g.add_input(TensorMeta{t, Device::cpu(), {SymInt(kRows), SymInt(kCols)}, {}}, "logits");
+      const NodeId target = g.add_input(TensorMeta{DType::i64, Device::cpu(), {SymInt(kRows), SymInt(1)}, {}}, "target");
+      const NodeId w = g.add_input(TensorMeta{t, Device::cpu(), {SymInt(kCols + 7), SymInt(24)}, {}}, "w");
+      const NodeId lse = g.add(OpId::logsumexp, {x}, {std::vector<int64_t>{1}, true});
+      const NodeId cols = g.add(OpId::iota, {}, {SymShape{SymInt(kRows), SymInt(kCols)}, int64_t{1}, DType::i64});
+      const NodeId one_hot = g.add(OpId::cast, {g.add(OpId::eq, {cols, target})}, {t});
+      const NodeId dx = g.add(OpId::sub, {g.add(OpId::exp, {g.add(OpId::sub, {x, lse})}), one_hot});
+      const NodeId padded = g.add(OpId::pad, {dx}, {std::vector<int64_t>{0, 7}, 0.0});
+      const NodeId e = g.add(OpId::exp, {g.add(OpId::neg, {g.add(OpId::abs, {x})})});
+      const NodeId both = g.add(OpId::pad, {e}, {std::vector<int64_t>{2, 3, 1, 0}, 0.5});
+      const NodeId twice = g.add(OpId::pad, {g.add(OpId::relu, {g.add(OpId::sub, {both, g.add(OpId::full, {}, {SymShape{}, 0.25, t})})}, {})},
+                                 {std::vector<int64_t>{1, 1}, -1.0});
+      g.set_outputs({g.add(OpId::matmul, {padded, w}), g.add(OpId::sum, {both}, {std::vector<int64_t>{1}, false}),
+                     g.add(OpId::sum, {both}, {std::vector<int64_t>{0}, false}), twice});
+      const Compiled c = compile(g);
+      BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+      std::mt19937_64 rng(31);
+      std::vector<double> targets;
+      for (int64_t r = 0; r < kRows; ++r) targets.push_back(static_cast<double>((r * 37) % kCols));
+      const std::vector<TensorData> inputs{
+          tensor(t, {kRows, kCols}, random_values(DType::f64, kRows * kCols, Domain::normal, rng)),
+          tensor(DType::i64, {kRows, 1}, targets),
+          tensor(t, {kCols + 7, 24}, random_values(DType::f64, (kCols + 7) * 24, Domain::normal, rng))};
+      Tolerance tol = tolerance_for(t, true);
+      tol.scale_by_abs_run = true;
+      // relu(exp(-|x|) - 0.25) cancels: the reference rounds exp to bf16 first, a kernel does not.
+      Tolerance cancels = tolerance_for(t);
+      cancels.scale_by_max = true;
+      const std::string report = run_and_compare(c, inputs, {tol, tol, tol, cancels});
+      BOOST_TEST(report.empty(), report);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_residual_cnn_matches_the_reference) {
   for (const DType t : {DType::f32, DType::bf16}) {
     BOOST_TEST_CONTEXT(dtype_name(t)) {

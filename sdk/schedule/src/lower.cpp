@@ -293,9 +293,11 @@ int32_t KernelBuilder::load(NodeId base, const Layout& layout, const Map& map, D
   in.dtype = dtype;
   in.buffer = buffer;
   in.index = compose(map, layout.strides, layout.offset, rank());
+  // (a masked load is 0 where its mask is false, a gathered one reads elsewhere: neither is
+  // the value a plain load at the same index gives)
   for (size_t i = 0; i < k_.instrs.size(); ++i)
     if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].buffer == buffer && k_.instrs[i].index == in.index &&
-        k_.instrs[i].dtype == dtype)
+        k_.instrs[i].dtype == dtype && !k_.instrs[i].masked && !k_.instrs[i].gathered)
       return static_cast<int32_t>(i);
   return add(std::move(in));
 }

@@ -191,6 +191,16 @@ BOOST_AUTO_TEST_CASE(attention_masks_hiding_the_keys_after_each_row_are_causal) 
     return g.add(OpId::where, {keys_up_to_row(g), g.add(OpId::full, {}, {SymShape{}, 0.0, DType::bf16}),
                                g.add(OpId::full, {}, {SymShape{}, -1e4, DType::bf16})});
   }));
+  BOOST_TEST(!attention([&](Graph& g) {  // additive, its last rows masked everywhere: they weigh every key alike
+    const NodeId window = g.add(OpId::logical_and, {keys_up_to_row(g), g.add(OpId::lt, {iota(g, 1), g.add(OpId::full, {}, {SymShape{}, 40.0, DType::i64})})});
+    const NodeId in_window = g.add(OpId::logical_and, {window, g.add(OpId::lt, {iota(g, 0), g.add(OpId::full, {}, {SymShape{}, 40.0, DType::i64})})});
+    return g.add(OpId::where, {in_window, g.add(OpId::full, {}, {SymShape{}, 0.0, DType::bf16}),
+                               g.add(OpId::full, {}, {SymShape{}, -3.3895313892515355e38, DType::bf16})});
+  }));
+  BOOST_TEST(attention([&](Graph& g) {  // the same rows as a boolean mask: they keep none, 0 either way
+    const NodeId window = g.add(OpId::logical_and, {keys_up_to_row(g), g.add(OpId::lt, {iota(g, 1), g.add(OpId::full, {}, {SymShape{}, 40.0, DType::i64})})});
+    return g.add(OpId::logical_and, {window, g.add(OpId::lt, {iota(g, 0), g.add(OpId::full, {}, {SymShape{}, 40.0, DType::i64})})});
+  }));
   BOOST_TEST(!attention([&](Graph& g) { return g.add_input(meta(DType::bool_, {L, L}), "mask"); }));
   BOOST_TEST(!attention([&](Graph& g) {  // one row for all: says nothing per row
     return g.add(OpId::le, {g.add(OpId::iota, {}, {SymShape{1, L}, int64_t{1}, DType::i64}), g.add(OpId::full, {}, {SymShape{}, 0.0, DType::i64})});

@@ -69,11 +69,17 @@ bool causal_mask(const Graph& g, NodeId mask, const SymInt& lq, const SymInt& lk
   const bool keep = m.dtype == DType::bool_;  // else added to the scores
   const double masked_below = lowest(m.dtype);
   for (int64_t b = 0; b < n / (rows * keys); ++b)
-    for (int64_t q = 0; q < rows; ++q)
-      for (int64_t k = q + 1; k < keys; ++k) {
-        const double e = x[(b * rows + q) * keys + k];
-        if (keep ? e != 0.0 : !(e <= masked_below)) return false;  // NaN: not masked
-      }
+    for (int64_t q = 0; q < rows; ++q) {
+      const double* row = x + (b * rows + q) * keys;
+      for (int64_t k = q + 1; k < keys; ++k)
+        if (keep ? row[k] != 0.0 : !(row[k] <= masked_below)) return false;  // NaN: not masked
+      // An additive row masked everywhere still weighs its keys alike (softmax of equal
+      // scores): skipping some would change it. One key up to the row above the lowest value
+      // makes the skipped keys' weights 0. (A boolean row keeping none gives 0 either way.)
+      bool weighed = keep;
+      for (int64_t k = 0; k <= q && k < keys && !weighed; ++k) weighed = row[k] > masked_below;
+      if (!weighed) return false;
+    }
   return true;
 }
 

@@ -139,8 +139,9 @@ struct Attention {
   SymInt mask_key_stride = 0;
   // The mask hides every key after its query's row (a decoder's causal mask, found so by
   // evaluating it: detail::causal_mask), so a kernel may skip the keys after a block's last query
-  // row. Masked additive entries are -inf or the dtype's lowest value: skipping them gives the
-  // same softmax unless a row's scores span more than that value's magnitude.
+  // row. Masked additive entries are -inf or the dtype's lowest value and each row keeps a key
+  // above it: skipping them gives the same softmax unless a row's scores span more than that
+  // value's magnitude.
   bool causal = false;
 };
 

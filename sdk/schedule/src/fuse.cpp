@@ -21,9 +21,11 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "internal.h"
 #include "kiln/config/config.h"
@@ -237,6 +239,8 @@ class Fuser {
   std::vector<int32_t> group_of_;
   std::vector<int64_t> inline_depth_;  // per node: the longest chain of unrealized ops ending there
   std::vector<int64_t> kernel_depth_;  // per grouped node: ... of ops its kernel computes to reach it
+  // Per attention mask (and lq, lk): whether it is causal (causal_mask evaluates it).
+  mutable std::map<std::tuple<NodeId, int64_t, int64_t>, bool> causal_masks_;
 
   void log(std::string line) {
     KILN_LOG(fusion, line);
@@ -820,7 +824,11 @@ class Fuser {
       a.mask_view.batch_strides.assign(strides.begin(), strides.end() - 2);
       a.mask_view.row_stride = strides[r - 2];
       a.mask_key_stride = strides[r - 1];
-      a.causal = causal_mask(g, mi, a.lq, a.lk);
+      // Evaluated once per mask: a decoder's layers all read the same one.
+      const std::tuple<NodeId, int64_t, int64_t> key{mi, a.lq.is_static() ? a.lq.hint() : -1, a.lk.is_static() ? a.lk.hint() : -1};
+      auto found = causal_masks_.find(key);
+      if (found == causal_masks_.end()) found = causal_masks_.emplace(key, causal_mask(g, mi, a.lq, a.lk)).first;
+      a.causal = found->second;
     }
     k.attention = std::move(a);
     return k;

@@ -15,7 +15,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/tensor_data.h"
-#include "onnx/onnx_pb.h"
+#include "model_proto.h"
 
 namespace kiln::onnx::detail {
 
@@ -33,7 +33,9 @@ using V = std::shared_ptr<Val>;
 DType dtype_of(int32_t elem_type, const std::string& what);
 std::string elem_type_name(int32_t elem_type);
 // TensorProto -> host tensor; external data is read under base_dir.
-TensorData tensor_from_proto(const ::onnx::TensorProto& t, const std::string& base_dir);
+TensorData tensor_from_proto(const proto::Tensor& t, const std::string& base_dir);
+// A tensor attribute's value (an empty tensor, of no element type, where it has none).
+const proto::Tensor& tensor_attr(const proto::Attribute& a);
 
 std::vector<int64_t> ints_of(const TensorData& t);  // integer (or bool) elements
 std::vector<double> doubles_of(const TensorData& t);
@@ -44,11 +46,11 @@ class Importer;
 // What a converter sees: the node, its inputs (null for a missing optional input), the opset.
 struct NodeCtx {
   Importer& im;
-  const ::onnx::NodeProto& node;
+  const proto::Node& node;
   std::vector<V> in;
   int64_t opset;
 
-  const ::onnx::AttributeProto* attr(const std::string& name) const;
+  const proto::Attribute* attr(const std::string& name) const;
   bool has(const std::string& name) const { return attr(name) != nullptr; }
   int64_t i(const std::string& name, int64_t def) const;
   double f(const std::string& name, double def) const;

@@ -17,7 +17,7 @@
 
 namespace kiln::onnx {
 
-namespace pb = ::onnx;
+namespace pb = proto;
 using namespace detail;
 
 namespace detail {
@@ -57,13 +57,13 @@ std::string elem_type_name(int32_t e) {
 
 DType dtype_of(int32_t e, const std::string& what) {
   switch (e) {
-    case pb::TensorProto::FLOAT: return DType::f32;
-    case pb::TensorProto::DOUBLE: return DType::f64;
-    case pb::TensorProto::FLOAT16: return DType::f16;
-    case pb::TensorProto::BFLOAT16: return DType::bf16;
-    case pb::TensorProto::INT32: return DType::i32;
-    case pb::TensorProto::INT64: return DType::i64;
-    case pb::TensorProto::BOOL: return DType::bool_;
+    case pb::Tensor::FLOAT: return DType::f32;
+    case pb::Tensor::DOUBLE: return DType::f64;
+    case pb::Tensor::FLOAT16: return DType::f16;
+    case pb::Tensor::BFLOAT16: return DType::bf16;
+    case pb::Tensor::INT32: return DType::i32;
+    case pb::Tensor::INT64: return DType::i64;
+    case pb::Tensor::BOOL: return DType::bool_;
     default:
       fail(what, " has element type ", elem_type_name(e),
            ", which Kiln does not support (it has FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, INT64 and BOOL)");
@@ -93,12 +93,12 @@ std::vector<int64_t> ints_of(const TensorData& t) {
   return {d.data_as<int64_t>(), d.data_as<int64_t>() + d.numel()};
 }
 
-TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_dir) {
-  const std::string what = "tensor '" + t.name() + "'";
-  const DType dt = dtype_of(t.data_type(), what);
-  std::vector<int64_t> sizes(t.dims().begin(), t.dims().end());
+TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir) {
+  const std::string what = "tensor '" + t.name + "'";
+  const DType dt = dtype_of(t.data_type, what);
+  const std::vector<int64_t>& sizes = t.dims;
   const int64_t n = checked_numel(sizes, what);
-  KILN_CHECK(!t.has_segment() || t.segment().end() <= t.segment().begin(), "onnx: ", what,
+  KILN_CHECK(!t.has_segment || t.segment_end <= t.segment_begin, "onnx: ", what,
              " is segmented, which is not supported");
   const size_t nbytes = static_cast<size_t>(n * dtype_size(dt));
   // Allocated once the data is known to be there (a fuzzed size must not allocate).
@@ -113,21 +113,21 @@ TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_d
                }(),
                "]");
   };
-  if (t.data_location() == pb::TensorProto::EXTERNAL) {
+  if (t.external) {
     std::string location;
     int64_t offset = 0, length = -1;
-    for (const pb::StringStringEntryProto& e : t.external_data()) {
-      if (e.key() == "location") location = e.value();
-      else if (e.key() == "offset" || e.key() == "length") {
+    for (const auto& [key, value] : t.external_data) {
+      if (key == "location") location = value;
+      else if (key == "offset" || key == "length") {
         int64_t v = 0;
         try {
           size_t used = 0;
-          v = std::stoll(e.value(), &used);
-          KILN_CHECK(used == e.value().size() && v >= 0, "");
+          v = std::stoll(value, &used);
+          KILN_CHECK(used == value.size() && v >= 0, "");
         } catch (const std::exception&) {
-          fail("onnx: ", what, " has external data ", e.key(), " '", e.value(), "', not a non-negative integer");
+          fail("onnx: ", what, " has external data ", key, " '", value, "', not a non-negative integer");
         }
-        (e.key() == "offset" ? offset : length) = v;
+        (key == "offset" ? offset : length) = v;
       }
     }
     KILN_CHECK(!location.empty(), "onnx: ", what, " has external data without a location");
@@ -165,90 +165,95 @@ TensorData tensor_from_proto(const pb::TensorProto& t, const std::string& base_d
     KILN_CHECK(f.good() || nbytes == 0, "onnx: ", what, ": error reading '", file.string(), "'");
     return out;
   }
-  if (t.has_raw_data()) {
-    KILN_CHECK(t.raw_data().size() == nbytes, "onnx: ", what, " has ", t.raw_data().size(),
+  if (t.has_raw_data) {
+    KILN_CHECK(t.raw_data.size() == nbytes, "onnx: ", what, " has ", t.raw_data.size(),
                " bytes of raw data, expected ", nbytes);
     allocate();
-    if (nbytes) std::memcpy(out.data(), t.raw_data().data(), nbytes);
+    if (nbytes) std::memcpy(out.data(), t.raw_data.data(), nbytes);
     if (dt == DType::bool_)
       for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = out.data_as<uint8_t>()[k] != 0;
     return out;
   }
-  count_is(dt == DType::f32 ? t.float_data_size() : dt == DType::f64 ? t.double_data_size()
-           : dt == DType::i64 ? t.int64_data_size() : t.int32_data_size(),
+  count_is(static_cast<int64_t>(dt == DType::f32 ? t.float_data.size() : dt == DType::f64 ? t.double_data.size()
+                                : dt == DType::i64 ? t.int64_data.size() : t.int32_data.size()),
            dt == DType::f32 ? "float_data" : dt == DType::f64 ? "double_data" : dt == DType::i64 ? "int64_data" : "int32_data");
   allocate();
   switch (dt) {
     case DType::f32:
-      if (n) std::memcpy(out.data(), t.float_data().data(), nbytes);
+      if (n) std::memcpy(out.data(), t.float_data.data(), nbytes);
       break;
     case DType::f64:
-      if (n) std::memcpy(out.data(), t.double_data().data(), nbytes);
+      if (n) std::memcpy(out.data(), t.double_data.data(), nbytes);
       break;
     case DType::i64:
-      if (n) std::memcpy(out.data(), t.int64_data().data(), nbytes);
+      if (n) std::memcpy(out.data(), t.int64_data.data(), nbytes);
       break;
     case DType::i32:
-      if (n) std::memcpy(out.data(), t.int32_data().data(), nbytes);
+      if (n) std::memcpy(out.data(), t.int32_data.data(), nbytes);
       break;
     case DType::bool_:
-      for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = t.int32_data(static_cast<int>(k)) != 0;
+      for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = t.int32_data[static_cast<size_t>(k)] != 0;
       break;
     case DType::f16:
     case DType::bf16:  // 16-bit patterns in int32_data
       for (int64_t k = 0; k < n; ++k)
-        out.data_as<uint16_t>()[k] = static_cast<uint16_t>(t.int32_data(static_cast<int>(k)));
+        out.data_as<uint16_t>()[k] = static_cast<uint16_t>(t.int32_data[static_cast<size_t>(k)]);
       break;
   }
   return out;
 }
 
+const pb::Tensor& tensor_attr(const pb::Attribute& a) {
+  static const pb::Tensor none;
+  return a.t ? *a.t : none;
+}
+
 // ---- NodeCtx --------------------------------------------------------------------------
 
-const pb::AttributeProto* NodeCtx::attr(const std::string& name) const {
-  for (const pb::AttributeProto& a : node.attribute())
-    if (a.name() == name) return &a;
+const pb::Attribute* NodeCtx::attr(const std::string& name) const {
+  for (const pb::Attribute& a : node.attribute)
+    if (a.name == name) return &a;
   return nullptr;
 }
 
 int64_t NodeCtx::i(const std::string& name, int64_t def) const {
-  const pb::AttributeProto* a = attr(name);
+  const pb::Attribute* a = attr(name);
   if (!a) return def;
-  KILN_CHECK(a->type() == pb::AttributeProto::INT || (a->type() == pb::AttributeProto::UNDEFINED && a->has_i()),
+  KILN_CHECK(a->type == pb::Attribute::INT || (a->type == pb::Attribute::UNDEFINED && a->has_i),
              "attribute '", name, "' must be an int");
-  return a->i();
+  return a->i;
 }
 
 double NodeCtx::f(const std::string& name, double def) const {
-  const pb::AttributeProto* a = attr(name);
+  const pb::Attribute* a = attr(name);
   if (!a) return def;
-  KILN_CHECK(a->type() == pb::AttributeProto::FLOAT || (a->type() == pb::AttributeProto::UNDEFINED && a->has_f()),
+  KILN_CHECK(a->type == pb::Attribute::FLOAT || (a->type == pb::Attribute::UNDEFINED && a->has_f),
              "attribute '", name, "' must be a float");
-  return a->f();
+  return a->f;
 }
 
 std::string NodeCtx::s(const std::string& name, const std::string& def) const {
-  const pb::AttributeProto* a = attr(name);
+  const pb::Attribute* a = attr(name);
   if (!a) return def;
-  KILN_CHECK(a->type() == pb::AttributeProto::STRING || (a->type() == pb::AttributeProto::UNDEFINED && a->has_s()),
+  KILN_CHECK(a->type == pb::Attribute::STRING || (a->type == pb::Attribute::UNDEFINED && a->has_s),
              "attribute '", name, "' must be a string");
-  return a->s();
+  return a->s;
 }
 
 std::vector<int64_t> NodeCtx::ints(const std::string& name) const {
-  const pb::AttributeProto* a = attr(name);
+  const pb::Attribute* a = attr(name);
   if (!a) return {};
-  KILN_CHECK(a->type() == pb::AttributeProto::INTS || a->type() == pb::AttributeProto::UNDEFINED,
+  KILN_CHECK(a->type == pb::Attribute::INTS || a->type == pb::Attribute::UNDEFINED,
              "attribute '", name, "' must be a list of ints");
-  return {a->ints().begin(), a->ints().end()};
+  return {a->ints.begin(), a->ints.end()};
 }
 
 std::vector<double> NodeCtx::floats(const std::string& name) const {
-  const pb::AttributeProto* a = attr(name);
+  const pb::Attribute* a = attr(name);
   if (!a) return {};
-  KILN_CHECK(a->type() == pb::AttributeProto::FLOATS || a->type() == pb::AttributeProto::UNDEFINED,
+  KILN_CHECK(a->type == pb::Attribute::FLOATS || a->type == pb::Attribute::UNDEFINED,
              "attribute '", name, "' must be a list of floats");
-  return {a->floats().begin(), a->floats().end()};
+  return {a->floats.begin(), a->floats.end()};
 }
 
 const V& NodeCtx::input(size_t k) const {
@@ -258,7 +263,7 @@ const V& NodeCtx::input(size_t k) const {
 
 size_t NodeCtx::outputs() const {
   size_t n = 0;
-  for (const std::string& o : node.output()) n += !o.empty();
+  for (const std::string& o : node.output) n += !o.empty();
   return n;
 }
 
@@ -433,23 +438,23 @@ SymShape Importer::sym_ints(const V& v, const std::string& what) {
 
 namespace {
 
-std::string node_label(const pb::NodeProto& n, size_t index, int64_t opset) {
+std::string node_label(const pb::Node& n, size_t index, int64_t opset) {
   std::string s = "node ";
-  s += n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'";
-  s += " (" + n.op_type() + ", domain " + (n.domain().empty() ? std::string("ai.onnx") : n.domain()) + ", opset " +
+  s += n.name.empty() ? "#" + std::to_string(index) : "'" + n.name + "'";
+  s += " (" + n.op_type + ", domain " + (n.domain.empty() ? std::string("ai.onnx") : n.domain) + ", opset " +
        std::to_string(opset) + ")";
   return s;
 }
 
 constexpr int64_t kMinOpset = 1, kMaxOpset = 18;  // 18: Reduce* axes as input, Split num_outputs, Pad axes
 
-Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const LoadOptions& options) {
+Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadOptions& options) {
   Model m;
-  m.ir_version = mp.ir_version();
-  m.producer = mp.producer_name() + (mp.producer_version().empty() ? "" : " " + mp.producer_version());
+  m.ir_version = mp.ir_version;
+  m.producer = mp.producer_name + (mp.producer_version.empty() ? "" : " " + mp.producer_version);
   std::map<std::string, int64_t> opsets;
-  for (const pb::OperatorSetIdProto& o : mp.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
-  KILN_CHECK(mp.has_graph(), "onnx: the model has no graph");
+  for (const pb::OperatorSet& o : mp.opset_import) opsets[o.domain == "ai.onnx" ? "" : o.domain] = o.version;
+  KILN_CHECK(mp.graph.has_value(), "onnx: the model has no graph");
   if (!opsets.count("")) {
     std::string domains;
     for (const auto& [d, v] : opsets) domains += (domains.empty() ? "" : ", ") + d + " " + std::to_string(v);
@@ -459,47 +464,46 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
   m.opset = opsets[""];
   KILN_CHECK(m.opset >= kMinOpset && m.opset <= kMaxOpset, "onnx: the model uses opset ", m.opset,
              " of domain ai.onnx; Kiln imports opsets ", kMinOpset, " to ", kMaxOpset);
-  const pb::GraphProto& gp = mp.graph();
-  KILN_CHECK(gp.sparse_initializer_size() == 0, "onnx: sparse initializers are not supported");
+  const pb::Graph& gp = *mp.graph;
+  KILN_CHECK(gp.sparse_initializers == 0, "onnx: sparse initializers are not supported");
 
   Graph& g = m.graph;
   Importer im(g, options.device, base_dir);
   std::map<std::string, V> env;
-  for (const pb::TensorProto& t : gp.initializer()) {
-    KILN_CHECK(!t.name().empty(), "onnx: an initializer has no name");
-    env[t.name()] = im.constant(tensor_from_proto(t, base_dir));
+  for (const pb::Tensor& t : gp.initializer) {
+    KILN_CHECK(!t.name.empty(), "onnx: an initializer has no name");
+    env[t.name] = im.constant(tensor_from_proto(t, base_dir));
   }
   std::map<std::string, SymInt> named_dims;
   int64_t next_hint = 2;
-  for (const pb::ValueInfoProto& vi : gp.input()) {
-    if (env.count(vi.name())) continue;  // an initializer listed as an input (IR < 4): a constant
-    const std::string what = "onnx: graph input '" + vi.name() + "'";
-    KILN_CHECK(vi.type().has_tensor_type(), what, " is not a tensor (sequence, map and optional inputs are not supported)");
-    const pb::TypeProto::Tensor& tt = vi.type().tensor_type();
-    const DType dt = dtype_of(tt.elem_type(), what);
-    KILN_CHECK(tt.has_shape(), what, " has no shape (its rank must be known)");
-    const auto ex = options.example_sizes.find(vi.name());
+  for (const pb::ValueInfo& vi : gp.input) {
+    if (env.count(vi.name)) continue;  // an initializer listed as an input (IR < 4): a constant
+    const std::string what = "onnx: graph input '" + vi.name + "'";
+    KILN_CHECK(vi.has_tensor_type, what, " is not a tensor (sequence, map and optional inputs are not supported)");
+    const DType dt = dtype_of(vi.elem_type, what);
+    KILN_CHECK(vi.has_shape, what, " has no shape (its rank must be known)");
+    const auto ex = options.example_sizes.find(vi.name);
     const std::vector<int64_t>* example = ex == options.example_sizes.end() ? nullptr : &ex->second;
-    KILN_CHECK(!example || static_cast<int>(example->size()) == tt.shape().dim_size(), what, " has rank ",
-               tt.shape().dim_size(), " but its example has rank ", example ? example->size() : 0);
+    KILN_CHECK(!example || example->size() == vi.dims.size(), what, " has rank ",
+               vi.dims.size(), " but its example has rank ", example ? example->size() : 0);
     TensorMeta meta;
     meta.dtype = dt;  // imported on the CPU; moved to options.device below
-    for (int d = 0; d < tt.shape().dim_size(); ++d) {
-      const pb::TensorShapeProto::Dimension& dim = tt.shape().dim(d);
-      if (dim.has_dim_value()) {
-        KILN_CHECK(dim.dim_value() >= 0, what, " has negative size ", dim.dim_value(), " at dim ", d);
-        meta.sizes.push_back(dim.dim_value());
+    for (size_t d = 0; d < vi.dims.size(); ++d) {
+      const pb::Dimension& dim = vi.dims[d];
+      if (dim.has_dim_value) {
+        KILN_CHECK(dim.dim_value >= 0, what, " has negative size ", dim.dim_value, " at dim ", d);
+        meta.sizes.push_back(dim.dim_value);
         continue;
       }
-      const std::string source = "input " + std::to_string(m.input_names.size()) + " (" + vi.name() + ") dim " +
-                                 std::to_string(d) + (dim.has_dim_param() ? " '" + dim.dim_param() + "'" : "");
-      const int64_t hint = example ? (*example)[static_cast<size_t>(d)] : -1;
+      const std::string source = "input " + std::to_string(m.input_names.size()) + " (" + vi.name + ") dim " +
+                                 std::to_string(d) + (dim.has_dim_param ? " '" + dim.dim_param + "'" : "");
+      const int64_t hint = example ? (*example)[d] : -1;
       if (hint >= 0 && hint < 2) {
         meta.sizes.push_back(hint);  // sizes 0 and 1 are specialised
         continue;
       }
-      if (dim.has_dim_param() && !dim.dim_param().empty()) {
-        auto it = named_dims.find(dim.dim_param());
+      if (dim.has_dim_param && !dim.dim_param.empty()) {
+        auto it = named_dims.find(dim.dim_param);
         if (it != named_dims.end()) {
           meta.sizes.push_back(it->second);
           continue;
@@ -507,34 +511,34 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
       }
       const SymInt s = g.shapes().create_symbol(hint >= 2 ? hint : next_hint++, 2,
                                                 std::numeric_limits<int64_t>::max(), source, false);
-      if (dim.has_dim_param() && !dim.dim_param().empty()) named_dims.emplace(dim.dim_param(), s);
+      if (dim.has_dim_param && !dim.dim_param.empty()) named_dims.emplace(dim.dim_param, s);
       meta.sizes.push_back(s);
     }
-    const NodeId in = g.add_input(meta, vi.name());
-    const auto bound = options.constant_inputs.find(vi.name());
+    const NodeId in = g.add_input(meta, vi.name);
+    const auto bound = options.constant_inputs.find(vi.name);
     if (bound != options.constant_inputs.end()) {
       KILN_CHECK(bound->second.dtype == dt && static_cast<int64_t>(bound->second.sizes.size()) == meta.rank(), what,
                  " is bound to a value of another dtype or rank");
-      env[vi.name()] = im.constant(bound->second);
+      env[vi.name] = im.constant(bound->second);
     } else {
-      env[vi.name()] = im.input(in);
-      env[vi.name()]->input_name = vi.name();
+      env[vi.name] = im.input(in);
+      env[vi.name]->input_name = vi.name;
     }
-    m.input_names.push_back(vi.name());
+    m.input_names.push_back(vi.name);
   }
 
-  for (int k = 0; k < gp.node_size(); ++k) {
-    const pb::NodeProto& n = gp.node(k);
-    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+  for (size_t k = 0; k < gp.node.size(); ++k) {
+    const pb::Node& n = gp.node[k];
+    const std::string domain = n.domain == "ai.onnx" ? "" : n.domain;
     const auto os = opsets.find(domain);
     const int64_t opset = os == opsets.end() ? -1 : os->second;
-    const std::string label = node_label(n, static_cast<size_t>(k), opset);
-    KILN_CHECK(domain.empty(), "onnx: ", label, ": the domain '", n.domain(),
+    const std::string label = node_label(n, k, opset);
+    KILN_CHECK(domain.empty(), "onnx: ", label, ": the domain '", n.domain,
                "' is not supported (Kiln imports the default domain ai.onnx)");
-    const Converter* conv = find_converter(n.op_type());
-    KILN_CHECK(conv, "onnx: ", label, ": unsupported op type '", n.op_type(), "'");
+    const Converter* conv = find_converter(n.op_type);
+    KILN_CHECK(conv, "onnx: ", label, ": unsupported op type '", n.op_type, "'");
     NodeCtx ctx{im, n, {}, opset};
-    for (const std::string& name : n.input()) {
+    for (const std::string& name : n.input) {
       if (name.empty()) {
         ctx.in.push_back(nullptr);
         continue;
@@ -543,8 +547,8 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
       KILN_CHECK(it != env.end(), "onnx: ", label, ": input '", name, "' is not defined before the node");
       ctx.in.push_back(it->second);
     }
-    for (const pb::AttributeProto& a : n.attribute())
-      KILN_CHECK(a.ref_attr_name().empty(), "onnx: ", label, ": attribute '", a.name(),
+    for (const pb::Attribute& a : n.attribute)
+      KILN_CHECK(a.ref_attr_name.empty(), "onnx: ", label, ": attribute '", a.name,
                  "' refers to a function attribute, which is not supported");
     std::vector<V> outs;
     try {
@@ -558,27 +562,25 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
     } catch (const std::exception& e) {  // e.g. std::out_of_range from the standard library
       fail("onnx: ", label, ": ", e.what());
     }
-    for (int j = 0; j < n.output_size(); ++j) {
-      if (n.output(j).empty()) continue;
-      KILN_CHECK(static_cast<size_t>(j) < outs.size() && outs[static_cast<size_t>(j)], "onnx: ", label, ": output ", j,
-                 " ('", n.output(j), "') is not supported");
-      env[n.output(j)] = outs[static_cast<size_t>(j)];
+    for (size_t j = 0; j < n.output.size(); ++j) {
+      if (n.output[j].empty()) continue;
+      KILN_CHECK(j < outs.size() && outs[j], "onnx: ", label, ": output ", j, " ('", n.output[j], "') is not supported");
+      env[n.output[j]] = outs[j];
     }
   }
 
   std::vector<NodeId> outputs;
-  for (const pb::ValueInfoProto& vi : gp.output()) {
-    const auto it = env.find(vi.name());
-    KILN_CHECK(it != env.end(), "onnx: graph output '", vi.name(), "' is not computed by any node");
+  for (const pb::ValueInfo& vi : gp.output) {
+    const auto it = env.find(vi.name);
+    KILN_CHECK(it != env.end(), "onnx: graph output '", vi.name, "' is not computed by any node");
     V v = it->second;
     try {
-      if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
-        v = im.cast(v, dtype_of(vi.type().tensor_type().elem_type(), "graph output '" + vi.name() + "'"));
+      if (vi.has_tensor_type && vi.elem_type != 0) v = im.cast(v, dtype_of(vi.elem_type, "graph output '" + vi.name + "'"));
       outputs.push_back(im.id(v));
     } catch (const Error& e) {
-      fail("onnx: graph output '", vi.name(), "': ", e.what());
+      fail("onnx: graph output '", vi.name, "': ", e.what());
     }
-    m.output_names.push_back(vi.name());
+    m.output_names.push_back(vi.name);
   }
   KILN_CHECK(!outputs.empty(), "onnx: the graph has no outputs");
   g.set_outputs(outputs);
@@ -670,22 +672,31 @@ Model import_model(const pb::ModelProto& mp, const std::string& base_dir, const 
   return m;
 }
 
+// The model in `bytes`, decoded; a kiln::Error naming `what` where they are not a ModelProto.
+pb::Model parse(std::span<const std::byte> bytes, const std::string& what) {
+  KILN_CHECK(bytes.size() < (size_t{1} << 31), "onnx: ", what, " is larger than 2 GiB (protobuf's limit)");
+  pb::Model mp;
+  KILN_CHECK(pb::parse_model(bytes.data(), bytes.size(), mp), "onnx: ", what,
+             " is not a valid ONNX protobuf (malformed or truncated ModelProto, ", bytes.size(), " bytes)");
+  return mp;
+}
+
+pb::Model parse_file(const std::string& path, const std::string& what) {
+  const std::string bytes = read_file(path, "model");
+  return parse(std::as_bytes(std::span(bytes.data(), bytes.size())), what);
+}
+
 }  // namespace
 
 Model load_bytes(std::span<const std::byte> bytes, const std::string& base_dir, const LoadOptions& options) {
-  pb::ModelProto mp;
-  KILN_CHECK(bytes.size() < (size_t{1} << 31), "onnx: the model is larger than 2 GiB (protobuf's limit)");
-  KILN_CHECK(mp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
-             "onnx: the model is not a valid ONNX protobuf (malformed or truncated ModelProto, ", bytes.size(), " bytes)");
-  return import_model(mp, base_dir, options);
+  return import_model(parse(bytes, "the model"), base_dir, options);
 }
 
 Model load(const std::string& path, const LoadOptions& options) {
-  const std::string bytes = read_file(path, "model");
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   try {
-    return load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), dir, options);
+    return import_model(parse_file(path, "the model"), dir, options);
   } catch (const InputValueNeeded& e) {
     throw InputValueNeeded(path + ": " + e.what(), e.input);
   } catch (const Error& e) {
@@ -694,40 +705,36 @@ Model load(const std::string& path, const LoadOptions& options) {
 }
 
 std::vector<std::string> input_names(const std::string& path) {
-  const std::string bytes = read_file(path, "model");
-  pb::ModelProto mp;
-  KILN_CHECK(bytes.size() < (size_t{1} << 31) && mp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
-             "onnx: ", path, " is not a valid ONNX protobuf (malformed or truncated ModelProto)");
+  const pb::Model mp = parse_file(path, path);
   std::set<std::string> inits;
-  for (const pb::TensorProto& t : mp.graph().initializer()) inits.insert(t.name());
   std::vector<std::string> out;
-  for (const pb::ValueInfoProto& vi : mp.graph().input())
-    if (!inits.count(vi.name())) out.push_back(vi.name());
+  if (!mp.graph) return out;
+  for (const pb::Tensor& t : mp.graph->initializer) inits.insert(t.name);
+  for (const pb::ValueInfo& vi : mp.graph->input)
+    if (!inits.count(vi.name)) out.push_back(vi.name);
   return out;
 }
 
 std::map<std::string, TensorData> initializers(const std::string& path) {
-  const std::string bytes = read_file(path, "model");
-  pb::ModelProto mp;
-  KILN_CHECK(bytes.size() < (size_t{1} << 31) && mp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
-             "onnx: ", path, " is not a valid ONNX protobuf (malformed or truncated ModelProto)");
+  const pb::Model mp = parse_file(path, path);
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   std::map<std::string, TensorData> out;
-  for (const pb::TensorProto& t : mp.graph().initializer()) {
-    KILN_CHECK(!t.name().empty(), "onnx: ", path, ": an initializer has no name");
+  if (!mp.graph) return out;
+  for (const pb::Tensor& t : mp.graph->initializer) {
+    KILN_CHECK(!t.name.empty(), "onnx: ", path, ": an initializer has no name");
     try {
-      KILN_CHECK(out.emplace(t.name(), tensor_from_proto(t, dir)).second, "the name is used by two initializers");
+      KILN_CHECK(out.emplace(t.name, tensor_from_proto(t, dir)).second, "the name is used by two initializers");
     } catch (const Error& e) {
-      fail(path, ": initializer '", t.name(), "': ", e.what());
+      fail(path, ": initializer '", t.name, "': ", e.what());
     }
   }
   return out;
 }
 
 TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& what) {
-  pb::TensorProto t;
-  KILN_CHECK(bytes.size() < (size_t{1} << 31) && t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
+  pb::Tensor t;
+  KILN_CHECK(bytes.size() < (size_t{1} << 31) && pb::parse_tensor(bytes.data(), bytes.size(), t),
              "onnx: ", what, " is not a valid TensorProto (malformed or truncated)");
   return tensor_from_proto(t, "");
 }

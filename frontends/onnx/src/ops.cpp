@@ -411,7 +411,7 @@ std::vector<V> split_op(NodeCtx& c) {
   std::vector<int64_t> parts = c.opset >= 13 ? (c.present(1) ? c.im.static_ints(c.input(1), "the split input")
                                                              : std::vector<int64_t>{})
                                              : c.ints("split");
-  const int64_t outs = static_cast<int64_t>(c.node.output_size());
+  const int64_t outs = static_cast<int64_t>(c.node.output.size());
   if (parts.empty() && c.opset >= 18 && c.has("num_outputs")) {
     // Opset 18: num_outputs parts of ceil(n / num_outputs), the last one smaller.
     const int64_t k = c.i("num_outputs", 0);
@@ -654,18 +654,18 @@ std::vector<V> pad_op(NodeCtx& c) {
 }
 
 std::vector<V> constant_op(NodeCtx& c) {
-  const auto* a = c.node.attribute_size() == 1 ? &c.node.attribute(0) : nullptr;
+  const auto* a = c.node.attribute.size() == 1 ? &c.node.attribute[0] : nullptr;
   KILN_CHECK(a, "a Constant node has exactly one attribute");
-  const std::string& n = a->name();
-  if (n == "value") return one(c.im.constant(tensor_from_proto(a->t(), c.im.base_dir())));
-  if (n == "value_float") return one(c.im.scalar(a->f(), DType::f32));
-  if (n == "value_int") return one(c.im.scalar(static_cast<double>(a->i()), DType::i64));
+  const std::string& n = a->name;
+  if (n == "value") return one(c.im.constant(tensor_from_proto(tensor_attr(*a), c.im.base_dir())));
+  if (n == "value_float") return one(c.im.scalar(a->f, DType::f32));
+  if (n == "value_int") return one(c.im.scalar(static_cast<double>(a->i), DType::i64));
   if (n == "value_floats") {
-    std::vector<double> v(a->floats().begin(), a->floats().end());
+    std::vector<double> v(a->floats.begin(), a->floats.end());
     return one(c.im.constant(make_tensor(DType::f32, {static_cast<int64_t>(v.size())}, v)));
   }
   if (n == "value_ints") {
-    std::vector<double> v(a->ints().begin(), a->ints().end());
+    std::vector<double> v(a->ints.begin(), a->ints.end());
     return one(c.im.constant(make_tensor(DType::i64, {static_cast<int64_t>(v.size())}, v)));
   }
   fail("Constant with attribute '", n, "' is not supported (strings and sparse tensors are not)");
@@ -677,7 +677,7 @@ std::vector<V> constant_of_shape(NodeCtx& c) {
   DType t = DType::f32;
   double value = 0;
   if (const auto* a = c.attr("value")) {
-    const TensorData v = tensor_from_proto(a->t(), "");
+    const TensorData v = tensor_from_proto(tensor_attr(*a), "");
     KILN_CHECK(v.numel() == 1, "value must hold one element");
     t = v.dtype;
     value = doubles_of(v)[0];
@@ -708,7 +708,7 @@ std::vector<V> dropout(NodeCtx& c) {
                "training_mode true (random dropout) is not supported");
   }
   std::vector<V> out{c.input(0)};
-  if (c.node.output_size() > 1) {
+  if (c.node.output.size() > 1) {
     std::vector<int64_t> s = static_sizes(c.im, c.input(0), "Dropout");
     out.push_back(c.im.constant(make_tensor(DType::bool_, s, {1})));
   }

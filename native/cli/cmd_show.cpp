@@ -31,7 +31,8 @@ const CommandSpec& show_spec() {
        {"--code", "", "print the generated module (LLVM IR for cpu, CUDA C for cuda, GLSL for vulkan)"},
        {"--target", "NAME", "the codegen to show: cpu (default), cuda, vulkan"},
        {"--save-plan", "FILE", "write the kernel plan as JSON (kiln show / kiln run take such files); given a plan file, "
-                               "write it again; signed with KILN_CACHE_SECRET when set (docs/plan-trust.md)"}}};
+                               "write it again; signed with KILN_CACHE_SECRET when set (docs/plan-trust.md)"},
+       {"--save-graph", "FILE", "write the graph as a graph file (JSON, docs/graph-format.md): an ONNX model as imported"}}};
   return spec;
 }
 
@@ -76,6 +77,13 @@ int cmd_show(std::span<char* const> args) {
   }
   std::cout << "\nguards:\n";
   for (const std::string& line : guard_lines(g)) std::cout << "  " << line << "\n";
+  if (a.has("--save-graph")) {
+    std::ofstream f(a.get("--save-graph"), std::ios::binary);
+    f << format::to_json(g);
+    f.close();
+    KILN_CHECK(f.good(), "kiln show --save-graph: cannot write ", a.get("--save-graph"));
+    std::cout << "\nwrote " << a.get("--save-graph") << "\n";
+  }
   if (a.has("--schedule") || a.has("--plan") || a.has("--code") || a.has("--save-plan")) {
     target::ensure_builtin_targets();
     const Graph scheduled = passes::run_default_pipeline(g);

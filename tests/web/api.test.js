@@ -4,7 +4,7 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
-const { kiln, runNative, readSample, samples } = require('./common.js');
+const { kiln, runNative, readSample, samples, cli, onnx, realModelsDir, realModels, modelFiles } = require('./common.js');
 
 test('version and op table', async () => {
   const k = await kiln();
@@ -259,6 +259,55 @@ test('the JavaScript transformer block (samples/transformer_block.cpp) with a dy
   const run = kl.run(programs.transformerBlock(kl, { seq: 'seq' }), { random: 1, symbols: { s0: 5 } });
   assert.deepStrictEqual(run.outputs[0].shape, [4, 5, 256]);
   assert.ok(run.outputs[0].data.every(Number.isFinite));
+});
+
+test('ONNX models decoded in JavaScript import as the native importer imports the file', { skip: !cli && 'KILN_CLI not set' }, async () => {
+  const fs = require('fs');
+  const os = require('os');
+  const path = require('path');
+  const { execFileSync } = require('child_process');
+  const kl = await kiln();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-onnx-'));
+  assert.ok(realModels.length >= 6, realModels.join(' '));
+  for (const name of realModels) {
+    const files = modelFiles(name);
+    const decoded = await onnx().decode(files['model.onnx'], files);
+    assert.ok(decoded.tensors > 0 && decoded.bytes > 0, name);
+    const graph = kl.importOnnx(decoded);
+    const out = path.join(tmp, name + '.json');
+    execFileSync(cli, ['show', path.join(realModelsDir, name, 'model.onnx'), '--save-graph', out], { stdio: 'pipe' });
+    // Byte for byte: the same nodes in the same order (no argument evaluation order in the
+    // converters), the same constants (external data read from the blob), the same symbols.
+    assert.strictEqual(graph.json, fs.readFileSync(out, 'utf8'), `${name}: the graph differs from native's`);
+    const report = kl.compile(graph, { target: 'cpu' });
+    assert.ok(report.kernels.length > 0, name);
+  }
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('ONNX input errors say what is wrong', async () => {
+  const kl = await kiln();
+  const files = modelFiles(realModels[0]);
+  await assert.rejects(onnx().decode(new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0x0f]), {}), /not a valid ONNX protobuf \(malformed or truncated ModelProto, 5 bytes\)/);
+  // The weights of an external-data export are in a second file.
+  await assert.rejects(onnx().decode(files['model.onnx'], {}),
+    /has its data in the file 'model\.onnx\.data', which was not opened with the model/);
+  const short = { 'model.onnx.data': files['model.onnx.data'].subarray(0, 16) };
+  await assert.rejects(onnx().decode(files['model.onnx'], short), /lies outside 'model\.onnx\.data' \(16 bytes\)/);
+  // What the module is handed is checked field by field.
+  const decoded = await onnx().decode(files['model.onnx'], files);
+  assert.throws(() => kl.importOnnx({ json: '{"graph": ', blob: decoded.blob }), /^Error: onnx: the decoded model is not valid JSON/);
+  assert.throws(() => kl.importOnnx({ json: '{"graph": 3}', blob: decoded.blob }), /^Error: onnx: graph must be an object$/);
+  assert.throws(() => kl.importOnnx({ json: '{"irVersion": "7x"}', blob: decoded.blob }), /^Error: onnx: model\.irVersion is '7x', not an integer$/);
+  const model = JSON.parse(decoded.json);
+  model.graph.initializer[0].rawData.blob[0] = decoded.blob.length;
+  assert.throws(() => kl.importOnnx({ json: JSON.stringify(model), blob: decoded.blob }),
+    /^Error: onnx: graph\.initializer\[0\]\.rawData is bytes \d+ to \d+ \+ \d+, outside the \d+-byte blob$/);
+  // A model the importer refuses: the message native gives for the file.
+  const noisy = JSON.parse(decoded.json);
+  noisy.graph.node[0].opType = 'TfIdfVectorizer';
+  assert.throws(() => kl.importOnnx({ json: JSON.stringify(noisy), blob: decoded.blob }),
+    /^Error: onnx: node 'node_[^']+' \(TfIdfVectorizer, domain ai\.onnx, opset 18\): unsupported op type 'TfIdfVectorizer'$/);
 });
 
 test('module size: kiln_wasm.wasm at most 1.5 MB after wasm-opt', () => {

@@ -8,7 +8,7 @@ const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
-const { root, kiln, readSample } = require('./common.js');
+const { root, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
 
 const chromiumPath = process.env.KILN_CHROMIUM || '/usr/bin/chromium';
 const artifacts = process.env.KILN_WEB_ARTIFACTS || path.join(root, 'build/web-artifacts');
@@ -201,13 +201,33 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.planCheck), 'different');
     assert.match(await page.textContent('#notice'), /makes a different plan .*first difference at line \d+, column \d+:[^]*cudX/);
 
-    // A file that is neither (an ONNX model's first bytes): an error, and nothing of the last
-    // graph stays on screen.
-    const onnx = path.join(artifacts, 'model.onnx');
-    fs.writeFileSync(onnx, Buffer.from([0x08, 0x07, 0x12, 0x04, 0x6b, 0x69, 0x6c, 0x6e]));
-    await page.setInputFiles('#file', onnx);
+    // An ONNX model picked with its external data file: decoded in the page (protobufjs), imported
+    // by the module (the graph the module imports in Node), compiled and drawn.
+    const gpt2 = modelFiles('gpt2');
+    const gpt2Graph = (await kiln()).importOnnx(await onnx().decode(gpt2['model.onnx'], gpt2));
+    const gpt2Cuda = (await kiln()).compile(gpt2Graph, { target: 'cuda' }).kernels.length;
+    await page.setInputFiles('#file', [path.join(realModelsDir, 'gpt2/model.onnx'), path.join(realModelsDir, 'gpt2/model.onnx.data')]);
+    await page.waitForFunction(() => window.kilnInspector.last.graph === 'model.onnx' && window.kilnInspector.last.kernels);
+    assert.strictEqual(await page.evaluate(() => window.kilnInspector.graphText), gpt2Graph.json);
+    assert.strictEqual(await page.locator('#kernels > li').count(), gpt2Cuda);
+    assert.strictEqual(await page.locator('#diagram g.node').count(), gpt2Graph.toJSON().nodes.length);
+    assert.match(await page.textContent('#status'), /^ONNX model \(\d+ tensors, [\d.]+ MB\) decoded and imported in [\d.]+ ms; compiled for cuda/);
+    const imported = await page.evaluate(() => window.kilnInspector.last);
+    console.log(`# gpt2 (ONNX, small) in Chromium: imported in ${imported.importMs.toFixed(0)} ms, compiled in ${imported.ms.toFixed(0)} ms, ` +
+      `${imported.kernels} cuda kernels`);
+    // Without its data file: the error names the file to open with it.
+    await page.setInputFiles('#file', path.join(realModelsDir, 'gpt2/model.onnx'));
     await page.waitForFunction(() => window.kilnInspector.last.error);
-    assert.match(await page.textContent('#error'), /^model\.onnx: an ONNX model .*no ONNX importer yet/);
+    assert.match(await page.textContent('#error'),
+      /^model\.onnx: tensor '[^']+' has its data in the file 'model\.onnx\.data', which was not opened with the model/);
+
+    // A file that parses as a ModelProto without a graph: the importer's error, and nothing of the
+    // last graph stays on screen.
+    const noGraph = path.join(artifacts, 'model.onnx');
+    fs.writeFileSync(noGraph, Buffer.from([0x08, 0x07, 0x12, 0x04, 0x6b, 0x69, 0x6c, 0x6e]));
+    await page.setInputFiles('#file', noGraph);
+    await page.waitForFunction(() => window.kilnInspector.last.error);
+    assert.match(await page.textContent('#error'), /^model\.onnx: onnx: the model has no graph$/);
     assert.strictEqual(await page.locator('#kernels > li').count(), 0);
     assert.strictEqual(await page.locator('#diagram g.node').count(), 0);
     assert.strictEqual(await page.textContent('#plan-text'), '');
@@ -290,6 +310,15 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.graph), 'transformer_block.json');
     assert.ok(await page.locator('#kernels > li').count() > 0);
+    // An ONNX model by address: its external data file is fetched from beside it.
+    await page.goto(url + '?url=' + encodeURIComponent('/models/bert/model.onnx'));
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+    assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.graph), 'model.onnx', await page.textContent('#error'));
+    assert.ok(await page.locator('#kernels > li').count() > 0);
+    // The small ONNX exports are samples of the page too.
+    await page.selectOption('#sample', 'onnx:swin');
+    await page.waitForFunction(() => window.kilnInspector.last.graph === 'onnx:swin' && (window.kilnInspector.last.kernels || window.kilnInspector.last.error));
+    assert.strictEqual(await page.isVisible('#error'), false, await page.textContent('#error'));
     await page.goto(url + '?url=' + encodeURIComponent('/samples/no_such_file.json'));
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
     assert.match(await page.textContent('#error'), /could not fetch it: HTTP 404/);

@@ -35,4 +35,15 @@ function runNative(cmd, graphText, arg) {
 
 function readSample(name) { return fs.readFileSync(path.join(samplesDir, name), 'utf8'); }
 
-module.exports = { root, wasmDir, native, cli, samplesDir, samples, kiln, runNative, readSample };
+// The ONNX decoder beside the module (protobufjs from web/node_modules: CTest sets NODE_PATH).
+function onnx() { return require(path.join(wasmDir, 'onnx.js')); }
+// tests/onnx/real_models: small exports of six architectures, each a folder of model.onnx, its
+// external data file and inputs; the files of each as {name: Uint8Array}.
+const realModelsDir = path.join(root, 'tests/onnx/real_models');
+const realModels = fs.readdirSync(realModelsDir).filter((d) => fs.existsSync(path.join(realModelsDir, d, 'model.onnx'))).sort();
+function modelFiles(name) {
+  const dir = path.join(realModelsDir, name);
+  return Object.fromEntries(fs.readdirSync(dir).map((f) => [f, new Uint8Array(fs.readFileSync(path.join(dir, f)))]));
+}
+
+module.exports = { root, wasmDir, native, cli, samplesDir, samples, kiln, runNative, readSample, onnx, realModelsDir, realModels, modelFiles };

@@ -9,7 +9,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { execFileSync } = require('child_process');
-const { kiln, runNative, readSample, samples, samplesDir, cli } = require('./common.js');
+const { kiln, runNative, readSample, samples, samplesDir, cli, onnx, realModelsDir, realModels, modelFiles } = require('./common.js');
 
 const requests = [
   { target: 'cpu' },
@@ -83,6 +83,26 @@ test('cpu plans equal `kiln show --save-plan`', { skip: !cli && 'KILN_CLI not se
       const out = path.join(dir, sample + '.plan.json');
       execFileSync(cli, ['show', path.join(samplesDir, sample), '--save-plan', out]);
       assert.strictEqual(k.plan(readSample(sample), { target: 'cpu' }), fs.readFileSync(out, 'utf8'), sample);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// ONNX models: decoded in JavaScript, imported by the module, planned there; the same plan as
+// native code makes from the file, for every target.
+test('plans of ONNX models equal `kiln show MODEL.onnx --save-plan`', { skip: !cli && 'KILN_CLI not set' }, async () => {
+  const k = await kiln();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-web-onnx-'));
+  try {
+    for (const name of realModels) {
+      const files = modelFiles(name);
+      const graph = k.importOnnx(await onnx().decode(files['model.onnx'], files));
+      for (const target of ['cpu', 'cuda', 'vulkan']) {
+        const out = path.join(dir, `${name}.${target}.plan.json`);
+        execFileSync(cli, ['show', path.join(realModelsDir, name, 'model.onnx'), '--target', target, '--save-plan', out], { stdio: 'pipe' });
+        assert.strictEqual(k.plan(graph, { target }), fs.readFileSync(out, 'utf8'), `${name} on ${target}`);
+      }
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -23,7 +23,8 @@ function colour(i) {
   return '#' + f(0) + f(8) + f(4);
 }
 
-const state = { kiln: null, graphText: null, graphName: null, report: null, last: null, hljs: null, scale: 1, plan: null };
+const state = { kiln: null, graphText: null, graphName: null, report: null, last: null, hljs: null, scale: 1, plan: null,
+  traceMs: null, imported: null };
 window.kilnInspector = state;  // what the browser test reads
 state.colour = colour;
 
@@ -87,12 +88,14 @@ async function compile() {
     if (!drawn) return;  // a newer compile or view replaced this one while its layout ran
     // Set once the page shows this report (the browser test waits for it).
     state.last = { key, hit, ms, graph: state.graphName, kernels: report.kernels.length, target: report.target, compileMs: hit ? 0 : ms,
-      stages: report.timing_ms };
+      stages: report.timing_ms, importMs: state.imported ? state.imported.ms : null };
     const st = $('status');
     st.className = 'status' + (hit ? ' hit' : '');
     st.textContent = hit
       ? `cache hit (key ${key}): ${report.kernels.length} kernels in ${ms.toFixed(1)} ms, no optimiser run`
       : (state.traceMs != null ? `traced in ${state.traceMs.toFixed(1)} ms; ` : '') +
+        (state.imported ? `ONNX model (${state.imported.tensors} tensors, ${(state.imported.bytes / 1e6).toFixed(1)} MB) ` +
+          `decoded and imported in ${state.imported.ms.toFixed(1)} ms; ` : '') +
         `compiled for ${report.target} in ${ms.toFixed(1)} ms (passes ${report.timing_ms.passes.toFixed(1)}, schedule ` +
         `${report.timing_ms.schedule.toFixed(1)}, codegen ${report.timing_ms.codegen.toFixed(1)} ms): ${report.kernels.length} kernels`;
     $('download').disabled = false;
@@ -478,10 +481,13 @@ function download() {
   a.remove();
 }
 
-// A graph file of samples/graphs, or "js:<name>": a program of programs.js traced here.
+// A graph file of samples/graphs, "js:<name>": a program of programs.js traced here, or
+// "onnx:<name>": a small ONNX export of tests/onnx/real_models with its external data.
 async function pickSample(name) {
+  if (name.startsWith('onnx:')) return openUrl(`/models/${name.slice(5)}/model.onnx`, name);
   state.graphName = name;
   state.plan = null;
+  state.imported = null;
   if (name.startsWith('js:')) {
     const t0 = performance.now();
     state.graphText = KilnPrograms[name.slice(3)](state.kiln).json;
@@ -501,13 +507,10 @@ async function pickSample(name) {
 async function openText(name, text) {
   state.graphName = name;
   state.plan = null;
+  state.imported = null;
   try {
     const head = text.replace(/^\s+/, '').slice(0, 1);
-    if (head !== '{') {
-      throw new Error(/\.onnx$/i.test(name) || /[\x00-\x08]/.test(text.slice(0, 64))
-        ? 'an ONNX model (or another binary file): this WebAssembly build has no ONNX importer yet; `kiln show MODEL.onnx --plan` inspects one natively'
-        : 'not a JSON file (expected a Kiln graph JSON or a kernel plan JSON)');
-    }
+    if (head !== '{') throw new Error('neither JSON (a Kiln graph or kernel plan) nor an ONNX model');
     let doc;
     try {
       doc = JSON.parse(text);
@@ -537,28 +540,78 @@ async function openText(name, text) {
   await compile();
 }
 
-async function openFile(file) {
-  if (file) await openText(file.name, await file.text());
+// An ONNX model, decoded here (web/js/onnx.js: protobufjs and ONNX's schema) and imported by the
+// module as the native importer imports the file; then compiled as a graph file is. `files`: the
+// files opened with it by name, where its external data is.
+async function openOnnx(name, bytes, files) {
+  state.graphName = name;
+  state.plan = null;
+  state.traceMs = null;
+  try {
+    const t0 = performance.now();
+    const decoded = await KilnOnnx.decode(bytes, files);
+    const graph = state.kiln.importOnnx(decoded);
+    state.imported = { ms: performance.now() - t0, tensors: decoded.tensors, bytes: decoded.bytes };
+    state.graphText = graph.json;
+  } catch (e) {
+    state.imported = null;
+    showError(e.message);
+    return;
+  }
+  $('paste').value = '';  // weights as base64 text would swamp the box
+  await compile();
 }
 
-async function openUrl(address) {
-  let text;
-  try {
-    const r = await fetch(address);
+// Whether `bytes` are an ONNX model rather than text: by its name, or by its first bytes.
+function isOnnx(name, bytes) {
+  if (/\.onnx$/i.test(name)) return true;
+  const head = new TextDecoder().decode(bytes.subarray(0, 64)).replace(/^\s+/, '');
+  return !head.startsWith('{') && KilnOnnx.looksLikeOnnx(bytes);
+}
+
+// Files picked or dropped together: an ONNX model with the files beside it (its external data),
+// else the first file as text.
+async function openFiles(list) {
+  const files = [...(list || [])];
+  if (!files.length) return;
+  const read = async (f) => new Uint8Array(await f.arrayBuffer());
+  let model = files.find((f) => /\.onnx$/i.test(f.name));
+  if (!model && files.length === 1 && isOnnx(files[0].name, await read(files[0]))) model = files[0];
+  if (!model) return openText(files[0].name, await files[0].text());
+  const others = {};
+  for (const f of files) if (f !== model) others[f.name] = await read(f);
+  await openOnnx(model.name, await read(model), others);
+}
+
+// A file at an address; an ONNX model's external data files are fetched from beside it.
+async function openUrl(address, name) {
+  name = name || decodeURIComponent(address.split('/').pop().split('?')[0]) || address;
+  const get = async (url) => {
+    const r = await fetch(url);
     if (!r.ok) throw new Error(`HTTP ${r.status} ${r.statusText}`);
-    text = await r.text();
+    return new Uint8Array(await r.arrayBuffer());
+  };
+  let bytes;
+  const files = {};
+  try {
+    bytes = await get(address);
+    if (isOnnx(name, bytes)) {
+      const base = new URL(address, location.href);
+      for (const f of await KilnOnnx.externalFiles(bytes)) files[f] = await get(new URL(f, base));
+    }
   } catch (e) {
-    state.graphName = address;
+    state.graphName = name;
     showError('could not fetch it: ' + e.message);
     return;
   }
-  await openText(decodeURIComponent(address.split('/').pop().split('?')[0]) || address, text);
+  if (isOnnx(name, bytes)) await openOnnx(name, bytes, files);
+  else await openText(name, new TextDecoder().decode(bytes));
 }
 
 function initOpening() {
   $('open').addEventListener('click', () => $('file').click());
   $('file').addEventListener('change', async () => {
-    await openFile($('file').files[0]);
+    await openFiles($('file').files);
     $('file').value = '';
   });
   let depth = 0;  // dragenter/dragleave pairs of nested elements
@@ -569,7 +622,7 @@ function initOpening() {
     e.preventDefault();
     depth = 0;
     $('drop').hidden = true;
-    await openFile(e.dataTransfer.files[0]);
+    await openFiles(e.dataTransfer.files);
   });
 }
 
@@ -600,10 +653,17 @@ async function main() {
   }
   const samples = await (await fetch('/samples/index.json')).json();
   const programs = Object.keys(KilnPrograms).filter((n) => n.includes('(JavaScript)')).map((n) => 'js:' + n);
+  let models = [];
+  try {
+    models = (await (await fetch('/models/index.json')).json()).map((m) => 'onnx:' + m);
+  } catch (e) {
+    console.warn('no ONNX samples:', e);
+  }
   $('sample').replaceChildren(...samples.map((s) => el('option', { value: s }, s.replace(/\.json$/, ''))),
-    ...programs.map((p) => el('option', { value: p }, p.slice(3))));
+    ...programs.map((p) => el('option', { value: p }, p.slice(3))),
+    ...models.map((m) => el('option', { value: m }, `${m.slice(5)} (ONNX, small)`)));
   const wanted = decodeURIComponent(location.hash.slice(1));
-  $('sample').value = [...samples, ...programs].includes(wanted) ? wanted : samples[0];
+  $('sample').value = [...samples, ...programs, ...models].includes(wanted) ? wanted : samples[0];
   $('sample').addEventListener('change', () => pickSample($('sample').value));
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
   $('view').addEventListener('change', () => state.report && drawView(state.report));
@@ -613,6 +673,7 @@ async function main() {
   $('use-paste').addEventListener('click', () => {
     state.graphName = 'pasted';
     state.plan = null;
+    state.imported = null;
     state.graphText = $('paste').value;
     state.traceMs = null;
     compile();

@@ -4,6 +4,7 @@
 // /wasm/       the built module (KILN_WASM_DIR, else build/release/wasm/dist or build/wasm/dist)
 // /npm/        web/node_modules (dagre, highlight.js; `npm ci` in web/)
 // /samples/    samples/graphs/*.json
+// /models/     tests/onnx/real_models/<name>/ (small ONNX exports, each with its external data)
 // Text files and the module go gzipped to clients that accept it.
 'use strict';
 const http = require('http');
@@ -21,11 +22,13 @@ const mounts = [
   ['/wasm/', wasmDir],
   ['/npm/', path.join(web, 'node_modules')],
   ['/samples/', path.join(root, 'samples/graphs')],
+  ['/models/', path.join(root, 'tests/onnx/real_models')],
   ['/', path.join(web, 'app')],
 ];
-const compressible = new Set(['.html', '.js', '.mjs', '.css', '.json', '.wasm', '.map']);
+const compressible = new Set(['.html', '.js', '.mjs', '.css', '.json', '.wasm', '.map', '.proto', '.onnx', '.data']);
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css',
-  '.json': 'application/json', '.wasm': 'application/wasm', '.map': 'application/json', '.png': 'image/png' };
+  '.json': 'application/json', '.wasm': 'application/wasm', '.map': 'application/json', '.png': 'image/png',
+  '.proto': 'text/plain', '.onnx': 'application/octet-stream', '.data': 'application/octet-stream' };
 
 function resolve(urlPath) {
   for (const [prefix, dir] of mounts) {
@@ -54,6 +57,12 @@ function serve(port, host = '127.0.0.1') {
     if (urlPath === '/') urlPath = '/index.html';
     if (urlPath === '/samples/index.json') {
       const list = fs.readdirSync(path.join(root, 'samples/graphs')).filter((f) => f.endsWith('.json')).sort();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify(list));
+    }
+    if (urlPath === '/models/index.json') {
+      const dir = path.join(root, 'tests/onnx/real_models');
+      const list = fs.existsSync(dir) ? fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, 'model.onnx'))).sort() : [];
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify(list));
     }

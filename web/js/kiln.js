@@ -119,6 +119,9 @@
     }
     builder() { return new Builder(this); }
     // A graph from graph JSON (text or object).
+    // An ONNX model decoded by onnx.js (`await KilnOnnx.decode(bytes, files)`) imported as a graph,
+    // as kiln::onnx::load imports the file natively (constants stay constants).
+    importOnnx(decoded) { return new Graph(this, this.M.onnxGraph(decoded.json, decoded.blob)); }
     loadGraph(json) { return new Graph(this, typeof json === 'string' ? json : JSON.stringify(json)); }
     graphJson(g) { return g instanceof Graph ? g.json : typeof g === 'string' ? g : JSON.stringify(g); }
     // Everything a compile produced (docs/web.md): passes, scheduled graph, decisions, kernels,

@@ -5,12 +5,15 @@
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
+#include <cstddef>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "core.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
+#include "kiln/onnx/onnx.h"
 
 using emscripten::val;
 
@@ -60,6 +63,17 @@ std::string normalize_graph(const std::string& graph_json) {
 std::string graph_text(const std::string& graph_json) {
   return guarded([&] { return graph_of(graph_json).str(); });
 }
+// An ONNX model decoded by web/js/onnx.js (the model as JSON, its tensors' bytes in `blob`, a
+// Uint8Array) imported as a Kiln graph: the graph JSON, as a graph file holds it.
+std::string onnx_graph(const std::string& model_json, const val& blob) {
+  return guarded([&] {
+    const size_t n = blob["length"].as<size_t>();
+    std::vector<std::byte> bytes(n);
+    // One copy into the module's memory (nothing allocates while `set` runs).
+    val(emscripten::typed_memory_view(n, reinterpret_cast<unsigned char*>(bytes.data()))).call<void>("set", blob);
+    return kiln::format::to_json(kiln::onnx::load_decoded(model_json, bytes).graph);
+  });
+}
 std::string op_table() { return guarded([] { return kiln::web::op_table_json(); }); }
 std::string version() { return kiln::web::version(); }
 
@@ -100,6 +114,7 @@ EMSCRIPTEN_BINDINGS(kiln) {
   emscripten::function("cacheKeyInputs", &cache_key_inputs);
   emscripten::function("runReference", &run_reference);
   emscripten::function("normalizeGraph", &normalize_graph);
+  emscripten::function("onnxGraph", &onnx_graph);
   emscripten::function("graphText", &graph_text);
   emscripten::function("opTable", &op_table);
   emscripten::function("version", &version);

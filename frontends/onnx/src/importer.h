@@ -15,6 +15,7 @@
 #include "kiln/graph/error.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/tensor_data.h"
+#include "kiln/onnx/onnx.h"
 #include "model_proto.h"
 
 namespace kiln::onnx::detail {
@@ -104,6 +105,11 @@ class Importer {
   Device device_;
   std::string base_dir_;
 };
+
+// A decoded model as a Kiln graph (loader.cpp): every entry point ends here, whichever decoder
+// (protobuf.cpp, from_json.cpp) read the model. External data is read under base_dir (empty:
+// external data is an error).
+Model import_model(const proto::Model& model, const std::string& base_dir, const LoadOptions& options);
 
 using Converter = std::function<std::vector<V>(NodeCtx&)>;
 // The converter of an ONNX op type of the default domain, or null.

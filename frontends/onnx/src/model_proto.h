@@ -1,7 +1,7 @@
 // Internal to frontends/onnx: the part of ONNX's ModelProto that the importer reads, as plain
 // structs. The importer works on these, never on protobuf's classes, so that a decoder other
 // than libprotobuf (the browser's, where the model is decoded in JavaScript) can feed it; the
-// native decoder is from_protobuf.cpp. Fields keep onnx.proto's names and numbering (data types,
+// native decoder is protobuf.cpp. Fields keep onnx.proto's names and numbering (data types,
 // attribute types); `has_*` records presence where onnx.proto (proto2) makes it matter.
 #pragma once
 
@@ -90,7 +90,7 @@ struct Model {
   std::optional<Graph> graph;
 };
 
-// Decoders of serialized protobuf bytes (from_protobuf.cpp, libprotobuf): false where the bytes
+// Decoders of serialized protobuf bytes (protobuf.cpp, libprotobuf): false where the bytes
 // are not a valid message. The decoded model takes the tensors' bytes over without copying more
 // than once.
 bool parse_model(const void* data, size_t size, Model& out);

@@ -88,7 +88,9 @@ std::vector<V> div_op(NodeCtx& c) {
 }
 
 V trunc(Importer& im, const V& x) {
-  return where(im, im.op(O::lt, {x, im.scalar(0, x->dtype)}), im.op(O::ceil, {x}), im.op(O::floor, {x}));
+  const V negative = im.op(O::lt, {x, im.scalar(0, x->dtype)});
+  const V up = im.op(O::ceil, {x});
+  return where(im, negative, up, im.op(O::floor, {x}));
 }
 
 std::vector<V> mod_op(NodeCtx& c) {
@@ -154,12 +156,14 @@ std::vector<V> selu(NodeCtx& c) {
 
 std::vector<V> leaky_relu(NodeCtx& c) {
   const V& x = c.input(0);
-  return one(where(c.im, c.im.op(O::lt, {x, sc(c, 0, x)}), c.im.mul(x, sc(c, c.f("alpha", 0.01), x)), x));
+  const V negative = c.im.op(O::lt, {x, sc(c, 0, x)});
+  return one(where(c.im, negative, c.im.mul(x, sc(c, c.f("alpha", 0.01), x)), x));
 }
 
 std::vector<V> prelu(NodeCtx& c) {
   const V& x = c.input(0);
-  return one(c.im.cast(where(c.im, c.im.op(O::lt, {x, sc(c, 0, x)}), c.im.mul(x, c.input(1)), x), x->dtype));
+  const V negative = c.im.op(O::lt, {x, sc(c, 0, x)});
+  return one(c.im.cast(where(c.im, negative, c.im.mul(x, c.input(1)), x), x->dtype));
 }
 
 std::vector<V> thresholded_relu(NodeCtx& c) {
@@ -189,7 +193,8 @@ std::vector<V> celu(NodeCtx& c) {
   const V& x = c.input(0);
   const double alpha = c.f("alpha", 1.0);
   const V e = c.im.mul(sc(c, alpha, x), c.im.sub(c.im.op(O::exp, {c.im.div(x, sc(c, alpha, x))}), sc(c, 1, x)));
-  return one(c.im.add(c.im.op(O::maximum, {x, sc(c, 0, x)}), c.im.op(O::minimum, {e, sc(c, 0, x)})));
+  const V positive = c.im.op(O::maximum, {x, sc(c, 0, x)});
+  return one(c.im.add(positive, c.im.op(O::minimum, {e, sc(c, 0, x)})));
 }
 
 std::vector<V> shrink(NodeCtx& c) {
@@ -197,8 +202,8 @@ std::vector<V> shrink(NodeCtx& c) {
   const double bias = c.f("bias", 0), lambd = c.f("lambd", 0.5);
   const V lo = c.im.op(O::lt, {x, sc(c, -lambd, x)});
   const V hi = c.im.op(O::gt, {x, sc(c, lambd, x)});
-  const V r = where(c.im, lo, c.im.add(x, sc(c, bias, x)),
-                    where(c.im, hi, c.im.sub(x, sc(c, bias, x)), sc(c, 0, x)));
+  const V below = c.im.add(x, sc(c, bias, x));
+  const V r = where(c.im, lo, below, where(c.im, hi, c.im.sub(x, sc(c, bias, x)), sc(c, 0, x)));
   return one(c.im.cast(r, x->dtype));
 }
 
@@ -218,16 +223,22 @@ std::vector<V> hyperbolic(NodeCtx& c, const std::string& which) {
   Importer& im = c.im;
   const V& x = c.input(0);
   auto half = [&](const V& v) { return im.mul(v, sc(c, 0.5, x)); };
-  if (which == "Sinh") return one(half(im.sub(im.op(O::exp, {x}), im.op(O::exp, {im.op(O::neg, {x})}))));
-  if (which == "Cosh") return one(half(im.add(im.op(O::exp, {x}), im.op(O::exp, {im.op(O::neg, {x})}))));
+  if (which == "Sinh" || which == "Cosh") {
+    const V ex = im.op(O::exp, {x});
+    const V e_x = im.op(O::exp, {im.op(O::neg, {x})});
+    return one(half(which == "Sinh" ? im.sub(ex, e_x) : im.add(ex, e_x)));
+  }
   if (which == "Asinh")
     return one(im.op(O::log, {im.add(x, im.op(O::sqrt, {im.add(im.mul(x, x), sc(c, 1, x))}))}));
   if (which == "Acosh")
     return one(im.op(O::log, {im.add(x, im.op(O::sqrt, {im.sub(im.mul(x, x), sc(c, 1, x))}))}));
-  if (which == "Atanh")
-    return one(half(im.op(O::log, {im.div(im.add(sc(c, 1, x), x), im.sub(sc(c, 1, x), x))})));
+  if (which == "Atanh") {
+    const V num = im.add(sc(c, 1, x), x);
+    return one(half(im.op(O::log, {im.div(num, im.sub(sc(c, 1, x), x))})));
+  }
   // Tan
-  return one(im.div(im.op(O::sin, {x}), im.op(O::cos, {x})));
+  const V sin = im.op(O::sin, {x});
+  return one(im.div(sin, im.op(O::cos, {x})));
 }
 
 // ---- reductions --------------------------------------------------------------------------
@@ -537,7 +548,8 @@ std::vector<V> gather_op(NodeCtx& c) {
     // Negative indices count from the end.
     V i = im.cast(idx, DType::i64);
     const V nv = im.scalar(static_cast<double>(static_dim(im, x, axis, "Gather")), DType::i64);
-    i = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, nv), i);
+    const V negative = im.op(O::lt, {i, im.scalar(0, DType::i64)});
+    i = where(im, negative, im.add(i, nv), i);
     flat = im.reshape(i, {shape_numel(idx->sizes)});
   }
   if (!r) r = im.op(O::index_select, {x, flat}, {axis});
@@ -749,7 +761,8 @@ std::vector<V> one_hot(NodeCtx& c) {
   const int64_t r = rank_of(idx) + 1;
   const int64_t axis = norm_axis(c.i("axis", -1), r);
   V i = im.cast(idx, DType::i64);
-  i = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, im.scalar(static_cast<double>(depth), DType::i64)), i);
+  const V negative = im.op(O::lt, {i, im.scalar(0, DType::i64)});
+  i = where(im, negative, im.add(i, im.scalar(static_cast<double>(depth), DType::i64)), i);
   i = im.unsqueeze(i, axis);
   std::vector<double> ar(static_cast<size_t>(depth));
   std::iota(ar.begin(), ar.end(), 0.0);
@@ -1107,7 +1120,8 @@ V iota_along(Importer& im, int64_t n, int64_t dim, int64_t rank) {
 // Negative indices count from the end of a dim of size n.
 V wrap_index(Importer& im, const V& idx, int64_t n) {
   const V i = im.cast(idx, DType::i64);
-  return where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, im.scalar(static_cast<double>(n), DType::i64)), i);
+  const V negative = im.op(O::lt, {i, im.scalar(0, DType::i64)});
+  return where(im, negative, im.add(i, im.scalar(static_cast<double>(n), DType::i64)), i);
 }
 
 // GatherElements is gather, negative indices counting from the end of the axis.
@@ -1174,7 +1188,10 @@ V atan_of(Importer& im, const V& x0) {
   const V a = im.op(O::abs, {x});
   const V big = im.op(O::gt, {a, k(2.414213562373095)});
   const V mid = im.op(O::gt, {a, k(0.4142135623730950)});
-  const V t = where(im, big, im.div(k(-1), a), where(im, mid, im.div(im.sub(a, k(1)), im.add(a, k(1))), a));
+  const V t_big = im.div(k(-1), a);
+  const V a_less = im.sub(a, k(1));
+  const V t_mid = im.div(a_less, im.add(a, k(1)));
+  const V t = where(im, big, t_big, where(im, mid, t_mid, a));
   const V y0 = where(im, big, k(M_PI / 2), where(im, mid, k(M_PI / 4), k(0)));
   const V z = im.mul(t, t);
   V p = k(8.05374449538e-2);
@@ -1538,7 +1555,8 @@ std::vector<V> scatter_nd(NodeCtx& c) {
   for (int64_t d = 0; d + 1 < q; ++d) m *= static_dim(im, idx, d, "ScatterND");
   const V i = im.reshape(im.cast(idx, DType::i64), SymShape{m, k});
   const V size = im.constant(make_tensor(DType::i64, {k}, dims));
-  const V wrapped = where(im, im.op(O::lt, {i, im.scalar(0, DType::i64)}), im.add(i, size), i);
+  const V negative = im.op(O::lt, {i, im.scalar(0, DType::i64)});
+  const V wrapped = where(im, negative, im.add(i, size), i);
   const V pos = im.reduce(O::sum, im.mul(wrapped, im.constant(make_tensor(DType::i64, {k}, strides))), {1}, false);
   SymShape rest(x->sizes.begin() + k, x->sizes.end()), flat{n}, ups{m, 1};
   flat.insert(flat.end(), rest.begin(), rest.end());
@@ -1555,7 +1573,8 @@ std::vector<V> scatter_nd(NodeCtx& c) {
   }
   const V hits = im.op(O::eq, {im.unsqueeze(pos, 1), iota_along(im, n, 1, 2)});  // [m, n]
   const V mask = im.reshape(hits, SymShape(mask_shape.begin(), mask_shape.end()));
-  const V y = scatter_through_mask(c, im.reshape(x, flat), mask, im.reshape(im.cast(upd, x->dtype), ups), 0);
+  const V flat_x = im.reshape(x, flat);
+  const V y = scatter_through_mask(c, flat_x, mask, im.reshape(im.cast(upd, x->dtype), ups), 0);
   return one(im.reshape(y, x->sizes));
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/capture/capture.h"
@@ -71,6 +72,13 @@ Model load(const std::string& path, const LoadOptions& options = {});
 // Loads a serialized ModelProto held in memory; external data is looked up under `base_dir`
 // (empty: external data is an error).
 Model load_bytes(std::span<const std::byte> bytes, const std::string& base_dir, const LoadOptions& options = {});
+
+// Loads a model decoded outside protobuf (the browser decodes it with protobufjs, web/js/onnx.js):
+// `model_json` is the ModelProto as protobufjs's toObject gives it (camelCase names, 64-bit
+// integers as numbers or strings, NaN and infinities as strings), except that each tensor's
+// rawData is {"blob": [offset, length]}, a range of `blob`, and string attributes are text.
+// External data must already be in the blob (there is no directory to read it from).
+Model load_decoded(std::string_view model_json, std::span<const std::byte> blob, const LoadOptions& options = {});
 
 // Reads a serialized TensorProto (the test cases' input_N.pb / output_N.pb) as a host tensor.
 TensorData load_tensor(const std::string& path);

@@ -1,7 +1,13 @@
-// ONNX protobuf bytes -> the importer's model structs (model_proto.h), through Debian's
-// libonnx_proto. Tensor bytes are swapped out of the parsed message, not copied.
-#include "model_proto.h"
+// The protobuf edge of the ONNX frontend: serialized ModelProto and TensorProto bytes -> the
+// importer's structs (model_proto.h) through Debian's libonnx_proto (tensor bytes are swapped
+// out of the parsed message, not copied), and the entry points that read model files.
+#include <filesystem>
+#include <set>
 
+#include "importer.h"
+#include "kiln/graph/files.h"
+#include "kiln/onnx/onnx.h"
+#include "model_proto.h"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::onnx::proto {
@@ -107,3 +113,92 @@ bool parse_tensor(const void* data, size_t size, Tensor& out) {
 }
 
 }  // namespace kiln::onnx::proto
+
+namespace kiln::onnx {
+
+namespace pb = proto;
+using namespace detail;
+
+namespace {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  try {
+    return read_regular_file(path, what);
+  } catch (const Error& e) {
+    fail("onnx: ", e.what());
+  }
+}
+
+// The model in `bytes`, decoded; a kiln::Error naming `what` where they are not a ModelProto.
+pb::Model parse(std::span<const std::byte> bytes, const std::string& what) {
+  KILN_CHECK(bytes.size() < (size_t{1} << 31), "onnx: ", what, " is larger than 2 GiB (protobuf's limit)");
+  pb::Model mp;
+  KILN_CHECK(pb::parse_model(bytes.data(), bytes.size(), mp), "onnx: ", what,
+             " is not a valid ONNX protobuf (malformed or truncated ModelProto, ", bytes.size(), " bytes)");
+  return mp;
+}
+
+pb::Model parse_file(const std::string& path, const std::string& what) {
+  const std::string bytes = read_file(path, "model");
+  return parse(std::as_bytes(std::span(bytes.data(), bytes.size())), what);
+}
+
+}  // namespace
+
+Model load_bytes(std::span<const std::byte> bytes, const std::string& base_dir, const LoadOptions& options) {
+  return import_model(parse(bytes, "the model"), base_dir, options);
+}
+
+Model load(const std::string& path, const LoadOptions& options) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  try {
+    return import_model(parse_file(path, "the model"), dir, options);
+  } catch (const InputValueNeeded& e) {
+    throw InputValueNeeded(path + ": " + e.what(), e.input);
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+std::vector<std::string> input_names(const std::string& path) {
+  const pb::Model mp = parse_file(path, path);
+  std::set<std::string> inits;
+  std::vector<std::string> out;
+  if (!mp.graph) return out;
+  for (const pb::Tensor& t : mp.graph->initializer) inits.insert(t.name);
+  for (const pb::ValueInfo& vi : mp.graph->input)
+    if (!inits.count(vi.name)) out.push_back(vi.name);
+  return out;
+}
+
+std::map<std::string, TensorData> initializers(const std::string& path) {
+  const pb::Model mp = parse_file(path, path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  std::map<std::string, TensorData> out;
+  if (!mp.graph) return out;
+  for (const pb::Tensor& t : mp.graph->initializer) {
+    KILN_CHECK(!t.name.empty(), "onnx: ", path, ": an initializer has no name");
+    try {
+      KILN_CHECK(out.emplace(t.name, tensor_from_proto(t, dir)).second, "the name is used by two initializers");
+    } catch (const Error& e) {
+      fail(path, ": initializer '", t.name, "': ", e.what());
+    }
+  }
+  return out;
+}
+
+TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& what) {
+  pb::Tensor t;
+  KILN_CHECK(bytes.size() < (size_t{1} << 31) && pb::parse_tensor(bytes.data(), bytes.size(), t),
+             "onnx: ", what, " is not a valid TensorProto (malformed or truncated)");
+  return tensor_from_proto(t, "");
+}
+
+TensorData load_tensor(const std::string& path) {
+  const std::string bytes = read_file(path, "tensor file");
+  return parse_tensor(std::as_bytes(std::span(bytes.data(), bytes.size())), "'" + path + "'");
+}
+
+}  // namespace kiln::onnx

@@ -2,11 +2,14 @@
 // a model or throw kiln::Error; any other exception (kiln::InternalError, a bug in Kiln,
 // included: it is not a kiln::Error, so it escapes and libFuzzer reports the abort), a crash or
 // a sanitizer report is a finding.
+// Input that starts with '{' goes to load_decoded instead: a model as the browser's decoder hands
+// it over (JSON), the input's own bytes serving as the blob its tensors' byte ranges point into.
 // A model that loads is also run on the reference interpreter with zero-filled inputs of its
 // input sizes (symbols at their example values), which must give outputs or a kiln::Error.
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kiln/graph/error.h"
@@ -16,7 +19,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::onnx::Model m;
   try {
-    m = kiln::onnx::load_bytes(std::as_bytes(std::span(data, size)), "");
+    const std::span<const std::byte> bytes = std::as_bytes(std::span(data, size));
+    if (size > 0 && data[0] == '{')
+      m = kiln::onnx::load_decoded(std::string_view(reinterpret_cast<const char*>(data), size), bytes);
+    else
+      m = kiln::onnx::load_bytes(bytes, "");
   } catch (const kiln::Error&) {
     return 0;  // rejected with a message: fine (only kiln::Error: an InternalError must escape)
   }

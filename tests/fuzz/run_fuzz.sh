@@ -13,8 +13,9 @@
 #                runtime in guarded memory, foreign IR calling system() etc. refused)    20000 runs, 20 s
 #   cache_entry  cache entries and bundles (decode_entry, the entry's plan validated,
 #                load_cache_artifacts)                                     20000 runs, 20 s
-#   onnx_model   the ONNX loader, then the reference interpreter (only where the ONNX frontend
-#                builds: libonnx-dev, libprotobuf-dev)                     5000 runs, 30 s
+#   onnx_model   the ONNX loader (protobuf bytes; input starting with '{': the JSON the browser's
+#                decoder hands over, load_decoded), then the reference interpreter (only where
+#                the ONNX frontend builds: libonnx-dev, libprotobuf-dev)   5000 runs, 30 s
 # Any finding (a crash, a sanitizer report, an exception other than kiln::Error, a failed
 # round trip) stops the script with the fuzzer's report; the input is in
 # BUILD_DIR/fuzz/<name>/artifacts/. New inputs go to BUILD_DIR/fuzz/<name>/corpus, never into the
@@ -82,7 +83,7 @@ for f in $fuzzers; do
     safetensors) run safetensors SAFETENSORS 20000 15 -dict="$root/tests/fuzz/safetensors.dict" -max_len=4096 ;;
     plan_json) run plan_json PLAN_JSON 20000 20 -dict="$root/tests/fuzz/plan_json.dict" -max_len=65536 ;;
     cache_entry) run cache_entry CACHE_ENTRY 20000 20 -max_len=65536 ;;
-    # Protobuf bytes of models (seeds: small models of libonnx-testdata).
+    # Protobuf bytes of models (seeds: small models of libonnx-testdata) and decoded JSON ones.
     onnx_model) run onnx_model ONNX 5000 30 -max_len=4096 ;;
     *) echo "run_fuzz.sh: unknown fuzzer '$f' (graph_json graph_run npy safetensors plan_json cache_entry onnx_model)" >&2; exit 2 ;;
   esac

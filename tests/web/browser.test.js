@@ -49,6 +49,15 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     // The module and the page's scripts come gzipped (the browser asks for it).
     assert.strictEqual(encodings['/wasm/kiln_wasm.wasm'], 'gzip', JSON.stringify(encodings));
     assert.strictEqual(encodings['/app.js'], 'gzip', JSON.stringify(encodings));
+    // Files carry an ETag: asked again with it, the server answers 304 and sends nothing.
+    for (const file of ['app.js', 'wasm/kiln_wasm.wasm', 'wasm/onnx.proto']) {
+      const first = await fetch(url + file);
+      await first.arrayBuffer();
+      const etag = first.headers.get('etag');
+      assert.match(etag || '', /^"[0-9a-z]+-[0-9a-z]+"$/, file);
+      const again = await fetch(url + file, { headers: { 'if-none-match': etag } });
+      assert.strictEqual(again.status, 304, file);
+    }
     await page.selectOption('#sample', 'transformer_block.json');
     await page.waitForFunction(() => window.kilnInspector.last && window.kilnInspector.last.graph === 'transformer_block.json');
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.hit), false, 'a fresh browser has no cached plan');

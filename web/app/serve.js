@@ -71,8 +71,16 @@ function serve(port, host = '127.0.0.1') {
       res.writeHead(404, { 'content-type': 'text/plain' });
       return res.end('not found: ' + urlPath);
     }
-    const headers = { 'content-type': types[path.extname(file)] || 'application/octet-stream', 'cache-control': 'no-cache' };
-    // Text and the module gzipped where the browser takes it: the .wasm is 1.15 MB, 0.44 MB gzipped.
+    // no-cache with a validator: the browser keeps each file and asks whether it changed (an ETag
+    // from its modification time and size), so a reload moves no bytes for what did not change.
+    const stat = fs.statSync(file);
+    const etag = `"${Math.floor(stat.mtimeMs).toString(36)}-${stat.size.toString(36)}"`;
+    const headers = { 'content-type': types[path.extname(file)] || 'application/octet-stream', 'cache-control': 'no-cache', etag };
+    if (req.headers['if-none-match'] === etag) {
+      res.writeHead(304, headers);
+      return res.end();
+    }
+    // Text and the module gzipped where the browser takes it: the .wasm is 1.49 MB, 0.57 MB gzipped.
     if (compressible.has(path.extname(file)) && /\bgzip\b/.test(req.headers['accept-encoding'] || '')) {
       res.writeHead(200, { ...headers, 'content-encoding': 'gzip', vary: 'accept-encoding' });
       return res.end(gzipped(file));

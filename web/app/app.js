@@ -194,11 +194,17 @@ async function drawView(r) {
 
 // Kernel sources are highlighted when they scroll into view: highlighting the LLVM IR of a real
 // model's hundreds of kernels up front took most of the time a report took to show.
+// highlight.js loads beside the first compile (main): code to highlight before it is there waits.
+const unhighlighted = new Set();
+function highlight(code) {
+  if (state.hljs) state.hljs.highlightElement(code);
+  else unhighlighted.add(code);
+}
 const highlighter = typeof IntersectionObserver === 'function' ? new IntersectionObserver((entries) => {
   for (const e of entries) {
     if (!e.isIntersecting) continue;
     highlighter.unobserve(e.target);
-    if (state.hljs) state.hljs.highlightElement(e.target);
+    highlight(e.target);
   }
 }) : null;
 
@@ -211,8 +217,8 @@ function showTabs(r) {
     // A kernel in a language of its own (CUDA's LLVM IR for NVPTX) says so; the rest are the target's.
     const code = el('code', { class: 'language-' + (k.language || lang) });
     code.textContent = k.source || noSource(k, r.target);
-    if (state.hljs && highlighter && k.source) highlighter.observe(code);
-    else if (state.hljs && k.source) state.hljs.highlightElement(code);
+    if (highlighter && k.source) highlighter.observe(code);
+    else if (k.source) highlight(code);
     const head = el('div', { class: 'kernel-head', title: 'select its nodes in the diagram' }, el('span', { class: 'swatch', style: `background:${colour(i)}` }),
         `${k.name} · ${k.kind}${k.entry ? ' · ' + k.entry : ''}`);
     head.addEventListener('click', () => selectKernel(i));
@@ -640,25 +646,30 @@ async function loadHighlighter() {
 }
 
 async function main() {
-  try {
-    state.hljs = await loadHighlighter();
-  } catch (e) {
-    console.warn('no syntax highlighting:', e);
-  }
+  // Everything the first graph needs starts at once (the module, the sample lists, the layout
+  // worker); syntax highlighting is not among it and arrives when it arrives.
+  loadHighlighter().then((hljs) => {
+    state.hljs = hljs;
+    for (const code of unhighlighted) if (code.isConnected) hljs.highlightElement(code);
+    unhighlighted.clear();
+  }, (e) => console.warn('no syntax highlighting:', e));
+  layoutWorker();
+  const lists = Promise.all([
+    fetch('/samples/index.json').then((r) => r.json()),
+    fetch('/models/index.json').then((r) => r.json()).catch((e) => {
+      console.warn('no ONNX samples:', e);
+      return [];
+    }),
+  ]);
   try {
     state.kiln = await Kiln.load();
   } catch (e) {
     $('status').textContent = 'could not load the module: ' + e.message;
     return;
   }
-  const samples = await (await fetch('/samples/index.json')).json();
+  const [samples, modelNames] = await lists;
   const programs = Object.keys(KilnPrograms).filter((n) => n.includes('(JavaScript)')).map((n) => 'js:' + n);
-  let models = [];
-  try {
-    models = (await (await fetch('/models/index.json')).json()).map((m) => 'onnx:' + m);
-  } catch (e) {
-    console.warn('no ONNX samples:', e);
-  }
+  const models = modelNames.map((m) => 'onnx:' + m);
   $('sample').replaceChildren(...samples.map((s) => el('option', { value: s }, s.replace(/\.json$/, ''))),
     ...programs.map((p) => el('option', { value: p }, p.slice(3))),
     ...models.map((m) => el('option', { value: m }, `${m.slice(5)} (ONNX, small)`)));

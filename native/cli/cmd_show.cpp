@@ -29,7 +29,8 @@ const CommandSpec& show_spec() {
       {{"--schedule", "", "print the fusion decisions and each kernel's loop-level IR"},
        {"--plan", "", "print the kernel plan: kernels, launch shapes, provenance, buffers, guards"},
        {"--code", "", "print the generated module (LLVM IR for cpu, CUDA C for cuda, GLSL for vulkan)"},
-       {"--target", "NAME", "the codegen to show: cpu (default), cuda, vulkan"},
+       {"--target", "NAME", "the codegen to show: cpu (default), cuda, vulkan (an ONNX model is imported for that "
+                            "target's device, as kiln::onnx::compile does: off the CPU its weights become inputs)"},
        {"--save-plan", "FILE", "write the kernel plan as JSON (kiln show / kiln run take such files); given a plan file, "
                                "write it again; signed with KILN_CACHE_SECRET when set (docs/plan-trust.md)"},
        {"--save-graph", "FILE", "write the graph as a graph file (JSON, docs/graph-format.md): an ONNX model as imported"}}};
@@ -58,7 +59,7 @@ int cmd_show(std::span<char* const> args) {
       return 0;
     }
   }
-  const ModelFile model = load_model_file(a.positional[0]);
+  const ModelFile model = load_model_file(a.positional[0], {}, parse_device(a.has("--target") ? a.get("--target") : "cpu"));
   const Graph& g = model.graph;
   std::cout << model.summary;
   std::cout << "graph " << a.positional[0] << ": " << g.size() << " nodes (" << g.op_count() << " ops), "

@@ -14,12 +14,13 @@ bool is_onnx_path(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
 }
 
-ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes) {
+ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes, Device device) {
   if (!is_onnx_path(path)) return {format::load_graph(path), ""};
 #if KILN_HAVE_ONNX
-  onnx::Model m = onnx::load(path);
+  onnx::LoadOptions options;
+  options.device = device;
+  onnx::Model m = onnx::load(path, options);
   if (!input_sizes.empty()) {  // the names come from a first import; import again at the given sizes
-    onnx::LoadOptions options;
     for (size_t k = 0; k < std::min(input_sizes.size(), m.input_names.size()); ++k)
       options.example_sizes[m.input_names[k]] = input_sizes[k];
     m = onnx::load(path, options);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/graph/device.h"
 #include "kiln/graph/graph.h"
 
 namespace kiln::cli {
@@ -18,7 +19,9 @@ struct ModelFile {
 // A JSON graph file or an ONNX model, read and imported once. `input_sizes` (by input position,
 // may be empty) are the sizes the inputs will have: an ONNX model's dynamic dims take them as
 // their examples (sizes 0 and 1 become static, as kiln::onnx::compile does), so a file of any
-// size in a dynamic dim runs.
-ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes = {});
+// size in a dynamic dim runs. An ONNX model is imported for `device` as kiln::onnx::compile
+// imports it there (off the CPU its weights become inputs, onnx::LoadOptions::device).
+ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes = {},
+                          Device device = Device::cpu());
 
 }  // namespace kiln::cli

@@ -279,6 +279,11 @@ test('ONNX models decoded in JavaScript import as the native importer imports th
     // Byte for byte: the same nodes in the same order (no argument evaluation order in the
     // converters), the same constants (external data read from the blob), the same symbols.
     assert.strictEqual(graph.json, fs.readFileSync(out, 'utf8'), `${name}: the graph differs from native's`);
+    // For a CUDA device the weights are inputs (parameters), as kiln::onnx::compile has them there.
+    const onCuda = kl.importOnnx(decoded, { device: 'cuda' });
+    execFileSync(cli, ['show', path.join(realModelsDir, name, 'model.onnx'), '--target', 'cuda', '--save-graph', out], { stdio: 'pipe' });
+    assert.strictEqual(onCuda.json, fs.readFileSync(out, 'utf8'), `${name} for cuda: the graph differs from native's`);
+    assert.ok(onCuda.toJSON().nodes.some((n) => n.op === 'input' && n.type.device === 'cuda:0'), name);
     const report = kl.compile(graph, { target: 'cpu' });
     assert.ok(report.kernels.length > 0, name);
   }

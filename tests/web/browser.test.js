@@ -213,14 +213,23 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     // An ONNX model picked with its external data file: decoded in the page (protobufjs), imported
     // by the module (the graph the module imports in Node), compiled and drawn.
     const gpt2 = modelFiles('gpt2');
-    const gpt2Graph = (await kiln()).importOnnx(await onnx().decode(gpt2['model.onnx'], gpt2));
+    // The page is on cuda here: the model is imported for a CUDA device (its weights are inputs).
+    const gpt2Graph = (await kiln()).importOnnx(await onnx().decode(gpt2['model.onnx'], gpt2), { device: 'cuda' });
     const gpt2Cuda = (await kiln()).compile(gpt2Graph, { target: 'cuda' }).kernels.length;
     await page.setInputFiles('#file', [path.join(realModelsDir, 'gpt2/model.onnx'), path.join(realModelsDir, 'gpt2/model.onnx.data')]);
     await page.waitForFunction(() => window.kilnInspector.last.graph === 'model.onnx' && window.kilnInspector.last.kernels);
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.graphText), gpt2Graph.json);
     assert.strictEqual(await page.locator('#kernels > li').count(), gpt2Cuda);
     assert.strictEqual(await page.locator('#diagram g.node').count(), gpt2Graph.toJSON().nodes.length);
-    assert.match(await page.textContent('#status'), /^ONNX model \(\d+ tensors, [\d.]+ MB\) decoded and imported in [\d.]+ ms; compiled for cuda/);
+    assert.match(await page.textContent('#status'), /^ONNX model \(\d+ tensors, [\d.]+ MB\) imported for cuda in [\d.]+ ms; compiled for cuda/);
+    // Another target imports it again, for that target's device (cpu: the weights are constants).
+    await page.selectOption('#target', 'cpu');
+    await page.waitForFunction(() => window.kilnInspector.last.target === 'cpu');
+    const gpt2Cpu = (await kiln()).importOnnx(await onnx().decode(gpt2['model.onnx'], gpt2));
+    assert.strictEqual(await page.evaluate(() => window.kilnInspector.graphText), gpt2Cpu.json);
+    assert.ok(gpt2Cpu.toJSON().nodes.filter((n) => n.op === 'input').length < gpt2Graph.toJSON().nodes.filter((n) => n.op === 'input').length);
+    await page.selectOption('#target', 'cuda');
+    await page.waitForFunction(() => window.kilnInspector.last.target === 'cuda');
     const imported = await page.evaluate(() => window.kilnInspector.last);
     console.log(`# gpt2 (ONNX, small) in Chromium: imported in ${imported.importMs.toFixed(0)} ms, compiled in ${imported.ms.toFixed(0)} ms, ` +
       `${imported.kernels} cuda kernels`);

@@ -24,7 +24,7 @@ function colour(i) {
 }
 
 const state = { kiln: null, graphText: null, graphName: null, report: null, last: null, hljs: null, scale: 1, plan: null,
-  traceMs: null, imported: null };
+  traceMs: null, imported: null, onnx: null };
 window.kilnInspector = state;  // what the browser test reads
 state.colour = colour;
 
@@ -69,6 +69,7 @@ async function compile() {
   if (!state.plan) $('notice').hidden = true;
   try {
     const req = request();
+    if (state.onnx) importOnnx(req.target);
     const t0 = performance.now();
     const graph = state.kiln.loadGraph(state.graphText);  // parse + check: the capture step here
     const key = state.kiln.cacheKey(graph, req);
@@ -95,7 +96,7 @@ async function compile() {
       ? `cache hit (key ${key}): ${report.kernels.length} kernels in ${ms.toFixed(1)} ms, no optimiser run`
       : (state.traceMs != null ? `traced in ${state.traceMs.toFixed(1)} ms; ` : '') +
         (state.imported ? `ONNX model (${state.imported.tensors} tensors, ${(state.imported.bytes / 1e6).toFixed(1)} MB) ` +
-          `decoded and imported in ${state.imported.ms.toFixed(1)} ms; ` : '') +
+          `imported for ${state.imported.device} in ${state.imported.ms.toFixed(1)} ms; ` : '') +
         `compiled for ${report.target} in ${ms.toFixed(1)} ms (passes ${report.timing_ms.passes.toFixed(1)}, schedule ` +
         `${report.timing_ms.schedule.toFixed(1)}, codegen ${report.timing_ms.codegen.toFixed(1)} ms): ${report.kernels.length} kernels`;
     $('download').disabled = false;
@@ -494,6 +495,7 @@ async function pickSample(name) {
   state.graphName = name;
   state.plan = null;
   state.imported = null;
+  state.onnx = null;
   if (name.startsWith('js:')) {
     const t0 = performance.now();
     state.graphText = KilnPrograms[name.slice(3)](state.kiln).json;
@@ -514,6 +516,7 @@ async function openText(name, text) {
   state.graphName = name;
   state.plan = null;
   state.imported = null;
+  state.onnx = null;
   try {
     const head = text.replace(/^\s+/, '').slice(0, 1);
     if (head !== '{') throw new Error('neither JSON (a Kiln graph or kernel plan) nor an ONNX model');
@@ -553,12 +556,10 @@ async function openOnnx(name, bytes, files) {
   state.graphName = name;
   state.plan = null;
   state.traceMs = null;
+  state.onnx = null;
   try {
     const t0 = performance.now();
-    const decoded = await KilnOnnx.decode(bytes, files);
-    const graph = state.kiln.importOnnx(decoded);
-    state.imported = { ms: performance.now() - t0, tensors: decoded.tensors, bytes: decoded.bytes };
-    state.graphText = graph.json;
+    state.onnx = { decoded: await KilnOnnx.decode(bytes, files), device: null, decodeMs: performance.now() - t0 };
   } catch (e) {
     state.imported = null;
     showError(e.message);
@@ -566,6 +567,19 @@ async function openOnnx(name, bytes, files) {
   }
   $('paste').value = '';  // weights as base64 text would swamp the box
   await compile();
+}
+
+// The decoded model imported for the target's device, as kiln::onnx::compile imports it there
+// (cpu: weights are constants; cuda, vulkan: they are inputs), again when the target changes.
+function importOnnx(target) {
+  const o = state.onnx;
+  if (o.device === target) return;
+  const t0 = performance.now();
+  state.graphText = state.kiln.importOnnx(o.decoded, { device: target }).json;
+  o.device = target;
+  // The first import's time includes decoding the file; a later one is the import alone.
+  state.imported = { ms: o.decodeMs + performance.now() - t0, tensors: o.decoded.tensors, bytes: o.decoded.bytes, device: target };
+  o.decodeMs = 0;
 }
 
 // Whether `bytes` are an ONNX model rather than text: by its name, or by its first bytes.
@@ -685,6 +699,7 @@ async function main() {
     state.graphName = 'pasted';
     state.plan = null;
     state.imported = null;
+    state.onnx = null;
     state.graphText = $('paste').value;
     state.traceMs = null;
     compile();

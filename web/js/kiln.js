@@ -120,8 +120,9 @@
     builder() { return new Builder(this); }
     // A graph from graph JSON (text or object).
     // An ONNX model decoded by onnx.js (`await KilnOnnx.decode(bytes, files)`) imported as a graph,
-    // as kiln::onnx::load imports the file natively (constants stay constants).
-    importOnnx(decoded) { return new Graph(this, this.M.onnxGraph(decoded.json, decoded.blob)); }
+    // as kiln::onnx::load imports the file natively for opts.device ('cpu' by default: weights
+    // stay constants; 'cuda', 'vulkan': they become inputs, as a compile for such a device has them).
+    importOnnx(decoded, opts = {}) { return new Graph(this, this.M.onnxGraph(decoded.json, decoded.blob, opts.device || 'cpu')); }
     loadGraph(json) { return new Graph(this, typeof json === 'string' ? json : JSON.stringify(json)); }
     graphJson(g) { return g instanceof Graph ? g.json : typeof g === 'string' ? g : JSON.stringify(g); }
     // Everything a compile produced (docs/web.md): passes, scheduled graph, decisions, kernels,

@@ -12,6 +12,7 @@
 
 #include "core.h"
 #include "kiln/format/graph_json.h"
+#include "kiln/graph/device.h"
 #include "kiln/graph/error.h"
 #include "kiln/onnx/onnx.h"
 
@@ -64,14 +65,17 @@ std::string graph_text(const std::string& graph_json) {
   return guarded([&] { return graph_of(graph_json).str(); });
 }
 // An ONNX model decoded by web/js/onnx.js (the model as JSON, its tensors' bytes in `blob`, a
-// Uint8Array) imported as a Kiln graph: the graph JSON, as a graph file holds it.
-std::string onnx_graph(const std::string& model_json, const val& blob) {
+// Uint8Array) imported for `device` (cpu, cuda:N, vulkan:N: off the CPU its weights become
+// inputs, as kiln::onnx::compile imports it there) as a Kiln graph: the graph JSON.
+std::string onnx_graph(const std::string& model_json, const val& blob, const std::string& device) {
   return guarded([&] {
+    kiln::onnx::LoadOptions options;
+    options.device = kiln::parse_device(device);
     const size_t n = blob["length"].as<size_t>();
     std::vector<std::byte> bytes(n);
     // One copy into the module's memory (nothing allocates while `set` runs).
     val(emscripten::typed_memory_view(n, reinterpret_cast<unsigned char*>(bytes.data()))).call<void>("set", blob);
-    return kiln::format::to_json(kiln::onnx::load_decoded(model_json, bytes).graph);
+    return kiln::format::to_json(kiln::onnx::load_decoded(model_json, bytes, options).graph);
   });
 }
 std::string op_table() { return guarded([] { return kiln::web::op_table_json(); }); }

@@ -19,6 +19,7 @@ ModelFile load_model_file(const std::string& path, const std::vector<std::vector
 #if KILN_HAVE_ONNX
   onnx::LoadOptions options;
   options.device = device;
+  options.parameter_values = false;  // only the graph is returned: no copy of the lifted weights
   onnx::Model m = onnx::load(path, options);
   if (!input_sizes.empty()) {  // the names come from a first import; import again at the given sizes
     for (size_t k = 0; k < std::min(input_sizes.size(), m.input_names.size()); ++k)

@@ -122,7 +122,12 @@
     // An ONNX model decoded by onnx.js (`await KilnOnnx.decode(bytes, files)`) imported as a graph,
     // as kiln::onnx::load imports the file natively for opts.device ('cpu' by default: weights
     // stay constants; 'cuda', 'vulkan': they become inputs, as a compile for such a device has them).
-    importOnnx(decoded, opts = {}) { return new Graph(this, this.M.onnxGraph(decoded.json, decoded.blob, opts.device || 'cpu')); }
+    importOnnx(decoded, opts = {}) {
+      const parts = decoded.parts || [decoded.blob];
+      if (typeof decoded.json !== 'string' || !Array.isArray(parts) || !parts.every((p) => p instanceof Uint8Array))
+        throw new Error('importOnnx takes what KilnOnnx.decode gives: {json: string, parts: [Uint8Array, ...]} (or blob: Uint8Array)');
+      return new Graph(this, this.M.onnxGraph(decoded.json, parts, opts.device || 'cpu'));
+    }
     loadGraph(json) { return new Graph(this, typeof json === 'string' ? json : JSON.stringify(json)); }
     graphJson(g) { return g instanceof Graph ? g.json : typeof g === 'string' ? g : JSON.stringify(g); }
     // Everything a compile produced (docs/web.md): passes, scheduled graph, decisions, kernels,

@@ -34,10 +34,12 @@
   // Bytes that look like an ONNX model: a ModelProto starts with ir_version (field 1, a varint).
   function looksLikeOnnx(bytes) { return bytes.length > 2 && bytes[0] === 0x08; }
 
-  // Decodes `bytes` (an .onnx file) into {json, blob, tensors, bytes}: the ModelProto as
+  // Decodes `bytes` (an .onnx file) into {json, parts, blob, tensors, bytes}: the ModelProto as
   // protobufjs's toObject gives it (longs as strings, NaN and infinities as strings), each
-  // tensor's raw data replaced by {blob: [offset, length]} into `blob`, string attributes as
-  // text. Throws an Error with a sentence for bytes that are no ModelProto or a missing file.
+  // tensor's raw data replaced by {blob: [offset, length]} into the blob, string attributes as
+  // text. The blob is `parts` (views of the files' bytes, not copies) one after another; the
+  // module copies the parts in, and `blob` concatenates them only when read. Throws an Error with
+  // a sentence for bytes that are no ModelProto or a missing file.
   async function decode(bytes, files = {}) {
     const T = await modelProto();
     let message;
@@ -87,15 +89,20 @@
         if (a.strings) a.strings = a.strings.map(text);
       }
     }
-    const blob = new Uint8Array(size);
-    let at = 0;
-    for (const c of chunks) {
-      blob.set(c, at);
-      at += c.length;
-    }
     // Bytes the importer never reads (subgraphs', sparse tensors', string tensors') stay out.
     const json = JSON.stringify(model, (key, value) => (value instanceof Uint8Array ? undefined : value));
-    return { json, blob, tensors: chunks.length, bytes: size };
+    return {
+      json, parts: chunks, tensors: chunks.length, bytes: size,
+      get blob() {
+        const blob = new Uint8Array(size);
+        let at = 0;
+        for (const c of chunks) {
+          blob.set(c, at);
+          at += c.length;
+        }
+        return blob;
+      },
+    };
   }
 
   // The external data files a model's tensors name (their `location`s), in order of first use:

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <exception>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,18 +66,29 @@ std::string normalize_graph(const std::string& graph_json) {
 std::string graph_text(const std::string& graph_json) {
   return guarded([&] { return graph_of(graph_json).str(); });
 }
-// An ONNX model decoded by web/js/onnx.js (the model as JSON, its tensors' bytes in `blob`, a
-// Uint8Array) imported for `device` (cpu, cuda:N, vulkan:N: off the CPU its weights become
-// inputs, as kiln::onnx::compile imports it there) as a Kiln graph: the graph JSON.
-std::string onnx_graph(const std::string& model_json, const val& blob, const std::string& device) {
+// An ONNX model decoded by web/js/onnx.js (the model as JSON, its tensors' bytes in `parts`, an
+// array of Uint8Arrays that are the blob one after another) imported for `device` (cpu, cuda:N,
+// vulkan:N: off the CPU its weights become inputs, as kiln::onnx::compile imports it there) as a
+// Kiln graph: the graph JSON.
+std::string onnx_graph(const std::string& model_json, const val& parts, const std::string& device) {
   return guarded([&] {
     kiln::onnx::LoadOptions options;
     options.device = kiln::parse_device(device);
-    const size_t n = blob["length"].as<size_t>();
-    std::vector<std::byte> bytes(n);
-    // One copy into the module's memory (nothing allocates while `set` runs).
-    val(emscripten::typed_memory_view(n, reinterpret_cast<unsigned char*>(bytes.data()))).call<void>("set", blob);
-    return kiln::format::to_json(kiln::onnx::load_decoded(model_json, bytes, options).graph);
+    options.parameter_values = false;  // only the graph is wanted: no second copy of the weights
+    const size_t count = parts["length"].as<size_t>();
+    size_t n = 0;
+    for (size_t k = 0; k < count; ++k) n += parts[k]["length"].as<size_t>();
+    // Not a std::vector: its value-initialisation and destruction run byte by byte at -Os, seconds
+    // for a model's weights. One copy into the module's memory (nothing allocates during `set`).
+    std::unique_ptr<std::byte[]> bytes(new std::byte[n == 0 ? 1 : n]);
+    const val memory(emscripten::typed_memory_view(n, reinterpret_cast<unsigned char*>(bytes.get())));
+    size_t at = 0;
+    for (size_t k = 0; k < count; ++k) {
+      const val part = parts[k];
+      memory.call<void>("set", part, static_cast<double>(at));
+      at += part["length"].as<size_t>();
+    }
+    return kiln::format::to_json(kiln::onnx::load_decoded(model_json, std::span(bytes.get(), n), options).graph);
   });
 }
 std::string op_table() { return guarded([] { return kiln::web::op_table_json(); }); }

@@ -105,7 +105,8 @@ class Decoder {
                  "onnx: ", where, " is bytes ", offset, " to ", offset, " + ", length, ", outside the ", blob_.size(),
                  "-byte blob");
       t.has_raw_data = true;
-      t.raw_data.assign(reinterpret_cast<const char*>(blob_.data()) + offset, static_cast<size_t>(length));
+      // A view: load_decoded's caller keeps the blob until the import is done (no copy of the weights).
+      t.raw_view = blob_.subspan(static_cast<size_t>(offset), static_cast<size_t>(length));
     }
     for_each(j, "floatData", at, [&](const json& x, const std::string& where) { t.float_data.push_back(static_cast<float>(f64(x, where))); });
     for_each(j, "doubleData", at, [&](const json& x, const std::string& where) { t.double_data.push_back(f64(x, where)); });

@@ -27,14 +27,19 @@ struct Val {
   std::shared_ptr<const TensorData> data;  // the value when known at import
   std::optional<SymShape> ints;            // known integer elements (rank 0 or 1)
   std::string input_name;                  // the graph input it is computed from (with constants)
+  // A tensor of the model (Importer::tensor): the graph constant's data, which `data` views, so
+  // that materialising it copies nothing.
+  std::shared_ptr<const ConstantData> graph_data;
 };
 using V = std::shared_ptr<Val>;
 
 // The ONNX element type as a Kiln dtype; unsupported ones throw naming `what`.
 DType dtype_of(int32_t elem_type, const std::string& what);
 std::string elem_type_name(int32_t elem_type);
-// TensorProto -> host tensor; external data is read under base_dir.
-TensorData tensor_from_proto(const proto::Tensor& t, const std::string& base_dir);
+// TensorProto -> host tensor; external data is read under base_dir. With `backing`, the bytes are
+// read into backing->bytes (its dtype and sizes set), which the tensor's storage views and keeps.
+TensorData tensor_from_proto(const proto::Tensor& t, const std::string& base_dir,
+                             std::shared_ptr<ConstantData> backing = nullptr);
 // A tensor attribute's value (an empty tensor, of no element type, where it has none).
 const proto::Tensor& tensor_attr(const proto::Attribute& a);
 
@@ -76,6 +81,9 @@ class Importer {
   // add/sub/mul of known (possibly symbolic) integer sizes as known sizes; null otherwise.
   V symbolic_arith(OpId op, const std::vector<V>& inputs);
   V constant(TensorData t);
+  // A tensor of the model (an initializer, a Constant's value), read once into the buffer that
+  // the graph's constant holds and folding reads: weights are most of a model's bytes.
+  V tensor(const proto::Tensor& t);
   V scalar(double v, DType t);
   V known_ints(SymShape values, bool scalar);  // a 0-d (scalar) or 1-D i64 value of known sizes
   NodeId id(const V& v);                       // materialises constants

@@ -83,7 +83,7 @@ std::vector<int64_t> ints_of(const TensorData& t) {
   return {d.data_as<int64_t>(), d.data_as<int64_t>() + d.numel()};
 }
 
-TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir) {
+TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir, std::shared_ptr<ConstantData> backing) {
   const std::string what = "tensor '" + t.name + "'";
   const DType dt = dtype_of(t.data_type, what);
   const std::vector<int64_t>& sizes = t.dims;
@@ -93,7 +93,24 @@ TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir) {
   const size_t nbytes = static_cast<size_t>(n * dtype_size(dt));
   // Allocated once the data is known to be there (a fuzzed size must not allocate).
   TensorData out;
-  auto allocate = [&] { out = TensorData::empty_host(dt, sizes); };
+  // `from`: the bytes, where they are at hand (raw data): the backing is made from them, with no
+  // zero fill first.
+  auto allocate = [&](std::span<const std::byte> from = {}) {
+    if (!backing || nbytes == 0) {
+      out = TensorData::empty_host(dt, sizes);
+      if (!from.empty()) std::memcpy(out.data(), from.data(), nbytes);
+      return;
+    }
+    backing->dtype = dt;
+    backing->sizes = sizes;
+    if (from.empty()) backing->bytes.resize(nbytes);
+    else backing->bytes.assign(from.begin(), from.end());
+    out.storage = std::make_shared<Storage>(Device::cpu(), backing->bytes.data(), nbytes, [backing](void*) {});
+    out.dtype = dt;
+    out.sizes = sizes;
+    out.strides.assign(sizes.size(), 1);
+    for (size_t d = sizes.size(); d-- > 1;) out.strides[d - 1] = out.strides[d] * sizes[d];
+  };
   auto count_is = [&](int64_t got, const char* field) {
     KILN_CHECK(got == n, "onnx: ", what, " holds ", got, " values in ", field, ", expected ", n, " for shape [",
                [&] {
@@ -156,10 +173,10 @@ TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir) {
     return out;
   }
   if (t.has_raw_data) {
-    KILN_CHECK(t.raw_data.size() == nbytes, "onnx: ", what, " has ", t.raw_data.size(),
+    const std::span<const std::byte> raw = t.raw();
+    KILN_CHECK(raw.size() == nbytes, "onnx: ", what, " has ", raw.size(),
                " bytes of raw data, expected ", nbytes);
-    allocate();
-    if (nbytes) std::memcpy(out.data(), t.raw_data.data(), nbytes);
+    allocate(raw);
     if (dt == DType::bool_)
       for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = out.data_as<uint8_t>()[k] != 0;
     return out;
@@ -280,6 +297,13 @@ V Importer::constant(TensorData t) {
   return v;
 }
 
+V Importer::tensor(const pb::Tensor& t) {
+  auto backing = std::make_shared<ConstantData>();
+  V v = constant(tensor_from_proto(t, base_dir_, backing));
+  if (!backing->bytes.empty()) v->graph_data = std::move(backing);
+  return v;
+}
+
 V Importer::scalar(double x, DType t) { return constant(make_tensor(t, {}, {x})); }
 
 V Importer::known_ints(SymShape values, bool is_scalar) {
@@ -300,12 +324,16 @@ V Importer::known_ints(SymShape values, bool is_scalar) {
 
 NodeId Importer::id(const V& v) {
   if (v->id >= 0) return v->id;
+  if (v->graph_data) {
+    v->id = g_.add(OpId::constant, {}, {v->graph_data});
+    return v->id;
+  }
   if (v->data) {
     auto c = std::make_shared<ConstantData>();
     c->dtype = v->data->dtype;
     c->sizes = v->data->sizes;
-    c->bytes.resize(static_cast<size_t>(v->data->numel() * dtype_size(c->dtype)));
-    if (!c->bytes.empty()) std::memcpy(c->bytes.data(), v->data->data(), c->bytes.size());
+    const auto* bytes = static_cast<const std::byte*>(v->data->data());
+    c->bytes.assign(bytes, bytes + v->data->numel() * dtype_size(c->dtype));  // no zero fill first: weights are large
     v->id = g_.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(std::move(c))});
     return v->id;
   }
@@ -466,7 +494,7 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
   std::map<std::string, V> env;
   for (const pb::Tensor& t : gp.initializer) {
     KILN_CHECK(!t.name.empty(), "onnx: an initializer has no name");
-    env[t.name] = im.constant(tensor_from_proto(t, base_dir));
+    env[t.name] = im.tensor(t);
   }
   std::map<std::string, SymInt> named_dims;
   int64_t next_hint = 2;
@@ -605,17 +633,20 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
     };
     // Old node x's value in the new graph: a constant of rank > 0 becomes a parameter (a graph
     // input) where something first reads it.
+    size_t lifted_count = 0;
     auto value = [&](NodeId x) {
       if (map[x] >= 0) return map[x];
       const Node& k = g.node(x);
       KILN_INTERNAL_CHECK(k.op == OpId::constant, "onnx: node ", x, " read before it was lifted");
       const ConstantData& c = k.attrs.tensor(0);
-      TensorData t = TensorData::empty_host(c.dtype, c.sizes);
-      if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
       TensorMeta meta = k.meta;
       meta.device = options.device;
-      map[x] = lifted.add_input(meta, "param" + std::to_string(m.parameters.size()));
-      m.parameters.push_back(std::move(t));
+      map[x] = lifted.add_input(meta, "param" + std::to_string(lifted_count++));
+      if (options.parameter_values) {
+        TensorData t = TensorData::empty_host(c.dtype, c.sizes);
+        if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
+        m.parameters.push_back(std::move(t));
+      }
       return map[x];
     };
     auto one_element = [&](NodeId c) {

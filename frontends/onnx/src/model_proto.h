@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +25,11 @@ struct Tensor {
   bool has_segment = false;
   int64_t segment_begin = 0, segment_end = 0;
   bool has_raw_data = false;
-  std::string raw_data;
+  std::string raw_data;  // owned (the protobuf decoder moves the message's bytes here) ...
+  std::span<const std::byte> raw_view;  // ... or a view of a buffer that outlives the import (the JSON decoder's blob)
+  std::span<const std::byte> raw() const {
+    return raw_view.data() ? raw_view : std::as_bytes(std::span(raw_data.data(), raw_data.size()));
+  }
   std::vector<float> float_data;
   std::vector<double> double_data;
   std::vector<int64_t> int64_data;

@@ -669,7 +669,7 @@ std::vector<V> constant_op(NodeCtx& c) {
   const auto* a = c.node.attribute.size() == 1 ? &c.node.attribute[0] : nullptr;
   KILN_CHECK(a, "a Constant node has exactly one attribute");
   const std::string& n = a->name;
-  if (n == "value") return one(c.im.constant(tensor_from_proto(tensor_attr(*a), c.im.base_dir())));
+  if (n == "value") return one(c.im.tensor(tensor_attr(*a)));
   if (n == "value_float") return one(c.im.scalar(a->f, DType::f32));
   if (n == "value_int") return one(c.im.scalar(static_cast<double>(a->i), DType::i64));
   if (n == "value_floats") {

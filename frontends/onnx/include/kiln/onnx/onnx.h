@@ -46,6 +46,9 @@ struct LoadOptions {
   // Model inputs bound to values at import (they stay graph inputs, unused): inputs that give
   // sizes, axes or other values the import needs (a Reshape whose shape is an input).
   std::map<std::string, TensorData> constant_inputs;
+  // false: constants lifted to inputs (off the CPU) keep no values (Model::parameters stays
+  // empty), for inspecting a model's graph without a second copy of its weights (the web page).
+  bool parameter_values = true;
 };
 
 // Thrown by load when an op needs the value of a graph input at import (see
@@ -60,7 +63,8 @@ struct Model {
   Graph graph;
   std::vector<std::string> input_names;   // graph inputs 0..n-1, the model's inputs
   std::vector<std::string> output_names;  // graph outputs, in order
-  // Constants lifted to graph inputs n.. (only with LoadOptions::device off the CPU).
+  // Constants lifted to graph inputs n.. (only with LoadOptions::device off the CPU, and
+  // LoadOptions::parameter_values).
   std::vector<TensorData> parameters;
   int64_t opset = 0;       // of the default domain
   int64_t ir_version = 0;

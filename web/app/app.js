@@ -611,11 +611,12 @@ async function openUrl(address, name) {
     if (!r.ok) throw new Error(`HTTP ${r.status} ${r.statusText}`);
     return new Uint8Array(await r.arrayBuffer());
   };
-  let bytes;
+  let bytes, onnx = false;
   const files = {};
   try {
     bytes = await get(address);
-    if (isOnnx(name, bytes)) {
+    onnx = isOnnx(name, bytes);
+    if (onnx) {
       const base = new URL(address, location.href);
       for (const f of await KilnOnnx.externalFiles(bytes)) files[f] = await get(new URL(f, base));
     }
@@ -624,7 +625,7 @@ async function openUrl(address, name) {
     showError('could not fetch it: ' + e.message);
     return;
   }
-  if (isOnnx(name, bytes)) await openOnnx(name, bytes, files);
+  if (onnx) await openOnnx(name, bytes, files);
   else await openText(name, new TextDecoder().decode(bytes));
 }
 

@@ -108,8 +108,7 @@ TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir, s
     out.storage = std::make_shared<Storage>(Device::cpu(), backing->bytes.data(), nbytes, [backing](void*) {});
     out.dtype = dt;
     out.sizes = sizes;
-    out.strides.assign(sizes.size(), 1);
-    for (size_t d = sizes.size(); d-- > 1;) out.strides[d - 1] = out.strides[d] * sizes[d];
+    out.strides = contiguous_strides(sizes);
   };
   auto count_is = [&](int64_t got, const char* field) {
     KILN_CHECK(got == n, "onnx: ", what, " holds ", got, " values in ", field, ", expected ", n, " for shape [",

@@ -671,6 +671,49 @@ BOOST_AUTO_TEST_CASE(a_graph_to_cut_gets_the_layout_its_schedule_would_give_it) 
 // KRSC copies (an input's layout is the caller's) and writes y channels last; its epilogue
 // reads y channels last and writes the output in the graph's order. The plan says so and keeps
 // it through JSON; a plan claiming the other layout does not fit its buffers.
+// ConvNeXt blocks (a 7x7 depthwise convolution, a layer norm over the channels and an MLP
+// between a permute to channels last and one back, a residual add) after a strided stem run
+// channels last though the MLPs do most of the work: the blocks' permutes cancel the
+// convolutions', so the depthwise taps and the norm are one row kernel over the channels, and
+// that kernel computes its taps once, keeping the values across the norm's passes
+// (cstyle::row_values_to_keep) rather than the 98 loads each is computed from.
+BOOST_AUTO_TEST_CASE(convnext_blocks_run_channels_last_with_the_taps_computed_once) {
+  const config::Patch channels_last{{"cuda.channels_last", true}};
+  using V = std::vector<int64_t>;
+  const int64_t c = 64;
+  Graph g;
+  const NodeId x = g.add_input(meta(DType::bf16, {2, 3, 32, 32}), "x");
+  NodeId h = g.add(OpId::convolution, {x, g.add_input(meta(DType::bf16, {c, 3, 4, 4}), "stem")}, {V{4, 4}, V{0, 0, 0, 0}, V{1, 1}, int64_t{1}});
+  for (int block = 0; block < 2; ++block) {
+    const std::string b = std::to_string(block);
+    const NodeId dw = g.add(OpId::convolution, {h, g.add_input(meta(DType::bf16, {c, 1, 7, 7}), "dw" + b)}, {V{1, 1}, V{3, 3, 3, 3}, V{1, 1}, c});
+    const NodeId rows = g.add(OpId::permute, {dw}, {V{0, 2, 3, 1}});
+    const NodeId normed = g.add(OpId::layer_norm, {rows, g.add_input(meta(DType::bf16, {c}), "g" + b), g.add_input(meta(DType::bf16, {c}), "b" + b)},
+                                {int64_t{1}, 1e-6});
+    const NodeId up = g.add(OpId::gelu, {g.add(OpId::linear, {normed, g.add_input(meta(DType::bf16, {4 * c, c}), "w1" + b)})}, {std::string("none")});
+    const NodeId down = g.add(OpId::linear, {up, g.add_input(meta(DType::bf16, {c, 4 * c}), "w2" + b)});
+    h = g.add(OpId::add, {g.add(OpId::permute, {down}, {V{0, 3, 1, 2}}), h});
+  }
+  g.set_outputs({g.add(OpId::mean, {h}, {V{2, 3}, false})});
+  const plan::KernelPlan p = plan_of(g, llvm_ir());
+  int convolutions = 0, norms = 0;
+  for (const plan::PlanKernel& k : p.kernels) {
+    if (k.convolution) {
+      ++convolutions;
+      BOOST_TEST(k.convolution->channels_last);
+    }
+    if (k.kind != "reduction" || !contains(k.source, "rsqrt")) continue;
+    ++norms;
+    // Each tap of each of a thread's channels loaded once (the first pass), not once per pass.
+    size_t loads = 0;
+    for (size_t at = k.source.find("load i16, ptr addrspace(1)"); at != std::string::npos; at = k.source.find("load i16, ptr addrspace(1)", at + 1)) ++loads;
+    BOOST_TEST_MESSAGE("taps and norm: " << loads << " loads");
+    BOOST_TEST(loads < 2 * 98 * 4u, k.source);
+  }
+  BOOST_TEST(convolutions == 1);  // the stem; the depthwise ones are generated
+  BOOST_TEST(norms == 2);
+}
+
 BOOST_AUTO_TEST_CASE(convolutions_run_channels_last) {
   const config::Patch channels_last{{"cuda.channels_last", true}};
   Graph g;
@@ -744,9 +787,9 @@ BOOST_AUTO_TEST_CASE(convolutions_run_channels_last) {
     for (const plan::PlanKernel& k : plan_of(f).kernels) last = last || (k.convolution && k.convolution->channels_last);
     BOOST_TEST(last);
   }
-  // A graph whose matrix products do most of the work (a ConvNeXt-like downsampling convolution,
-  // then an MLP over the channels) stays channels first too: channels last would only move the
-  // permutes around the products.
+  // A graph whose matrix products do most of the work and that has no permutes channels last
+  // would cancel (a downsampling convolution, then an MLP over the channels as an output read
+  // channels first) stays channels first too: channels last would only move the permutes.
   Graph c;
   const NodeId cx = c.add_input(meta(DType::bf16, {8, 16, 14, 14}), "x");
   const NodeId down = c.add(OpId::convolution, {cx, c.add_input(meta(DType::bf16, {32, 16, 2, 2}), "w0")},

@@ -161,4 +161,33 @@ BOOST_AUTO_TEST_CASE(convolution_gradients_run_channels_last) {
   BOOST_TEST(transposes(h) == 5, h.str());
 }
 
+// A ConvNeXt block: its layer norm over channels is written as a permute to channels last, the
+// norm over the last dim, a linear layer and a permute back, around a depthwise convolution and a
+// residual add. Turned channels last, the convolution's permute back and the norm's permute to
+// channels last meet and cancel (composed as they meet, before either sinks alone), so the norm,
+// the linear layer and the residual run channels last, with no transposes between the blocks.
+BOOST_AUTO_TEST_CASE(a_layer_norm_over_channels_runs_channels_last) {
+  G t;
+  const NodeId x = t.in(DType::f32, {2, 3, 8, 8}, "x");
+  const NodeId stem = t.op(OpId::convolution, {x, t.constant(DType::f32, {4, 3, 2, 2}, ramp(48, 0.3)), t.constant(DType::f32, {4}, ramp(4, 0.1))},
+                           {Ints{2, 2}, Ints{0, 0, 0, 0}, Ints{1, 1}, int64_t{1}});  // [2, 4, 4, 4]
+  NodeId h = stem;
+  for (int block = 0; block < 2; ++block) {
+    const NodeId dw = t.op(OpId::convolution, {h, t.constant(DType::f32, {4, 1, 3, 3}, ramp(36, 0.2))},
+                           {Ints{1, 1}, Ints{1, 1, 1, 1}, Ints{1, 1}, int64_t{4}});
+    const NodeId last = t.op(OpId::permute, {dw}, {Ints{0, 2, 3, 1}});
+    const NodeId mean = t.reduce(OpId::mean, last, {3});
+    const NodeId centred = t.op(OpId::sub, {last, mean});
+    const NodeId var = t.reduce(OpId::mean, t.op(OpId::mul, {centred, centred}), {3});
+    const NodeId normed = t.op(OpId::mul, {centred, t.op(OpId::rsqrt, {t.op(OpId::add, {var, t.full(1e-6)})})});
+    const NodeId fc = t.op(OpId::matmul, {normed, t.constant(DType::f32, {4, 4}, ramp(16, 0.4))});
+    const NodeId back = t.op(OpId::permute, {t.op(OpId::relu, {fc})}, {Ints{0, 3, 1, 2}});
+    h = t.op(OpId::add, {back, h});
+  }
+  const Graph& g = t.out({t.reduce(OpId::mean, h, {2, 3}, false)});
+  const Graph h2 = turned(g);
+  BOOST_TEST(same_results(g, h2), h2.str());
+  BOOST_TEST(transposes(h2) == 1, h2.str());  // x's only
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -293,6 +293,28 @@ struct Sinker {
     return add_then_permute(n, OpId::reshape, {node(ins[0]).inputs[0]}, Attrs{shape}, q, "reshape");
   }
 
+  // A permute of a permute is one permute (none when they cancel), composed as the two meet
+  // rather than by simplify afterwards: what reads it then sees the net permutation, so a
+  // permute sunk from a convolution cancels the one a layer norm over channels was written
+  // with, instead of being stopped under it while the norm's own permute sinks past it.
+  NodeId composed_permute(const Node& n, const std::vector<NodeId>& ins) {
+    const std::vector<int64_t>* p = permutation(ins[0]);
+    if (!p) return -1;
+    const std::vector<int64_t>& q = n.attrs.ints(0);
+    std::vector<int64_t> r(q.size());
+    for (size_t k = 0; k < q.size(); ++k) r[k] = (*p)[static_cast<size_t>(q[k])];
+    const NodeId x = node(ins[0]).inputs[0];
+    if (is_identity(r)) {
+      if (!detail::same_value_meta(meta(x), n.meta)) return -1;
+      ++moved["permute of a permute"];
+      return x;
+    }
+    const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), OpId::permute, std::span<const NodeId>(&x, 1), Attrs{r});
+    if (!m || !detail::same_value_meta(*m, n.meta)) return -1;
+    ++moved["permute of a permute"];
+    return rw.out().add(OpId::permute, {x}, Attrs{r});
+  }
+
   // A permute that keeps the order of every dim but those of size 1 moves no element.
   NodeId unit_permute(const Node& n, const std::vector<NodeId>& ins) {
     const std::vector<int64_t>& p = n.attrs.ints(0);
@@ -322,7 +344,10 @@ struct Sinker {
       default: break;
     }
     if (n.op == OpId::slice || n.op == OpId::pad || n.op == OpId::index_select) return along_dims(n, ins);
-    if (n.op == OpId::permute) return unit_permute(n, ins);
+    if (n.op == OpId::permute) {
+      const NodeId y = composed_permute(n, ins);
+      return y >= 0 ? y : unit_permute(n, ins);
+    }
     if (n.op == OpId::reshape) return reshape(n, ins);
     return -1;
   }

@@ -231,14 +231,12 @@ int64_t pad_unaligned_gemm(Graph& out, const Node& n, std::vector<NodeId>& ins, 
 
 // Whether the convolutions the target's library runs on tensor cores (Target::channels_last_f32)
 // do most of the graph's multiply-adds (those of every convolution and matrix product): then the
-// graph runs channels last
-// (Target::channels_last). A graph of depthwise and 1x1 convolutions (MobileNet, EfficientNet)
-// gains nothing in the library and would reduce over spatial dims as column reductions (their
-// squeeze-excitation means); one whose matrix products do most of the work (ConvNeXt's MLPs,
-// ViT's patch embedding before its transformer) would only pay permutes around the products, as
-// torch.compile's layout optimisation also skips some conv nets by their convolutions' kinds.
-// Measured on an H200 (docs/cuda.md, bf16, reduce-overhead): resnet50 0.96 ms channels last
-// against 1.73 channels first; convnext_tiny 4.93 against 2.72.
+// graph runs channels last (Target::channels_last), whatever its permutes. A graph of depthwise
+// and 1x1 convolutions (MobileNet, EfficientNet) gains nothing in the library and would reduce
+// over spatial dims as column reductions (their squeeze-excitation means), as torch.compile's
+// layout optimisation also skips some conv nets by their convolutions' kinds. Measured on an
+// H200 (docs/cuda.md, bf16, reduce-overhead): resnet50 0.96 ms channels last against 1.73
+// channels first.
 bool library_convolutions_dominate(const Graph& g, const Target& target) {
   double library = 0, all = 0;
   auto count = [](const SymShape& out) {
@@ -287,14 +285,51 @@ Graph decompose_for(const Graph& in, const Target& target, bool channels_last) {
   return g;
 }
 
-bool turns_channels_last(const Graph& g, const Target& target) {
-  return target.convolution && target.channels_last && library_convolutions_dominate(g, target);
+// Elements moved by the graph's permutes (a permute of a handful, a bias's, is a view read in
+// place): what a kernel reads or writes across its loop order.
+double transposed_elements(const Graph& g) {
+  double moved = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpId::permute) continue;
+    double e = 1;
+    for (const SymInt& s : n.meta.sizes) e *= static_cast<double>(s.hint());
+    if (e > 16) moved += e;
+  }
+  return moved;
+}
+
+// The graph decomposed for the target, and whether channels last. Channels last where the
+// library's convolutions dominate, or where the graph was written channels last between its
+// convolutions, so that turning it leaves fewer elements under permutes than there are now: a
+// ConvNeXt block permutes its depthwise convolution's output to normalise over channels and run
+// its MLP, and back for the residual; channels last, those permutes cancel the convolutions'
+// and every kernel of the block reads and writes in one order (docs/cuda.md: convnext_tiny bf16
+// 4.93 ms channels last against 2.72 channels first while they did not cancel).
+std::pair<Graph, bool> decompose_with_layout(const Graph& in, const Target& target) {
+  // By permutes only where the library runs every convolution it takes on tensor cores: cuDNN's
+  // f32 NHWC kernels without TF32 are slow (input gradients of 29-36 ms each in ResNet-50's step).
+  bool library = false, tensor_cores = true;
+  if (target.convolution && target.channels_last)
+    for (const Node& n : in.nodes())
+      if ((n.op == OpId::convolution || n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) &&
+          target.runs_convolution(in, n)) {
+        library = true;
+        const DType t = n.meta.dtype;
+        tensor_cores = tensor_cores && (t == DType::f16 || t == DType::bf16 || (t == DType::f32 && target.channels_last_f32));
+      }
+  if (!library) return {decompose_for(in, target, false), false};
+  if (library_convolutions_dominate(in, target)) return {decompose_for(in, target, true), true};
+  if (!tensor_cores) return {decompose_for(in, target, false), false};
+  Graph first = decompose_for(in, target, false);
+  Graph last = decompose_for(in, target, true);
+  if (transposed_elements(last) < transposed_elements(first)) return {std::move(last), true};
+  return {std::move(first), false};
 }
 
 }  // namespace
 
 Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& checks) {
-  Graph g = decompose_for(in, target, turns_channels_last(in, target));
+  Graph g = decompose_with_layout(in, target).first;
   // A composite's backward differentiates its own copy of the decomposition (sdk/autodiff): once
   // the forward's copy is decomposed too, the two compute the same statistics from the same values.
   g = passes::eliminate_dead_code(passes::eliminate_common_subexpressions(g));
@@ -442,8 +477,9 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
 namespace kiln::schedule {
 
 std::optional<Graph> channels_last_layout(const Graph& g, const Target& target) {
-  if (!detail::turns_channels_last(g, target)) return std::nullopt;
-  return detail::decompose_for(g, target, true);
+  std::pair<Graph, bool> laid = detail::decompose_with_layout(g, target);
+  if (!laid.second) return std::nullopt;
+  return std::move(laid.first);
 }
 
 }  // namespace kiln::schedule

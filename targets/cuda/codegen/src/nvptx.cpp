@@ -186,6 +186,10 @@ class NvptxEmitter : public render::llvm::Printer {
   std::map<int32_t, Val> load_reads_;
   std::map<int32_t, std::string> load_slots_, load_records_;
   std::set<int32_t> recorded_;  // loads written to their load_records_ slot
+  // Computed values a row cache keeps (cstyle::row_values_to_keep): read from value_slots_,
+  // written to value_records_ where computed (the first pass). Each slot holds the value in its
+  // instruction's compute type.
+  std::map<int32_t, std::string> value_slots_, value_records_;
 
   Val load(int32_t i, const Instr& in, Scope& sc) {
     const DType t = buffer_dtype(in.buffer);
@@ -243,6 +247,12 @@ class NvptxEmitter : public render::llvm::Printer {
     if (const Val* v = sc.find(i)) return *v;
     const Instr& in = k_.instrs[static_cast<size_t>(i)];
     Val r;
+    if (auto it = value_slots_.find(i); it != value_slots_.end()) {
+      const CT t = ct_of(in.dtype);
+      r = {op("load ", type_of(t), ", ptr ", it->second), t};
+      sc.memo[i] = r;
+      return r;
+    }
     switch (in.kind) {
       case InstrKind::constant: r = {literal(in.value, ct_of(in.dtype)), ct_of(in.dtype)}; break;
       case InstrKind::size: r = {sym(in.size), CT::i64}; break;
@@ -255,6 +265,10 @@ class NvptxEmitter : public render::llvm::Printer {
         r = it->second;
         break;
       }
+    }
+    if (auto rec = value_records_.find(i); rec != value_records_.end()) {
+      r = convert(r, ct_of(in.dtype));
+      line("store ", type_of(r.ct), " ", r.v, ", ptr ", rec->second);
     }
     sc.memo[i] = r;
     return r;
@@ -343,7 +357,16 @@ class NvptxEmitter : public render::llvm::Printer {
   std::string vec_flag_;
   bool plan_vectors(size_t first_dim, bool inner_only) {
     if (!o_.vector_accesses) return false;
-    vectors_ = cstyle::plan_vectors(k_, first_dim, inner_only, kVec, [&](int32_t b) { return vec_elem(buffer_dtype(b)) != nullptr; });
+    // A masked group reads from the buffer's start where its mask fails (load_group): only
+    // buffers of static sizes holding at least a group.
+    auto masked_form = [&](int32_t b) {
+      if (!vec_elem(buffer_dtype(b)) || !has_elements(b)) return false;
+      int64_t elements = 1;
+      for (const SymInt& d : s_.buffers[static_cast<size_t>(b)].sizes) elements *= d.hint();
+      return elements >= kVec;
+    };
+    vectors_ = cstyle::plan_vectors(k_, first_dim, inner_only, kVec, [&](int32_t b) { return vec_elem(buffer_dtype(b)) != nullptr; },
+                                    masked_form);
     if (!vectors_) return false;
     // The plan's conditions over this module's registers: every symbolic offset and non-vector
     // stride of a vector access a multiple of kVec.
@@ -355,17 +378,26 @@ class NvptxEmitter : public render::llvm::Printer {
   }
   // The kVec raw (storage type) elements of buffer b from index `at` on: one vector access, or
   // single elements where the run-time flag says the group is not aligned.
-  std::vector<std::string> load_group(int32_t b, const std::string& at) {
+  // With `mask` (an i1 the group shares), the group where it holds and zeros elsewhere: the
+  // access goes to the buffer's start there (straight-line code, as load() does for one element).
+  std::vector<std::string> load_group(int32_t b, const std::string& at, const std::string& mask = "") {
     const DType t = buffer_dtype(b);
     const std::string et = vec_elem(t), vt = "<" + std::to_string(kVec) + " x " + et + ">";
     const int64_t align = kVec * dtype_size(t);
+    std::string first = element_ptr(b, at);
+    if (!mask.empty()) first = op("select i1 ", mask, ", ptr addrspace(1) ", first, ", ptr addrspace(1) %b", b);
+    auto masked = [&](std::vector<std::string> lanes) {
+      if (!mask.empty())
+        for (std::string& l : lanes) l = op("select i1 ", mask, ", ", et, " ", l, ", ", et, " zeroinitializer");
+      return lanes;
+    };
     auto vector = [&] {
-      const std::string v = op("load ", vt, ", ptr addrspace(1) ", element_ptr(b, at), ", align ", align);
+      const std::string v = op("load ", vt, ", ptr addrspace(1) ", first, ", align ", align);
       std::vector<std::string> lanes;
       for (int c = 0; c < kVec; ++c) lanes.push_back(op("extractelement ", vt, " ", v, ", i32 ", c));
       return lanes;
     };
-    if (vec_flag_ == "true") return vector();
+    if (vec_flag_ == "true") return masked(vector());
     const std::string vb = label("vload"), sb = label("sload"), join = label("loaded");
     line("br i1 ", vec_flag_, ", label %", vb, ", label %", sb);
     block(vb);
@@ -374,12 +406,20 @@ class NvptxEmitter : public render::llvm::Printer {
     block(sb);
     std::vector<std::string> sl;
     for (int c = 0; c < kVec; ++c)
-      sl.push_back(op("load ", et, ", ptr addrspace(1) ", element_ptr(b, c ? op("add i64 ", at, ", ", c) : at), ", align ", dtype_size(t)));
+      sl.push_back(op("load ", et, ", ptr addrspace(1) ", c ? op("getelementptr ", et, ", ptr addrspace(1) ", first, ", i64 ", c) : first,
+                      ", align ", dtype_size(t)));
     line("br label %", join);
     block(join);
     std::vector<std::string> lanes;
     for (int c = 0; c < kVec; ++c) lanes.push_back(op("phi ", et, " [", vl[static_cast<size_t>(c)], ", %", vb, "], [", sl[static_cast<size_t>(c)], ", %", sb, "]"));
-    return lanes;
+    return masked(lanes);
+  }
+  // The group of vector load `li` at the group's first position (scope `base`), its mask
+  // evaluated there (cstyle::plan_vectors takes only masks the group shares).
+  std::vector<std::string> load_group_of(int32_t li, Scope& base) {
+    const Instr& in = k_.instrs[static_cast<size_t>(li)];
+    const std::string at = affine(in.index, base);
+    return load_group(in.buffer, at, in.masked ? convert(value(in.mask(), base), CT::b).v : "");
   }
   void store_group(int32_t b, const std::string& at, const std::vector<std::string>& lanes) {
     const DType t = buffer_dtype(b);
@@ -721,8 +761,11 @@ class NvptxEmitter : public render::llvm::Printer {
     // over them is unrolled here, so the arrays' indices are constants and SROA keeps them in
     // registers).
     const int64_t items = row_cache_steps(k_, o_, block_, 1);
+    // The values it keeps: the loads, or what the first pass computes from them where that is
+    // fewer values (cstyle::row_values_to_keep).
+    const std::set<int32_t> keep = items > 0 ? cstyle::row_values_to_keep(k_) : std::set<int32_t>();
     std::vector<int32_t> cached;
-    if (items > 0)
+    if (items > 0 && keep.empty())
       for (size_t i = 0; i < k_.instrs.size(); ++i)
         if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
     std::map<int32_t, std::string> cache;  // load -> its alloca of `items` values
@@ -730,7 +773,10 @@ class NvptxEmitter : public render::llvm::Printer {
       const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
       cache[i] = alloca(("[" + std::to_string(items) + " x " + type_of(t) + "]").c_str());
     }
-    const std::optional<OnlinePair> online = cached.empty() ? online_pair() : std::nullopt;
+    std::map<int32_t, std::string> kept;  // value -> its alloca of `items` values
+    for (int32_t i : keep)
+      kept[i] = alloca(("[" + std::to_string(items) + " x " + type_of(ct_of(k_.instrs[static_cast<size_t>(i)].dtype)) + "]").c_str());
+    const std::optional<OnlinePair> online = cached.empty() && keep.empty() ? online_pair() : std::nullopt;
     std::set<int32_t> recorded;
     for (int32_t pass = 0; pass < passes; ++pass) {
       if (online && pass == 1) continue;  // folded into pass 0
@@ -748,18 +794,24 @@ class NvptxEmitter : public render::llvm::Printer {
         unflatten(j, no, n, sc);
         step_in(sc, j);
       };
-      if (!cached.empty()) {
+      if (!cached.empty() || !kept.empty()) {
         // Loads recorded in an earlier pass are read from the registers; the others load (and
-        // record) as they are first needed.
+        // record) as they are first needed. Kept values: recorded in the first pass, read after.
         const bool full = inner_extent().hint() % block_ == 0;
         for (int64_t k = 0; k < items; ++k) {
           load_slots_.clear();
           load_records_.clear();
+          value_slots_.clear();
+          value_records_.clear();
           for (int32_t i : cached) {
             const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
             const std::string slot = op("getelementptr [", items, " x ", type_of(t), "], ptr ", cache[i], ", i64 0, i64 ", k);
             if (recorded.count(i)) load_slots_[i] = slot;
             else load_records_[i] = slot;
+          }
+          for (const auto& [i, a] : kept) {
+            const CT t = ct_of(k_.instrs[static_cast<size_t>(i)].dtype);
+            (pass == 0 ? value_records_ : value_slots_)[i] = op("getelementptr [", items, " x ", type_of(t), "], ptr ", a, ", i64 0, i64 ", k);
           }
           const std::string j = op("add i64 ", tid_, ", ", k * block_);
           if (full) step(j);
@@ -767,6 +819,8 @@ class NvptxEmitter : public render::llvm::Printer {
         }
         load_slots_.clear();
         load_records_.clear();
+        value_slots_.clear();
+        value_records_.clear();
         recorded.insert(recorded_.begin(), recorded_.end());
       } else {
         loop_loading_ahead(pass, outer, ntid, inner_total, step, step_in);
@@ -822,8 +876,17 @@ class NvptxEmitter : public render::llvm::Printer {
     const int32_t passes = k_.num_passes();
     const int64_t groups = row_cache_steps(k_, o_, block_, kVec);
     const bool cached = groups > 0;
+    // Computed values kept instead of the loads where they are fewer (cstyle::row_values_to_keep).
+    const std::set<int32_t> keep = cached ? cstyle::row_values_to_keep(k_) : std::set<int32_t>();
+    std::map<int32_t, std::string> kept;
+    for (int32_t i : keep)
+      kept[i] = alloca(("[" + std::to_string(groups * kVec) + " x " + type_of(ct_of(k_.instrs[static_cast<size_t>(i)].dtype)) + "]").c_str());
+    auto kept_slot = [&](int32_t i, int64_t at) {
+      const CT t = ct_of(k_.instrs[static_cast<size_t>(i)].dtype);
+      return op("getelementptr [", groups * kVec, " x ", type_of(t), "], ptr ", kept.at(i), ", i64 0, i64 ", at);
+    };
     std::map<int32_t, std::string> cache;
-    if (cached)
+    if (cached && keep.empty())
       for (int32_t i : vectors_->loads) {
         const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
         cache[i] = alloca(("[" + std::to_string(groups * kVec) + " x " + type_of(t) + "]").c_str());
@@ -848,21 +911,23 @@ class NvptxEmitter : public render::llvm::Printer {
         for (size_t d = 0; d < no; ++d) base.vars[d] = outer.vars[d];
         unflatten(jg, no, n, base);
         std::map<int32_t, std::vector<std::string>> fresh;  // vector loads made in this step
-        for (int32_t li : cstyle::loads_of_pass(k_, pass)) {
+        for (int32_t li : cstyle::loads_of_pass(k_, pass, pass > 0 ? keep : std::set<int32_t>())) {
           if (!vectors_->loads.count(li) || in_registers.count(li)) continue;
-          const Instr& in = k_.instrs[static_cast<size_t>(li)];
-          fresh[li] = load_group(in.buffer, affine(in.index, base));
+          fresh[li] = load_group_of(li, base);
           fresh_loads.insert(li);
         }
         std::map<size_t, std::vector<std::string>> lanes;
         for (int c = 0; c < kVec; ++c) {
           load_reads_.clear();
           load_slots_.clear();
+          value_slots_.clear();
+          value_records_.clear();
           for (int32_t li : in_registers) load_slots_[li] = cache_slot(li, g * kVec + c);
+          for (int32_t vi : keep) (pass == 0 ? value_records_ : value_slots_)[vi] = kept_slot(vi, g * kVec + c);
           for (const auto& [li, ls] : fresh) {
             const Val v = from_storage(buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), ls[static_cast<size_t>(c)]);
             load_reads_[li] = v;
-            if (cached) line("store ", type_of(v.ct), " ", v.v, ", ptr ", cache_slot(li, g * kVec + c));
+            if (cached && keep.empty()) line("store ", type_of(v.ct), " ", v.v, ", ptr ", cache_slot(li, g * kVec + c));
           }
           Scope sc = base.child();
           if (c > 0) sc.vars[vectors_->dim] = op("add i64 ", base.vars[vectors_->dim], ", ", c);
@@ -881,6 +946,8 @@ class NvptxEmitter : public render::llvm::Printer {
         }
         load_reads_.clear();
         load_slots_.clear();
+        value_slots_.clear();
+        value_records_.clear();
         for (const auto& [si, ls] : lanes) store_group(k_.stores[si].buffer, affine(k_.stores[si].index, base), ls);
       };
       if (cached) {
@@ -891,7 +958,8 @@ class NvptxEmitter : public render::llvm::Printer {
           if (full) group(jg, g);
           else when(op("icmp slt i64 ", jg, ", ", inner_total), [&] { group(jg, g); });
         }
-        for (int32_t li : fresh_loads) in_registers.insert(li);
+        if (keep.empty())
+          for (int32_t li : fresh_loads) in_registers.insert(li);
       } else {
         const std::string first = op("mul i64 ", tid_, ", ", kVec), step = op("mul i64 ", ntid, ", ", kVec);
         loop(first, inner_total, step, [&](const std::string& jg) { group(jg, -1); });
@@ -913,10 +981,7 @@ class NvptxEmitter : public render::llvm::Printer {
       base.vars.assign(n, "");
       unflatten(l.i, 0, n, base);
       std::map<int32_t, std::vector<std::string>> groups;
-      for (int32_t li : vectors_->loads) {
-        const Instr& in = k_.instrs[static_cast<size_t>(li)];
-        groups[li] = load_group(in.buffer, affine(in.index, base));
-      }
+      for (int32_t li : vectors_->loads) groups[li] = load_group_of(li, base);
       std::map<size_t, std::vector<std::string>> lanes;
       for (int c = 0; c < kVec; ++c) {
         for (const auto& [li, g] : groups)

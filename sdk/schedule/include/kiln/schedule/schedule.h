@@ -144,7 +144,8 @@ struct Schedule {
   std::string str() const;  // kernels, buffers and slots, readably
 };
 
-// The layout a schedule for `target` gives `g` where its library convolutions dominate (the
+// The layout a schedule for `target` gives `g` where it turns it channels last (where its
+// library convolutions dominate, or where that leaves fewer elements under permutes; the
 // first steps of scheduling: convolutions channels last, composites decomposed, permutes sunk
 // until they cancel), or nothing where the target keeps the graph's layout. A graph that is
 // cut in two before scheduling (a compiled call's forward and backward) is cut on this one, so

@@ -18,8 +18,16 @@ namespace kiln::cstyle {
 // The reduction instructions of pass `pass` (0-based: Instr::pass - 1), in instruction order.
 std::vector<int32_t> reductions_of_pass(const schedule::Kernel& k, int32_t pass);
 // The loads pass `pass` needs: those of its reductions' arguments and of its inner stores,
-// through their arguments but not through earlier reductions' results.
-std::set<int32_t> loads_of_pass(const schedule::Kernel& k, int32_t pass);
+// through their arguments but not through earlier reductions' results, nor through `kept`
+// (values a row cache holds from an earlier pass).
+std::set<int32_t> loads_of_pass(const schedule::Kernel& k, int32_t pass, const std::set<int32_t>& kept = {});
+// A row kernel's values of its first pass that later passes read again (a layer norm's input,
+// read by the variance and the normalisation), where keeping them in a row cache is fewer
+// values than keeping the loads they are computed from: the row's elements computed from a
+// stencil (a depthwise convolution's 49 taps and weights before a norm over its channels) are
+// computed once instead of once per pass. Empty where the loads are as few (a norm of a loaded
+// row: the loads are what to keep) or the kernel has one pass.
+std::set<int32_t> row_values_to_keep(const schedule::Kernel& k);
 
 // The product of the kernel's inner extents (a reduction's row; 1 for a pointwise kernel).
 SymInt inner_extent(const schedule::Kernel& k);
@@ -57,7 +65,11 @@ struct VectorPlan {
 // target has a vector form of that buffer (its dtype, how it is bound). Buffer addresses are the
 // target's to align (both runtimes bind every buffer at a multiple of a vector's bytes); the
 // conditions are on symbolic offsets and strides only.
+// `masked_form(buffer)`: whether the target also loads a group of that buffer under one mask
+// (a masked load whose mask does not vary along the vector dim: a channels-last stencil's tap,
+// inside or outside the image for all its channels alike); null: masked loads one by one.
 std::optional<VectorPlan> plan_vectors(const schedule::Kernel& k, size_t first_dim, bool inner_only, int width,
-                                       const std::function<bool(int32_t)>& has_form);
+                                       const std::function<bool(int32_t)>& has_form,
+                                       const std::function<bool(int32_t)>& masked_form = nullptr);
 
 }  // namespace kiln::cstyle

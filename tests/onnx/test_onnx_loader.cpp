@@ -189,6 +189,32 @@ BOOST_AUTO_TEST_CASE(initializers_and_named_inputs) {
   }
 }
 
+// Nodes are named after their ONNX nodes and module scopes: PyTorch's exporter's
+// "pkg.torch.onnx.name_scopes" metadata (NodeProto field 9, newer than Debian's onnx.proto), or a
+// TorchScript-exporter name already '/'-scoped; what is not a Python list of strings is no scope.
+BOOST_AUTO_TEST_CASE(nodes_are_named_after_their_module_scopes) {
+  TempDir dir;
+  pb::ModelProto m = mlp();
+  auto scopes = [](pb::NodeProto* n, const std::string& value) {
+    pb::StringStringEntryProto e;
+    e.set_key("pkg.torch.onnx.name_scopes");
+    e.set_value(value);
+    n->mutable_unknown_fields()->AddLengthDelimited(9, e.SerializeAsString());
+  };
+  pb::GraphProto* g = m.mutable_graph();
+  g->mutable_node(0)->set_name("node_MatMul_0");
+  scopes(g->mutable_node(0), "['', 'inner', 'inner.layers.0', \"inner.layers.0.it's\", 'matmul']");
+  g->mutable_node(1)->set_name("/inner/layers.1/Add");
+  g->mutable_node(2)->set_name("node_Relu_2");
+  scopes(g->mutable_node(2), "['', 'inner', 'relu'");  // unterminated: no scope
+  const konnx::Model im = konnx::load(save(dir, m));
+  std::vector<std::string> names;
+  for (const kiln::Node& n : im.graph.nodes())
+    if (n.op != kiln::OpId::input && n.op != kiln::OpId::constant) names.push_back(n.name);
+  BOOST_TEST(names == (std::vector<std::string>{"inner/layers.0/it's/node_MatMul_0", "inner/layers.1/Add", "node_Relu_2"}),
+             im.graph.str());
+}
+
 BOOST_AUTO_TEST_CASE(compile_serves_every_batch_size_on_cpu) {
   TempDir dir;
   const konnx::CompiledModel f = konnx::compile(save(dir, mlp()));

@@ -99,4 +99,18 @@ BOOST_AUTO_TEST_CASE(attention_is_recognised_in_the_exports) {
     }
 }
 
+// PyTorch's exporter records each node's module scopes: the imported nodes are named by them
+// ("inner/encoder/layer.0/attention/self/node_..."), which the inspector groups by.
+BOOST_AUTO_TEST_CASE(imported_nodes_are_named_by_module_scope) {
+  const konnx::Model m = konnx::load((kModels / "bert" / "model.onnx").string());
+  size_t in_attention = 0, computing = 0;
+  for (const kiln::Node& n : m.graph.nodes()) {
+    if (n.op == kiln::OpId::input) continue;
+    ++computing;
+    in_attention += n.name.rfind("inner/encoder/layer.0/attention/", 0) == 0;
+  }
+  BOOST_TEST(in_attention > 5u, m.graph.str());
+  BOOST_TEST(in_attention < computing);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

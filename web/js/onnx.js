@@ -24,10 +24,19 @@
   'use strict';
 
   const EXTERNAL = 1;  // TensorProto.DataLocation
+  const SCOPES_KEY = 'pkg.torch.onnx.name_scopes';  // model_proto.h's proto::Node::name_scopes
   let modelType = null;
 
   async function modelProto() {
-    if (!modelType) modelType = protobufjs().parse(await schemaText()).root.lookupType('onnx.ModelProto');
+    if (!modelType) {
+      const pb = protobufjs();
+      const root = pb.parse(await schemaText()).root;
+      // NodeProto.metadata_props (field 9, ONNX 1.16) is where PyTorch's exporter writes each
+      // node's module scopes; Debian's schema predates it, so it is declared here (as ONNX declares it).
+      const node = root.lookupType('onnx.NodeProto');
+      if (!node.fieldsById[9]) node.add(new pb.Field('metadataProps', 9, 'StringStringEntryProto', 'repeated'));
+      modelType = root.lookupType('onnx.ModelProto');
+    }
     return modelType;
   }
 
@@ -83,6 +92,9 @@
     const graph = model.graph || {};
     for (const t of graph.initializer || []) tensor(t);
     for (const n of graph.node || []) {
+      // Of a node's metadata the importer reads its module scopes only (the exporter's stack
+      // traces would be most of the JSON).
+      if (n.metadataProps) n.metadataProps = n.metadataProps.filter((e) => e.key === SCOPES_KEY);
       for (const a of n.attribute || []) {
         if (a.t) tensor(a.t);
         if (a.s instanceof Uint8Array) a.s = text(a.s);

@@ -58,6 +58,10 @@ class Decoder {
     n.input = strings(j, "input", at);
     n.output = strings(j, "output", at);
     for_each(j, "attribute", at, [&](const json& a, const std::string& where) { n.attribute.push_back(attribute(a, where)); });
+    for_each(j, "metadataProps", at, [&](const json& e, const std::string& where) {
+      object(e, where);
+      if (str(e, "key", where) == proto::kNameScopesKey) n.name_scopes = str(e, "value", where);
+    });
     return n;
   }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -465,6 +466,51 @@ std::string node_label(const pb::Node& n, size_t index, int64_t opset) {
   return s;
 }
 
+// The strings of a Python list's repr (['a', "b's"]); nullopt where the text is not one.
+std::optional<std::vector<std::string>> python_strings(const std::string& text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  auto skip = [&] { while (i < text.size() && (text[i] == ' ' || text[i] == ',')) ++i; };
+  skip();
+  if (i == text.size() || text[i++] != '[') return std::nullopt;
+  for (skip(); i < text.size() && text[i] != ']'; skip()) {
+    const char quote = text[i++];
+    if (quote != '\'' && quote != '"') return std::nullopt;
+    std::string item;
+    while (i < text.size() && text[i] != quote) {
+      if (text[i] == '\\' && i + 1 < text.size()) ++i;
+      item += text[i++];
+    }
+    if (i++ == text.size()) return std::nullopt;
+    out.push_back(std::move(item));
+  }
+  if (i == text.size()) return std::nullopt;
+  return out;
+}
+
+// The name an ONNX node's Kiln nodes take: its module scopes and its own name, '/'-separated
+// ("encoder/layer.0/attention/self/node_MatMul_12"), which the inspector groups by. The scopes
+// are PyTorch's exporter's (metadata "pkg.torch.onnx.name_scopes": each module's dotted path,
+// then the node's own); a name already scoped with '/' (torch.onnx's TorchScript exporter:
+// "/encoder/layer.0/MatMul") stays as it is, without its leading '/'.
+std::string scoped_name(const pb::Node& n) {
+  std::string own = n.name.empty() ? n.op_type : n.name;
+  if (own.size() > 1 && own[0] == '/') return own.substr(1);
+  const auto levels = python_strings(n.name_scopes);
+  if (!levels || levels->size() < 2) return own;
+  std::string path, parent;
+  for (size_t k = 0; k + 1 < levels->size(); ++k) {  // the last is the node's own (its FX node's) name
+    const std::string& module = (*levels)[k];
+    if (module.empty()) continue;
+    const bool nested = !parent.empty() && module.size() > parent.size() + 1 && module.compare(0, parent.size() + 1, parent + ".") == 0;
+    std::string segment = nested ? module.substr(parent.size() + 1) : module;
+    std::replace(segment.begin(), segment.end(), '/', '_');
+    path += segment + "/";
+    parent = module;
+  }
+  return path + own;
+}
+
 constexpr int64_t kMinOpset = 1, kMaxOpset = 18;  // 18: Reduce* axes as input, Split num_outputs, Pad axes
 
 }  // namespace
@@ -572,6 +618,7 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
       KILN_CHECK(a.ref_attr_name.empty(), "onnx: ", label, ": attribute '", a.name,
                  "' refers to a function attribute, which is not supported");
     std::vector<V> outs;
+    const size_t first_new = im.graph().size();
     try {
       outs = (*conv)(ctx);
     } catch (const InputValueNeeded& e) {
@@ -583,6 +630,10 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
     } catch (const std::exception& e) {  // e.g. std::out_of_range from the standard library
       fail("onnx: ", label, ": ", e.what());
     }
+    // The nodes it became are named after it (where a converter did not name them).
+    const std::string name = scoped_name(n);
+    for (size_t id = first_new; id < im.graph().size(); ++id)
+      if (im.graph().node(static_cast<NodeId>(id)).name.empty()) im.graph().set_name(static_cast<NodeId>(id), name);
     for (size_t j = 0; j < n.output.size(); ++j) {
       if (n.output[j].empty()) continue;
       KILN_CHECK(j < outs.size() && outs[j], "onnx: ", label, ": output ", j, " ('", n.output[j], "') is not supported");
@@ -679,6 +730,7 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
             std::vector<NodeId> ins;
             for (NodeId x : n.inputs) ins.push_back(one_element(x) ? as_scalar(x) : value(x));
             map[i] = lifted.add(n.op, std::move(ins), n.attrs);
+            if (!n.name.empty()) lifted.set_name(map[i], n.name);
             continue;
           }
         }
@@ -687,6 +739,7 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
       std::vector<NodeId> ins;
       for (NodeId x : n.inputs) ins.push_back(value(x));
       map[i] = lifted.add(n.op, std::move(ins), n.attrs);
+      if (!n.name.empty()) lifted.set_name(map[i], n.name);
     }
     std::vector<NodeId> outs;
     for (NodeId o : g.outputs()) outs.push_back(value(o));

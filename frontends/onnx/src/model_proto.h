@@ -60,7 +60,12 @@ struct Node {
   std::string name, op_type, domain;
   std::vector<std::string> input, output;
   std::vector<Attribute> attribute;
+  // Of metadata_props (field 9, ONNX 1.16; newer than Debian's onnx.proto, so decoded by number):
+  // the value of "pkg.torch.onnx.name_scopes", PyTorch's exporter's module scopes of the node as
+  // a Python list's repr (['', 'encoder', 'encoder.layer.0', ..., 'the_fx_node']); empty if none.
+  std::string name_scopes;
 };
+inline constexpr const char* kNameScopesKey = "pkg.torch.onnx.name_scopes";
 
 struct Dimension {
   bool has_dim_value = false, has_dim_param = false;

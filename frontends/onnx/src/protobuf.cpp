@@ -8,6 +8,7 @@
 #include "kiln/graph/files.h"
 #include "kiln/onnx/onnx.h"
 #include "model_proto.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::onnx::proto {
@@ -15,6 +16,19 @@ namespace kiln::onnx::proto {
 namespace {
 
 namespace pb = ::onnx;
+
+// NodeProto.metadata_props (field 9) is unknown to Debian's onnx.proto: libprotobuf keeps it
+// among the message's unknown fields, each entry a StringStringEntryProto.
+std::string name_scopes(const pb::NodeProto& n) {
+  const google::protobuf::UnknownFieldSet& unknown = n.GetReflection()->GetUnknownFields(n);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = unknown.field(i);
+    if (f.number() != 9 || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    pb::StringStringEntryProto entry;
+    if (entry.ParseFromString(f.length_delimited()) && entry.key() == kNameScopesKey) return entry.value();
+  }
+  return {};
+}
 
 Tensor tensor(pb::TensorProto& t) {
   Tensor out;
@@ -100,6 +114,7 @@ bool parse_model(const void* data, size_t size, Model& out) {
     node.input.assign(n.input().begin(), n.input().end());
     node.output.assign(n.output().begin(), n.output().end());
     for (pb::AttributeProto& a : *n.mutable_attribute()) node.attribute.push_back(attribute(a));
+    node.name_scopes = name_scopes(n);
     g.node.push_back(std::move(node));
   }
   return true;

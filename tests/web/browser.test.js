@@ -333,6 +333,39 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.graph), 'model.onnx', await page.textContent('#error'));
     assert.ok(await page.locator('#kernels > li').count() > 0);
+    // Module scopes (the exporter's, in the node names): grouped, each collapsed scope is one
+    // dashed box holding its nodes and their kernels; a click expands it, the bar collapses it.
+    await page.selectOption('#group', 'on');
+    await page.waitForSelector('#diagram g.scope');
+    const scopeView = await page.evaluate(() => ({ nodes: window.kilnInspector.drawn.g.nodes.length, items: window.kilnInspector.drawn.items,
+      ms: window.kilnInspector.drawMs }));
+    const boxes = await page.locator('#diagram g.scope').count();
+    assert.strictEqual(boxes + await page.locator('#diagram g.node').count(), scopeView.items);
+    assert.ok(boxes > 0 && scopeView.items < scopeView.nodes / 4, JSON.stringify(scopeView));
+    const scopes = await page.$$eval('#diagram g.scope', (gs) => gs.map((g) => ({ scope: g.dataset.scope, nodes: g.dataset.nodes.split(' '),
+      kernels: g.dataset.kernel })));
+    const widest = scopes.reduce((a, b) => (b.nodes.length > a.nodes.length ? b : a));
+    assert.ok(widest.kernels.length > 0, JSON.stringify(big));
+    await page.click(`#diagram g.scope[data-scope="${widest.scope}"]`);
+    await page.waitForSelector(`#scopes button[data-scope="${widest.scope}"]`);
+    assert.strictEqual(await page.locator(`#diagram g.scope[data-scope="${widest.scope}"]`).count(), 0);
+    const expandedItems = await page.evaluate(() => window.kilnInspector.drawn.items);
+    assert.ok(expandedItems > scopeView.items, `${expandedItems} items after expanding ${widest.scope}`);
+    await page.click(`#scopes button[data-scope="${widest.scope}"]`);
+    await page.waitForSelector(`#diagram g.scope[data-scope="${widest.scope}"]`);
+    // A search finds nodes inside collapsed scopes (their box outlined); Enter opens the scopes
+    // around the match and selects it.
+    const inside = widest.nodes[widest.nodes.length - 1];
+    await page.fill('#search', `/^%${inside} /`);
+    assert.strictEqual(await page.textContent('#search-count'), '1 match');
+    assert.strictEqual(await page.locator(`#diagram g.scope.match[data-scope="${widest.scope}"]`).count(), 1);
+    await page.press('#search', 'Enter');
+    await page.waitForSelector(`#diagram g.node.selected[data-node="${inside}"]`);
+    assert.match(await page.textContent('#props'), new RegExp(`scope: ${widest.scope.replace(/[.]/g, '\\.')}`));
+    console.log(`# bert (ONNX, small) grouped by module scope: ${scopeView.nodes} nodes drawn as ${scopeView.items} items ` +
+      `(${boxes} scopes) in ${scopeView.ms.total.toFixed(0)} ms; ${widest.scope} expanded: ${expandedItems} items`);
+    await page.screenshot({ path: path.join(artifacts, 'scopes.png'), fullPage: false });
+    await page.selectOption('#group', 'auto');
     // The small ONNX exports are samples of the page too.
     await page.selectOption('#sample', 'onnx:swin');
     await page.waitForFunction(() => window.kilnInspector.last.graph === 'onnx:swin' && (window.kilnInspector.last.kernels || window.kilnInspector.last.error));

@@ -189,7 +189,7 @@ async function drawView(r) {
   $('props').hidden = true;
   search();
   // Where showing a view's time goes (the browser test prints it for a 12-block transformer).
-  state.drawMs = { view, nodes: r[view].nodes.length, layout: state.layoutMs, total: performance.now() - t0 };
+  state.drawMs = { view, nodes: r[view].nodes.length, items: state.drawn.items, layout: state.layoutMs, total: performance.now() - t0 };
   return true;
 }
 
@@ -255,8 +255,9 @@ function noSource(k, target) {
 
 // ---- selection, zoom and pan -------------------------------------------------------------------
 function mark(nodeIds, kernelIds) {
-  for (const g of document.querySelectorAll('#diagram g.node')) {
-    g.classList.toggle('selected', nodeIds.has(g.dataset.node));
+  for (const g of document.querySelectorAll('#diagram g.node, #diagram g.scope')) {
+    const members = g.dataset.node !== undefined ? [g.dataset.node] : g.dataset.nodes.split(' ');
+    g.classList.toggle('selected', members.some((m) => nodeIds.has(m)));
     g.classList.toggle('in-kernel', g.dataset.kernel.split(' ').some((k) => kernelIds.has(k)));
   }
   for (const li of document.querySelectorAll('#kernels > li')) li.classList.toggle('selected', kernelIds.has(li.dataset.kernel));
@@ -265,6 +266,15 @@ function mark(nodeIds, kernelIds) {
 // A node clicked: it and the kernels it ends up in (their nodes outlined, the first kernel shown).
 function selectNode(id) {
   const g = document.querySelector(`#diagram g.node[data-node="${id}"]`);
+  if (!g && state.scopes && visibleItem(Number(id)) !== String(id)) {
+    // Inside a collapsed scope: expand the scopes it lies in, then select it.
+    for (const c of state.scopes.chains.get(Number(id))) state.scopes.expanded.add(c);
+    return redraw().then((drawn) => {
+      if (!drawn) return;
+      selectNode(id);
+      document.querySelector(`#diagram g.node[data-node="${id}"]`)?.scrollIntoView({ block: 'center', inline: 'center' });
+    });
+  }
   const ks = g && g.dataset.kernel ? g.dataset.kernel.split(' ') : [];
   mark(new Set([String(id)]), new Set(ks));
   state.selection = { node: Number(id), kernels: ks.map(Number) };
@@ -283,6 +293,8 @@ function showProperties(id) {
   };
   const users = d.g.nodes.filter((m) => (m.inputs || []).includes(n.id));
   const lines = [`%${n.id} = ${n.op}${n.name ? ' "' + n.name + '"' : ''} : ${shapeStr(n.type)}`];
+  const chain = state.scopes && state.scopes.chains.get(n.id);
+  if (chain && chain.length) lines.push(`  scope: ${chain[chain.length - 1]}`);
   for (const [k, v] of Object.entries(n.attrs || {})) lines.push(`  ${k}: ${attr(v)}`);
   (n.inputs || []).forEach((i, j) => lines.push(`  input ${j}: %${i} ${d.byId.get(String(i))?.op ?? ''} ${typeOf(d.byId.get(String(i)))}`));
   lines.push(`  users: ${users.length ? users.map((m) => `%${m.id} ${m.op}`).join(', ') : 'none'}${d.g.outputs.includes(n.id) ? ' (a graph output)' : ''}`);
@@ -296,8 +308,7 @@ function showProperties(id) {
 // or /regex/): matches outlined; Enter steps through them, selecting each.
 function search(step = false) {
   const q = $('search').value.trim();
-  const nodes = [...document.querySelectorAll('#diagram g.node')];
-  for (const g of nodes) g.classList.remove('match');
+  for (const g of document.querySelectorAll('#diagram g.node, #diagram g.scope')) g.classList.remove('match');
   if (!q || !state.drawn) {
     $('search-count').textContent = '';
     return;
@@ -311,18 +322,25 @@ function search(step = false) {
     $('search-count').textContent = 'bad expression: ' + e.message;
     return;
   }
+  // Every node of the view is searched; a match inside a collapsed scope outlines the scope's box.
   const d = state.drawn;
-  const hits = nodes.filter((g) => {
-    const n = d.byId.get(g.dataset.node);
+  const hits = d.g.nodes.filter((n) => {
     const ks = (d.kernelsOf.get(n.id) || []).map((k) => d.kernels[k].name).join(' ');
     return test(`%${n.id} ${n.op} ${n.name || ''} ${shapeStr(n.type)} ${ks}`);
   });
-  for (const g of hits) g.classList.add('match');
-  state.matches = hits.map((g) => Number(g.dataset.node));
+  const drawnItem = (id) => {
+    const v = visibleItem(id);
+    return v.startsWith('scope:') ? document.querySelector(`#diagram g.scope[data-scope="${CSS.escape(v.slice(6))}"]`)
+      : document.querySelector(`#diagram g.node[data-node="${v}"]`);
+  };
+  for (const n of hits) drawnItem(n.id)?.classList.add('match');
+  state.matches = hits.map((n) => n.id);
   if (step && hits.length) {
     state.matchAt = ((state.matchAt ?? -1) + 1) % hits.length;
-    selectNode(hits[state.matchAt].dataset.node);
-    hits[state.matchAt].scrollIntoView({ block: 'center', inline: 'center' });
+    const id = hits[state.matchAt].id;
+    const shown = drawnItem(id);
+    const selected = selectNode(String(id));
+    if (!selected) shown?.scrollIntoView({ block: 'center', inline: 'center' });
   } else {
     state.matchAt = -1;
   }
@@ -419,17 +437,150 @@ async function layOut(graph, seq) {
   return kilnLayOut(graph);
 }
 
+// ---- module scopes ------------------------------------------------------------------------------
+// A node named "a/b/c/op" (the ONNX importer names each node after its exporter's module scopes)
+// lies in the scopes "a", "a/b" and "a/b/c". Grouped, a collapsed scope is drawn as one box (a
+// click expands it; the bar above the diagram collapses it again), so a real model's thousands
+// of nodes show as its top modules. Inputs and constants without a scope of their own (a model's
+// weights) lie in the deepest scope all their users share: a collapsed layer holds its weights.
+function scopeChains(g) {
+  const chains = new Map();
+  for (const n of g.nodes) {
+    const parts = (n.name || '').split('/');
+    parts.pop();
+    chains.set(n.id, parts.filter(Boolean).map((_, i, a) => a.slice(0, i + 1).join('/')));
+  }
+  const users = new Map();
+  for (const n of g.nodes) for (const i of n.inputs || []) (users.get(i) || users.set(i, []).get(i)).push(n.id);
+  for (const n of g.nodes) {
+    if ((n.op !== 'input' && n.op !== 'constant') || chains.get(n.id).length || !users.has(n.id)) continue;
+    let common = null;
+    for (const u of users.get(n.id)) {
+      const c = chains.get(u);
+      if (common === null) common = c;
+      let k = 0;
+      while (k < common.length && k < c.length && common[k] === c[k]) ++k;
+      common = common.slice(0, k);
+    }
+    chains.set(n.id, common || []);
+  }
+  return chains;
+}
+
+// The view's scopes, and which are expanded: all of them where grouping is off (or the graph has
+// none); else those a click expanded, starting from the chain of lone top scopes (a model's
+// wrapper and its one inner model) opened.
+function scopesFor(g, view) {
+  const s = state.scopes;
+  if (s && s.g === g && s.mode === $('group').value) return s;
+  const chains = scopeChains(g);
+  const mode = $('group').value;
+  const any = [...chains.values()].some((c) => c.length);
+  const grouped = any && (mode === 'on' || (mode === 'auto' && g.nodes.length > 300));
+  const next = { g, view, mode, chains, grouped, expanded: new Set() };
+  state.scopes = next;
+  if (grouped) {
+    for (let depth = 0; depth < 64; ++depth) {
+      const items = new Set(g.nodes.map((n) => visibleItem(n.id)));
+      const scopes = [...items].filter((v) => v.startsWith('scope:'));
+      if (scopes.length !== 1 || items.size - 1 > 8) break;
+      next.expanded.add(scopes[0].slice(6));
+    }
+  }
+  return next;
+}
+
+// What stands for node id in the drawing: the node itself ("%id") or its outermost collapsed scope.
+function visibleItem(id) {
+  const s = state.scopes;
+  if (s.grouped) for (const c of s.chains.get(id) || []) if (!s.expanded.has(c)) return 'scope:' + c;
+  return String(id);
+}
+
+// Expands a scope, and on down while what it opens to is one scope alone (a stack of one layer).
+function expandScope(path) {
+  const s = state.scopes;
+  for (let at = path; at; ) {
+    s.expanded.add(at);
+    const inner = new Set();
+    for (const [id, chain] of s.chains) if (chain.includes(at)) inner.add(visibleItem(id));
+    const only = inner.size === 1 ? [...inner][0] : '';
+    at = only.startsWith('scope:') ? only.slice(6) : '';
+  }
+  return redraw();
+}
+
+function collapseScope(path) {
+  for (const e of [...state.scopes.expanded]) if (e === path || e.startsWith(path + '/')) state.scopes.expanded.delete(e);
+  return redraw();
+}
+
+function redraw() {
+  const d = state.drawn;
+  return drawGraph(d.g, d.kernelsOf, d.kernels, d.view).then((drawn) => {
+    const at = state.matchAt;  // stepping through matches goes on from where it was
+    if (drawn) search();
+    state.matchAt = at;
+    return drawn;
+  });
+}
+
+// The bar of expanded scopes: each collapses again on a click.
+function showScopeBar() {
+  const s = state.scopes;
+  const bar = $('scopes');
+  if (!s.grouped) {
+    bar.replaceChildren();
+    return;
+  }
+  const open = [...s.expanded].sort();
+  bar.replaceChildren(el('span', {}, open.length ? 'expanded scopes (click to collapse): ' : 'module scopes collapsed: click a dashed box to expand it'),
+    ...open.map((p) => {
+      const b = el('button', { title: 'collapse ' + p }, '− ' + p);
+      b.dataset.scope = p;
+      b.addEventListener('click', () => collapseScope(p));
+      return b;
+    }));
+}
+
 // Draws graph g; false when a newer drawing started while this one's layout ran.
 async function drawGraph(g, kernelsOf, kernels, view) {
   const seq = ++layoutSeq;
+  const scopes = scopesFor(g, view);
   const label = (n) => `%${n.id} ${n.op}`;
+  // The drawn items: visible nodes, and collapsed scopes with their members and kernels.
+  const items = new Map();
+  for (const n of g.nodes) {
+    const key = visibleItem(n.id);
+    if (key === String(n.id)) {
+      items.set(key, { node: n, label: label(n), width: Math.max(70, label(n).length * 7 + 12), height: 24 });
+      continue;
+    }
+    let it = items.get(key);
+    if (!it) items.set(key, it = { scope: key.slice(6), members: [], kernels: new Set(), height: 30 });
+    it.members.push(n.id);
+    for (const k of kernelsOf.get(n.id) || []) it.kernels.add(k);
+  }
+  for (const it of items.values()) {
+    if (!it.scope) continue;
+    it.label = `${it.scope.split('/').pop()} ▸ ${it.members.length} nodes`;
+    it.width = Math.max(90, it.label.length * 7 + 16);
+  }
+  const edges = new Set();
+  for (const n of g.nodes) {
+    const to = visibleItem(n.id);
+    for (const i of n.inputs || []) {
+      const from = visibleItem(i);
+      if (from !== to) edges.add(from + '\n' + to);
+    }
+  }
   const laid = await layOut({
-    nodes: g.nodes.map((n) => ({ id: String(n.id), width: Math.max(70, label(n).length * 7 + 12), height: 24 })),
-    edges: g.nodes.flatMap((n) => (n.inputs || []).map((i) => [String(i), String(n.id)])),
+    nodes: [...items].map(([id, it]) => ({ id, width: it.width, height: it.height })),
+    edges: [...edges].map((e) => e.split('\n')),
   }, seq);
   if (seq !== layoutSeq) return false;
   state.layoutMs = laid.ms;
-  state.drawn = { g, kernelsOf, kernels, view, byId: new Map(g.nodes.map((n) => [String(n.id), n])) };
+  state.drawn = { g, kernelsOf, kernels, view, byId: new Map(g.nodes.map((n) => [String(n.id), n])), items: items.size };
   const NS = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(NS, 'svg');
   const { width, height } = laid;
@@ -446,36 +597,48 @@ async function drawGraph(g, kernelsOf, kernels, view) {
     path.setAttribute('class', 'edge');
     svg.append(path);
   }
-  for (const n of g.nodes) {
-    const id = String(n.id);
-    const v = { ...laid.nodes[id], width: Math.max(70, label(n).length * 7 + 12), height: 24, label: label(n) };
-    const ks = kernelsOf.get(n.id) || [];
+  for (const [id, it] of items) {
+    const v = laid.nodes[id];
+    const n = it.node;
+    const ks = n ? kernelsOf.get(n.id) || [] : [...it.kernels].sort((a, b) => a - b);
     const group = document.createElementNS(NS, 'g');
-    group.setAttribute('class', 'node');
-    group.setAttribute('data-node', id);
-    group.setAttribute('data-kernel', ks.join(' '));
     const rect = document.createElementNS(NS, 'rect');
-    rect.setAttribute('x', v.x - v.width / 2);
-    rect.setAttribute('y', v.y - v.height / 2);
-    rect.setAttribute('width', v.width);
-    rect.setAttribute('height', v.height);
+    rect.setAttribute('x', v.x - it.width / 2);
+    rect.setAttribute('y', v.y - it.height / 2);
+    rect.setAttribute('width', it.width);
+    rect.setAttribute('height', it.height);
     rect.setAttribute('rx', 4);
-    rect.setAttribute('fill', ks.length ? colour(ks[0]) : '#e8e8e8');
     const text = document.createElementNS(NS, 'text');
     text.setAttribute('x', v.x);
     text.setAttribute('y', v.y + 4);
     text.setAttribute('text-anchor', 'middle');
-    text.textContent = v.label;
-    const info = `%${n.id} = ${n.op}${n.name ? ' "' + n.name + '"' : ''} : ${shapeStr(n.type)}` +
-      (ks.length ? ` · kernel ${ks.map((k) => kernels[k].name).join(', ')}` : ' · no kernel (input, constant, view or dead)');
+    text.textContent = it.label;
     const title = document.createElementNS(NS, 'title');
+    let info;
+    group.setAttribute('data-kernel', ks.join(' '));
+    if (n) {
+      group.setAttribute('class', 'node');
+      group.setAttribute('data-node', id);
+      rect.setAttribute('fill', ks.length ? colour(ks[0]) : '#e8e8e8');
+      info = `%${n.id} = ${n.op}${n.name ? ' "' + n.name + '"' : ''} : ${shapeStr(n.type)}` +
+        (ks.length ? ` · kernel ${ks.map((k) => kernels[k].name).join(', ')}` : ' · no kernel (input, constant, view or dead)');
+      group.addEventListener('click', () => selectNode(id));
+    } else {
+      // A collapsed scope: one kernel's colour where all its computing nodes are in that kernel.
+      group.setAttribute('class', 'scope');
+      group.setAttribute('data-scope', it.scope);
+      group.setAttribute('data-nodes', it.members.join(' '));
+      rect.setAttribute('fill', ks.length === 1 ? colour(ks[0]) : '#f4f1e8');
+      info = `scope ${it.scope}: ${it.members.length} nodes, ${ks.length} kernel${ks.length === 1 ? '' : 's'} · click to expand`;
+      group.addEventListener('click', () => expandScope(it.scope));
+    }
     title.textContent = info;
     group.append(title, rect, text);
     group.addEventListener('mouseenter', () => { $('hover').textContent = info; });
-    group.addEventListener('click', () => selectNode(id));
     svg.append(group);
   }
   $('diagram').replaceChildren(svg);
+  showScopeBar();
   return true;
 }
 
@@ -693,6 +856,7 @@ async function main() {
   $('sample').addEventListener('change', () => pickSample($('sample').value));
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
   $('view').addEventListener('change', () => state.report && drawView(state.report));
+  $('group').addEventListener('change', () => state.report && drawView(state.report));
   $('options').addEventListener('change', compile);
   $('compile').addEventListener('click', compile);
   $('download').addEventListener('click', download);

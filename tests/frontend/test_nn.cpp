@@ -342,4 +342,38 @@ BOOST_AUTO_TEST_CASE(a_block_of_modules_compiles_with_its_parameters_as_inputs) 
   BOOST_TEST(f.stats().compiles == 3);
 }
 
+// kiln::scope names the ops traced inside it after the scopes (nn::Sequential's layers by index),
+// in the graph the debug dump writes; a bad name is an error.
+BOOST_AUTO_TEST_CASE(scopes_name_the_traced_ops) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln_nn_scopes_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  nn::Init init(3);
+  const auto mlp = nn::sequential(nn::Linear::make(4, 8, init), nn::ReLU{}, nn::Linear::make(8, 2, init));
+  auto named = [](const decltype(mlp)& m, const Tensor& x) {
+    auto s = kiln::scope("encoder");
+    Tensor h;
+    {
+      auto inner = kiln::scope("mlp");
+      h = m(x);
+    }
+    return exp(h);
+  };
+  const Tensor x = iota({3, 4});
+  {
+    config::Patch p({{"debug_dir", dir.string()}});
+    auto f = kiln::compile(named);
+    check_values(f(mlp, x), values(named(mlp, x)), 1e-5);
+  }
+  std::string json;
+  for (const auto& e : fs::directory_iterator(dir)) json += kiln_test_util::read_file((e.path() / "graph.json").string());
+  BOOST_TEST(contains(json, "\"encoder/mlp/0/linear\""), json);
+  BOOST_TEST(contains(json, "\"encoder/mlp/1/relu\""), json);
+  BOOST_TEST(contains(json, "\"encoder/mlp/2/"), json);
+  BOOST_TEST(contains(json, "\"encoder/exp\""), json);
+  fs::remove_all(dir);
+  BOOST_TEST(contains(error_of([] { auto s = kiln::scope("a/b"); }), "a scope name must be non-empty and hold no '/'"));
+  BOOST_TEST(contains(error_of([] { auto s = kiln::scope(""); }), "a scope name must be non-empty"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

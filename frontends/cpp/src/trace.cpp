@@ -3,18 +3,29 @@
 #include "device_move.h"
 
 #include <atomic>
+#include <string>
+#include <vector>
 
 #include "kiln/capture/backend.h"
 #include "kiln/config/log.h"
 #include "kiln/graph/error.h"
 #include "kiln/eval/interpreter.h"
+#include "kiln/compile.h"
 
 namespace kiln::detail {
 
 namespace {
 thread_local Trace* t_current = nullptr;
+thread_local std::vector<std::string> t_scopes;  // kiln::scope()s, outermost first
 std::atomic<uint64_t> g_trace_ids{0};
 }  // namespace
+
+std::string scoped_name(std::string_view op) {
+  if (t_scopes.empty()) return {};
+  std::string name;
+  for (const std::string& s : t_scopes) name += s + "/";
+  return name += op;
+}
 
 Trace* current_trace() { return t_current; }
 TraceScope::TraceScope(Trace& t) : previous_(t_current) { t_current = &t; }
@@ -128,3 +139,15 @@ void break_graph(Trace& t, std::string_view what, const std::source_location& lo
 }
 
 }  // namespace kiln::detail
+
+namespace kiln {
+
+ScopeGuard::ScopeGuard(std::string name) {
+  KILN_CHECK(!name.empty() && name.find('/') == std::string::npos, "kiln::scope: a scope name must be non-empty and hold no '/' (got '",
+             name, "'); nest scopes for a path");
+  detail::t_scopes.push_back(std::move(name));
+}
+
+ScopeGuard::~ScopeGuard() { detail::t_scopes.pop_back(); }
+
+}  // namespace kiln

@@ -45,6 +45,9 @@ class TraceScope {
 };
 
 uint64_t next_trace_id();
+// The name of an op traced now, after this thread's kiln::scope()s ("encoder/layer.0/matmul");
+// empty outside any scope.
+std::string scoped_name(std::string_view op);
 Tensor wrap_node(Trace& t, NodeId id);
 NodeId node_of(Trace& t, const Tensor& x, std::string_view op);
 // Runs the graph traced so far and makes every live value of it concrete; starts a new segment.

@@ -469,4 +469,20 @@ void mark_dynamic(const Tensor& x, int64_t dim, int64_t min = 2,
 // Keeps dim `dim` of `x` static even when automatic dynamic shapes would not.
 void mark_static(const Tensor& x, int64_t dim);
 
+// A module scope: while `auto s = kiln::scope("encoder");` (and, nested in it, "layer.0") lives
+// on this thread, each op traced is named after the scopes and the op, "encoder/layer.0/matmul",
+// as torch's module hierarchy names an exported model's nodes. The names travel with the graph
+// (its JSON, KILN_DEBUG_DIR's graph.json), where the inspector page groups the graph by them; they
+// enter no cache key or guard, and eager calls ignore them. nn::Sequential names its layers
+// "0", "1", ... so. A name is non-empty and holds no '/' (else kiln::Error); scopes end in the
+// reverse order of their making (the guard's lifetime).
+class ScopeGuard {
+ public:
+  explicit ScopeGuard(std::string name);
+  ~ScopeGuard();
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+};
+[[nodiscard]] inline ScopeGuard scope(std::string name) { return ScopeGuard(std::move(name)); }
+
 }  // namespace kiln

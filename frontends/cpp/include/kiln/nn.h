@@ -202,9 +202,11 @@ struct Dropout {  // inference: the identity (torch's Dropout after eval())
 template <class... M>
 struct Sequential {
   std::tuple<M...> layers;
+  // Each layer runs in a kiln::scope of its index, as torch's Sequential names its children.
   Tensor operator()(const Tensor& x) const {
     Tensor y = x;
-    std::apply([&](const auto&... m) { ((y = m(y)), ...); }, layers);
+    size_t i = 0;
+    std::apply([&](const auto&... m) { ((y = in_scope(m, y, i++)), ...); }, layers);
     return y;
   }
   void save(StateDict& state, const std::string& prefix) const {
@@ -213,6 +215,11 @@ struct Sequential {
   }
 
  private:
+  template <class T>
+  static Tensor in_scope(const T& m, const Tensor& x, size_t i) {
+    auto s = scope(std::to_string(i));
+    return m(x);
+  }
   template <class T>
   static void save_one(const T& m, StateDict& state, const std::string& prefix) {
     if constexpr (requires { m.save(state, prefix); }) m.save(state, prefix);

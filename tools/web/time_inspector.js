@@ -45,6 +45,16 @@ async function main() {
       const items = await page.evaluate(() => window.kilnInspector.drawn.items);
       console.log(`  expanded ${scope[0]} (${scope[1]} nodes): ${ms.toFixed(0)} ms, ${items} items drawn`);
     }
+    for (const view of ['optimized', 'scheduled']) {
+      const v = await page.evaluate(async (name) => {
+        const t = performance.now();
+        document.getElementById('view').value = name;
+        await drawView(window.kilnInspector.report);
+        return { ms: performance.now() - t, nodes: window.kilnInspector.drawMs.nodes, items: window.kilnInspector.drawn.items };
+      }, view);
+      console.log(`  ${view} view: ${v.nodes} nodes drawn as ${v.items} items in ${v.ms.toFixed(0)} ms`);
+    }
+    await page.evaluate(() => { document.getElementById('view').value = 'input'; });
     const all = await page.evaluate(async () => {
       const t = performance.now();
       document.getElementById('group').value = 'off';

@@ -450,20 +450,25 @@ function scopeChains(g) {
     parts.pop();
     chains.set(n.id, parts.filter(Boolean).map((_, i, a) => a.slice(0, i + 1).join('/')));
   }
+  const common = (ids) => {
+    let at = null;
+    for (const id of ids) {
+      const c = chains.get(id);
+      if (!c.length) continue;
+      if (at === null) at = c;
+      let k = 0;
+      while (k < at.length && k < c.length && at[k] === c[k]) ++k;
+      at = at.slice(0, k);
+    }
+    return at || [];
+  };
+  // Nodes a pass or the decomposition made (no name) lie in the scope their inputs share, in
+  // graph order so that it carries through chains of them.
+  const leaf = (n) => n.op === 'input' || n.op === 'constant';
+  for (const n of g.nodes) if (!leaf(n) && !chains.get(n.id).length) chains.set(n.id, common(n.inputs || []));
   const users = new Map();
   for (const n of g.nodes) for (const i of n.inputs || []) (users.get(i) || users.set(i, []).get(i)).push(n.id);
-  for (const n of g.nodes) {
-    if ((n.op !== 'input' && n.op !== 'constant') || chains.get(n.id).length || !users.has(n.id)) continue;
-    let common = null;
-    for (const u of users.get(n.id)) {
-      const c = chains.get(u);
-      if (common === null) common = c;
-      let k = 0;
-      while (k < common.length && k < c.length && common[k] === c[k]) ++k;
-      common = common.slice(0, k);
-    }
-    chains.set(n.id, common || []);
-  }
+  for (const n of g.nodes) if (leaf(n) && !chains.get(n.id).length && users.has(n.id)) chains.set(n.id, common(users.get(n.id)));
   return chains;
 }
 

@@ -43,6 +43,21 @@ test('build a graph from JavaScript: shapes, symbols, scalars, negative dims', a
   assert.deepStrictEqual(k.var(x, { dims: [1] }).shape, [1024]);
 });
 
+test('module scopes name the ops built inside them', async () => {
+  const k = (await kiln()).builder();
+  const x = k.input([4, 8], 'f32', 'x');
+  const w = k.input([8, 8], 'f32', 'w');
+  const y = k.scope('encoder', () => k.scope('layer.0', () => k.relu(k.matmul(x, w))));
+  const z = k.exp(y);
+  const g = k.build(z).toJSON();
+  assert.deepStrictEqual(g.nodes.map((n) => n.name || ''), ['x', 'w', 'encoder/layer.0/matmul', 'encoder/layer.0/relu', '']);
+  assert.throws(() => k.scope('a/b', () => x), /scope: a scope name must be a non-empty string without '\/'/);
+  assert.throws(() => k.scope('', () => x), /non-empty string/);
+  // A scope ends with its function, also when the function throws.
+  assert.throws(() => k.scope('broken', () => k.matmul(x, k.input([3, 3]))));
+  assert.deepStrictEqual(k.scopes, []);
+});
+
 test('named symbols with examples and ranges', async () => {
   const k = (await kiln()).builder();
   const n = k.symbol('seq', { example: 128, min: 2, max: 4096, dynamic: true });

@@ -463,8 +463,9 @@ function scopeChains(g) {
     return at || [];
   };
   // Nodes a pass or the decomposition made (no name) lie in the scope their inputs share, in
-  // graph order so that it carries through chains of them.
-  const leaf = (n) => n.op === 'input' || n.op === 'constant';
+  // graph order so that it carries through chains of them; nodes without inputs (inputs,
+  // constants, fills) in the scope their users share.
+  const leaf = (n) => !(n.inputs || []).length;
   for (const n of g.nodes) if (!leaf(n) && !chains.get(n.id).length) chains.set(n.id, common(n.inputs || []));
   const users = new Map();
   for (const n of g.nodes) for (const i of n.inputs || []) (users.get(i) || users.set(i, []).get(i)).push(n.id);

@@ -40,6 +40,7 @@
     constructor(kiln) {
       this.kiln = kiln;
       this.raw = new kiln.M.Builder();
+      this.scopes = [];
       for (const def of kiln.ops) {
         if (def.name === 'input' || this[def.name]) continue;
         this[def.name] = (...args) => this.call(def, args);
@@ -59,7 +60,23 @@
     // Any op of the op table by name: tensors (or scalars) then attributes by name.
     op(name, inputs, attrs = {}) {
       const ins = inputs.map((t) => (t instanceof Tensor ? this.own(t) : { scalar: scalarJson(t) }));
-      return new Tensor(this, this.raw.op(name, JSON.stringify(ins), JSON.stringify(attrs)));
+      const id = this.raw.op(name, JSON.stringify(ins), JSON.stringify(attrs));
+      if (this.scopes.length) this.raw.setName(id, [...this.scopes, name].join('/'));
+      return new Tensor(this, id);
+    }
+    // A module scope, as kiln::scope in C++: the ops fn adds are named "<scopes>/<op>"
+    // (k.scope('encoder', () => k.scope('layer.0', () => k.matmul(x, w))): "encoder/layer.0/matmul"),
+    // which the page groups the graph by. Gives what fn returns.
+    scope(name, fn) {
+      if (typeof name !== 'string' || !name || name.includes('/')) {
+        throw new Error(`scope: a scope name must be a non-empty string without '/' (got ${JSON.stringify(name)}); nest scopes for a path`);
+      }
+      this.scopes.push(name);
+      try {
+        return fn();
+      } finally {
+        this.scopes.pop();
+      }
     }
     // k.softmax(x, -1), k.add(x, 1), k.sum(x, [1], true), k.cat([a, b], 0), k.layer_norm(x, w, b, 1, 1e-5);
     // a trailing plain object gives attributes by name: k.sum(x, {dims: [1], keepdim: true}).

@@ -296,7 +296,15 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.deepStrictEqual(await page.evaluate(() => window.kilnInspector.selection.nodes), inKernel0);
     await page.click('#tabs button[data-tab="passes"]');
     assert.strictEqual(await page.locator('#passes .unchanged').count(), cudaReport.passes.filter((p) => !p.changed).length);
-    assert.strictEqual(await page.locator('#passes details').count(), cudaReport.passes.filter((p) => p.changed).length);
+    const changed = cudaReport.passes.filter((p) => p.changed);
+    assert.strictEqual(await page.locator('#passes details.pass').count(), changed.length);
+    // Each changed pass shows its change: removed and added lines, fewer lines than the two dumps.
+    for (let i = 0; i < changed.length; ++i) {
+      const diff = page.locator('#passes details.pass .pass-diff').nth(i);
+      assert.ok(await diff.locator('.add, .del').count() > 0, changed[i].name);
+      const shown = (await diff.textContent()).split('\n').length;
+      assert.ok(shown < changed[i].before.split('\n').length + changed[i].after.split('\n').length, `${changed[i].name}: ${shown} lines`);
+    }
     await page.click('#tabs button[data-tab="kernels"]');
     // Zoom: Fit shows the whole graph in the box.
     await page.click('#fit');

@@ -230,14 +230,44 @@ function showTabs(r) {
   });
   $('guards').replaceChildren(...r.guards.map((g) => el('li', {}, g)));
   $('decisions').replaceChildren(...r.decisions.map((d) => el('li', {}, d)));
-  // A pass that changed nothing shows no dumps (they would be the same text twice).
+  // A pass that changed nothing shows no dumps (they would be the same text twice); one that
+  // did shows what it changed, the whole graphs before and after on demand.
   $('passes').replaceChildren(...r.passes.map((p) => (p.changed
-    ? el('details', { open: '' },
+    ? el('details', { class: 'pass', open: '' },
       el('summary', {}, `${p.name}: ${p.summary} (${p.ops_before} → ${p.ops_after} ops)`),
-      el('div', { class: 'pass-row' }, el('pre', {}, p.before), el('pre', {}, p.after)))
+      passDiff(p.before, p.after),
+      el('details', { class: 'whole' }, el('summary', {}, 'the graph before and after'),
+        el('div', { class: 'pass-row' }, el('pre', {}, p.before), el('pre', {}, p.after))))
     : el('div', { class: 'unchanged' }, `${p.name}: no change (${p.ops_before} ops)`))));
   $('plan-text').textContent = r.plan_text;
   $('loops').textContent = r.schedule_text;
+}
+
+// A pass's change as lines removed (-) and added (+) with two lines of context around each run
+// (jsdiff's diffLines, from npm); the unchanged lines between are counted, not shown.
+const DIFF_CONTEXT = 2;
+function passDiff(before, after) {
+  const pre = el('pre', { class: 'pass-diff' });
+  if (!window.Diff) {
+    pre.textContent = '(no diff: jsdiff did not load)';
+    return pre;
+  }
+  const parts = Diff.diffLines(before, after);
+  const lines = (v) => v.replace(/\n$/, '').split('\n');
+  parts.forEach((part, i) => {
+    const ls = lines(part.value);
+    if (part.added || part.removed) {
+      for (const l of ls) pre.append(el('span', { class: part.added ? 'add' : 'del' }, (part.added ? '+ ' : '- ') + l + '\n'));
+      return;
+    }
+    const head = i > 0 ? ls.slice(0, DIFF_CONTEXT) : [];
+    const tail = i < parts.length - 1 ? ls.slice(Math.max(head.length, ls.length - DIFF_CONTEXT)) : [];
+    const hidden = ls.length - head.length - tail.length;
+    for (const l of head) pre.append('  ' + l + '\n');
+    if (hidden > 0) pre.append(el('span', { class: 'same' }, `  … ${hidden} unchanged line${hidden === 1 ? '' : 's'}\n`));
+    for (const l of tail) pre.append('  ' + l + '\n');
+  });
+  return pre;
 }
 
 // Why a kernel has no generated source: the target calls a library for it, or the reference

@@ -156,6 +156,17 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.strictEqual(big.where, 'worker');
     assert.strictEqual(await page.locator('#diagram g.node').count(), big.draw.nodes);
     assert.ok(big.draw.nodes > 500, JSON.stringify(big.draw));
+    // The minimap: the whole graph small in the diagram's corner (shown while it does not fit the
+    // view); a click there moves the view to that part of the graph.
+    await page.waitForSelector('#minimap:not([hidden])');
+    const mini = await page.$eval('#minimap', (c) => ({ width: c.width, height: c.height, px: c.getContext('2d').getImageData(0, 0, c.width, c.height).data }));
+    assert.ok(mini.width > 0 && mini.height > 0 && mini.width <= 200 && mini.height <= 150, JSON.stringify([mini.width, mini.height]));
+    assert.ok(Object.values(mini.px).some((v, i) => i % 4 === 3 && v > 0), 'the minimap draws the graph');
+    const scrolled = await page.$eval('#diagram', (b) => b.scrollTop);
+    await page.click('#minimap', { position: { x: mini.width / 2, y: mini.height - 2 } });
+    const moved = await page.$eval('#diagram', (b) => b.scrollTop);
+    assert.ok(moved > scrolled, `the minimap moved the view down: ${scrolled} -> ${moved}`);
+    await page.$eval('#diagram', (b) => { b.scrollTop = 0; b.scrollLeft = 0; });
     console.log(`# 12-block transformer in Chromium: ${big.draw.nodes} nodes, ${big.last.kernels} kernels; compile ${big.last.ms.toFixed(0)} ms, ` +
       `tabs ${big.draw.tabs.toFixed(0)} ms, diagram ${big.draw.total.toFixed(0)} ms (layout in the worker ${big.draw.layout.toFixed(0)} ms); ` +
       `the page answered in ${answers.join(', ') || '-'} ms meanwhile`);

@@ -120,6 +120,8 @@ function showError(message) {
   state.last = { error: message, graph: state.graphName };
   $('download').disabled = true;
   for (const id of ['diagram', 'kernels', 'guards', 'passes', 'decisions']) $(id).replaceChildren();
+  state.minimap = null;
+  $('minimap').hidden = true;
   for (const id of ['plan-text', 'kernel-count', 'run-out', 'loops', 'search-count']) $(id).textContent = '';
   $('props').hidden = true;
 }
@@ -399,6 +401,45 @@ function zoomTo(scale, cx, cy) {
   const px = cx ?? box.clientWidth / 2, py = cy ?? box.clientHeight / 2;
   box.scrollLeft = (box.scrollLeft + px) * (state.scale / old) - px;
   box.scrollTop = (box.scrollTop + py) * (state.scale / old) - py;
+  drawMinimap();
+}
+
+// The minimap: the whole laid-out graph small in the diagram's corner, the part in view outlined;
+// a click or drag there moves the view. Hidden while the whole graph is in view.
+const MINIMAP = { width: 200, height: 150 };
+let minimapFrame = 0;
+function drawMinimap() {
+  if (minimapFrame) return;
+  minimapFrame = requestAnimationFrame(() => {
+    minimapFrame = 0;
+    const m = state.minimap, box = $('diagram'), canvas = $('minimap');
+    const inView = !m || (m.width * state.scale <= box.clientWidth + 1 && m.height * state.scale <= box.clientHeight + 1);
+    canvas.hidden = inView;
+    if (inView) return;
+    const k = Math.min(MINIMAP.width / m.width, MINIMAP.height / m.height);
+    canvas.width = Math.max(1, Math.round(m.width * k));
+    canvas.height = Math.max(1, Math.round(m.height * k));
+    const c = canvas.getContext('2d');
+    c.clearRect(0, 0, canvas.width, canvas.height);
+    for (const r of m.rects) {
+      c.fillStyle = r.fill;
+      c.fillRect((r.x - r.w / 2) * k, (r.y - r.h / 2) * k, Math.max(1, r.w * k), Math.max(1, r.h * k));
+    }
+    c.strokeStyle = '#d00';
+    c.lineWidth = 1.5;
+    c.strokeRect(box.scrollLeft / state.scale * k, box.scrollTop / state.scale * k,
+      box.clientWidth / state.scale * k, box.clientHeight / state.scale * k);
+    m.k = k;
+  });
+}
+
+// Centres the view on the minimap's point (x, y) (canvas pixels).
+function minimapGo(x, y) {
+  const m = state.minimap, box = $('diagram');
+  if (!m || !m.k) return;
+  box.scrollLeft = (x / m.k) * state.scale - box.clientWidth / 2;
+  box.scrollTop = (y / m.k) * state.scale - box.clientHeight / 2;
+  drawMinimap();
 }
 
 function fit() {
@@ -423,6 +464,13 @@ function initPanZoom() {
     box.scrollTop = drag.top - (e.clientY - drag.y);
   });
   window.addEventListener('mouseup', () => { drag = null; });
+  box.addEventListener('scroll', drawMinimap);
+  const mini = $('minimap');
+  let miniDrag = false;
+  const miniAt = (e) => { const r = mini.getBoundingClientRect(); minimapGo(e.clientX - r.left, e.clientY - r.top); };
+  mini.addEventListener('mousedown', (e) => { miniDrag = true; miniAt(e); e.preventDefault(); });
+  window.addEventListener('mousemove', (e) => { if (miniDrag) miniAt(e); });
+  window.addEventListener('mouseup', () => { miniDrag = false; });
   $('fit').addEventListener('click', fit);
   $('zoom-in').addEventListener('click', () => zoomTo(state.scale * 1.25));
   $('zoom-out').addEventListener('click', () => zoomTo(state.scale / 1.25));
@@ -674,6 +722,9 @@ async function drawGraph(g, kernelsOf, kernels, view) {
     svg.append(group);
   }
   $('diagram').replaceChildren(svg);
+  state.minimap = { width: width + 16, height: height + 16, rects: [...items].map(([id, it]) => ({ ...laid.nodes[id], w: it.width, h: it.height,
+    fill: it.node ? ((kernelsOf.get(it.node.id) || []).length ? colour(kernelsOf.get(it.node.id)[0]) : '#ccc') : '#b9b3a0' })) };
+  drawMinimap();
   showScopeBar();
   return true;
 }

@@ -1552,6 +1552,8 @@ std::vector<Batch> composite_cases(OpId op) {
 
 }  // namespace
 
+Tolerance op_tolerance(OpId op, DType out) { return tol_of(op, out); }
+
 const std::map<OpId, OpCaseFn>& op_case_table() {
   static const std::map<OpId, OpCaseFn> table = [] {
     std::map<OpId, OpCaseFn> t;

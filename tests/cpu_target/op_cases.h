@@ -61,6 +61,10 @@ BatchStats run_batch(const Batch& b, uint64_t seed);
 Batch matmul_shape_cases(const std::string& name, const std::vector<int64_t>& ms, const std::vector<int64_t>& ns,
                          int64_t k = 5);
 
+// The tolerance the op cases give an output of `op` of dtype `out` (sums scaled by a run on
+// |inputs|, normalisations by the output's largest magnitude).
+Tolerance op_tolerance(OpId op, DType out);
+
 // The ops' cases: for each op of the op table, the batches that test it.
 using OpCaseFn = std::function<std::vector<Batch>(OpId)>;
 const std::map<OpId, OpCaseFn>& op_case_table();

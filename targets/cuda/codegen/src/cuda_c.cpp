@@ -266,6 +266,16 @@ int64_t row_block(int64_t inner) {
   return b;
 }
 
+RowGeometry row_geometry(int64_t inner, int64_t rows) {
+  constexpr int64_t kPerThread = 16, kBlock = 256, kEnoughBlocks = 264;  // two per SM of an H100
+  if (inner > kPerThread * 32) return {row_block(inner), 1};
+  int64_t t = 1;
+  while (t * kPerThread < inner) t *= 2;
+  int64_t r = kBlock / t;
+  while (r > 1 && (rows + r - 1) / r < kEnoughBlocks) r /= 2;
+  return {t, r};
+}
+
 }  // namespace detail
 
 namespace {

@@ -35,6 +35,16 @@ std::string emit_attention(const schedule::Kernel& k, const schedule::Schedule& 
 // Row reductions (cuda_c.cpp, nvptx.cpp; which reductions are rows: schedule::uses_column_strategy):
 // the threads of a row's block, and how many elements of a row a thread keeps in registers at most.
 int64_t row_block(int64_t inner);
+// The LLVM path (nvptx.cpp) packs short rows: `threads` per row and `rows` rows per block. A row
+// of at most 512 elements takes a power-of-two segment of one warp (about 16 elements a
+// thread, combined by shuffles alone, no shared memory or barrier) and blocks hold up to 256
+// threads while that leaves a few hundred blocks; a longer row takes row_block(inner) threads,
+// one row per block. One block per short row (ConvNeXt's 96-channel layer norms at 50176
+// points) left most of each SM's thread slots empty: 90 GB/s.
+struct RowGeometry {
+  int64_t threads = 32, rows = 1;
+};
+RowGeometry row_geometry(int64_t inner, int64_t rows);
 inline constexpr int64_t kMaxCachedItems = 16;
 // The row cache: with `block` threads taking `width` consecutive elements a step, the steps a
 // thread makes over a static row of a kernel of two or more passes, when it may keep all their

@@ -85,8 +85,13 @@ class NvptxEmitter : public render::llvm::Printer {
     KILN_CHECK(nvptx_emits(k_, o_), "cuda codegen: kernel ", k_.name,
                " has no LLVM IR form (pointwise kernels and row reductions have; CUDA C has the rest)");
     if (k_.kind == KernelKind::reduction && k_.num_passes() > 0) {
-      block_ = row_block(inner_extent().evaluate(s_.graph.shapes().examples()));
-      launch.block = block_;
+      const std::vector<int64_t>& examples = s_.graph.shapes().examples();
+      const RowGeometry g = row_geometry(inner_extent().evaluate(examples), k_.outer_extent().evaluate(examples));
+      block_ = g.threads;
+      rows_per_block_ = g.rows;
+      segment_ = g.threads <= 32;
+      launch.block = g.threads * g.rows;
+      launch.items_per_block = g.rows;
       emit_row(launch);
     } else {
       block_ = o_.pointwise_block;
@@ -113,7 +118,11 @@ class NvptxEmitter : public render::llvm::Printer {
   const Kernel& k_;
   const schedule::Schedule& s_;
   const CodegenOptions& o_;
-  int64_t block_ = 0;
+  int64_t block_ = 0;  // pointwise: threads per block; rows: threads per row
+  // Rows: rows per block, and whether a row's threads are a segment of one warp (combined by
+  // shuffles among them alone) rather than a whole block (shuffles, then shared memory).
+  int64_t rows_per_block_ = 1;
+  bool segment_ = false;
 
   std::string sreg(const char* r) {
     const std::string fn = std::string("@llvm.nvvm.read.ptx.sreg.") + r;
@@ -444,7 +453,7 @@ class NvptxEmitter : public render::llvm::Printer {
   }
 
   // ---- reductions (row strategy: cuda_c.cpp's emit_row, statement for statement but for
-  // loop_loading_ahead) ----
+  // loop_loading_ahead and short rows packed into blocks, row_geometry) ----
   // A C variable: an alloca of the entry block, read and written with load and store.
   struct Var {
     std::string ptr;
@@ -513,10 +522,12 @@ class NvptxEmitter : public render::llvm::Printer {
     return finish_state(rule(r), st, k_.instrs[static_cast<size_t>(r)].dtype);
   }
 
-  // A shuffle of x across the warp (xor lane mask off): 32-bit shuffles, two for 64-bit values.
-  std::string shuffle(CT t, const std::string& x, int off) {
-    declare("declare i32 @llvm.nvvm.shfl.sync.bfly.i32(i32, i32, i32, i32)");
-    auto shfl32 = [&](const std::string& w) { return op("call i32 @llvm.nvvm.shfl.sync.bfly.i32(i32 -1, i32 ", w, ", i32 ", off, ", i32 31)"); };
+  // A shuffle of x among the row's threads of the warp (shfl_mask_): from lane `at` (an i32)
+  // xor this one's (bfly) or from lane `at` itself (idx); 32-bit shuffles, two for 64-bit values.
+  std::string shuffle(CT t, const std::string& x, const std::string& at, const char* mode = "bfly") {
+    const std::string fn = std::string("@llvm.nvvm.shfl.sync.") + mode + ".i32";
+    declare("declare i32 " + fn + "(i32, i32, i32, i32)");
+    auto shfl32 = [&](const std::string& w) { return op("call i32 ", fn, "(i32 ", shfl_mask_, ", i32 ", w, ", i32 ", at, ", i32 31)"); };
     switch (t) {
       case CT::f32: return op("bitcast i32 ", shfl32(op("bitcast float ", x, " to i32")), " to float");
       case CT::b: return op("trunc i32 ", shfl32(op("zext i1 ", x, " to i32")), " to i1");
@@ -552,21 +563,36 @@ class NvptxEmitter : public render::llvm::Printer {
     line("call void @llvm.nvvm.barrier0()");
   }
 
-  // The block's thread geometry (row strategy).
-  std::string tid_, lane_, warp_, warps_;
+  // The block's thread geometry (row strategy): the thread's index in its row, its lane and
+  // warp in the block, the block's warps; in a segment, its first lane (an i32) and the mask of
+  // its lanes for shuffles.
+  std::string tid_, lane_, warp_, warps_, segment_lane0_, shfl_mask_ = "-1";
 
+  // The butterfly over a warp, or over a segment's lanes (xor offsets below its width).
+  int first_offset() const { return segment_ ? static_cast<int>(block_ / 2) : 16; }
   void warp_combine(int32_t r, const std::vector<Var>& a) {
-    for (int off = 16; off > 0; off >>= 1) {
+    for (int off = first_offset(); off > 0; off >>= 1) {
       std::vector<std::string> other;
-      for (const Var& v : a) other.push_back(shuffle(v.ct, get(v).v, off));
+      for (const Var& v : a) other.push_back(shuffle(v.ct, get(v).v, std::to_string(off)));
       merge(r, a, other);
     }
   }
-  // Combines each reduction of reds over the block (warp shuffles, then shared memory) and binds
-  // its result, the same in every thread.
+  // Every lane of the segment takes its first lane's value of v: the butterfly's lanes may fold
+  // in different orders, and all threads of a row must see the same result (as the block's
+  // combine publishes one lane's).
+  std::string from_lane0(const Var& v) { return shuffle(v.ct, get(v).v, segment_lane0_, "idx"); }
+  // Combines each reduction of reds over the row's threads (a segment's shuffles; or a warp's,
+  // then shared memory across the block's warps) and binds its result, the same in every thread.
   void block_combine(const std::vector<int32_t>& reds, const std::map<int32_t, std::vector<Var>>& states) {
     for (int32_t r : reds) {
       const std::vector<Var>& a = states.at(r);
+      if (segment_) {
+        warp_combine(r, a);
+        std::vector<std::string> fin;
+        for (const Var& v : a) fin.push_back(from_lane0(v));
+        reductions_[r] = finish(r, fin);
+        continue;
+      }
       std::vector<std::string> sh;
       for (const Var& v : a) sh.push_back(shared_array(v.ct, 32));
       warp_combine(r, a);
@@ -646,15 +672,28 @@ class NvptxEmitter : public render::llvm::Printer {
   }
   void online_combine(const OnlinePair& p, const OnlineState& st) {
     const CT c = ct_of(k_.instrs[static_cast<size_t>(p.max)].dtype);
-    const std::string shm = shared_array(c, 32), shn = shared_array(CT::b, 32), shs = shared_array(c, 32);
     auto warp = [&] {
-      for (int off = 16; off > 0; off >>= 1) {
-        const std::string om = shuffle(c, get(st.m).v, off), os = shuffle(c, get(st.s).v, off);
-        const std::string seen = get(st.nan).v, other = shuffle(CT::b, seen, off);
+      for (int off = first_offset(); off > 0; off >>= 1) {
+        const std::string at = std::to_string(off);
+        const std::string om = shuffle(c, get(st.m).v, at), os = shuffle(c, get(st.s).v, at);
+        const std::string seen = get(st.nan).v, other = shuffle(CT::b, seen, at);
         set(st.nan, op("or i1 ", seen, ", ", other));
         online_merge(c, st, om, os);
       }
     };
+    auto bind = [&](const std::string& m0, const std::string& n0, const std::string& s0) {
+      reductions_[p.max] = nan_flag(p.max) ? finish(p.max, {m0, n0}) : finish(p.max, {select(n0, c, literal(NAN, c), m0).v});
+      std::vector<std::string> sum_state{s0};
+      if (rule(p.sum).compensated()) sum_state.push_back(literal(0, c));  // the online sum keeps no compensation
+      reductions_[p.sum] = finish(p.sum, sum_state);
+    };
+    if (segment_) {
+      warp();
+      const std::string m0 = from_lane0(st.m), n0 = from_lane0(st.nan);
+      bind(m0, n0, from_lane0(st.s));
+      return;
+    }
+    const std::string shm = shared_array(c, 32), shn = shared_array(CT::b, 32), shs = shared_array(c, 32);
     auto publish = [&](const std::string& at) {
       when(op("icmp eq i64 ", lane_, ", 0"), [&] {
         shared_store(shm, c, at, get(st.m).v);
@@ -675,10 +714,7 @@ class NvptxEmitter : public render::llvm::Printer {
     });
     barrier();
     const std::string m0 = shared_load(shm, c, "0").v, n0 = shared_load(shn, CT::b, "0").v;
-    reductions_[p.max] = nan_flag(p.max) ? finish(p.max, {m0, n0}) : finish(p.max, {select(n0, c, literal(NAN, c), m0).v});
-    std::vector<std::string> sum_state{shared_load(shs, c, "0").v};
-    if (rule(p.sum).compensated()) sum_state.push_back(literal(0, c));  // the online sum keeps no compensation
-    reductions_[p.sum] = finish(p.sum, sum_state);
+    bind(m0, n0, shared_load(shs, c, "0").v);
     barrier();
   }
 
@@ -730,14 +766,28 @@ class NvptxEmitter : public render::llvm::Printer {
     const size_t n = k_.domain.size(), no = static_cast<size_t>(k_.num_outer);
     const int32_t passes = k_.num_passes();
     const std::string outer_total = sym(k_.outer_extent()), inner_total = sym(inner_extent());
-    tid_ = op("zext i32 ", sreg("tid.x"), " to i64");
-    lane_ = op("and i64 ", tid_, ", 31");
-    warp_ = op("lshr i64 ", tid_, ", 5");
-    const std::string ntid = op("zext i32 ", sreg("ntid.x"), " to i64");
-    warps_ = op("lshr i64 ", op("add i64 ", ntid, ", 31"), ", 5");
+    const std::string thread = op("zext i32 ", sreg("tid.x"), " to i64");
+    lane_ = op("and i64 ", thread, ", 31");
+    warp_ = op("lshr i64 ", thread, ", 5");
+    std::string ntid, row_in_block = "0";
+    if (segment_) {
+      // Threads [i * block_, (i + 1) * block_) of the block take its row i.
+      int shift = 0;
+      while ((int64_t{1} << shift) < block_) ++shift;
+      tid_ = op("and i64 ", thread, ", ", block_ - 1);
+      row_in_block = op("lshr i64 ", thread, ", ", shift);
+      ntid = std::to_string(block_);
+      const std::string lane32 = op("trunc i64 ", lane_, " to i32");
+      segment_lane0_ = op("and i32 ", lane32, ", ", ~static_cast<int32_t>(block_ - 1));
+      shfl_mask_ = block_ == 32 ? "-1" : op("shl i32 ", (int64_t{1} << block_) - 1, ", ", segment_lane0_);
+    } else {
+      tid_ = thread;
+      ntid = op("zext i32 ", sreg("ntid.x"), " to i64");
+      warps_ = op("lshr i64 ", op("add i64 ", ntid, ", 31"), ", 5");
+    }
     const bool vectors = plan_vectors(no, true);
-    // A static number of rows gets a block each; a symbolic one loops.
-    const std::string ctaid = op("zext i32 ", sreg("ctaid.x"), " to i64");
+    // A static number of rows gets a block per rows_per_block_ rows; a symbolic one loops.
+    const std::string ctaid = op("add i64 ", op("mul i64 ", op("zext i32 ", sreg("ctaid.x"), " to i64"), ", ", rows_per_block_), ", ", row_in_block);
     auto row = [&](const std::string& o) {
       Scope outer;
       outer.vars.assign(n, "");
@@ -751,7 +801,7 @@ class NvptxEmitter : public render::llvm::Printer {
       launch.grid_stride = false;
       when(op("icmp slt i64 ", ctaid, ", ", outer_total), [&] { row(ctaid); });
     } else {
-      loop(ctaid, outer_total, op("zext i32 ", sreg("nctaid.x"), " to i64"), row);
+      loop(ctaid, outer_total, op("mul i64 ", op("zext i32 ", sreg("nctaid.x"), " to i64"), ", ", rows_per_block_), row);
     }
   }
 

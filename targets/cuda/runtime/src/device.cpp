@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -237,8 +238,11 @@ DevicePtr Context::alloc(size_t bytes) {
   const size_t n = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(im.mu);
-    auto it = im.cache.find(n);
-    if (it != im.cache.end()) {
+    // The block of this class freed last (equal keys keep their insertion order): the one most
+    // likely still in L2.
+    const auto [first, end] = im.cache.equal_range(n);
+    if (first != end) {
+      const auto it = std::prev(end);
       const CUdeviceptr p = it->second;
       im.cache.erase(it);
       im.cached -= static_cast<int64_t>(n);

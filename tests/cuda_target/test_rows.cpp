@@ -1,0 +1,98 @@
+// Row reductions over many short rows (cuda/codegen internal.h, row_geometry): the LLVM IR path
+// packs rows of at most 512 elements into blocks, a power-of-two segment of a warp per row
+// combined by shuffles among its lanes alone. Without a device the plans' launches and modules
+// are checked; with one, every graph runs against the reference: row counts that leave the last
+// block part empty, segments of 1 to 32 lanes, several reductions and the online softmax in one
+// kernel, a symbolic row count (the grid-stride loop over rows), f32 and bf16.
+#include <boost/test/unit_test.hpp>
+
+#include <random>
+
+#include "harness.h"
+#include "op_cases.h"
+#include "kiln_test_util.h"
+
+using namespace kiln;
+using kiln_test_util::contains;
+
+namespace {
+
+// Rows of x [rows, cols]: their sum, max and argmax, softmax and log_softmax, a layer norm with
+// weight and bias.
+// A symbolic row count has `rows` as its example.
+Graph row_ops(DType t, int64_t example_rows, int64_t cols, bool symbolic = false) {
+  Graph g;
+  const SymInt rows = symbolic ? g.shapes().create_symbol(example_rows, 1, int64_t{1} << 30, "rows", false) : SymInt(example_rows);
+  const NodeId x = g.add_input(TensorMeta{t, Device::cpu(), {rows, cols}, {}}, "x");
+  const NodeId w = g.add_input(TensorMeta{t, Device::cpu(), {cols}, {}}, "w");
+  const NodeId b = g.add_input(TensorMeta{t, Device::cpu(), {cols}, {}}, "b");
+  const std::vector<int64_t> last{1};
+  g.set_outputs({g.add(OpId::sum, {x}, {last, false}), g.add(OpId::max, {x}, {last, false}),
+                 g.add(OpId::argmax, {x}, {last, false}), g.add(OpId::softmax, {x}, {int64_t{1}}),
+                 g.add(OpId::log_softmax, {x}, {int64_t{1}}), g.add(OpId::layer_norm, {x, w, b}, {int64_t{1}, 1e-5})});
+  return g;
+}
+
+// row_ops' outputs' tolerances: the op cases'.
+std::vector<cpu_test::Tolerance> tolerances(DType t) {
+  std::vector<cpu_test::Tolerance> tol;
+  for (OpId op : {OpId::sum, OpId::max, OpId::argmax, OpId::softmax, OpId::log_softmax, OpId::layer_norm})
+    tol.push_back(cpu_test::op_tolerance(op, op == OpId::argmax ? DType::i64 : t));
+  return tol;
+}
+
+std::vector<TensorData> inputs(DType t, int64_t rows, int64_t cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto random = [&](std::vector<int64_t> sizes) {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return cpu_test::tensor(t, sizes, cpu_test::random_values(t, n, cpu_test::Domain::normal, rng));
+  };
+  return {random({rows, cols}), random({cols}), random({cols})};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cuda_rows)
+
+BOOST_AUTO_TEST_CASE(short_rows_share_blocks_and_match_the_reference) {
+  struct Shape {
+    int64_t rows, cols;
+    int64_t threads_per_row;  // row_geometry's: 16 elements a thread, 32 at most
+  };
+  // Rows of 5 take one lane each, 256 rows a block (33797 of them leave the last block part
+  // empty); 24 and 96 take 2 and 8 lanes; 256 and 500 take 16 and 32; 513 takes a block of 128
+  // threads (shared memory and barriers) as before.
+  const std::vector<Shape> shapes = {{33797, 5, 1}, {9001, 24, 2}, {5003, 96, 8}, {4099, 256, 16}, {2051, 500, 32}, {300, 513, 128}};
+  uint64_t seed = 1;
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (const Shape& s : shapes) {
+      const std::string what = std::string(dtype_name(t)) + " [" + std::to_string(s.rows) + ", " + std::to_string(s.cols) + "]";
+      const cpu_test::Compiled c = cpu_test::compile(row_ops(t, s.rows, s.cols));
+      BOOST_REQUIRE_MESSAGE(c.error.empty(), what << ": " << c.error);
+      int rows_kernels = 0;
+      for (const plan::PlanKernel& k : c.plan.kernels) {
+        if (k.kind != "reduction" || k.language != "llvm") continue;
+        ++rows_kernels;
+        const int64_t per_row = k.launch.block / k.launch.items_per_block;
+        BOOST_TEST(per_row == s.threads_per_row, what << ": " << k.name << " has " << per_row << " threads a row");
+        // Segments combine with shuffles alone; whole blocks through shared memory.
+        BOOST_TEST(contains(k.source, "@llvm.nvvm.barrier0") == (per_row > 32), what << "\n" << k.source);
+        if (per_row <= 32) BOOST_TEST(k.launch.items_per_block * per_row <= 256, what);
+      }
+      BOOST_TEST(rows_kernels >= 1, what << "\n" << c.plan.str());
+      const std::string diff = cpu_test::run_and_compare(c, inputs(t, s.rows, s.cols, seed++), tolerances(t));
+      BOOST_TEST(diff.empty(), what << ": " << diff);
+    }
+    // A symbolic row count: the blocks loop over the rows (a grid-stride loop), at the example
+    // size and at sizes that fill no block.
+    const cpu_test::Compiled c = cpu_test::compile(row_ops(t, 5003, 96, true));
+    BOOST_REQUIRE_MESSAGE(c.error.empty(), c.error);
+    for (int64_t rows : {5003, 1, 300, 70001}) {
+      const std::string diff = cpu_test::run_and_compare(c, inputs(t, rows, 96, seed++), tolerances(t));
+      BOOST_TEST(diff.empty(), dtype_name(t) << " [" << rows << " (symbolic), 96]: " << diff);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -467,6 +467,17 @@ class NvptxEmitter : public render::llvm::Printer {
     return v;
   }
   Val get(const Var& v) { return {op("load ", type_of(v.ct), ", ptr ", v.ptr), v.ct}; }
+  // A thread's array of `n` values of type ct (the row cache: indexed by constants only, so
+  // that SROA keeps it in registers), and a pointer to its element i.
+  struct Registers {
+    std::string ptr;
+    CT ct = CT::f32;
+    int64_t n = 0;
+  };
+  Registers registers(CT t, int64_t n) { return {alloca(("[" + std::to_string(n) + " x " + type_of(t) + "]").c_str()), t, n}; }
+  std::string element_of(const Registers& a, int64_t i) {
+    return op("getelementptr [", a.n, " x ", type_of(a.ct), "], ptr ", a.ptr, ", i64 0, i64 ", i);
+  }
   void set(const Var& v, const std::string& x) { line("store ", type_of(v.ct), " ", x, ", ptr ", v.ptr); }
   // `if (cond) { then() }`, the code after it in the join block.
   template <class F>
@@ -818,14 +829,10 @@ class NvptxEmitter : public render::llvm::Printer {
     if (items > 0 && keep.empty())
       for (size_t i = 0; i < k_.instrs.size(); ++i)
         if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].inner) cached.push_back(static_cast<int32_t>(i));
-    std::map<int32_t, std::string> cache;  // load -> its alloca of `items` values
-    for (int32_t i : cached) {
-      const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-      cache[i] = alloca(("[" + std::to_string(items) + " x " + type_of(t) + "]").c_str());
-    }
-    std::map<int32_t, std::string> kept;  // value -> its alloca of `items` values
-    for (int32_t i : keep)
-      kept[i] = alloca(("[" + std::to_string(items) + " x " + type_of(ct_of(k_.instrs[static_cast<size_t>(i)].dtype)) + "]").c_str());
+    std::map<int32_t, Registers> cache;  // load -> its `items` values
+    for (int32_t i : cached) cache[i] = registers(ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer)), items);
+    std::map<int32_t, Registers> kept;  // value -> its `items` values
+    for (int32_t i : keep) kept[i] = registers(ct_of(k_.instrs[static_cast<size_t>(i)].dtype), items);
     const std::optional<OnlinePair> online = cached.empty() && keep.empty() ? online_pair() : std::nullopt;
     std::set<int32_t> recorded;
     for (int32_t pass = 0; pass < passes; ++pass) {
@@ -853,16 +860,8 @@ class NvptxEmitter : public render::llvm::Printer {
           load_records_.clear();
           value_slots_.clear();
           value_records_.clear();
-          for (int32_t i : cached) {
-            const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-            const std::string slot = op("getelementptr [", items, " x ", type_of(t), "], ptr ", cache[i], ", i64 0, i64 ", k);
-            if (recorded.count(i)) load_slots_[i] = slot;
-            else load_records_[i] = slot;
-          }
-          for (const auto& [i, a] : kept) {
-            const CT t = ct_of(k_.instrs[static_cast<size_t>(i)].dtype);
-            (pass == 0 ? value_records_ : value_slots_)[i] = op("getelementptr [", items, " x ", type_of(t), "], ptr ", a, ", i64 0, i64 ", k);
-          }
+          for (int32_t i : cached) (recorded.count(i) ? load_slots_ : load_records_)[i] = element_of(cache[i], k);
+          for (const auto& [i, a] : kept) (pass == 0 ? value_records_ : value_slots_)[i] = element_of(a, k);
           const std::string j = op("add i64 ", tid_, ", ", k * block_);
           if (full) step(j);
           else when(op("icmp slt i64 ", j, ", ", inner_total), [&] { step(j); });
@@ -928,23 +927,13 @@ class NvptxEmitter : public render::llvm::Printer {
     const bool cached = groups > 0;
     // Computed values kept instead of the loads where they are fewer (cstyle::row_values_to_keep).
     const std::set<int32_t> keep = cached ? cstyle::row_values_to_keep(k_) : std::set<int32_t>();
-    std::map<int32_t, std::string> kept;
-    for (int32_t i : keep)
-      kept[i] = alloca(("[" + std::to_string(groups * kVec) + " x " + type_of(ct_of(k_.instrs[static_cast<size_t>(i)].dtype)) + "]").c_str());
-    auto kept_slot = [&](int32_t i, int64_t at) {
-      const CT t = ct_of(k_.instrs[static_cast<size_t>(i)].dtype);
-      return op("getelementptr [", groups * kVec, " x ", type_of(t), "], ptr ", kept.at(i), ", i64 0, i64 ", at);
-    };
-    std::map<int32_t, std::string> cache;
+    std::map<int32_t, Registers> kept;
+    for (int32_t i : keep) kept[i] = registers(ct_of(k_.instrs[static_cast<size_t>(i)].dtype), groups * kVec);
+    auto kept_slot = [&](int32_t i, int64_t at) { return element_of(kept.at(i), at); };
+    std::map<int32_t, Registers> cache;
     if (cached && keep.empty())
-      for (int32_t i : vectors_->loads) {
-        const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-        cache[i] = alloca(("[" + std::to_string(groups * kVec) + " x " + type_of(t) + "]").c_str());
-      }
-    auto cache_slot = [&](int32_t i, int64_t at) {
-      const CT t = ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer));
-      return op("getelementptr [", groups * kVec, " x ", type_of(t), "], ptr ", cache[i], ", i64 0, i64 ", at);
-    };
+      for (int32_t i : vectors_->loads) cache[i] = registers(ct_of(buffer_dtype(k_.instrs[static_cast<size_t>(i)].buffer)), groups * kVec);
+    auto cache_slot = [&](int32_t i, int64_t at) { return element_of(cache.at(i), at); };
     std::set<int32_t> in_registers;
     const std::optional<OnlinePair> online = cached ? std::nullopt : online_pair();
     for (int32_t pass = 0; pass < passes; ++pass) {

@@ -551,17 +551,17 @@ function scopeChains(g) {
   return chains;
 }
 
-// The view's scopes, and which are expanded: all of them where grouping is off (or the graph has
+// The graph's scopes, and which are expanded: all of them where grouping is off (or the graph has
 // none); else those a click expanded, starting from the chain of lone top scopes (a model's
 // wrapper and its one inner model) opened.
-function scopesFor(g, view) {
+function scopesFor(g) {
   const s = state.scopes;
   if (s && s.g === g && s.mode === $('group').value) return s;
   const chains = scopeChains(g);
   const mode = $('group').value;
   const any = [...chains.values()].some((c) => c.length);
   const grouped = any && (mode === 'on' || (mode === 'auto' && g.nodes.length > 300));
-  const next = { g, view, mode, chains, grouped, expanded: new Set() };
+  const next = { g, mode, chains, grouped, expanded: new Set() };
   state.scopes = next;
   if (grouped) {
     for (let depth = 0; depth < 64; ++depth) {
@@ -630,7 +630,7 @@ function showScopeBar() {
 // Draws graph g; false when a newer drawing started while this one's layout ran.
 async function drawGraph(g, kernelsOf, kernels, view) {
   const seq = ++layoutSeq;
-  const scopes = scopesFor(g, view);
+  const scopes = scopesFor(g);
   const label = (n) => `%${n.id} ${n.op}`;
   // The drawn items: visible nodes, and collapsed scopes with their members and kernels.
   const items = new Map();

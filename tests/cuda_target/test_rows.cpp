@@ -9,6 +9,7 @@
 #include <random>
 
 #include "harness.h"
+#include "kiln/config/config.h"
 #include "op_cases.h"
 #include "kiln_test_util.h"
 
@@ -94,6 +95,57 @@ BOOST_AUTO_TEST_CASE(short_rows_share_blocks_and_match_the_reference) {
     for (int64_t rows : {5003, 1, 300, 70001}) {
       const std::string diff = cpu_test::run_and_compare(c, inputs(t, rows, 96, seed++), tolerances(t));
       BOOST_TEST(diff.empty(), dtype_name(t) << " [" << rows << " (symbolic), 96]: " << diff);
+    }
+  }
+}
+
+// Heavy rows: ConvNeXt's block (a 7x7 depthwise convolution, channels last, its taps computed
+// in the layer norm's row kernel over the channels, each tap reading the stem's norm again)
+// after a strided stem, some 100 loads an element. The row kernel matches the reference for
+// channel counts that give segments of 8 to 32 lanes, f16 and bf16 (the layout that makes the
+// taps and the norm one kernel; in f32 without TF32 the graph stays channels first).
+BOOST_AUTO_TEST_CASE(depthwise_taps_in_a_norms_row_kernel_match_the_reference) {
+  const config::Patch channels_last{{"cuda.channels_last", true}};
+  using V = std::vector<int64_t>;
+  uint64_t seed = 100;
+  for (DType t : {DType::bf16, DType::f16}) {
+    for (int64_t c : {64, 96, 192, 384}) {
+      const int64_t n = 2, hw = 40;  // 3200 rows: segments share blocks
+      Graph g;
+      auto in = [&](std::vector<int64_t> sizes, const std::string& name) {
+        std::vector<SymInt> s(sizes.begin(), sizes.end());
+        return g.add_input(TensorMeta{t, Device::cpu(), s, {}}, name);
+      };
+      const NodeId x = in({n, 3, 4 * hw, 4 * hw}, "x");
+      const NodeId stem = g.add(OpId::convolution, {x, in({c, 3, 4, 4}, "stem")}, {V{4, 4}, V{0, 0, 0, 0}, V{1, 1}, int64_t{1}});
+      // The stem's norm over the channels (torchvision's LayerNorm2d), which the taps read.
+      const NodeId stem_norm = g.add(OpId::permute, {g.add(OpId::layer_norm, {g.add(OpId::permute, {stem}, {V{0, 2, 3, 1}}), in({c}, "g0"), in({c}, "b0")},
+                                                           {int64_t{1}, 1e-6})},
+                                     {V{0, 3, 1, 2}});
+      const NodeId dw = g.add(OpId::convolution, {stem_norm, in({c, 1, 7, 7}, "w")}, {V{1, 1}, V{3, 3, 3, 3}, V{1, 1}, c});
+      g.set_outputs({g.add(OpId::layer_norm, {g.add(OpId::permute, {dw}, {V{0, 2, 3, 1}}), in({c}, "g"), in({c}, "b")}, {int64_t{1}, 1e-6})});
+      const std::string what = std::string(dtype_name(t)) + " depthwise + norm over " + std::to_string(c) + " channels";
+      const cpu_test::Compiled compiled = cpu_test::compile(g);
+      BOOST_REQUIRE_MESSAGE(compiled.error.empty(), what << ": " << compiled.error);
+      // The taps are in a row kernel: one whose module loads at least 49 inputs an element.
+      bool heavy = false;
+      for (const plan::PlanKernel& k : compiled.plan.kernels) {
+        if (k.kind != "reduction" || k.language != "llvm") continue;
+        size_t loads = 0;
+        for (size_t at = k.source.find(" = load "); at != std::string::npos; at = k.source.find(" = load ", at + 1)) ++loads;
+        heavy = heavy || loads >= 2 * 49;
+      }
+      BOOST_TEST(heavy, what << "\n" << compiled.plan.str());
+      std::mt19937_64 rng(seed++);
+      auto random = [&](std::vector<int64_t> sizes) {
+        int64_t e = 1;
+        for (int64_t d : sizes) e *= d;
+        return cpu_test::tensor(t, sizes, cpu_test::random_values(t, e, cpu_test::Domain::normal, rng));
+      };
+      const std::vector<TensorData> values = {random({n, 3, 4 * hw, 4 * hw}), random({c, 3, 4, 4}), random({c}), random({c}),
+                                              random({c, 1, 7, 7}), random({c}), random({c})};
+      const std::string diff = cpu_test::run_and_compare(compiled, values, {cpu_test::op_tolerance(OpId::layer_norm, t)});
+      BOOST_TEST(diff.empty(), what << ": " << diff);
     }
   }
 }

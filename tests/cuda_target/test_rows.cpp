@@ -100,8 +100,8 @@ BOOST_AUTO_TEST_CASE(short_rows_share_blocks_and_match_the_reference) {
 }
 
 // Heavy rows: ConvNeXt's block (a 7x7 depthwise convolution, channels last, its taps computed
-// in the layer norm's row kernel over the channels, each tap reading the stem's norm again)
-// after a strided stem, some 100 loads an element. The row kernel matches the reference for
+// in the layer norm's row kernel over the channels) after a strided stem and its norm, some 60
+// loads an element (a scalar weight per tap and channel, an input vector per tap and 4 channels). The row kernel matches the reference for
 // channel counts that give segments of 8 to 32 lanes, f16 and bf16 (the layout that makes the
 // taps and the norm one kernel; in f32 without TF32 the graph stays channels first).
 BOOST_AUTO_TEST_CASE(depthwise_taps_in_a_norms_row_kernel_match_the_reference) {

@@ -513,6 +513,69 @@ BOOST_AUTO_TEST_CASE(one_element_constants_stay_constants_off_the_cpu) {
   }
 }
 
+// Off the CPU without parameter values (the page's import: the graph alone), weights are not
+// copied into graph constants (Importer::elide_weights): the graph is the one an import with
+// the values gives, for raw and typed initializers, a weight folded at import (a transposed and
+// a cast one), a bool one, a one-element constant (a 0-d constant there) and integer shapes.
+BOOST_AUTO_TEST_CASE(an_import_without_parameter_values_gives_the_same_graph) {
+  auto raw = [](pb::TensorProto t) {
+    std::string bytes;
+    if (t.data_type() == pb::TensorProto::FLOAT)
+      for (float v : t.float_data()) bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+    t.clear_float_data();
+    t.set_raw_data(bytes);
+    return t;
+  };
+  TempDir dir;
+  pb::ModelProto m = model();
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"2", "4"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {});
+  *g->add_initializer() = raw(floats("w", {3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  *g->add_initializer() = floats("b", {3}, {0.5f, -0.5f, 1.0f});
+  *g->add_initializer() = raw(floats("c", {1}, {2.0f}));
+  *g->add_initializer() = int64s("shape", {2}, {3, 2});
+  pb::TensorProto mask;
+  mask.set_name("mask");
+  mask.set_data_type(pb::TensorProto::BOOL);
+  mask.add_dims(3);
+  mask.add_dims(2);
+  mask.set_raw_data(std::string("\x01\x00\x02\x01\x00\x01", 6));  // a 2 is true too
+  *g->add_initializer() = mask;
+  node(g, "Transpose", {"w"}, {"wt"});
+  node(g, "MatMul", {"x", "wt"}, {"xw"});
+  node(g, "Add", {"xw", "b"}, {"xwb"});
+  node(g, "Mul", {"xwb", "c"}, {"scaled"});
+  node(g, "Reshape", {"scaled", "shape"}, {"r"});
+  node(g, "Cast", {"mask"}, {"maskf"})->add_attribute()->CopyFrom([] {
+    pb::AttributeProto a;
+    a.set_name("to");
+    a.set_type(pb::AttributeProto::INT);
+    a.set_i(pb::TensorProto::FLOAT);
+    return a;
+  }());
+  node(g, "Mul", {"r", "maskf"}, {"y"});
+  const std::string path = save(dir, m);
+  for (kiln::Device device : {kiln::Device::cuda(0), kiln::Device::vulkan(0)}) {
+    konnx::LoadOptions with, without;
+    with.device = without.device = device;
+    without.parameter_values = false;
+    const konnx::Model a = konnx::load(path, with), b = konnx::load(path, without);
+    BOOST_TEST(a.parameters.size() == 3u);  // the transposed weights, b, the cast mask
+    BOOST_TEST(b.parameters.empty());
+    BOOST_TEST(a.graph.str() == b.graph.str());
+    BOOST_REQUIRE_EQUAL(a.graph.inputs().size(), b.graph.inputs().size());
+    for (size_t k = 0; k < a.graph.inputs().size(); ++k) {
+      BOOST_TEST(a.graph.node(a.graph.inputs()[k]).name == b.graph.node(b.graph.inputs()[k]).name);
+      BOOST_TEST((a.graph.node(a.graph.inputs()[k]).meta == b.graph.node(b.graph.inputs()[k]).meta));
+    }
+    // The values the graph computes with: the mask's 2 read as true, c a 0-d constant.
+    const std::vector<float> wt = values(a.parameters[0]);
+    BOOST_TEST((wt == std::vector<float>{1, 5, 9, 2, 6, 10, 3, 7, 11, 4, 8, 12}));
+    BOOST_TEST((values(a.parameters[2]) == std::vector<float>{1, 0, 1, 1, 0, 1}));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
   TempDir dir;
   pb::ModelProto m = model();

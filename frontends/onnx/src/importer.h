@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,10 @@ DType dtype_of(int32_t elem_type, const std::string& what);
 std::string elem_type_name(int32_t elem_type);
 // TensorProto -> host tensor; external data is read under base_dir. With `backing`, the bytes are
 // read into backing->bytes (its dtype and sizes set), which the tensor's storage views and keeps.
+// With view_raw (and no backing), raw data aligned for its dtype is viewed, not copied: the
+// caller keeps `t` (or the buffer its raw data views) alive as long as the tensor.
 TensorData tensor_from_proto(const proto::Tensor& t, const std::string& base_dir,
-                             std::shared_ptr<ConstantData> backing = nullptr);
+                             std::shared_ptr<ConstantData> backing = nullptr, bool view_raw = false);
 // A tensor attribute's value (an empty tensor, of no element type, where it has none).
 const proto::Tensor& tensor_attr(const proto::Attribute& a);
 
@@ -89,6 +92,14 @@ class Importer {
   NodeId id(const V& v);                       // materialises constants
   V input(NodeId id);
 
+  // Weights as placeholders: the import is for a device (where every constant of more than one
+  // element becomes a parameter, an input) and no parameter values are wanted (the page's
+  // import: the graph alone). A weight then is not copied into a graph constant: the value
+  // folding reads views the decoder's buffer, which outlives the import, and id() gives it an
+  // input node (a placeholder) that import_model lifts as the parameter it would have become.
+  void elide_weights(bool on) { elide_weights_ = on; }
+  bool is_placeholder(NodeId id) const { return placeholders_.count(id) > 0; }
+
   // Integer elements of a value that must be known at import (static).
   std::vector<int64_t> static_ints(const V& v, const std::string& what);
   // Elements of a value that must be known at import, as doubles.
@@ -112,6 +123,8 @@ class Importer {
   Graph& g_;
   Device device_;
   std::string base_dir_;
+  bool elide_weights_ = false;
+  std::set<NodeId> placeholders_;
 };
 
 // A decoded model as a Kiln graph (loader.cpp): every entry point ends here, whichever decoder

@@ -84,7 +84,8 @@ std::vector<int64_t> ints_of(const TensorData& t) {
   return {d.data_as<int64_t>(), d.data_as<int64_t>() + d.numel()};
 }
 
-TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir, std::shared_ptr<ConstantData> backing) {
+TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir, std::shared_ptr<ConstantData> backing,
+                             bool view_raw) {
   const std::string what = "tensor '" + t.name + "'";
   const DType dt = dtype_of(t.data_type, what);
   const std::vector<int64_t>& sizes = t.dims;
@@ -176,6 +177,15 @@ TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir, s
     const std::span<const std::byte> raw = t.raw();
     KILN_CHECK(raw.size() == nbytes, "onnx: ", what, " has ", raw.size(),
                " bytes of raw data, expected ", nbytes);
+    // Bools are normalised in place below, so they are copied.
+    if (view_raw && !backing && dt != DType::bool_ && nbytes > 0 &&
+        reinterpret_cast<uintptr_t>(raw.data()) % static_cast<uintptr_t>(dtype_size(dt)) == 0) {
+      out.storage = std::make_shared<Storage>(Device::cpu(), const_cast<std::byte*>(raw.data()), nbytes, [](void*) {});
+      out.dtype = dt;
+      out.sizes = sizes;
+      out.strides = contiguous_strides(sizes);
+      return out;
+    }
     allocate(raw);
     if (dt == DType::bool_)
       for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = out.data_as<uint8_t>()[k] != 0;
@@ -298,6 +308,7 @@ V Importer::constant(TensorData t) {
 }
 
 V Importer::tensor(const pb::Tensor& t) {
+  if (elide_weights_) return constant(tensor_from_proto(t, base_dir_, nullptr, true));
   auto backing = std::make_shared<ConstantData>();
   V v = constant(tensor_from_proto(t, base_dir_, backing));
   if (!backing->bytes.empty()) v->graph_data = std::move(backing);
@@ -324,6 +335,11 @@ V Importer::known_ints(SymShape values, bool is_scalar) {
 
 NodeId Importer::id(const V& v) {
   if (v->id >= 0) return v->id;
+  if (elide_weights_ && v->data && v->data->rank() > 0 && v->data->numel() > 1) {
+    v->id = g_.add_input(TensorMeta{v->data->dtype, Device::cpu(), static_shape(v->data->sizes), {}});
+    placeholders_.insert(v->id);
+    return v->id;
+  }
   if (v->graph_data) {
     v->id = g_.add(OpId::constant, {}, {v->graph_data});
     return v->id;
@@ -536,6 +552,7 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
 
   Graph& g = m.graph;
   Importer im(g, options.device, base_dir);
+  im.elide_weights(options.device != Device::cpu() && !options.parameter_values);
   std::map<std::string, V> env;
   for (const pb::Tensor& t : gp.initializer) {
     KILN_CHECK(!t.name.empty(), "onnx: an initializer has no name");
@@ -664,6 +681,7 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
     for (const ShapeFact& f : g.shapes().facts()) lifted.shapes().add_fact(f);
     std::vector<NodeId> map(g.size(), -1);
     for (NodeId i : g.inputs()) {
+      if (im.is_placeholder(i)) continue;  // a weight: lifted where first read, as constants are
       TensorMeta meta = g.node(i).meta;
       meta.device = options.device;
       map[i] = lifted.add_input(meta, g.node(i).name);
@@ -687,12 +705,12 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
     auto value = [&](NodeId x) {
       if (map[x] >= 0) return map[x];
       const Node& k = g.node(x);
-      KILN_INTERNAL_CHECK(k.op == OpId::constant, "onnx: node ", x, " read before it was lifted");
-      const ConstantData& c = k.attrs.tensor(0);
+      KILN_INTERNAL_CHECK(k.op == OpId::constant || im.is_placeholder(x), "onnx: node ", x, " read before it was lifted");
       TensorMeta meta = k.meta;
       meta.device = options.device;
       map[x] = lifted.add_input(meta, "param" + std::to_string(lifted_count++));
-      if (options.parameter_values) {
+      if (options.parameter_values) {  // (never with placeholders: elide_weights)
+        const ConstantData& c = k.attrs.tensor(0);
         TensorData t = TensorData::empty_host(c.dtype, c.sizes);
         if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
         m.parameters.push_back(std::move(t));

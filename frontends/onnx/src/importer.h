@@ -85,7 +85,8 @@ class Importer {
   V symbolic_arith(OpId op, const std::vector<V>& inputs);
   V constant(TensorData t);
   // A tensor of the model (an initializer, a Constant's value), read once into the buffer that
-  // the graph's constant holds and folding reads: weights are most of a model's bytes.
+  // the graph's constant holds and folding reads: weights are most of a model's bytes. With
+  // elide_weights, not read at all where it is raw data aligned for its dtype: a view of it.
   V tensor(const proto::Tensor& t);
   V scalar(double v, DType t);
   V known_ints(SymShape values, bool scalar);  // a 0-d (scalar) or 1-D i64 value of known sizes

@@ -576,6 +576,55 @@ BOOST_AUTO_TEST_CASE(an_import_without_parameter_values_gives_the_same_graph) {
   }
 }
 
+// The page's import (load_decoded with a fetch): a range of the blob is fetched before the import
+// reads it. Off the CPU without parameter values a weight that only becomes a parameter (v) is
+// never fetched; one the import folds (w, transposed) and integers (the shape) are. The bytes
+// not fetched are garbage here, so a read without a fetch would show in the graph (on the CPU the
+// constants carry their values) or in the folded parameter's values.
+BOOST_AUTO_TEST_CASE(a_lazily_fetched_blob_is_read_only_where_the_import_needs_it) {
+  const std::string json = R"({"irVersion":"8","graph":{
+    "node":[{"input":["w"],"output":["wt"],"opType":"Transpose"},
+            {"input":["x","wt"],"output":["y1"],"opType":"MatMul"},
+            {"input":["x","v"],"output":["y2"],"opType":"MatMul"},
+            {"input":["y1","y2"],"output":["y3"],"opType":"Add"},
+            {"input":["y3","shape"],"output":["y"],"opType":"Reshape"}],
+    "initializer":[{"dims":["3","4"],"dataType":1,"name":"w","rawData":{"blob":[0,48]}},
+                   {"dims":["4","3"],"dataType":1,"name":"v","rawData":{"blob":[48,48]}},
+                   {"dims":["2"],"dataType":7,"name":"shape","rawData":{"blob":[96,16]}}],
+    "input":[{"name":"x","type":{"tensorType":{"elemType":1,"shape":{"dim":[{"dimValue":"2"},{"dimValue":"4"}]}}}}],
+    "output":[{"name":"y","type":{"tensorType":{"elemType":1,"shape":{"dim":[{"dimValue":"3"},{"dimValue":"2"}]}}}}]},
+    "opsetImport":[{"domain":"","version":"13"}]})";
+  std::vector<std::byte> blob(112);
+  for (int k = 0; k < 24; ++k) {
+    const float f = static_cast<float>(k + 1);
+    std::memcpy(blob.data() + 4 * k, &f, 4);
+  }
+  const int64_t shape[2] = {3, 2};
+  std::memcpy(blob.data() + 96, shape, 16);
+  for (kiln::Device device : {kiln::Device::cpu(), kiln::Device::cuda(0)}) {
+    for (bool with_values : {false, true}) {
+      konnx::LoadOptions options;
+      options.device = device;
+      options.parameter_values = with_values;
+      std::vector<std::byte> lazy(blob.size(), std::byte{0xff});  // NaNs until fetched
+      std::vector<std::pair<size_t, size_t>> fetched;
+      const konnx::Model a = konnx::load_decoded(json, lazy, [&](size_t offset, size_t length) {
+        fetched.emplace_back(offset, length);
+        std::memcpy(lazy.data() + offset, blob.data() + offset, length);
+      }, options);
+      const konnx::Model b = konnx::load_decoded(json, blob, options);
+      const std::string what = device.str() + (with_values ? " with" : " without") + " parameter values";
+      BOOST_TEST(a.graph.str() == b.graph.str(), what);
+      BOOST_REQUIRE_EQUAL(a.parameters.size(), b.parameters.size());
+      for (size_t k = 0; k < a.parameters.size(); ++k) BOOST_TEST((values(a.parameters[k]) == values(b.parameters[k])), what);
+      const bool v_fetched = std::count(fetched.begin(), fetched.end(), std::pair<size_t, size_t>{48, 48}) > 0;
+      BOOST_TEST(v_fetched == (device == kiln::Device::cpu() || with_values), what);
+      BOOST_TEST((std::count(fetched.begin(), fetched.end(), std::pair<size_t, size_t>{0, 48}) > 0), what);
+      BOOST_TEST((std::count(fetched.begin(), fetched.end(), std::pair<size_t, size_t>{96, 16}) > 0), what);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
   TempDir dir;
   pb::ModelProto m = model();

@@ -5,6 +5,7 @@
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -69,26 +70,32 @@ std::string graph_text(const std::string& graph_json) {
 // An ONNX model decoded by web/js/onnx.js (the model as JSON, its tensors' bytes in `parts`, an
 // array of Uint8Arrays that are the blob one after another) imported for `device` (cpu, cuda:N,
 // vulkan:N: off the CPU its weights become inputs, as kiln::onnx::compile imports it there) as a
-// Kiln graph: the graph JSON.
+// Kiln graph: the graph JSON. A part is copied into the module where the import first reads it:
+// imported off the CPU, only the weights it folds and the small tensors are (docs/web.md).
 std::string onnx_graph(const std::string& model_json, const val& parts, const std::string& device) {
   return guarded([&] {
     kiln::onnx::LoadOptions options;
     options.device = kiln::parse_device(device);
     options.parameter_values = false;  // only the graph is wanted: no second copy of the weights
     const size_t count = parts["length"].as<size_t>();
-    size_t n = 0;
-    for (size_t k = 0; k < count; ++k) n += parts[k]["length"].as<size_t>();
+    std::vector<size_t> starts(count + 1, 0);  // part k is bytes [starts[k], starts[k + 1]) of the blob
+    for (size_t k = 0; k < count; ++k) starts[k + 1] = starts[k] + parts[k]["length"].as<size_t>();
+    const size_t n = starts[count];
     // Not a std::vector: its value-initialisation and destruction run byte by byte at -Os, seconds
-    // for a model's weights. One copy into the module's memory (nothing allocates during `set`).
+    // for a model's weights; and pages never written are never touched.
     std::unique_ptr<std::byte[]> bytes(new std::byte[n == 0 ? 1 : n]);
-    const val memory(emscripten::typed_memory_view(n, reinterpret_cast<unsigned char*>(bytes.get())));
-    size_t at = 0;
-    for (size_t k = 0; k < count; ++k) {
-      const val part = parts[k];
-      memory.call<void>("set", part, static_cast<double>(at));
-      at += part["length"].as<size_t>();
-    }
-    return kiln::format::to_json(kiln::onnx::load_decoded(model_json, std::span(bytes.get(), n), options).graph);
+    std::vector<bool> copied(count, false);
+    const auto fetch = [&](size_t offset, size_t length) {
+      size_t k = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), offset) - starts.begin());
+      for (k = k == 0 ? 0 : k - 1; k < count && starts[k] < offset + length; ++k) {
+        if (copied[k] || starts[k + 1] == starts[k]) continue;
+        // A view made now: the module's memory may have grown (and its old buffer gone) since.
+        const val at(emscripten::typed_memory_view(starts[k + 1] - starts[k], reinterpret_cast<unsigned char*>(bytes.get() + starts[k])));
+        at.call<void>("set", parts[k]);
+        copied[k] = true;
+      }
+    };
+    return kiln::format::to_json(kiln::onnx::load_decoded(model_json, std::span(bytes.get(), n), fetch, options).graph);
   });
 }
 std::string op_table() { return guarded([] { return kiln::web::op_table_json(); }); }

@@ -20,7 +20,7 @@ using json = nlohmann::json;
 
 class Decoder {
  public:
-  explicit Decoder(std::span<const std::byte> blob) : blob_(blob) {}
+  explicit Decoder(std::span<const std::byte> blob, const proto::BlobFetch* fetch = nullptr) : blob_(blob), fetch_(fetch) {}
 
   proto::Model model(const json& j) {
     proto::Model m;
@@ -111,6 +111,7 @@ class Decoder {
       t.has_raw_data = true;
       // A view: load_decoded's caller keeps the blob until the import is done (no copy of the weights).
       t.raw_view = blob_.subspan(static_cast<size_t>(offset), static_cast<size_t>(length));
+      t.blob_fetch = fetch_;
     }
     for_each(j, "floatData", at, [&](const json& x, const std::string& where) { t.float_data.push_back(static_cast<float>(f64(x, where))); });
     for_each(j, "doubleData", at, [&](const json& x, const std::string& where) { t.double_data.push_back(f64(x, where)); });
@@ -231,6 +232,7 @@ class Decoder {
   }
 
   std::span<const std::byte> blob_;
+  const proto::BlobFetch* fetch_ = nullptr;
 };
 
 }  // namespace
@@ -243,6 +245,20 @@ Model load_decoded(std::string_view model_json, std::span<const std::byte> blob,
     fail("onnx: the decoded model is not valid JSON (", e.what(), ")");
   }
   return detail::import_model(Decoder(blob).model(j), "", options);
+}
+
+Model load_decoded(std::string_view model_json, std::span<const std::byte> blob,
+                   const std::function<void(size_t offset, size_t length)>& fetch, const LoadOptions& options) {
+  json j;
+  try {
+    j = json::parse(model_json.begin(), model_json.end());
+  } catch (const json::exception& e) {
+    fail("onnx: the decoded model is not valid JSON (", e.what(), ")");
+  }
+  const proto::BlobFetch range = [&](std::span<const std::byte> r) {
+    fetch(static_cast<size_t>(r.data() - blob.data()), r.size());
+  };
+  return detail::import_model(Decoder(blob, &range).model(j), "", options);
 }
 
 }  // namespace kiln::onnx

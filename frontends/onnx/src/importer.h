@@ -25,7 +25,9 @@ struct Val {
   NodeId id = -1;                       // -1 until materialised (constants, known sizes)
   DType dtype = DType::f32;
   SymShape sizes;
-  std::shared_ptr<const TensorData> data;  // the value when known at import
+  std::shared_ptr<const TensorData> data;  // the value when known at import (read it with Importer::read)
+  // Set where data views bytes not fetched yet (a weight of a lazily fetched blob).
+  std::function<void()> fetch;
   std::optional<SymShape> ints;            // known integer elements (rank 0 or 1)
   std::string input_name;                  // the graph input it is computed from (with constants)
   // A tensor of the model (Importer::tensor): the graph constant's data, which `data` views, so
@@ -91,6 +93,7 @@ class Importer {
   V scalar(double v, DType t);
   V known_ints(SymShape values, bool scalar);  // a 0-d (scalar) or 1-D i64 value of known sizes
   NodeId id(const V& v);                       // materialises constants
+  const TensorData& read(const V& v);          // a known value's elements (fetched first)
   V input(NodeId id);
 
   // Weights as placeholders: the import is for a device (where every constant of more than one

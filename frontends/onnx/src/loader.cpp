@@ -184,8 +184,9 @@ TensorData tensor_from_proto(const pb::Tensor& t, const std::string& base_dir, s
       out.dtype = dt;
       out.sizes = sizes;
       out.strides = contiguous_strides(sizes);
-      return out;
+      return out;  // its bytes fetched by the caller (Importer::tensor)
     }
+    t.fetch();
     allocate(raw);
     if (dt == DType::bool_)
       for (int64_t k = 0; k < n; ++k) out.data_as<uint8_t>()[k] = out.data_as<uint8_t>()[k] != 0;
@@ -307,8 +308,29 @@ V Importer::constant(TensorData t) {
   return v;
 }
 
+const TensorData& Importer::read(const V& v) {
+  KILN_INTERNAL_CHECK(v->data != nullptr, "onnx: a value read at import is not known");
+  if (v->fetch) {
+    const std::function<void()> fetch = std::move(v->fetch);
+    v->fetch = nullptr;
+    fetch();
+  }
+  return *v->data;
+}
+
 V Importer::tensor(const pb::Tensor& t) {
-  if (elide_weights_) return constant(tensor_from_proto(t, base_dir_, nullptr, true));
+  if (elide_weights_) {
+    // A view of the raw data. A floating-point one of more than one element (a weight) is fetched
+    // only where the import reads it (read()): folded into a small value. Others now: their
+    // integers are read at once (constant()).
+    TensorData d = tensor_from_proto(t, base_dir_, nullptr, true);
+    const bool view = t.has_raw_data && d.numel() > 0 && d.data() == static_cast<const void*>(t.raw().data());
+    const bool defer = view && is_floating(d.dtype) && d.numel() > 1;
+    if (view && !defer) t.fetch();
+    V v = constant(std::move(d));
+    if (defer) v->fetch = [&t] { t.fetch(); };
+    return v;
+  }
   auto backing = std::make_shared<ConstantData>();
   V v = constant(tensor_from_proto(t, base_dir_, backing));
   if (!backing->bytes.empty()) v->graph_data = std::move(backing);
@@ -345,6 +367,7 @@ NodeId Importer::id(const V& v) {
     return v->id;
   }
   if (v->data) {
+    read(v);
     auto c = std::make_shared<ConstantData>();
     c->dtype = v->data->dtype;
     c->sizes = v->data->sizes;
@@ -397,7 +420,7 @@ V Importer::op(OpId o, std::vector<V> inputs, Attrs attrs) {
     const TensorMeta out = scratch.node(scratch.add(o, ids, attrs)).meta;
     if (shape_is_static(out.sizes) && out.numel().hint() <= kMaxFoldedElements) {
       std::vector<TensorData> args;
-      for (const V& v : inputs) args.push_back(*v->data);
+      for (const V& v : inputs) args.push_back(read(v));
       return constant(eval::run_op(o, args, attrs, out.dtype, shape_hints(out.sizes)));
     }
   }
@@ -437,7 +460,7 @@ std::vector<int64_t> Importer::static_ints(const V& v, const std::string& what) 
   if (v->data) {
     KILN_CHECK(is_integral(v->data->dtype) || v->data->dtype == DType::bool_, what, " must be an integer tensor, got ",
                dtype_name(v->data->dtype));
-    return ints_of(*v->data);
+    return ints_of(read(v));
   }
   if (v->ints) {
     std::vector<int64_t> out;
@@ -455,7 +478,7 @@ std::vector<int64_t> Importer::static_ints(const V& v, const std::string& what) 
 }
 
 std::vector<double> Importer::static_doubles(const V& v, const std::string& what) {
-  if (v->data) return doubles_of(*v->data);
+  if (v->data) return doubles_of(read(v));
   std::vector<double> out;
   for (int64_t x : static_ints(v, what)) out.push_back(static_cast<double>(x));
   return out;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -14,6 +15,10 @@
 #include <vector>
 
 namespace kiln::onnx::proto {
+
+// Copies a range of a decoded model's blob in where it is first read (the page's module: what an
+// import off the CPU never reads, most of a model's weights, is never copied in).
+using BlobFetch = std::function<void(std::span<const std::byte>)>;
 
 struct Tensor {
   enum DataType : int32_t { UNDEFINED = 0, FLOAT = 1, UINT8 = 2, INT8 = 3, UINT16 = 4, INT16 = 5, INT32 = 6, INT64 = 7,
@@ -29,6 +34,11 @@ struct Tensor {
   std::span<const std::byte> raw_view;  // ... or a view of a buffer that outlives the import (the JSON decoder's blob)
   std::span<const std::byte> raw() const {
     return raw_view.data() ? raw_view : std::as_bytes(std::span(raw_data.data(), raw_data.size()));
+  }
+  // Where raw_view's bytes are only there once fetched: fetch() before reading them.
+  const BlobFetch* blob_fetch = nullptr;
+  void fetch() const {
+    if (blob_fetch && has_raw_data && !raw_view.empty()) (*blob_fetch)(raw_view);
   }
   std::vector<float> float_data;
   std::vector<double> double_data;

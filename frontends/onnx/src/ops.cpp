@@ -529,7 +529,7 @@ std::vector<V> gather_op(NodeCtx& c) {
   if (idx->data) {
     const int64_t n = static_dim(im, x, axis, "Gather");
     std::vector<double> v;
-    for (int64_t i : ints_of(*idx->data)) {
+    for (int64_t i : ints_of(im.read(idx))) {
       KILN_CHECK(i >= -n && i < n, "index ", i, " out of range for dim ", axis, " of size ", n);
       v.push_back(static_cast<double>(i < 0 ? i + n : i));
     }

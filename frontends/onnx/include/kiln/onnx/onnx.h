@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -83,6 +84,11 @@ Model load_bytes(std::span<const std::byte> bytes, const std::string& base_dir, 
 // rawData is {"blob": [offset, length]}, a range of `blob`, and string attributes are text.
 // External data must already be in the blob (there is no directory to read it from).
 Model load_decoded(std::string_view model_json, std::span<const std::byte> blob, const LoadOptions& options = {});
+// The same with a blob whose bytes are there only once fetch(offset, length) has been called for
+// them (the page copies a model's parts into its module so, where the import reads them): an
+// import off the CPU without parameter values reads no weight that it does not fold.
+Model load_decoded(std::string_view model_json, std::span<const std::byte> blob,
+                   const std::function<void(size_t offset, size_t length)>& fetch, const LoadOptions& options = {});
 
 // Reads a serialized TensorProto (the test cases' input_N.pb / output_N.pb) as a host tensor.
 TensorData load_tensor(const std::string& path);

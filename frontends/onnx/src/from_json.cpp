@@ -238,13 +238,7 @@ class Decoder {
 }  // namespace
 
 Model load_decoded(std::string_view model_json, std::span<const std::byte> blob, const LoadOptions& options) {
-  json j;
-  try {
-    j = json::parse(model_json.begin(), model_json.end());
-  } catch (const json::exception& e) {
-    fail("onnx: the decoded model is not valid JSON (", e.what(), ")");
-  }
-  return detail::import_model(Decoder(blob).model(j), "", options);
+  return load_decoded(model_json, blob, nullptr, options);
 }
 
 Model load_decoded(std::string_view model_json, std::span<const std::byte> blob,
@@ -258,7 +252,7 @@ Model load_decoded(std::string_view model_json, std::span<const std::byte> blob,
   const proto::BlobFetch range = [&](std::span<const std::byte> r) {
     fetch(static_cast<size_t>(r.data() - blob.data()), r.size());
   };
-  return detail::import_model(Decoder(blob, &range).model(j), "", options);
+  return detail::import_model(Decoder(blob, fetch ? &range : nullptr).model(j), "", options);
 }
 
 }  // namespace kiln::onnx

@@ -63,13 +63,8 @@ struct LogCapture {
   const std::string& str() const { return *text; }
 };
 
-inline size_t count_of(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
-  return n;
-}
-
 using kiln_test_util::contains;
+using kiln_test_util::count_of;
 using kiln_test_util::error_of;
 
 // A backend that records every graph it compiles (a copy) and how often its executables

@@ -15,6 +15,13 @@ inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// How often `part` occurs in `text`, not overlapping.
+inline size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
 // Runs fn, requires it to throw kiln::Error, and returns the message.
 inline std::string error_of(const std::function<void()>& fn) {
   try {

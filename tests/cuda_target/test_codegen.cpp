@@ -707,12 +707,8 @@ BOOST_AUTO_TEST_CASE(convnext_blocks_run_channels_last_with_the_taps_computed_on
     // Each tap of each of a thread's channels loaded once (the first pass), not once per pass:
     // an input vector per tap and group of 4 channels, and a scalar weight per tap and channel
     // (the weights lie 49 apart along the channels): fewer than twice that many loads.
-    auto count = [&](const std::string& what) {
-      size_t n = 0;
-      for (size_t at = k.source.find(what); at != std::string::npos; at = k.source.find(what, at + 1)) ++n;
-      return n;
-    };
-    const size_t scalars = count("load i16, ptr addrspace(1)"), vectors = count("load <4 x i16>, ptr addrspace(1)");
+    const size_t scalars = kiln_test_util::count_of(k.source, "load i16, ptr addrspace(1)");
+    const size_t vectors = kiln_test_util::count_of(k.source, "load <4 x i16>, ptr addrspace(1)");
     const int64_t row_threads = k.launch.block / k.launch.items_per_block;
     const int64_t groups = (c + 4 * row_threads - 1) / (4 * row_threads);  // a thread's
     BOOST_TEST_MESSAGE("taps and norm: " << vectors << " vector loads, " << scalars << " scalar, " << groups << " groups a thread");

@@ -26,8 +26,9 @@ struct Val {
   DType dtype = DType::f32;
   SymShape sizes;
   std::shared_ptr<const TensorData> data;  // the value when known at import (read it with Importer::read)
-  // Set where data views bytes not fetched yet (a weight of a lazily fetched blob).
-  std::function<void()> fetch;
+  // The tensor whose raw bytes data views, where they are not fetched yet (a weight of a lazily
+  // fetched blob: proto::Tensor::fetch).
+  const proto::Tensor* unfetched = nullptr;
   std::optional<SymShape> ints;            // known integer elements (rank 0 or 1)
   std::string input_name;                  // the graph input it is computed from (with constants)
   // A tensor of the model (Importer::tensor): the graph constant's data, which `data` views, so

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "importer.h"
 #include "kiln/graph/files.h"
@@ -310,11 +311,7 @@ V Importer::constant(TensorData t) {
 
 const TensorData& Importer::read(const V& v) {
   KILN_INTERNAL_CHECK(v->data != nullptr, "onnx: a value read at import is not known");
-  if (v->fetch) {
-    const std::function<void()> fetch = std::move(v->fetch);
-    v->fetch = nullptr;
-    fetch();
-  }
+  if (const pb::Tensor* t = std::exchange(v->unfetched, nullptr)) t->fetch();
   return *v->data;
 }
 
@@ -328,7 +325,7 @@ V Importer::tensor(const pb::Tensor& t) {
     const bool defer = view && is_floating(d.dtype) && d.numel() > 1;
     if (view && !defer) t.fetch();
     V v = constant(std::move(d));
-    if (defer) v->fetch = [&t] { t.fetch(); };
+    if (defer) v->unfetched = &t;
     return v;
   }
   auto backing = std::make_shared<ConstantData>();

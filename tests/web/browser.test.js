@@ -8,38 +8,17 @@ const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
-const { root, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
+const { launchInspector, root, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
 
-const chromiumPath = process.env.KILN_CHROMIUM || '/usr/bin/chromium';
 const artifacts = process.env.KILN_WEB_ARTIFACTS || path.join(root, 'build/web-artifacts');
-let chromium, loadError;
-try {
-  ({ chromium } = require(path.join(root, 'web/node_modules/playwright-core')));
-} catch (e) {
-  loadError = e;
-}
 
 test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
-  assert.ok(chromium, `cannot load playwright-core from web/node_modules (npm ci in web/): ${loadError}`);
-  assert.ok(fs.existsSync(chromiumPath), `no Chromium at ${chromiumPath} (Debian: chromium)`);
   fs.mkdirSync(artifacts, { recursive: true });
   const expected = (await kiln()).compile(readSample('transformer_block.json'), { target: 'cpu' }).kernels.length;
   const expectedCuda = (await kiln()).compile(readSample('transformer_block.json'), { target: 'cuda' }).kernels.length;
 
-  const { serve } = require(path.join(root, 'web/app/serve.js'));
-  const server = await serve(0);
-  const url = `http://127.0.0.1:${server.address().port}/`;
-  const browser = await chromium.launch({
-    executablePath: chromiumPath,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update'],
-  });
+  const { browser, server, page, url, errors } = await launchInspector({ acceptDownloads: true });
   try {
-    const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1600, height: 1000 } });
-    const page = await context.newPage();
-    const errors = [];
-    page.on('pageerror', (e) => errors.push(e.message));
     const encodings = {};
     page.on('response', (r) => { encodings[new URL(r.url()).pathname] = r.headers()['content-encoding'] || 'identity'; });
     const loadStart = Date.now();

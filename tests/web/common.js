@@ -46,4 +46,31 @@ function modelFiles(name) {
   return Object.fromEntries(fs.readdirSync(dir).map((f) => [f, new Uint8Array(fs.readFileSync(path.join(dir, f)))]));
 }
 
-module.exports = { root, wasmDir, native, cli, samplesDir, samples, kiln, runNative, readSample, onnx, realModelsDir, realModels, modelFiles };
+// Headless Debian Chromium through playwright-core (web/node_modules) on the inspector, served
+// on a free port: {browser, server, page, url, errors (the page's uncaught errors)}.
+async function launchInspector(contextOptions = {}) {
+  const chromiumPath = process.env.KILN_CHROMIUM || '/usr/bin/chromium';
+  let chromium;
+  try {
+    ({ chromium } = require(path.join(root, 'web/node_modules/playwright-core')));
+  } catch (e) {
+    throw new Error(`cannot load playwright-core from web/node_modules (npm ci in web/): ${e}`);
+  }
+  if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath} (Debian: chromium)`);
+  const { serve } = require(path.join(root, 'web/app/serve.js'));
+  const server = await serve(0);
+  const url = `http://127.0.0.1:${server.address().port}/`;
+  const browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1600, height: 1000 }, ...contextOptions });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  return { browser, server, page, url, errors };
+}
+
+module.exports = { launchInspector, root, wasmDir, native, cli, samplesDir, samples, kiln, runNative, readSample, onnx, realModelsDir, realModels, modelFiles };

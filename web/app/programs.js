@@ -10,13 +10,17 @@
   'use strict';
 
   // opts.seq: a number, or a symbol name for a dynamic sequence length; opts.layers: blocks
-  // stacked, each with parameters of its own (named "<layer>.<name>" past the first).
+  // stacked, each with parameters of its own (named "<layer>.<name>" past the first); opts.scoped:
+  // each block's ops in a module scope of its own, "layer.<i>" (as kiln::scope names them in C++).
   function transformerBlock(kiln, opts = {}) {
     const batch = 4, seq = opts.seq ?? 128, model = 256, heads = 8, headDim = model / heads, ff = 4 * model;
     const k = kiln.builder();
     if (typeof seq === 'string') k.symbol(seq, { example: 128 });
     let x = k.input([batch, seq, model], 'f32', 'x');
-    for (let layer = 0; layer < (opts.layers ?? 1); ++layer) x = block(k, x, layer, { model, heads, headDim, ff });
+    for (let layer = 0; layer < (opts.layers ?? 1); ++layer) {
+      const dims = { model, heads, headDim, ff };
+      x = opts.scoped ? k.scope(`layer.${layer}`, () => block(k, x, layer, dims)) : block(k, x, layer, dims);
+    }
     return k.build(x);
   }
 

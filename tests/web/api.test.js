@@ -115,6 +115,29 @@ test('captured graph nodes map to the kernels they end up in', async () => {
   assert.ok(kernelOf('matmul').ops.includes('matmul'));
 });
 
+// plan::kernel_costs: each kernel's bytes (its buffers at the example sizes) and FLOPs (its
+// nodes'); recomputed here from the scheduled graph for the matmuls, which must be counted in
+// the kernels that compute them, for every target.
+test('kernels carry the bytes they move and the FLOPs they compute', async () => {
+  const k = await kiln();
+  for (const target of ['cpu', 'cuda', 'vulkan']) {
+    const r = k.compile(readSample('transformer_block.json'), { target });
+    const numel = (t) => t.shape.reduce((a, b) => a * (typeof b === 'number' ? b : NaN), 1);
+    for (const kn of r.kernels) {
+      assert.ok(kn.bytes > 0 && Number.isFinite(kn.flops) && kn.flops >= 0, `${target} ${kn.name}: ${kn.bytes} B, ${kn.flops} FLOPs`);
+    }
+    let matmuls = 0;
+    r.scheduled.nodes.forEach((n, i) => {
+      if (n.op !== 'matmul') return;
+      const a = r.scheduled.nodes[n.inputs[0]].type.shape;
+      const flops = 2 * numel(n.type) * a[a.length - 1];
+      ++matmuls;
+      for (const kk of r.node_kernels.scheduled[i]) assert.ok(r.kernels[kk].flops >= flops, `${target} %${i}: ${r.kernels[kk].flops} < ${flops}`);
+    });
+    assert.ok(matmuls >= 6, `${target}: ${matmuls} matmuls`);
+  }
+});
+
 test('the transformer sample written in JavaScript compiles like the graph file', async () => {
   const kl = await kiln();
   const file = kl.loadGraph(readSample('transformer_block.json'));

@@ -11,6 +11,7 @@
 #include "kiln/capture/guards.h"
 #include "kiln/config/config.h"
 #include "kiln/format/graph_json.h"
+#include "kiln/plan/cost.h"
 #include "kiln/plan/plan_json.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
@@ -365,7 +366,9 @@ std::string compile_report(const Graph& g, const Request& r) {
     out["decisions"] = s.decisions;
     out["schedule_text"] = s.str();
     json kernels = json::array();
-    for (const plan::PlanKernel& k : p.kernels) {
+    const std::vector<plan::KernelCost> costs = plan::kernel_costs(p, s.graph);
+    for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
+      const plan::PlanKernel& k = p.kernels[ki];
       json ops = json::array();
       for (NodeId n : k.provenance)
         if (n >= 0 && static_cast<size_t>(n) < s.graph.size()) ops.push_back(op_name(s.graph.node(n).op));
@@ -379,32 +382,15 @@ std::string compile_report(const Graph& g, const Request& r) {
                          {"ops", std::move(ops)},
                          {"reads", k.reads},
                          {"writes", k.writes},
-                         {"parallel_extent", k.parallel_extent.str()}});
+                         {"parallel_extent", k.parallel_extent.str()},
+                         {"bytes", costs[ki].bytes},
+                         {"flops", costs[ki].flops}});
     }
     out["kernels"] = std::move(kernels);
     // Every node of the captured graph, of the graph after the passes and of the scheduled graph
     // with the kernels it ends up in (the captured and optimised graphs' nodes matched to the
     // scheduled graph's pass by pass: match_nodes), for the inspector's diagram.
-    std::vector<std::vector<int>> kernels_of(s.graph.size());
-    for (size_t k = 0; k < p.kernels.size(); ++k)
-      for (NodeId n : p.kernels[k].provenance)
-        if (n >= 0 && static_cast<size_t>(n) < s.graph.size()) kernels_of[static_cast<size_t>(n)].push_back(static_cast<int>(k));
-    // A kernel's provenance names the values it stores and reduces; the pointwise ops computed
-    // inline on the way are in the kernels of their users (sources and views stay in none).
-    {
-      std::vector<std::vector<NodeId>> users(s.graph.size());
-      for (NodeId id = 0; id < static_cast<NodeId>(s.graph.size()); ++id)
-        for (NodeId i : s.graph.node(id).inputs) users[static_cast<size_t>(i)].push_back(id);
-      for (NodeId id = static_cast<NodeId>(s.graph.size()); id-- > 0;) {
-        std::vector<int>& ks = kernels_of[static_cast<size_t>(id)];
-        const OpCategory c = op_def(s.graph.node(id).op).category;
-        if (!ks.empty() || c == OpCategory::source || c == OpCategory::layout) continue;
-        for (NodeId u : users[static_cast<size_t>(id)])
-          for (int k : kernels_of[static_cast<size_t>(u)])
-            if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
-        std::sort(ks.begin(), ks.end());
-      }
-    }
+    const std::vector<std::vector<int>> kernels_of = plan::kernels_of_nodes(p, s.graph);
     std::vector<NodeId> scheduled_of = match_nodes(current, s.graph);
     std::vector<NodeId> identity(s.graph.size());
     for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<NodeId>(i);

@@ -1,5 +1,5 @@
 // kiln run GRAPH.json: load a graph, make or load its inputs, run it on a target, show and
-// optionally save the outputs.
+// optionally save the outputs, and with --profile each kernel's time as kiln.profile JSON.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -11,6 +11,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
 #include "input_checks.h"
 #include "model_files.h"
@@ -18,6 +20,7 @@
 #include "kiln/graph/files.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
+#include "kiln/plan/profile.h"
 #include "kiln/cache/cache.h"
 #include "kiln/caches.h"
 #include "kiln/config/log.h"
@@ -46,6 +49,55 @@ void save_plan_if_asked(const ParsedArgs& a, const plan::KernelPlan& p) {
 }
 
 double element(const TensorData& t, int64_t flat);  // below
+
+// --profile without --repeat: the calls timed after the first (which the medians leave out).
+constexpr int kProfileRepeat = 20;
+
+// --repeat N (a positive integer), or the default with --profile; 0 when neither is given.
+int repeat_count(const ParsedArgs& a) {
+  if (!a.has("--repeat")) return a.has("--profile") ? kProfileRepeat : 0;
+  const std::string& s = a.get("--repeat");
+  int n = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || ptr != s.data() + s.size() || n < 1)
+    throw UsageError("kiln run: --repeat takes a positive integer, got '" + s + "'");
+  return n;
+}
+
+// --profile on the reference target: it interprets the graph op by op and has no kernels.
+void check_profile_target(const ParsedArgs& a, const std::string& target_name) {
+  if (a.has("--profile") && target_name == "reference")
+    throw UsageError("kiln run --profile: the reference target runs no kernels to time; give --target cpu, cuda or vulkan");
+}
+
+// Before anything runs: --profile's file must be writable where it is named (its folder exists).
+void check_profile_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path parent = fs::path(path).parent_path();
+  KILN_CHECK(parent.empty() || fs::is_directory(parent, ec), "kiln run --profile: cannot write '", path,
+             "': its folder '", parent.string(), "' does not exist");
+  KILN_CHECK(!fs::is_directory(path, ec), "kiln run --profile: cannot write '", path, "': it is a folder");
+}
+
+// --profile OUT.json: the executable's per-kernel times as kiln.profile JSON, and one line saying so.
+void write_profile(const target::LoadedPlan& exe, const std::string& target_name, const std::string& path) {
+  const plan::KernelPlan& p = exe.plan();
+  KILN_CHECK(!p.kernels.empty(), "kiln run --profile: the plan for ", target_name,
+             " has no kernels to time (its outputs are inputs or constants)");
+  const std::optional<plan::KernelProfile> prof = exe.profile();
+  KILN_CHECK(prof.has_value(), "kiln run --profile: target ", target_name,
+             " timed no kernels on this device (it has no kernel timers)");
+  const std::string text = prof->to_json(p);
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  KILN_CHECK(f.good(), "kiln run --profile: cannot write '", path, "'");
+  const nlohmann::json j = nlohmann::json::parse(text);
+  std::cout << "profile: " << p.kernels.size() << " kernels on " << prof->device() << ", " << j["total_ms"].get<double>()
+            << " ms in all (sum of per-kernel medians over calls " << (j["first_call_left_out"].get<bool>() ? 2 : 1) << "-"
+            << prof->calls() << "); wrote " << path << "\n";
+}
 
 // The outputs of one run of `p`, copied to the host.
 std::vector<TensorData> run_on_host(target::Runtime& rt, const target::LoadedPlan& p, const std::vector<TensorData>& inputs) {
@@ -81,9 +133,12 @@ std::vector<TensorData> run_loaded(target::Runtime& rt, const std::shared_ptr<ta
                                    const std::vector<TensorData>& inputs, const ParsedArgs& a) {
   target::LoadOptions options;
   options.device = Device{rt.device_type(), 0};
+  const bool profile = a.has("--profile");
+  // Switched on before the first call, which the medians then leave out (it loads and warms).
+  if (profile) exe->set_profiling(true);
   const std::vector<TensorData> outputs = run_on_host(rt, *exe, inputs);
-  if (!a.has("--repeat")) return outputs;
-  const int repeat = std::max(1, std::atoi(a.get("--repeat").c_str()));
+  const int repeat = repeat_count(a);
+  if (repeat == 0) return outputs;
   auto check_same = [&](const std::vector<TensorData>& again, int run) {
     for (size_t k = 0; k < again.size(); ++k) {
       if (std::memcmp(again[k].data(), outputs[k].data(), static_cast<size_t>(again[k].numel() * dtype_size(again[k].dtype))) == 0)
@@ -102,6 +157,13 @@ std::vector<TensorData> run_loaded(target::Runtime& rt, const std::shared_ptr<ta
   std::vector<const TensorData*> ptrs;
   for (const TensorData& t : inputs) on_device.push_back(rt.move(t, options.device));
   for (const TensorData& t : on_device) ptrs.push_back(&t);
+  if (profile) {
+    // Each call timed kernel by kernel: the profile is the measurement, a run's total is not.
+    for (int i = 0; i < repeat; ++i) check_same(run_on_host(rt, *exe, on_device), i + 2);
+    exe->set_profiling(false);
+    write_profile(*exe, rt.name(), a.get("--profile"));
+    return outputs;
+  }
   if (const std::optional<double> ms = rt.median_device_ms(options.device, [&] { exe->run(ptrs); }, repeat)) {
     std::cout << "compiled in " << exe->compile_seconds() * 1e3 << " ms; median run " << *ms << " ms of GPU time over "
               << repeat << " runs (after warm-up)\n";
@@ -212,7 +274,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 const CommandSpec& run_spec() {
   static const CommandSpec spec{
       "run",
-      "GRAPH.json|MODEL.onnx",
+      "GRAPH.json|MODEL.onnx|PLAN.json",
       "Runs a graph file on a target and prints each output's type and first values.",
       "Inputs come from .npy files, one per graph input in order (their count, dtypes and sizes are\n"
       "checked against the graph: a symbolic size takes the file's size, within the symbol's range;\n"
@@ -234,14 +296,20 @@ const CommandSpec& run_spec() {
       "KILN_CACHE_SECRET (plans written while it is set are signed); else an error names the first\n"
       "kernel or field that differs; --trust-plan runs it anyway (docs/plan-trust.md).\n"
       "A graph compiles through the compile caches, as kiln::compile does (KILN_CACHE_DIR,\n"
-      "KILN_ASSERT_NO_COMPILE).\n",
+      "KILN_ASSERT_NO_COMPILE).\n"
+      "--profile OUT.json times every kernel of the plan on each call, as KILN_LOGS=profile does (cpu:\n"
+      "a steady clock around each kernel; cuda: events between launches, no CUDA graph; vulkan:\n"
+      "timestamps), runs the plan 1 + N times (every run must give the same bits) and writes, per\n"
+      "kernel in plan order, its median and minimum ms over the calls after the first and its share\n"
+      "(docs/config.md describes the file); with a graph or a plan file, not on the reference target.\n",
       {{"--target", "NAME", "where to run it: reference (default), cpu, cuda, vulkan"},
        {"--inputs", "A.npy,B.npy", "the inputs, comma separated, in the graph's input order"},
        {"--random", "", "make random inputs instead"},
        {"--seed", "N", "seed for --random (default 0)"},
        {"--out", "DIR", "write the outputs to DIR/out0.npy, DIR/out1.npy, ..."},
        {"--check", "", "compare the target's outputs with the reference target's"},
-       {"--repeat", "N", "(cpu, vulkan) run N more times: median time (vulkan: GPU time, after warm-up, and each kernel's), and every run must give the same bits"},
+       {"--repeat", "N", "(cpu, cuda, vulkan) run N more times: median time (vulkan, cuda: GPU time, after warm-up; vulkan: each kernel's), and every run must give the same bits"},
+       {"--profile", "OUT.json", "(cpu, cuda, vulkan) time each kernel over 1 + N calls (N: --repeat, default 20) and write the medians as kiln.profile JSON"},
        {"--save-plan", "FILE", "(cpu, cuda, vulkan) write the kernel plan it runs as JSON (kiln.plan), e.g. to edit and run again"},
        {"--plan", "", "the argument is a kernel plan file (kiln run --plan PLAN.json; recognised without it too)"},
        {"--trust-plan", "", "run a plan file even when it is not the plan Kiln makes from its origin (a plan is native code: only for plans from someone you trust)"}}};
@@ -273,6 +341,8 @@ int cmd_run(std::span<char* const> args) {
     list += (list.empty() ? "" : ", ") + t;
   }
   KILN_CHECK(known, "unknown target '", target, "' (available: ", list, ")");
+  (void)repeat_count(a);  // a bad --repeat is refused before anything runs
+  if (a.has("--profile")) check_profile_path(a.get("--profile"));
 
   {
     // A kernel plan file (from debug_dir, or made elsewhere, e.g. in the browser): the cpu runtime
@@ -287,6 +357,7 @@ int cmd_run(std::span<char* const> args) {
       if (!a.has("--trust-plan")) check_plan_may_run(p, a.positional[0]);
       // Without --target, on the target the plan was made for.
       const std::string plan_target = a.has("--target") ? target : p.target;
+      check_profile_target(a, plan_target);
       std::vector<int64_t> examples;
       for (const SymbolInfo& si : p.symbols) examples.push_back(si.example);
       std::vector<TensorData> plan_inputs;
@@ -310,6 +381,7 @@ int cmd_run(std::span<char* const> args) {
       return 0;
     }
   }
+  check_profile_target(a, target);
   // Input files are read first: an ONNX model's dynamic dims take their sizes.
   std::vector<TensorData> files_read;
   std::vector<std::vector<int64_t>> file_sizes;

@@ -6,6 +6,8 @@
 #include <functional>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "kiln/graph/error.h"
 
 namespace kiln::plan {
@@ -80,6 +82,15 @@ std::string same_work_key(const KernelPlan& plan, const PlanKernel& k) {
   return k.kind + "\n" + what_of(plan, k) + "\n" + std::to_string(std::hash<std::string>{}(src));
 }
 
+// The first call loads modules and warms caches: leave it out once there are others.
+size_t calls_left_out(int64_t calls) { return calls > 1 ? 1 : 0; }
+
+std::vector<double> medians(const std::vector<std::vector<double>>& ms, size_t skip) {
+  std::vector<double> m;
+  for (const std::vector<double>& k : ms) m.push_back(median(std::vector<double>(k.begin() + static_cast<std::ptrdiff_t>(skip), k.end())));
+  return m;
+}
+
 }  // namespace
 
 void KernelProfile::add_call(std::span<const double> ms) {
@@ -88,16 +99,16 @@ void KernelProfile::add_call(std::span<const double> ms) {
   ++calls_;
 }
 
-std::string KernelProfile::report(const KernelPlan& plan, const std::string& device, size_t top) const {
+std::string KernelProfile::report(const KernelPlan& plan, size_t top) const {
   KILN_CHECK(plan.kernels.size() == ms_.size(), "kernel profile: the plan has ", plan.kernels.size(),
              " kernels; the profile ", ms_.size());
-  // The first call loads modules and warms caches: leave it out once there are others.
-  const size_t skip = calls_ > 1 ? 1 : 0;
+  const size_t skip = calls_left_out(calls_);
+  const std::vector<double> med = medians(ms_, skip);
   std::vector<std::pair<double, size_t>> by_time;
   double total = 0;
   std::map<std::string, std::pair<double, int64_t>> by_kind;
   for (size_t k = 0; k < ms_.size(); ++k) {
-    const double m = median(std::vector<double>(ms_[k].begin() + static_cast<std::ptrdiff_t>(skip), ms_[k].end()));
+    const double m = med[k];
     by_time.emplace_back(m, k);
     total += m;
     auto& [kms, n] = by_kind[kind_of(plan.kernels[k])];
@@ -123,7 +134,7 @@ std::string KernelProfile::report(const KernelPlan& plan, const std::string& dev
   char line[512];
   std::string out;
   std::snprintf(line, sizeof line, "%zu kernels on %s, %.3f ms in all (sum of per-kernel medians over calls %zu-%lld)\n",
-                ms_.size(), device.c_str(), total, skip + 1, static_cast<long long>(calls_));
+                ms_.size(), device_.c_str(), total, skip + 1, static_cast<long long>(calls_));
   out += line;
   out += "      ms  share   n   ms each  kind                  first of the n: what it computes\n";
   auto share = [&](double m) { return total > 0 ? 100.0 * m / total : 0.0; };
@@ -154,6 +165,43 @@ std::string KernelProfile::report(const KernelPlan& plan, const std::string& dev
                   static_cast<long long>(v.second));
     out += line;
   }
+  return out;
+}
+
+std::string KernelProfile::to_json(const KernelPlan& plan) const {
+  KILN_CHECK(plan.kernels.size() == ms_.size(), "kernel profile: the plan has ", plan.kernels.size(),
+             " kernels; the profile ", ms_.size());
+  KILN_CHECK(calls_ > 0, "kernel profile on ", device_, ": no call of the plan's ", ms_.size(),
+             " kernels was timed, so there are no times to write");
+  const size_t skip = calls_left_out(calls_);
+  const std::vector<double> med = medians(ms_, skip);
+  double total = 0;
+  for (double m : med) total += m;
+  using nlohmann::json;
+  // One line per kernel: a long plan's file stays readable and diffs by kernel.
+  std::string out = "{\"format\": \"kiln.profile\", \"version\": 1, \"target\": " + json(plan.target).dump() +
+                    ", \"device\": " + json(device_).dump() + ",\n \"calls\": " + std::to_string(calls_) +
+                    ", \"first_call_left_out\": " + (skip ? "true" : "false") +
+                    ", \"kernel_count\": " + std::to_string(ms_.size());
+  if (!plan.signature.empty()) out += ", \"plan_signature\": " + json(plan.signature).dump();
+  if (!plan.origin.empty()) out += ", \"kiln_version\": " + json(plan.origin.kiln_version).dump();
+  out += ",\n \"kernels\": [";
+  for (size_t k = 0; k < ms_.size(); ++k) {
+    const PlanKernel& pk = plan.kernels[k];
+    const std::vector<double>& timed = ms_[k];
+    json nodes = json::array();
+    for (NodeId n : pk.provenance) nodes.push_back(n);
+    const nlohmann::ordered_json row = {{"index", k},
+                      {"name", pk.name},
+                      {"kind", pk.kind},
+                      {"nodes", std::move(nodes)},
+                      {"median_ms", med[k]},
+                      {"min_ms", *std::min_element(timed.begin() + static_cast<std::ptrdiff_t>(skip), timed.end())},
+                      {"share", total > 0 ? med[k] / total : 0.0}};
+    out += (k ? ",\n  " : "\n  ") + row.dump();
+  }
+  out += (ms_.empty() ? "],\n" : "\n ],\n");
+  out += " \"total_ms\": " + json(total).dump() + "}\n";
   return out;
 }
 

@@ -63,6 +63,8 @@ class CpuLoaded final : public target::LoadedPlan {
   }
   std::string compile_details() const override { return exe_->compile_report(); }
   double compile_seconds() const override { return exe_->compile_seconds(); }
+  void set_profiling(bool on) override { exe_->set_profiling(on); }
+  std::optional<plan::KernelProfile> profile() const override { return exe_->profile(); }
   std::string tuning_report() const override { return exe_->tuning_report(); }
   const PlanExecutable& executable() const { return *exe_; }
 

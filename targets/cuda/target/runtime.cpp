@@ -41,6 +41,8 @@ class CudaLoaded final : public target::LoadedPlan {
            exe_->compile_log();
   }
   double compile_seconds() const override { return exe_->compile_seconds(); }
+  void set_profiling(bool on) override { exe_->set_profiling(on); }
+  std::optional<plan::KernelProfile> profile() const override { return exe_->profile(); }
   std::string tuning_report() const override { return exe_->tuning_report(); }
 
  private:

@@ -37,6 +37,8 @@ class VulkanLoaded final : public target::LoadedPlan {
     return "shaderc and pipelines " + std::to_string(exe_->compile_seconds() * 1e3) + " ms";
   }
   double compile_seconds() const override { return exe_->compile_seconds(); }
+  void set_profiling(bool on) override { exe_->set_profiling(on); }
+  std::optional<plan::KernelProfile> profile() const override { return exe_->profile(); }
   std::vector<double> last_kernel_ms() const override { return exe_->last_kernel_ms(); }
 
  private:

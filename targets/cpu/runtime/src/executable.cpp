@@ -233,8 +233,10 @@ struct PlanExecutable::Impl {
   }
   std::vector<int32_t> input_buffer;  // buffer of graph input k
   std::vector<std::vector<int32_t>> bindings;  // per kernel: plan::kernel_bindings, its `buffers` array
-  // KILN_LOGS=profile: each kernel's wall time per call (kernels run one after another anyway)
-  std::mutex profile_mu;
+  // KILN_LOGS=profile or set_profiling: each kernel's wall time per call (kernels run one after
+  // another anyway)
+  std::atomic<bool> profiling{false};
+  mutable std::mutex profile_mu;
   std::unique_ptr<plan::KernelProfile> profile;
   // reduce-overhead: slots kept from the last call, for the symbol values they were made for
   mutable std::mutex kept_mu;
@@ -243,6 +245,14 @@ struct PlanExecutable::Impl {
 };
 
 PlanExecutable::~PlanExecutable() = default;
+
+void PlanExecutable::set_profiling(bool on) { impl_->profiling.store(on, std::memory_order_relaxed); }
+
+std::optional<plan::KernelProfile> PlanExecutable::profile() const {
+  std::lock_guard<std::mutex> lock(impl_->profile_mu);
+  if (!impl_->profile) return std::nullopt;
+  return *impl_->profile;
+}
 
 std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, const ExecutableOptions& options) {
   KILN_CHECK(p.target == "cpu", "cpu runtime: the plan is for target '", p.target, "', not cpu");
@@ -414,10 +424,10 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
     tune_lock.lock();
     tune = !im.tuned.load(std::memory_order_relaxed);
   }
-  // KILN_LOGS=profile: a steady clock around each kernel (a parallel_for returns when its chunks are done).
+  // Profiling: a steady clock around each kernel (a parallel_for returns when its chunks are done).
   std::unique_lock<std::mutex> profile_lock(im.profile_mu, std::defer_lock);
   std::vector<double> kernel_ms;
-  if (logs::enabled(logs::Category::profile)) {
+  if (im.profiling.load(std::memory_order_relaxed) || logs::enabled(logs::Category::profile)) {
     profile_lock.lock();
     kernel_ms.assign(pl.kernels.size(), 0.0);
   }
@@ -463,10 +473,10 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   }
   if (tune) im.tuned.store(true, std::memory_order_release);
   if (!kernel_ms.empty()) {
-    if (!im.profile) im.profile = std::make_unique<plan::KernelProfile>(pl.kernels.size());
+    if (!im.profile)
+      im.profile = std::make_unique<plan::KernelProfile>(pl.kernels.size(), "cpu (" + std::to_string(pool.size()) + " threads)");
     im.profile->add_call(kernel_ms);
-    if (im.profile->report_due())
-      KILN_LOG(profile, im.profile->report(pl, "cpu (" + std::to_string(pool.size()) + " threads)"));
+    if (im.profile->report_due()) KILN_LOG(profile, im.profile->report(pl));
   }
   for (size_t o = 0; o < pl.outputs.size(); ++o) {
     const int32_t id = pl.outputs[o];

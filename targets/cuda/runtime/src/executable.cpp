@@ -330,8 +330,9 @@ struct PlanExecutable::Impl {
   mutable std::mutex graph_mu;
   mutable std::unique_ptr<GraphState> graph;
   mutable std::atomic<int64_t> graphs_recorded{0}, replays{0}, node_updates{0}, direct_runs{0};
-  // KILN_LOGS=profile: each call launched kernel by kernel between timeline marks.
-  std::mutex profile_mu;
+  // KILN_LOGS=profile or set_profiling: each call launched kernel by kernel between timeline marks.
+  std::atomic<bool> profiling{false};
+  mutable std::mutex profile_mu;
   std::unique_ptr<Context::Timeline> timeline;
   std::unique_ptr<plan::KernelProfile> profile;
   void profiled_run(const Bound& b);
@@ -656,11 +657,20 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
 void PlanExecutable::Impl::profiled_run(const Bound& b) {
   std::lock_guard<std::mutex> lock(profile_mu);
   if (!timeline) timeline = ctx->timeline();
-  if (!profile) profile = std::make_unique<plan::KernelProfile>(plan.kernels.size());
+  if (!profile)
+    profile = std::make_unique<plan::KernelProfile>(plan.kernels.size(),
+                                                    "cuda:" + std::to_string(ctx->info().ordinal) + " (" + ctx->info().name + ")");
   launch_all(b, nullptr, -1, -1, nullptr, nullptr, timeline.get());
   profile->add_call(timeline->intervals_ms());
-  if (profile->report_due())
-    KILN_LOG(profile, profile->report(plan, "cuda:" + std::to_string(ctx->info().ordinal) + " (" + ctx->info().name + ")"));
+  if (profile->report_due()) KILN_LOG(profile, profile->report(plan));
+}
+
+void PlanExecutable::set_profiling(bool on) { impl_->profiling.store(on, std::memory_order_relaxed); }
+
+std::optional<plan::KernelProfile> PlanExecutable::profile() const {
+  std::lock_guard<std::mutex> lock(impl_->profile_mu);
+  if (!impl_->profile) return std::nullopt;
+  return *impl_->profile;
 }
 
 namespace {
@@ -957,7 +967,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   const int dev = ctx.info().ordinal;
   if (!im.tuned.load()) im.tune(bound);
   bool done = false;
-  if (logs::enabled(logs::Category::profile)) {
+  if (im.profiling.load(std::memory_order_relaxed) || logs::enabled(logs::Category::profile)) {
     im.profiled_run(bound);
     done = true;
   }

@@ -99,7 +99,9 @@ struct PlanExecutable::Impl {
   int64_t recordings = 0;
   std::vector<double> kernel_ms;
   double run_ms = -1;
-  std::unique_ptr<plan::KernelProfile> profile;  // KILN_LOGS=profile: the kernels' timestamps over calls
+  // KILN_LOGS=profile or set_profiling: the kernels' timestamps over calls
+  std::atomic<bool> profiling{false};
+  std::unique_ptr<plan::KernelProfile> profile;
   mutable std::mutex mu;
 
   ~Impl();
@@ -337,6 +339,12 @@ std::string PlanExecutable::pipeline_cache_data() const {
 std::vector<double> PlanExecutable::last_kernel_ms() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->kernel_ms;
+}
+void PlanExecutable::set_profiling(bool on) { impl_->profiling.store(on, std::memory_order_relaxed); }
+std::optional<plan::KernelProfile> PlanExecutable::profile() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->profile) return std::nullopt;
+  return *impl_->profile;
 }
 int64_t PlanExecutable::command_buffer_recordings() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -654,11 +662,12 @@ std::vector<TensorData> PlanExecutable::Impl::run(std::span<const TensorData> in
     }
   }
   if (im.run_ms > 0) t_device_ms += im.run_ms;
-  if (!im.kernel_ms.empty() && logs::enabled(logs::Category::profile)) {
-    if (!im.profile) im.profile = std::make_unique<plan::KernelProfile>(pl.kernels.size());
+  if (!im.kernel_ms.empty() && (im.profiling.load(std::memory_order_relaxed) || logs::enabled(logs::Category::profile))) {
+    if (!im.profile)
+      im.profile = std::make_unique<plan::KernelProfile>(
+          pl.kernels.size(), "vulkan:" + std::to_string(im.dev->info().index) + " (" + im.dev->info().name + ")");
     im.profile->add_call(im.kernel_ms);
-    if (im.profile->report_due())
-      KILN_LOG(profile, im.profile->report(pl, "vulkan:" + std::to_string(im.dev->info().index) + " (" + im.dev->info().name + ")"));
+    if (im.profile->report_due()) KILN_LOG(profile, im.profile->report(pl));
   }
   // Outputs: on the host (copied out), or on this device (the plan's buffer itself, handed over).
   std::vector<TensorData> outs(pl.outputs.size());

@@ -27,6 +27,7 @@
 #include "kiln/graph/device.h"
 #include "kiln/graph/tensor_data.h"
 #include "kiln/plan/plan.h"
+#include "kiln/plan/profile.h"
 #include "kiln/schedule/schedule.h"
 
 namespace kiln::target {
@@ -92,6 +93,13 @@ class LoadedPlan {
   virtual std::string tuning_report() const { return ""; }
   // GPU time of each kernel in the last run, ms (empty where the device has no timers).
   virtual std::vector<double> last_kernel_ms() const { return {}; }
+  // Per-kernel times over calls, without the log: while profiling is on (set_profiling(true), or
+  // KILN_LOGS=profile, which also prints the report), each call runs its kernels one after
+  // another and times each (cuda: launches between timeline marks, no CUDA graph replay).
+  // profile(): a copy of the times so far; nullopt before the first timed call, or where the
+  // target times no kernels (the base: a target without timers).
+  virtual void set_profiling(bool on) { (void)on; }
+  virtual std::optional<plan::KernelProfile> profile() const { return std::nullopt; }
 };
 
 // Where max-autotune's choices outlive the process (the frontend plugs in sdk/cache's autotune

@@ -19,6 +19,7 @@
 
 #include "kiln/graph/tensor_data.h"
 #include "kiln/plan/plan.h"
+#include "kiln/plan/profile.h"
 
 namespace kiln::cpu {
 
@@ -66,6 +67,11 @@ class PlanExecutable {
   std::string compile_report() const;
   // What autotuning chose, one line per kernel ("" before the first call or without autotune).
   std::string tuning_report() const;
+  // Per-kernel times (plan::KernelProfile): with profiling on (set_profiling(true), or
+  // KILN_LOGS=profile) each call times every kernel. profile(): a copy of it, nullopt before a
+  // timed call.
+  void set_profiling(bool on);
+  std::optional<plan::KernelProfile> profile() const;
 
   struct Impl;
 

@@ -31,6 +31,7 @@
 
 #include "kiln/graph/tensor_data.h"
 #include "kiln/plan/plan.h"
+#include "kiln/plan/profile.h"
 
 namespace kiln::cuda {
 
@@ -102,6 +103,11 @@ class PlanExecutable {
     int64_t recorded = 0, replays = 0, node_updates = 0, direct_runs = 0;
   };
   GraphStats graph_stats() const;
+  // Per-kernel times (plan::KernelProfile): with profiling on (set_profiling(true), or
+  // KILN_LOGS=profile) each call launches its kernels one by one between timeline marks (no CUDA
+  // graph replay). profile(): a copy of it, nullopt before a timed call.
+  void set_profiling(bool on);
+  std::optional<plan::KernelProfile> profile() const;
 
   struct Impl;
 

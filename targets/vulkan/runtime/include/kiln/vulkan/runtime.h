@@ -15,12 +15,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "kiln/graph/tensor_data.h"
 #include "kiln/plan/plan.h"
+#include "kiln/plan/profile.h"
 #include "kiln/vulkan/codegen.h"
 
 namespace kiln::vulkan {
@@ -125,6 +127,10 @@ class PlanExecutable {
   // Per kernel of the plan, GPU time of its dispatch in the last run (timestamp queries), ms;
   // empty when the device has no timestamps.
   std::vector<double> last_kernel_ms() const;
+  // Those times over calls (plan::KernelProfile), kept while profiling is on (set_profiling(true),
+  // or KILN_LOGS=profile); profile(): a copy, nullopt before a timed call or without timestamps.
+  void set_profiling(bool on);
+  std::optional<plan::KernelProfile> profile() const;
   int64_t command_buffer_recordings() const;  // how many times the command buffers were recorded
   double last_run_ms() const;  // GPU time of the last run (see thread_device_ms), -1 without timestamps
 

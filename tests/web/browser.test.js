@@ -8,7 +8,8 @@ const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
-const { launchInspector, root, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
+const { execFileSync } = require('child_process');
+const { launchInspector, root, cli, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
 
 const artifacts = process.env.KILN_WEB_ARTIFACTS || path.join(root, 'build/web-artifacts');
 
@@ -84,6 +85,42 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.strictEqual(await page.locator('#diagram g.node').count(), captured.length);
     const guards = await page.locator('#guards li').count();
     assert.ok(guards > 0);
+
+    // Overlays: each kernel's bytes, FLOPs and FLOPs per byte in the list; the fill by intensity
+    // (the matmul's node darker than the softmax's); a profile measured natively by `kiln run
+    // --profile` on the same graph and target, opened as a file: its times in the list and the
+    // fill; one of another plan refused with the first kernel that differs.
+    const fillOf = (id) => page.$eval(`#diagram g.node[data-node="${id}"] rect`, (r) => r.getAttribute('fill'));
+    assert.match(await page.textContent(`#kernels > li[data-kernel="${smKernel}"] .figures`), /B · .*FLOP · [\d.]+ FLOP\/B$/);
+    await page.selectOption('#fill', 'intensity');
+    await page.waitForFunction(() => window.kilnInspector.drawn.overlay && window.kilnInspector.drawn.overlay.mode === 'intensity');
+    const mm = captured.find((n) => n.op === 'matmul').id;
+    const lightness = (hex) => [1, 3, 5].reduce((a, i) => a + parseInt(hex.slice(i, i + 2), 16), 0);
+    const mmK = report.kernels[report.node_kernels.input[mm][0]], smK = report.kernels[smKernel];
+    assert.ok(mmK.flops / mmK.bytes > smK.flops / smK.bytes, 'the matmul kernel does more per byte than the softmax');
+    assert.ok(lightness(await fillOf(mm)) < lightness(await fillOf(sm)), 'higher intensity, darker fill');
+    assert.match(await page.textContent('#legend'), /FLOPs per byte/);
+    if (cli) {
+      const dir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'kiln-profile-'));
+      const profile = path.join(dir, 'transformer_block.cpu.profile.json');
+      execFileSync(cli, ['run', path.join(root, 'samples/graphs/transformer_block.json'), '--random', '--target', 'cpu', '--profile', profile, '--repeat', '3']);
+      await page.setInputFiles('#file', profile);
+      await page.waitForFunction(() => window.kilnInspector.drawn.overlay && window.kilnInspector.drawn.overlay.mode === 'time');
+      const doc = JSON.parse(fs.readFileSync(profile, 'utf8'));
+      assert.match(await page.textContent(`#kernels > li[data-kernel="${smKernel}"] .figures`),
+        new RegExp(` · ${doc.kernels[smKernel].median_ms.toPrecision(3).replace('.', '\\.')} ms \\(`));
+      assert.match(await page.textContent('#legend'), /measured time/);
+      assert.match(await page.textContent('#notice'), /kernels measured on cpu/);
+      assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.graph), 'transformer_block.json', 'the graph stays');
+      doc.kernels[1].name = 'k_other';
+      fs.writeFileSync(profile, JSON.stringify(doc));
+      await page.setInputFiles('#file', profile);
+      await page.waitForFunction(() => /is not a profile of this plan/.test(document.getElementById('notice').textContent));
+      assert.match(await page.textContent('#notice'), /its kernel 1 is k_other/);
+      fs.rmSync(dir, { recursive: true });
+    }
+    await page.selectOption('#fill', 'kernel');
+    await page.waitForFunction(() => !window.kilnInspector.drawn.overlay);
 
     // The compile time of the transformer block in this browser, fresh compiles (no cache):
     // the graph file (parse + optimise + codegen), and the C++ sample's program written in

@@ -228,6 +228,7 @@ function showTabs(r) {
         `${k.name} · ${k.kind}${k.entry ? ' · ' + k.entry : ''}`);
     head.addEventListener('click', () => selectKernel(i));
     list.append(el('li', { class: 'kernel', 'data-kernel': String(i) }, head,
+      el('div', { class: 'figures', 'data-kernel': String(i) }, kernelFigures(r, i)),
       el('div', {}, `computes: ${k.ops.join(', ')}`),
       el('div', {}, `from nodes: ${k.provenance.map((n) => '%' + n).join(' ')} · reads buffers ${k.reads.join(', ')} · writes ${k.writes.join(', ')}`),
       el('pre', {}, code)));
@@ -321,6 +322,8 @@ async function pickSample(name) {
 // kernel plan (format kiln.plan) compiles its origin with the options recorded in it, and the
 // result is compared with the file (checkPlan).
 async function openText(name, text) {
+  // A kiln.profile (`kiln run --profile`) is drawn over the graph shown, not opened as a graph.
+  if (/^\s*\{\s*"format"\s*:\s*"kiln\.profile"/.test(text.slice(0, 100))) return openProfile(name, text);
   state.graphName = name;
   state.plan = null;
   state.imported = null;
@@ -502,6 +505,7 @@ async function main() {
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
   $('view').addEventListener('change', () => state.report && drawView(state.report));
   $('group').addEventListener('change', () => state.report && drawView(state.report));
+  $('fill').addEventListener('change', () => state.drawn && redraw());
   $('options').addEventListener('change', compile);
   $('compile').addEventListener('click', compile);
   $('download').addEventListener('click', download);

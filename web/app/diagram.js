@@ -486,9 +486,11 @@ async function drawGraph(g, kernelsOf, kernels, view) {
   if (seq !== layoutSeq) return false;
   state.layoutMs = laid.ms;
   state.layoutGroups = laid.laidOut;
+  const overlay = overlayFor(state.report, $('fill').value);
   for (const it of items.values()) {
     Object.assign(it, laid.nodes[it.key]);
-    it.fill = it.node ? (it.kernels.length ? colour(it.kernels[0]) : '#e8e8e8') : (it.kernels.length === 1 ? colour(it.kernels[0]) : '#f4f1e8');
+    it.fill = overlayFill({ overlay }, it.kernels) ??
+      (it.node ? (it.kernels.length ? colour(it.kernels[0]) : '#e8e8e8') : (it.kernels.length === 1 ? colour(it.kernels[0]) : '#f4f1e8'));
     it.info = it.node
       ? `%${it.node.id} = ${it.node.op}${it.node.name ? ' "' + it.node.name + '"' : ''} : ${shapeStr(it.node.type)}` +
         (it.kernels.length ? ` · kernel ${it.kernels.map((k) => kernels[k].name).join(', ')}` : ' · no kernel (input, constant, view or dead)')
@@ -501,7 +503,7 @@ async function drawGraph(g, kernelsOf, kernels, view) {
   const d = {
     g, kernelsOf, kernels, view, byId: new Map(g.nodes.map((n) => [String(n.id), n])), items: items.size, frames: [...frames.values()],
     leaves: items, edges: laid.edges, width: laid.width + 16, height: laid.height + 16,
-    renderer: items.size + frames.size > CANVAS_PAST ? 'canvas' : 'svg',
+    renderer: items.size + frames.size > CANVAS_PAST ? 'canvas' : 'svg', overlay,
   };
   state.drawn = d;
   state.marks = { selected: new Set(), inKernel: new Set(), match: new Set() };
@@ -511,6 +513,7 @@ async function drawGraph(g, kernelsOf, kernels, view) {
     fill: it.node ? (it.kernels.length ? it.fill : '#ccc') : '#b9b3a0' })) };
   viewMoved();
   showScopeBar();
+  showLegend(d);
   return true;
 }
 

@@ -68,11 +68,22 @@ set -e
 [ $rc -eq 1 ] && echo "$out" | grep -q "the remote cache is off" || fail "ls --remote with the remote cache off: $rc $out"
 if [ "$REDIS" = redis ]; then
   command -v redis-server > /dev/null || fail "redis-server is not installed (.ci/install-deps installs it)"
-  port=$(( 20000 + RANDOM % 20000 ))
-  redis-server --port $port --bind 127.0.0.1 --save "" --appendonly no > "$W/redis.log" 2>&1 &
-  redis_pid=$!
+  # A random port below Linux's ephemeral range (32768-60999, which connections of parallel tests
+  # take); another try on another port when something already holds it.
+  for attempt in 1 2 3 4 5; do
+    port=$(( 20000 + RANDOM % 12000 ))
+    redis-server --port $port --bind 127.0.0.1 --save "" --appendonly no > "$W/redis.log" 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 100); do
+      kill -0 $redis_pid 2>/dev/null || break
+      (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break
+      sleep 0.05
+    done
+    sleep 0.2  # a server that lost the port to another process exits at once
+    kill -0 $redis_pid 2>/dev/null && break
+    grep -q "Address already in use" "$W/redis.log" || break
+  done
   trap 'kill $redis_pid 2>/dev/null || true' EXIT
-  for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
   kill -0 $redis_pid 2>/dev/null || fail "redis-server did not start on port $port: $(cat "$W/redis.log")"
   export KILN_REDIS_HOST=127.0.0.1 KILN_REDIS_PORT=$port
   KILN_CACHE_DIR=$W/r KILN_REMOTE_CACHE=1 $K cache bench-one sincos --small > /dev/null || fail "bench-one with Redis"

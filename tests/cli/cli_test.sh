@@ -5,22 +5,7 @@ set -uo pipefail
 kiln="$1"; samples="$2"; work="$3"
 rm -rf "$work"; mkdir -p "$work"
 failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN -- command...: runs it, checks the exit status and that the combined
-# output matches the grep -E pattern.
-expect() {
-  local want_status="$1" pattern="$2"; shift 3
-  local out status
-  out="$("$@" 2>&1)"; status=$?
-  if [[ $status -ne $want_status ]]; then
-    fail "'$*' exited $status, expected $want_status; output:"$'\n'"$out"
-  elif ! grep -Eq -- "$pattern" <<<"$out"; then
-    fail "'$*' output lacks /$pattern/:"$'\n'"$out"
-  else
-    echo "ok: $* ~ /$pattern/"
-  fi
-}
+source "$(dirname "$0")/expect.sh"
 
 mlp="$samples/mlp.json"
 

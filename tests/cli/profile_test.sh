@@ -8,22 +8,8 @@ set -uo pipefail
 kiln="$1"; samples="$2"; work="$3"; target="$4"
 rm -rf "$work"; mkdir -p "$work"
 failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "$(dirname "$0")/expect.sh"
 export KILN_VULKAN_WARM_S=0
-
-# expect STATUS PATTERN -- command...: as in cli_test.sh.
-expect() {
-  local want_status="$1" pattern="$2"; shift 3
-  local out status
-  out="$("$@" 2>&1)"; status=$?
-  if [[ $status -ne $want_status ]]; then
-    fail "'$*' exited $status, expected $want_status; output:"$'\n'"$out"
-  elif ! grep -Eq -- "$pattern" <<<"$out"; then
-    fail "'$*' output lacks /$pattern/:"$'\n'"$out"
-  else
-    echo "ok: $* ~ /$pattern/"
-  fi
-}
 
 # check_profile PROFILE PLAN CALLS: the profile matches the plan kernel by kernel.
 check_profile() {

@@ -489,7 +489,7 @@ async function drawGraph(g, kernelsOf, kernels, view) {
   const overlay = overlayFor(state.report, $('fill').value);
   for (const it of items.values()) {
     Object.assign(it, laid.nodes[it.key]);
-    it.fill = overlayFill({ overlay }, it.kernels) ??
+    it.fill = overlayFill(overlay, it.kernels) ??
       (it.node ? (it.kernels.length ? colour(it.kernels[0]) : '#e8e8e8') : (it.kernels.length === 1 ? colour(it.kernels[0]) : '#f4f1e8'));
     it.info = it.node
       ? `%${it.node.id} = ${it.node.op}${it.node.name ? ' "' + it.node.name + '"' : ''} : ${shapeStr(it.node.type)}` +

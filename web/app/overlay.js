@@ -36,9 +36,8 @@ function overlayValues(r, mode) {
   return prof ? prof.kernels.map((k) => ({ ms: k.median_ms })) : null;
 }
 
-// The fill of a drawn item with kernels `ks` under the current overlay (d: the drawing).
-function overlayFill(d, ks) {
-  const o = d.overlay;
+// The fill of a drawn item with kernels `ks` under overlay o (overlayFor), or null.
+function overlayFill(o, ks) {
   if (!o || !ks.length) return null;
   let v;
   if (o.mode === 'intensity') {
@@ -59,7 +58,7 @@ function overlayFor(r, mode) {
   const of = (x) => (mode === 'intensity' ? (x.bytes > 0 ? x.flops / x.bytes : 0) : x.ms);
   const logs = values.map(of).filter((v) => v > 0).map(Math.log);
   if (!logs.length) return null;
-  return { mode, values, lo: Math.min(...logs), hi: Math.max(...logs), min: Math.exp(Math.min(...logs)), max: Math.exp(Math.max(...logs)) };
+  return { mode, values, lo: Math.min(...logs), hi: Math.max(...logs) };
 }
 
 function si(v, unit) {
@@ -89,8 +88,8 @@ function showLegend(d) {
     return;
   }
   $('legend').textContent = !o ? '' : o.mode === 'intensity'
-    ? `fill: FLOPs per byte of the node's kernels, ${o.min.toPrecision(2)} (light) to ${o.max.toPrecision(2)} (dark), log scale`
-    : `fill: measured time of the node's kernels (${state.profile.name}), ${o.min.toPrecision(2)} ms (light) to ${o.max.toPrecision(2)} ms (dark), log scale`;
+    ? `fill: FLOPs per byte of the node's kernels, ${Math.exp(o.lo).toPrecision(2)} (light) to ${Math.exp(o.hi).toPrecision(2)} (dark), log scale`
+    : `fill: measured time of the node's kernels (${state.profile.name}), ${Math.exp(o.lo).toPrecision(2)} ms (light) to ${Math.exp(o.hi).toPrecision(2)} ms (dark), log scale`;
 }
 
 // A kiln.profile file opened: kept, and drawn when it belongs to the graph shown.

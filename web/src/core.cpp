@@ -366,7 +366,8 @@ std::string compile_report(const Graph& g, const Request& r) {
     out["decisions"] = s.decisions;
     out["schedule_text"] = s.str();
     json kernels = json::array();
-    const std::vector<plan::KernelCost> costs = plan::kernel_costs(p, s.graph);
+    const std::vector<std::vector<int>> kernels_of = plan::kernels_of_nodes(p, s.graph);
+    const std::vector<plan::KernelCost> costs = plan::kernel_costs(p, s.graph, kernels_of);
     for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
       const plan::PlanKernel& k = p.kernels[ki];
       json ops = json::array();
@@ -390,7 +391,6 @@ std::string compile_report(const Graph& g, const Request& r) {
     // Every node of the captured graph, of the graph after the passes and of the scheduled graph
     // with the kernels it ends up in (the captured and optimised graphs' nodes matched to the
     // scheduled graph's pass by pass: match_nodes), for the inspector's diagram.
-    const std::vector<std::vector<int>> kernels_of = plan::kernels_of_nodes(p, s.graph);
     std::vector<NodeId> scheduled_of = match_nodes(current, s.graph);
     std::vector<NodeId> identity(s.graph.size());
     for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<NodeId>(i);

@@ -69,6 +69,10 @@ double node_flops(const Graph& g, NodeId id, const std::vector<int64_t>& ex) {
 }  // namespace
 
 std::vector<KernelCost> kernel_costs(const KernelPlan& p, const Graph& g) {
+  return kernel_costs(p, g, kernels_of_nodes(p, g));
+}
+
+std::vector<KernelCost> kernel_costs(const KernelPlan& p, const Graph& g, const std::vector<std::vector<int>>& of) {
   std::vector<int64_t> examples;
   for (const SymbolInfo& s : p.symbols) examples.push_back(s.example);
   std::vector<KernelCost> costs(p.kernels.size());
@@ -86,7 +90,6 @@ std::vector<KernelCost> kernel_costs(const KernelPlan& p, const Graph& g) {
       costs[k].bytes += numel(buf.sizes, examples) * static_cast<double>(dtype_size(buf.dtype));
     }
   }
-  const std::vector<std::vector<int>> of = kernels_of_nodes(p, g);
   for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
     if (of[static_cast<size_t>(id)].empty()) continue;
     const double f = node_flops(g, id, examples);

@@ -25,5 +25,8 @@ struct KernelCost {
   double intensity() const { return bytes > 0 ? flops / bytes : 0; }  // FLOPs per byte
 };
 std::vector<KernelCost> kernel_costs(const KernelPlan& p, const Graph& scheduled);
+// The same, given kernels_of_nodes(p, scheduled) already computed.
+std::vector<KernelCost> kernel_costs(const KernelPlan& p, const Graph& scheduled,
+                                     const std::vector<std::vector<int>>& kernels_of);
 
 }  // namespace kiln::plan

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "kiln/cache/cache.h"
 #include "kiln/config/config.h"
+#include "kiln/format/graph_json.h"
 #include "kiln/graph/error.h"
 
 namespace fs = std::filesystem;
@@ -108,6 +110,42 @@ BOOST_AUTO_TEST_CASE(every_component_changes_the_key) {
   a.target = "cp";
   a.device = "u" + a.device;
   BOOST_TEST(make_key(a).hex != make_key(b).hex);
+}
+
+// The graph as keys hash it: a constant over 256 bytes (a weight) by its XXH3-128, not as
+// base64 text; a small one (a scale, a shape) as to_json writes it; any change of a byte is
+// another key text.
+BOOST_AUTO_TEST_CASE(big_constants_are_keyed_by_their_hash) {
+  auto graph_of = [](float last) {
+    Graph g;
+    const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), static_shape(std::vector<int64_t>{1000}), {}});
+    auto big = std::make_shared<ConstantData>();
+    big->sizes = {1000};
+    std::vector<float> v(1000, 0.5f);
+    v.back() = last;
+    big->bytes.resize(v.size() * sizeof(float));
+    std::memcpy(big->bytes.data(), v.data(), big->bytes.size());
+    auto small = std::make_shared<ConstantData>();
+    small->sizes = {2};
+    small->bytes.resize(2 * sizeof(float));
+    const NodeId w = g.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(big)});
+    const NodeId b = g.add(OpId::constant, {}, {std::shared_ptr<const ConstantData>(small)});
+    const NodeId y = g.add(OpId::mul, {x, w});
+    g.set_outputs({y, b});
+    return g;
+  };
+  const Graph a = graph_of(0.5f), b = graph_of(0.25f);
+  const std::string ka = format::key_json(a, hash_hex_of), kb = format::key_json(b, hash_hex_of);
+  BOOST_TEST(ka != kb);
+  BOOST_TEST(ka == format::key_json(graph_of(0.5f), hash_hex_of));
+  BOOST_TEST(ka.size() < 2000u, ka.size() << " bytes: " << ka);  // 4,000 bytes of weights are not in it
+  BOOST_TEST(ka.find("\"data_digest\":\"" + hash_hex_of(a.node(1).attrs.tensor(0).bytes) + "\"") != std::string::npos, ka);
+  BOOST_TEST(ka.find("\"data_base64\":\"AAAAAAAAAAA=\"") != std::string::npos, ka);  // the small one, as it is
+  // Everything else is to_json's text on one line: with no big constants the two are the same.
+  Graph plain;
+  const NodeId x = plain.add_input(TensorMeta{DType::f32, Device::cpu(), static_shape(std::vector<int64_t>{4}), {}});
+  plain.set_outputs({plain.add(OpId::exp, {x})});
+  BOOST_TEST(format::key_json(plain, hash_hex_of) == format::to_json(plain, -1));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -690,6 +690,55 @@ BOOST_AUTO_TEST_CASE(constant_nodes_and_external_data) {
   check_contains(error_of([&] { konnx::load(save(dir, m)); }), "is not a regular file");
 }
 
+// kiln::onnx::compile reads a model's external weights once, at the first call on a device (the
+// callable is made without them), and passes them to the plan as arguments on the CPU as on
+// other devices: the compile-cache entry holds code, not weights.
+BOOST_AUTO_TEST_CASE(compile_reads_weights_once_and_caches_no_weights) {
+  TempDir dir, cache;
+  const kiln::config::Patch caches({{"cache_dir", cache.path.string()}, {"force_disable_caches", false}});
+  constexpr int64_t n = 256;
+  pb::ModelProto m = model();
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"batch", std::to_string(n)});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"batch", std::to_string(n)});
+  pb::TensorProto w;
+  w.set_name("W");
+  w.set_data_type(pb::TensorProto::FLOAT);
+  w.add_dims(n);
+  w.add_dims(n);
+  w.set_data_location(pb::TensorProto::EXTERNAL);
+  auto* loc = w.add_external_data();
+  loc->set_key("location");
+  loc->set_value("weights.bin");
+  *g->add_initializer() = w;
+  node(g, "MatMul", {"x", "W"}, {"xw"});
+  node(g, "Relu", {"xw"}, {"y"});
+  const std::string path = save(dir, m);
+
+  // Made without the weights: their file is missing until the first call needs it.
+  const konnx::CompiledModel missing = konnx::compile(path);
+  BOOST_TEST(missing.input_names() == std::vector<std::string>{"x"});
+  const TensorData x = host({2, n}, std::vector<float>(2 * n, 0.25f));
+  check_contains(error_of([&] { (void)missing.run(std::vector<TensorData>{x}); }), "weights.bin");
+
+  std::vector<float> weights(static_cast<size_t>(n * n));
+  for (size_t k = 0; k < weights.size(); ++k) weights[k] = static_cast<float>(static_cast<int64_t>(k % 7) - 3);
+  {
+    std::ofstream f(dir.path / "weights.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(weights.data()), static_cast<std::streamsize>(weights.size() * sizeof(float)));
+  }
+  const std::vector<TensorData> got = konnx::compile(path).run(std::vector<TensorData>{x});
+  const std::vector<TensorData> want = eval::run_graph(konnx::load(path).graph, std::vector<TensorData>{x});
+  BOOST_TEST(values(got[0]) == values(want[0]), boost::test_tools::per_element());
+  size_t entries = 0;
+  for (const auto& f : std::filesystem::directory_iterator(cache.path)) {
+    if (f.path().extension() != ".kce") continue;
+    ++entries;
+    BOOST_TEST(f.file_size() < weights.size() * sizeof(float), f.path() << ": " << f.file_size() << " bytes");
+  }
+  BOOST_TEST(entries >= 1u);
+}
+
 BOOST_AUTO_TEST_CASE(errors_name_the_node_op_domain_and_opset) {
   TempDir dir;
   pb::ModelProto m = model(13);

@@ -302,7 +302,7 @@ cache::KeyInputs key_inputs(const Graph& g, const Request& r) {
   return with_request(r, [&] {
     // The native key's inputs; no device or toolchain: a plan is the same text wherever it is made.
     const Graph canonical = g.canonical();
-    return cache::graph_key_inputs(canonical, format::to_json(canonical, -1), r.target + ".plan", r.target, "", "");
+    return cache::graph_key_inputs(canonical, format::key_json(canonical, cache::hash_hex_of), r.target + ".plan", r.target, "", "");
   });
 }
 

@@ -146,7 +146,7 @@ std::shared_ptr<target::LoadedPlan> cached_plan(target::Runtime& rt, Device devi
     return rt.load(generate(cg, g, rt.codegen_request(device)), nullptr, lo, nullptr);
   }
   const auto t0 = Clock::now();
-  const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::to_json(canonical, -1), pipeline, rt.name(),
+  const cache::KeyInputs in = cache::graph_key_inputs(canonical, format::key_json(canonical, cache::hash_hex_of), pipeline, rt.name(),
                                                       rt.device_identity(device), rt.toolchain(device));
   const std::string key = cache::make_key(in).hex;
   const double key_ms = ms_since(t0);

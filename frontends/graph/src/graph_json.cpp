@@ -29,7 +29,7 @@ using namespace json_values;
 // Writing (the value encoders and the printer are in json_values.h)
 // ---------------------------------------------------------------------------------------------
 
-json node_json(const Graph& g, NodeId id, int64_t input_index) {
+json node_json(const Graph& g, NodeId id, int64_t input_index, const ConstantDigest* digest) {
   const Node& n = g.node(id);
   const OpDef& def = op_def(n.op);
   json j = json::object();
@@ -41,13 +41,13 @@ json node_json(const Graph& g, NodeId id, int64_t input_index) {
     // An input's index is its position among the graph's inputs.
     j["attrs"] = json::object({{"index", input_index}});
   } else if (!def.attrs.empty()) {
-    j["attrs"] = attrs_json(def, n.attrs, "to_json: node " + std::to_string(id) + " (" + std::string(def.name) + ")");
+    j["attrs"] = attrs_json(def, n.attrs, "to_json: node " + std::to_string(id) + " (" + std::string(def.name) + ")", digest);
   }
   j["type"] = meta_json(n.meta);
   return j;
 }
 
-json graph_document(const Graph& g) {
+json graph_document(const Graph& g, const ConstantDigest* digest) {
   json doc = json::object();
   doc["format"] = "kiln.graph";
   doc["version"] = kGraphFormatVersion;
@@ -62,7 +62,7 @@ json graph_document(const Graph& g) {
   for (size_t i = 0; i < g.size(); ++i) {
     NodeId id = static_cast<NodeId>(i);
     bool is_input = g.node(id).op == OpId::input;
-    nodes.push_back(node_json(g, id, is_input ? input_index : -1));
+    nodes.push_back(node_json(g, id, is_input ? input_index : -1, digest));
     if (is_input) ++input_index;
   }
   doc["nodes"] = std::move(nodes);
@@ -207,14 +207,22 @@ Graph Reader::read(std::string_view text) {
 
 }  // namespace
 
-std::string to_json(const Graph& g, int indent) {
+namespace {
+
+std::string print_graph(const Graph& g, int indent, const ConstantDigest* digest) {
   try {
-    return print_document(graph_document(g), indent);
+    return print_document(graph_document(g, digest), indent);
   } catch (const json::exception& e) {
     // Only text that is not UTF-8 (a node name, a symbol's source, a fact's reason) gets here.
     fail("to_json: cannot write the graph as JSON: ", e.what());
   }
 }
+
+}  // namespace
+
+std::string to_json(const Graph& g, int indent) { return print_graph(g, indent, nullptr); }
+
+std::string key_json(const Graph& g, const json_values::ConstantDigest& digest) { return print_graph(g, -1, &digest); }
 
 Graph from_json(std::string_view text, std::string_view source_name) {
   return Reader(source_name).read(text);

@@ -29,6 +29,9 @@ struct Val {
   // The tensor whose raw bytes data views, where they are not fetched yet (a weight of a lazily
   // fetched blob: proto::Tensor::fetch).
   const proto::Tensor* unfetched = nullptr;
+  // A weight in an external data file, not read yet (with elide_weights): `data` has its dtype
+  // and sizes and no storage until read() loads it.
+  const proto::Tensor* unread_external = nullptr;
   std::optional<SymShape> ints;            // known integer elements (rank 0 or 1)
   std::string input_name;                  // the graph input it is computed from (with constants)
   // A tensor of the model (Importer::tensor): the graph constant's data, which `data` views, so

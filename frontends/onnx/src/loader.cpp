@@ -312,10 +312,27 @@ V Importer::constant(TensorData t) {
 const TensorData& Importer::read(const V& v) {
   KILN_INTERNAL_CHECK(v->data != nullptr, "onnx: a value read at import is not known");
   if (const pb::Tensor* t = std::exchange(v->unfetched, nullptr)) t->fetch();
+  if (const pb::Tensor* t = std::exchange(v->unread_external, nullptr))
+    v->data = std::make_shared<const TensorData>(tensor_from_proto(*t, base_dir_, nullptr, false));
   return *v->data;
 }
 
 V Importer::tensor(const pb::Tensor& t) {
+  if (elide_weights_ && t.external && is_floating(dtype_of(t.data_type, "tensor '" + t.name + "'")) &&
+      checked_numel(t.dims, "tensor '" + t.name + "'") > 1) {
+    // A weight in an external file: read only where the import reads it (read()); its checks
+    // (location, length) run then.
+    TensorData d;
+    d.dtype = dtype_of(t.data_type, t.name);
+    d.sizes = t.dims;
+    d.strides = contiguous_strides(d.sizes);
+    auto v = std::make_shared<Val>();
+    v->dtype = d.dtype;
+    v->sizes = static_shape(d.sizes);
+    v->data = std::make_shared<const TensorData>(std::move(d));
+    v->unread_external = &t;
+    return v;
+  }
   if (elide_weights_) {
     // A view of the raw data. A floating-point one of more than one element (a weight) is fetched
     // only where the import reads it (read()): folded into a small value. Others now: their
@@ -572,7 +589,7 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
 
   Graph& g = m.graph;
   Importer im(g, options.device, base_dir);
-  im.elide_weights(options.device != Device::cpu() && !options.parameter_values);
+  im.elide_weights((options.device != Device::cpu() || options.lift_constants) && !options.parameter_values);
   std::map<std::string, V> env;
   for (const pb::Tensor& t : gp.initializer) {
     KILN_CHECK(!t.name.empty(), "onnx: an initializer has no name");
@@ -693,9 +710,10 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
   }
   KILN_CHECK(!outputs.empty(), "onnx: the graph has no outputs");
   g.set_outputs(outputs);
-  if (options.device != Device::cpu()) {
+  if (options.device != Device::cpu() || options.lift_constants) {
     // Off the CPU only 0-d constants may join device tensors: the others become inputs
-    // (parameters), and the graph is built again over inputs on the device.
+    // (parameters), and the graph is built again over inputs on the device. (On the CPU when
+    // asked: weights as arguments instead of constants of the compiled graph.)
     Graph lifted;
     for (const SymbolInfo& s : g.shapes().symbols()) lifted.shapes().add_symbol(s);
     for (const ShapeFact& f : g.shapes().facts()) lifted.shapes().add_fact(f);
@@ -730,9 +748,17 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
       meta.device = options.device;
       map[x] = lifted.add_input(meta, "param" + std::to_string(lifted_count++));
       if (options.parameter_values) {  // (never with placeholders: elide_weights)
-        const ConstantData& c = k.attrs.tensor(0);
-        TensorData t = TensorData::empty_host(c.dtype, c.sizes);
-        if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
+        // A view of the constant's bytes, which it keeps alive (no copy of the weights).
+        (void)k.attrs.tensor(0);  // checks the attribute
+        const std::shared_ptr<const ConstantData> c = std::get<std::shared_ptr<const ConstantData>>(k.attrs.values[0]);
+        TensorData t;
+        t.dtype = c->dtype;
+        t.sizes = c->sizes;
+        t.strides = contiguous_strides(c->sizes);
+        if (c->bytes.empty()) t = TensorData::empty_host(c->dtype, c->sizes);
+        else
+          t.storage = std::make_shared<Storage>(Device::cpu(), const_cast<std::byte*>(c->bytes.data()), c->bytes.size(),
+                                                [c](void*) {});
         m.parameters.push_back(std::move(t));
       }
       return map[x];

@@ -40,11 +40,12 @@ json meta_json(const TensorMeta& m) {
   return t;
 }
 
-json tensor_json(const ConstantData& c) {
+json tensor_json(const ConstantData& c, const ConstantDigest* digest) {
   json t = json::object();
   t["dtype"] = std::string(dtype_name(c.dtype));
   t["shape"] = json(c.sizes);
-  t["data_base64"] = base64_encode(c.bytes);
+  if (digest && c.bytes.size() > kDigestAbove) t["data_digest"] = (*digest)(c.bytes);
+  else t["data_base64"] = base64_encode(c.bytes);
   return t;
 }
 
@@ -70,7 +71,7 @@ json fact_json(const ShapeFact& f) {
 
 namespace {
 
-json attr_json(const Attrs& attrs, size_t k, AttrKind kind) {
+json attr_json(const Attrs& attrs, size_t k, AttrKind kind, const ConstantDigest* digest) {
   switch (kind) {
     case AttrKind::int_: return json(attrs.i(k));
     case AttrKind::float_: return float_json(attrs.f(k));
@@ -79,7 +80,7 @@ json attr_json(const Attrs& attrs, size_t k, AttrKind kind) {
     case AttrKind::symints: return shape_json(attrs.symints(k));
     case AttrKind::dtype: return json(std::string(dtype_name(attrs.dtype(k))));
     case AttrKind::string: return json(attrs.s(k));
-    case AttrKind::tensor: return tensor_json(attrs.tensor(k));
+    case AttrKind::tensor: return tensor_json(attrs.tensor(k), digest);
   }
   fail("unknown attribute kind");
 }
@@ -153,11 +154,11 @@ void print_block(const json& j, int indent, int depth, std::string& out) {
 
 }  // namespace
 
-json attrs_json(const OpDef& def, const Attrs& attrs, const std::string& who) {
+json attrs_json(const OpDef& def, const Attrs& attrs, const std::string& who, const ConstantDigest* digest) {
   KILN_CHECK(attrs.size() == def.attrs.size(), who, " has ", attrs.size(), " attributes; the op declares ",
              def.attrs.size());
   json a = json::object();
-  for (size_t k = 0; k < def.attrs.size(); ++k) a[std::string(def.attrs[k].name)] = attr_json(attrs, k, def.attrs[k].kind);
+  for (size_t k = 0; k < def.attrs.size(); ++k) a[std::string(def.attrs[k].name)] = attr_json(attrs, k, def.attrs[k].kind, digest);
   return a;
 }
 

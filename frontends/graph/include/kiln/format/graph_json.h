@@ -9,6 +9,9 @@
 //   got 1". The format is documented in docs/graph-format.md.
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -23,6 +26,10 @@ inline constexpr int kGraphFormatVersion = 1;
 // Serialises a graph. indent >= 0: one symbol, fact and node per line, the top level indented
 // by `indent` spaces; indent < 0: everything on one line. No trailing newline.
 std::string to_json(const Graph& g, int indent = 2);
+// What compile-cache keys hash: to_json(g, -1), except that each constant of more than
+// json_values::kDigestAbove bytes is written as `digest` of its bytes (a model's weights are
+// hashed once, not encoded as base64 text first; it cannot be read back).
+std::string key_json(const Graph& g, const std::function<std::string(std::span<const std::byte>)>& digest);
 
 // Parses a graph; `source_name` starts every error message. Throws kiln::Error.
 Graph from_json(std::string_view text, std::string_view source_name = "<graph>");

@@ -47,6 +47,11 @@ struct LoadOptions {
   // Model inputs bound to values at import (they stay graph inputs, unused): inputs that give
   // sizes, axes or other values the import needs (a Reshape whose shape is an input).
   std::map<std::string, TensorData> constant_inputs;
+  // Lift constants of rank > 0 to parameters on the CPU too. What kiln::onnx::compile does:
+  // weights then pass to the plan as arguments, so a compile's cache key and entry do not hold
+  // them (hashing and storing a model's weights made a warm first call of BERT-base on the CPU
+  // take 13 s).
+  bool lift_constants = false;
   // false: constants lifted to inputs (off the CPU) keep no values (Model::parameters stays
   // empty), for inspecting a model's graph without a second copy of its weights (the web page).
   bool parameter_values = true;
@@ -64,8 +69,8 @@ struct Model {
   Graph graph;
   std::vector<std::string> input_names;   // graph inputs 0..n-1, the model's inputs
   std::vector<std::string> output_names;  // graph outputs, in order
-  // Constants lifted to graph inputs n.. (only with LoadOptions::device off the CPU, and
-  // LoadOptions::parameter_values).
+  // Constants lifted to graph inputs n.. (only with LoadOptions::device off the CPU or
+  // LoadOptions::lift_constants, and LoadOptions::parameter_values).
   std::vector<TensorData> parameters;
   int64_t opset = 0;       // of the default domain
   int64_t ir_version = 0;
@@ -105,7 +110,8 @@ class CompiledModel {
   std::vector<TensorData> run(std::span<const TensorData> inputs) const;
   const std::vector<std::string>& input_names() const;
   const std::vector<std::string>& output_names() const;
-  // The model as loaded for the CPU (what `kiln show` prints).
+  // The model as loaded for the CPU with its weights lifted to inputs after the model's own
+  // and not read (Model::parameters empty): the model's inputs, outputs and their metadata.
   const Model& model() const;
 
  private:
@@ -113,7 +119,8 @@ class CompiledModel {
   std::shared_ptr<State> state_;
 };
 
-// Loads the model once (for its names and to report errors early) and returns the callable.
+// Loads the model once without its weights (for its names and to report errors early) and
+// returns the callable.
 // options.backend picks the backend ("kiln" default, "eager" = reference interpreter).
 CompiledModel compile(const std::string& path, CompileOptions options = {});
 

@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,7 +70,8 @@ struct Key {
 Key make_key(const KeyInputs& in);
 bool is_valid_key(std::string_view hex);  // 32 lowercase hex digits
 // The key inputs of a compiled graph, the same for every target and for the browser: `graph_json`
-// the canonical graph serialised losslessly (format::to_json(canonical, -1)), each input's
+// the canonical graph serialised (format::key_json(canonical, hash_hex_of): losslessly, big
+// constants by their hash), each input's
 // metadata from `canonical`, config::codegen_hash(), cache_key_tag and kiln_version(); the
 // caller names the pipeline, target, device and toolchain.
 KeyInputs graph_key_inputs(const Graph& canonical, std::string graph_json, std::string pipeline, std::string target,
@@ -77,6 +79,9 @@ KeyInputs graph_key_inputs(const Graph& canonical, std::string graph_json, std::
 
 // 128-bit XXH3 of bytes, in hex (32 digits). Used for keys, checksums and guards.
 std::string hash_hex(std::string_view bytes);
+inline std::string hash_hex_of(std::span<const std::byte> bytes) {
+  return hash_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
 
 // ---- the entry --------------------------------------------------------------------------------
 struct Guard {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -40,12 +41,18 @@ json size_json(const SymInt& s);                  // 4096 or "4096*s0"
 json shape_json(std::span<const SymInt> shape);   // [..sizes..]
 json float_json(double v);                        // shortest round-trip; "inf", "-inf", "nan", "-nan"
 json meta_json(const TensorMeta& m);              // {"dtype", "shape", "device"[, "strides"]}
-json tensor_json(const ConstantData& c);          // {"dtype", "shape", "data_base64"}
+// A constant's bytes as a short digest (for keys that hash a graph: kiln::format::key_json).
+using ConstantDigest = std::function<std::string(std::span<const std::byte>)>;
+// Constants of more bytes than this are written as their digest where one is given.
+inline constexpr size_t kDigestAbove = 256;
+// {"dtype", "shape", "data_base64"}; with `digest`, a constant of more than kDigestAbove bytes
+// gets "data_digest" instead of its data (not readable back).
+json tensor_json(const ConstantData& c, const ConstantDigest* digest = nullptr);
 json symbol_json(const SymbolInfo& s);            // {"name", "example", "min", "max", "source", "user_dynamic"}
 json fact_json(const ShapeFact& f);               // {"lhs", "rhs", "equal", "reason"}
 // The attributes of one use of `def`, by name in declared order; `who` starts the error when
 // their number does not match the op's ("to_json: node 3 (softmax)").
-json attrs_json(const OpDef& def, const Attrs& attrs, const std::string& who);
+json attrs_json(const OpDef& def, const Attrs& attrs, const std::string& who, const ConstantDigest* digest = nullptr);
 
 // indent >= 0: the top-level object one key a line, each of its arrays one item a line (items
 // inline) unless every item is a number or bool; indent < 0: one line. No trailing newline.

@@ -20,7 +20,8 @@ downloaded. Every measurement runs in a fresh subprocess with a timeout (--timeo
           cache (WORK/inductor_cache).
   kiln    `KILN bench-model` per binary (--kiln as "kiln", --kiln-old as "kiln-old") and per mode, each
           in its own process: median/min ms, cold first call (KILN_FORCE_DISABLE_CACHES=1), with --warm
-          the first call of a fresh process on a populated KILN_CACHE_DIR (WORK/kiln_cache_<tag>),
+          the first call of a fresh process on a populated KILN_CACHE_DIR (WORK/kiln_cache_<tag>; its
+          KILN_LOGS=cache split of that call into import, cache load, upload and first run as warm_split),
           kernel counts; outputs compared with out.npy (relative L2 over float64 and max abs error;
           bf16 also against out_fp32.npy). With --profile, each binary also runs each model once under
           KILN_LOGS=profile (default mode): the report to OUT/profiles/<tag>_<model>_<dtype>.txt, its top
@@ -497,7 +498,7 @@ def kiln_env(binary, extra):
     return env
 
 
-def run_kiln(args, binary, onnx_path, inputs, mode, reps, extra_env, out_dir, name):
+def run_kiln(args, binary, onnx_path, inputs, mode, reps, extra_env, out_dir, name, output=None):
     """One `kiln bench-model` process for one mode: (its JSON object, None) or (None, error text)."""
     os.makedirs(out_dir, exist_ok=True)
     json_path = os.path.join(out_dir, "bench.jsonl")
@@ -505,7 +506,7 @@ def run_kiln(args, binary, onnx_path, inputs, mode, reps, extra_env, out_dir, na
         os.remove(json_path)
     cmd = [binary, "bench-model", onnx_path, "--device", args.device, "--inputs", ",".join(inputs),
            "--modes", mode, "--reps", str(reps), "--out", out_dir, "--json", json_path]
-    failure = run_cmd(args, cmd, kiln_env(binary, extra_env), name)
+    failure = run_cmd(args, cmd, kiln_env(binary, extra_env), name, output)
     if failure:
         return None, failure
     entries = []
@@ -571,13 +572,22 @@ def phase_kiln(args, results, tag, binary):
                     tmp_out = tempfile.mkdtemp(prefix="kiln_warm_", dir=os.path.join(args.work, "tmp"))
                     extra = {"KILN_CACHE_DIR": cache}
                     entry, err = run_kiln(args, binary, onnx_path, inputs, mode, 1, extra, tmp_out, name + "_populate")
+                    output = []
                     if not err:
-                        entry, err = run_kiln(args, binary, onnx_path, inputs, mode, 1, extra, tmp_out, name + "_warm")
+                        entry, err = run_kiln(args, binary, onnx_path, inputs, mode, 1, dict(extra, KILN_LOGS="cache"),
+                                              tmp_out, name + "_warm", output)
                     shutil.rmtree(tmp_out, ignore_errors=True)
                     if err:
                         rec["warm_error"] = err
                     else:
                         rec["warm_first_call_s"] = entry.get("first_call_s")
+                        for field in ("load_s", "model_s", "inputs_s"):
+                            rec["warm_" + field] = entry.get(field)
+                        # Where the warm first call went (KILN_LOGS=cache: import, cache load, upload, first run).
+                        split = [l.split(": ", 1)[1] for l in (output[0] if output else "").splitlines()
+                                 if l.startswith("[kiln:cache] first call of onnx model") and ": " in l]
+                        if split:
+                            rec["warm_split"] = split[0]
                     save_results(args, results)
                 log(f"{tag} {model} {dtype} {mode}: {summary(rec)}")
             if args.profile:

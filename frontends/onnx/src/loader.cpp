@@ -748,17 +748,22 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
       meta.device = options.device;
       map[x] = lifted.add_input(meta, "param" + std::to_string(lifted_count++));
       if (options.parameter_values) {  // (never with placeholders: elide_weights)
-        // A view of the constant's bytes, which it keeps alive (no copy of the weights).
+        // A view of the constant's bytes, which it keeps alive, where they start on a cache line
+        // as the runtimes' own buffers do (the CPU's vector loads of a weight split no lines);
+        // a copy otherwise.
         (void)k.attrs.tensor(0);  // checks the attribute
         const std::shared_ptr<const ConstantData> c = std::get<std::shared_ptr<const ConstantData>>(k.attrs.values[0]);
         TensorData t;
-        t.dtype = c->dtype;
-        t.sizes = c->sizes;
-        t.strides = contiguous_strides(c->sizes);
-        if (c->bytes.empty()) t = TensorData::empty_host(c->dtype, c->sizes);
-        else
+        if (c->bytes.empty() || reinterpret_cast<uintptr_t>(c->bytes.data()) % 64 != 0) {
+          t = TensorData::empty_host(c->dtype, c->sizes);
+          if (!c->bytes.empty()) std::memcpy(t.data(), c->bytes.data(), c->bytes.size());
+        } else {
+          t.dtype = c->dtype;
+          t.sizes = c->sizes;
+          t.strides = contiguous_strides(c->sizes);
           t.storage = std::make_shared<Storage>(Device::cpu(), const_cast<std::byte*>(c->bytes.data()), c->bytes.size(),
                                                 [c](void*) {});
+        }
         m.parameters.push_back(std::move(t));
       }
       return map[x];

@@ -301,6 +301,27 @@ BOOST_AUTO_TEST_CASE(plan_text_comes_out_and_goes_back) {
   BOOST_TEST(what.find("kernel99.source") != std::string::npos, what);
 }
 
+// A cache entry keeps the kernels' text beside the plan: a kernel of fixed signature (CUDA's
+// flash attention) is checked for its source once the text is back, not before (every cuda plan
+// holding one was refused as a cache hit and compiled again).
+BOOST_AUTO_TEST_CASE(a_fixed_signature_kernel_comes_back_with_its_text) {
+  plan::KernelPlan p = make_plan();
+  p.kernels[0].arg_buffers = {0, 1, 2};
+  const std::string whole = plan::plan_to_json(p);
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(whole)) == whole);
+  std::vector<std::pair<std::string, std::string>> parts = plan::take_plan_text(p);
+  parts.emplace_back("module0.o", "object bytes");
+  const std::string bare = plan::plan_to_json(p);
+  std::vector<std::pair<std::string, std::string>> kept = parts;
+  BOOST_TEST(plan::plan_to_json(plan::plan_from_json(bare, "entry", kept)) == whole);
+  BOOST_REQUIRE_EQUAL(kept.size(), 1u);  // the object stays with the caller
+  BOOST_TEST(kept[0].first == "module0.o");
+  // Without its text the kernel is refused, by the same check as a plan file's.
+  std::vector<std::pair<std::string, std::string>> no_text{{"module0.o", "object bytes"}};
+  const std::string what = error_of([&] { plan::plan_from_json(bare, "entry", no_text); });
+  BOOST_TEST(what.find("kernels[0].arg_buffers: only generated kernels (with a source) take arguments") != std::string::npos, what);
+}
+
 BOOST_AUTO_TEST_CASE(layout_is_fixed) {
   const std::string text = plan::plan_to_json(make_plan());
   BOOST_TEST(plan::plan_to_json(make_plan()) == text);

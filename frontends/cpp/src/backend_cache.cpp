@@ -75,12 +75,10 @@ void put_plan(cache::Entry& e, plan::KernelPlan p) {
 }
 
 plan::KernelPlan take_plan(cache::Entry& e) {
-  plan::KernelPlan p = plan::plan_from_json(e.plan, "cache entry " + e.key + ": plan");
-  std::vector<std::pair<std::string, std::string>> rest;
-  for (auto& [name, bytes] : e.blobs)
-    if (!plan::put_plan_text(p, name, std::move(bytes))) rest.emplace_back(std::move(name), std::move(bytes));
-  e.blobs = std::move(rest);
-  return p;
+  // The kernels' text is put back before the plan is checked (a kernel of fixed signature must
+  // have its source: checked before the text was back, every cuda plan with a flash kernel was
+  // refused and compiled again).
+  return plan::plan_from_json(e.plan, "cache entry " + e.key + ": plan", e.blobs);
 }
 
 }  // namespace kiln::detail

@@ -171,7 +171,9 @@ std::string at(std::string_view list, size_t i) { return std::string(list) + "["
 class PlanReader : public ValueReader {
  public:
   explicit PlanReader(std::string_view source) : ValueReader(source, "plan", Locations::paths), source_(source) {}
-  KernelPlan read(std::string_view text);
+  // `parts`: text parts kept beside the plan (take_plan_text), put back before the checks that
+  // need them; those taken are removed from it.
+  KernelPlan read(std::string_view text, std::vector<std::pair<std::string, std::string>>* parts = nullptr);
 
  private:
   KernelPlan p_;
@@ -278,7 +280,6 @@ void PlanReader::read_kernel(const json& v, size_t i) {
   if (const json* ab = maybe(k, "arg_buffers")) {
     ker.arg_buffers = buffer_refs(*ab, where, "arg_buffers");
     if (ker.arg_buffers.empty()) fail_at(where, "arg_buffers", "a kernel of fixed signature takes at least one buffer");
-    if (ker.source.empty()) fail_at(where, "arg_buffers", "only generated kernels (with a source) take arguments");
     const json* av = maybe(k, "arg_values");
     if (!av) fail_at(where, "arg_values", "arg_buffers needs arg_values (the values after the buffers; [] for none)");
     array(*av, where, "arg_values");
@@ -423,7 +424,7 @@ void PlanReader::read_origin(const json& v) {
   p_.origin.kiln_version = string(need(o, "kiln_version", "origin"), "origin", "kiln_version");
 }
 
-KernelPlan PlanReader::read(std::string_view text) {
+KernelPlan PlanReader::read(std::string_view text, std::vector<std::pair<std::string, std::string>>* parts) {
   const json doc = parse_document(text, "kiln.plan", kPlanVersion);
   only_keys(doc,
             {"format", "version", "target", "prelude", "arch", "symbols", "facts", "bindings", "buffers", "slots", "kernels",
@@ -466,6 +467,16 @@ KernelPlan PlanReader::read(std::string_view text) {
     if (p_.signature.size() != 64 || p_.signature.find_first_not_of("0123456789abcdef") != std::string::npos)
       fail_at("", "signature", "is not 64 lowercase hex digits (an HMAC-SHA256)");
   }
+  if (parts) {
+    std::vector<std::pair<std::string, std::string>> rest;
+    for (auto& [name, bytes] : *parts)
+      if (!put_plan_text(p_, name, std::move(bytes))) rest.emplace_back(std::move(name), std::move(bytes));
+    *parts = std::move(rest);
+  }
+  // Checks of the kernels' text, which the caches keep beside the plan's JSON.
+  for (size_t i = 0; i < p_.kernels.size(); ++i)
+    if (p_.kernels[i].fixed_signature() && p_.kernels[i].source.empty())
+      fail_at(at("kernels", i), "arg_buffers", "only generated kernels (with a source) take arguments");
   validate(p_, source_);
   return std::move(p_);
 }
@@ -488,6 +499,11 @@ std::string plan_signed_text(KernelPlan p) {
 
 KernelPlan plan_from_json(std::string_view text, std::string_view source_name) {
   return PlanReader(source_name).read(text);
+}
+
+KernelPlan plan_from_json(std::string_view text, std::string_view source_name,
+                          std::vector<std::pair<std::string, std::string>>& parts) {
+  return PlanReader(source_name).read(text, &parts);
 }
 
 std::string plan_difference(const KernelPlan& given, const KernelPlan& made) {

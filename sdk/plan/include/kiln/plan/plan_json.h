@@ -44,5 +44,10 @@ std::vector<std::pair<std::string, std::string>> take_plan_text(KernelPlan& p);
 // Puts one part back (moving from `text` only then): false when `name` names no part of a plan's
 // text; a kernel index the plan lacks is a kiln::Error.
 bool put_plan_text(KernelPlan& p, const std::string& name, std::string&& text);
+// Parses a plan whose text parts are kept beside it (a cache entry's blobs): those of `parts`
+// that name a part of the plan's text are put back (and removed from `parts`) before the plan is
+// checked, as a whole plan file is.
+KernelPlan plan_from_json(std::string_view text, std::string_view source_name,
+                          std::vector<std::pair<std::string, std::string>>& parts);
 
 }  // namespace kiln::plan

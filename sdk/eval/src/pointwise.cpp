@@ -152,7 +152,9 @@ void unary_kernel(const KernelArgs& a) {
   using P = std::array<const std::byte*, 1>;
   switch (a.op) {
     case OpId::cast:
-      pointwise<1>(a, [&](const P& p, std::byte* o) { cast_element(p[0], src, o, dst); });
+      // copy_elements: a dense tensor in one linear loop (weights cast at import).
+      if (a.inputs[0].sizes == a.out.sizes) copy_elements(a.inputs[0], a.out);
+      else pointwise<1>(a, [&](const P& p, std::byte* o) { cast_element(p[0], src, o, dst); });
       return;
     case OpId::logical_not:
       pointwise<1>(a, [&](const P& p, std::byte* o) { store_int(o, dst, load_int(p[0], src, DType::bool_) ? 0 : 1); });

@@ -197,6 +197,25 @@ void copy_elements(const TensorData& src, const TensorData& dst) {
   KILN_CHECK(src.sizes == dst.sizes, "reference: copying ", sizes_str(src.sizes), " into ",
              sizes_str(dst.sizes));
   const Elements in(src), out(dst);
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    // Both dense (a whole tensor converted, e.g. a model's weights to its compute type at
+    // import): one linear loop; the same dtype is a copy, f32 to bf16 and f16 typed.
+    const int64_t n = product(src.sizes);
+    if (n == 0) return;
+    if (src.dtype == dst.dtype) {
+      std::memmove(out.base, in.base, static_cast<size_t>(n * in.itemsize));
+    } else if (src.dtype == DType::f32 && (dst.dtype == DType::bf16 || dst.dtype == DType::f16)) {
+      const auto* f = reinterpret_cast<const float*>(in.base);
+      auto* h = reinterpret_cast<uint16_t*>(out.base);
+      if (dst.dtype == DType::bf16)
+        for (int64_t k = 0; k < n; ++k) h[k] = float_to_bf16_bits(f[k]);
+      else
+        for (int64_t k = 0; k < n; ++k) h[k] = float_to_half_bits(f[k]);
+    } else {
+      for (int64_t k = 0; k < n; ++k) cast_element(in.at(k), in.dtype, out.at(k), out.dtype);
+    }
+    return;
+  }
   for_each_index<2>(src.sizes, {src.strides, dst.strides}, [&](const std::array<int64_t, 2>& o) {
     cast_element(in.at(o[0]), in.dtype, out.at(o[1]), out.dtype);
   });

@@ -318,12 +318,12 @@ const TensorData& Importer::read(const V& v) {
 }
 
 V Importer::tensor(const pb::Tensor& t) {
-  if (elide_weights_ && t.external && is_floating(dtype_of(t.data_type, "tensor '" + t.name + "'")) &&
-      checked_numel(t.dims, "tensor '" + t.name + "'") > 1) {
+  const std::string what = "tensor '" + t.name + "'";
+  if (elide_weights_ && t.external && is_floating(dtype_of(t.data_type, what)) && checked_numel(t.dims, what) > 1) {
     // A weight in an external file: read only where the import reads it (read()); its checks
     // (location, length) run then.
     TensorData d;
-    d.dtype = dtype_of(t.data_type, t.name);
+    d.dtype = dtype_of(t.data_type, what);
     d.sizes = t.dims;
     d.strides = contiguous_strides(d.sizes);
     auto v = std::make_shared<Val>();
@@ -748,22 +748,11 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
       meta.device = options.device;
       map[x] = lifted.add_input(meta, "param" + std::to_string(lifted_count++));
       if (options.parameter_values) {  // (never with placeholders: elide_weights)
-        // A view of the constant's bytes, which it keeps alive, where they start on a cache line
-        // as the runtimes' own buffers do (the CPU's vector loads of a weight split no lines);
-        // a copy otherwise.
-        (void)k.attrs.tensor(0);  // checks the attribute
-        const std::shared_ptr<const ConstantData> c = std::get<std::shared_ptr<const ConstantData>>(k.attrs.values[0]);
-        TensorData t;
-        if (c->bytes.empty() || reinterpret_cast<uintptr_t>(c->bytes.data()) % 64 != 0) {
-          t = TensorData::empty_host(c->dtype, c->sizes);
-          if (!c->bytes.empty()) std::memcpy(t.data(), c->bytes.data(), c->bytes.size());
-        } else {
-          t.dtype = c->dtype;
-          t.sizes = c->sizes;
-          t.strides = contiguous_strides(c->sizes);
-          t.storage = std::make_shared<Storage>(Device::cpu(), const_cast<std::byte*>(c->bytes.data()), c->bytes.size(),
-                                                [c](void*) {});
-        }
+        // Copied into a host buffer that starts on a cache line, as the runtimes' own do (a
+        // constant's std::vector bytes do not: the CPU's vector loads would split lines).
+        const ConstantData& c = k.attrs.tensor(0);
+        TensorData t = TensorData::empty_host(c.dtype, c.sizes);
+        if (!c.bytes.empty()) std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
         m.parameters.push_back(std::move(t));
       }
       return map[x];

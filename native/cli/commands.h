@@ -17,6 +17,7 @@ const CommandSpec& bench_spec();
 const CommandSpec& bench_model_spec();
 const CommandSpec& cache_spec();
 const CommandSpec& weights_spec();
+const CommandSpec& report_spec();
 
 int cmd_run(std::span<char* const> args);
 int cmd_show(std::span<char* const> args);
@@ -27,5 +28,6 @@ int cmd_bench(std::span<char* const> args);
 int cmd_bench_model(std::span<char* const> args);
 int cmd_cache(std::span<char* const> args);
 int cmd_weights(std::span<char* const> args);
+int cmd_report(std::span<char* const> args);
 
 }  // namespace kiln::cli

@@ -30,6 +30,7 @@ const Command kCommands[] = {
     {"bench-model", kiln::cli::bench_model_spec, kiln::cli::cmd_bench_model},
     {"cache", kiln::cli::cache_spec, kiln::cli::cmd_cache},
     {"weights", kiln::cli::weights_spec, kiln::cli::cmd_weights},
+    {"report", kiln::cli::report_spec, kiln::cli::cmd_report},
 };
 
 void print_help(std::ostream& out) {

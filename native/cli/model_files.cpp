@@ -14,11 +14,13 @@ bool is_onnx_path(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
 }
 
-ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes, Device device) {
+ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes, Device device,
+                          bool weights_as_inputs) {
   if (!is_onnx_path(path)) return {format::load_graph(path), ""};
 #if KILN_HAVE_ONNX
   onnx::LoadOptions options;
   options.device = device;
+  options.lift_constants = weights_as_inputs;
   options.parameter_values = false;  // only the graph is returned: no copy of the lifted weights
   onnx::Model m = onnx::load(path, options);
   if (!input_sizes.empty()) {  // the names come from a first import; import again at the given sizes

@@ -21,7 +21,9 @@ struct ModelFile {
 // their examples (sizes 0 and 1 become static, as kiln::onnx::compile does), so a file of any
 // size in a dynamic dim runs. An ONNX model is imported for `device` as kiln::onnx::compile
 // imports it there (off the CPU its weights become inputs, onnx::LoadOptions::device).
+// `weights_as_inputs`: on the CPU too, as kiln::onnx::compile imports a model (its weights are
+// never read: the graph stays small whatever their size).
 ModelFile load_model_file(const std::string& path, const std::vector<std::vector<int64_t>>& input_sizes = {},
-                          Device device = Device::cpu());
+                          Device device = Device::cpu(), bool weights_as_inputs = false);
 
 }  // namespace kiln::cli

@@ -64,13 +64,16 @@ const target::Codegen& codegen(const std::string& name) {
   return target::codegen(name);
 }
 
-// The schedule of a graph for a target's codegen, for any device of it (an empty request).
-schedule::Schedule schedule_for(const Graph& g, const std::string& target) {
-  return schedule::schedule_graph(g, codegen(target).capabilities({}));
+// The codegen request of the device the request names (empty: any device of the target).
+target::CodegenRequest device_request(const Request& r) { return {r.device_request}; }
+
+// The schedule of a graph for the request's target and device.
+schedule::Schedule schedule_for(const Graph& g, const Request& r) {
+  return schedule::schedule_graph(g, codegen(r.target).capabilities(device_request(r)));
 }
 
-plan::KernelPlan generate(const schedule::Schedule& s, const std::string& target) {
-  return codegen(target).generate(s, {}).plan;
+plan::KernelPlan generate(const schedule::Schedule& s, const Request& r) {
+  return codegen(r.target).generate(s, device_request(r)).plan;
 }
 
 json graph_object(const Graph& g) { return json::parse(format::to_json(g, -1)); }
@@ -278,8 +281,14 @@ Request parse_request(std::string_view request_json) {
     } else if (key == "options") {
       KILN_CHECK(value.is_object(), "compile request: 'options' must be an object");
       for (const auto& [name, ov] : value.items()) r.options[name] = config_value(name, ov);
+    } else if (key == "device_request") {
+      KILN_CHECK(value.is_object(), "compile request: 'device_request' must be an object");
+      for (const auto& [name, dv] : value.items()) {
+        KILN_CHECK(dv.is_string(), "compile request: device_request '", name, "' must be a string");
+        r.device_request[name] = dv.get<std::string>();
+      }
     } else {
-      fail("compile request: unknown key '", key, "' (expected target, mode, options)");
+      fail("compile request: unknown key '", key, "' (expected target, mode, options, device_request)");
     }
   }
   return r;
@@ -288,9 +297,9 @@ Request parse_request(std::string_view request_json) {
 std::string plan_json(const Graph& g, const Request& r) {
   return with_request(r, [&] {
     const Graph scheduled = passes::run_default_pipeline(g);
-    plan::KernelPlan p = generate(schedule_for(scheduled, r.target), r.target);
+    plan::KernelPlan p = generate(schedule_for(scheduled, r), r);
     // What made it, so that the native runtime can make it again and compare (docs/plan-trust.md).
-    p.origin = target::plan_origin(format::to_json(scheduled, -1), {});
+    p.origin = target::plan_origin(format::to_json(scheduled, -1), device_request(r));
     return plan::plan_to_json(p);
   });
 }
@@ -349,13 +358,13 @@ std::string compile_report(const Graph& g, const Request& r) {
     }
     const double passes_ms = ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
-    const schedule::Schedule s = schedule_for(current, r.target);
+    const schedule::Schedule s = schedule_for(current, r);
     const double schedule_ms = ms_since(t1);
     const auto t2 = std::chrono::steady_clock::now();
-    plan::KernelPlan p = generate(s, r.target);
+    plan::KernelPlan p = generate(s, r);
     const double codegen_ms = ms_since(t2);
     const auto t3 = std::chrono::steady_clock::now();
-    p.origin = target::plan_origin(format::to_json(current, -1), {});  // as plan_json: what made it
+    p.origin = target::plan_origin(format::to_json(current, -1), device_request(r));  // as plan_json: what made it
     out["plan"] = plan::plan_to_json(p);
     const double serialize_ms = ms_since(t3);
 

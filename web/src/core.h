@@ -5,7 +5,8 @@
 // sdk/eval) and shapes their results as JSON for the page.
 //
 // Takes: graph JSON text (docs/graph-format.md) or a GraphBuilder, and a compile request
-//   {"target": "cpu"|"cuda"|"vulkan", "mode": "default"|..., "options": {"fusion.max_fusion_size": 8}}.
+//   {"target": "cpu"|"cuda"|"vulkan", "mode": "default"|..., "options": {"fusion.max_fusion_size": 8},
+//    "device_request": {"arch": "90"}}  (optional: the codegen request of one device, as a plan's origin records it).
 // Gives: JSON text (compile_report, run_reference, op_table_json, cache_key) or throws
 //   kiln::Error with the same message native code gives for the same input.
 #pragma once
@@ -39,6 +40,9 @@ struct Request {
   std::string target = "cpu";
   std::string mode = "default";
   std::map<std::string, ConfigValue> options;
+  // The target's codegen request for one device (a CUDA device's "arch", ...), as a native compile
+  // makes it and a plan's origin records it; empty: for any device of the target.
+  std::map<std::string, std::string> device_request;
 };
 Request parse_request(std::string_view request_json);
 

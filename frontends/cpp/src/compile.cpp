@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <ostream>
 #include <sstream>
 
@@ -18,6 +17,7 @@
 #include "kiln/passes/passes.h"
 #include "kiln/eval/interpreter.h"
 #include "call_gradients.h"
+#include "debug_dump.h"
 #include "device_move.h"
 #include "target_driver.h"
 #include "trace.h"
@@ -99,44 +99,6 @@ detail::Outputs run_entry(const CompiledEntry& e, std::span<const ArgView> args)
   for (size_t k = 0; k < n; ++k) in[k] = args[static_cast<size_t>(e.tensor_arg_of_input[k])].tensor;
   return wrap_all(e.executable(std::span<const TensorData* const>(in, n)));
 }
-
-// A directory name from a function label: alphanumerics kept, and long labels (lambdas in
-// templates run to hundreds of characters) cut to a prefix plus a hash of the whole.
-std::string sanitize(std::string s) {
-  constexpr size_t kMax = 80;
-  const size_t hash = std::hash<std::string>{}(s);
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  if (s.size() > kMax) s = s.substr(0, kMax) + "_" + std::to_string(hash % 1000000007);
-  return s;
-}
-
-// debug_dir: one directory per compiled graph, holding the readable graph, its JSON and its
-// guards, and what the backend writes there while compiling it (the plan, its code and the
-// fusion decisions: detail::debug_dump_dir()).
-class DebugDump {
- public:
-  explicit DebugDump(const FunctionCache& cache) {
-    const std::string dir = config::get<std::string>("debug_dir");
-    if (dir.empty()) return;
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::path(dir) / (sanitize(cache.name()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-    detail::debug_dump_dir() = path_.string();
-  }
-  ~DebugDump() { detail::debug_dump_dir().clear(); }
-  DebugDump(const DebugDump&) = delete;
-  DebugDump& operator=(const DebugDump&) = delete;
-  void write(const CompiledEntry& e) const {
-    if (path_.empty()) return;
-    std::ofstream(path_ / "graph.txt") << e.graph->str();
-    std::ofstream(path_ / "graph.json") << format::to_json(*e.graph);
-    std::ofstream(path_ / "guards.txt") << e.guards.str();
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Inputs of a new trace: one graph input per tensor argument, symbolic where planned.
 std::vector<Tensor> begin_trace(detail::Trace& t, std::span<const ArgView> args,
@@ -262,12 +224,13 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     auto graph = std::make_shared<Graph>(std::move(t.graph));
     const auto t1 = Clock::now();
     DebugDump dump(cache);
+    const CompileStats before = dump.active() ? dump.stats() : CompileStats{};
     auto entry = cache.add(graph, args, t.input_arg, names, structure ? *structure : nullptr, !for_gradients);
-    dump.write(*entry);
     const auto t2 = Clock::now();
+    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    dump.write(*entry->graph, &entry->guards, {.kind = "first", .trace_ms = ms(t0, t1), .compile_ms = ms(t1, t2)}, before);
     Outputs out = for_gradients ? detail::run_for_gradients(cache, entry, args) : run_entry(*entry, args);
     // Where a first call's time goes (the cold compile of kiln bench is this call).
-    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     KILN_LOG(cache, "first call of ", cache.name(), ": trace ", ms(t0, t1), " ms, guards and compile ", ms(t1, t2),
              " ms, first run ", ms(t2, Clock::now()), " ms");
     return out;

@@ -1,8 +1,10 @@
 #include "trace.h"
 
+#include "debug_dump.h"
 #include "device_move.h"
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -92,8 +94,19 @@ void materialize(Trace& t) {
     Executable exe;
     if (t.cache) {
       bool compiled = false;
+      DebugDump dump(*t.cache);
+      const CompileStats before = dump.active() ? dump.stats() : CompileStats{};
+      const auto t0 = std::chrono::steady_clock::now();
       exe = t.cache->segment(t.graph, metas, static_cast<size_t>(t.graph_count), compiled);
       t.compiled_segment |= compiled;
+      if (compiled) {
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const std::string end = t.segment_end.empty() ? "the function's return" : "graph break: " + t.segment_end;
+        dump.write(t.graph, nullptr, {.kind = "segment", .segment = t.graph_count, .graph_breaks = {end}, .compile_ms = ms},
+                   before);
+      } else {
+        dump.discard();
+      }
     } else {
       exe = BackendRegistry::get("eager")(t.graph, metas);
     }
@@ -135,7 +148,9 @@ void break_graph(Trace& t, std::string_view what, const std::source_location& lo
   ++t.breaks;
   t.break_reasons.push_back(reason);
   if (t.cache && !t.cache->segmented()) t.cache->set_segmented();
+  t.segment_end = reason;
   materialize(t);
+  t.segment_end.clear();
 }
 
 }  // namespace kiln::detail

@@ -25,6 +25,7 @@ struct Trace {
   bool fullgraph = false;
   int64_t breaks = 0;
   std::vector<std::string> break_reasons;
+  std::string segment_end;          // while a break materializes a segment: that break's reason
   std::vector<std::string> graphs;  // readable form of each graph run (explain)
   std::vector<Graph> traced_graphs;  // each graph run, kept when explaining (cache == null)
   int64_t graph_count = 0;

@@ -519,6 +519,27 @@ def run_kiln(args, binary, onnx_path, inputs, mode, reps, extra_env, out_dir, na
     return entry, None
 
 
+def first_call_split(output):
+    """KILN_LOGS=cache's line on an ONNX model's first call (the first such line), after its label:
+    "import 352 ms, compile or cache load 19 ms, 199 parameters to the device 40 ms, first run 98 ms ..."."""
+    for line in (output[0] if output else "").splitlines():
+        if line.startswith("[kiln:cache] first call of onnx model") and ": " in line:
+            return line.split(": ", 1)[1]
+    return None
+
+
+def split_ms(split):
+    """{"import": ms, "compile": ms, "upload": ms, "first run": ms} from a first_call_split line."""
+    import re
+    out = {}
+    for name, pattern in (("import", r"import ([0-9.]+) ms"), ("compile", r"compile or cache load ([0-9.]+) ms"),
+                          ("upload", r"to the device ([0-9.]+) ms"), ("first run", r"first run ([0-9.]+) ms")):
+        m = re.search(pattern, split)
+        if m:
+            out[name] = float(m.group(1))
+    return out
+
+
 def kiln_output_path(path, out_dir):
     if not os.path.isabs(path) and not os.path.exists(path):
         path = os.path.join(out_dir, os.path.basename(path))
@@ -541,8 +562,10 @@ def phase_kiln(args, results, tag, binary):
                 key, name = f"{model}|{dtype}|{tag}|{mode}", f"{tag}_{model}_{dtype}_{mode}"
                 out_dir = os.path.join(args.work, "kiln_out", tag, f"{model}_{dtype}", mode)
                 log(f"{tag} {model} {dtype} {mode} ...")
+                cold_output = []
                 entry, err = run_kiln(args, binary, onnx_path, inputs, mode, args.reps,
-                                      {"KILN_FORCE_DISABLE_CACHES": "1"}, out_dir, name)
+                                      {"KILN_FORCE_DISABLE_CACHES": "1", "KILN_LOGS": "cache"}, out_dir, name,
+                                      cold_output)
                 rec = {"binary": binary}
                 results[key] = rec
                 if err:
@@ -554,6 +577,15 @@ def phase_kiln(args, results, tag, binary):
                     if field in entry:
                         rec[field] = entry[field]
                 rec["cold_first_call_s"] = entry.get("first_call_s")
+                # The compile alone (and the first run): the cold first call without reading the weights,
+                # making the device's context and copying the weights there, none of which torch.compile's
+                # cold first call holds (its model is on the device before).
+                split = first_call_split(cold_output)
+                if split:
+                    rec["cold_split"] = split
+                    parts = split_ms(split)
+                    if "compile" in parts and "first run" in parts:
+                        rec["cold_compile_s"] = (parts["compile"] + parts["first run"]) / 1000
                 outputs = entry.get("outputs") or []
                 if not outputs:
                     rec["compare_error"] = "no output file listed"
@@ -584,10 +616,9 @@ def phase_kiln(args, results, tag, binary):
                         for field in ("load_s", "model_s", "inputs_s"):
                             rec["warm_" + field] = entry.get(field)
                         # Where the warm first call went (KILN_LOGS=cache: import, cache load, upload, first run).
-                        split = [l.split(": ", 1)[1] for l in (output[0] if output else "").splitlines()
-                                 if l.startswith("[kiln:cache] first call of onnx model") and ": " in l]
+                        split = first_call_split(output)
                         if split:
-                            rec["warm_split"] = split[0]
+                            rec["warm_split"] = split
                     save_results(args, results)
                 log(f"{tag} {model} {dtype} {mode}: {summary(rec)}")
             if args.profile:
@@ -660,6 +691,8 @@ def first_call_cell(rec, field, warm, notes, label):
     if not ok(rec):
         return "—"
     cell = fmt(rec.get(field), "{:.1f}")
+    if rec.get("cold_compile_s") is not None and field == "cold_first_call_s":
+        cell += " (" + fmt(rec["cold_compile_s"], "{:.2f}") + ")"
     if warm:
         if rec.get("warm_error"):
             cell += " / " + notes.fail(label + " warm first call", rec["warm_error"])
@@ -778,7 +811,8 @@ def make_tables(results, models, dtypes, torch_modes, kiln_tags, kiln_modes, war
         if notes.notes:
             lines += ["", "Notes:"] + notes.notes
     lines += ["", "ms: median per call; cold/warm s: first call of a fresh process (compile + run) with "
-              "caches off / on a populated cache; vs best compile: torch.compile's best mode ms / Kiln ms; "
+              "caches off / on a populated cache (Kiln's cold in parentheses: its compile and first run alone, without "
+              "reading the weights, making the device's context and copying the weights there); vs best compile: torch.compile's best mode ms / Kiln ms; "
               "relL2: ||kiln - torch|| / ||torch|| against torch eager in the same dtype"
               + (" (bf16: in parentheses against the fp32 model)" if "bf16" in dtypes else "") + "."]
     return "\n".join(lines) + "\n"

@@ -3,6 +3,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 
 #include "kiln/graph/error.h"
 #include "kiln/graph/ops.h"
+#include "background.h"
 #include "toolkit_api.h"
 
 namespace kiln::cuda {
@@ -246,6 +248,22 @@ Prepared* prepare(Context& ctx, const plan::PlanConvolution& c, const std::vecto
 }
 
 }  // namespace
+
+std::thread start_convolution(Context& ctx, const plan::PlanConvolution& first, bool allow_tf32) {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true)) return {};  // done, or under way on another executable's thread
+  return std::thread([&ctx, first, allow_tf32, counted = std::make_shared<detail::BackgroundScope>()] {
+    try {
+      ctx.make_current();
+      handle_of(ctx);
+      // The problem's set-up stays with this thread (prepare's cache is per thread); what it
+      // leaves behind is cuDNN's engines loaded. A problem of symbolic sizes stops at the handle.
+      prepare(ctx, first, {}, allow_tf32, "(start-up)");
+    } catch (const std::exception&) {
+      // The first real convolution reports the same failure itself.
+    }
+  });
+}
 
 int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
                            bool allow_tf32, const std::string& kernel) {

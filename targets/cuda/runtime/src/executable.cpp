@@ -295,18 +295,20 @@ struct PlanExecutable::Impl {
   plan::KernelPlan plan;
   ExecutableOptions options;
   Context* ctx = nullptr;
-  // cuBLASLt's start-up (start_gemm), begun by load for a plan with gemms so that it overlaps
-  // NVRTC and whatever the caller does next; joined by the first bind, or by the destructor.
-  std::thread gemm_start;
-  std::atomic<bool> gemm_start_pending{false};  // gemm_start not joined yet (bind's fast check)
-  std::mutex gemm_start_mu;
-  void join_gemm_start() {
-    if (!gemm_start_pending.load(std::memory_order_acquire)) return;
-    std::lock_guard<std::mutex> lock(gemm_start_mu);
-    if (gemm_start.joinable()) gemm_start.join();
-    gemm_start_pending.store(false, std::memory_order_release);
+  // The libraries' start-ups (start_gemm: cuBLASLt; start_convolution: cuDNN), begun by load for
+  // a plan that calls them so that they overlap the kernels' compiles and whatever the caller
+  // does next; joined by the first bind, or by the destructor.
+  std::vector<std::thread> library_starts;
+  std::atomic<bool> library_starts_pending{false};  // not joined yet (bind's fast check)
+  std::mutex library_starts_mu;
+  void join_library_starts() {
+    if (!library_starts_pending.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(library_starts_mu);
+    for (std::thread& t : library_starts)
+      if (t.joinable()) t.join();
+    library_starts_pending.store(false, std::memory_order_release);
   }
-  ~Impl() { join_gemm_start(); }
+  ~Impl() { join_library_starts(); }
   std::vector<std::shared_ptr<Context::Module>> modules;
   std::vector<std::string> sources;                  // of every kernel version (stable addresses)
   std::vector<std::vector<KernelVersion>> versions;  // per kernel: [0] the plan's own, then alternatives
@@ -388,10 +390,11 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
   for (const plan::KernelPlan& a : alternatives) plan::validate(a, "cuda runtime: an alternative plan");
   const auto t0 = std::chrono::steady_clock::now();
-  if (std::any_of(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); })) {
-    im.gemm_start = start_gemm(*im.ctx);
-    im.gemm_start_pending = im.gemm_start.joinable();
-  }
+  const auto gemm = std::find_if(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); });
+  if (gemm != im.plan.kernels.end()) im.library_starts.push_back(start_gemm(*im.ctx));
+  const auto conv = std::find_if(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.convolution.has_value(); });
+  if (conv != im.plan.kernels.end()) im.library_starts.push_back(start_convolution(*im.ctx, *conv->convolution, options.allow_tf32));
+  im.library_starts_pending = std::any_of(im.library_starts.begin(), im.library_starts.end(), [](const std::thread& t) { return t.joinable(); });
   im.arch = im.ctx->info().arch();
   // The programs: per plan (the plan's, then each alternative's that differs) its CUDA C module
   // and its LLVM modules in a few groups, or, with several generated kernels and
@@ -507,7 +510,7 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData> inputs) 
 }
 
 Bound PlanExecutable::Impl::bind(std::span<const TensorData* const> inputs) {
-  join_gemm_start();
+  join_library_starts();
   Context& ctx = *this->ctx;
   const plan::KernelPlan& pl = plan;
   // Sizes, checked inputs, slots and extents (bind.h); what is left is memory, copies, launches.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/cuda/device.h"
@@ -26,6 +27,11 @@ void run_convolution(Context& ctx, const plan::PlanConvolution& c, const std::ve
                      int algorithm = 0);
 int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
                            bool allow_tf32, const std::string& kernel);
+// cuDNN's start-up on a thread of its own (loading it, its handle and workspace on ctx, and the
+// heuristic's first query for `first`, a convolution of the plan being loaded, which loads its
+// engines: 0.3-0.6 s of a conv net's first run otherwise), once per process: an empty thread
+// when it began already. The caller joins it before its first convolution.
+std::thread start_convolution(Context& ctx, const plan::PlanConvolution& first, bool allow_tf32);
 // "cuDNN <algorithm name>" of the algorithm `algorithm` would pick (for autotuning reports).
 std::string convolution_algorithm_name(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
                                        bool allow_tf32, const std::string& kernel, int algorithm);

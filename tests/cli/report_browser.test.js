@@ -156,6 +156,16 @@ test('kiln report page in headless Chromium', { timeout: 240000, skip: !jsonPath
       await page.click('#main [role=tab][data-tab="kernels"]');
       await page.waitForSelector(panel('kernels'));
       assert.deepStrictEqual(await ids(`${panel('kernels')} .kernel.hl`), sorted(ks), 'the node\'s kernels, across a tab switch');
+      // Its fusion decisions: those naming one of the lit scheduled nodes.
+      const litScheduled = new Set(ks.flatMap(scheduledOf));
+      const about = (r.decisions || []).flatMap((d, i) => ((d.match(/%\d+/g) || []).some((m) => litScheduled.has(Number(m.slice(1)))) ? [i] : []));
+      assert.ok(about.length > 0, 'the node has fusion decisions');
+      await page.click('#main [role=tab][data-tab="fusion"]');
+      await page.waitForSelector(panel('fusion'));
+      assert.deepStrictEqual(await page.$$eval(`${panel('fusion')} ol.decisions > li`, (lis) => lis.flatMap((li, i) => (li.classList.contains('hl') ? [i] : []))), about,
+        'the fusion decisions about the node\'s scheduled nodes');
+      await page.click('#main [role=tab][data-tab="kernels"]');
+      await page.waitForSelector(panel('kernels'));
       // A kernel: its nodes lit in each view.
       const k = r.kernels.length - 1;
       await page.click(`${panel('kernels')} .kernel[data-k="${k}"] .kname`);

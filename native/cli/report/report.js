@@ -271,9 +271,12 @@
     if (L) {
       for (const [v] of VIEWS) if (p.lines[v]) for (const id of L.nodes[v]) mark(p.lines[v][id], cur.n && cur.n.view === v && cur.n.id === id);
       if (p.cards) for (const k of L.ks) mark(p.cards[k], cur.k === k);
+      if (p.decisionLines) decisionIds(p).forEach((ids, i) => { if (concerns(ids, L.nodes.scheduled)) mark(p.decisionLines[i], false); });
     }
     selbar(p, L);
   }
+
+  const decisionsAbout = (p, L) => decisionIds(p).filter((ids) => concerns(ids, L.nodes.scheduled)).length;
 
   function selbar(p, L) {
     p.selbar.hidden = !L;
@@ -286,6 +289,7 @@
     p.selbar.replaceChildren(h('span', null, what, h('span', { class: 'muted' }, ` · lit: ${VIEWS.map(([v, label]) => `${L.nodes[v].size} ${label.toLowerCase()}`).join(', ')} nodes · `),
       h('button', { onclick: () => openTab('graphs') }, 'show in graph'), ' ',
       L.ks.length ? h('button', { onclick: () => openTab('kernels') }, 'show kernel' + (L.ks.length > 1 ? 's' : '')) : null, ' ',
+      decisionsAbout(p, L) ? h('button', { onclick: () => openTab('fusion') }, `show ${plural(decisionsAbout(p, L), 'fusion decision')}`) : null, ' ',
       h('button', { onclick: () => go({ ...cur, k: null, n: null }, false), title: 'Esc' }, 'clear')));
   }
 
@@ -548,10 +552,19 @@
     ];
   }
 
+  // The decisions that name a node: the selection lights those naming a lit scheduled node.
+  function decisionIds(p) {
+    if (!p.decisionIds) p.decisionIds = (p.r.decisions || []).map((d) => new Set((d.match(/%\d+/g) || []).map((m) => Number(m.slice(1)))));
+    return p.decisionIds;
+  }
+  const concerns = (ids, lit) => [...ids].some((id) => lit.has(id));
+
   function fusion(p) {
     const d = p.r.decisions || [];
-    return [section(`Fusion decisions (${d.length})`, h('p', { class: 'note' }, "The scheduler's log, in order: which nodes it fused into one kernel and why, and what it kept apart (%N: a node of the scheduled graph; click one to select it)."),
-      lineList(d, 'decisions', 'none recorded', decision)),
+    const list = lineList(d, 'decisions', 'none recorded', decision);
+    p.decisionLines = list.tagName === 'OL' ? [...list.children] : [];
+    return [section(`Fusion decisions (${d.length})`, h('p', { class: 'note' }, "The scheduler's log, in order: which nodes it fused into one kernel and why, and what it kept apart (%N: a node of the scheduled graph; click one to select it). A selection lights the decisions about its scheduled nodes."),
+      list),
     section('Schedule', h('p', { class: 'note' }, 'Buffers, kernels with their loops, and the peak intermediate memory.'), pre(p.r.schedule_text || ''))];
   }
 

@@ -118,6 +118,7 @@ json dumped_compile(const fs::path& dir, const json& event) {
     for (const auto& [name, text] : made.origin.options) r.options[name] = config::parse_value(name, text);
     r.device_request = made.origin.request;
     c["target"] = r.target;
+    c["device_request"] = r.device_request;  // the device the plan was made for (a CUDA arch)
     std::string plan_json;
     json report = report_of(g, r, &plan_json);
     // The plan made here against the program's: the same unless this Kiln differs from the one
@@ -167,7 +168,7 @@ void add_debug_dir(const fs::path& dir, json& functions, json& compiles) {
     c["index"] = f["compiles"].size();
     c["dump"] = d.dir.filename().string();
     f["compiles"].push_back(compiles.size());
-    f["stats"] = d.event.value("stats", "");  // the latest compile's: the function's stats at its end
+    f["stats"] = d.event.value("stats", "");  // as of the function's last compile (later calls not counted)
     compiles.push_back(std::move(c));
   }
 }

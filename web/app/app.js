@@ -4,7 +4,10 @@
 // the same thing again is a "cache hit" that runs no optimiser. Files open from a picker, by drag
 // and drop or from ?url=: a graph JSON compiles as a sample does; a kernel plan JSON compiles its
 // origin (the graph and codegen options that made it) and says whether this module makes the
-// same plan from it, as the native runtime checks a plan file (docs/plan-trust.md).
+// same plan from it, as the native runtime checks a plan file (docs/plan-trust.md); a compile
+// report of `kiln report` (its JSON, or the HTML page holding it) lists the compiles a program
+// made, and each opens as its captured graph compiled here as it was natively, beside what only
+// the native side knows (why it compiled, its graph breaks, the program's timings).
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -24,7 +27,7 @@ function colour(i) {
 }
 
 const state = { kiln: null, graphText: null, graphName: null, report: null, last: null, hljs: null, scale: 1, plan: null,
-  traceMs: null, imported: null, onnx: null, marks: { selected: new Set(), inKernel: new Set(), match: new Set() } };
+  traceMs: null, imported: null, onnx: null, opened: null, marks: { selected: new Set(), inKernel: new Set(), match: new Set() } };
 window.kilnInspector = state;  // what the browser test reads
 state.colour = colour;
 
@@ -61,12 +64,20 @@ function request() {
   let options = {};
   const text = $('options').value.trim();
   if (text) options = JSON.parse(text);
-  return { target: $('target').value, mode: $('mode').value, options };
+  const r = { target: $('target').value, mode: $('mode').value, options };
+  // A native report's compile: for the device its plan was made for (a CUDA arch), while its target stays.
+  const o = state.opened;
+  const dr = o && o.index >= 0 && o.doc.compiles[o.index] && o.doc.compiles[o.index].device_request;
+  if (dr && Object.keys(dr).length && o.doc.compiles[o.index].target === r.target) r.device_request = dr;
+  return r;
 }
 
 async function compile() {
+  // A report's compile without a report has no graph to compile: its error again.
+  const o = state.opened;
+  if (o && !o.doc.compiles[o.index].report) return openReportCompile(o.index);
   $('error').hidden = true;
-  if (!state.plan) $('notice').hidden = true;
+  if (!state.plan && !state.opened) $('notice').hidden = true;
   try {
     const req = request();
     if (state.onnx) importOnnx(req.target);
@@ -101,6 +112,7 @@ async function compile() {
         `${report.timing_ms.schedule.toFixed(1)}, codegen ${report.timing_ms.codegen.toFixed(1)} ms): ${report.kernels.length} kernels`;
     $('download').disabled = false;
     checkPlan(report);
+    reportNotice(report);
   } catch (e) {
     showError(e.message);
   }
@@ -124,7 +136,7 @@ function showError(message) {
   state.drawn = null;
   $('minimap').hidden = true;
   $('diagram-canvas').hidden = true;
-  for (const id of ['plan-text', 'kernel-count', 'run-out', 'loops', 'search-count']) $(id).textContent = '';
+  for (const id of ['plan-text', 'kernel-count', 'decision-count', 'run-out', 'loops', 'search-count']) $(id).textContent = '';
   $('props').hidden = true;
 }
 
@@ -235,6 +247,7 @@ function showTabs(r) {
   });
   $('guards').replaceChildren(...r.guards.map((g) => el('li', {}, g)));
   $('decisions').replaceChildren(...r.decisions.map((d) => el('li', {}, d)));
+  $('decision-count').textContent = '';  // a node selected marks those about it (diagram.js: markDecisions)
   // A pass that changed nothing shows no dumps (they would be the same text twice); one that
   // did shows what it changed, the whole graphs before and after on demand.
   $('passes').replaceChildren(...r.passes.map((p) => (p.changed
@@ -291,7 +304,7 @@ function noSource(k, target) {
 function download() {
   const r = state.report;
   const blob = new Blob([r.plan], { type: 'application/json' });
-  const a = el('a', { href: URL.createObjectURL(blob), download: `${(state.graphName || 'graph').replace(/\.json$/, '')}.${r.target}.plan.json` });
+  const a = el('a', { href: URL.createObjectURL(blob), download: `${(state.graphName || 'graph').replace(/\.json$/, '').replace(/\//g, '-')}.${r.target}.plan.json` });
   document.body.append(a);
   a.click();
   a.remove();
@@ -301,6 +314,7 @@ function download() {
 // "onnx:<name>": a small ONNX export of tests/onnx/real_models with its external data.
 async function pickSample(name) {
   if (name.startsWith('onnx:')) return openUrl(`/models/${name.slice(5)}/model.onnx`, name);
+  closeReport();
   state.graphName = name;
   state.plan = null;
   state.imported = null;
@@ -320,24 +334,30 @@ async function pickSample(name) {
 // ---- opening files -----------------------------------------------------------------------------
 // A file's text by what it holds: a graph JSON (format kiln.graph) compiles as a sample does; a
 // kernel plan (format kiln.plan) compiles its origin with the options recorded in it, and the
-// result is compared with the file (checkPlan).
+// result is compared with the file (checkPlan); a compile report (format kiln.report, as JSON or
+// inside the HTML page `kiln report` writes) opens its compiles (openReport).
 async function openText(name, text) {
   // A kiln.profile (`kiln run --profile`) is drawn over the graph shown, not opened as a graph.
   if (/^\s*\{\s*"format"\s*:\s*"kiln\.profile"/.test(text.slice(0, 100))) return openProfile(name, text);
+  closeReport();
   state.graphName = name;
   state.plan = null;
   state.imported = null;
   state.onnx = null;
+  let doc;
   try {
     const head = text.replace(/^\s+/, '').slice(0, 1);
-    if (head !== '{') throw new Error('neither JSON (a Kiln graph or kernel plan) nor an ONNX model');
-    let doc;
+    if (head !== '{' && head !== '<') throw new Error('neither JSON (a Kiln graph, kernel plan or compile report) nor an ONNX model nor a page of `kiln report`');
+    const json = head === '<' ? reportText(text) : text;
     try {
-      doc = JSON.parse(text);
+      doc = JSON.parse(json);
     } catch (e) {
-      throw new Error('not valid JSON: ' + e.message);
+      throw new Error((head === '<' ? 'a page of `kiln report` whose report data (kiln-report-data) is not valid JSON: ' : 'not valid JSON: ') + e.message);
     }
-    if (doc.format === 'kiln.plan') {
+    if (doc.format === 'kiln.report') {
+      doc = parseExact(json);
+      checkReport(doc);
+    } else if (doc.format === 'kiln.plan') {
       if (!doc.origin || typeof doc.origin.graph !== 'string')
         throw new Error('a kernel plan without its origin (the graph that made it): there is nothing to draw or check it against');
       if (![...$('target').options].some((o) => o.value === doc.target)) throw new Error(`a plan for target '${doc.target}', which this page does not compile for`);
@@ -349,21 +369,184 @@ async function openText(name, text) {
     } else if (doc.format === 'kiln.graph') {
       state.graphText = text;
     } else {
-      throw new Error(`neither a Kiln graph (format "kiln.graph") nor a kernel plan (format "kiln.plan"): format ${JSON.stringify(doc.format)}`);
+      throw new Error('neither a Kiln graph (format "kiln.graph"), a kernel plan (format "kiln.plan") nor a compile report ' +
+        `(format "kiln.report"): format ${JSON.stringify(doc.format)}`);
     }
   } catch (e) {
     showError(e.message);
     return;
   }
+  if (doc.format === 'kiln.report') return openReport(name, doc);
   state.traceMs = null;
   $('paste').value = state.graphText;
   await compile();
+}
+
+// ---- compile reports made natively (`kiln report`) --------------------------------------------
+// A report holds, per compile a program made (or one graph file compiled), the compile report
+// this page makes (web/src/core's compile_report) without its plan JSON, and with the bytes of
+// big constants left out of its graphs. A compile opens as its captured graph (report.input),
+// compiled here for its target, mode and codegen options; the notice adds what only the program
+// knew (kind, recompile reason, graph breaks, its timings) and whether this module's cache key
+// is the report's.
+
+// The report data of a page `kiln report` wrote: JSON in its kiln-report-data script element
+// (`<` written as \u003c, so the element's text is the JSON as it is). DOMParser runs no script.
+function reportText(text) {
+  const data = new DOMParser().parseFromString(text, 'text/html').getElementById('kiln-report-data');
+  if (!data) throw new Error('an HTML page without the data of a compile report (no kiln-report-data element, which `kiln report` writes)');
+  return data.textContent;
+}
+
+// JSON.parse makes every number a double, so an integer past 2^53 in a graph (a dynamic
+// symbol's bound, INT64_MAX) would come back changed, which the loader refuses. parseExact
+// keeps such literals as marked strings (the JSON text's tokens: strings, skipped, and numbers)
+// and stringifyExact writes them back as the numbers they were.
+const EXACT = '\\u0000int:';  // as JSON text: a NUL starts the string, which no graph's strings do
+function parseExact(text) {
+  return JSON.parse(text.replace(/"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g,
+    (t) => (t[0] !== '"' && /^-?\d{16,}$/.test(t) && !Number.isSafeInteger(Number(t)) ? `"${EXACT}${t}"` : t)));
+}
+const stringifyExact = (value) => JSON.stringify(value).replace(/"\\u0000int:(-?\d+)"/g, '$1');
+
+// Throws a sentence where `doc` (format kiln.report) is not a report this page can open.
+function checkReport(doc) {
+  if (doc.version !== 1) throw new Error(`a compile report of version ${JSON.stringify(doc.version)}; this page reads version 1`);
+  if (!Array.isArray(doc.compiles) || !doc.compiles.length)
+    throw new Error('a compile report (format "kiln.report") without compiles: its "compiles" list is missing or empty');
+  doc.compiles.forEach((c, i) => {
+    if (!c || typeof c !== 'object' || typeof c.id !== 'string') throw new Error(`a compile report whose compile ${i} has no id`);
+    if (c.report !== null && (typeof c.report !== 'object' || !c.report.input || !Array.isArray(c.report.input.nodes)))
+      throw new Error(`a compile report whose compile ${c.id} has neither a report with its captured graph (report.input) nor null`);
+  });
+}
+
+function closeReport() {
+  state.opened = null;
+  $('report-bar').hidden = true;
+}
+
+const functionName = (doc, c) => (doc.functions && doc.functions[c.function] && doc.functions[c.function].name) || '(function unknown)';
+const shorten = (text, n) => (text.length > n ? text.slice(0, n - 1) + '…' : text);
+
+// The report's compiles in the selector; the first with a report opens.
+async function openReport(name, doc) {
+  state.opened = { name, doc, index: -1 };
+  $('report-name').textContent = `${name}: a compile report of ${doc.source || '?'}${doc.created ? ', made ' + doc.created : ''} by Kiln ` +
+    `${doc.kiln_version || '?'} (${doc.compiles.length} compile${doc.compiles.length === 1 ? '' : 's'})`;
+  $('report-compile').replaceChildren(...doc.compiles.map((c, i) => el('option', { value: String(i) },
+    [c.id, c.kind + (c.segment != null ? ' ' + c.segment : ''), shorten(functionName(doc, c), 48),
+      ...(c.reason ? [shorten(c.reason, 48)] : []), ...(c.report ? [] : ['no report'])].join(' · '))));
+  $('report-bar').hidden = false;
+  const first = doc.compiles.findIndex((c) => c.report);
+  await openReportCompile(first >= 0 ? first : 0);
+}
+
+// Bytes of one element of each dtype (docs/graph-format.md).
+const DTYPE_BYTES = { bool: 1, i32: 4, i64: 8, f16: 2, bf16: 2, f32: 4, f64: 8 };
+
+// The captured graph with zeros in place of the constant bytes the report left out (their
+// dtype and shape are kept), and what was put in: [{node, bytes}].
+function withZeros(graph) {
+  const g = JSON.parse(JSON.stringify(graph)), elided = [];
+  for (const n of g.nodes) {
+    for (const v of Object.values(n.attrs || {})) {
+      if (!v || typeof v !== 'object' || v.data_elided_bytes === undefined) continue;
+      const count = (v.shape || []).reduce((a, b) => a * b, 1);
+      const bytes = DTYPE_BYTES[v.dtype] !== undefined ? count * DTYPE_BYTES[v.dtype] : v.data_elided_bytes;
+      v.data_base64 = 'AAAA'.repeat(Math.floor(bytes / 3)) + ['', 'AA==', 'AAA='][bytes % 3];  // base64 of zero bytes
+      delete v.data_elided_bytes;
+      elided.push({ node: n.id, bytes });
+    }
+  }
+  return { text: stringifyExact(g), elided };
+}
+
+// The report's codegen options (each as config prints its value: strings quoted, as JSON) as the
+// page passes options: the module parses a string as the option's type, so only quoted strings
+// are unquoted, and numbers stay text (an int64 past 2^53 is no JavaScript number).
+function reportOptions(codegen) {
+  const out = {};
+  for (const [name, value] of Object.entries(codegen || {})) out[name] = typeof value === 'string' && value.startsWith('"') ? JSON.parse(value) : value;
+  return out;
+}
+
+// Compile i of the open report: its captured graph compiled here as it was natively.
+async function openReportCompile(i) {
+  const o = state.opened, c = o.doc.compiles[i];
+  o.index = i;
+  $('report-compile').value = String(i);
+  state.graphName = `${o.name} ${c.id}`;
+  state.plan = null;
+  state.traceMs = null;
+  if (!c.report) {
+    showError(`compile ${c.id} (${c.kind} of ${functionName(o.doc, c)}) has no report: ${c.error || 'the report says nothing of why'}`);
+    return;
+  }
+  const r = c.report;
+  try {
+    for (const [id, value] of [['target', r.target], ['mode', r.mode]])
+      if (![...$(id).options].some((x) => x.value === value)) throw new Error(`compile ${c.id} was made for ${id} '${value}', which this page does not compile for`);
+    const { text, elided } = withZeros(r.input);
+    $('target').value = r.target;
+    $('mode').value = r.mode;
+    $('options').value = JSON.stringify(reportOptions(r.codegen_options));
+    o.request = { target: r.target, mode: r.mode, options: $('options').value };
+    o.elided = elided;
+    state.graphText = text;
+  } catch (e) {
+    showError(e.message);
+    return;
+  }
+  $('paste').value = state.graphText;
+  await compile();
+}
+
+// After a compile of a report's compile: what the program knew of it, and this module's result
+// against the report's (the cache key: same graph, options and Kiln version).
+function reportNotice(report) {
+  const o = state.opened;
+  if (!o || !state.last) return;
+  const c = o.doc.compiles[o.index], native = c.report;
+  const kind = {
+    first: 'its first compile',
+    recompile: 'a recompile',
+    segment: `segment ${c.segment ?? '?'} (a graph break splits the function into graphs compiled apart)`,
+    graph: 'a graph or model file compiled by `kiln report` (no program ran)',
+  }[c.kind] || `a compile of kind ${c.kind}`;
+  const lines = [`${o.name}: compile ${c.id} of ${functionName(o.doc, c)}, ${kind}, for ${native.target} (mode ${native.mode}).`];
+  if (c.reason) lines.push(`Recompiled because: ${c.reason}`);
+  if (c.graph_breaks && c.graph_breaks.length) lines.push(`The graph ends at: ${c.graph_breaks.join('; ')}`);
+  const times = Object.entries(c.timing_ms || {}).map(([k, v]) => `${k} ${Number(v).toFixed(1)} ms`);
+  if (times.length) lines.push(`In the program: ${times.join(', ')}.`);
+  const changed = $('target').value !== o.request.target || $('mode').value !== o.request.mode || $('options').value !== o.request.options;
+  const otherVersion = o.doc.kiln_version !== state.kiln.version;
+  const same = report.cache_key === native.cache_key;
+  let why = '';
+  if (!same) {
+    why = [changed ? 'the target, mode or options were changed here' : '',
+      o.elided.length ? 'zeros stand in for the left-out constant bytes, which the key hashes' : '',
+      otherVersion ? 'the report was made by another Kiln version' : ''].filter(Boolean).join('; ') || 'the graph or options differ';
+  }
+  lines.push(same
+    ? `Cache key ${report.cache_key}: the report's (the same graph, options and Kiln version); ${report.kernels.length} kernels here, ${native.kernels.length} in the report.`
+    : `Cache key ${report.cache_key} is not the report's ${native.cache_key} (${why}); ${report.kernels.length} kernels here, ${native.kernels.length} in the report.`);
+  if (o.elided.length) {
+    const sizes = o.elided.slice(0, 6).map((e) => `%${e.node}: ${e.bytes} bytes`).join(', ') + (o.elided.length > 6 ? ', …' : '');
+    lines.push(`${o.elided.length} constant${o.elided.length === 1 ? '' : 's'} had ${o.elided.length === 1 ? 'its' : 'their'} bytes left out of the report (${sizes}): ` +
+      'zeros of the same size stand in for them, so the kernels may differ where the passes fold them.');
+  }
+  if (otherVersion) lines.push(`Made by Kiln ${o.doc.kiln_version}; this page's module is ${state.kiln.version}: its passes, kernels and cache key may differ.`);
+  if (c.plan_check) lines.push(`Natively: ${c.plan_check}.`);
+  notice(lines.join('\n'), !same || otherVersion);
+  state.last.native = { id: c.id, kind: c.kind, keyMatch: same, elided: o.elided.length, otherVersion };
 }
 
 // An ONNX model, decoded here (web/js/onnx.js: protobufjs and ONNX's schema) and imported by the
 // module as the native importer imports the file; then compiled as a graph file is. `files`: the
 // files opened with it by name, where its external data is.
 async function openOnnx(name, bytes, files) {
+  closeReport();
   state.graphName = name;
   state.plan = null;
   state.traceMs = null;
@@ -504,12 +687,14 @@ async function main() {
   $('sample').addEventListener('change', () => pickSample($('sample').value));
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
   $('view').addEventListener('change', () => state.report && drawView(state.report));
+  $('report-compile').addEventListener('change', () => openReportCompile(Number($('report-compile').value)));
   $('group').addEventListener('change', () => state.report && drawView(state.report));
   $('fill').addEventListener('change', () => state.drawn && redraw());
   $('options').addEventListener('change', compile);
   $('compile').addEventListener('click', compile);
   $('download').addEventListener('click', download);
   $('use-paste').addEventListener('click', () => {
+    closeReport();
     state.graphName = 'pasted';
     state.plan = null;
     state.imported = null;

@@ -41,13 +41,16 @@ function selectNode(id) {
   }
   const ks = it ? it.kernels.map(String) : [];
   mark(new Set([String(id)]), new Set(ks));
-  state.selection = { node: Number(id), kernels: ks.map(Number) };
-  showProperties(String(id));
+  const about = decisionsAboutNode(state.report, state.drawn.view, Number(id), ks.map(Number));
+  state.selection = { node: Number(id), kernels: ks.map(Number), decisions: about };
+  showProperties(String(id), about);
+  markDecisions(about);
   if (ks.length) document.querySelector(`#kernels > li[data-kernel="${ks[0]}"]`)?.scrollIntoView({ block: 'nearest' });
 }
 
-// The selected node's properties: type, attributes (long values cut), inputs, users, kernels.
-function showProperties(id) {
+// The selected node's properties: type, attributes (long values cut), inputs, users, kernels,
+// and the fusion decisions about it (`about`: decisionsAboutNode).
+function showProperties(id, about) {
   const d = state.drawn, n = d && d.byId.get(id);
   if (!n) return;
   const typeOf = (m) => (m ? shapeStr(m.type) : '?');
@@ -62,10 +65,82 @@ function showProperties(id) {
   for (const [k, v] of Object.entries(n.attrs || {})) lines.push(`  ${k}: ${attr(v)}`);
   (n.inputs || []).forEach((i, j) => lines.push(`  input ${j}: %${i} ${d.byId.get(String(i))?.op ?? ''} ${typeOf(d.byId.get(String(i)))}`));
   lines.push(`  users: ${users.length ? users.map((m) => `%${m.id} ${m.op}`).join(', ') : 'none'}${d.g.outputs.includes(n.id) ? ' (a graph output)' : ''}`);
-  const ks = d.kernelsOf.get(n.id) || [];
-  lines.push(`  kernels: ${ks.length ? ks.map((k) => d.kernels[k].name).join(', ') : 'none (input, constant, view or dead)'}`);
+  // The decisions come before the kernels line, which stays the last one (web_browser reads it there).
+  const ks = d.kernelsOf.get(n.id) || [], names = ks.map((k) => d.kernels[k].name).join(', ');
+  const decisions = state.report.decisions;
+  if (about.scheduled < 0) lines.push('  fusion decisions: none name it (no node of the scheduled graph computes its value)');
+  else {
+    const own = d.view === 'scheduled' ? 'it' : `%${about.scheduled}, its node in the scheduled graph`;
+    lines.push(`  fusion decisions naming ${own}:${about.node.length ? '' : ' none'}`, ...about.node.map((i) => '    ' + decisions[i]));
+  }
+  if (ks.length) lines.push(`  fusion decisions about its kernel${ks.length === 1 ? '' : 's'} ${names}:${about.kernel.length ? '' : ' none'}`, ...about.kernel.map((i) => '    ' + decisions[i]));
+  lines.push(`  kernels: ${ks.length ? names : 'none (input, constant, view or dead)'}`);
   $('props').textContent = lines.join('\n');
   $('props').hidden = false;
+}
+
+// ---- a selection's fusion decisions ----------------------------------------------------------------
+// The fusion log (report.decisions, one line each) names nodes of the scheduled graph as %N and
+// the scheduler's kernels as "kernel K" and "kernels A and B". Those numbers count the groups
+// the scheduler formed, before horizontal fusion merged some and a target split some (vulkan
+// computes a gemm's epilogue in a kernel of its own), not the plan's kernels, so a plan kernel is
+// matched to the groups its provenance nodes joined, as the log says ("kernel K: starts at %N",
+// "kernel K: %N (gemm template)", "fused %N into kernel K").
+const decisionIndexes = new WeakMap();  // report -> its log parsed
+function decisionIndex(r) {
+  let x = decisionIndexes.get(r);
+  if (x) return x;
+  const groupOf = new Map();  // scheduled node -> the log's kernel it joined
+  const lines = r.decisions.map((text) => {
+    let m;
+    if ((m = text.match(/^kernel (\d+): (?:starts at )?%(\d+)/))) groupOf.set(Number(m[2]), Number(m[1]));
+    else if ((m = text.match(/^fused %(\d+) .*into kernel (\d+)$/))) groupOf.set(Number(m[1]), Number(m[2]));
+    return {
+      nodes: new Set((text.match(/%\d+/g) || []).map((t) => Number(t.slice(1)))),
+      groups: new Set([...text.matchAll(/\bkernels? (\d+)(?: and (\d+))?/g)].flatMap((t) => t.slice(1).filter(Boolean).map(Number))),
+    };
+  });
+  const groupsOf = r.kernels.map((k) => new Set(k.provenance.filter((n) => groupOf.has(n)).map((n) => groupOf.get(n))));
+  x = { lines, groupsOf };
+  decisionIndexes.set(r, x);
+  return x;
+}
+
+// The decisions (indices into report.decisions) about plan kernels `ks`: naming one of the
+// scheduler's kernels they came from, or a node they store or reduce; `skip`: leave those out.
+function decisionsAboutKernels(r, ks, skip = new Set()) {
+  const x = decisionIndex(r);
+  const groups = new Set(ks.flatMap((k) => [...x.groupsOf[k]]));
+  const nodes = new Set(ks.flatMap((k) => r.kernels[k].provenance));
+  const out = [];
+  x.lines.forEach((l, i) => {
+    if (!skip.has(i) && ([...l.groups].some((g) => groups.has(g)) || [...l.nodes].some((n) => nodes.has(n)))) out.push(i);
+  });
+  return out;
+}
+
+// The decisions about node `id` of a view with kernels `ks`: {scheduled: the scheduled node
+// computing its value (node_scheduled, as for its kernels; -1: none), node: those naming it,
+// kernel: the others about its kernels}.
+function decisionsAboutNode(r, view, id, ks) {
+  const scheduled = view === 'scheduled' ? id : r.node_scheduled[view][id];
+  const node = [];
+  if (scheduled >= 0) decisionIndex(r).lines.forEach((l, i) => { if (l.nodes.has(scheduled)) node.push(i); });
+  return { scheduled, node, kernel: decisionsAboutKernels(r, ks, new Set(node)) };
+}
+
+// Marks decisions in the fusion decisions tab (about: {node, kernel} index lists, or null to
+// clear), the first one scrolled into view, and counts them on the tab.
+function markDecisions(about) {
+  const items = $('decisions').children;
+  const node = new Set(about ? about.node : []), kernel = new Set(about ? about.kernel : []);
+  for (let i = 0; i < items.length; ++i) {
+    items[i].classList.toggle('about-node', node.has(i));
+    items[i].classList.toggle('about-kernel', kernel.has(i));
+  }
+  $('decision-count').textContent = node.size + kernel.size ? `(${node.size + kernel.size} of ${items.length} marked)` : '';
+  const first = Math.min(...node, ...kernel);
+  if (Number.isFinite(first)) items[first].scrollIntoView({ block: 'nearest' });
 }
 
 // Search the view's nodes by op, name, %id, dtype[shape] and kernel names (a substring, any case,
@@ -113,7 +188,9 @@ function search(step = false) {
 function selectKernel(k) {
   mark(new Set(), new Set([String(k)]));
   const nodes = [...state.drawn.leaves.values()].filter((it) => it.node && state.marks.inKernel.has(it.key));
-  state.selection = { kernel: k, nodes: nodes.map((it) => it.node.id) };
+  const about = { node: [], kernel: decisionsAboutKernels(state.report, [Number(k)]) };
+  state.selection = { kernel: k, nodes: nodes.map((it) => it.node.id), decisions: about };
+  markDecisions(about);
   if (nodes.length) reveal(nodes[0].key);
 }
 
@@ -507,6 +584,7 @@ async function drawGraph(g, kernelsOf, kernels, view) {
   };
   state.drawn = d;
   state.marks = { selected: new Set(), inKernel: new Set(), match: new Set() };
+  markDecisions(null);
   if (d.renderer === 'svg') drawSvg(d);
   else drawCanvas(d);
   state.minimap = { width: d.width, height: d.height, rects: [...items.values()].map((it) => ({ x: it.x, y: it.y, w: it.width, h: it.height,

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kiln/cache/cache.h"
@@ -158,6 +160,7 @@ class Matcher {
             found = c;
             break;
           }
+      if (found < 0 && n.inputs.empty()) found = same_value_source(n);
       if (found < 0 && op_def(n.op).decompose && depth < 4) found = composite(a, n, ins, depth);
       if (found >= 0) m[static_cast<size_t>(id)] = found, progress = true;
     }
@@ -168,6 +171,45 @@ class Matcher {
   static bool same(const Node& x, const Node& y) {
     return x.op == y.op && x.attrs == y.attrs && x.meta.dtype == y.meta.dtype && x.meta.device == y.meta.device &&
            x.meta.sizes == y.meta.sizes;
+  }
+
+  // A source node's value where every element is the same: a full's, or a small constant's
+  // (the passes fold a uniform constant into a full, as the scale of an attention).
+  static std::optional<double> uniform_value(const Node& n) {
+    constexpr int64_t kMaxElements = 4096;
+    if (n.op == OpId::full) return n.attrs.f(1);
+    if (n.op != OpId::constant) return std::nullopt;
+    const ConstantData& c = n.attrs.tensor(0);
+    int64_t count = 1;
+    for (int64_t d : c.sizes) count *= d;
+    if (count == 0 || count > kMaxElements || static_cast<int64_t>(c.bytes.size()) != count * dtype_size(c.dtype))
+      return std::nullopt;
+    TensorData t = TensorData::empty_host(c.dtype, c.sizes);
+    std::memcpy(t.data(), c.bytes.data(), c.bytes.size());
+    const double v = element(t, 0);
+    for (int64_t i = 1; i < count; ++i) {
+      const double e = element(t, i);
+      if (!(e == v || (e != e && v != v)) || std::signbit(e) != std::signbit(v)) return std::nullopt;
+    }
+    return v;
+  }
+
+  // The source node of `b` (a full or a constant) holding the same uniform value as source `n`
+  // of `a` with its dtype, device and sizes, or -1.
+  NodeId same_value_source(const Node& n) const {
+    const std::optional<double> v = uniform_value(n);
+    if (!v) return -1;
+    for (OpId op : {OpId::full, OpId::constant}) {
+      const auto it = index_.find({op, {}});
+      if (it == index_.end()) continue;
+      for (NodeId c : it->second) {
+        const Node& m = b_.node(c);
+        if (m.meta.dtype != n.meta.dtype || m.meta.device != n.meta.device || m.meta.sizes != n.meta.sizes) continue;
+        const std::optional<double> w = uniform_value(m);
+        if (w && (*w == *v || (*w != *w && *v != *v)) && std::signbit(*w) == std::signbit(*v)) return c;
+      }
+    }
+    return -1;
   }
 
   // The node of `b` computing composite `n` of `a` (inputs matched to `ins`), or -1.

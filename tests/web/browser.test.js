@@ -1,15 +1,17 @@
 // End-to-end in real headless Chromium (Debian's chromium, driven by playwright-core from npm):
 // load the inspector, pick the transformer sample, check the diagram and the kernel list (as
 // many kernels as the module reports for it), change the target, download the plan and parse
-// it, reload and see the cache hit. Saves a screenshot (KILN_WEB_ARTIFACTS, default
-// build/web-artifacts) and reports the in-browser compile time of the transformer block.
+// it, reload and see the cache hit. Saves a screenshot of each view, each checked not blank and
+// showing the labels expected from the data (KILN_WEB_ARTIFACTS, default build/web-artifacts:
+// view-*.png, inspector.png, scopes.png), and reports the in-browser compile time of the
+// transformer block.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
 const { execFileSync } = require('child_process');
-const { launchInspector, root, cli, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
+const { launchInspector, checkScreenshot, root, cli, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
 
 const artifacts = process.env.KILN_WEB_ARTIFACTS || path.join(root, 'build/web-artifacts');
 
@@ -71,6 +73,45 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.match(await page.textContent('#hover'), /%0 = input .*: f32\[8, 16\] · no kernel/);
     assert.strictEqual(await page.locator('#kernels > li').count(), expected);
     await page.waitForSelector('#kernels code.hljs span', { timeout: 10000 });  // highlighted as it scrolls into view
+
+    // A screenshot of each view (view-<name>.png), each checked by checkScreenshot (common.js):
+    // not blank (enough colours in the view's own box) and showing texts expected from the
+    // module's report for this graph, inside the viewport. First every tab of the report panel
+    // (the diagram on the captured graph beside it), then the three graph views, each with its
+    // first matmul searched for (Enter selects it and brings it into view); the page is left on the
+    // scheduled graph, which the next part checks.
+    const shots = {};
+    const firstLine = (t) => t.split('\n')[0];
+    const ran = (await kiln()).run(readSample('transformer_block.json'), { random: 0 }).outputs[0];
+    const firstPass = report.passes[0], changedPass = report.passes.find((p) => p.changed);
+    const tabLabels = {
+      kernels: [['#kernel-count', `(${expected})`], ['#kernels .kernel-head', `${report.kernels[0].name} · ${report.kernels[0].kind}`]],
+      guards: [['#guards li', report.guards[0]]],
+      passes: [['#passes .unchanged, #passes summary', firstPass.changed ? `${firstPass.name}: ${firstPass.summary}` : `${firstPass.name}: no change`],
+        ['#passes summary', `${changedPass.name}: ${changedPass.summary}`]],
+      decisions: [['#decisions li', report.decisions[0]]],
+      loops: [['#loops', firstLine(report.schedule_text)]],
+      plan: [['#plan-text', firstLine(report.plan_text)]],
+      run: [['#run-out', `output 0: ${ran.dtype}[${ran.shape.join(', ')}]\n  ${ran.data.slice(0, 3).map((v) => (typeof v === 'number' ? v.toPrecision(5) : v)).join(', ')}`]],
+    };
+    for (const [tab, labels] of Object.entries(tabLabels)) {
+      await page.click(`#tabs button[data-tab="${tab}"]`);
+      if (tab === 'run') await page.click('#run');
+      shots[tab] = await checkScreenshot(page, path.join(artifacts, `view-${tab}.png`), labels, { region: `#tab-${tab}` });
+    }
+    await page.click('#tabs button[data-tab="kernels"]');
+    for (const view of ['input', 'optimized', 'scheduled']) {
+      if (view !== 'input') {  // the page is on it
+        await page.selectOption('#view', view);
+        await page.waitForFunction((v) => window.kilnInspector.drawn.view === v, view);
+      }
+      const n = report[view].nodes.find((x) => x.op === 'matmul');
+      await page.fill('#search', `/^%${n.id} matmul /`);
+      await page.press('#search', 'Enter');
+      shots[view] = await checkScreenshot(page, path.join(artifacts, `view-${view}.png`),
+        [['#diagram g.node text', `%${n.id} matmul`], ['#props', `%${n.id} = matmul`]], { region: '#diagram' });
+    }
+    await page.fill('#search', '');
 
     // The scheduled graph: a node per scheduled-graph node, coloured by kernel (every kernel).
     await page.selectOption('#view', 'scheduled');
@@ -277,6 +318,12 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.strictEqual(await page.locator('#diagram g.node').count(), 0);
     assert.strictEqual(await page.textContent('#plan-text'), '');
     assert.strictEqual(await page.isDisabled('#download'), true);
+    assert.strictEqual(await page.textContent('#scopes'), '', 'the previous graph\'s scope bar is cleared');
+    assert.match(await page.textContent('#hover'), /^hover a node/, 'the previous graph\'s hover line is cleared');
+    assert.match(await page.$eval('#sample', (e) => e.selectedOptions[0].textContent), /^\(opened\) /, 'the sample menu names what was opened');
+    // checkScreenshot's own control: the cleared diagram is blank to it.
+    shots.error = await checkScreenshot(page, path.join(artifacts, 'view-error.png'),
+      [['#error', 'onnx: the model has no graph']], { region: '#diagram', blank: true });
 
     // A graph file dropped on the page.
     const dropped = await page.evaluateHandle((t) => {
@@ -356,7 +403,9 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.strictEqual(await page.evaluate(() => window.kilnInspector.last.hit), true);
     assert.match(await page.textContent('#status'), /cache hit/);
     assert.strictEqual(await page.locator('#kernels > li').count(), other === 'cuda' ? expectedCuda : expected);
-    await page.screenshot({ path: path.join(artifacts, 'inspector.png'), fullPage: false });
+    const otherReport = other === 'cuda' ? cudaReport : report;
+    shots.inspector = await checkScreenshot(page, path.join(artifacts, 'inspector.png'), [['#status', 'cache hit'],
+      ['#kernels .kernel-head', `${otherReport.kernels[0].name} · ${otherReport.kernels[0].kind}`], ['#diagram g.node text', '%0 input']], { region: 'main' });
 
     // ?url=: the page opens a graph from an address instead of the first sample.
     await page.goto(url + '?url=' + encodeURIComponent('/samples/transformer_block.json'));
@@ -399,7 +448,11 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.match(await page.textContent('#props'), new RegExp(`scope: ${widest.scope.replace(/[.]/g, '\\.')}`));
     console.log(`# bert (ONNX, small) grouped by module scope: ${scopeView.nodes} nodes drawn as ${scopeView.items} items ` +
       `(${boxes} scopes) in ${scopeView.ms.total.toFixed(0)} ms; ${widest.scope} expanded: ${expandedItems} items`);
-    await page.screenshot({ path: path.join(artifacts, 'scopes.png'), fullPage: false });
+    // The diagram's box (74vh) starts below the scope bar and the properties, so its bottom, where
+    // this match (the scope's last node) lies, is past the window's: scrolled into view first.
+    await page.$eval('#diagram', (e) => e.scrollIntoView({ block: 'nearest' }));
+    shots.scopes = await checkScreenshot(page, path.join(artifacts, 'scopes.png'), [['#props', `scope: ${widest.scope}`],
+      ['#diagram g.node text', `%${inside} `], ['#scopes button', `− ${widest.scope}`]], { region: '#diagram' });
     await page.selectOption('#group', 'auto');
     // The small ONNX exports are samples of the page too.
     await page.selectOption('#sample', 'onnx:swin');
@@ -408,6 +461,8 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     await page.goto(url + '?url=' + encodeURIComponent('/samples/no_such_file.json'));
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
     assert.match(await page.textContent('#error'), /could not fetch it: HTTP 404/);
+    console.log(`# screenshots, distinct colours in the view's box: ` +
+      Object.entries(shots).map(([k, v]) => `${k} ${v}`).join(', '));
     assert.deepStrictEqual(errors, []);
   } finally {
     await browser.close();

@@ -73,4 +73,116 @@ async function launchInspector(contextOptions = {}) {
   return { browser, server, page, url, errors };
 }
 
-module.exports = { launchInspector, root, wasmDir, native, cli, samplesDir, samples, kiln, runNative, readSample, onnx, realModelsDir, realModels, modelFiles };
+// The least number of distinct colours a view's part of a screenshot must have: a blank page has
+// 1, the diagram and the kernel list cleared by an error 2 (background and border); one line of
+// antialiased text already has dozens (the Run tab with only its button: over 200).
+const MIN_COLOURS = 16;
+
+// Distinct colours (RGB) of a PNG's pixels (a Buffer, or its base64) inside each of `rects` (CSS
+// pixels; null: the whole image), decoded in the page: createImageBitmap of the bytes, each
+// rectangle drawn on an OffscreenCanvas of its size and read back.
+function distinctColours(page, png, rects = [null]) {
+  return page.evaluate(async ([b64, rs]) => {
+    const bitmap = await createImageBitmap(await (await fetch(`data:image/png;base64,${b64}`)).blob());
+    const k = devicePixelRatio || 1;
+    return rs.map((r) => {
+      const x0 = r ? Math.max(0, Math.floor(r.left * k)) : 0, y0 = r ? Math.max(0, Math.floor(r.top * k)) : 0;
+      const x1 = r ? Math.min(bitmap.width, Math.ceil(r.right * k)) : bitmap.width, y1 = r ? Math.min(bitmap.height, Math.ceil(r.bottom * k)) : bitmap.height;
+      if (x1 <= x0 || y1 <= y0) return 0;
+      const g = new OffscreenCanvas(x1 - x0, y1 - y0).getContext('2d', { willReadFrequently: true });
+      g.drawImage(bitmap, x0, y0, x1 - x0, y1 - y0, 0, 0, x1 - x0, y1 - y0);
+      const px = new Uint32Array(g.getImageData(0, 0, x1 - x0, y1 - y0).data.buffer);
+      const seen = new Set();
+      for (let i = 0; i < px.length; ++i) seen.add(px[i] & 0xffffff);
+      return seen.size;
+    });
+  }, [typeof png === 'string' ? png : png.toString('base64'), rects]);
+}
+
+// Which of `labels` ([selector, text] pairs) are not shown: for each, some element matching the
+// selector whose text holds `text` must be visible (checkVisibility: not display:none, in a
+// hidden tab or closed <details>, transparent or visibility:hidden) and the text itself (a Range
+// over it; the element's box where the Range has none, as for SVG text) must lie wholly inside
+// the viewport and inside every ancestor that clips it (the diagram's box, a tab's scrolled
+// panel, the SVG), with nothing else on top of its middle (the minimap). Gives the reasons, [] if
+// all are shown.
+function hiddenLabels(page, labels) {
+  return page.evaluate((pairs) => pairs.map(([selector, text]) => {
+    const candidates = [...document.querySelectorAll(selector)].filter((e) => e.textContent.includes(text));
+    if (!candidates.length) return `"${text}": no ${selector} holds it`;
+    let why = '';
+    for (const e of candidates) {
+      if (!e.checkVisibility({ checkOpacity: true, checkVisibilityCSS: true })) {
+        why = why || `"${text}": its ${selector} is hidden`;
+        continue;
+      }
+      // The text's own box: a Range from its first character to its last, across text nodes.
+      let r = null;
+      const at = e.textContent.indexOf(text), walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+      const range = document.createRange();
+      let seen = 0, started = false;
+      for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+        const len = t.nodeValue.length;
+        if (!started && at < seen + len) { range.setStart(t, at - seen); started = true; }
+        if (started && at + text.length <= seen + len) { range.setEnd(t, at + text.length - seen); r = range.getBoundingClientRect(); break; }
+        seen += len;
+      }
+      if (!r || r.width <= 0 || r.height <= 0) r = e.getBoundingClientRect();
+      if (r.width <= 0 || r.height <= 0) {
+        why = `"${text}": its ${selector} has no size`;
+        continue;
+      }
+      const clip = { left: 0, top: 0, right: innerWidth, bottom: innerHeight, by: 'the viewport' };
+      for (let a = e.parentElement; a; a = a.parentElement) {
+        const cs = getComputedStyle(a);
+        if (cs.overflowX === 'visible' && cs.overflowY === 'visible') continue;
+        const b = a.getBoundingClientRect();
+        const cut = { left: b.left + a.clientLeft, top: b.top + a.clientTop };
+        Object.assign(cut, { right: cut.left + (a.clientWidth || b.width), bottom: cut.top + (a.clientHeight || b.height) });
+        for (const side of ['left', 'top']) if (cut[side] > clip[side]) Object.assign(clip, { [side]: cut[side], by: a.id || a.tagName });
+        for (const side of ['right', 'bottom']) if (cut[side] < clip[side]) Object.assign(clip, { [side]: cut[side], by: a.id || a.tagName });
+      }
+      const f = (v) => v.toFixed(0);
+      if (r.left < clip.left - 1 || r.top < clip.top - 1 || r.right > clip.right + 1 || r.bottom > clip.bottom + 1) {
+        why = `"${text}": at (${f(r.left)}, ${f(r.top)})-(${f(r.right)}, ${f(r.bottom)}), out of ${clip.by} ` +
+          `(${f(clip.left)}, ${f(clip.top)})-(${f(clip.right)}, ${f(clip.bottom)})`;
+        continue;
+      }
+      const top = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+      if (top && !top.contains(e) && !e.parentNode.contains(top)) {
+        why = `"${text}": covered by ${top.id || top.tagName}`;
+        continue;
+      }
+      return '';
+    }
+    return why;
+  }).filter(Boolean), labels);
+}
+
+// A screenshot of the viewport saved as `file` and checked: not blank (at least MIN_COLOURS
+// distinct colours inside the box of `region`, the view's own part of the page, else the whole
+// shot; not the whole page, as its header and toolbar alone have hundreds: 826 beside a cleared
+// diagram) and showing `labels` ([selector, text] pairs, texts the test expects from the data)
+// in the viewport, as hiddenLabels checks them. `blank`: the region must be blank instead (fewer
+// colours), the check's own control. Gives the region's number of colours.
+const cdpSessions = new WeakMap();
+async function checkScreenshot(page, file, labels, { region = null, blank = false } = {}) {
+  const name = path.basename(file);
+  const problems = await hiddenLabels(page, labels);
+  const rect = region && await page.$eval(region, (e) => {
+    const r = e.getBoundingClientRect();
+    return { left: r.left, top: r.top, right: r.right, bottom: r.bottom };
+  });
+  // Chromium's own capture, encoded for speed (a bigger file, in 60% of the time page.screenshot
+  // takes), its base64 handed back to the page as it came.
+  if (!cdpSessions.has(page)) cdpSessions.set(page, await page.context().newCDPSession(page));
+  const { data } = await cdpSessions.get(page).send('Page.captureScreenshot', { format: 'png', optimizeForSpeed: true });
+  fs.writeFileSync(file, Buffer.from(data, 'base64'));
+  const [colours] = await distinctColours(page, data, [rect]);
+  if (!blank && colours < MIN_COLOURS) problems.unshift(`${colours} distinct colours in ${region || 'the shot'} (blank? at least ${MIN_COLOURS} wanted)`);
+  if (blank && colours >= MIN_COLOURS) problems.unshift(`${colours} distinct colours in ${region || 'the shot'}, which should be blank (under ${MIN_COLOURS})`);
+  if (problems.length) throw new Error(`${name}: ${problems.join('; ')}`);
+  return colours;
+}
+
+module.exports = { checkScreenshot, distinctColours, hiddenLabels, MIN_COLOURS, launchInspector, root, wasmDir, native, cli, samplesDir, samples, kiln, runNative, readSample, onnx, realModelsDir, realModels, modelFiles };

@@ -120,6 +120,8 @@ async function compile() {
 
 // An error leaves nothing of the previous graph on screen: its diagram, kernels and plan would
 // read as this input's.
+const HOVER_HINT = 'hover a node; click one to select it and its kernels; drag to pan';
+
 function showError(message) {
   $('error').textContent = (state.graphName ? state.graphName + ': ' : '') + message;
   $('error').hidden = false;
@@ -136,7 +138,8 @@ function showError(message) {
   state.drawn = null;
   $('minimap').hidden = true;
   $('diagram-canvas').hidden = true;
-  for (const id of ['plan-text', 'kernel-count', 'decision-count', 'run-out', 'loops', 'search-count']) $(id).textContent = '';
+  for (const id of ['plan-text', 'kernel-count', 'decision-count', 'run-out', 'loops', 'search-count', 'scopes']) $(id).textContent = '';
+  $('hover').textContent = HOVER_HINT;
   $('props').hidden = true;
 }
 
@@ -583,11 +586,24 @@ function isOnnx(name, bytes) {
   return !head.startsWith('{') && KilnOnnx.looksLikeOnnx(bytes);
 }
 
+// The sample menu names what was opened from a file or an address, so that it never shows a
+// sample the page is not showing.
+function markOpened(name) {
+  let o = $('sample').querySelector('option[value=""]');
+  if (!o) {
+    o = el('option', { value: '' });
+    $('sample').prepend(o);
+  }
+  o.textContent = `(opened) ${name}`;
+  $('sample').value = '';
+}
+
 // Files picked or dropped together: an ONNX model with the files beside it (its external data),
 // else the first file as text.
 async function openFiles(list) {
   const files = [...(list || [])];
   if (!files.length) return;
+  markOpened((files.find((f) => /\.onnx$/i.test(f.name)) || files[0]).name);
   const read = async (f) => new Uint8Array(await f.arrayBuffer());
   let model = files.find((f) => /\.onnx$/i.test(f.name));
   if (!model && files.length === 1 && isOnnx(files[0].name, await read(files[0]))) model = files[0];
@@ -600,6 +616,7 @@ async function openFiles(list) {
 // A file at an address; an ONNX model's external data files are fetched from beside it.
 async function openUrl(address, name) {
   name = name || decodeURIComponent(address.split('/').pop().split('?')[0]) || address;
+  markOpened(name);
   const get = async (url) => {
     const r = await fetch(url);
     if (!r.ok) throw new Error(`HTTP ${r.status} ${r.statusText}`);
@@ -684,7 +701,7 @@ async function main() {
     ...models.map((m) => el('option', { value: m }, `${m.slice(5)} (ONNX, small)`)));
   const wanted = decodeURIComponent(location.hash.slice(1));
   $('sample').value = [...samples, ...programs, ...models].includes(wanted) ? wanted : samples[0];
-  $('sample').addEventListener('change', () => pickSample($('sample').value));
+  $('sample').addEventListener('change', () => $('sample').value && pickSample($('sample').value));
   for (const id of ['target', 'mode']) $(id).addEventListener('change', compile);
   $('view').addEventListener('change', () => state.report && drawView(state.report));
   $('report-compile').addEventListener('change', () => openReportCompile(Number($('report-compile').value)));

@@ -99,7 +99,9 @@ json dumped_compile(const fs::path& dir, const json& event) {
             {"backend", event.value("backend", "")},
             {"timing_ms", event.value("timing_ms", json::object())},
             {"guards", event.value("guards", json::array())},
+            {"sources", event.value("sources", json::array())},  // node -> the program's line that traced it
             {"report", json()}};
+  if (event.contains("sources_recorded")) c["sources_recorded"] = event["sources_recorded"];
   if (event.contains("segment") && event["segment"].is_number_integer() && event["segment"].get<int64_t>() >= 0)
     c["segment"] = event["segment"];
   try {

@@ -120,6 +120,18 @@ test('kiln report page in headless Chromium', { timeout: 240000, skip: !jsonPath
       if (!c.report) assert.ok(head.includes(c.error), `${c.id}: the error`);
       const overview = await page.textContent(panel('overview'));
       for (const b of c.graph_breaks || []) assert.ok(overview.includes(b), `${c.id}: graph break ${b}`);
+      // Source lines: listed on the overview, beside each captured node, and on a selection.
+      const sources = c.sources || [];
+      const short = (x) => (x.file ? `${path.basename(x.file)}${x.line ? `:${x.line}` : ''}` : x.function);
+      for (const x of sources) assert.ok(overview.includes(short(x)), `${c.id}: source line ${short(x)} on the overview`);
+      if (sources.length && c.report) {
+        await place(`#c=${c.id}&tab=graphs`);
+        const x = sources[sources.length - 1];
+        const row = `${panel('graphs')} .gcol[data-view="input"] .ln[data-n="${x.node}"]`;
+        assert.ok((await page.textContent(`${row} .src`)).includes(short(x)), `${c.id}: %${x.node}'s source beside it`);
+        await page.click(`${row} .nid`);
+        await page.waitForFunction((t) => document.querySelector('#main .selbar:not([hidden])')?.textContent.includes(t), `traced at ${short(x)}`);
+      }
       await place(`#c=${c.id}&tab=guards`);
       assert.deepStrictEqual(await page.$$eval(`${panel('guards')} .guards-fn li`, (li) => li.map((l) => l.textContent)), c.guards || [], `${c.id}: guards`);
       await place(`#c=${c.id}&tab=kernels`);

@@ -38,6 +38,23 @@ assert "recompile" in d["functions"][0]["stats"]
 # The captured weight's 4 KB are left out of the report's graphs.
 consts = [n["attrs"]["value"] for n in d["compiles"][2]["report"]["input"]["nodes"] if n["op"] == "constant"]
 assert any(v.get("data_elided_bytes") == 4096 and v["data_base64"] == "" for v in consts), consts
+# Source lines: each captured node the program traced names the line of report_program.cpp
+# that traced it, in the lambda that holds it.
+def line_of(c, op):
+    ops = {n["id"]: n["op"] for n in c["report"]["input"]["nodes"]}
+    found = [x for x in c["sources"] if ops.get(x["node"]) == op]
+    assert found, (c["id"], op, c["sources"])
+    x = found[0]
+    assert x["file"].endswith("tests/cli/report_program.cpp") and "main::{lambda" in x["function"], x
+    return open(x["file"]).read().split("\n")[x["line"] - 1]
+for c in d["compiles"]:
+    assert c["sources_recorded"] is True and c["sources"], (c["id"], c.get("sources"))
+for op in ("matmul", "softmax"):
+    assert "softmax(matmul(x, w), -1)" in line_of(d["compiles"][0], op), line_of(d["compiles"][0], op)
+    assert "softmax(matmul(x, w), -1)" in line_of(d["compiles"][1], op)
+assert "exp(matmul(x, proj))" in line_of(d["compiles"][2], "exp"), line_of(d["compiles"][2], "exp")
+assert "sum(y).item<double>()" in line_of(d["compiles"][2], "sum"), line_of(d["compiles"][2], "sum")
+assert "y / total" in line_of(d["compiles"][3], "div"), line_of(d["compiles"][3], "div")
 print("report.json: ok")
 PY
 # The page: one file, nothing fetched from anywhere, the data in.

@@ -1,6 +1,8 @@
 // kiln::nn: each module against a direct computation of torch's definition (loops in double),
 // the seeded initialisation, torch's state-dict names through a .safetensors file, modules as
 // pytrees of a compiled function, and the errors bad shapes give.
+#include <algorithm>
+#include <cstring>
 #include <unistd.h>
 
 #include <cmath>
@@ -371,6 +373,23 @@ BOOST_AUTO_TEST_CASE(scopes_name_the_traced_ops) {
   BOOST_TEST(contains(json, "\"encoder/mlp/1/relu\""), json);
   BOOST_TEST(contains(json, "\"encoder/mlp/2/"), json);
   BOOST_TEST(contains(json, "\"encoder/exp\""), json);
+  // compile.json names the lines of this file that traced the nodes: the module's call (not
+  // kiln::nn's code inside it) and the exp.
+  std::string record;
+  for (const auto& e : fs::directory_iterator(dir)) record += kiln_test_util::read_file((e.path() / "compile.json").string());
+  // (__FILE__ is relative to the source tree here: -fmacro-prefix-map; the record's path is whole.)
+  const size_t end = record.find(std::string("/") + __FILE__ + "\"");
+  BOOST_TEST_REQUIRE(end != std::string::npos, record);
+  const size_t begin = record.rfind('"', end) + 1;
+  const std::string self = kiln_test_util::read_file(record.substr(begin, end + 1 + std::strlen(__FILE__) - begin));
+  auto line_of = [&](std::string_view text) {
+    const size_t at = self.find(text);
+    return at == std::string::npos ? -1 : 1 + static_cast<int>(std::count(self.begin(), self.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  };
+  BOOST_TEST(contains(record, "\"sources_recorded\": true"), record);
+  BOOST_TEST(contains(record, "\"line\": " + std::to_string(line_of("h = m(x);")) + ","), record);
+  BOOST_TEST(contains(record, "\"line\": " + std::to_string(line_of("return exp(h);")) + ","), record);
+  BOOST_TEST(!contains(record, "frontends/cpp/"), record);
   fs::remove_all(dir);
   BOOST_TEST(contains(error_of([] { auto s = kiln::scope("a/b"); }), "a scope name must be non-empty and hold no '/'"));
   BOOST_TEST(contains(error_of([] { auto s = kiln::scope(""); }), "a scope name must be non-empty"));

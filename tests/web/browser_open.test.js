@@ -85,6 +85,11 @@ test('compile reports of `kiln report` open in the inspector', { timeout: 240000
     };
     assert.match(await checkSame(0, last), /its first compile/);
     assert.ok((await page.locator('#diagram g.node').count()) === doc.compiles[0].report.input.nodes.length);
+    // A captured node's properties name the program's line that traced it (compile.json's sources).
+    const src = doc.compiles[0].sources.find((x) => doc.compiles[0].report.input.nodes[x.node].op === 'softmax');
+    assert.ok(src && src.file.endsWith('report_program.cpp') && src.line > 0, JSON.stringify(doc.compiles[0].sources));
+    await page.click(`#diagram g.node[data-node="${src.node}"]`);
+    assert.ok((await page.textContent('#props')).includes(`  source: ${src.file}:${src.line} in ${src.function}`), await page.textContent('#props'));
 
     // The recompile: its reason and the program's timings in the notice.
     last = await selectCompile(page, recompile, `report.json ${doc.compiles[recompile].id}`);

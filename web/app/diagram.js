@@ -62,6 +62,12 @@ function showProperties(id, about) {
   const lines = [`%${n.id} = ${n.op}${n.name ? ' "' + n.name + '"' : ''} : ${shapeStr(n.type)}`];
   const chain = state.scopes && state.scopes.chains.get(n.id);
   if (chain && chain.length) lines.push(`  scope: ${chain[chain.length - 1]}`);
+  const sources = sourceLines(d.view, n.id);
+  if (sources.length) {
+    const where = (x) => `${x.file ? x.file + (x.line ? ':' + x.line : '') : '?'}${x.function ? ' in ' + x.function : ''}`;
+    if (d.view === 'input') lines.push(`  source: ${where(sources[0])}`);
+    else lines.push(`  sources (of the captured nodes it computes): ${sources.slice(0, 3).map(where).join('; ')}${sources.length > 3 ? `; and ${sources.length - 3} more` : ''}`);
+  }
   for (const [k, v] of Object.entries(n.attrs || {})) lines.push(`  ${k}: ${attr(v)}`);
   (n.inputs || []).forEach((i, j) => lines.push(`  input ${j}: %${i} ${d.byId.get(String(i))?.op ?? ''} ${typeOf(d.byId.get(String(i)))}`));
   lines.push(`  users: ${users.length ? users.map((m) => `%${m.id} ${m.op}`).join(', ') : 'none'}${d.g.outputs.includes(n.id) ? ' (a graph output)' : ''}`);
@@ -77,6 +83,27 @@ function showProperties(id, about) {
   lines.push(`  kernels: ${ks.length ? names : 'none (input, constant, view or dead)'}`);
   $('props').textContent = lines.join('\n');
   $('props').hidden = false;
+}
+
+// The program's lines that traced a node, where the page shows a compile of a program's report
+// (compile.json's "sources", by captured node, as `kiln report` keeps them): a captured node's
+// own; in another view those of the captured nodes mapped to the same scheduled node.
+function sourceLines(view, id) {
+  const o = state.opened, c = o && o.index >= 0 ? o.doc.compiles[o.index] : null;
+  const r = state.report;
+  if (!c || !Array.isArray(c.sources) || !c.sources.length || !r) return [];
+  const byNode = new Map(c.sources.map((x) => [x.node, x]));
+  let ids = [id];
+  if (view !== 'input') {
+    const s = view === 'scheduled' ? id : (r.node_scheduled[view] || [])[id];
+    ids = s == null || s < 0 ? [] : (r.node_scheduled.input || []).flatMap((t, i) => (t === s ? [i] : []));
+  }
+  const seen = new Map();
+  for (const i of ids) {
+    const x = byNode.get(i);
+    if (x) seen.set(`${x.file}:${x.line}:${x.function}`, x);
+  }
+  return [...seen.values()];
 }
 
 // ---- a selection's fusion decisions ----------------------------------------------------------------

@@ -203,6 +203,8 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
   t.cache = &cache;
   t.label = cache.name();
   t.fullgraph = cache.options().fullgraph;
+  // Source lines for the dump (a stack walk per op: only when one is written).
+  t.record_call_sites = !config::get<std::string>("debug_dir").empty() && call_sites_supported();
   // Segments are traced static: they are found by their whole graph.
   // The remote cache (plan_dims may read a dynamic-shape profile from it) and the CPU target's
   // one-time set-up, started while this thread traces.
@@ -228,7 +230,7 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     auto entry = cache.add(graph, args, t.input_arg, names, structure ? *structure : nullptr, !for_gradients);
     const auto t2 = Clock::now();
     auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-    dump.write(*entry->graph, &entry->guards, {.kind = "first", .trace_ms = ms(t0, t1), .compile_ms = ms(t1, t2)}, before);
+    dump.write(*entry->graph, &entry->guards, {.kind = "first", .trace_ms = ms(t0, t1), .compile_ms = ms(t1, t2), .call_sites = &t.call_sites}, before);
     Outputs out = for_gradients ? detail::run_for_gradients(cache, entry, args) : run_entry(*entry, args);
     // Where a first call's time goes (the cold compile of kiln bench is this call).
     KILN_LOG(cache, "first call of ", cache.name(), ": trace ", ms(t0, t1), " ms, guards and compile ", ms(t1, t2),

@@ -37,6 +37,21 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// compile.json's "sources": per node that has one, the user's line that traced it.
+nlohmann::ordered_json sources_of(const Graph& graph, const std::vector<CallStack>& call_sites) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t id = 0; id < call_sites.size() && id < graph.size(); ++id) {
+    const std::optional<SourceLine> l = user_source_line(call_sites[id]);
+    if (!l) continue;
+    nlohmann::ordered_json s = {{"node", id}};
+    if (!l->file.empty()) s["file"] = l->file;
+    if (l->line > 0) s["line"] = l->line;
+    if (!l->function.empty()) s["function"] = l->function;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
 
 DebugDump::DebugDump(const FunctionCache& cache) : cache_(cache) {
@@ -84,7 +99,9 @@ void DebugDump::write(const Graph& graph, const GuardSet* guards, CompileEvent e
       {"fullgraph", o.fullgraph},
       {"timing_ms", std::move(timing)},
       {"guards", guards ? lines_of(guards->str()) : std::vector<std::string>{}},
-      {"stats", after.str()}};
+      {"stats", after.str()},
+      {"sources_recorded", event.call_sites != nullptr && call_sites_supported()},
+      {"sources", event.call_sites ? sources_of(graph, *event.call_sites) : nlohmann::ordered_json::array()}};
   std::ofstream(path_ / "compile.json") << j.dump(1) << "\n";
 }
 

@@ -3,8 +3,8 @@
 // its graph) gets a directory "<function>_<sequence>" holding the readable graph, its JSON and its
 // guards, what the backend writes there while compiling it (the plan, its code, the fusion
 // decisions: debug_dump_dir()), and compile.json: which compile of which function it was, why it
-// happened (a recompile's failed guard, the graph break that ended a segment) and how long it
-// took. `kiln report DIR` turns such a directory into one HTML compile report.
+// happened (a recompile's failed guard, the graph break that ended a segment), how long it
+// took and the source line of the user's program that traced each node (call_sites.h). `kiln report DIR` turns such a directory into one HTML compile report.
 #pragma once
 
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "call_sites.h"
 #include "kiln/capture/capture.h"
 
 namespace kiln::detail {
@@ -24,6 +25,7 @@ struct CompileEvent {
   std::vector<std::string> graph_breaks;  // what ended a segment ("the function's return" last)
   double trace_ms = -1;                   // < 0: not measured
   double compile_ms = -1;
+  const std::vector<CallStack>* call_sites = nullptr;  // per node of the graph: where it was traced
 };
 
 class DebugDump {

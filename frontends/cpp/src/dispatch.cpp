@@ -150,6 +150,7 @@ Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs
     for (const Tensor* x : inputs) ids.push_back(node_of(*t, *x, op_name(op)));
     const NodeId id = t->graph.add(op, std::move(ids), std::move(attrs));
     if (std::string name = scoped_name(op_name(op)); !name.empty()) t->graph.set_name(id, std::move(name));
+    if (t->record_call_sites) record_call_site(*t, id);
     y = wrap_node(*t, id);
   } else {
     y = run_eager(op, inputs, std::move(attrs));

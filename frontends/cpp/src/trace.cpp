@@ -71,10 +71,16 @@ NodeId node_of(Trace& t, const Tensor& x, std::string_view op) {
     const auto* bytes = static_cast<const std::byte*>(c.data());
     constant->bytes.assign(bytes, bytes + c.numel() * dtype_size(c.dtype));
     id = t.graph.add(OpId::constant, {}, Attrs{std::shared_ptr<const ConstantData>(std::move(constant))});
+    if (t.record_call_sites) record_call_site(t, id);  // where the op that took it in was called
   }
   t.lifted.push_back(impl);
   t.lifted_node.push_back(id);
   return id;
+}
+
+void record_call_site(Trace& t, NodeId id) {
+  if (t.call_sites.size() <= static_cast<size_t>(id)) t.call_sites.resize(static_cast<size_t>(id) + 1);
+  t.call_sites[static_cast<size_t>(id)] = capture_call_stack();
 }
 
 void materialize(Trace& t) {
@@ -102,7 +108,8 @@ void materialize(Trace& t) {
       if (compiled) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const std::string end = t.segment_end.empty() ? "the function's return" : "graph break: " + t.segment_end;
-        dump.write(t.graph, nullptr, {.kind = "segment", .segment = t.graph_count, .graph_breaks = {end}, .compile_ms = ms},
+        dump.write(t.graph, nullptr, {.kind = "segment", .segment = t.graph_count, .graph_breaks = {end}, .compile_ms = ms,
+                    .call_sites = &t.call_sites},
                    before);
       } else {
         dump.discard();
@@ -129,6 +136,7 @@ void materialize(Trace& t) {
     impl->from_break = true;
   }
   t.graph = Graph{};
+  t.call_sites.clear();
   t.input_values.clear();
   t.input_arg.clear();
   t.values.clear();

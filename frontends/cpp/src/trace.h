@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "call_sites.h"
 #include "kiln/capture/capture.h"
 #include "kiln/tensor.h"
 
@@ -28,6 +29,9 @@ struct Trace {
   std::string segment_end;          // while a break materializes a segment: that break's reason
   std::vector<std::string> graphs;  // readable form of each graph run (explain)
   std::vector<Graph> traced_graphs;  // each graph run, kept when explaining (cache == null)
+  // Per node of `graph`, the stack that traced it (call_sites.h), while a debug dump wants them.
+  bool record_call_sites = false;
+  std::vector<CallStack> call_sites;
   int64_t graph_count = 0;
   int64_t op_count = 0;
   bool compiled_segment = false;
@@ -50,6 +54,8 @@ uint64_t next_trace_id();
 // empty outside any scope.
 std::string scoped_name(std::string_view op);
 Tensor wrap_node(Trace& t, NodeId id);
+// Keeps the stack now as node `id`'s call site (Trace::record_call_sites).
+void record_call_site(Trace& t, NodeId id);
 NodeId node_of(Trace& t, const Tensor& x, std::string_view op);
 // Runs the graph traced so far and makes every live value of it concrete; starts a new segment.
 void materialize(Trace& t);

@@ -162,6 +162,7 @@
     const r = c.report;
     const f = functions[c.function] || {};
     const p = { ci, c, r, panels: {}, scrolls: {}, lines: {}, rows: {}, cols: {}, counts: {}, cards: null, kitems: null, marked: [], applied: {}, kn: {} };
+    p.src = new Map((c.sources || []).map((x) => [x.node, x]));  // captured node -> the program's line that traced it
     const count = { guards: (c.guards || []).length, kernels: r ? (r.kernels || []).length : null,
       passes: r ? `${(r.passes || []).filter((x) => x.changed).length}/${(r.passes || []).length}` : null };
     p.tabs = TABS.map(([id, label]) => h('button', { role: 'tab', 'data-tab': id, onclick: () => openTab(id), class: !r && !['overview', 'guards'].includes(id) ? 'off' : null }, label,
@@ -286,7 +287,10 @@
     const what = cur.n ? [h('b', null, `%${cur.n.id}`), ` of the ${VIEW_LABEL[cur.n.view].toLowerCase()} graph `, L.ks.length
       ? ['is computed by ', L.ks.map((k, i) => [i ? ', ' : '', kernelLink(k)])] : h('span', { class: 'muted' }, 'is computed by no kernel (an input, a constant, a view, or dead)')]
       : L.ks.length ? ['kernel ', h('b', null, `#${cur.k} ${ks[cur.k].name}`), ` (${ks[cur.k].kind})`] : h('span', { class: 'bad' }, `this compile has no kernel #${cur.k}`);
-    p.selbar.replaceChildren(h('span', null, what, h('span', { class: 'muted' }, ` · lit: ${VIEWS.map(([v, label]) => `${L.nodes[v].size} ${label.toLowerCase()}`).join(', ')} nodes · `),
+    const srcs = litSources(p, L);
+    const traced = srcs.length ? h('span', { class: 'srcsel' }, ' · traced at ', srcs.slice(0, 3).map((x, i) => [i ? ', ' : '', h('code', { title: sourceTitle(x) }, sourceShort(x))]),
+      srcs.length > 3 ? ` and ${srcs.length - 3} more lines` : '') : null;
+    p.selbar.replaceChildren(h('span', null, what, traced, h('span', { class: 'muted' }, ` · lit: ${VIEWS.map(([v, label]) => `${L.nodes[v].size} ${label.toLowerCase()}`).join(', ')} nodes · `),
       h('button', { onclick: () => openTab('graphs') }, 'show in graph'), ' ',
       L.ks.length ? h('button', { onclick: () => openTab('kernels') }, 'show kernel' + (L.ks.length > 1 ? 's' : '')) : null, ' ',
       decisionsAbout(p, L) ? h('button', { onclick: () => openTab('fusion') }, `show ${plural(decisionsAbout(p, L), 'fusion decision')}`) : null, ' ',
@@ -399,7 +403,28 @@
         ['passes', r && `${passes.filter((x) => x.changed).length} of ${passes.length} changed the graph`], ['kernels', r && (r.kernels || []).length]])),
       r ? section('Codegen options', Object.keys(r.codegen_options || {}).length ? kvTable(Object.entries(r.codegen_options).map(([k, v]) => [k, h('code', null, String(v))]))
         : muted('none')) : null,
+      sourceSection(p),
     ];
+  }
+
+  // The program's lines that traced this graph, each with its captured nodes (a click selects
+  // the first). Only a program's debug directory has them (compile.json's "sources").
+  function sourceSection(p) {
+    const list = p.c.sources || [];
+    if (!list.length) {
+      return p.c.sources_recorded === false && p.c.dump ? section('Source lines', muted('not recorded: this Kiln was built without libbacktrace')) : null;
+    }
+    const byLine = new Map();
+    for (const x of list) {
+      const key = sourceTitle(x);
+      if (!byLine.has(key)) byLine.set(key, { x, nodes: [] });
+      byLine.get(key).nodes.push(x.node);
+    }
+    return section(`Source lines (${byLine.size})`, h('p', { class: 'note' }, 'Where the program traced each captured node: the innermost frame outside Kiln and the system headers. Click one to select its first node.'),
+      h('ol', { class: 'lines-list sources' }, [...byLine.values()].map(({ x, nodes }) => h('li', null,
+        h('button', { class: 'ref', title: sourceTitle(x), onclick: () => selectNode('input', nodes[0]) }, sourceShort(x)), ' ',
+        h('span', { class: 'muted' }, `${plural(nodes.length, 'node')}: ${nodes.slice(0, 12).map((n) => `%${n}`).join(' ')}${nodes.length > 12 ? ' …' : ''}`),
+        x.function ? h('div', { class: 'fn muted' }, x.function) : null))));
   }
 
   const lineList = (lines, cls, none, item = (g) => g) => (lines && lines.length ? h('ol', { class: `lines-list ${cls}` }, lines.map((g) => h('li', null, h('code', null, item(g))))) : muted(none));
@@ -427,6 +452,23 @@
 
   // One line per node, its id an anchor (a link to this node), %N operands clickable, the
   // kernels the node ends up in as tags.
+  // A source line as the page shows it: the file's name and line (the function where the program
+  // has no line tables); the whole path and function on hover.
+  const baseName = (f) => f.slice(f.lastIndexOf('/') + 1);
+  const sourceShort = (x) => x.file ? `${baseName(x.file)}${x.line ? `:${x.line}` : ''}` : (x.function || '?');
+  const sourceTitle = (x) => [x.file && `${x.file}${x.line ? `:${x.line}` : ''}`, x.function && `in ${x.function}`].filter(Boolean).join('\n');
+
+  // The program's lines that traced the lit captured nodes (the selected one's first), at most 3.
+  function litSources(p, L) {
+    const ids = cur.n && cur.n.view === 'input' ? [cur.n.id, ...L.nodes.input] : [...L.nodes.input];
+    const seen = new Map();
+    for (const id of ids) {
+      const x = p.src.get(id);
+      if (x && !seen.has(sourceTitle(x))) seen.set(sourceTitle(x), x);
+    }
+    return [...seen.values()];
+  }
+
   function graphColumn(p, view, label) {
     const r = p.r;
     const nk = (r.node_kernels || {})[view] || [];
@@ -461,6 +503,11 @@
       }
       rest.split(/(%\d+)/).forEach((part, i) => row.append(i % 2 ? h('span', { class: 'ref', 'data-ref': part.slice(1) }, part) : part));
       if (m && names.has(Number(m[1]))) row.append(h('span', { class: 'nm' }, `  ${names.get(Number(m[1]))}`));
+      const src = m && view === 'input' ? p.src.get(Number(m[1])) : null;
+      if (src) {
+        row.append(h('span', { class: 'src', title: sourceTitle(src) }, `  @ ${sourceShort(src)}`));
+        text += ` @ ${sourceShort(src)} ${src.file || ''} ${src.function || ''}`;
+      }
       rows.push({ el: row, text });
       frag.append(row);
     }

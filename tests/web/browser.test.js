@@ -448,9 +448,10 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     assert.match(await page.textContent('#props'), new RegExp(`scope: ${widest.scope.replace(/[.]/g, '\\.')}`));
     console.log(`# bert (ONNX, small) grouped by module scope: ${scopeView.nodes} nodes drawn as ${scopeView.items} items ` +
       `(${boxes} scopes) in ${scopeView.ms.total.toFixed(0)} ms; ${widest.scope} expanded: ${expandedItems} items`);
-    // The diagram's box (74vh) starts below the scope bar and the properties, so its bottom, where
-    // this match (the scope's last node) lies, is past the window's: scrolled into view first.
-    await page.$eval('#diagram', (e) => e.scrollIntoView({ block: 'nearest' }));
+    // The diagram's box fits the window below the scope bar and the properties: its bottom edge,
+    // where this match (the scope's last node) lies, is in the window without scrolling.
+    await page.waitForFunction(() => document.getElementById('diagram').getBoundingClientRect().bottom <= innerHeight);
+    assert.strictEqual(await page.evaluate(() => scrollY), 0);
     shots.scopes = await checkScreenshot(page, path.join(artifacts, 'scopes.png'), [['#props', `scope: ${widest.scope}`],
       ['#diagram g.node text', `%${inside} `], ['#scopes button', `− ${widest.scope}`]], { region: '#diagram' });
     await page.selectOption('#group', 'auto');

@@ -312,6 +312,29 @@ function fit() {
   viewMoved();
 }
 
+// The diagram takes the window's height below what sits above it (the header, the report bar, an
+// error or notice, the legend, the scope bar, a node's properties; at least 320 px), so that its
+// bottom edge stays in the window as those come and go (a node just selected and centred stays
+// in the centre when its properties push the diagram down).
+function fitDiagramHeight() {
+  const box = $('diagram');
+  const fitHeight = () => {
+    const top = box.getBoundingClientRect().top + window.scrollY;
+    const height = `${Math.max(320, Math.floor(window.innerHeight - top - 14))}px`;  // 14: main's padding and the border
+    if (box.style.height === height) return;
+    const before = box.clientHeight;
+    box.style.height = height;
+    box.scrollTop += (before - box.clientHeight) / 2;  // the point at the view's centre stays there
+    viewMoved();
+  };
+  const above = [document.querySelector('header'), $('paste-box'), $('report-bar'), $('error'), $('notice'),
+    ...[...$('left').children].filter((e) => !e.classList.contains('diagram-wrap'))];
+  const watch = new ResizeObserver(fitHeight);
+  for (const e of above) if (e) watch.observe(e);
+  window.addEventListener('resize', fitHeight);
+  fitHeight();
+}
+
 function initPanZoom() {
   const box = $('diagram');
   box.addEventListener('wheel', (e) => {
@@ -330,6 +353,7 @@ function initPanZoom() {
   window.addEventListener('mouseup', () => { state.dragged = !!(drag && drag.moved); drag = null; });
   box.addEventListener('scroll', viewMoved);
   window.addEventListener('resize', viewMoved);
+  fitDiagramHeight();
   // The canvas renderer's hover and clicks: the item (or frame header) under the pointer.
   box.addEventListener('mousemove', (e) => {
     if (drag || !state.drawn || state.drawn.renderer !== 'canvas') return;

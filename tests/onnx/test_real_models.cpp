@@ -1,6 +1,6 @@
 // Small versions of the real models (tests/onnx/real_models/<model>/: ViT, Swin, BERT,
-// DistilBERT, GPT-2 and a Llama decoder, one or two layers each with narrow widths and random
-// weights) exported by torch.onnx.export(dynamo=True) as tools/models/bench_models.py exports the
+// DistilBERT, GPT-2, a Llama decoder, and ResNet-50's and MobileNetV3's structures, one or two
+// layers or blocks each with narrow widths and random weights) exported by torch.onnx.export(dynamo=True) as tools/models/bench_models.py exports the
 // full ones (tools/models/export_small_models.py wrote them, PyTorch 2.11), with an input and
 // torch's fp32 output. Each runs through kiln::onnx::compile on the cpu target (and on Vulkan
 // and CUDA where there is a device: tools/gpu/pack.sh carries this test to the GPU machine) and
@@ -36,7 +36,7 @@ namespace {
 // The source tree's folder, or (a binary carried to another machine, run from the repository
 // root there) the same folder under the working directory.
 const fs::path kModels = fs::exists(KILN_REAL_MODELS) ? fs::path(KILN_REAL_MODELS) : fs::path("tests/onnx/real_models");
-const std::vector<std::string> kNames = {"vit", "swin", "bert", "distilbert", "gpt2", "llama"};
+const std::vector<std::string> kNames = {"vit", "swin", "bert", "distilbert", "gpt2", "llama", "resnet", "mobilenet"};
 
 // The model's output on `device` against torch's: relative L2 within 1e-5 (fp32 both sides).
 void check_model(const std::string& name, kiln::Device device) {

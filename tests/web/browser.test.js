@@ -11,7 +11,7 @@ const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
 const { execFileSync } = require('child_process');
-const { launchInspector, checkScreenshot, root, cli, kiln, readSample, onnx, realModelsDir, modelFiles } = require('./common.js');
+const { launchInspector, checkScreenshot, root, cli, kiln, readSample, onnx, realModelsDir, realModels, modelFiles } = require('./common.js');
 
 const artifacts = process.env.KILN_WEB_ARTIFACTS || path.join(root, 'build/web-artifacts');
 
@@ -455,10 +455,20 @@ test('inspector page in headless Chromium', { timeout: 240000 }, async () => {
     shots.scopes = await checkScreenshot(page, path.join(artifacts, 'scopes.png'), [['#props', `scope: ${widest.scope}`],
       ['#diagram g.node text', `%${inside} `], ['#scopes button', `− ${widest.scope}`]], { region: '#diagram' });
     await page.selectOption('#group', 'auto');
-    // The small ONNX exports are samples of the page too.
-    await page.selectOption('#sample', 'onnx:swin');
-    await page.waitForFunction(() => window.kilnInspector.last.graph === 'onnx:swin' && (window.kilnInspector.last.kernels || window.kilnInspector.last.error));
-    assert.strictEqual(await page.isVisible('#error'), false, await page.textContent('#error'));
+    // The small ONNX exports (tests/onnx/real_models: each real model's structure) are samples of
+    // the page too: every one opens, imports and compiles, with no error.
+    const models = await page.$$eval('#sample option', (os) => os.map((o) => o.value).filter((v) => v.startsWith('onnx:')));
+    assert.deepStrictEqual(models.map((m) => m.slice(5)), realModels);
+    const modelTimes = [];
+    for (const m of models) {
+      await page.selectOption('#sample', m);
+      await page.waitForFunction((name) => window.kilnInspector.last.graph === name && (window.kilnInspector.last.kernels || window.kilnInspector.last.error), m);
+      assert.strictEqual(await page.isVisible('#error'), false, `${m}: ${await page.textContent('#error')}`);
+      const last = await page.evaluate(() => window.kilnInspector.last);
+      assert.ok(last.kernels > 0, m);
+      modelTimes.push(`${m.slice(5)} ${last.importMs.toFixed(0)}+${last.compileMs.toFixed(0)} ms (${last.kernels} kernels)`);
+    }
+    console.log(`# the real models' small exports in the page (${models.length}), imported+compiled for cpu: ${modelTimes.join(', ')}`);
     await page.goto(url + '?url=' + encodeURIComponent('/samples/no_such_file.json'));
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
     assert.match(await page.textContent('#error'), /could not fetch it: HTTP 404/);

@@ -34,6 +34,49 @@ def swin():
     return m, (torch.randn(2, 3, 32, 32),)
 
 
+def random_batch_norms(m):
+    """Batch norms with running statistics and affine parameters away from the identity, so that
+    folding them into convolutions is checked (fresh ones are nearly the identity in eval)."""
+    for b in m.modules():
+        if isinstance(b, torch.nn.BatchNorm2d):
+            torch.nn.init.uniform_(b.weight, 0.5, 1.5)
+            torch.nn.init.uniform_(b.bias, -0.2, 0.2)
+            b.running_mean.uniform_(-0.2, 0.2)
+            b.running_var.uniform_(0.5, 1.5)
+    return m
+
+
+def resnet():
+    """ResNet-50's structure, narrow: the 7x7 stem, batch norms and max pool, torchvision's
+    Bottleneck blocks (1x1, 3x3, 1x1) with projection shortcuts where the shape changes, one of
+    them strided, then an identity block, the average pool and the classifier."""
+    from torchvision.models.resnet import Bottleneck, conv1x1
+
+    def projected(inplanes, planes, stride):
+        down = torch.nn.Sequential(conv1x1(inplanes, planes * 4, stride), torch.nn.BatchNorm2d(planes * 4))
+        return Bottleneck(inplanes, planes, stride, down)
+
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 7, 2, 3, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU(inplace=True),
+        torch.nn.MaxPool2d(3, 2, 1), projected(16, 8, 1), Bottleneck(32, 8), projected(32, 16, 2),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    return random_batch_norms(m), (torch.randn(2, 3, 32, 32),)
+
+
+def mobilenet():
+    """MobileNetV3-Large's structure at half width and four of its blocks: depthwise convolutions
+    (3x3 and 5x5, strided), squeeze-and-excitation with hardsigmoid, ReLU and hardswish blocks,
+    a residual one, the last 1x1 convolution, average pool and the classifier."""
+    from functools import partial
+    from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
+    block = partial(InvertedResidualConfig, width_mult=0.5)
+    setting = [block(16, 3, 16, 16, True, "RE", 2, 1), block(16, 3, 72, 24, False, "RE", 2, 1),
+               block(24, 5, 96, 40, True, "HS", 2, 1), block(40, 3, 120, 40, True, "HS", 1, 1)]
+    m = MobileNetV3(setting, last_channel=128, num_classes=10)
+    bm.reinit_mobilenet_classifier(m)
+    return random_batch_norms(m), (torch.randn(2, 3, 32, 32),)
+
+
 HF = {
     "bert": ("BertModel", "BertConfig", dict(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
                                              intermediate_size=128, vocab_size=100, max_position_embeddings=64),
@@ -51,7 +94,7 @@ HF = {
                                                       vocab_size=100), "last_hidden_state", {}),
 }
 
-MODELS = {"vit": vit, "swin": swin}
+MODELS = {"vit": vit, "swin": swin, "resnet": resnet, "mobilenet": mobilenet}
 for _name, (_cls, _cfg, _kw, _field, _call) in HF.items():
     MODELS[_name] = (lambda c=_cls, f=_cfg, k=_kw, o=_field, a=_call: bm.build_hf(c, f, k, o, 2, 16, a))
 

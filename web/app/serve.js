@@ -52,6 +52,9 @@ function gzipped(file) {
 }
 
 function serve(port, host = '127.0.0.1') {
+  // The module's gzip made before the first page asks (a deployment serves it precompressed).
+  const wasm = path.join(wasmDir, 'kiln_wasm.wasm');
+  if (fs.existsSync(wasm)) gzipped(wasm);
   const server = http.createServer((req, res) => {
     let urlPath = decodeURIComponent(new URL(req.url, 'http://x').pathname);
     if (urlPath === '/') urlPath = '/index.html';

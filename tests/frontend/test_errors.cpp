@@ -36,6 +36,29 @@ BOOST_AUTO_TEST_CASE(shapes_that_do_not_broadcast_name_the_op) {
   BOOST_TEST(contains(msg, "[3, 2]"), msg);
 }
 
+// The message also says where: the line of this file that called the op, eager and in a
+// compiled function alike (the tracing call site), and through kiln::nn's code to its caller.
+BOOST_AUTO_TEST_CASE(errors_name_the_calling_line) {
+  const std::string here = std::string("/") + __FILE__ + ":";  // __FILE__ is relative here (-fmacro-prefix-map)
+  auto called_at = [&](const std::string& msg, int line) {
+    return contains(msg, " (called at ") && contains(msg, here + std::to_string(line) + ")");
+  };
+  const Tensor x = zeros({2, 3});
+  std::string msg = error_of([&] { matmul(x, x); }); const int eager_line = __LINE__;
+  BOOST_TEST(called_at(msg, eager_line), msg);
+  BOOST_TEST(contains(msg, "matmul"), msg);
+  auto f = kiln::compile([](const Tensor& a) { return reshape(a, {4}); }); const int traced_line = __LINE__;
+  msg = error_of([&] { f(x); });
+  BOOST_TEST(called_at(msg, traced_line), msg);
+  BOOST_TEST(contains(msg, "reshape"), msg);
+  nn::Init init(1);
+  const nn::Linear layer = nn::Linear::make(4, 2, init);
+  msg = error_of([&] { layer(x); }); const int module_line = __LINE__;
+  BOOST_TEST(called_at(msg, module_line), msg);
+  // One location, however many ops the failing one sat inside.
+  BOOST_TEST(msg.find(" (called at ") == msg.rfind(" (called at "), msg);
+}
+
 BOOST_AUTO_TEST_CASE(undefined_tensors) {
   const Tensor u;
   BOOST_TEST(!u.defined());

@@ -154,4 +154,11 @@ std::optional<SourceLine> user_source_line(const CallStack& stack) {
   return std::nullopt;
 }
 
+std::string user_call_site_now() {
+  const std::optional<SourceLine> l = user_source_line(capture_call_stack());
+  if (!l) return "";
+  if (l->file.empty()) return l->function;
+  return l->file + (l->line > 0 ? ":" + std::to_string(l->line) : "");
+}
+
 }  // namespace kiln::detail

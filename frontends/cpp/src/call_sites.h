@@ -6,6 +6,7 @@
 // libbacktrace), the innermost frame, inlined ones included, whose source is neither Kiln's
 // (its library folders, an installed include/kiln/) nor the system's (/usr/include, the
 // compiler's headers). A program built without line tables gets the function's name alone.
+// An op's error names the same line (dispatch.cpp), resolved only when one is thrown.
 #pragma once
 
 #include <cstdint>
@@ -35,5 +36,9 @@ std::optional<SourceLine> user_source_line(const CallStack& stack);
 
 // Whether this build can record call sites at all.
 bool call_sites_supported();
+
+// "file:line" (the function where the program has no line tables) of the user's frame of the
+// stack now; "" where none is known. For error messages: it resolves at once.
+std::string user_call_site_now();
 
 }  // namespace kiln::detail

@@ -134,10 +134,8 @@ Tensor cast_to(const Tensor& x, DType t) {
   return record_or_run(OpId::cast, in, Attrs{t});
 }
 
-}  // namespace
-
 // The op as given: a node of the trace, or run now; recorded for autograd where it must be.
-Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
+Tensor record_or_run_here(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
   std::shared_ptr<GradRecord> record;
   if (records_grad(inputs)) {
     record = std::make_shared<GradRecord>(GradRecord{op, attrs, {}});
@@ -160,6 +158,27 @@ Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs
     y.impl()->grad_fn = std::move(record);
   }
   return y;
+}
+
+// An op's kiln::Error again, with the user's line that called the op: a shape rule names the op
+// and what is wrong, this says where (the innermost op adds it; the ops around it keep it).
+constexpr std::string_view kCalledAt = " (called at ";
+[[noreturn]] void rethrow_with_call_site(const Error& e) {
+  std::string message = e.what();
+  if (message.find(kCalledAt) == std::string::npos)
+    if (const std::string at = user_call_site_now(); !at.empty()) message += std::string(kCalledAt) + at + ")";
+  throw Error(message);
+}
+
+}  // namespace
+
+// A kiln::Error names the user's line that called the op (eager and traced alike).
+Tensor record_or_run(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {
+  try {
+    return record_or_run_here(op, inputs, std::move(attrs));
+  } catch (const Error& e) {
+    rethrow_with_call_site(e);
+  }
 }
 
 Tensor dispatch(OpId op, std::span<const Tensor* const> inputs, Attrs attrs) {

@@ -220,7 +220,7 @@ async function drawView(r) {
 
 // Kernel sources are highlighted when they scroll into view: highlighting the LLVM IR of a real
 // model's hundreds of kernels up front took most of the time a report took to show.
-// highlight.js loads beside the first compile (main): code to highlight before it is there waits.
+// highlight.js loads once the first graph is drawn (main): code to highlight before it is there waits.
 const unhighlighted = new Set();
 function highlight(code) {
   if (state.hljs) state.hljs.highlightElement(code);

@@ -133,8 +133,20 @@ BOOST_AUTO_TEST_CASE(kernels_as_llvm_ir) {
   BOOST_TEST(k.language == "llvm");
   BOOST_TEST(cuda::is_nvptx_program(k.source));
   BOOST_TEST(!contains(p.module_source(), "k0"), "an LLVM IR kernel is not part of the CUDA C module");
-  for (const char* s : {"load <4 x float>, ptr addrspace(1)", "store <4 x float>", "@__nv_tanhf", "\"maxntidx\", i32 256"})
+  for (const char* s : {"load <4 x float>, ptr addrspace(1)", "store <4 x float>", "@__nv_tanhf"})
     BOOST_TEST(contains(k.source, s), s << "\n" << k.source);
+  // 256 threads a block: no register bound (nvJitLink's ptxas would take all its budget); above
+  // 256 the block bounds the registers (.maxntid), so that the block fits an SM.
+  BOOST_TEST(k.launch.block == 256);
+  BOOST_TEST(!contains(k.source, "maxntidx"), k.source);
+  Graph wide;  // rows of 65536: a row reduction of 512 threads a row
+  const NodeId w = wide.add_input(meta(DType::f32, {8, 65536}), "w");
+  wide.set_outputs({wide.add(OpId::sum, {w}, {std::vector<int64_t>{1}, false})});
+  const plan::KernelPlan pw = plan_of(wide, llvm_ir());
+  const plan::PlanKernel& kw = launched(pw, 0);
+  BOOST_TEST(kw.language == "llvm");
+  BOOST_TEST(kw.launch.block > 256);
+  BOOST_TEST(contains(kw.source, "\"maxntidx\", i32 " + std::to_string(kw.launch.block)), kw.source);
   BOOST_TEST(!k.launch.grid_stride);
   BOOST_TEST(!contains(k.source, "nctaid"), k.source);
 

@@ -12,6 +12,7 @@
 // load's result) is an alloca that LLVM's SROA turns back into registers.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -66,6 +67,9 @@ struct Scope {
 // Vector accesses (as cuda_c.cpp's): 4 consecutive elements of the last dim; f32 and i32 as 128
 // bits, f16 and bf16 as 64.
 constexpr int kVec = 4;
+// The largest block for which no register bound is needed: 256 threads of 255 registers (ptxas's
+// most a thread) fit an SM's 65536.
+constexpr int64_t kUnboundedBlock = 256;
 const char* vec_elem(DType t) {
   switch (t) {
     case DType::f32: return "float";
@@ -107,10 +111,15 @@ class NvptxEmitter : public render::llvm::Printer {
     for (const std::string& d : decls_) m << d << "\n";
     for (const std::string& h : helpers_) m << h;
     m << "\ndefine void @" << k_.name << "(" << params() << ") {\nentry:\n"
-      << entry_.str() << "  br label %body\nbody:\n" << body_.str() << "}\n\n"
-      << "!nvvm.annotations = !{!0, !1}\n"
-      << "!0 = !{ptr @" << k_.name << ", !\"kernel\", i32 1}\n"
-      << "!1 = !{ptr @" << k_.name << ", !\"maxntidx\", i32 " << launch.block << "}\n";
+      << entry_.str() << "  br label %body\nbody:\n" << body_.str() << "}\n\n";
+    // The block size bounds ptxas's registers (.maxntid) only where it must: above 256 threads a
+    // block, where 255 registers a thread (ptxas's most) would not fit an SM's 64K. The runtime
+    // compiles through nvJitLink, whose ptxas (relocatable, -c) takes a .maxntid's whole budget:
+    // a kernel that needs 64 registers took 255, a block an SM (ConvNeXt's depthwise + norm rows).
+    const bool bounded = launch.block > kUnboundedBlock;
+    m << "!nvvm.annotations = !{!0" << (bounded ? ", !1" : "") << "}\n"
+      << "!0 = !{ptr @" << k_.name << ", !\"kernel\", i32 1}\n";
+    if (bounded) m << "!1 = !{ptr @" << k_.name << ", !\"maxntidx\", i32 " << launch.block << "}\n";
     return m.str();
   }
 
@@ -199,6 +208,24 @@ class NvptxEmitter : public render::llvm::Printer {
   // written to value_records_ where computed (the first pass). Each slot holds the value in its
   // instruction's compute type.
   std::map<int32_t, std::string> value_slots_, value_records_;
+  // One lane's share of the maps above (a vector step's lanes emitted interleaved), swapped in
+  // for as long as a LaneScope lives.
+  struct LaneValues {
+    std::map<int32_t, Val> load_reads;
+    std::map<int32_t, std::string> load_slots, value_slots, value_records;
+  };
+  struct LaneScope {
+    NvptxEmitter& e;
+    LaneValues& l;
+    LaneScope(NvptxEmitter& em, LaneValues& lane) : e(em), l(lane) { swap(); }
+    ~LaneScope() { swap(); }
+    void swap() {
+      std::swap(e.load_reads_, l.load_reads);
+      std::swap(e.load_slots_, l.load_slots);
+      std::swap(e.value_slots_, l.value_slots);
+      std::swap(e.value_records_, l.value_records);
+    }
+  };
 
   Val load(int32_t i, const Instr& in, Scope& sc) {
     const DType t = buffer_dtype(in.buffer);
@@ -943,65 +970,127 @@ class NvptxEmitter : public render::llvm::Printer {
       const std::map<int32_t, std::vector<Var>>& states = ps.states;
       const std::optional<OnlineState>& ost = ps.online;
       std::set<int32_t> fresh_loads;
-      // One group: the kVec elements from jg on (g: the cached group's index, -1 uncached).
-      auto group = [&](const std::string& jg, int64_t g) {
-        Scope base = outer.child();
-        base.vars.assign(n, "");
-        for (size_t d = 0; d < no; ++d) base.vars[d] = outer.vars[d];
-        unflatten(jg, no, n, base);
-        std::map<int32_t, std::vector<std::string>> fresh;  // vector loads made in this step
-        for (int32_t li : cstyle::loads_of_pass(k_, pass, pass > 0 ? keep : std::set<int32_t>())) {
-          if (!vectors_->loads.count(li) || in_registers.count(li)) continue;
-          fresh[li] = load_group_of(li, base);
+      // The instructions a lane computes in this pass that need no reduction still to come, in
+      // the order one lane's chain evaluates them (post-order from the pass's reduction
+      // arguments and stores); vector loads and kept values are leaves.
+      auto interleavable = [&] {
+        std::vector<int32_t> order;
+        std::map<int32_t, bool> ready;
+        std::function<bool(int32_t)> visit = [&](int32_t i) {
+          if (auto it = ready.find(i); it != ready.end()) return it->second;
+          const Instr& in = k_.instrs[static_cast<size_t>(i)];
+          bool ok = true;
+          if (in.kind == InstrKind::reduce) ok = reductions_.count(i) > 0;
+          else if (!(pass > 0 && keep.count(i)) && !vectors_->loads.count(i))
+            for (int32_t a : in.args) ok = visit(a) && ok;
+          ready[i] = ok;
+          if (ok && in.kind != InstrKind::reduce) order.push_back(i);
+          return ok;
+        };
+        for (int32_t r : reds) visit(k_.instrs[static_cast<size_t>(r)].args[0]);
+        if (online && pass == 0) visit(online->arg);
+        for (const schedule::Store& st : k_.stores)
+          if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) visit(st.value);
+        return order;
+      }();
+      // Groups of kVec elements, each from its jg on (g: the cached group's index, -1 uncached),
+      // in one step. Every lane of every group has its registers: its scope and the maps that
+      // value() reads, swapped in while the lane is emitted.
+      struct Group {
+        std::string jg;
+        int64_t g = -1;
+        Scope base;
+        std::set<int32_t> to_load;  // this pass's vector loads not yet in registers
+        std::vector<LaneValues> lv;
+        std::vector<Scope> sc;
+      };
+      auto step_groups = [&](const std::vector<std::pair<std::string, int64_t>>& at) {
+        std::vector<Group> gs(at.size());
+        for (size_t gi = 0; gi < at.size(); ++gi) {
+          Group& gr = gs[gi];
+          gr.jg = at[gi].first;
+          gr.g = at[gi].second;
+          gr.base = outer.child();
+          gr.base.vars.assign(n, "");
+          for (size_t d = 0; d < no; ++d) gr.base.vars[d] = outer.vars[d];
+          unflatten(gr.jg, no, n, gr.base);
+          for (int32_t li : cstyle::loads_of_pass(k_, pass, pass > 0 ? keep : std::set<int32_t>()))
+            if (vectors_->loads.count(li) && !in_registers.count(li)) gr.to_load.insert(li);
+          gr.lv.resize(kVec);
+        }
+        // (Scopes point at their parents: built once gs no longer moves.)
+        for (Group& gr : gs)
+          for (int c = 0; c < kVec; ++c) {
+            LaneValues& l = gr.lv[static_cast<size_t>(c)];
+            const int64_t slot = gr.g * kVec + c;
+            for (int32_t li : in_registers) l.load_slots[li] = cache_slot(li, slot);
+            for (int32_t vi : keep) (pass == 0 ? l.value_records : l.value_slots)[vi] = kept_slot(vi, slot);
+            gr.sc.push_back(gr.base.child());
+            if (c > 0) gr.sc.back().vars[vectors_->dim] = op("add i64 ", gr.base.vars[vectors_->dim], ", ", c);
+          }
+        // A vector load: one access, its lanes handed to the lanes' maps (and the row cache).
+        auto load_vector = [&](Group& gr, int32_t li) {
+          const std::vector<std::string> ls = load_group_of(li, gr.base);
           fresh_loads.insert(li);
-        }
-        std::map<size_t, std::vector<std::string>> lanes;
-        for (int c = 0; c < kVec; ++c) {
-          load_reads_.clear();
-          load_slots_.clear();
-          value_slots_.clear();
-          value_records_.clear();
-          for (int32_t li : in_registers) load_slots_[li] = cache_slot(li, g * kVec + c);
-          for (int32_t vi : keep) (pass == 0 ? value_records_ : value_slots_)[vi] = kept_slot(vi, g * kVec + c);
-          for (const auto& [li, ls] : fresh) {
+          gr.to_load.erase(li);
+          for (int c = 0; c < kVec; ++c) {
             const Val v = from_storage(buffer_dtype(k_.instrs[static_cast<size_t>(li)].buffer), ls[static_cast<size_t>(c)]);
-            load_reads_[li] = v;
-            if (cached && keep.empty()) line("store ", type_of(v.ct), " ", v.v, ", ptr ", cache_slot(li, g * kVec + c));
+            gr.lv[static_cast<size_t>(c)].load_reads[li] = v;
+            if (cached && keep.empty()) line("store ", type_of(v.ct), " ", v.v, ", ptr ", cache_slot(li, gr.g * kVec + c));
           }
-          Scope sc = base.child();
-          if (c > 0) sc.vars[vectors_->dim] = op("add i64 ", base.vars[vectors_->dim], ", ", c);
-          const std::string j = c == 0 ? jg : op("add i64 ", jg, ", ", c);
-          if (ost) {
-            online_step(*online, *ost, sc);
-          } else {
-            for (int32_t r : reds) merge(r, states.at(r), element(r, value(k_.instrs[static_cast<size_t>(r)].args[0], sc), j));
-          }
-          for (size_t si = 0; si < k_.stores.size(); ++si) {
-            const schedule::Store& st = k_.stores[si];
-            if (!k_.store_is_inner(st) || k_.instrs[static_cast<size_t>(st.value)].pass != pass) continue;
-            if (vectors_->stores.count(si)) lanes[si].push_back(to_storage(buffer_dtype(st.buffer), value(st.value, sc)));
-            else store(st, sc);
+        };
+        // All lanes' values interleaved instruction by instruction, each vector loaded just before
+        // its first use. Emitted lane after lane (and group after group), every vector's lanes,
+        // and every value the lanes share (a stencil tap's bounds), stayed live until the last
+        // lane's chain: a 7x7 depthwise convolution before a norm, 49 taps of 12 lanes, took 255
+        // registers and spilled.
+        for (int32_t i : interleavable) {
+          for (Group& gr : gs) {
+            if (gr.to_load.count(i)) load_vector(gr, i);
+            for (int c = 0; c < kVec; ++c) {
+              LaneScope enter(*this, gr.lv[static_cast<size_t>(c)]);
+              value(i, gr.sc[static_cast<size_t>(c)]);
+            }
           }
         }
-        load_reads_.clear();
-        load_slots_.clear();
-        value_slots_.clear();
-        value_records_.clear();
-        for (const auto& [si, ls] : lanes) store_group(k_.stores[si].buffer, affine(k_.stores[si].index, base), ls);
+        for (Group& gr : gs) {
+          while (!gr.to_load.empty()) load_vector(gr, *gr.to_load.begin());
+          std::map<size_t, std::vector<std::string>> lanes;
+          for (int c = 0; c < kVec; ++c) {
+            LaneScope enter(*this, gr.lv[static_cast<size_t>(c)]);
+            Scope& s = gr.sc[static_cast<size_t>(c)];
+            const std::string j = c == 0 ? gr.jg : op("add i64 ", gr.jg, ", ", c);
+            if (ost) {
+              online_step(*online, *ost, s);
+            } else {
+              for (int32_t r : reds) merge(r, states.at(r), element(r, value(k_.instrs[static_cast<size_t>(r)].args[0], s), j));
+            }
+            for (size_t si = 0; si < k_.stores.size(); ++si) {
+              const schedule::Store& st = k_.stores[si];
+              if (!k_.store_is_inner(st) || k_.instrs[static_cast<size_t>(st.value)].pass != pass) continue;
+              if (vectors_->stores.count(si)) lanes[si].push_back(to_storage(buffer_dtype(st.buffer), value(st.value, s)));
+              else store(st, s);
+            }
+          }
+          for (const auto& [si, ls] : lanes) store_group(k_.stores[si].buffer, affine(k_.stores[si].index, gr.base), ls);
+        }
       };
       if (cached) {
-        // Rows that fill every group need no bounds check.
+        // Rows that fill every group need no bounds check: the groups' lanes interleave in one
+        // step. Otherwise each group is a step of its own under its check.
         const bool full = inner_extent().hint() % (block_ * kVec) == 0;
+        std::vector<std::pair<std::string, int64_t>> all;
         for (int64_t g = 0; g < groups; ++g) {
           const std::string jg = op("mul i64 ", op("add i64 ", tid_, ", ", g * block_), ", ", kVec);
-          if (full) group(jg, g);
-          else when(op("icmp slt i64 ", jg, ", ", inner_total), [&] { group(jg, g); });
+          if (full) all.push_back({jg, g});
+          else when(op("icmp slt i64 ", jg, ", ", inner_total), [&] { step_groups({{jg, g}}); });
         }
+        if (full) step_groups(all);
         if (keep.empty())
           for (int32_t li : fresh_loads) in_registers.insert(li);
       } else {
         const std::string first = op("mul i64 ", tid_, ", ", kVec), step = op("mul i64 ", ntid, ", ", kVec);
-        loop(first, inner_total, step, [&](const std::string& jg) { group(jg, -1); });
+        loop(first, inner_total, step, [&](const std::string& jg) { step_groups({{jg, -1}}); });
       }
       if (ost) online_combine(*online, *ost);
       else block_combine(reds, states);

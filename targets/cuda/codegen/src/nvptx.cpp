@@ -970,29 +970,26 @@ class NvptxEmitter : public render::llvm::Printer {
       const std::map<int32_t, std::vector<Var>>& states = ps.states;
       const std::optional<OnlineState>& ost = ps.online;
       std::set<int32_t> fresh_loads;
-      // The instructions a lane computes in this pass that need no reduction still to come, in
-      // the order one lane's chain evaluates them (post-order from the pass's reduction
-      // arguments and stores); vector loads and kept values are leaves.
-      auto interleavable = [&] {
-        std::vector<int32_t> order;
-        std::map<int32_t, bool> ready;
-        std::function<bool(int32_t)> visit = [&](int32_t i) {
-          if (auto it = ready.find(i); it != ready.end()) return it->second;
-          const Instr& in = k_.instrs[static_cast<size_t>(i)];
-          bool ok = true;
-          if (in.kind == InstrKind::reduce) ok = reductions_.count(i) > 0;
-          else if (!(pass > 0 && keep.count(i)) && !vectors_->loads.count(i))
-            for (int32_t a : in.args) ok = visit(a) && ok;
-          ready[i] = ok;
-          if (ok && in.kind != InstrKind::reduce) order.push_back(i);
-          return ok;
-        };
-        for (int32_t r : reds) visit(k_.instrs[static_cast<size_t>(r)].args[0]);
-        if (online && pass == 0) visit(online->arg);
-        for (const schedule::Store& st : k_.stores)
-          if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) visit(st.value);
-        return order;
-      }();
+      // The instructions a lane computes in this pass, in the order one lane's chain evaluates
+      // them (post-order from the pass's reduction arguments, the online pair's among them, and
+      // its stores); earlier passes' results, kept values and vector loads are leaves.
+      std::vector<int32_t> interleavable;
+      std::set<int32_t> visited;
+      std::function<void(int32_t)> visit = [&](int32_t i) {
+        if (!visited.insert(i).second) return;
+        const Instr& in = k_.instrs[static_cast<size_t>(i)];
+        if (in.kind == InstrKind::reduce) return;
+        if (!(pass > 0 && keep.count(i)) && !vectors_->loads.count(i))
+          for (int32_t a : in.args) visit(a);
+        interleavable.push_back(i);
+      };
+      for (int32_t r : reds) visit(k_.instrs[static_cast<size_t>(r)].args[0]);
+      for (const schedule::Store& st : k_.stores)
+        if (k_.store_is_inner(st) && k_.instrs[static_cast<size_t>(st.value)].pass == pass) visit(st.value);
+      // This pass's vector loads not yet in registers: each group loads them.
+      std::set<int32_t> pass_loads;
+      for (int32_t li : cstyle::loads_of_pass(k_, pass, pass > 0 ? keep : std::set<int32_t>()))
+        if (vectors_->loads.count(li) && !in_registers.count(li)) pass_loads.insert(li);
       // Groups of kVec elements, each from its jg on (g: the cached group's index, -1 uncached),
       // in one step. Every lane of every group has its registers: its scope and the maps that
       // value() reads, swapped in while the lane is emitted.
@@ -1014,8 +1011,7 @@ class NvptxEmitter : public render::llvm::Printer {
           gr.base.vars.assign(n, "");
           for (size_t d = 0; d < no; ++d) gr.base.vars[d] = outer.vars[d];
           unflatten(gr.jg, no, n, gr.base);
-          for (int32_t li : cstyle::loads_of_pass(k_, pass, pass > 0 ? keep : std::set<int32_t>()))
-            if (vectors_->loads.count(li) && !in_registers.count(li)) gr.to_load.insert(li);
+          gr.to_load = pass_loads;
           gr.lv.resize(kVec);
         }
         // (Scopes point at their parents: built once gs no longer moves.)

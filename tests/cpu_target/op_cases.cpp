@@ -1080,17 +1080,6 @@ std::vector<Batch> source_cases(OpId op) {
         sym.push_back(C({A(t, {-1, 3})}, source_plus_input(op, [t](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 3}, int64_t{1}, t}; }), tt));
         break;
       }
-      case OpId::randn: {
-        if (!is_floating(t)) break;
-        for (int64_t seed : {int64_t{0}, int64_t{42}, (int64_t{1} << 32) + 1}) {
-          cs.push_back(C({}, source(op, {SymShape{7}, seed, t}), exact));
-          cs.push_back(C({}, source(op, {SymShape{3, 129}, seed, t}), exact));
-          cs.push_back(C({}, source(op, {SymShape{}, seed, t}), exact));
-          cs.push_back(C({A(t, {2, 5})}, source_plus_input(op, [seed, t](const std::vector<SymInt>&) { return Attrs{SymShape{2, 5}, seed, t}; }), tt));
-          sym.push_back(C({A(t, {-1, 3})}, source_plus_input(op, [seed, t](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 3}, seed, t}; }), tt));
-        }
-        break;
-      }
       default: break;
     }
   }
@@ -1550,6 +1539,50 @@ std::vector<Batch> composite_cases(OpId op) {
   return out;
 }
 
+// philox over keys and counters of the whole i64 range (broadcast, i32, a flat iota of several
+// launch chunks), every word; rand and randn alone, added to an input, over symbolic shapes and
+// with a run-time key. Integers are exact; randn's logf and cosf may differ by an ulp.
+std::vector<Batch> random_cases(OpId op) {
+  std::vector<Batch> out;
+  std::vector<OpCase> cs, sym;
+  const Tolerance exact{};
+  if (op == OpId::philox) {
+    for (int64_t word = 0; word < 4; ++word)
+      for (int64_t seed : {int64_t{0}, int64_t{42}, (int64_t{1} << 32) + 1, int64_t{-1}}) {
+        const Attrs a{word, seed};
+        cs.push_back(C({A(D::i64, {}, Domain::wide), A(D::i64, {3, 129}, Domain::wide)}, op_of(op, a), exact, "broadcast key"));
+        if (seed != 42) continue;
+        cs.push_back(C({A(D::i32, {5, 1}, Domain::wide), A(D::i64, {7}, Domain::wide, Layout::reversed)}, op_of(op, a), exact));
+        cs.push_back(core(C({A(D::i64, {})}, [a](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          const NodeId c = g.add(OpId::iota, {}, {SymShape{257 * 300}, int64_t{0}, D::i64});
+          return g.add(OpId::philox, {in[0], g.add(OpId::reshape, {c}, {SymShape{257, 300}})}, a);
+        }, exact, "a flat iota counter, large")));
+        sym.push_back(C({A(D::i64, {-1, 1}, Domain::wide), A(D::i64, {-2}, Domain::wide)}, op_of(op, a), exact));
+      }
+  } else {
+    for (DType t : {D::f32, D::f64, D::f16, D::bf16}) {
+      // randn is computed in f32 (logf, cosf) whatever its dtype.
+      const Tolerance tt = op == OpId::rand ? exact : tol_of(OpId::cos, t == D::f64 ? D::f32 : t);
+      for (int64_t seed : {int64_t{0}, int64_t{42}, (int64_t{1} << 32) + 1}) {
+        if (t != D::f32 && seed != 42 && !full_mode()) continue;
+        cs.push_back(C({}, source(op, {SymShape{7}, seed, t}), tt));
+        cs.push_back(C({}, source(op, {SymShape{3, 129}, seed, t}), tt));
+        cs.push_back(C({}, source(op, {SymShape{}, seed, t}), tt));
+        cs.push_back(C({A(t, {2, 5})}, source_plus_input(op, [seed, t](const std::vector<SymInt>&) { return Attrs{SymShape{2, 5}, seed, t}; }), tt));
+        cs.push_back(C({A(D::i64, {}, Domain::wide)}, op_of(op, {SymShape{4, 33}, seed, t}), tt, "run-time key"));
+        cs.push_back(C({A(D::i32, {}, Domain::wide)}, op_of(op, {SymShape{}, seed, t}), tt, "run-time i32 key, 0-d"));
+        sym.push_back(C({A(t, {-1, 3})}, source_plus_input(op, [seed, t](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], 3}, seed, t}; }), tt));
+        sym.push_back(C({A(D::i64, {}, Domain::wide), A(t, {-1, -2})}, [seed, t, op](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>& s) {
+          return g.add(OpId::mul, {in[1], g.add(op, {in[0]}, {SymShape{s[0], s[1]}, seed, t})});
+        }, tt, "run-time key, symbolic shape"));
+      }
+    }
+  }
+  out.push_back(static_batch(std::string(op_name(op)) + " static", std::move(cs)));
+  if (!sym.empty()) out.push_back(symbolic_batch(std::string(op_name(op)) + " symbolic", std::move(sym)));
+  return out;
+}
+
 }  // namespace
 
 Tolerance op_tolerance(OpId op, DType out) { return tol_of(op, out); }
@@ -1557,7 +1590,8 @@ Tolerance op_tolerance(OpId op, DType out) { return tol_of(op, out); }
 const std::map<OpId, OpCaseFn>& op_case_table() {
   static const std::map<OpId, OpCaseFn> table = [] {
     std::map<OpId, OpCaseFn> t;
-    for (OpId op : {OpId::input, OpId::constant, OpId::full, OpId::arange, OpId::iota, OpId::randn}) t[op] = source_cases;
+    for (OpId op : {OpId::input, OpId::constant, OpId::full, OpId::arange, OpId::iota}) t[op] = source_cases;
+    for (OpId op : {OpId::randn, OpId::rand, OpId::philox}) t[op] = random_cases;
     for (OpId op : {OpId::neg, OpId::abs, OpId::exp, OpId::log, OpId::sqrt, OpId::rsqrt, OpId::reciprocal, OpId::sin,
                     OpId::cos, OpId::tanh, OpId::sigmoid, OpId::relu, OpId::gelu, OpId::silu, OpId::erf, OpId::floor,
                     OpId::ceil, OpId::round, OpId::sign, OpId::logical_not, OpId::isnan})

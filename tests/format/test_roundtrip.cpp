@@ -61,6 +61,16 @@ Graph op_use(OpId op) {
     case OpId::cumsum: y = one({int64_t{0}, true, false}); break;
     case OpId::cumprod: y = one({int64_t{0}, false, true}); break;
     case OpId::randn: y = g.add(op, {}, {SymShape{s0, 5}, int64_t{42}, DType::bf16}); break;
+    case OpId::rand: {  // with a run-time key
+      const NodeId key = g.add_input(meta(DType::i64, {}), "key");
+      y = g.add(op, {key}, {SymShape{s0, 5}, int64_t{-7}, DType::f32});
+      break;
+    }
+    case OpId::philox: {
+      const NodeId key = g.add_input(meta(DType::i64, {}), "key");
+      y = g.add(op, {key, g.add(OpId::iota, {}, {SymShape{s0, 4}, int64_t{0}, DType::i64})}, {int64_t{3}, int64_t{1} << 40});
+      break;
+    }
     case OpId::neg: case OpId::abs: case OpId::exp: case OpId::log: case OpId::sqrt: case OpId::rsqrt:
     case OpId::reciprocal: case OpId::sin: case OpId::cos: case OpId::tanh: case OpId::sigmoid: case OpId::relu:
     case OpId::silu: case OpId::erf: case OpId::floor: case OpId::ceil: case OpId::round: case OpId::sign:

@@ -282,7 +282,7 @@ BOOST_AUTO_TEST_CASE(every_op_against_finite_differences) {
 }
 
 // Every op that can pass a gradient has a case above (integer- and bool-valued ops pass none,
-// and channels-last convolution is not in the C++ API: passes::to_channels_last makes it;
+// philox included, and channels-last convolution is not in the C++ API: passes::to_channels_last makes it;
 // convolution_weight_grad neither: its values are checked as every convolution case's weight
 // gradient, its rule as conv_transpose's weight gradient).
 BOOST_AUTO_TEST_CASE(every_differentiable_op_has_a_case) {
@@ -291,7 +291,8 @@ BOOST_AUTO_TEST_CASE(every_differentiable_op_has_a_case) {
   const std::set<OpId> no_gradient = {OpId::eq,          OpId::ne,          OpId::lt,     OpId::le,
                                       OpId::gt,          OpId::ge,          OpId::logical_and,
                                       OpId::logical_or,  OpId::logical_not, OpId::isnan,  OpId::argmax,
-                                      OpId::argmin,      OpId::convolution_channels_last, OpId::convolution_weight_grad};
+                                      OpId::argmin,      OpId::convolution_channels_last, OpId::convolution_weight_grad,
+                                      OpId::philox};
   for (const OpDef& d : all_ops()) {
     if (d.category == OpCategory::source || no_gradient.count(d.id)) continue;
     BOOST_TEST(covered.count(d.id) == 1u, "op " << d.name << " has no gradient case");

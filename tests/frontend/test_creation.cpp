@@ -121,6 +121,50 @@ BOOST_AUTO_TEST_CASE(randn_is_reproducible) {
   BOOST_TEST(randn({3}).to_vector<float>() == randn({3}, DType::f32, Device::cpu(), 0).to_vector<float>());
 }
 
+BOOST_AUTO_TEST_CASE(rand_and_dropout_with_run_time_keys) {
+  const std::vector<float> u = rand({4000}, DType::f32, Device::cpu(), 3).to_vector<float>();
+  double total = 0;
+  for (float v : u) {
+    BOOST_TEST(v >= 0.0f);
+    BOOST_TEST(v < 1.0f);
+    total += v;
+  }
+  BOOST_TEST(std::abs(total / 4000 - 0.5) < 0.02);
+  // A key adds to the seed; rand and randn draw different numbers from one key.
+  const Tensor key5 = full({}, 5, DType::i64), key6 = full({}, 6, DType::i64);
+  BOOST_TEST(rand({8}, key5, DType::f32, 2).to_vector<float>() == rand({8}, DType::f32, Device::cpu(), 7).to_vector<float>());
+  BOOST_TEST(randn({8}, key5).to_vector<float>() == randn({8}, DType::f32, Device::cpu(), 5).to_vector<float>());
+  BOOST_TEST(contains(error_of([] { rand({2}, full({}, 1.0)); }), "rand: the key must be a 0-d integer tensor, got f32[]"));
+
+  // Compiled with the key as an argument: a new key draws a new mask without a recompile.
+  auto step = kiln::compile([](const Tensor& x, const Tensor& key) { return dropout(x, 0.25, key); });
+  const Tensor x = ones({64, 128});
+  const std::vector<float> y5 = step(x, key5).to_vector<float>(), y6 = step(x, key6).to_vector<float>();
+  BOOST_TEST(step(x, key5).to_vector<float>() == y5);
+  BOOST_TEST(y5 != y6);
+  BOOST_TEST(step.stats().compiles == 1);
+  BOOST_TEST(step.stats().recompiles == 0);
+  BOOST_TEST(dropout(x, 0.25, key5).to_vector<float>() == y5);  // eager makes the same mask
+  int64_t zeros = 0;
+  for (float v : y5) {
+    BOOST_TEST((v == 0.0f || v == 1.0f / 0.75f));
+    zeros += v == 0.0f;
+  }
+  BOOST_TEST(std::abs(static_cast<double>(zeros) / static_cast<double>(y5.size()) - 0.25) < 0.02);
+  // The gradient is the same mask and scale.
+  const Tensor w = ones({64, 128});
+  w.requires_grad_();
+  const std::vector<Tensor> g = grad({sum(dropout(w, 0.25, key5))}, {w});
+  BOOST_TEST(g[0].to_vector<float>() == y5);
+  BOOST_TEST(dropout(x, 0.0, key5).to_vector<float>() == x.to_vector<float>());
+  BOOST_TEST(max(dropout(x, 1.0, key5)).item<float>() == 0.0f);
+  BOOST_TEST(contains(error_of([&] { dropout(x, 1.5, key5); }), "dropout: p must be in [0, 1], got 1.5"));
+  // nn::Dropout is the identity until trained.
+  const nn::Dropout layer{0.25};
+  BOOST_TEST(layer(x).to_vector<float>() == x.to_vector<float>());
+  BOOST_TEST(layer.train(x, key5).to_vector<float>() == y5);
+}
+
 BOOST_AUTO_TEST_CASE(to_dtype_rounds) {
   const Tensor x = from_vector<float>({1.00390625f, 1.01171875f, 3.14159f, -2.5f, 1e-3f});
   // bf16 keeps 8 significant bits, rounding to nearest even.

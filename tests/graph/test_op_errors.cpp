@@ -27,6 +27,14 @@ BOOST_AUTO_TEST_CASE(sources) {
   CHECK_KILN_ERROR(t.op(OpId::full, {}, {SymShape{2, -1}, 0.0, D::f32}), "full: negative size");
   CHECK_KILN_ERROR(t.op(OpId::randn, {}, {SymShape{2}, int64_t{0}, D::i32}), "randn: dtype must be floating, got i32");
   CHECK_KILN_ERROR(t.op(OpId::randn, {}, {SymShape{-2}, int64_t{0}, D::f32}), "randn: negative size");
+  CHECK_KILN_ERROR(t.op(OpId::rand, {t.in(D::f32, {})}, {SymShape{2}, int64_t{0}, D::f32}),
+                   "rand: the key must be a 0-d integer tensor, got f32[]");
+  CHECK_KILN_ERROR(t.op(OpId::randn, {t.in(D::i64, {1})}, {SymShape{2}, int64_t{0}, D::f32}),
+                   "randn: the key must be a 0-d integer tensor, got i64[1]");
+  CHECK_KILN_ERROR(t.op(OpId::philox, {t.in(D::i64, {}), t.in(D::f32, {3})}, {int64_t{0}, int64_t{0}}),
+                   "philox: the counter must be an integer tensor, got f32");
+  CHECK_KILN_ERROR(t.op(OpId::philox, {t.in(D::i64, {}), t.in(D::i64, {3})}, {int64_t{4}, int64_t{0}}),
+                   "philox: word must be 0, 1, 2 or 3, got 4");
   CHECK_KILN_ERROR(t.op(OpId::arange, {}, {0.0, 4.0, 0.0, D::f32}), "arange: step must be nonzero");
   CHECK_KILN_ERROR(t.op(OpId::arange, {}, {0.0, 4.0, -1.0, D::f32}), "arange:", "cannot be reached");
   CHECK_KILN_ERROR(t.op(OpId::arange, {}, {0.0, std::numeric_limits<double>::infinity(), 1.0, D::f32}),

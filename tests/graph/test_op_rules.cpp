@@ -27,6 +27,8 @@ BOOST_AUTO_TEST_CASE(sources) {
   BOOST_TEST(t.out(OpId::arange, {}, {5.0, 0.0, -2.0, D::i32}) == "i32[3]");
   BOOST_TEST(t.out(OpId::arange, {}, {3.0, 3.0, 1.0, D::f32}) == "f32[0]");
   BOOST_TEST(t.out(OpId::randn, {}, {SymShape{4, 5}, int64_t{42}, D::f16}) == "f16[4, 5]");
+  BOOST_TEST(t.out(OpId::rand, {t.in(D::i32, {})}, {SymShape{3}, int64_t{1}, D::bf16}) == "bf16[3]");
+  BOOST_TEST(t.out(OpId::philox, {t.in(D::i32, {}), t.in(D::i64, {2, 1})}, {int64_t{1}, int64_t{7}}) == "i64[2, 1]");
 }
 
 BOOST_AUTO_TEST_CASE(unary_float_ops_lift_integers_to_f32) {

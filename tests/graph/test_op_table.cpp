@@ -48,7 +48,8 @@ BOOST_AUTO_TEST_CASE(composites_have_decompositions) {
                                      OpId::layer_norm, OpId::rms_norm, OpId::linear,  OpId::logsumexp, OpId::scaled_dot_product_attention,
                                      OpId::convolution, OpId::convolution_channels_last, OpId::convolution_input_grad,
                                      OpId::convolution_weight_grad, OpId::max_pool, OpId::avg_pool, OpId::batch_norm,
-                                     OpId::group_norm, OpId::cumsum, OpId::cumprod, OpId::tril, OpId::triu};
+                                     OpId::group_norm, OpId::cumsum, OpId::cumprod, OpId::tril, OpId::triu,
+                                     OpId::randn, OpId::rand};  // random sources made of philox
   for (const OpDef& d : all_ops())
     BOOST_TEST((d.decompose != nullptr) == composites.contains(d.id), d.name);
   for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear})

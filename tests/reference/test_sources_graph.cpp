@@ -46,19 +46,43 @@ BOOST_AUTO_TEST_SUITE(random_numbers)
 BOOST_AUTO_TEST_CASE(philox_known_answers) {
   // Random123's tests/kat_vectors, the three "philox4x32 10" lines (counter, key -> result).
   using A4 = std::array<uint32_t, 4>;
-  BOOST_TEST((kr::philox4x32_10({0, 0, 0, 0}, {0, 0}) == A4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
-  BOOST_TEST((kr::philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
+  BOOST_TEST((kiln::philox4x32_10({0, 0, 0, 0}, {0, 0}) == A4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  BOOST_TEST((kiln::philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
               A4{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
-  BOOST_TEST((kr::philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
+  BOOST_TEST((kiln::philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
               A4{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
 BOOST_AUTO_TEST_CASE(randn_at_is_box_muller_on_philox) {
-  // Seed 0, elements 0 and 1 come from counter (0, 0, 0, 0): r0 = 0x6627e8d5, r1 = 0xe169c58d.
+  // Key 0, element 0: counter (0, 0, 0, 0): r0 = 0x6627e8d5, r1 = 0xe169c58d.
+  BOOST_TEST(kiln::philox_bits(0, 0, 0) == 0x6627e8d5u >> 8);
+  BOOST_TEST(kiln::philox_bits(0, 0, 3) == 0x9b00dbd8u >> 8);
   const double u1 = ((0x6627e8d5u >> 8) + 1) / 16777216.0, u2 = (0xe169c58du >> 8) / 16777216.0;
   const double radius = std::sqrt(-2 * std::log(u1)), theta = 2 * 3.14159265358979323846 * u2;
   BOOST_CHECK_CLOSE(kr::randn_at(0, 0), radius * std::cos(theta), 1e-3);  // percent
-  BOOST_CHECK_CLOSE(kr::randn_at(0, 1), radius * std::sin(theta), 1e-3);
+  BOOST_TEST(kr::rand_at(0, 0) == (0x6627e8d5u >> 8) / 16777216.0);
+  // Key and counter split into 32-bit words (low first): Random123's third known answer's key.
+  BOOST_TEST(kiln::philox_bits(0x299f31d0a4093822ull, 0x85a308d3243f6a88ull, 1) ==
+             kiln::philox4x32_10({0x243f6a88, 0x85a308d3, 0, 0}, {0xa4093822, 0x299f31d0})[1] >> 8);
+}
+
+// The op philox, and rand and randn's key input, which adds to the seed.
+BOOST_AUTO_TEST_CASE(philox_op_and_run_time_keys) {
+  TensorData key = kiln::TensorData::empty_host(DType::i64, {});
+  key.data_as<int64_t>()[0] = -5;
+  TensorData counter = kiln::TensorData::empty_host(DType::i32, {3});
+  for (int k = 0; k < 3; ++k) counter.data_as<int32_t>()[k] = k - 1;
+  const std::vector<double> p = values(eval(OpId::philox, {key, counter}, {int64_t{2}, int64_t{7}}));
+  for (int k = 0; k < 3; ++k)
+    BOOST_TEST(p[static_cast<size_t>(k)] == kiln::philox_bits(2, static_cast<uint64_t>(int64_t{k - 1}), 2));
+  const std::vector<double> u = values(eval(OpId::rand, {key}, randn_attrs({4}, 7)));
+  const std::vector<double> z = values(eval(OpId::randn, {key}, randn_attrs({4}, 7)));
+  for (size_t k = 0; k < 4; ++k) {
+    BOOST_TEST(u[k] == kr::rand_at(2, k));
+    BOOST_CHECK_CLOSE(z[k], kr::randn_at(2, k), 1e-4);  // percent: logf and cosf against the reference's
+    BOOST_TEST(u[k] >= 0.0);
+    BOOST_TEST(u[k] < 1.0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(randn_is_deterministic_and_size_independent) {
@@ -74,7 +98,10 @@ BOOST_AUTO_TEST_CASE(randn_is_deterministic_and_size_independent) {
   for (size_t k = 0; k < va.size(); ++k) differing += va[k] != vc[k];
   BOOST_TEST(differing == 10);
   for (size_t k = 0; k < vp.size(); ++k) BOOST_TEST(vp[k] == va[k]);
-  for (size_t k = 0; k < va.size(); ++k) BOOST_TEST(va[k] == static_cast<double>(kr::randn_at(42, k)));
+  for (size_t k = 0; k < va.size(); ++k) BOOST_CHECK_CLOSE(va[k], kr::randn_at(42, k), 1e-4);  // percent
+  // rand's elements are those of its own formula.
+  const std::vector<double> vu = values(eval(OpId::rand, {}, randn_attrs({10}, 42)));
+  for (size_t k = 0; k < vu.size(); ++k) BOOST_TEST(vu[k] == static_cast<double>(kr::rand_at(42, k)));
   // Seeds above 32 bits matter too.
   BOOST_TEST(kr::randn_at(1ull << 32, 0) != kr::randn_at(0, 0));
   // Other dtypes round the same float values.

@@ -551,9 +551,8 @@ std::string run_reference(const Graph& g, std::string_view inputs_json) {
       TensorData td = TensorData::empty_host(m.dtype, sizes);
       for (int64_t e = 0; e < n; ++e) {
         // Uniform in [-2, 2) from Philox's integer bits (no libm: the same bits everywhere).
-        const auto bits = eval::philox4x32_10({static_cast<uint32_t>(e), static_cast<uint32_t>(e >> 32), 0u, 0u},
-                                                   {static_cast<uint32_t>(seed + i), static_cast<uint32_t>((seed + i) >> 32)});
-        const double v = static_cast<double>(bits[0] >> 8) * 0x1p-22 - 2.0;
+        const uint64_t key = static_cast<uint64_t>(seed + i);
+        const double v = static_cast<double>(philox_bits(key, static_cast<uint64_t>(e), 0)) * 0x1p-22 - 2.0;
         set_element(td, e, m.dtype == DType::bool_ ? (v > 0) : is_integral(m.dtype) ? std::round(v * 4) : v);
       }
       inputs.push_back(std::move(td));

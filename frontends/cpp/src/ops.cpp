@@ -682,6 +682,15 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) { return where(mask, value, x); }
 
+Tensor dropout(const Tensor& x, double p, const Tensor& key, uint64_t seed) {
+  KILN_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
+  KILN_CHECK(is_floating(x.dtype()), "dropout: x must be floating, got ", dtype_name(x.dtype()));
+  if (p == 0) return x;
+  if (p == 1) return where(rand(x.shape(), key, DType::f32, seed) >= 0.0, 0.0, x);  // zeros, x's gradient 0
+  const Tensor dropped = rand(x.shape(), key, DType::f32, seed) < p;
+  return where(dropped, 0.0, x * (1.0 / (1.0 - p)));
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   KILN_CHECK(logits.rank() >= 1 && targets.rank() == logits.rank() - 1, "cross_entropy: targets ",
              shape_str(targets.shape()), " must have the shape of logits ", shape_str(logits.shape()),

@@ -152,6 +152,15 @@ Tensor iota(const Shape& shape, int64_t dim, DType dtype, Device device) {
 Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed) {
   return on_device(detail::dispatch(OpId::randn, {}, Attrs{shape, static_cast<int64_t>(seed), dtype}), device);
 }
+Tensor rand(const Shape& shape, DType dtype, Device device, uint64_t seed) {
+  return on_device(detail::dispatch(OpId::rand, {}, Attrs{shape, static_cast<int64_t>(seed), dtype}), device);
+}
+Tensor randn(const Shape& shape, const Tensor& key, DType dtype, uint64_t seed) {
+  return detail::dispatch(OpId::randn, {&key}, Attrs{shape, static_cast<int64_t>(seed), dtype});
+}
+Tensor rand(const Shape& shape, const Tensor& key, DType dtype, uint64_t seed) {
+  return detail::dispatch(OpId::rand, {&key}, Attrs{shape, static_cast<int64_t>(seed), dtype});
+}
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 Tensor zeros_like(const Tensor& x) { return full(x.shape(), 0.0, x.dtype(), x.device()); }
 Tensor ones_like(const Tensor& x) { return full(x.shape(), 1.0, x.dtype(), x.device()); }

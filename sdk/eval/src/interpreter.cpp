@@ -30,11 +30,10 @@ const std::array<Kernel, kNumOps>& kernel_table() {
     set({full}, detail::full_kernel);
     set({arange}, detail::arange_kernel);
     set({iota}, detail::iota_kernel);
-    set({randn}, detail::randn_kernel);
     set({neg, abs, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu, gelu, silu, erf, floor, ceil,
          round, sign, logical_not, isnan, cast},
         detail::unary_kernel);
-    set({add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or},
+    set({add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or, philox},
         detail::binary_kernel);
     set({where}, detail::where_kernel);
     set({sum, mean, max, min, prod, argmax, argmin, var, logsumexp}, detail::reduce_kernel);

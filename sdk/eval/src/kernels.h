@@ -22,7 +22,7 @@ using Kernel = void (*)(const KernelArgs&);
 
 // pointwise.cpp
 void unary_kernel(const KernelArgs& a);    // neg ... isnan, cast
-void binary_kernel(const KernelArgs& a);   // add ... logical_or
+void binary_kernel(const KernelArgs& a);   // add ... logical_or, philox
 void where_kernel(const KernelArgs& a);
 // reduce.cpp
 void reduce_kernel(const KernelArgs& a);   // sum, mean, max, min, prod, argmax, argmin, var, logsumexp
@@ -44,6 +44,5 @@ void constant_kernel(const KernelArgs& a);
 void full_kernel(const KernelArgs& a);
 void arange_kernel(const KernelArgs& a);
 void iota_kernel(const KernelArgs& a);
-void randn_kernel(const KernelArgs& a);
 
 }  // namespace kiln::eval::detail

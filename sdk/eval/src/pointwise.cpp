@@ -8,13 +8,15 @@
 // - other arithmetic (neg, abs, relu, floor, ceil, round, sign, add, sub, mul, pow, maximum,
 //   minimum, where): the output dtype: floating domain for floating outputs, int64 otherwise;
 // - comparisons: the inputs' result_type, output bool;
-// - logical ops, logical_not: truthiness (value != 0); isnan: NaN test of floating inputs.
+// - logical ops, logical_not: truthiness (value != 0); isnan: NaN test of floating inputs;
+// - philox: exact 64-bit integers (random.h).
 #include <array>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "kernels.h"
+#include "kiln/eval/random.h"
 #include "kiln/graph/error.h"
 #include "values.h"
 
@@ -202,6 +204,15 @@ void binary_kernel(const KernelArgs& a) {
       pointwise<2>(a, [&](const P& p, std::byte* o) {
         const bool x = load_int(p[0], s0, DType::bool_) != 0, y = load_int(p[1], s1, DType::bool_) != 0;
         store_int(o, dst, (is_and ? (x && y) : (x || y)) ? 1 : 0);
+      });
+      return;
+    }
+    case OpId::philox: {  // exact 64-bit integers, as every target (random.h)
+      const uint64_t seed = static_cast<uint64_t>(a.attrs.i(1));
+      const int word = static_cast<int>(a.attrs.i(0));
+      pointwise<2>(a, [&](const P& p, std::byte* o) {
+        const uint64_t key = seed + static_cast<uint64_t>(load_int(p[0], s0, DType::i64));
+        store_int(o, dst, philox_bits(key, static_cast<uint64_t>(load_int(p[1], s1, DType::i64)), word));
       });
       return;
     }

@@ -1,10 +1,10 @@
-// Source kernels: ops with no tensor inputs. Their output sizes come from the caller (the
+// Source kernels: ops with no tensor inputs. (rand and randn run as their decomposition, as
+// every composite does: philox and float ops.) Their output sizes come from the caller (the
 // shape rule's result, with symbolic sizes already evaluated), never from the attributes.
 #include <cstring>
 
 #include "kernels.h"
 #include "kiln/graph/error.h"
-#include "kiln/eval/random.h"
 #include "values.h"
 
 namespace kiln::eval::detail {
@@ -48,14 +48,6 @@ void iota_kernel(const KernelArgs& a) {
   const int64_t n = a.out.sizes[dim];
   const Elements out(a.out);
   for (int64_t k = 0; k < a.out.numel(); ++k) store_float(out.at(k), out.dtype, static_cast<double>(k / inner % n));
-}
-
-// Element i (flat, row-major) is randn_at(seed, i) (random.h), a float, cast to the dtype.
-void randn_kernel(const KernelArgs& a) {
-  const uint64_t seed = static_cast<uint64_t>(a.attrs.i(attr_slot(a.op, "seed")));
-  const Elements out(a.out);
-  for (int64_t k = 0; k < a.out.numel(); ++k)
-    store_float(out.at(k), out.dtype, randn_at(seed, static_cast<uint64_t>(k)));
 }
 
 }  // namespace kiln::eval::detail

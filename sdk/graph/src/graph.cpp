@@ -158,7 +158,10 @@ bool Graph::placeless(NodeId id) const {
     const Node& n = nodes_[i];
     bool p = false;
     switch (n.op) {
-      case OpId::full: case OpId::arange: case OpId::iota: case OpId::randn: case OpId::constant: p = true; break;
+      case OpId::full: case OpId::arange: case OpId::iota: case OpId::constant: p = true; break;
+      case OpId::randn: case OpId::rand:  // placed by their key, if they have one
+        p = n.inputs.empty() || placeless_[static_cast<size_t>(n.inputs[0])] != 0;
+        break;
       case OpId::input: p = false; break;
       default:
         p = !n.inputs.empty() &&

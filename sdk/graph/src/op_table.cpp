@@ -100,10 +100,14 @@ TensorMeta infer_iota(const InferContext& c) {
   return result(c, t, shape);
 }
 
-TensorMeta infer_randn(const InferContext& c) {
+// randn and rand: the shape and dtype of the attributes; the optional key is a 0-d integer.
+TensorMeta infer_random(const InferContext& c) {
   const DType t = c.attrs.dtype(2);
-  KILN_CHECK(is_floating(t), "randn: dtype must be floating, got ", dtype_name(t));
+  KILN_CHECK(is_floating(t), opn(c), ": dtype must be floating, got ", dtype_name(t));
   check_sizes(c, c.attrs.symints(0));
+  if (!c.inputs.empty())
+    KILN_CHECK(is_integral(arg(c, 0).dtype) && arg(c, 0).rank() == 0, opn(c),
+               ": the key must be a 0-d integer tensor, got ", dtype_name(arg(c, 0).dtype), shape_str(arg(c, 0).sizes));
   return result(c, t, c.attrs.symints(0));
 }
 
@@ -164,6 +168,16 @@ TensorMeta infer_div(const InferContext& c) {
 
 // Comparisons and logical ops.
 TensorMeta infer_binary_bool(const InferContext& c) { return result(c, DType::bool_, broadcast_inputs(c)); }
+
+TensorMeta infer_philox(const InferContext& c) {
+  for (size_t k = 0; k < 2; ++k)
+    KILN_CHECK(is_integral(arg(c, k).dtype), "philox: ", k == 0 ? "the key" : "the counter",
+               " must be an integer tensor, got ", dtype_name(arg(c, k).dtype));
+  const int64_t word = c.attrs.i(0);
+  KILN_CHECK(word >= 0 && word < 4, "philox: word must be 0, 1, 2 or 3, got ", word);
+  return result(c, DType::i64, broadcast_inputs(c));
+}
+
 
 TensorMeta infer_where(const InferContext& c) {
   KILN_CHECK(arg(c, 0).dtype == DType::bool_, "where: condition must be bool, got ",
@@ -1585,6 +1599,36 @@ NodeId decompose_group_norm(Graph& g, std::span<const NodeId> in, const Attrs& a
   return b.cast(y, float_of(metas[0].dtype));
 }
 
+// ---- random numbers ------------------------------------------------------------------
+
+// rand and randn (random.h): each element's flat row-major position (an iota over all elements,
+// reshaped) is philox's counter, the key input (else 0) its key and the seed its attribute; then
+// rand's or randn's formula in f32, cast to the dtype. Every op is pointwise, so the numbers are
+// made inside whichever kernel reads them.
+NodeId decompose_random(Graph& g, std::span<const NodeId> in, const Attrs& a, bool normal) {
+  Builder b{g};
+  const SymShape& shape = a.symints(0);
+  const SymInt n = shape_numel(shape);
+  const NodeId counter =
+      b.add(OpId::reshape, {b.add(OpId::iota, {}, {SymShape{n}, int64_t{0}, DType::i64})}, {shape});
+  const NodeId key = in.empty() ? b.scalar(0.0, DType::i64) : in[0];
+  auto bits = [&](int64_t word) { return b.add(OpId::philox, {key, counter}, {word, a.i(1)}); };
+  auto unit = [&](NodeId v) { return b.add(OpId::mul, {b.cast(v, DType::f32), b.scalar(0x1p-24, DType::f32)}); };
+  NodeId y;
+  if (normal) {
+    const NodeId u1 = unit(b.add(OpId::add, {bits(0), b.scalar(1.0, DType::i64)}));
+    const NodeId u2 = unit(bits(1));
+    const NodeId radius = b.add(OpId::sqrt, {b.add(OpId::mul, {b.scalar(-2.0, DType::f32), b.add(OpId::log, {u1})})});
+    const NodeId theta = b.add(OpId::mul, {b.scalar(6.2831855, DType::f32), u2});
+    y = b.add(OpId::mul, {radius, b.add(OpId::cos, {theta})});
+  } else {
+    y = unit(bits(0));
+  }
+  return b.cast(y, a.dtype(2));
+}
+NodeId decompose_randn(Graph& g, std::span<const NodeId> in, const Attrs& a) { return decompose_random(g, in, a, true); }
+NodeId decompose_rand(Graph& g, std::span<const NodeId> in, const Attrs& a) { return decompose_random(g, in, a, false); }
+
 // ---- the table -----------------------------------------------------------------------
 
 std::vector<OpDef> build_table() {
@@ -1612,7 +1656,10 @@ std::vector<OpDef> build_table() {
       {O::arange, "arange", C::source, 0, 0,
        {{"start", K::float_}, {"end", K::float_}, {"step", K::float_}, {"dtype", K::dtype}}, infer_arange},
       {O::iota, "iota", C::source, 0, 0, {{"shape", K::symints}, {"dim", K::int_}, {"dtype", K::dtype}}, infer_iota},
-      {O::randn, "randn", C::source, 0, 0, {{"shape", K::symints}, {"seed", K::int_}, {"dtype", K::dtype}}, infer_randn},
+      {O::randn, "randn", C::source, 0, 1, {{"shape", K::symints}, {"seed", K::int_}, {"dtype", K::dtype}}, infer_random,
+       decompose_randn},
+      {O::rand, "rand", C::source, 0, 1, {{"shape", K::symints}, {"seed", K::int_}, {"dtype", K::dtype}}, infer_random,
+       decompose_rand},
 
       unary(O::neg, "neg", infer_unary_same),
       unary(O::abs, "abs", infer_unary_same),
@@ -1652,6 +1699,7 @@ std::vector<OpDef> build_table() {
       binary(O::ge, "ge", infer_binary_bool),
       binary(O::logical_and, "logical_and", infer_binary_bool),
       binary(O::logical_or, "logical_or", infer_binary_bool),
+      {O::philox, "philox", C::binary, 2, 2, {{"word", K::int_}, {"seed", K::int_}}, infer_philox},
 
       {O::where, "where", C::ternary, 3, 3, {}, infer_where},
 

@@ -13,8 +13,10 @@
 //   eval::run_op; a uniform result becomes a `full`, any other a `constant`.
 // Sources stay as they are (a full of a scalar is not turned into data; arange is cheaper than
 // its data), and iota is not folded at all: a mask built from iotas (tril, one-hot) costs an
-// index comparison inside the kernel that uses it, its data a load. randn is never folded: its values are the one place targets may differ by an ulp
-// (logf/sinf/cosf), so baking the reference's values in would change what a target computes.
+// index comparison inside the kernel that uses it, its data a load. Random numbers are never folded: randn and rand
+// are sources, and what they decompose into is philox over an iota, which is not folded either.
+// randn's values are the one place targets may differ by an ulp (logf/cosf), so baking the
+// reference's values in would change what a target computes.
 // A node whose evaluation fails (an index out of range) is left for the run to report.
 #include <cmath>
 #include <optional>

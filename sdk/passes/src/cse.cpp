@@ -1,8 +1,8 @@
 // cse: a node with the same op, the same inputs (after merging) and equal attributes as an
 // earlier node is that node. Commutative ops whose result is bit-for-bit symmetric (add, mul,
 // eq, ne, logical_and, logical_or) match with their operands swapped too. Inputs never merge
-// (each is an argument). Every op is deterministic, randn included (its elements depend only
-// on seed and index), so equal attributes mean equal values; different seeds never merge.
+// (each is an argument). Every op is deterministic, the random ones included (their elements depend
+// only on seed, key and index), so equal attributes mean equal values; different seeds never merge.
 #include <algorithm>
 #include <unordered_map>
 

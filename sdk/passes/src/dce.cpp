@@ -1,6 +1,6 @@
 // dce: keeps the input nodes (the signature) and the nodes some output depends on; drops the
-// rest. No op has a side effect, so an unread node is dead (randn included: its values depend
-// only on its seed and index, so dropping one changes no other).
+// rest. No op has a side effect, so an unread node is dead (random numbers included: their values
+// depend only on seed, key and index, so dropping one changes no other).
 #include "kiln/passes/passes.h"
 #include "rewrite.h"
 

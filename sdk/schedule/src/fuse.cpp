@@ -171,7 +171,6 @@ namespace {
 
 bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
   switch (n.op) {
-    case OpId::randn: return true;
     // Only along a symbolic dim: there is no constant bound to clamp a run-time index to.
     case OpId::index_select:
     case OpId::gather: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();

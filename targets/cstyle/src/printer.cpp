@@ -267,6 +267,11 @@ Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
       case OpId::sub: r = "(" + x[0] + " - " + x[1] + ")"; break;
       case OpId::mul: r = "(" + x[0] + " * " + x[1] + ")"; break;
       case OpId::pow: r = d_.ipow(x[0], x[1]); break;
+      case OpId::philox: {
+        const int64_t seed = in.attrs.i(1);
+        r = d_.philox(seed == 0 ? x[0] : "(" + x[0] + " + " + d_.int_literal(seed) + ")", x[1], in.attrs.i(0));
+        break;
+      }
       case OpId::maximum: r = sel(d_.compare(x[0], " > ", x[1], CT::i64), x[0], x[1]); break;
       case OpId::minimum: r = sel(d_.compare(x[0], " < ", x[1], CT::i64), x[0], x[1]); break;
       default: fail("codegen: ", op_name(in.op), " has no integer form (kernel ", k_.name, ")");

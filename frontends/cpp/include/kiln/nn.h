@@ -8,7 +8,7 @@
 //     parameters back (save(state, prefix)), so weights move through .safetensors files
 //     (state_dict.h) in the layout torch's state_dict() gives;
 //   - computes with the op API (operator()), so eager calls and traced ones are the same code.
-// Dropout is the identity and BatchNorm's operator() uses its running statistics, as torch's
+// Dropout is the identity (Dropout::train drops) and BatchNorm's operator() uses its running statistics, as torch's
 // modules do after eval(); BatchNorm2d::train is its training mode (the batch's statistics).
 #pragma once
 
@@ -196,6 +196,8 @@ struct SiLU {
 struct Dropout {  // inference: the identity (torch's Dropout after eval())
   double p = 0.5;
   Tensor operator()(const Tensor& x) const { return x; }
+  // Training mode: kiln::dropout(x, p, key); pass a new 0-d integer key each step.
+  Tensor train(const Tensor& x, const Tensor& key, uint64_t seed = 0) const { return dropout(x, p, key, seed); }
 };
 
 // Modules applied in order; their parameters are named "<i>." as torch.nn.Sequential's.

@@ -258,6 +258,10 @@ BatchNormTraining batch_norm_training(const Tensor& x, const Tensor& weight = {}
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // either may be undefined
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);  // where(mask, value, x)
+// torch.nn.functional.dropout in training: each element zeroed with probability p (rand(x's shape,
+// key, f32, seed) < p), the others scaled by 1 / (1 - p); the key as rand's (a new one per step).
+// p = 0 is x; p = 1 zeros; the gradient is the same mask and scale.
+Tensor dropout(const Tensor& x, double p, const Tensor& key, uint64_t seed = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  // the last may be smaller
 std::vector<Tensor> split(const Tensor& x, const Dims& sizes, int64_t dim = 0);   // sizes sum to the dim

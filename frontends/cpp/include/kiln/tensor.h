@@ -169,8 +169,16 @@ Tensor arange(double start, double end, double step = 1, DType dtype = DType::i6
 Tensor arange(const SymInt& n, DType dtype = DType::i64, Device device = Device::cpu());
 // Each element's position along `dim` (JAX's broadcasted_iota): masks over symbolic sizes.
 Tensor iota(const Shape& shape, int64_t dim, DType dtype = DType::i64, Device device = Device::cpu());
-// Normal(0, 1) from a counter-based generator: element i depends only on (seed, i).
+// Random numbers from a counter-based generator (Philox4x32-10): element i depends only on
+// (seed, i), on every device, and is made inside the kernel that reads it. randn: normal(0, 1);
+// rand: uniform in [0, 1).
 Tensor randn(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu(), uint64_t seed = 0);
+Tensor rand(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu(), uint64_t seed = 0);
+// The same with a run-time key, a 0-d integer tensor added to the seed: element i depends on
+// (seed + key, i). Pass the key into a compiled function (a new one each training step) and
+// each call draws new numbers without a recompile; the result lives on the key's device.
+Tensor randn(const Shape& shape, const Tensor& key, DType dtype = DType::f32, uint64_t seed = 0);
+Tensor rand(const Shape& shape, const Tensor& key, DType dtype = DType::f32, uint64_t seed = 0);
 Tensor scalar_tensor(double value, DType dtype = DType::f32);
 // Zeros (ones) of x's shape, dtype and device; x's sizes may be symbolic.
 Tensor zeros_like(const Tensor& x);

@@ -198,6 +198,20 @@ __device__ __forceinline__ long long kiln_ipow(long long b, long long e) {
   while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
   return r;
 }
+// The op philox (kiln/graph/philox.h): Philox4x32-10, the top 24 bits of word `word`.
+__device__ __forceinline__ long long kiln_philox(long long key, long long ctr, int word) {
+  unsigned k0 = (unsigned)key, k1 = (unsigned)((unsigned long long)key >> 32);
+  unsigned c0 = (unsigned)ctr, c1 = (unsigned)((unsigned long long)ctr >> 32), c2 = 0u, c3 = 0u;
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+  }
+  const unsigned w = word == 0 ? c0 : word == 1 ? c1 : word == 2 ? c2 : c3;
+  return (long long)(w >> 8);
+}
 // f32 exp and division as torch.compile's Triton kernels compute them (CodegenOptions::precise_math
 // off; 1 / sqrt is rsqrtf then): 2^(x log2 e) by the MUFU, full-range division within 2 ulp.
 __device__ __forceinline__ float kiln_exp(float x) { float y; asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504f)); return y; }

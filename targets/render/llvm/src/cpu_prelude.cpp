@@ -35,7 +35,7 @@ declare double @tanh(double) nounwind readnone
 }
 
 const char* cpu_helpers() {
-  return R"(; exp for f32, inline so loops vectorise at full width without calls (as XLA's CPU backend
+  static const std::string text = std::string(R"(; exp for f32, inline so loops vectorise at full width without calls (as XLA's CPU backend
 ; does): x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite, ln2 in two parts), exp(r) by Cephes'
 ; degree-7 polynomial (about 1 ulp), times 2^n applied in two halves so results down in the
 ; subnormal range and up to overflow (inf) come out right; NaN stays NaN.
@@ -192,7 +192,8 @@ next:
 out:
   ret i64 %r
 }
-)";
+)") + philox_helper();
+  return text.c_str();
 }
 
 }  // namespace kiln::render::llvm

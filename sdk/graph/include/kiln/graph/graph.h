@@ -28,7 +28,7 @@ class Graph {
   // Appends an input (argument index = number of inputs so far).
   NodeId add_input(TensorMeta meta, std::string name = {});
   // Appends a node, validating arity and attributes and inferring its meta. Values the graph
-  // generates (full, arange, iota, randn, constants, and what is computed from them alone) have
+  // generates (full, arange, iota, randn and rand without a key, constants, and what is computed from them alone) have
   // no device of their own: their meta says cpu, and where they meet a tensor on a device they
   // count as on it (a tril mask of iotas next to a CUDA input), as 0-d cpu tensors do.
   NodeId add(OpId op, std::vector<NodeId> inputs, Attrs attrs = {});

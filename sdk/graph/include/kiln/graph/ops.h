@@ -34,9 +34,13 @@ enum class OpId : uint16_t {
   arange,       // attrs: start:float, end:float, step:float, dtype:dtype   size ceil((end-start)/step)
   iota,         // attrs: shape:symints, dim:int, dtype:dtype   each element's position along dim (JAX's
                 //        broadcasted_iota): arange, masks and one-hot codes over symbolic sizes
-  randn,        // attrs: shape:symints, seed:int, dtype:dtype  normal(0,1): element i depends only on
-                //        (seed, i): Philox4x32-10 keyed by seed, counter i/2, Box-Muller pair
-                //        (sdk/eval/include/kiln/eval/random.h has the exact scheme every target reproduces)
+  randn,        // attrs: shape:symints, seed:int, dtype:dtype; inputs ([key]: an optional 0-d integer added to
+                //        the seed, so a run-time value picks new numbers without a recompile) -> normal(0, 1):
+                //        element i depends only on (seed + key, i): a Box-Muller draw from the words of
+                //        philox(seed + key, i) (sdk/eval/include/kiln/eval/random.h has the exact scheme).
+                //        Decomposes into philox, so every target generates it in its kernels
+  rand,         // attrs and inputs as randn's -> uniform in [0, 1): philox word 0 times 2^-24, in f32 and then
+                //        cast to dtype (torch.rand; dropout's masks)
   // Unary pointwise (1 input). Float-only ops (exp, log, sqrt, rsqrt, reciprocal, sin, cos,
   // tanh, sigmoid, gelu, silu, erf) promote integer/bool inputs to f32.
   neg, abs, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu,
@@ -48,6 +52,9 @@ enum class OpId : uint16_t {
   // Binary pointwise (2 inputs). Comparisons and logical ops give bool; div of integers gives f32
   // (true division); pow follows promotion.
   add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or,
+  philox,       // attrs: word:int (0-3), seed:int; inputs (key, counter: integers) -> i64 in [0, 2^24): the top 24
+                //        bits of word `word` of Philox4x32-10 keyed by seed + key, counter (counter, 0)
+                //        (random.h): the one random primitive; rand and randn decompose into it
   // Ternary: where(cond:bool, a, b) -> promote(a, b).
   where,
   // Reductions (1 input). attrs: dims:ints (sorted, unique; empty = all dims), keepdim:bool.

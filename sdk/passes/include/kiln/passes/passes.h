@@ -61,13 +61,14 @@ Graph decompose_except(const Graph& g, const std::function<bool(const Graph&, co
 Graph decompose_with_origins(const Graph& g, std::vector<std::string_view>& origin);
 // Keeps every input node (the signature); drops the nodes no output depends on.
 Graph eliminate_dead_code(const Graph& g);
-// Merges nodes with the same op, the same (already merged) inputs and equal attributes (randn
-// with equal attributes is deterministic, so it merges too; different seeds never do).
+// Merges nodes with the same op, the same (already merged) inputs and equal attributes (rand,
+// randn and philox with equal attributes and keys are deterministic, so they merge too;
+// different seeds never do).
 Graph eliminate_common_subexpressions(const Graph& g);
 // Evaluates with the reference interpreter the nodes whose inputs are all constant (constant,
 // full, arange, or folded) when the result is static and small (<= kMaxFoldElements), and
 // pointwise or layout nodes over `full` nodes of any shape (symbolic too). A uniform result
-// becomes a `full`, any other a `constant`. randn is never folded.
+// becomes a `full`, any other a `constant`. Random numbers are never folded.
 Graph fold_constants(const Graph& g);
 inline constexpr int64_t kMaxFoldElements = 4096;
 // Algebraic identities that leave every value unchanged: x*1, x+0, x-0, x/1 (only where the
@@ -103,7 +104,7 @@ Graph rematerialize(const Graph& g);
 // it computes again the others it reads (cheap ops only). Logged under KILN_LOGS=partition,
 // headed by `what`.
 std::vector<NodeId> partition_stored(const Graph& joint, NodeId boundary, std::string_view what);
-// Per node: computed from constants and sources alone (full, iota, randn, ...; not inputs), so
+// Per node: computed from constants and sources alone (full, iota, randn without a key, ...; not inputs), so
 // computable anywhere at no cost in memory.
 std::vector<bool> generated_only(const Graph& g);
 

@@ -62,6 +62,11 @@ struct Dialect {
   // x^y for i64 (integer power; negative exponents as the reference does).
   virtual std::string ipow(const std::string& x, const std::string& y) const = 0;
   virtual std::string isnan(const std::string& x, CT c) const = 0;
+  // The op philox (kiln/graph/philox.h) of two i64 values, an i64: each target's prelude defines
+  // kiln_philox(key, counter, word).
+  virtual std::string philox(const std::string& key, const std::string& counter, int64_t word) const {
+    return "kiln_philox(" + key + ", " + counter + ", " + std::to_string(word) + ")";
+  }
   // x op y (op " < ", " >= ", ...) of two values of compute type c, as a bool.
   virtual std::string compare(const std::string& x, std::string_view op, const std::string& y, CT) const {
     return "(" + x + std::string(op) + y + ")";

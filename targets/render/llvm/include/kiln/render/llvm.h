@@ -75,9 +75,11 @@ struct Flavour {
 const Flavour& cpu();
 // The CPU module prelude's part for these values: declarations of the intrinsics and libm
 // functions they call, and the definitions of kiln_expf, kiln_tanhf, kiln_erff, kiln_bf16_bits,
-// kiln_round_bf16 and kiln_ipow.
+// kiln_round_bf16, kiln_ipow and kiln_philox.
 const char* cpu_declarations();
 const char* cpu_helpers();
+// The definition of kiln_philox(i64 key, i64 counter, i32 word) -> i64, the op philox.
+const std::string& philox_helper();
 // NVPTX's: libdevice's __nv_ functions (which the runtime links in), f32 exp, division and rsqrt
 // as Triton's approximations unless precise_math, and LLVM 16's workarounds (round half to even
 // by cvt.rni, IEEE sqrt by the intrinsic, f64 maximum by compares).
@@ -112,9 +114,11 @@ class Printer {
   void declare(const std::string& d) { decls_.insert(d); }
   // `call <flags> T fn(T a, ...)` with fn declared as taking and giving c.
   Val call(const std::string& fn, CT c, const std::vector<std::string>& args, const char* flags = "");
-  // Helper functions (defined in the module where declarations are; kiln_bf16_bits, kiln_ipow).
+  // Helper functions (defined in the module where declarations are; kiln_bf16_bits, kiln_ipow,
+  // kiln_philox).
   std::string bf16_bits(const std::string& x);  // i16: an f32 rounded to bf16, NaN kept quiet
   std::string ipow(const std::string& b, const std::string& e);
+  std::string philox(const std::string& key, const std::string& counter, int64_t word, int64_t seed);  // i64
 
   // ---- sizes and indices ----
   // A size as an i64 operand, computed once in the entry block.

@@ -788,6 +788,18 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(sym, {A(t, {-1, -2})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0] * s[1]}}; }));
         add_both(sym, {A(t, {-1, -2, 3})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{s[0], s[1] * SymInt(3)}}; }));
         add_both(sym, {A(t, {4, -1})}, layout_fn(op, [](const std::vector<SymInt>& s) { return Attrs{SymShape{2, 2, s[0]}}; }));
+        if (t != D::bool_) {  // a value computed in the kernel: read through a split of its dims, stored before a merge
+          auto of_neg = [](std::function<SymShape(const std::vector<SymInt>&)> shape) -> BuildFn {
+            return [shape](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>& s) {
+              return g.add(OpId::reshape, {g.add(OpId::neg, {in[0]})}, {shape(s)});
+            };
+          };
+          add_both(cs, {A(t, {24})}, of_neg([](const std::vector<SymInt>&) { return SymShape{2, 3, 4}; }), "computed, split");
+          add_both(cs, {A(t, {4, 6})}, of_neg([](const std::vector<SymInt>&) { return SymShape{4, 1, 2, 3}; }), "computed, split");
+          add_both(cs, {A(t, {4, 6})}, of_neg([](const std::vector<SymInt>&) { return SymShape{24}; }), "computed, merged");
+          add_both(sym, {A(t, {-1, 6})}, of_neg([](const std::vector<SymInt>& s) { return SymShape{s[0], 2, 3}; }), "computed, split");
+          add_both(sym, {A(t, {-1, 6})}, of_neg([](const std::vector<SymInt>& s) { return SymShape{s[0] * SymInt(6)}; }), "computed, merged");
+        }
         break;
       }
       case OpId::permute: {

@@ -224,6 +224,29 @@ BOOST_AUTO_TEST_CASE(pad_and_cat_fuse_into_their_consumer) {
   BOOST_TEST(count_loads(s.kernels[1], true, false) == 1, s.kernels[1].str());
 }
 
+// A value computed in a kernel and reshaped by splitting its dims is read in place (each of its
+// indices an affine sum of the reader's); a merge stores it.
+BOOST_AUTO_TEST_CASE(a_computed_value_split_by_a_reshape_is_fused) {
+  Graph g;
+  const SymInt s0 = g.shapes().create_symbol(5, 2, 1 << 20, "s0", false);
+  const NodeId x = g.add_input(f32({s0 * SymInt(3)}), "x");
+  const NodeId y = g.add(OpId::reshape, {g.add(OpId::exp, {x})}, {SymShape{s0, 1, 3}});
+  g.set_outputs({g.add(OpId::transpose, {g.add(OpId::neg, {y})}, {int64_t{0}, int64_t{2}})});
+  const schedule::Kernel k = only_kernel(g);
+  BOOST_TEST(count_loads(k, false, false) == 1, k.str());
+  // rand(key): one kernel that loads the key alone (its counters are the flat iota, split).
+  Graph r;
+  const SymInt r0 = r.shapes().create_symbol(5, 2, 1 << 20, "s0", false);
+  const NodeId key = r.add_input(TensorMeta{DType::i64, Device::cpu(), {}, {}}, "key");
+  r.set_outputs({r.add(OpId::rand, {key}, {SymShape{r0, 3}, int64_t{1}, DType::f32})});
+  const schedule::Kernel rk = only_kernel(r);
+  BOOST_TEST(count_loads(rk, false, false) == 1, rk.str());
+  Graph m;
+  const NodeId a = m.add_input(f32({4, 6}), "a");
+  m.set_outputs({m.add(OpId::neg, {m.add(OpId::reshape, {m.add(OpId::exp, {a})}, {SymShape{24}})})});
+  BOOST_TEST(schedule::schedule_graph(m).kernels.size() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_computed_input_is_stored_first) {
   Graph g;
   const NodeId a = g.add_input(f32({4, 5}), "a");

@@ -412,8 +412,9 @@ class Fuser {
         continue;
       }
       if (node.op == OpId::reshape && !reshape_is_unsqueeze(g.node(node.inputs[0]).meta.sizes, node.meta.sizes) &&
-          !ctx_.layout(id, nullptr)) {
-        realize_node(node.inputs[0], "reshaped by " + label(id) + ", which no strides express over it");
+          !ctx_.layout(id, nullptr) &&
+          !reshape_split_runs(g.node(node.inputs[0]).meta.sizes, node.meta.sizes, g.shapes())) {
+        realize_node(node.inputs[0], "reshaped by " + label(id) + ", which neither strides nor a split of its dims express over it");
       }
       int c = (cat == OpCategory::layout) ? 0 : recompute_cost(node.op);
       for (NodeId i : node.inputs)

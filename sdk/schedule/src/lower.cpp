@@ -109,6 +109,22 @@ bool reshape_is_unsqueeze(const SymShape& from, const SymShape& to) {
   return a == b;
 }
 
+std::optional<std::vector<std::pair<size_t, size_t>>> reshape_split_runs(const SymShape& from, const SymShape& to,
+                                                                          const ShapeEnv& env) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  size_t k = 0;
+  for (const SymInt& s : from) {
+    const size_t first = k;
+    SymInt product = 1;
+    while (!sizes_equal(product, s, env) && k < to.size()) product = product * to[k++];
+    if (!sizes_equal(product, s, env)) return std::nullopt;
+    runs.emplace_back(first, k);
+  }
+  for (; k < to.size(); ++k)
+    if (!(to[k] == 1)) return std::nullopt;
+  return runs;
+}
+
 bool sizes_equal(const SymInt& a, const SymInt& b, const ShapeEnv& env) {
   if (a == b) return true;
   const SymExpr d = a.expr() - b.expr();
@@ -608,8 +624,20 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
             return emit(x, in_map);
           }
           std::optional<Layout> l = ctx_.layout(n, &member_);
-          if (!l) throw Refusal("reshape %" + std::to_string(n) + " of a value computed in this kernel");
-          return load(l->base, *l, map, meta.dtype);
+          if (l) return load(l->base, *l, map, meta.dtype);
+          const auto runs = reshape_split_runs(im.sizes, meta.sizes, ctx_.g.shapes());
+          if (!runs) throw Refusal("reshape %" + std::to_string(n) + " of a value computed in this kernel");
+          for (const auto& [first, last] : *runs) {  // x's index: sum over the run of index * stride
+            Affine a = zero(rank());
+            SymInt stride = 1;
+            for (size_t k = last; k-- > first;) {
+              for (size_t j = 0; j < a.coeffs.size(); ++j) a.coeffs[j] = a.coeffs[j] + map[k].coeffs[j] * stride;
+              a.offset = a.offset + map[k].offset * stride;
+              stride = stride * meta.sizes[k];
+            }
+            in_map.push_back(std::move(a));
+          }
+          return emit(x, in_map);
         }
         case OpId::pad: return emit_pad(n, map);
         case OpId::cat: return emit_cat(n, map);

@@ -1415,6 +1415,26 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(core(Cop(op, qkv({2, -1, 32}, {2, -2, 32}, {2, -2, 64}), {0.2})));
         break;
       }
+      case OpId::sort:
+      case OpId::argsort: {  // exact: a permutation of x (ties and NaN included)
+        const Tolerance exact{};
+        auto a = [](int64_t d, bool descending) { return Attrs{d, descending}; };
+        const Domain dups = is_floating(t) ? Domain::grid : Domain::normal;  // many equal values
+        cs.push_back(core(C({A(t, {5, 16}, dups)}, op_of(op, a(1, false)), exact, "rows of 16")));
+        cs.push_back(C({A(t, {5, 16}, dups)}, op_of(op, a(1, true)), exact, "descending"));
+        cs.push_back(core(C({A(t, {7, 3})}, op_of(op, a(0, false)), exact, "along dim 0, padded to 8")));
+        cs.push_back(C({A(t, {3, 13, 2}, dups)}, op_of(op, a(1, true)), exact, "middle dim, padded to 16"));
+        cs.push_back(C({A(t, {1})}, op_of(op, a(0, false)), exact, "one element"));
+        cs.push_back(C({A(t, {})}, op_of(op, a(0, false)), exact, "rank 0"));
+        cs.push_back(C({A(t, {4, 100}, Domain::normal, Layout::permuted)}, op_of(op, a(1, false)), exact, "strided, 100"));
+        if (is_floating(t)) {
+          cs.push_back(core(C({A(t, {6, 41}, Domain::special)}, op_of(op, a(1, false)), exact, "NaN, inf, 0, -0")));
+          cs.push_back(C({A(t, {6, 41}, Domain::special)}, op_of(op, a(1, true)), exact, "NaN, inf, descending"));
+        }
+        sym.push_back(C({A(t, {-1, 12}, dups)}, op_of(op, a(1, false)), exact, "symbolic rows"));
+        sym.push_back(C({A(t, {9, -1}, dups)}, op_of(op, a(0, true)), exact, "symbolic columns, along dim 0"));
+        break;
+      }
       case OpId::cumsum: {
         auto a = [](int64_t d, bool exclusive, bool reverse) { return Attrs{d, exclusive, reverse}; };
         cs.push_back(core(Cop(op, {A(t, {4, 7})}, a(1, false, false))));
@@ -1623,7 +1643,8 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last,
                     OpId::convolution_input_grad, OpId::convolution_weight_grad, OpId::max_pool, OpId::avg_pool,
-                    OpId::cumsum, OpId::cumprod, OpId::tril, OpId::triu, OpId::batch_norm, OpId::group_norm, OpId::matmul})
+                    OpId::cumsum, OpId::cumprod, OpId::sort, OpId::argsort, OpId::tril, OpId::triu, OpId::batch_norm,
+                    OpId::group_norm, OpId::matmul})
       t[op] = composite_cases;
     return t;
   }();

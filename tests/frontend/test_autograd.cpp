@@ -254,6 +254,7 @@ std::vector<GradCase> cases() {
                [](const std::vector<Tensor>& v) { return group_norm(v[0], 2, v[1], v[2]); }});
   unary("cumsum", O::cumsum, [](const Tensor& x) { return cumsum(x, 1); }, f64({3, 5}, 108));
   unary("cumprod", O::cumprod, [](const Tensor& x) { return cumprod(x, 0); }, f64({4, 3}, 109));
+  unary("sort", O::sort, [](const Tensor& x) { return sort(x, 1, true).first; }, f64({3, 5}, 110));
   unary("tril triu", O::tril, [](const Tensor& x) { return tril(x, 1) + triu(x, -1) * 2.0; }, f64({4, 5}, 110));
   c.back().ops = {O::tril, O::triu};
   binary("matmul", O::matmul, [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, f64({3, 4}, 111),
@@ -292,7 +293,7 @@ BOOST_AUTO_TEST_CASE(every_differentiable_op_has_a_case) {
                                       OpId::gt,          OpId::ge,          OpId::logical_and,
                                       OpId::logical_or,  OpId::logical_not, OpId::isnan,  OpId::argmax,
                                       OpId::argmin,      OpId::convolution_channels_last, OpId::convolution_weight_grad,
-                                      OpId::philox};
+                                      OpId::philox,      OpId::argsort};
   for (const OpDef& d : all_ops()) {
     if (d.category == OpCategory::source || no_gradient.count(d.id)) continue;
     BOOST_TEST(covered.count(d.id) == 1u, "op " << d.name << " has no gradient case");

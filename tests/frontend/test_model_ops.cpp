@@ -4,6 +4,8 @@
 #include "helpers.h"
 
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "kiln/compile.h"
 
@@ -202,6 +204,55 @@ BOOST_AUTO_TEST_CASE(a_compiled_cnn_matches_eager) {
     BOOST_TEST(sizes_of(got) == (Sizes{batch, 5}));
     check_values(got, want.to_vector<double>() /* eager */, 1e-4);
   }
+}
+
+// sort, argsort and topk against std::stable_sort (NaN above every number, ties in order), eager
+// and compiled, and the values' gradient (the permutation back).
+BOOST_AUTO_TEST_CASE(sort_argsort_topk_match_a_stable_sort) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 2, 7, 16, 100, 1000}) {
+    std::vector<float> v(static_cast<size_t>(3 * n));
+    for (float& e : v) e = static_cast<float>(static_cast<int>(rng() % 11) - 5);  // many ties
+    if (n > 2) v[1] = NAN, v[static_cast<size_t>(n + 2)] = NAN, v[2] = -0.0f;
+    const Tensor x = from_vector<float>(v, {3, n});
+    for (bool descending : {false, true}) {
+      const auto [values, indices] = sort(x, 1, descending);
+      auto cf = kiln::compile([descending](const Tensor& a) { return argsort(a, -1, descending); });
+      const std::vector<int64_t> compiled = cf(x).to_vector<int64_t>();
+      const std::vector<float> got = values.to_vector<float>();
+      const std::vector<int64_t> pos = indices.to_vector<int64_t>();
+      for (int64_t r = 0; r < 3; ++r) {
+        std::vector<int64_t> want(static_cast<size_t>(n));
+        std::iota(want.begin(), want.end(), 0);
+        auto key = [&](int64_t j) { return v[static_cast<size_t>(r * n + j)]; };
+        std::stable_sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
+          const float ka = key(a), kb = key(b);
+          if (std::isnan(ka) || std::isnan(kb)) return descending ? (std::isnan(ka) && !std::isnan(kb)) : (!std::isnan(ka) && std::isnan(kb));
+          return descending ? ka > kb : ka < kb;
+        });
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t at = static_cast<size_t>(r * n + j);
+          BOOST_TEST(pos[at] == want[static_cast<size_t>(j)], "n " << n << " row " << r << " position " << j);
+          BOOST_TEST(compiled[at] == want[static_cast<size_t>(j)]);
+          const float w = key(want[static_cast<size_t>(j)]);
+          BOOST_TEST((std::isnan(w) ? std::isnan(got[at]) : got[at] == w));
+        }
+      }
+    }
+  }
+  // Integers and bool; topk's k largest and smallest.
+  check_tensor(argsort(from_vector<int64_t>({3, -1, 3, 2})), {4}, DType::i64, {1, 3, 0, 2});
+  check_tensor(sort(from_vector<bool>({true, false, true, false})).first, {4}, DType::bool_, {0, 0, 1, 1});
+  const auto [top, at] = topk(from_vector<float>({0.5f, 3, -2, 3, 1}), 3);
+  check_tensor(top, {3}, DType::f32, {3, 3, 1});
+  check_tensor(at, {3}, DType::i64, {1, 3, 4});
+  check_tensor(topk(from_vector<int32_t>({4, 1, 2}, {1, 3}), 2, 1, false).first, {1, 2}, DType::i32, {1, 2});
+  BOOST_CHECK_THROW(topk(from_vector<float>({1, 2}), 3), Error);
+  // The gradient of the sorted values is the permutation back.
+  const Tensor w = from_vector<float>({2, -1, 5, 0});
+  w.requires_grad_();
+  const std::vector<Tensor> g = grad({sum(sort(w).first * from_vector<float>({1, 10, 100, 1000}))}, {w});
+  check_tensor(g[0], {4}, DType::f32, {100, 1, 1000, 10});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -49,6 +49,7 @@ BOOST_AUTO_TEST_CASE(composites_have_decompositions) {
                                      OpId::convolution, OpId::convolution_channels_last, OpId::convolution_input_grad,
                                      OpId::convolution_weight_grad, OpId::max_pool, OpId::avg_pool, OpId::batch_norm,
                                      OpId::group_norm, OpId::cumsum, OpId::cumprod, OpId::tril, OpId::triu,
+                                     OpId::sort, OpId::argsort,
                                      OpId::randn, OpId::rand};  // random sources made of philox
   for (const OpDef& d : all_ops())
     BOOST_TEST((d.decompose != nullptr) == composites.contains(d.id), d.name);

@@ -431,6 +431,25 @@ BOOST_AUTO_TEST_CASE(a_100k_op_chain_is_cut_every_max_inline_depth_ops) {
   BOOST_TEST(static_cast<int64_t>(most) <= o.max_inline_depth + 1);
 }
 
+// A chain cut that lands on a view stores the value under it: a reshape that merges dims of a cat
+// computed in the same kernel could not be lowered (argsort's network over 1000 elements hit it).
+BOOST_AUTO_TEST_CASE(a_chain_cut_at_a_view_stores_what_it_views) {
+  for (int64_t depth : {2, 3, 4, 5, 6}) {
+    Graph g;
+    NodeId x = g.add_input(f32({4, 6}), "x");
+    for (int i = 0; i < 3; ++i) {
+      const NodeId a = g.add(OpId::neg, {g.add(OpId::slice, {x}, {int64_t{1}, int64_t{0}, int64_t{3}, int64_t{1}})});
+      const NodeId b = g.add(OpId::exp, {g.add(OpId::slice, {x}, {int64_t{1}, int64_t{3}, int64_t{6}, int64_t{1}})});
+      const NodeId c = g.add(OpId::cat, {b, a}, {int64_t{0}});                           // [8, 3]
+      x = g.add(OpId::reshape, {g.add(OpId::reshape, {c}, {SymShape{24}})}, {SymShape{4, 6}});  // merge, split
+    }
+    g.set_outputs({x});
+    schedule::Options o;
+    o.max_inline_depth = depth;
+    BOOST_CHECK_NO_THROW(schedule::schedule_graph(g, o));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(fusion_does_not_join_realized_nodes_into_a_longer_chain) {
   // Every 10th op is used twice and costs over the recompute budget: realized. Fusion would join
   // them all into one kernel (the realized nodes are 100, max_fusion_size is 64 per kernel), but

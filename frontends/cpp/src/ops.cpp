@@ -440,6 +440,22 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
   const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "cumprod");
   return dispatch(OpId::cumprod, {&x}, Attrs{d, false, false});
 }
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
+  const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "sort");
+  return {dispatch(OpId::sort, {&x}, Attrs{d, descending}), dispatch(OpId::argsort, {&x}, Attrs{d, descending})};
+}
+Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
+  const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "argsort");
+  return dispatch(OpId::argsort, {&x}, Attrs{d, descending});
+}
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
+  const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "topk");
+  const int64_t n = x.rank() == 0 ? 1 : x.size(d);
+  KILN_CHECK(k >= 0 && k <= n, "topk: k = ", k, " is out of range for dim ", d, " of size ", n);
+  auto [values, indices] = sort(x, d, largest);
+  if (x.rank() == 0) return {values, indices};
+  return {slice(values, d, 0, k), slice(indices, d, 0, k)};
+}
 Tensor tril(const Tensor& x, int64_t diagonal) { return dispatch(OpId::tril, {&x}, Attrs{diagonal}); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return dispatch(OpId::triu, {&x}, Attrs{diagonal}); }
 

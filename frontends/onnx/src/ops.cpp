@@ -415,6 +415,20 @@ std::vector<V> concat_op(NodeCtx& c) {
   return one(c.im.cast(c.im.op(O::cat, in, {axis}), in[0]->dtype));
 }
 
+// The k largest (smallest) along axis, in order (sorted = 0 allows any order; sorted is one),
+// ties in index order: sort and argsort (a sorting network on the device), then the first k.
+std::vector<V> top_k(NodeCtx& c) {
+  const V& x = c.input(0);
+  const int64_t axis = norm_axis(c.i("axis", -1), rank_of(x));
+  const int64_t n = static_dim(c.im, x, axis, "TopK");
+  const int64_t k = c.opset >= 10 ? c.im.static_ints(c.input(1), "k").at(0) : c.i("k", 0);
+  KILN_CHECK(k >= 0 && k <= n, "k = ", k, " is out of range for axis ", axis, " of size ", n);
+  const bool largest = c.i("largest", 1) != 0;
+  const V values = c.im.op(O::sort, {x}, {axis, largest});
+  const V indices = c.im.op(O::argsort, {x}, {axis, largest});
+  return {c.im.slice(values, axis, 0, k), c.im.slice(indices, axis, 0, k)};
+}
+
 std::vector<V> split_op(NodeCtx& c) {
   const V& x = c.input(0);
   const int64_t axis = norm_axis(c.i("axis", 0), rank_of(x));
@@ -1647,6 +1661,7 @@ std::map<std::string, Converter> build() {
   m["Expand"] = expand_op;
   m["Concat"] = concat_op;
   m["Split"] = split_op;
+  m["TopK"] = top_k;
   m["Slice"] = slice_op;
   m["Gather"] = gather_op;
   m["Shape"] = shape_op;

@@ -718,6 +718,15 @@ TensorMeta infer_cumsum(const InferContext& c) {
   return result(c, t, x.sizes);
 }
 
+// sort and argsort: x's sizes along a static dim; sort keeps the dtype, argsort gives i64.
+TensorMeta infer_sort(const InferContext& c) {
+  const TensorMeta& x = arg(c, 0);
+  const int64_t d = check_dim(c, c.attrs.i(0), std::max<int64_t>(x.rank(), 1));
+  KILN_CHECK(x.rank() == 0 || x.sizes[static_cast<size_t>(d)].is_static(), opn(c), ": dim ", d, " of ",
+             shape_str(x.sizes), " must have a static size (the sorting network is built for it)");
+  return result(c, c.op == OpId::argsort ? DType::i64 : x.dtype, x.sizes);
+}
+
 TensorMeta infer_triangle(const InferContext& c) {
   const TensorMeta& x = arg(c, 0);
   KILN_CHECK(x.rank() >= 2, opn(c), ": x must have at least 2 dims (rows and columns), got ", shape_str(x.sizes));
@@ -1554,6 +1563,104 @@ NodeId decompose_cumprod(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   return y;
 }
 
+// sort and argsort: a bitonic sorting network over (value, position) pairs along dim, moved last
+// and padded to a power of two P (the padding's positions put it after every real value). Stage (s, j), for s = 2, 4, ..., P and j = s/2, ...,
+// 1, compares each position i with bit j clear against i + j, in ascending order where bit s of i
+// is clear (all of them when s = P), else descending, and swaps the pair where it is out of
+// order. A stage is views and pointwise ops over [.., P/2s, 2 (bit s), s/2j, 2 (bit j), j]: one
+// kernel of P/2 pairs per row, log2(P) (log2(P) + 1) / 2 stages, all on the device. Ties keep
+// their positions' order (a stable sort); NaN sorts above every number, as torch's. The values
+// move through `where`s, so a gradient goes back through the same permutation.
+std::pair<NodeId, NodeId> sorting_network(Builder& b, NodeId x0, int64_t d, bool descending) {
+  const TensorMeta x = b.meta(x0);
+  const int64_t r = x.rank();
+  NodeId v = x0;
+  if (r == 0) return {v, b.add(OpId::full, {}, {SymShape{}, 0.0, DType::i64})};
+  const auto [perm, inv] = dim_last(r, d);
+  if (d != r - 1) v = b.add(OpId::permute, {v}, {perm});
+  const SymShape rows = b.meta(v).sizes;
+  const int64_t n = rows.back().hint();
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  // The key compared: bool as i64 (its order), anything else itself.
+  const DType t = x.dtype;
+  const DType kt = t == DType::bool_ ? DType::i64 : t;
+  const bool nan = is_floating(t);
+  SymShape padded = rows;
+  padded.back() = SymInt(p);
+  NodeId idx = b.add(OpId::iota, {}, {padded, r - 1, DType::i64});
+  if (p > n) {  // padding at positions n.. (its value never compared: see after)
+    std::vector<int64_t> pads(static_cast<size_t>(2 * r), 0);
+    pads[1] = p - n;
+    v = b.add(OpId::pad, {v}, {pads, 0.0});
+  }
+  NodeId key = b.cast(v, kt);
+  // after(a, b): a belongs after b (with positions ia, ib as the tie-break).
+  auto after = [&](NodeId ka, NodeId ia, NodeId kb, NodeId ib) {
+    NodeId gt = b.add(descending ? OpId::lt : OpId::gt, {ka, kb});
+    NodeId eq = b.add(OpId::eq, {ka, kb});
+    if (nan) {
+      const NodeId na = b.add(OpId::isnan, {ka}), nb = b.add(OpId::isnan, {kb});
+      // NaN above every number: after b ascending when a is NaN and b is not; descending, the reverse.
+      const NodeId nan_gt = descending ? b.add(OpId::logical_and, {nb, b.add(OpId::logical_not, {na})})
+                                       : b.add(OpId::logical_and, {na, b.add(OpId::logical_not, {nb})});
+      gt = b.add(OpId::logical_or, {gt, nan_gt});
+      eq = b.add(OpId::logical_or, {eq, b.add(OpId::logical_and, {na, nb})});
+    }
+    const NodeId later = b.add(OpId::gt, {ia, ib});
+    const NodeId by_value = b.add(OpId::logical_or, {gt, b.add(OpId::logical_and, {eq, later})});
+    if (p == n) return by_value;
+    // Padding (positions n and above) goes after every real value, in position order.
+    const NodeId pad = b.add(OpId::ge, {b.add(OpId::maximum, {ia, ib}), b.scalar(static_cast<double>(n), DType::i64)});
+    return b.add(OpId::where, {pad, later, by_value});
+  };
+  SymShape lead(rows.begin(), rows.end() - 1);
+  for (int64_t s = 2; s <= p; s *= 2) {
+    for (int64_t j = s / 2; j >= 1; j /= 2) {
+      // [.., P/2s, 2, s/2j, 2, j], or [.., P/2j, 2, j] in the last merge (all ascending).
+      SymShape view = lead;
+      const bool merge_all = s == p;
+      if (!merge_all) view.insert(view.end(), {SymInt(p / (2 * s)), SymInt(2)});
+      view.insert(view.end(), {SymInt(s / (2 * j)), SymInt(2), SymInt(j)});
+      const int64_t jd = static_cast<int64_t>(view.size()) - 2;  // the bit-j dim
+      auto half = [&](NodeId a, int64_t k) {
+        return b.add(OpId::slice, {b.add(OpId::reshape, {a}, {view})}, {jd, k, k + 1, int64_t{1}});
+      };
+      const NodeId klo = half(key, 0), khi = half(key, 1), ilo = half(idx, 0), ihi = half(idx, 1);
+      NodeId swap = after(klo, ilo, khi, ihi);
+      if (!merge_all) {  // where bit s is set, the pair is in the other order
+        SymShape hs = b.meta(klo).sizes;
+        const NodeId up = b.add(OpId::eq, {b.add(OpId::iota, {}, {hs, jd - 2, DType::i64}), b.scalar(0.0, DType::i64)});
+        swap = b.add(OpId::where, {up, swap, after(khi, ihi, klo, ilo)});
+      }
+      auto exchange = [&](NodeId lo, NodeId hi) {
+        const NodeId y = b.add(OpId::cat, {b.add(OpId::where, {swap, hi, lo}), b.add(OpId::where, {swap, lo, hi})}, {jd});
+        return b.add(OpId::reshape, {y}, {padded});
+      };
+      key = exchange(klo, khi);
+      idx = exchange(ilo, ihi);
+    }
+  }
+  if (p > n) {
+    key = b.add(OpId::slice, {key}, {r - 1, int64_t{0}, n, int64_t{1}});
+    idx = b.add(OpId::slice, {idx}, {r - 1, int64_t{0}, n, int64_t{1}});
+  }
+  NodeId values = b.cast(key, t);
+  if (d != r - 1) {
+    values = b.add(OpId::permute, {values}, {inv});
+    idx = b.add(OpId::permute, {idx}, {inv});
+  }
+  return {values, idx};
+}
+NodeId decompose_sort(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  return sorting_network(b, in[0], a.i(0), a.b(1)).first;
+}
+NodeId decompose_argsort(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  Builder b{g};
+  return sorting_network(b, in[0], a.i(0), a.b(1)).second;
+}
+
 NodeId decompose_tril(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::le); }
 NodeId decompose_triu(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::ge); }
 
@@ -1763,6 +1870,9 @@ std::vector<OpDef> build_table() {
        infer_cumsum, decompose_cumsum},
       {O::cumprod, "cumprod", C::composite, 1, 1, {{"dim", K::int_}, {"exclusive", K::bool_}, {"reverse", K::bool_}},
        infer_cumsum, decompose_cumprod},
+      {O::sort, "sort", C::composite, 1, 1, {{"dim", K::int_}, {"descending", K::bool_}}, infer_sort, decompose_sort},
+      {O::argsort, "argsort", C::composite, 1, 1, {{"dim", K::int_}, {"descending", K::bool_}}, infer_sort,
+       decompose_argsort},
       {O::tril, "tril", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_tril},
       {O::triu, "triu", C::composite, 1, 1, {{"diagonal", K::int_}}, infer_triangle, decompose_triu},
       {O::group_norm, "group_norm", C::composite, 1, 3, {{"groups", K::int_}, {"eps", K::float_}}, infer_channel_norm,

@@ -335,8 +335,13 @@ class Fuser {
       for (NodeId i : node.inputs)
         if (!ctx_.realized[static_cast<size_t>(i)]) d = std::max(d, depth[static_cast<size_t>(i)] + 1);
       depth[k] = d;
-      if (d >= opt_.max_inline_depth)
-        realize_node(id, "ends a chain of " + std::to_string(d) + " ops computed without storing (max_inline_depth)");
+      if (d >= opt_.max_inline_depth) {
+        // A view is no place to cut: what it views is stored instead (a reshape that merges dims
+        // reads a stored value, never one its kernel computes), and the view reads it.
+        const NodeId at = is_view(node) ? under_views(id) : id;
+        realize_node(at, "ends a chain of " + std::to_string(d) + " ops computed without storing (max_inline_depth)");
+        if (at != id) depth[k] = 1;
+      }
       const OpCategory cat = op_def(node.op).category;
       if (is_reference_op(g, node, opt_.target)) {
         realize_node(id, "runs on the reference kernel");

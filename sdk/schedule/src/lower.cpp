@@ -626,7 +626,10 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
           std::optional<Layout> l = ctx_.layout(n, &member_);
           if (l) return load(l->base, *l, map, meta.dtype);
           const auto runs = reshape_split_runs(im.sizes, meta.sizes, ctx_.g.shapes());
-          if (!runs) throw Refusal("reshape %" + std::to_string(n) + " of a value computed in this kernel");
+          if (!runs)
+            throw Refusal("reshape %" + std::to_string(n) + " of a value computed in this kernel (" +
+                          std::string(op_name(ctx_.g.node(x).op)) + " %" + std::to_string(x) + ", " + shape_str(im.sizes) +
+                          " -> " + shape_str(meta.sizes) + ")");
           for (const auto& [first, last] : *runs) {  // x's index: sum over the run of index * stride
             Affine a = zero(rank());
             SymInt stride = 1;

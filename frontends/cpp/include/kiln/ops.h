@@ -185,6 +185,13 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 // Running sums (torch.cumsum) and products (torch.cumprod) along dim; integers and bool give i64.
 Tensor cumsum(const Tensor& x, int64_t dim);
 Tensor cumprod(const Tensor& x, int64_t dim);
+// Sorting along dim (its size static), stable: equal values keep their order, NaN sorts above
+// every number (torch.sort(stable=True), argsort, topk). Values and i64 positions; a sorting
+// network on the device, one kernel per stage (log2(n) (log2(n) + 1) / 2 stages); the values'
+// gradient goes back through the same permutation. topk: the k largest (smallest), in order.
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
 // The lower (tril) or upper (triu) triangle of the last two dims, the rest 0: kept where
 // col - row <= diagonal (tril) or >= diagonal (triu), as torch.tril/triu.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);

@@ -142,6 +142,10 @@ enum class OpId : uint16_t {
   cumprod,      // attrs: dim:int, exclusive:bool, reverse:bool -> running products along dim (torch.cumprod;
                 //        exclusive and reverse as cumsum's); integers and bool multiply in i64. Decomposes into a
                 //        prod over where(triangle, x, 1) made from iotas (O(n^2) along dim; dim may be symbolic)
+  sort,         // attrs: dim:int, descending:bool -> x's values along dim in order (torch.sort, stable: equal
+                //        values keep their order; NaN above every number); dim's size must be static.
+                //        Decomposes into a bitonic sorting network: O(n log^2 n) compares, log^2 n kernels
+  argsort,      // attrs: as sort's -> i64 positions along dim of sort's values (torch.argsort(stable=True))
   tril, triu,   // attrs: diagonal:int; inputs (x[..., R, C]) -> x where col - row <= diagonal (tril) or
                 //        >= diagonal (triu), else 0 (torch.tril/triu, ONNX Trilu); R and C may be symbolic
   group_norm,   // attrs: groups:int, eps:float; inputs (x[N, C, *][, weight[C][, bias[C]]]): the C channels

@@ -200,14 +200,14 @@ __device__ __forceinline__ long long kiln_ipow(long long b, long long e) {
 }
 // The op philox (kiln/graph/philox.h): Philox4x32-10, the top 24 bits of word `word`.
 __device__ __forceinline__ long long kiln_philox(long long key, long long ctr, int word) {
-  unsigned k0 = (unsigned)key, k1 = (unsigned)((unsigned long long)key >> 32);
+  unsigned key0 = (unsigned)key, key1 = (unsigned)((unsigned long long)key >> 32);
   unsigned c0 = (unsigned)ctr, c1 = (unsigned)((unsigned long long)ctr >> 32), c2 = 0u, c3 = 0u;
 #pragma unroll
   for (int r = 0; r < 10; ++r) {
-    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    if (r > 0) { key0 += 0x9E3779B9u; key1 += 0xBB67AE85u; }
     const unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
     const unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    c0 = hi1 ^ c1 ^ key0; c1 = lo1; c2 = hi0 ^ c3 ^ key1; c3 = lo0;
   }
   const unsigned w = word == 0 ? c0 : word == 1 ? c1 : word == 2 ? c2 : c3;
   return (long long)(w >> 8);

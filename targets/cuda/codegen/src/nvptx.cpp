@@ -133,6 +133,10 @@ class NvptxEmitter : public render::llvm::Printer {
   int64_t rows_per_block_ = 1;
   bool segment_ = false;
 
+  // a * b of two i32 as an i64, by PTX's mul.wide.u32 (opaque to LLVM's optimisers).
+  std::string wide_mul(const std::string& a32, const std::string& b32) {
+    return op("call i64 asm \"mul.wide.u32 $0, $1, $2;\", \"=l,r,r\"(i32 ", a32, ", i32 ", b32, ")");
+  }
   std::string sreg(const char* r) {
     const std::string fn = std::string("@llvm.nvvm.read.ptx.sreg.") + r;
     declare("declare i32 " + fn + "()");
@@ -343,7 +347,14 @@ class NvptxEmitter : public render::llvm::Printer {
     const std::string tid = sreg("tid.x"), ctaid = sreg("ctaid.x"), ntid = sreg("ntid.x");
     const std::string ctaid64 = op("zext i32 ", ctaid, " to i64"), ntid64 = op("zext i32 ", ntid, " to i64");
     const std::string tid64 = op("zext i32 ", tid, " to i64");
-    const std::string lin = op("add i64 ", op("mul i64 ", ctaid64, ", ", ntid64), ", ", tid64);
+    // In a grid-stride loop, the block's first index and the stride are products LLVM 16 cannot
+    // see into (PTX's mul.wide.u32 as inline asm): its loop strength reduction rewrote the loop's
+    // index over them so that instruction selection narrowed a product to an i1 mul, which
+    // NVPTX cannot select ("Cannot select: i1 = mul"; argsort's network, which splits its
+    // indices into dims of size 2, hit it).
+    const std::string first =
+        l.once ? op("mul i64 ", ctaid64, ", ", ntid64) : wide_mul(ctaid, ntid);
+    const std::string lin = op("add i64 ", first, ", ", tid64);
     const std::string start = step == 1 ? lin : op("mul i64 ", lin, ", ", step);
     const std::string n = sym(total);
     l.exit = label("done");
@@ -356,8 +367,7 @@ class NvptxEmitter : public render::llvm::Printer {
       return l;
     }
     const std::string nctaid = sreg("nctaid.x");
-    const std::string nctaid64 = op("zext i32 ", nctaid, " to i64");
-    const std::string stride0 = op("mul i64 ", nctaid64, ", ", ntid64);
+    const std::string stride0 = wide_mul(nctaid, ntid);
     const std::string stride = step == 1 ? stride0 : op("mul i64 ", stride0, ", ", step);
     const std::string pre = label("pre");
     line("br label %", pre);

@@ -41,14 +41,14 @@ inline constexpr Helper kHelpers[] = {
 )"},
     // The op philox (kiln/graph/philox.h): Philox4x32-10, the top 24 bits of word `word`.
     {"kiln_philox", "", R"(int64_t kiln_philox(int64_t key, int64_t ctr, int word) {
-  uint k0 = uint(key & 0xffffffffl), k1 = uint((key >> 32) & 0xffffffffl);
+  uint key0 = uint(key & 0xffffffffl), key1 = uint((key >> 32) & 0xffffffffl);
   uint c0 = uint(ctr & 0xffffffffl), c1 = uint((ctr >> 32) & 0xffffffffl), c2 = 0u, c3 = 0u;
   for (int r = 0; r < 10; ++r) {
-    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    if (r > 0) { key0 += 0x9E3779B9u; key1 += 0xBB67AE85u; }
     uint hi0, lo0, hi1, lo1;
     umulExtended(0xD2511F53u, c0, hi0, lo0);
     umulExtended(0xCD9E8D57u, c2, hi1, lo1);
-    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    c0 = hi1 ^ c1 ^ key0; c1 = lo1; c2 = hi0 ^ c3 ^ key1; c3 = lo0;
   }
   const uint w = word == 0 ? c0 : word == 1 ? c1 : word == 2 ? c2 : c3;
   return int64_t(w >> 8);

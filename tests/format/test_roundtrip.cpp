@@ -60,6 +60,7 @@ Graph op_use(OpId op) {
     case OpId::tril: case OpId::triu: y = one({int64_t{-1}}); break;
     case OpId::cumsum: y = one({int64_t{0}, true, false}); break;
     case OpId::cumprod: y = one({int64_t{0}, false, true}); break;
+    case OpId::sort: case OpId::argsort: y = one({int64_t{1}, true}); break;
     case OpId::randn: y = g.add(op, {}, {SymShape{s0, 5}, int64_t{42}, DType::bf16}); break;
     case OpId::rand: {  // with a run-time key
       const NodeId key = g.add_input(meta(DType::i64, {}), "key");

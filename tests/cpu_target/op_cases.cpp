@@ -1444,6 +1444,11 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(Cop(op, {A(t, {3, 5, 6})}, a(0, true, true), "exclusive reverse"));
         cs.push_back(Cop(op, {A(t, {})}, a(0, false, false), "rank 0"));
         cs.push_back(core(Cop(op, {A(t, {130})}, a(0, false, false), "long")));
+        // Blocks of 64 and the running totals of the blocks, in two and three levels.
+        cs.push_back(core(Cop(op, {A(t, {3, 1000})}, a(1, true, true), "long, exclusive reverse")));
+        cs.push_back(Cop(op, {A(t, {700, 2})}, a(0, false, true), "long, along dim 0, reverse"));
+        cs.push_back(Cop(op, {A(t, {9000})}, a(0, true, false), "three levels of blocks"));
+        if (is_floating(t)) cs.push_back(core(Cop(op, {A(t, {4, 300}, Domain::special)}, a(1, false, false), "NaN, inf")));
         cs.push_back(core(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted)}, a(1, false, false), "strided")));
         sym.push_back(core(Cop(op, {A(t, {-1, 5})}, a(0, false, false), "along a symbolic dim")));
         sym.push_back(Cop(op, {A(t, {-1, 5})}, a(1, false, true)));
@@ -1459,6 +1464,8 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(Cop(op, {A(t, {})}, a(0, false, false), "rank 0"));
         cs.push_back(core(Cop(op, {A(t, {3, 6}, Domain::special)}, a(1, false, false), "special values")));
         cs.push_back(core(Cop(op, {A(t, {70}, Domain::near_one)}, a(0, false, false), "long")));
+        cs.push_back(core(Cop(op, {A(t, {3, 600}, Domain::near_one)}, a(1, true, true), "blocks, exclusive reverse")));
+        if (is_floating(t)) cs.push_back(Cop(op, {A(t, {2, 300}, Domain::special)}, a(1, false, false), "blocks, special values"));
         cs.push_back(core(Cop(op, {A(t, {5, 6}, Domain::near_one, Layout::permuted)}, a(1, false, false), "strided")));
         sym.push_back(core(Cop(op, {A(t, {-1, 5}, Domain::near_one)}, a(0, false, false), "along a symbolic dim")));
         sym.push_back(Cop(op, {A(t, {-1, 5}, Domain::near_one)}, a(1, false, true)));

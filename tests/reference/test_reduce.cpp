@@ -134,6 +134,46 @@ BOOST_AUTO_TEST_CASE(running_sums_and_products) {
   check(eval(OpId::cumprod, {f32({4}, {2, kNaN, 0, kInf})}, scan(0, false, false)), DType::f32, {4}, {2, kNaN, kNaN, kNaN});
   check(eval(OpId::cumprod, {f32({3}, {2, 0, kInf})}, scan(0, false, false)), DType::f32, {3}, {2, 0, kNaN});
   check(eval(OpId::cumprod, {scalar(DType::f32, 3)}, scan(0, false, false)), DType::f32, {}, {3});
+  // A sum skips what it does not add: inf and NaN carry on from where they are, not back.
+  check(eval(OpId::cumsum, {f32({4}, {1, kInf, 2, kNaN})}, scan(0, false, false)), DType::f32, {4}, {1, kInf, kInf, kNaN});
+  check(eval(OpId::cumsum, {f32({4}, {1, kInf, 2, kNaN})}, scan(0, true, true)), DType::f32, {4}, {kNaN, kNaN, kNaN, 0});
+}
+
+// Dims longer than two blocks (64) scan each block and add (multiply) the running totals of the
+// blocks before: every combination of exclusive and reverse, lengths that fill the last block or
+// not, and three levels of blocks (n > 64 * 64 * 2), against a sequential scan written out here.
+BOOST_AUTO_TEST_CASE(running_sums_and_products_of_long_dims) {
+  for (const int64_t n : {129, 192, 1000, 9000}) {
+    std::vector<double> x(static_cast<size_t>(2 * n));
+    for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<double>(static_cast<int64_t>((k * 7919) % 201) - 100);
+    for (const bool exclusive : {false, true}) {
+      for (const bool reverse : {false, true}) {
+        std::vector<double> want(x.size());
+        for (int64_t row = 0; row < 2; ++row) {
+          double acc = 0;
+          for (int64_t s = 0; s < n; ++s) {
+            const size_t k = static_cast<size_t>(row * n + (reverse ? n - 1 - s : s));
+            if (!exclusive) acc += x[k];
+            want[k] = acc;
+            if (exclusive) acc += x[k];
+          }
+        }
+        // Integers exactly, in i64; f64 exactly too (integer values far below 2^53).
+        check(eval(OpId::cumsum, {i32({2, n}, x)}, Attrs{int64_t{1}, exclusive, reverse}), DType::i64, {2, n}, want, 0);
+        check(eval(OpId::cumsum, {f64({2, n}, x)}, Attrs{int64_t{1}, exclusive, reverse}), DType::f64, {2, n}, want, 0);
+      }
+    }
+  }
+  // Products: factors of 1 and -1 and one 2 keep the exact value small; a 0 in block 3 ends them.
+  const int64_t n = 700;
+  std::vector<double> x(static_cast<size_t>(n), 1.0), want(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; k += 3) x[static_cast<size_t>(k)] = -1;
+  x[100] = 2;
+  x[200] = 0;
+  double acc = 1;
+  for (size_t k = 0; k < x.size(); ++k) want[k] = acc *= x[k];
+  check(eval(OpId::cumprod, {f32({n}, x)}, Attrs{int64_t{0}, false, false}), DType::f32, {n}, want, 0);
+  check(eval(OpId::cumprod, {i64({n}, x)}, Attrs{int64_t{0}, false, false}), DType::i64, {n}, want, 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

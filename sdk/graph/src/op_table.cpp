@@ -1511,34 +1511,33 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> dim_last(int64_t r, int64_
   for (size_t k = 0; k < perm.size(); ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
   return {perm, inv};
 }
-// y[..., j] = sum_i x[..., i] * T[i, j] with dim moved last, T[i, j] = (i <= j) (i < j exclusive;
-// i >= j, i > j reversed) from two iotas. Integers multiply in f64 (exact up to 2^53) and are
-// cast back to i64. A 0-d x is its own running sum.
-NodeId decompose_cumsum(Graph& g, std::span<const NodeId> in, const Attrs& a) {
-  Builder b{g};
-  const TensorMeta x = b.meta(in[0]);
-  const DType t = is_floating(x.dtype) ? x.dtype : DType::i64;
-  if (x.rank() == 0) return b.cast(in[0], t);
-  const int64_t r = x.rank(), d = a.i(0);
-  const bool exclusive = a.b(1), reverse = a.b(2);
-  const DType ct = is_floating(x.dtype) ? x.dtype : DType::f64;
-  const auto [perm, inv] = dim_last(r, d);
-  const SymInt n = x.sizes[static_cast<size_t>(d)];
-  // i <= j is j - i >= 0; exclusive i < j is > 0; reversed i >= j is <= 0, exclusive < 0.
-  const OpId keep = reverse ? (exclusive ? OpId::lt : OpId::le) : (exclusive ? OpId::gt : OpId::ge);
-  const NodeId tri = b.cast(diagonal_mask(b, n, n, keep, 0), ct);
-  NodeId xs = b.cast(in[0], ct);
-  if (d != r - 1) xs = b.add(OpId::permute, {xs}, {perm});
-  NodeId y = b.add(OpId::matmul, {xs, tri});
-  if (d != r - 1) y = b.add(OpId::permute, {y}, {inv});
-  return b.cast(y, t);
+// Running sums and products along dim (moved last), in blocks. Within a block of L values, y[i] is
+// the reduction (sum or prod) of where(T[i, j], x[j], identity) over j, T[i, j] = (j <= i) (j < i
+// exclusive; j >= i, j > i reversed) from two iotas: L terms per element, which fusion computes
+// from x without storing the [L, L] operand. A dim longer than two blocks is padded with the
+// identity to B blocks of kScanBlock; each block's total is reduced, the running totals of the
+// blocks before it (exclusive; reversed: after it) are the same op over [.., B], and combine adds
+// or multiplies them in: O(n L) work and log_L(n) levels instead of O(n^2). A symbolic dim is one
+// block. Sums skip the masked terms rather than multiply them by 0, so inf and NaN carry on as in
+// a sequential scan. Integers and bool sum and multiply in i64 (wrapping, as torch's).
+constexpr int64_t kScanBlock = 64;
+
+NodeId running_in_one_block(Builder& b, NodeId xs, bool exclusive, bool reverse, OpId reduce, double identity) {
+  const TensorMeta m = b.meta(xs);  // [..., n]
+  const SymInt n = m.sizes.back();
+  // x[..., j] as [..., 1, n], expanded to [..., n (i), n (j)].
+  SymShape one_row = m.sizes, square = m.sizes;
+  one_row.insert(one_row.end() - 1, SymInt(1));
+  square.insert(square.end() - 1, n);
+  const NodeId xe = b.add(OpId::expand, {b.add(OpId::reshape, {xs}, {one_row})}, {square});
+  // j <= i is col - row <= 0; exclusive j < i is < 0; reversed j >= i is >= 0, exclusive > 0.
+  const OpId keep = reverse ? (exclusive ? OpId::gt : OpId::ge) : (exclusive ? OpId::lt : OpId::le);
+  const NodeId kept = b.add(OpId::where, {diagonal_mask(b, n, n, keep, 0), xe, b.scalar(identity, m.dtype)});
+  return b.add(reduce, {kept}, {std::vector<int64_t>{m.rank()}, false});
 }
 
-// y[..., i] = prod_j where(T[i, j], x[..., j], 1) with dim moved last, T[i, j] = (j <= i) (j < i
-// exclusive; j >= i, j > i reversed) from two iotas: one product per element (as cumsum's matmul,
-// O(n^2) along dim), which fusion computes from x without storing the [n, n] operand. Integers and
-// bool multiply in i64 (wrapping, as torch's). A 0-d x is its own running product.
-NodeId decompose_cumprod(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+NodeId decompose_running(Graph& g, std::span<const NodeId> in, const Attrs& a, OpId scan, OpId reduce,
+                         OpId combine, double identity) {
   Builder b{g};
   const TensorMeta x = b.meta(in[0]);
   const DType t = is_floating(x.dtype) ? x.dtype : DType::i64;
@@ -1549,18 +1548,40 @@ NodeId decompose_cumprod(Graph& g, std::span<const NodeId> in, const Attrs& a) {
   const auto [perm, inv] = dim_last(r, d);
   if (d != r - 1) xs = b.add(OpId::permute, {xs}, {perm});
   const SymShape rows = b.meta(xs).sizes;  // [..., n]
-  const SymInt n = rows.back();
-  // x[..., j] as [..., 1, n], expanded to [..., n (i), n (j)].
-  SymShape one_row = rows, square = rows;
-  one_row.insert(one_row.end() - 1, SymInt(1));
-  square.insert(square.end() - 1, n);
-  const NodeId xe = b.add(OpId::expand, {b.add(OpId::reshape, {xs}, {one_row})}, {square});
-  // j <= i is col - row <= 0; exclusive j < i is < 0; reversed j >= i is >= 0, exclusive > 0.
-  const OpId keep = reverse ? (exclusive ? OpId::gt : OpId::ge) : (exclusive ? OpId::lt : OpId::le);
-  const NodeId kept = b.add(OpId::where, {diagonal_mask(b, n, n, keep, 0), xe, b.scalar(1.0, t)});
-  NodeId y = b.add(OpId::prod, {kept}, {std::vector<int64_t>{r}, false});
+  const std::optional<int64_t> n = rows.back().static_value();
+  NodeId y;
+  if (!n || *n <= 2 * kScanBlock) {
+    y = running_in_one_block(b, xs, exclusive, reverse, reduce, identity);
+  } else {
+    const int64_t blocks = (*n + kScanBlock - 1) / kScanBlock, padded = blocks * kScanBlock;
+    if (padded > *n) {  // the identity after the last value changes no running value
+      std::vector<int64_t> pads(static_cast<size_t>(2 * r), 0);
+      pads[1] = padded - *n;
+      xs = b.add(OpId::pad, {xs}, {pads, identity});
+    }
+    SymShape split = rows;  // [..., B, L]
+    split.back() = SymInt(blocks);
+    split.push_back(SymInt(kScanBlock));
+    const NodeId xb = b.add(OpId::reshape, {xs}, {split});
+    const NodeId within = running_in_one_block(b, xb, exclusive, reverse, reduce, identity);
+    const NodeId totals = b.add(reduce, {xb}, {std::vector<int64_t>{r}, false});  // [..., B]
+    const NodeId before = b.add(scan, {totals}, {r - 1, true, reverse});
+    SymShape column = split;
+    column.back() = SymInt(1);
+    y = b.add(combine, {within, b.add(OpId::reshape, {before}, {column})});
+    SymShape flat = rows;
+    flat.back() = SymInt(padded);
+    y = b.add(OpId::reshape, {y}, {flat});
+    if (padded > *n) y = b.add(OpId::slice, {y}, {r - 1, int64_t{0}, *n, int64_t{1}});
+  }
   if (d != r - 1) y = b.add(OpId::permute, {y}, {inv});
   return y;
+}
+NodeId decompose_cumsum(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  return decompose_running(g, in, a, OpId::cumsum, OpId::sum, OpId::add, 0.0);
+}
+NodeId decompose_cumprod(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+  return decompose_running(g, in, a, OpId::cumprod, OpId::prod, OpId::mul, 1.0);
 }
 
 // sort and argsort: a bitonic sorting network over (value, position) pairs along dim, moved last

@@ -138,10 +138,11 @@ enum class OpId : uint16_t {
                 //        running statistics are inputs)
   cumsum,       // attrs: dim:int, exclusive:bool, reverse:bool -> running sums along dim (torch.cumsum;
                 //        ONNX CumSum's exclusive and reverse); integers and bool sum to i64. Decomposes into
-                //        a matmul by a triangle of ones made from iotas (O(n^2) along dim; dim may be symbolic)
+                //        sums over blocks of 64 masked by a triangle made from iotas, then the blocks' running
+                //        totals (O(n * 64) along dim; a symbolic dim is one block, O(n^2))
   cumprod,      // attrs: dim:int, exclusive:bool, reverse:bool -> running products along dim (torch.cumprod;
-                //        exclusive and reverse as cumsum's); integers and bool multiply in i64. Decomposes into a
-                //        prod over where(triangle, x, 1) made from iotas (O(n^2) along dim; dim may be symbolic)
+                //        exclusive and reverse as cumsum's); integers and bool multiply in i64. Decomposes as
+                //        cumsum's, with products
   sort,         // attrs: dim:int, descending:bool -> x's values along dim in order (torch.sort, stable: equal
                 //        values keep their order; NaN above every number); dim's size must be static.
                 //        Decomposes into a bitonic sorting network: O(n log^2 n) compares, log^2 n kernels

@@ -442,7 +442,10 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
 }
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "sort");
-  return {dispatch(OpId::sort, {&x}, Attrs{d, descending}), dispatch(OpId::argsort, {&x}, Attrs{d, descending})};
+  // The values gathered at the positions: one sorting network, not one for each.
+  const Tensor positions = dispatch(OpId::argsort, {&x}, Attrs{d, descending});
+  if (x.rank() == 0) return {x, positions};
+  return {gather(x, d, positions), positions};
 }
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
   const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "argsort");
@@ -452,9 +455,9 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "topk");
   const int64_t n = x.rank() == 0 ? 1 : x.size(d);
   KILN_CHECK(k >= 0 && k <= n, "topk: k = ", k, " is out of range for dim ", d, " of size ", n);
-  auto [values, indices] = sort(x, d, largest);
-  if (x.rank() == 0) return {values, indices};
-  return {slice(values, d, 0, k), slice(indices, d, 0, k)};
+  if (x.rank() == 0) return sort(x, d, largest);
+  const Tensor positions = slice(argsort(x, d, largest), d, 0, k);  // the values gathered at k positions only
+  return {gather(x, d, positions), positions};
 }
 Tensor tril(const Tensor& x, int64_t diagonal) { return dispatch(OpId::tril, {&x}, Attrs{diagonal}); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return dispatch(OpId::triu, {&x}, Attrs{diagonal}); }
@@ -702,7 +705,7 @@ Tensor dropout(const Tensor& x, double p, const Tensor& key, uint64_t seed) {
   KILN_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   KILN_CHECK(is_floating(x.dtype()), "dropout: x must be floating, got ", dtype_name(x.dtype()));
   if (p == 0) return x;
-  if (p == 1) return where(rand(x.shape(), key, DType::f32, seed) >= 0.0, 0.0, x);  // zeros, x's gradient 0
+  if (p == 1) return where(full(x.shape(), 1.0, DType::bool_, x.device()), 0.0, x);  // zeros, x's gradient 0
   const Tensor dropped = rand(x.shape(), key, DType::f32, seed) < p;
   return where(dropped, 0.0, x * (1.0 / (1.0 - p)));
 }

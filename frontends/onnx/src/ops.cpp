@@ -416,7 +416,8 @@ std::vector<V> concat_op(NodeCtx& c) {
 }
 
 // The k largest (smallest) along axis, in order (sorted = 0 allows any order; sorted is one),
-// ties in index order: sort and argsort (a sorting network on the device), then the first k.
+// ties in index order: the first k positions of argsort (a sorting network on the device), and
+// the values gathered at them.
 std::vector<V> top_k(NodeCtx& c) {
   const V& x = c.input(0);
   const int64_t axis = norm_axis(c.i("axis", -1), rank_of(x));
@@ -424,9 +425,8 @@ std::vector<V> top_k(NodeCtx& c) {
   const int64_t k = c.opset >= 10 ? c.im.static_ints(c.input(1), "k").at(0) : c.i("k", 0);
   KILN_CHECK(k >= 0 && k <= n, "k = ", k, " is out of range for axis ", axis, " of size ", n);
   const bool largest = c.i("largest", 1) != 0;
-  const V values = c.im.op(O::sort, {x}, {axis, largest});
-  const V indices = c.im.op(O::argsort, {x}, {axis, largest});
-  return {c.im.slice(values, axis, 0, k), c.im.slice(indices, axis, 0, k)};
+  const V indices = c.im.slice(c.im.op(O::argsort, {x}, {axis, largest}), axis, 0, k);
+  return {c.im.op(O::gather, {x, indices}, {axis}), indices};
 }
 
 std::vector<V> split_op(NodeCtx& c) {

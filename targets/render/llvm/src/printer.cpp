@@ -132,34 +132,34 @@ out:
 // one counter shares the rounds).
 const std::string& philox_helper() {
   static const std::string text = [] {
-  std::string f = "define internal i64 @kiln_philox(i64 %key, i64 %ctr, i32 %word) alwaysinline {\n";
-  f += "  %k0.0 = trunc i64 %key to i32\n  %kh = lshr i64 %key, 32\n  %k1.0 = trunc i64 %kh to i32\n";
-  f += "  %c0.0 = trunc i64 %ctr to i32\n  %ch = lshr i64 %ctr, 32\n  %c1.0 = trunc i64 %ch to i32\n";
-  f += "  %c2.0 = add i32 0, 0\n  %c3.0 = add i32 0, 0\n";
-  for (int r = 0; r < 10; ++r) {
-    const std::string i = std::to_string(r), o = std::to_string(r + 1);
-    std::string k0 = "%k0.0", k1 = "%k1.0";
-    if (r > 0) {
-      f += "  %k0." + i + " = add i32 %k0." + std::to_string(r - 1) + ", " + std::to_string(static_cast<int32_t>(kPhiloxW0)) + "\n";
-      f += "  %k1." + i + " = add i32 %k1." + std::to_string(r - 1) + ", " + std::to_string(static_cast<int32_t>(kPhiloxW1)) + "\n";
-      k0 = "%k0." + i;
-      k1 = "%k1." + i;
+    std::string f = "define internal i64 @kiln_philox(i64 %key, i64 %ctr, i32 %word) alwaysinline {\n";
+    f += "  %k0.0 = trunc i64 %key to i32\n  %kh = lshr i64 %key, 32\n  %k1.0 = trunc i64 %kh to i32\n";
+    f += "  %c0.0 = trunc i64 %ctr to i32\n  %ch = lshr i64 %ctr, 32\n  %c1.0 = trunc i64 %ch to i32\n";
+    f += "  %c2.0 = add i32 0, 0\n  %c3.0 = add i32 0, 0\n";
+    for (int r = 0; r < 10; ++r) {
+      const std::string i = std::to_string(r), o = std::to_string(r + 1);
+      std::string k0 = "%k0.0", k1 = "%k1.0";
+      if (r > 0) {
+        f += "  %k0." + i + " = add i32 %k0." + std::to_string(r - 1) + ", " + std::to_string(static_cast<int32_t>(kPhiloxW0)) + "\n";
+        f += "  %k1." + i + " = add i32 %k1." + std::to_string(r - 1) + ", " + std::to_string(static_cast<int32_t>(kPhiloxW1)) + "\n";
+        k0 = "%k0." + i;
+        k1 = "%k1." + i;
+      }
+      f += "  %a." + i + " = zext i32 %c0." + i + " to i64\n  %p0." + i + " = mul i64 %a." + i + ", " +
+           std::to_string(kPhiloxM0) + "\n";
+      f += "  %b." + i + " = zext i32 %c2." + i + " to i64\n  %p1." + i + " = mul i64 %b." + i + ", " +
+           std::to_string(kPhiloxM1) + "\n";
+      f += "  %h0s." + i + " = lshr i64 %p0." + i + ", 32\n  %hi0." + i + " = trunc i64 %h0s." + i + " to i32\n";
+      f += "  %h1s." + i + " = lshr i64 %p1." + i + ", 32\n  %hi1." + i + " = trunc i64 %h1s." + i + " to i32\n";
+      f += "  %x0." + i + " = xor i32 %hi1." + i + ", %c1." + i + "\n  %c0." + o + " = xor i32 %x0." + i + ", " + k0 + "\n";
+      f += "  %c1." + o + " = trunc i64 %p1." + i + " to i32\n";
+      f += "  %x2." + i + " = xor i32 %hi0." + i + ", %c3." + i + "\n  %c2." + o + " = xor i32 %x2." + i + ", " + k1 + "\n";
+      f += "  %c3." + o + " = trunc i64 %p0." + i + " to i32\n";
     }
-    f += "  %a." + i + " = zext i32 %c0." + i + " to i64\n  %p0." + i + " = mul i64 %a." + i + ", " +
-         std::to_string(kPhiloxM0) + "\n";
-    f += "  %b." + i + " = zext i32 %c2." + i + " to i64\n  %p1." + i + " = mul i64 %b." + i + ", " +
-         std::to_string(kPhiloxM1) + "\n";
-    f += "  %h0s." + i + " = lshr i64 %p0." + i + ", 32\n  %hi0." + i + " = trunc i64 %h0s." + i + " to i32\n";
-    f += "  %h1s." + i + " = lshr i64 %p1." + i + ", 32\n  %hi1." + i + " = trunc i64 %h1s." + i + " to i32\n";
-    f += "  %x0." + i + " = xor i32 %hi1." + i + ", %c1." + i + "\n  %c0." + o + " = xor i32 %x0." + i + ", " + k0 + "\n";
-    f += "  %c1." + o + " = trunc i64 %p1." + i + " to i32\n";
-    f += "  %x2." + i + " = xor i32 %hi0." + i + ", %c3." + i + "\n  %c2." + o + " = xor i32 %x2." + i + ", " + k1 + "\n";
-    f += "  %c3." + o + " = trunc i64 %p0." + i + " to i32\n";
-  }
-  f += "  %is1 = icmp eq i32 %word, 1\n  %is2 = icmp eq i32 %word, 2\n  %is3 = icmp eq i32 %word, 3\n";
-  f += "  %w3 = select i1 %is3, i32 %c3.10, i32 %c0.10\n  %w2 = select i1 %is2, i32 %c2.10, i32 %w3\n";
-  f += "  %w = select i1 %is1, i32 %c1.10, i32 %w2\n  %top = lshr i32 %w, 8\n  %r = zext i32 %top to i64\n  ret i64 %r\n}\n";
-  return f;
+    f += "  %is1 = icmp eq i32 %word, 1\n  %is2 = icmp eq i32 %word, 2\n  %is3 = icmp eq i32 %word, 3\n";
+    f += "  %w3 = select i1 %is3, i32 %c3.10, i32 %c0.10\n  %w2 = select i1 %is2, i32 %c2.10, i32 %w3\n";
+    f += "  %w = select i1 %is1, i32 %c1.10, i32 %w2\n  %top = lshr i32 %w, 8\n  %r = zext i32 %top to i64\n  ret i64 %r\n}\n";
+    return f;
   }();
   return text;
 }

@@ -1,6 +1,7 @@
 // Creation functions, from_vector / to_vector / item for every C++ element type, moving
 // between dtypes and devices, and printing.
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "helpers.h"
@@ -119,6 +120,44 @@ BOOST_AUTO_TEST_CASE(randn_is_reproducible) {
   BOOST_TEST(max(abs(many)).item<double>() < 6.5);
   // The default seed is 0.
   BOOST_TEST(randn({3}).to_vector<float>() == randn({3}, DType::f32, Device::cpu(), 0).to_vector<float>());
+}
+
+// randint: every value of [low, high) about equally often, in the dtype asked; a key draws new
+// integers in a compiled function without a recompile; eager and compiled draw the same.
+BOOST_AUTO_TEST_CASE(randint_draws_each_integer_about_equally_often) {
+  const std::vector<int64_t> v = randint(-3, 7, {50000}, DType::i64, Device::cpu(), 11).to_vector<int64_t>();
+  std::vector<int64_t> counts(10, 0);
+  for (int64_t x : v) {
+    BOOST_TEST((x >= -3 && x < 7));
+    if (x >= -3 && x < 7) ++counts[static_cast<size_t>(x + 3)];
+  }
+  for (int64_t c : counts) BOOST_TEST(std::abs(static_cast<double>(c) / 5000.0 - 1.0) < 0.06);
+  // A range of 2^40: the draws spread over it (no two of 1000 alike, the mean near the middle).
+  const std::vector<int64_t> wide = randint(0, int64_t{1} << 40, {1000}, DType::i64, Device::cpu(), 2).to_vector<int64_t>();
+  double mean = 0;
+  for (int64_t x : wide) mean += static_cast<double>(x) / 1000.0;
+  BOOST_TEST(std::abs(mean / 0x1p40 - 0.5) < 0.05);
+  BOOST_TEST(std::set<int64_t>(wide.begin(), wide.end()).size() == wide.size());
+  const Tensor small = randint(0, 2, {2, 3}, DType::bool_);
+  BOOST_TEST(small.dtype() == DType::bool_);
+  BOOST_TEST((small.shape() == Shape{2, 3}));
+  BOOST_TEST(randint(5, 6, {4}, DType::i32).to_vector<int32_t>() == std::vector<int32_t>(4, 5));
+
+  auto draw = kiln::compile([](const Tensor& key) { return randint(0, 1000, {256}, key); });
+  const Tensor key1 = full({}, 1, DType::i64), key2 = full({}, 2, DType::i64);
+  const std::vector<int64_t> a = draw(key1).to_vector<int64_t>(), b = draw(key2).to_vector<int64_t>();
+  BOOST_TEST(a != b);
+  BOOST_TEST(draw(key1).to_vector<int64_t>() == a);
+  BOOST_TEST(randint(0, 1000, {256}, key1).to_vector<int64_t>() == a);
+  BOOST_TEST(draw.stats().compiles == 1);
+  // The key adds to the seed, as rand's.
+  BOOST_TEST(randint(0, 1000, {256}, DType::i64, Device::cpu(), 1).to_vector<int64_t>() == a);
+
+  BOOST_TEST(contains(error_of([] { randint(3, 3, {2}); }), "randint: low (3) must be less than high (3)"));
+  BOOST_TEST(contains(error_of([] { randint(0, int64_t{1} << 50, {2}); }), "randint: high - low must be at most 2^48"));
+  BOOST_TEST(contains(error_of([] { randint(0, 3, {2}, DType::bool_); }), "randint: bool draws from [0, 2)"));
+  BOOST_TEST(contains(error_of([] { randint(0, 3, {2}, full({2}, 1, DType::i64)); }),
+                      "randint: the key must be a 0-d integer tensor, got i64[2]"));
 }
 
 BOOST_AUTO_TEST_CASE(rand_and_dropout_with_run_time_keys) {

@@ -161,6 +161,33 @@ Tensor randn(const Shape& shape, const Tensor& key, DType dtype, uint64_t seed) 
 Tensor rand(const Shape& shape, const Tensor& key, DType dtype, uint64_t seed) {
   return detail::dispatch(OpId::rand, {&key}, Attrs{shape, static_cast<int64_t>(seed), dtype});
 }
+
+// Two philox words of each element's flat position (random.h's scheme, words 2 and 3, so that a
+// rand or randn of the same key and seed draws from other words) give 48 bits, u = v * 2^-48 in
+// f64 (exact), and low + floor(u * range): every integer of [low, high) is drawn by 2^48 / range
+// of the 2^48 values of v, within one (a bias of at most range / 2^48, torch's modulo has 2^-32).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const Tensor& key, DType dtype, uint64_t seed) {
+  constexpr int64_t kMaxRange = int64_t{1} << 48, kExact = int64_t{1} << 53;
+  KILN_CHECK(low < high, "randint: low (", low, ") must be less than high (", high, ")");
+  KILN_CHECK(low >= -kExact && high <= kExact && high - low <= kMaxRange, "randint: high - low must be at most 2^48 ",
+             "and both within 2^53 of 0, got [", low, ", ", high, ")");
+  KILN_CHECK(dtype != DType::bool_ || (low >= 0 && high <= 2), "randint: bool draws from [0, 2), got [", low, ", ", high, ")");
+  KILN_CHECK(key.defined() && is_integral(key.dtype()) && key.rank() == 0,
+             "randint: the key must be a 0-d integer tensor",
+             key.defined() ? ", got " + std::string(dtype_name(key.dtype())) + shape_str(key.shape()) : std::string());
+  const Tensor counter = reshape(iota(Shape{shape_numel(shape)}, 0, DType::i64, key.device()), shape);
+  const Tensor k = cast(key, DType::i64);
+  auto word = [&](int64_t w) {
+    return cast(detail::dispatch(OpId::philox, {&k, &counter}, Attrs{w, static_cast<int64_t>(seed)}), DType::f64);
+  };
+  const Tensor u = add(mul(word(2), 0x1p-24), mul(word(3), 0x1p-48));
+  const double range = static_cast<double>(high - low);
+  const Tensor offset = cast(minimum(floor(mul(u, range)), range - 1), DType::i64);
+  return cast(add(offset, Scalar(low)), dtype);
+}
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device, uint64_t seed) {
+  return randint(low, high, shape, full({}, 0.0, DType::i64, device), dtype, seed);
+}
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 Tensor zeros_like(const Tensor& x) { return full(x.shape(), 0.0, x.dtype(), x.device()); }
 Tensor ones_like(const Tensor& x) { return full(x.shape(), 1.0, x.dtype(), x.device()); }

@@ -179,6 +179,12 @@ Tensor rand(const Shape& shape, DType dtype = DType::f32, Device device = Device
 // each call draws new numbers without a recompile; the result lives on the key's device.
 Tensor randn(const Shape& shape, const Tensor& key, DType dtype = DType::f32, uint64_t seed = 0);
 Tensor rand(const Shape& shape, const Tensor& key, DType dtype = DType::f32, uint64_t seed = 0);
+// torch.randint: integers uniform in [low, high) (high - low at most 2^48), from the same
+// generator (other words of it than rand's and randn's), with or without a run-time key.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::i64, Device device = Device::cpu(),
+               uint64_t seed = 0);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const Tensor& key, DType dtype = DType::i64,
+               uint64_t seed = 0);
 Tensor scalar_tensor(double value, DType dtype = DType::f32);
 // Zeros (ones) of x's shape, dtype and device; x's sizes may be symbolic.
 Tensor zeros_like(const Tensor& x);

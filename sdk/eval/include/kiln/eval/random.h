@@ -14,6 +14,9 @@
 //   u1 = float(philox(key, i, 0) + 1) * 2^-24                          in (0, 1]
 //   u2 = float(philox(key, i, 1)) * 2^-24                              in [0, 1)
 //   randn(key, i) = sqrtf(-2.0f * logf(u1)) * cosf(6.2831855f * u2)   all in float
+//   randint(low, high, key, i) = low + min(floor(u * (high - low)), high - low - 1),
+//     u = (philox(key, i, 2) * 2^24 + philox(key, i, 3)) * 2^-48       in double, exact
+//     (the C++ frontend's randint, written over philox directly)
 // The float operations are IEEE single precision; logf and cosf differ between math libraries
 // by an ulp or so, which is the only place targets may disagree. (The reference interpreter runs
 // the decomposition, each op rounded to f32 from double, so its randn may differ from

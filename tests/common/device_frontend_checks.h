@@ -52,6 +52,30 @@ inline void creation_ops_over_symbolic_sizes_on(Device device) {
   BOOST_TEST(kiln_test_util::max_abs_diff(r, arange(7, DType::f32)) == 0.0);
 }
 
+// Random numbers drawn on the device with a run-time key (rand, randn, randint, dropout) inside
+// one compiled function: the same numbers as eager calls on the CPU (randn within its logf and
+// cosf ulps), a new key draws new ones without a recompile; and randint made on the device.
+inline void random_numbers_with_a_key_on(Device device) {
+  auto draw = kiln::compile([](const Tensor& x, const Tensor& key) {
+    return std::vector<Tensor>{rand({300}, key, DType::f32, 1), randn({300}, key, DType::f32, 2),
+                               randint(-5, 1000, {300}, key, DType::i64, 3), dropout(x, 0.5, key, 4)};
+  });
+  const Tensor x = randn({300}, DType::f32, Device::cpu(), 5);
+  for (int64_t k : {7, 8}) {
+    const Tensor key = full({}, static_cast<double>(k), DType::i64);
+    const std::vector<Tensor> got = draw(x.to(device), key.to(device));
+    BOOST_TEST((got[0].device() == device));
+    BOOST_TEST(kiln_test_util::max_abs_diff(got[0], rand({300}, key, DType::f32, 1)) == 0.0);
+    BOOST_TEST(kiln_test_util::max_abs_diff(got[1], randn({300}, key, DType::f32, 2)) < 1e-5);
+    BOOST_TEST(got[2].to(Device::cpu()).to_vector<int64_t>() == randint(-5, 1000, {300}, key, DType::i64, 3).to_vector<int64_t>());
+    BOOST_TEST(kiln_test_util::max_abs_diff(got[3], dropout(x, 0.5, key, 4)) == 0.0);
+  }
+  BOOST_TEST(draw.stats().compiles == 1);
+  const Tensor made = randint(0, 10, {64}, DType::i32, device, 6);
+  BOOST_TEST((made.device() == device));
+  BOOST_TEST(made.to(Device::cpu()).to_vector<int32_t>() == randint(0, 10, {64}, DType::i32, Device::cpu(), 6).to_vector<int32_t>());
+}
+
 // kiln::autocast on the device: the traced casts put the matmuls in bf16 and the softmax in f32
 // there, as eager calls under autocast on the CPU compute them.
 inline void autocast_on(Device device) {

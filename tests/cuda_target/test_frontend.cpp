@@ -75,6 +75,10 @@ BOOST_AUTO_TEST_CASE(constants_made_or_captured_on_the_device) {
   if (have_device()) device_frontend_checks::constants_made_or_captured_on(Device::cuda(0));
 }
 
+BOOST_AUTO_TEST_CASE(random_numbers_with_a_key_on_the_device) {
+  if (have_device()) device_frontend_checks::random_numbers_with_a_key_on(Device::cuda(0));
+}
+
 BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
   if (have_device()) device_frontend_checks::creation_ops_over_symbolic_sizes_on(Device::cuda(0));
 }

@@ -72,6 +72,12 @@ BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
 }
 
+BOOST_AUTO_TEST_CASE(random_numbers_with_a_key_on_the_device) {
+  device_frontend_checks::random_numbers_with_a_key_on(Device::vulkan(0));
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
 BOOST_AUTO_TEST_CASE(autocast_on_the_device) {
   device_frontend_checks::autocast_on(Device::vulkan(0));
   const std::vector<std::string> msgs = vulkan::take_validation_messages();

@@ -186,7 +186,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const Tensor& key,
   return cast(add(offset, Scalar(low)), dtype);
 }
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device, uint64_t seed) {
-  return randint(low, high, shape, full({}, 0.0, DType::i64, device), dtype, seed);
+  return on_device(randint(low, high, shape, full({}, 0.0, DType::i64), dtype, seed), device);
 }
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 Tensor zeros_like(const Tensor& x) { return full(x.shape(), 0.0, x.dtype(), x.device()); }

@@ -156,6 +156,8 @@ BOOST_AUTO_TEST_CASE(randint_draws_each_integer_about_equally_often) {
   BOOST_TEST(contains(error_of([] { randint(3, 3, {2}); }), "randint: low (3) must be less than high (3)"));
   BOOST_TEST(contains(error_of([] { randint(0, int64_t{1} << 50, {2}); }), "randint: high - low must be at most 2^48"));
   BOOST_TEST(contains(error_of([] { randint(0, 3, {2}, DType::bool_); }), "randint: bool draws from [0, 2)"));
+  BOOST_TEST(contains(error_of([] { randint(0, int64_t{1} << 40, {2}, DType::i32); }), "randint: i32 cannot hold [0, 1099511627776)"));
+  BOOST_TEST(randint(-5, int64_t{1} << 31, {2}, DType::i32).dtype() == DType::i32);  // its largest value fits
   BOOST_TEST(contains(error_of([] { randint(0, 3, {2}, full({2}, 1, DType::i64)); }),
                       "randint: the key must be a 0-d integer tensor, got i64[2]"));
 }

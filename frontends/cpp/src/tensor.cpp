@@ -1,6 +1,7 @@
 #include "kiln/tensor.h"
 
 #include <filesystem>
+#include <limits>
 
 #include <ostream>
 #include <sstream>
@@ -165,13 +166,16 @@ Tensor rand(const Shape& shape, const Tensor& key, DType dtype, uint64_t seed) {
 // Two philox words of each element's flat position (random.h's scheme, words 2 and 3, so that a
 // rand or randn of the same key and seed draws from other words) give 48 bits, u = v * 2^-48 in
 // f64 (exact), and low + floor(u * range): every integer of [low, high) is drawn by 2^48 / range
-// of the 2^48 values of v, within one (a bias of at most range / 2^48, torch's modulo has 2^-32).
+// of the 2^48 values of v, within one (a bias of at most range / 2^48).
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const Tensor& key, DType dtype, uint64_t seed) {
   constexpr int64_t kMaxRange = int64_t{1} << 48, kExact = int64_t{1} << 53;
   KILN_CHECK(low < high, "randint: low (", low, ") must be less than high (", high, ")");
   KILN_CHECK(low >= -kExact && high <= kExact && high - low <= kMaxRange, "randint: high - low must be at most 2^48 ",
              "and both within 2^53 of 0, got [", low, ", ", high, ")");
+  // The integer dtypes hold every value drawn (a cast would wrap them silently).
   KILN_CHECK(dtype != DType::bool_ || (low >= 0 && high <= 2), "randint: bool draws from [0, 2), got [", low, ", ", high, ")");
+  KILN_CHECK(dtype != DType::i32 || (low >= std::numeric_limits<int32_t>::min() && high - 1 <= std::numeric_limits<int32_t>::max()),
+             "randint: i32 cannot hold [", low, ", ", high, ")");
   KILN_CHECK(key.defined() && is_integral(key.dtype()) && key.rank() == 0,
              "randint: the key must be a 0-d integer tensor",
              key.defined() ? ", got " + std::string(dtype_name(key.dtype())) + shape_str(key.shape()) : std::string());

@@ -1587,10 +1587,11 @@ NodeId decompose_cumprod(Graph& g, std::span<const NodeId> in, const Attrs& a) {
 // and padded to a power of two P (the padding's positions put it after every real value). Stage
 // (s, j), for s = 2, 4, ..., P and j = s/2, ..., 1, compares each position i with bit j clear
 // against i + j, in ascending order where bit s of i is clear (all of them when s = P), else
-// descending, and swaps the pair where it is out of order. A stage is views and pointwise ops over [.., P/2s, 2 (bit s), s/2j, 2 (bit j), j]: one
-// kernel of P/2 pairs per row, log2(P) (log2(P) + 1) / 2 stages, all on the device. Ties keep
-// their positions' order (a stable sort); NaN sorts above every number, as torch's. The values
-// move through `where`s, so a gradient goes back through the same permutation.
+// descending, and swaps the pair where it is out of order. A stage is views and pointwise ops
+// over [.., P/2s, 2 (bit s), s/2j, 2 (bit j), j]: one kernel of P/2 pairs per row, log2(P)
+// (log2(P) + 1) / 2 stages, all on the device. Ties keep their positions' order (a stable sort);
+// NaN sorts above every number, as torch's. The values move through `where`s, so a gradient goes
+// back through the same permutation.
 std::pair<NodeId, NodeId> sorting_network(Builder& b, NodeId x0, int64_t d, bool descending) {
   const TensorMeta x = b.meta(x0);
   const int64_t r = x.rank();

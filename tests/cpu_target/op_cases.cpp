@@ -988,6 +988,32 @@ std::vector<Batch> layout_cases(OpId op) {
         add_both(sym, {A(t, {-1, 3}), idx(D::i64, {2, 3}, 2), A(t, {2, 3})}, fixed({int64_t{0}}), "along a symbolic dim");
         break;
       }
+      case OpId::scatter_reduce: {
+        if (t == D::bool_) break;  // (numbers only)
+        auto idx = [](DType it, Ints sizes, int64_t bound) {
+          Arg a = A(it, std::move(sizes));
+          a.index_bound = bound;
+          return a;
+        };
+        // Repeated indices combine (atomically, in any order on devices): 6 x 3 updates into 4
+        // rows, so most rows take two or more.
+        for (const char* reduce : {"amax", "amin", "prod"}) {
+          const Attrs along0{int64_t{0}, std::string(reduce)}, along1{int64_t{1}, std::string(reduce)};
+          const std::string r(reduce);
+          add_both(cs, {A(t, {4, 3}), idx(D::i64, {6, 3}, 4), A(t, {6, 3})}, fixed(along0), r);
+          add_both(cs, {A(t, {5, 3}), idx(D::i32, {2, 7}, 3), A(t, {2, 7})}, fixed(along1), r + ", index smaller than x");
+          add_both(sym, {A(t, {-1, 4}), idx(D::i64, {-1, 6}, 4), A(t, {-1, 6})}, fixed(along1), r + ", symbolic batch");
+        }
+        const Attrs amax2{int64_t{2}, std::string("amax")}, prod1{int64_t{1}, std::string("prod")};
+        add_both(cs, {A(t, {4, 5, 6}, dom, Layout::permuted), idx(D::i64, {3, 8, 2}, 5), A(t, {3, 8, 2}, dom, Layout::permuted)},
+                 fixed(prod1), "prod, strided");
+        add_both(cs, {A(t, {4, 5, 6}), idx(D::i64, {4, 5, 9}, 6), A(t, {4, 5, 9})}, fixed(amax2), "amax, last dim");
+        add_both(cs, {A(t, {3, 2}), idx(D::i64, {0, 2}, 3), A(t, {0, 2})}, fixed({int64_t{0}, std::string("amin")}),
+                 "amin, no updates");
+        add_both(sym, {A(t, {-1, 3}), idx(D::i64, {2, 3}, 2), A(t, {2, 3})}, fixed({int64_t{0}, std::string("prod")}),
+                 "prod along a symbolic dim");
+        break;
+      }
       case OpId::flatten: {
         for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}, {0, 2}, {2, 2}})
           add_both(cs, {A(t, {2, 3, 4})}, fixed({a, b}));
@@ -1645,7 +1671,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
       t[op] = reduction_cases;
     for (OpId op : {OpId::reshape, OpId::permute, OpId::transpose, OpId::expand, OpId::squeeze, OpId::unsqueeze,
                     OpId::slice, OpId::unfold, OpId::cat, OpId::pad, OpId::index_select, OpId::gather, OpId::scatter_add,
-                    OpId::scatter, OpId::flatten})
+                    OpId::scatter, OpId::scatter_reduce, OpId::flatten})
       t[op] = layout_cases;
     for (OpId op : {OpId::softmax, OpId::log_softmax, OpId::layer_norm, OpId::rms_norm, OpId::linear,
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last,

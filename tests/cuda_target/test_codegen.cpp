@@ -231,6 +231,26 @@ BOOST_AUTO_TEST_CASE(scatter_add_kernels_add_atomically) {
   }
 }
 
+// scatter_reduce: the same two kernels, the second combining with a compare-and-swap loop
+// around the combine's op (atom.cas), compiled by both compilers for every dtype.
+BOOST_AUTO_TEST_CASE(scatter_reduce_kernels_combine_by_compare_and_swap) {
+  for (const char* reduce : {"amax", "amin", "prod"})
+    for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::f16}) {
+      Graph g;
+      const NodeId x = g.add_input(meta(t, {50, 64}), "x");
+      const NodeId i = g.add_input(meta(DType::i64, {300}), "ids");
+      const NodeId src = g.add_input(meta(t, {300, 64}), "g");
+      const NodeId index = g.add(OpId::expand, {g.add(OpId::reshape, {i}, {SymShape{300, 1}})}, {SymShape{300, 64}});
+      g.set_outputs({g.add(OpId::scatter_reduce, {x, index, src}, {int64_t{0}, std::string(reduce)})});
+      for (const cuda::CodegenOptions& o : {cuda_c(), llvm_ir()}) {
+        const plan::KernelPlan p = plan_of(g, o);
+        const std::string& src_text = launched(p, 1).source;
+        BOOST_TEST(contains(src_text, o.compiler == "llvm" ? "cmpxchg" : "atomicCAS("),
+                   reduce << " " << dtype_name(t) << "\n" << src_text);
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(short_rows_are_read_once_as_vectors) {
   for (OpId op : {OpId::softmax, OpId::layer_norm}) {
     Graph g;

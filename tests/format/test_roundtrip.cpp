@@ -122,6 +122,12 @@ Graph op_use(OpId op) {
       y = g.add(op, {x, idx, src}, {int64_t{1}});
       break;
     }
+    case OpId::scatter_reduce: {
+      const NodeId idx = g.add_input(meta(DType::i32, {s0, 5}), "idx");
+      const NodeId src = g.add_input(meta(DType::f32, {s0, 5}), "src");
+      y = g.add(op, {x, idx, src}, {int64_t{1}, std::string("amax")});
+      break;
+    }
     case OpId::flatten: y = one({int64_t{0}, int64_t{1}}); break;
     case OpId::softmax: case OpId::log_softmax: y = one({int64_t{1}}); break;
     case OpId::layer_norm: {

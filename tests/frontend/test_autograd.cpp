@@ -185,6 +185,24 @@ std::vector<GradCase> cases() {
                {O::scatter_add},
                {f64({4, 3}, 75), from_vector(std::vector<int64_t>{1, -1, 1}), f64({3, 3}, 76)},
                [](const std::vector<Tensor>& v) { return index_put(v[0], {v[1]}, v[2], true); }});
+  // scatter_reduce: random values (no ties: amax's gradient shares g among ties, which finite
+  // differences do not see); prod with x's zero, a src zero alone in its element and two zeros
+  // in one element.
+  const Tensor rows = from_vector(std::vector<int64_t>{2, 0, 2, 1, 2, 2}, {2, 3});
+  for (const char* reduce : {"amax", "amin", "prod", "mean"})
+    for (bool include_self : {true, false})
+      c.push_back({std::string("scatter_reduce ") + reduce + (include_self ? "" : ", without x"),
+                   {std::string(reduce) == "mean" ? O::scatter_add : O::scatter_reduce},
+                   {f64({3, 4}, 90), rows, f64({2, 5}, 91)},
+                   [reduce, include_self](const std::vector<Tensor>& v) {
+                     return scatter_reduce(v[0], 0, v[1], v[2], reduce, include_self) * 1.0;
+                   }});
+  c.push_back({"scatter_reduce prod through zeros",
+               {O::scatter_reduce},
+               {from_vector(std::vector<double>{0, 2, 3, 4, 5, 6}, {3, 2}),
+                from_vector(std::vector<int64_t>{2, 0, 2, 0, 0, 0}, {3, 2}),
+                from_vector(std::vector<double>{0, 1.5, 0.5, 0, -1.2, 0}, {3, 2})},
+               [](const std::vector<Tensor>& v) { return scatter_reduce(v[0], 0, v[1], v[2], "prod") * 1.0; }});
   c.push_back({"index_add",
                {O::scatter_add},
                {f64({4, 3}, 67), from_vector(std::vector<int64_t>{2, 0, 2}), f64({4, 3}, 68)},

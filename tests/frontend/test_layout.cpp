@@ -1,6 +1,10 @@
 // Layout ops: eager views share their input's storage (reshape, permute, transpose, slice,
 // expand, squeeze, unsqueeze, flatten), a reshape that cannot be a view copies, and cat,
 // pad and index_select give hand-computed values.
+#include <limits>
+#include <string>
+#include <tuple>
+
 #include "helpers.h"
 
 using namespace kiln;
@@ -204,6 +208,54 @@ BOOST_AUTO_TEST_CASE(scatter_values) {
                DType::f32, {1, 9, 3, 4, 8, 6});
   BOOST_TEST(contains(error_of([&] { sum(index_put(x, {from_vector<int64_t>({3})}, f32({0}, {1}))).item<float>(); }), "out of range"));
   BOOST_TEST(contains(error_of([&] { scatter_add(x, 0, i, f32({1}, {1})); }), "scatter_add"));
+}
+
+// torch.scatter_reduce(x, 0, index, src, reduce, include_self) by hand: column 0 sends 10 and 0.5
+// to row 2 and -1 to row 0; column 1 sends -20, 40 and 60 to row 0. Eager and compiled (the
+// compiled kernels combine atomically on the cpu target) give torch's values.
+BOOST_AUTO_TEST_CASE(scatter_reductions_as_torch) {
+  const Tensor x = f32({1, 2, 3, 4, 5, 6}, {3, 2});
+  const Tensor index = reshape(from_vector<int64_t>({2, 0, 2, 0, 0, 0}), {3, 2});
+  const Tensor src = f32({10, -20, 0.5, 40, -1, 60}, {3, 2});
+  const std::vector<std::tuple<std::string, bool, std::vector<double>>> cases{
+      {"sum", true, {0, 82, 3, 4, 15.5, 6}},
+      {"sum", false, {-1, 80, 3, 4, 10.5, 6}},
+      {"prod", true, {-1, -96000, 3, 4, 25, 6}},
+      {"prod", false, {-1, -48000, 3, 4, 5, 6}},
+      {"mean", true, {0, 20.5, 3, 4, 15.5 / 3, 6}},
+      {"mean", false, {-1, 80.0 / 3, 3, 4, 5.25, 6}},
+      {"amax", true, {1, 60, 3, 4, 10, 6}},
+      {"amax", false, {-1, 60, 3, 4, 10, 6}},
+      {"amin", true, {-1, -20, 3, 4, 0.5, 6}},
+      {"amin", false, {-1, -20, 3, 4, 0.5, 6}},
+  };
+  for (const auto& [reduce, include_self, want] : cases) {
+    BOOST_TEST_CONTEXT(reduce << (include_self ? "" : ", include_self=false")) {
+      check_tensor(scatter_reduce(x, 0, index, src, reduce, include_self), {3, 2}, DType::f32, want);
+      auto f = kiln::compile([reduce = reduce, include_self = include_self](const Tensor& a, const Tensor& i, const Tensor& s) {
+        return a.scatter_reduce(0, i, s, reduce, include_self);
+      });
+      check_tensor(f(x, index, src), {3, 2}, DType::f32, want);
+    }
+  }
+  // Integers: a mean rounds down (-0.5 -> -1, 16 / 3 -> 5), products wrap.
+  const Tensor xi = x.to(DType::i64), si = f32({10, -20, 1, 40, -2, 60}, {3, 2}).to(DType::i64);
+  check_tensor(scatter_reduce(xi, 0, index, si, "mean"), {3, 2}, DType::i64, {-1, 20, 3, 4, 5, 6});
+  check_tensor(scatter_reduce(from_vector<int32_t>({65536}), 0, from_vector<int64_t>({0}), from_vector<int32_t>({65536}), "prod"),
+               {1}, DType::i32, {0});
+  // NaN wins a maximum from either side; a minimum over x without x ignores x's NaN.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor xn = f32({nan, 2, 3, 4, 5, 6}, {3, 2});
+  check_tensor(scatter_reduce(xn, 0, index, f32({10, nan, 0.5, 40, -1, 60}, {3, 2}), "amax"), {3, 2}, DType::f32,
+               {nan, nan, 3, 4, 10, 6});
+  check_tensor(scatter_reduce(xn, 0, index, src, "amin", false), {3, 2}, DType::f32, {-1, -20, 3, 4, 0.5, 6});
+  // index_reduce: source's rows 0 and 2 into x's row 1, row 1 into row 0.
+  check_tensor(index_reduce(x, 0, from_vector<int64_t>({1, 0, 1}), src, "amax"), {3, 2}, DType::f32, {1, 40, 10, 60, 5, 6});
+  check_tensor(x.index_reduce(0, from_vector<int64_t>({1, 0, 1}), src, "prod", false), {3, 2}, DType::f32,
+               {0.5, 40, -10, -1200, 5, 6});
+  BOOST_TEST(contains(error_of([&] { scatter_reduce(x, 0, index, src, "max"); }), "reduce must be"));
+  BOOST_TEST(contains(error_of([&] { scatter_reduce(x.to(DType::bool_), 0, index, src, "amax"); }), "bool"));
+  BOOST_TEST(contains(error_of([&] { index_reduce(x, 0, from_vector<int64_t>({0}), src, "sum"); }), "index_reduce"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -145,6 +145,13 @@ BOOST_AUTO_TEST_CASE(layout) {
   CHECK_KILN_ERROR(t.op(OpId::scatter_add, {t.in(D::bool_, {2, 2}), i, t.in(D::bool_, {2, 2})}, {int64_t{0}}),
                    "scatter_add: x must be a number tensor");
   CHECK_KILN_ERROR(t.op(OpId::scatter_add, {x, i, t.in(D::f32, {2, 2})}, {int64_t{2}}), "scatter_add: dim 2 out of range");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_reduce, {x, i, t.in(D::f32, {2, 2})}, {int64_t{0}, std::string("sum")}),
+                   "scatter_reduce: reduce must be \"amax\", \"amin\" or \"prod\", got \"sum\"");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_reduce, {x, i, t.in(D::f32, {2, 3})}, {int64_t{0}, std::string("prod")}),
+                   "scatter_reduce: src [2, 3] must have the index's shape [2, 2]");
+  CHECK_KILN_ERROR(t.op(OpId::scatter_reduce, {t.in(D::bool_, {2, 2}), i, t.in(D::bool_, {2, 2})},
+                        {int64_t{0}, std::string("amax")}),
+                   "scatter_reduce: x must be a number tensor");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {x}, {int64_t{1}, int64_t{0}}), "flatten: start_dim 1 is after end_dim 0");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {x}, {int64_t{0}, int64_t{2}}), "flatten: end_dim 2 out of range");
   CHECK_KILN_ERROR(t.op(OpId::flatten, {t.in(D::f32, {})}, {int64_t{0}, int64_t{1}}), "flatten:");

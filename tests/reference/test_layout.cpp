@@ -1,4 +1,6 @@
 // Layout ops against hand-computed values.
+#include <limits>
+
 #include "helpers.h"
 
 using namespace ref_test;
@@ -132,6 +134,31 @@ BOOST_AUTO_TEST_CASE(scatter_adds) {
   check_error([&] { eval(OpId::scatter_add, {x, i64({1, 2}, {0, 3}), f32({1, 2}, {1, 1})}, {int64_t{0}}); },
               {"index 3", "size 3"});
   check_error([&] { eval(OpId::scatter_add, {x, i64({1, 1}, {-1}), f32({1, 1}, {1})}, {int64_t{1}}); }, {"index -1", "size 2"});
+}
+
+// torch.scatter_reduce(x, 0, index, src, reduce) with include_self: every src value reaching an
+// element is combined with it; NaN on either side wins a maximum or minimum; i32 products wrap.
+BOOST_AUTO_TEST_CASE(scatter_reductions) {
+  const TensorData x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  const TensorData index = i64({3, 2}, {2, 0, 2, 0, 0, 0});
+  const TensorData src = f32({3, 2}, {10, -20, 0.5, 40, -1, 60});
+  auto reduce = [](const char* r) { return Attrs{int64_t{0}, std::string(r)}; };
+  check(eval(OpId::scatter_reduce, {x, index, src}, reduce("amax")), DType::f32, {3, 2}, {1, 60, 3, 4, 10, 6}, 0);
+  check(eval(OpId::scatter_reduce, {x, index, src}, reduce("amin")), DType::f32, {3, 2}, {-1, -20, 3, 4, 0.5, 6}, 0);
+  check(eval(OpId::scatter_reduce, {x, index, src}, reduce("prod")), DType::f32, {3, 2}, {-1, 2 * -20 * 40 * 60, 3, 4, 25, 6},
+        0);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const TensorData with_nan = f32({3, 2}, {nan, 2, 3, 4, 5, 6});
+  check(eval(OpId::scatter_reduce, {with_nan, index, f32({3, 2}, {10, nan, 0.5, 40, -1, 60})}, reduce("amax")), DType::f32,
+        {3, 2}, {nan, nan, 3, 4, 10, 6}, 0);
+  check(eval(OpId::scatter_reduce, {with_nan, index, src}, reduce("amin")), DType::f32, {3, 2}, {nan, -20, 3, 4, 0.5, 6}, 0);
+  // 65536 * 65536 wraps to 0 in i32; 46341^2 = 2147488281 wraps to -2147479015.
+  check(eval(OpId::scatter_reduce, {i32({2}, {65536, 46341}), i64({2}, {0, 1}), i32({2}, {65536, 46341})}, reduce("prod")),
+        DType::i32, {2}, {0, -2147479015}, 0);
+  check(eval(OpId::scatter_reduce, {i64({2}, {7, -8}), i64({3}, {1, 1, 0}), i64({3}, {3, -9, 2})}, reduce("amin")),
+        DType::i64, {2}, {2, -9}, 0);
+  check_error([&] { eval(OpId::scatter_reduce, {x, i64({1, 2}, {0, 3}), f32({1, 2}, {1, 1})}, reduce("amax")); },
+              {"index 3", "size 3"});
 }
 
 BOOST_AUTO_TEST_CASE(scatters) {

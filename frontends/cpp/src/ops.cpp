@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kiln/graph/error.h"
 #include "trace.h"
@@ -242,8 +243,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 
 namespace {
 
-// scatter and scatter_add: src cut to the index's sizes (torch reads it only there) and cast to x's dtype.
-Tensor scatter_op(OpId op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+// scatter, scatter_add and scatter_reduce: src cut to the index's sizes (torch reads it only
+// there) and cast to x's dtype.
+Tensor scatter_op(OpId op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                  const std::string& reduce = "") {
   const std::string name(op_name(op));
   KILN_CHECK(x.rank() >= 1 && index.rank() == x.rank() && src.rank() == x.rank(), name, ": x ",
              shape_str(x.shape()), ", index ", shape_str(index.shape()), " and src ", shape_str(src.shape()),
@@ -259,6 +262,7 @@ Tensor scatter_op(OpId op, const Tensor& x, int64_t dim, const Tensor& index, co
                shape_str(index.shape()), " is larger than src ", shape_str(src.shape()), " at dim ", k);
     part = slice(part, static_cast<int64_t>(k), 0, is.hint());
   }
+  if (op == OpId::scatter_reduce) return dispatch(op, {&x, &index, &part}, Attrs{d, reduce});
   return dispatch(op, {&x, &index, &part}, Attrs{d});
 }
 
@@ -270,6 +274,63 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   return scatter_op(OpId::scatter, x, dim, index, src);
+}
+
+namespace {
+
+// index_add's and index_reduce's dim and 1-D index as a scatter's: the index spread over
+// source's other dims.
+std::pair<int64_t, Tensor> index_spread(const char* op, const Tensor& x, int64_t dim, const Tensor& index,
+                                        const Tensor& source) {
+  KILN_CHECK(index.rank() == 1, op, ": index must be 1-D, got shape ", shape_str(index.shape()));
+  KILN_CHECK(x.rank() >= 1 && source.rank() == x.rank(), op, ": source ", shape_str(source.shape()),
+             " must have the rank of x ", shape_str(x.shape()));
+  const int64_t d = normalize_dim(dim, x.rank(), op);
+  Shape lined(static_cast<size_t>(x.rank()), SymInt(1));
+  lined[static_cast<size_t>(d)] = index.shape()[0];
+  return {d, expand(reshape(index, lined), source.shape())};
+}
+
+}  // namespace
+
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self) {
+  KILN_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
+             "scatter_reduce: reduce must be \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\", got \"", reduce, "\"");
+  KILN_CHECK(x.dtype() != DType::bool_, "scatter_reduce: x must be a number tensor, got bool");
+  auto filled = [&](double v) { return full(index.shape(), v, x.dtype(), x.device()); };
+  if (reduce == "sum") return scatter_add(include_self ? x : scatter(x, dim, index, filled(0)), dim, index, src);
+  if (reduce == "mean") {
+    // The sum over the count of terms (x's own included); where nothing reached an element
+    // that leaves out x's, x. Integers divide rounding down, as torch's do (in f64).
+    const Tensor sum = scatter_add(include_self ? x : scatter(x, dim, index, filled(0)), dim, index, src);
+    Tensor count = scatter_add(include_self ? ones_like(x) : zeros_like(x), dim, index, filled(1));
+    if (!include_self) count = where(eq(count, 0), 1.0, count);
+    if (is_floating(x.dtype())) return div(sum, count);
+    return floor(div(sum.to(DType::f64), count.to(DType::f64))).to(x.dtype());
+  }
+  // Leaving x out: the elements src reaches start from the reduction's identity; integers'
+  // maximum and minimum from one of their own src values instead (taken twice at no cost; i64's
+  // extremes are not all doubles). Floats keep the identity: the gradient of a scatter of src
+  // would reach every src value aimed at the element, not only the one that landed.
+  Tensor base = x;
+  if (!include_self) {
+    if (reduce == "prod")
+      base = scatter(x, dim, index, filled(1));
+    else if (is_floating(x.dtype()))
+      base = scatter(x, dim, index, filled(reduce == "amax" ? -INFINITY : INFINITY));
+    else
+      base = scatter(x, dim, index, src);
+  }
+  return scatter_op(OpId::scatter_reduce, base, dim, index, src, reduce);
+}
+
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
+                    bool include_self) {
+  KILN_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
+             "index_reduce: reduce must be \"prod\", \"mean\", \"amax\" or \"amin\", got \"", reduce, "\"");
+  const auto [d, spread] = index_spread("index_reduce", x, dim, index, source);
+  return scatter_reduce(x, d, spread, source, reduce, include_self);
 }
 
 Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
@@ -312,13 +373,7 @@ Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tens
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  KILN_CHECK(index.rank() == 1, "index_add: index must be 1-D, got shape ", shape_str(index.shape()));
-  KILN_CHECK(x.rank() >= 1 && source.rank() == x.rank(), "index_add: source ", shape_str(source.shape()),
-             " must have the rank of x ", shape_str(x.shape()));
-  const int64_t d = normalize_dim(dim, x.rank(), "index_add");
-  Shape lined(static_cast<size_t>(x.rank()), SymInt(1));
-  lined[static_cast<size_t>(d)] = index.shape()[0];
-  const Tensor spread = expand(reshape(index, lined), source.shape());
+  const auto [d, spread] = index_spread("index_add", x, dim, index, source);
   return scatter_add(x, d, spread, alpha == 1.0 ? source : mul(source, alpha));
 }
 
@@ -795,6 +850,14 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) 
 }
 Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
   return kiln::scatter(*this, dim, index, src);
+}
+Tensor Tensor::scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                              bool include_self) const {
+  return kiln::scatter_reduce(*this, dim, index, src, reduce, include_self);
+}
+Tensor Tensor::index_reduce(int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
+                            bool include_self) const {
+  return kiln::index_reduce(*this, dim, index, source, reduce, include_self);
 }
 Tensor Tensor::index_put(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) const {
   return kiln::index_put(*this, indices, values, accumulate);

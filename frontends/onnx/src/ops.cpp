@@ -1509,23 +1509,22 @@ std::vector<V> einsum(NodeCtx& c) {
   return one(im.permute(v, p));
 }
 
-// What a scatter's reduction makes of data, given mask (true where an update hits a position)
-// and the updates u, both with one dim more than data at `dim` (the updates): 'none' takes the
-// update where some index hits (indices are distinct there, as ONNX requires), 'add' and 'mul'
-// combine them all. Shared by ScatterElements and ScatterND.
-V scatter_through_mask(NodeCtx& c, const V& data, const V& mask, const V& u, int64_t dim) {
+// A scatter's reduction attribute as the op that does it: 'none' writes each update (ONNX
+// requires the indices to be distinct), 'add' adds, 'mul', 'max' and 'min' combine.
+// Shared by ScatterElements and ScatterND.
+V scatter_by_reduction(NodeCtx& c, const V& data, const V& index, const V& updates, int64_t axis) {
   Importer& im = c.im;
   const std::string red = c.s("reduction", "none");
-  if (red == "mul") return im.cast(im.mul(data, im.reduce(O::prod, where(im, mask, u, sc(c, 1, data)), {dim}, false)), data->dtype);
-  const V sum = im.cast(im.reduce(O::sum, where(im, mask, u, sc(c, 0, data)), {dim}, false), data->dtype);
-  if (red == "add") return im.cast(im.add(data, sum), data->dtype);
-  KILN_CHECK(red == "none", "reduction '", red, "' is not supported");
-  const V hit = im.reduce(O::max, im.cast(mask, DType::i32), {dim}, false);
-  return where(im, im.op(O::gt, {hit, im.scalar(0, DType::i32)}), sum, data);
+  const V u = im.cast(updates, data->dtype);
+  if (red == "none") return im.op(O::scatter, {data, index, u}, Attrs{axis});
+  if (red == "add") return im.op(O::scatter_add, {data, index, u}, Attrs{axis});
+  static const std::map<std::string, std::string> reduce{{"mul", "prod"}, {"max", "amax"}, {"min", "amin"}};
+  const auto it = reduce.find(red);
+  KILN_CHECK(it != reduce.end(), "reduction '", red, "' is not supported (it has none, add, mul, max and min)");
+  return im.op(O::scatter_reduce, {data, index, u}, Attrs{axis, it->second});
 }
 
-// ScatterElements (and Scatter, its older name): reduction 'add' is scatter_add; the others go
-// through a mask [.., n, m, ..] comparing every index along the axis with every position of data's axis.
+// ScatterElements (and Scatter, its older name): one scatter op along the axis.
 std::vector<V> scatter_elements(NodeCtx& c) {
   Importer& im = c.im;
   const V& x = c.input(0);
@@ -1538,16 +1537,13 @@ std::vector<V> scatter_elements(NodeCtx& c) {
     KILN_CHECK(d == axis || x->sizes[static_cast<size_t>(d)] == idx->sizes[static_cast<size_t>(d)],
                "indices smaller than data outside the axis are not supported");
   const int64_t n = static_dim(im, x, axis, "ScatterElements");
-  if (c.s("reduction", "none") == "add")  // each update added where its index says: no mask
-    return one(im.op(O::scatter_add, {x, wrap_index(im, idx, n), im.cast(upd, x->dtype)}, Attrs{axis}));
-  const V mask = im.op(O::eq, {im.unsqueeze(wrap_index(im, idx, n), axis), iota_along(im, n, axis, r + 1)});
-  return one(scatter_through_mask(c, x, mask, im.unsqueeze(im.cast(upd, x->dtype), axis), axis + 1));
+  return one(scatter_by_reduction(c, x, wrap_index(im, idx, n), upd, axis));
 }
 
 // ScatterND: data [r dims], indices [.., k] (k <= r), updates [indices' leading dims.., data's
 // dims from k]. Data's first k dims flatten into one dim of n positions and each index tuple
-// into its position there (negative indices counting from the end of their dim); then as
-// ScatterElements along that dim: a mask [m, n] compares every update's position with every one.
+// into its position there (negative indices counting from the end of their dim); then one
+// scatter along that dim of the m update rows.
 std::vector<V> scatter_nd(NodeCtx& c) {
   Importer& im = c.im;
   const V& x = c.input(0);
@@ -1572,23 +1568,12 @@ std::vector<V> scatter_nd(NodeCtx& c) {
   const V negative = im.op(O::lt, {i, im.scalar(0, DType::i64)});
   const V wrapped = where(im, negative, im.add(i, size), i);
   const V pos = im.reduce(O::sum, im.mul(wrapped, im.constant(make_tensor(DType::i64, {k}, strides))), {1}, false);
-  SymShape rest(x->sizes.begin() + k, x->sizes.end()), flat{n}, ups{m, 1};
+  SymShape rest(x->sizes.begin() + k, x->sizes.end()), flat{n}, lined{m}, rows{m};
   flat.insert(flat.end(), rest.begin(), rest.end());
-  ups.insert(ups.end(), rest.begin(), rest.end());
-  std::vector<int64_t> mask_shape{m, n};
-  mask_shape.resize(static_cast<size_t>(2 + r - k), 1);
-  if (c.s("reduction", "none") == "add") {  // each update row added at its position: no mask
-    SymShape lined{m}, rows{m};
-    lined.resize(static_cast<size_t>(1 + r - k), SymInt(1));
-    rows.insert(rows.end(), rest.begin(), rest.end());
-    const V index = im.op(O::expand, {im.reshape(pos, lined)}, Attrs{rows});
-    const V y = im.op(O::scatter_add, {im.reshape(x, flat), index, im.reshape(im.cast(upd, x->dtype), rows)}, Attrs{int64_t{0}});
-    return one(im.reshape(y, x->sizes));
-  }
-  const V hits = im.op(O::eq, {im.unsqueeze(pos, 1), iota_along(im, n, 1, 2)});  // [m, n]
-  const V mask = im.reshape(hits, SymShape(mask_shape.begin(), mask_shape.end()));
-  const V flat_x = im.reshape(x, flat);
-  const V y = scatter_through_mask(c, flat_x, mask, im.reshape(im.cast(upd, x->dtype), ups), 0);
+  lined.resize(static_cast<size_t>(1 + r - k), SymInt(1));
+  rows.insert(rows.end(), rest.begin(), rest.end());
+  const V index = im.op(O::expand, {im.reshape(pos, lined)}, Attrs{rows});
+  const V y = scatter_by_reduction(c, im.reshape(x, flat), index, im.reshape(upd, rows), 0);
   return one(im.reshape(y, x->sizes));
 }
 

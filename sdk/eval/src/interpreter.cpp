@@ -46,7 +46,7 @@ const std::array<Kernel, kNumOps>& kernel_table() {
     set({pad}, detail::pad_kernel);
     set({index_select}, detail::index_select_kernel);
     set({gather}, detail::gather_kernel);
-    set({scatter_add, scatter}, detail::scatter_kernel);
+    set({scatter_add, scatter, scatter_reduce}, detail::scatter_kernel);
     set({matmul}, detail::matmul_kernel);
     return t;
   }();

@@ -36,7 +36,7 @@ void cat_kernel(const KernelArgs& a);
 void pad_kernel(const KernelArgs& a);
 void index_select_kernel(const KernelArgs& a);
 void gather_kernel(const KernelArgs& a);
-void scatter_kernel(const KernelArgs& a);      // scatter_add, scatter
+void scatter_kernel(const KernelArgs& a);      // scatter_add, scatter, scatter_reduce
 // matmul.cpp
 void matmul_kernel(const KernelArgs& a);
 // sources.cpp

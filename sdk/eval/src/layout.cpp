@@ -2,7 +2,9 @@
 // broadcast or sliced TensorData) and copy it into the contiguous output; nothing is
 // computed, only elements moved (with a dtype conversion where cat promotes).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels.h"
@@ -210,8 +212,8 @@ void gather_kernel(const KernelArgs& a) {
   });
 }
 
-// y = x, then y[i with i[dim] = index[i]] += src[i] (scatter_add) or = src[i] (scatter: the last
-// position wins) over the index's positions, in order.
+// y = x, then y[i with i[dim] = index[i]] += src[i] (scatter_add), = src[i] (scatter: the last
+// position wins) or = reduce(y[..], src[i]) (scatter_reduce) over the index's positions, in order.
 void scatter_kernel(const KernelArgs& a) {
   const std::string op(op_name(a.op));
   KILN_CHECK(a.inputs.size() == 3, op, ": takes 3 inputs (x, index, src), got ", a.inputs.size());
@@ -229,31 +231,54 @@ void scatter_kernel(const KernelArgs& a) {
   for (size_t d = 0; d < x.sizes.size(); ++d)
     KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], op, ": index ", sizes_str(index.sizes),
                " is larger than x ", sizes_str(x.sizes), " at dim ", d);
+  enum class Fold { write, add, max, min, mul } fold = Fold::write;
+  if (a.op == OpId::scatter_add) fold = Fold::add;
+  if (a.op == OpId::scatter_reduce) {
+    const std::string& reduce = a.attrs.s(attr_slot(a.op, "reduce"));
+    KILN_CHECK(reduce == "amax" || reduce == "amin" || reduce == "prod", op, ": unknown reduce \"", reduce, "\"");
+    fold = reduce == "amax" ? Fold::max : reduce == "amin" ? Fold::min : Fold::mul;
+  }
   copy_elements(x, a.out);
   std::vector<int64_t> out_strides = a.out.strides;  // y at the index's position, dim `dim` added per element
   out_strides[dim] = 0;
   const Elements idx(index), from(src), out(a.out);
   const DType t = x.dtype;
-  // Floats add in double and round once (kernels add f16/bf16 in f32 and round once too).
-  const bool add = a.op == OpId::scatter_add;
-  std::vector<double> sums;
-  if (add && is_floating(t))
-    for (int64_t k = 0; k < a.out.numel(); ++k) sums.push_back(load_float(out.at(k), t, DType::f64));
+  // Floats fold in double and round once (kernels fold f16/bf16 in f32 and round once too); a
+  // NaN on either side of a maximum or minimum is kept, as the maximum and minimum ops do.
+  std::vector<double> acc;
+  if (fold != Fold::write && is_floating(t))
+    for (int64_t k = 0; k < a.out.numel(); ++k) acc.push_back(load_float(out.at(k), t, DType::f64));
+  auto fold_float = [&](double y, double v) {
+    switch (fold) {
+      case Fold::add: return y + v;
+      case Fold::mul: return y * v;
+      case Fold::max: return std::isnan(y) || std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : std::max(y, v);
+      default: return std::isnan(y) || std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : std::min(y, v);
+    }
+  };
+  auto fold_int = [&](int64_t y, int64_t v) {
+    switch (fold) {
+      case Fold::add: return wrap_add(y, v);
+      case Fold::mul: return wrap_mul(y, v);
+      case Fold::max: return std::max(y, v);
+      default: return std::min(y, v);
+    }
+  };
   int64_t position = 0;
   for_each_index<3>(index.sizes, {out_strides, index.strides, src.strides}, [&](const std::array<int64_t, 3>& o) {
     const int64_t i = load_int(idx.at(o[1]), index.dtype, DType::i64);
     KILN_CHECK(i >= 0 && i < x.sizes[dim], op, ": index ", i, " (at element ", position,
                " of the index) is out of range for dim ", dim, " of size ", x.sizes[dim]);
     const int64_t at = o[0] + i * a.out.strides[dim];  // (the output is contiguous)
-    if (!add)
+    if (fold == Fold::write)
       std::memcpy(out.at(at), from.at(o[2]), static_cast<size_t>(out.itemsize));
     else if (is_floating(t))
-      sums[static_cast<size_t>(at)] += load_float(from.at(o[2]), t, DType::f64);
+      acc[static_cast<size_t>(at)] = fold_float(acc[static_cast<size_t>(at)], load_float(from.at(o[2]), t, DType::f64));
     else
-      store_int(out.at(at), t, wrap_add(load_int(out.at(at), t, t), load_int(from.at(o[2]), t, t)));
+      store_int(out.at(at), t, fold_int(load_int(out.at(at), t, t), load_int(from.at(o[2]), t, t)));
     ++position;
   });
-  for (size_t k = 0; k < sums.size(); ++k) store_float(out.at(static_cast<int64_t>(k)), t, sums[k]);
+  for (size_t k = 0; k < acc.size(); ++k) store_float(out.at(static_cast<int64_t>(k)), t, acc[k]);
 }
 
 }  // namespace kiln::eval::detail

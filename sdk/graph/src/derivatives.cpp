@@ -332,11 +332,41 @@ std::vector<NodeId> grad_layout(Graph& g, const GradContext& c) {
   }
 }
 
+// scatter_reduce, as torch's scatter_reduce_backward. amax/amin: g goes to x and to the src
+// values equal to the result, shared among the ties. prod: g times the product of the other
+// terms: the result over the term, or where the term is 0 (x's zeros, a src zero alone in its
+// element) the product taken again with it as 1; an element with two zeros passes 0 to all.
+std::vector<NodeId> grad_scatter_reduce(Rule& r, int64_t d) {
+  const NodeId x = r.x(), index = r.x(1), src = r.x(2), y = r.y(), gy = r.gy();
+  const SymShape& sizes = r.meta(x).sizes;
+  auto gather = [&](NodeId v) { return r.add(OpId::gather, {v, index}, {d}); };
+  auto as_t = [&](NodeId b) { return r.cast_to_grad(b); };
+  if (r.c.attrs.s(1) != "prod") {
+    const NodeId x_hit = r.add(OpId::eq, {x, y}), src_hit = r.add(OpId::eq, {src, gather(y)});
+    const NodeId count = r.plus(as_t(x_hit), scatter_into_zeros(r, sizes, d, index, as_t(src_hit)));
+    const NodeId share = r.div(gy, count);
+    return {r.keep_where(x_hit, share), kNone, r.keep_where(src_hit, gather(share))};
+  }
+  const NodeId one = r.scalar(1.0, r.meta(x).dtype);
+  const NodeId x_ones = r.where(r.add(OpId::eq, {x, r.scalar(0.0, r.meta(x).dtype)}), one, x);
+  const NodeId others_of_x = r.add(OpId::scatter_reduce, {x_ones, index, src}, r.c.attrs);
+  const NodeId gx = r.div(r.mul(gy, others_of_x), x_ones);
+  const NodeId src_zero = r.add(OpId::eq, {src, r.scalar(0.0, r.meta(src).dtype)});
+  const NodeId zeros_there = gather(scatter_into_zeros(r, sizes, d, index, as_t(src_zero)));
+  const NodeId single_zero = r.add(OpId::logical_and, {src_zero, r.add(OpId::eq, {zeros_there, r.k(1.0)})});
+  const NodeId others_of_zero =
+      r.add(OpId::scatter_reduce, {x, index, r.where(single_zero, one, src)}, r.c.attrs);
+  const NodeId gsrc = r.where(single_zero, gather(r.mul(gy, others_of_zero)),
+                              r.div(gather(r.mul(gy, y)), r.where(src_zero, one, src)));
+  return {gx, kNone, gsrc};
+}
+
 // scatter_add: x's gradient passes through; scatter: it does where nothing overwrote x (g with
 // zeros scattered over it). src's is g read where src went (a gather).
 std::vector<NodeId> grad_scatter(Graph& g, const GradContext& c) {
   Rule r(g, c);
   const int64_t d = c.attrs.i(0);
+  if (c.op == OpId::scatter_reduce) return grad_scatter_reduce(r, d);
   NodeId gx = r.gy();
   if (c.op == OpId::scatter) {
     const NodeId zeros = r.add(OpId::full, {}, {r.meta(r.x(1)).sizes, 0.0, r.t()});

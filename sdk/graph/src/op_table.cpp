@@ -428,6 +428,12 @@ TensorMeta infer_scatter(const InferContext& c) {
   KILN_CHECK(index.dtype == DType::i32 || index.dtype == DType::i64, op, ": index must be i32 or i64, got ",
              dtype_name(index.dtype));
   KILN_CHECK(c.op == OpId::scatter || x.dtype != DType::bool_, op, ": x must be a number tensor, got bool");
+  if (c.op == OpId::scatter_reduce) {
+    const std::string& reduce = c.attrs.s(1);
+    KILN_CHECK(reduce == "amax" || reduce == "amin" || reduce == "prod", op,
+               ": reduce must be \"amax\", \"amin\" or \"prod\", got \"", reduce,
+               "\" (\"sum\" is scatter_add; \"mean\" is a sum over a count)");
+  }
   KILN_CHECK(src.dtype == x.dtype, op, ": src must have x's dtype ", dtype_name(x.dtype), ", got ",
              dtype_name(src.dtype));
   check_index_within(x, index, d, op.c_str());
@@ -1856,6 +1862,7 @@ std::vector<OpDef> build_table() {
       {O::gather, "gather", C::layout, 2, 2, dim, infer_gather},
       {O::scatter_add, "scatter_add", C::scatter, 3, 3, dim, infer_scatter},
       {O::scatter, "scatter", C::scatter, 3, 3, dim, infer_scatter},
+      {O::scatter_reduce, "scatter_reduce", C::scatter, 3, 3, {{"dim", K::int_}, {"reduce", K::string}}, infer_scatter},
       layout(O::flatten, "flatten", {{"start_dim", K::int_}, {"end_dim", K::int_}}, infer_flatten, decompose_flatten),
 
       {O::softmax, "softmax", C::composite, 1, 1, dim, infer_softmax, decompose_softmax},

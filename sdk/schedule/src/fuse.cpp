@@ -175,9 +175,10 @@ bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
     case OpId::index_select:
     case OpId::gather: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();
     case OpId::scatter:
-    case OpId::scatter_add:  // (and where the target cannot add 64-bit values atomically)
+    case OpId::scatter_add:  // (and where the target cannot combine 64-bit values atomically)
+    case OpId::scatter_reduce:
       return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static() ||
-             (n.op == OpId::scatter_add && !target.atomic_add_64 && dtype_size(n.meta.dtype) == 8);
+             (n.op != OpId::scatter && !target.atomic_64 && dtype_size(n.meta.dtype) == 8);
     case OpId::matmul: {  // the gemm is f32 or f64 (f16/bf16 where the target multiplies them);
                           // integer products stay exact on the reference
       const DType t = n.meta.dtype;

@@ -153,7 +153,7 @@ inline bool fills(const Graph& g, NodeId id) {
   }
 }
 // Ops whose second input is an index into their first input's dim `dim` (attribute 0).
-inline bool indexes(OpId op) { return gathers(op) || op == OpId::scatter_add || op == OpId::scatter; }
+inline bool indexes(OpId op) { return gathers(op) || op_def(op).category == OpCategory::scatter; }
 // Either convolution op (channels first or last): a kernel of its own where the target runs it.
 inline bool convolves(OpId op) {
   return op == OpId::convolution || op == OpId::convolution_channels_last || op == OpId::convolution_input_grad ||

@@ -50,7 +50,30 @@ std::string_view kernel_kind_name(KernelKind k) {
   return "?";
 }
 
+OpId combine_op(Combine c) {
+  switch (c) {
+    case Combine::add: return OpId::add;
+    case Combine::max: return OpId::maximum;
+    case Combine::min: return OpId::minimum;
+    case Combine::mul: return OpId::mul;
+    case Combine::none: break;
+  }
+  KILN_INTERNAL_CHECK(false, "a plain store combines nothing");
+  return OpId::add;
+}
+
 namespace {
+
+const char* combine_symbol(Combine c) {
+  switch (c) {
+    case Combine::none: return "=";
+    case Combine::add: return "+=";
+    case Combine::max: return "max=";
+    case Combine::min: return "min=";
+    case Combine::mul: return "*=";
+  }
+  return "?";
+}
 
 bool inner_index(const Affine& a, int32_t num_outer) {
   for (size_t v = static_cast<size_t>(num_outer); v < a.coeffs.size(); ++v)
@@ -110,8 +133,10 @@ void finish_kernel(Kernel& k) {
       KILN_INTERNAL_CHECK(k.kind == KernelKind::pointwise, "kernel ", k.name, ": a scatter's store in a ",
                           kernel_kind_name(k.kind), " kernel");
       const DType t = k.instrs[static_cast<size_t>(s.value)].dtype;
-      KILN_INTERNAL_CHECK(!s.accumulate || t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64,
-                          "kernel ", k.name, " adds ", dtype_name(t), " values atomically; targets add f32, f64, i32 or i64");
+      KILN_INTERNAL_CHECK(s.combine == Combine::none || t == DType::f32 || t == DType::f64 || t == DType::i32 ||
+                              t == DType::i64,
+                          "kernel ", k.name, " combines ", dtype_name(t),
+                          " values atomically; targets combine f32, f64, i32 or i64");
       KILN_INTERNAL_CHECK(s.offset < 0 || (static_cast<size_t>(s.offset) < k.instrs.size() &&
                                            k.instrs[static_cast<size_t>(s.offset)].dtype == DType::i64),
                           "kernel ", k.name, ": a store's offset must be an i64 value");
@@ -203,7 +228,7 @@ std::vector<int32_t> Kernel::reads() const {
     r.insert(r.end(), ops.begin(), ops.end());
   }
   for (const Store& s : stores)
-    if (s.accumulate) r.push_back(s.buffer);
+    if (s.combine != Combine::none) r.push_back(s.buffer);
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
   return r;
@@ -419,7 +444,7 @@ std::string Kernel::str() const {
   }
   for (const Store& s : stores)
     os << "  store b" << s.buffer << "[" << s.index.str() << (s.offset >= 0 ? " + v" + std::to_string(s.offset) : "")
-       << "] " << (s.accumulate ? "+=" : "=") << " v" << s.value << "\n";
+       << "] " << combine_symbol(s.combine) << " v" << s.value << "\n";
   return os.str();
 }
 

@@ -461,9 +461,19 @@ int32_t KernelBuilder::index_offset(const Node& node, NodeId n, const Map& map, 
   return offset;
 }
 
-// scatter_add and scatter: the kernel's domain is src's (and the index's) shape; each point adds
-// (writes) its src value into the output at its own position but along dim, where the index
-// (clamped like a gather's) says.
+namespace {
+// How a scatter op's store meets the element it reaches.
+Combine store_combine(const Node& n) {
+  if (n.op == OpId::scatter) return Combine::none;
+  if (n.op == OpId::scatter_add) return Combine::add;
+  const std::string& reduce = n.attrs.s(1);
+  return reduce == "amax" ? Combine::max : reduce == "amin" ? Combine::min : Combine::mul;
+}
+}  // namespace
+
+// scatter, scatter_add and scatter_reduce: the kernel's domain is src's (and the index's) shape;
+// each point writes (or combines) its src value into the output at its own position but along
+// dim, where the index (clamped like a gather's) says.
 void KernelBuilder::scatter(NodeId n, int32_t buffer) {
   const Node& node = ctx_.g.node(n);
   const NodeId src = node.inputs[2];
@@ -473,7 +483,7 @@ void KernelBuilder::scatter(NodeId n, int32_t buffer) {
   const SymShape strides = contiguous_strides(node.meta.sizes);
   Store s;
   s.buffer = buffer;
-  s.accumulate = node.op == OpId::scatter_add;
+  s.combine = store_combine(node);
   s.value = emit(src, *map);
   s.offset = index_offset(node, n, *map, strides[d]);
   Map out_map = *map;

@@ -10,8 +10,9 @@
 // and where a reshape or a gemm operand reads a graph input through a layout no strides or no
 // BLAS call can express (a permuted input reshaped, a sliced operand), a copy (a cast to the
 // same dtype) is put in between, which fusion then stores contiguously.
-// An f16/bf16 scatter_add adds in f32. An index_select, gather or scatter_add whose indices are only
-// known at run time gathers (scatters) on the device with each index clamped into the dim, and gets a check: one more graph output counting the indices
+// An f16/bf16 scatter_add or scatter_reduce combines in f32. An index_select, gather or scatter
+// op whose indices are only known at run time gathers (scatters) on the device with each index
+// clamped into the dim, and gets a check: one more graph output counting the indices
 // outside the dim, which the runtime reads after the kernels (Schedule::checks).
 #include <algorithm>
 #include <optional>
@@ -381,11 +382,12 @@ Graph prepare(const Graph& in, const Target& target, std::vector<std::string>& c
         if (!l || (j < 3 && !(l->strides.back() == 1))) i = operands.copy(i);
       }
     }
-    if (n.op == OpId::scatter_add && (n.meta.dtype == DType::f16 || n.meta.dtype == DType::bf16)) {
-      // Kernels add atomically in f32 (16-bit atomic adds are not on every target, and lose more):
-      // the sums are rounded once, after.
+    if ((n.op == OpId::scatter_add || n.op == OpId::scatter_reduce) &&
+        (n.meta.dtype == DType::f16 || n.meta.dtype == DType::bf16)) {
+      // Kernels combine atomically in f32 (16-bit atomics are not on every target, and lose more):
+      // the sums and products are rounded once, after.
       for (size_t j : {size_t{0}, size_t{2}}) ins[j] = out.add(OpId::cast, {ins[j]}, Attrs{DType::f32});
-      map[static_cast<size_t>(id)] = out.add(OpId::cast, {out.add(OpId::scatter_add, ins, n.attrs)}, Attrs{n.meta.dtype});
+      map[static_cast<size_t>(id)] = out.add(OpId::cast, {out.add(n.op, ins, n.attrs)}, Attrs{n.meta.dtype});
       if (!n.name.empty()) out.set_name(map[static_cast<size_t>(id)], n.name);
       continue;
     }

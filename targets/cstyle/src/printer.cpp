@@ -158,11 +158,24 @@ void KernelPrinter::store(const schedule::Store& st, Scope& sc) {
   const Value x = convert(value(st.value, sc), compute_type(t));
   std::string index = affine(st.index, sc);
   if (st.offset >= 0) index = "(" + index + " + " + convert(value(st.offset, sc), CT::i64).v + ")";
-  if (!st.accumulate) {
-    line(d_.store(t, d_.buffer_name(st.buffer), index, x.v));
-    return;
+  const std::string buffer = d_.buffer_name(st.buffer);
+  switch (st.combine) {
+    case schedule::Combine::none: line(d_.store(t, buffer, index, x.v)); return;
+    case schedule::Combine::add:
+      if (!d_.native_atomic_add(t)) break;
+      line(d_.accumulate(t, buffer, index, x.v));
+      return;
+    default: break;
   }
-  line(d_.accumulate(t, d_.buffer_name(st.buffer), index, x.v));
+  // The combine's own op between the element's value and x, retried until no other thread wrote
+  // the element in between.
+  line(d_.cas_begin(t, buffer, index));
+  Instr combine;
+  combine.kind = InstrKind::pointwise;
+  combine.op = schedule::combine_op(st.combine);
+  combine.dtype = t;
+  const Value next = pointwise_of(combine, {{d_.cas_seen(t), compute_type(t)}, x}, {t, t});
+  line(d_.cas_end(t, buffer, convert(next, compute_type(t)).v));
 }
 
 Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
@@ -172,6 +185,10 @@ Value KernelPrinter::pointwise(const Instr& in, Scope& sc) {
     a.push_back(value(x, sc));
     at.push_back(k_.instrs[static_cast<size_t>(x)].dtype);
   }
+  return pointwise_of(in, a, at);
+}
+
+Value KernelPrinter::pointwise_of(const Instr& in, const std::vector<Value>& a, const std::vector<DType>& at) {
   const DType out = in.dtype;
   const CT oc = compute_type(out);
   auto v = [&](CT c, const std::string& e) { return Value{let(c, e), c}; };

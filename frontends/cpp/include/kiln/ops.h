@@ -123,6 +123,17 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 // torch.scatter: as scatter_add, but src[i] replaces the element; where several positions write
 // one element, which one lands is unspecified (as in torch).
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.scatter_reduce: as scatter_add, but reduce ("sum", "prod", "mean", "amax" or "amin")
+// combines the src values reaching an element with it (include_self) or with each other alone;
+// an element nothing reaches stays x's. amax and amin propagate NaN (as maximum does), integer
+// products wrap, an integer mean rounds down. Kernels combine atomically in an unspecified order.
+// Differentiable in x and src (amax/amin share a gradient among ties, as torch does).
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self = true);
+// torch.index_reduce: scatter_reduce of source's slices j along dim into x's slices index[j]
+// (index 1-D; reduce "prod", "mean", "amax" or "amin").
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
+                    bool include_self = true);
 // torch.index_put (x[indices] = values, or += with accumulate): indices index x's leading dims
 // (i32/i64, broadcast together, negative ones counting from the end), values broadcast to the
 // indices' shape followed by x's remaining dims. One scatter over x's leading dims flattened;

@@ -123,6 +123,10 @@ class Tensor {
   Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                        bool include_self = true) const;
+  Tensor index_reduce(int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
+                      bool include_self = true) const;
   Tensor index_put(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
   Tensor softmax(int64_t dim) const;

@@ -288,14 +288,13 @@ class FunctionEmitter : public render::llvm::Printer {
 
   void store(const schedule::Store& st, const Val& x0, Scope& sc) {
     const DType t = s_.buffers[static_cast<size_t>(st.buffer)].dtype;
-    const std::string raw = to_storage(t, x0);
+    const std::string raw = st.combine == schedule::Combine::none ? to_storage(t, x0) : "";
     std::string idx = affine(st.index, sc);
     if (st.offset >= 0) idx = op("add i64 ", idx, ", ", convert(value(st.offset, sc), CT::i64).v);
     const std::string p = op("getelementptr ", storage_type(t), ", ptr ", buffer(st.buffer), ", i64 ", idx);
-    if (st.accumulate) {
-      // Other threads may add into the same element (a scatter's repeated index).
-      op(is_floating(t) ? "atomicrmw fadd ptr " : "atomicrmw add ptr ", p, ", ", storage_type(t), " ", raw, " monotonic, align ",
-         dtype_size(t));
+    if (st.combine != schedule::Combine::none) {
+      // Other threads may combine into the same element (a scatter's repeated index).
+      atomic_combine(st.combine, t, "ptr", p, x0);
       return;
     }
     line("store ", storage_type(t), " ", raw, ", ptr ", p, ", align ", dtype_size(t), alias(st.buffer));

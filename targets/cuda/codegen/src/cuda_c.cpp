@@ -135,6 +135,31 @@ struct CudaDialect final : cstyle::Dialect {
       default: fail("cuda codegen: no atomic add of ", dtype_name(t));
     }
   }
+  // atomicCAS on the element's bits: unsigned int (f32, i32) or unsigned long long (f64, i64).
+  static const char* cas_bits(DType t) { return dtype_size(t) == 8 ? "unsigned long long" : "unsigned int"; }
+  std::string cas_begin(DType t, const std::string& buffer, const std::string& index) const override {
+    const std::string u = cas_bits(t);
+    return "{ " + u + "* kp = (" + u + "*)&" + buffer + "[" + index + "]; " + u + " kold = *kp, kseen; do { kseen = kold;";
+  }
+  std::string cas_seen(DType t) const override {
+    switch (t) {
+      case DType::f32: return "__uint_as_float(kseen)";
+      case DType::f64: return "__longlong_as_double((long long)kseen)";
+      case DType::i32: return "((long long)(int)kseen)";
+      case DType::i64: return "((long long)kseen)";
+      default: fail("cuda codegen: no atomic compare-and-swap of ", dtype_name(t));
+    }
+  }
+  std::string cas_end(DType t, const std::string&, const std::string& next) const override {
+    std::string bits;
+    switch (t) {
+      case DType::f32: bits = "__float_as_uint(" + next + ")"; break;
+      case DType::f64: bits = "(unsigned long long)__double_as_longlong(" + next + ")"; break;
+      case DType::i32: bits = "(unsigned int)(int)" + next; break;
+      default: bits = "(unsigned long long)" + next; break;
+    }
+    return "kold = atomicCAS(kp, kseen, " + bits + "); } while (kold != kseen); }";
+  }
   std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
     std::string v = x;
     switch (t) {

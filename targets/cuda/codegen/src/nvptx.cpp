@@ -271,13 +271,14 @@ class NvptxEmitter : public render::llvm::Printer {
 
   void store(const schedule::Store& st, Scope& sc) {
     const DType t = buffer_dtype(st.buffer);
-    const std::string raw = to_storage(t, value(st.value, sc));
+    const Val x = value(st.value, sc);
+    const bool plain_value = st.combine == schedule::Combine::none;
+    const std::string raw = plain_value ? to_storage(t, x) : "";
     std::string idx = affine(st.index, sc);
     if (st.offset >= 0) idx = op("add i64 ", idx, ", ", convert(value(st.offset, sc), CT::i64).v);
     const std::string p = element_ptr(st.buffer, idx);
-    if (st.accumulate) {  // red.global.add: other threads may add into the same element
-      op(is_floating(t) ? "atomicrmw fadd ptr addrspace(1) " : "atomicrmw add ptr addrspace(1) ", p, ", ",
-         storage_type(t), " ", raw, " monotonic, align ", dtype_size(t));
+    if (!plain_value) {  // red.global.add or atom.cas: other threads may combine into the same element
+      atomic_combine(st.combine, t, "ptr addrspace(1)", p, x);
       return;
     }
     line("store ", storage_type(t), " ", raw, ", ptr addrspace(1) ", p, ", align ", dtype_size(t));

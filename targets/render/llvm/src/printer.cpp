@@ -304,6 +304,36 @@ Val Printer::extremum(bool max, CT c, const std::string& a, const std::string& b
   return select(uno, c, literal(NAN, c), pick);
 }
 
+void Printer::atomic_combine(schedule::Combine c, DType t, const std::string& ptr_type, const std::string& p,
+                             const Val& x) {
+  const std::string align = std::to_string(dtype_size(t));
+  if (c == schedule::Combine::add) {
+    op(is_floating(t) ? "atomicrmw fadd " : "atomicrmw add ", ptr_type, " ", p, ", ", storage_type(t), " ",
+       to_storage(t, x), " monotonic, align ", align);
+    return;
+  }
+  // cmpxchg takes integers: floats go through their bits.
+  const char* bits = dtype_size(t) == 8 ? "i64" : "i32";
+  const bool floating = is_floating(t);
+  const std::string slot = alloca(bits), retry = label("cas"), done = label("casdone");
+  line("store ", bits, " ", op("load atomic ", bits, ", ", ptr_type, " ", p, " monotonic, align ", align), ", ptr ", slot);
+  line("br label %", retry);
+  block(retry);
+  const std::string old = op("load ", bits, ", ptr ", slot);
+  const std::string old_raw = floating ? op("bitcast ", bits, " ", old, " to ", storage_type(t)) : old;
+  Instr combine;
+  combine.kind = schedule::InstrKind::pointwise;
+  combine.op = schedule::combine_op(c);
+  combine.dtype = t;
+  const std::string next_raw = to_storage(t, pointwise(combine, {from_storage(t, old_raw), convert(x, ct_of(t))}, {t, t}, false));
+  const std::string next = floating ? op("bitcast ", storage_type(t), " ", next_raw, " to ", bits) : next_raw;
+  const std::string pair = op("cmpxchg ", ptr_type, " ", p, ", ", bits, " ", old, ", ", bits, " ", next,
+                              " monotonic monotonic, align ", align);
+  line("store ", bits, " ", op("extractvalue { ", bits, ", i1 } ", pair, ", 0"), ", ptr ", slot);
+  line("br i1 ", op("extractvalue { ", bits, ", i1 } ", pair, ", 1"), ", label %", done, ", label %", retry);
+  block(done);
+}
+
 Val Printer::pointwise(const Instr& in, const std::vector<Val>& a, const std::vector<DType>& at, bool emulate,
                        bool invariant_divisor) {
   const DType out = in.dtype;

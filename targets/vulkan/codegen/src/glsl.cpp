@@ -207,16 +207,34 @@ struct GlslDialect final : cstyle::Dialect {
       default: return e;
     }
   }
-  // f32: a compare-and-swap loop on the binding's uint view (b<id>u; shader_head declares it),
-  // which every device has (atomicAdd on floats needs VK_EXT_shader_atomic_float).
+  // i32 only: f32 adds are compare-and-swap loops as the other combines are (atomicAdd on floats
+  // needs VK_EXT_shader_atomic_float).
+  bool native_atomic_add(DType t) const override { return t == DType::i32; }
   std::string accumulate(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
-    const std::string i = "int(" + at(buffer, index) + ")";
-    if (t == DType::i32) return "atomicAdd(" + buffer + "[" + i + "], int(" + x + "));";
-    KILN_CHECK(t == DType::f32, "vulkan codegen: no atomic add of ", dtype_name(t),
+    KILN_CHECK(t == DType::i32, "vulkan codegen: no atomic add of ", dtype_name(t));
+    return "atomicAdd(" + buffer + "[int(" + at(buffer, index) + ")], int(" + x + "));";
+  }
+  // f32 on the binding's uint view (b<id>u; shader_head declares it), i32 on the ints themselves;
+  // the schedule target leaves 64-bit scatters to the reference kernel (no 64-bit atomics asked for).
+  static void check_cas(DType t) {
+    KILN_CHECK(t == DType::f32 || t == DType::i32, "vulkan codegen: no atomic compare-and-swap of ", dtype_name(t),
                " (the schedule target leaves 64-bit scatters to the reference kernel)");
-    const std::string u = buffer + "u[ki]";
-    return "{ const int ki = " + i + "; const float kx = " + x + "; uint kold = " + u + ", kseen; do { kseen = kold; kold = "
-           "atomicCompSwap(" + u + ", kseen, floatBitsToUint(uintBitsToFloat(kseen) + kx)); } while (kold != kseen); }";
+  }
+  std::string cas_begin(DType t, const std::string& buffer, const std::string& index) const override {
+    check_cas(t);
+    const bool f = t == DType::f32;
+    return std::string("{ const int ki = int(") + at(buffer, index) + "); " + (f ? "uint" : "int") + " kold = " + buffer +
+           (f ? "u" : "") + "[ki], kseen; do { kseen = kold;";
+  }
+  std::string cas_seen(DType t) const override {
+    check_cas(t);
+    return t == DType::f32 ? "uintBitsToFloat(kseen)" : "int64_t(kseen)";
+  }
+  std::string cas_end(DType t, const std::string& buffer, const std::string& next) const override {
+    check_cas(t);
+    const bool f = t == DType::f32;
+    return "kold = atomicCompSwap(" + buffer + (f ? "u[ki], kseen, floatBitsToUint(" : "[ki], kseen, int(") + next +
+           ")); } while (kold != kseen); }";
   }
   std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const override {
     const Storage st = storage_of(t, caps);
@@ -330,10 +348,11 @@ std::string shader_head(const schedule::Schedule& s, const std::vector<int32_t>&
     if (vector_views.count(b))
       h << "layout(std430, set = 0, binding = " << i << ") restrict " << (written ? "" : "readonly ") << "buffer B" << b
         << "v { " << vec_type(s.buffers[static_cast<size_t>(b)].dtype) << " b" << b << "v[]; };\n";
-    // The same binding as uints, for the compare-and-swap of f32 atomic adds (a scatter's store).
+    // The same binding as uints, for the compare-and-swap of f32 atomic combines (a scatter's store).
     bool accumulated = false;
     if (k)
-      for (const schedule::Store& st : k->stores) accumulated = accumulated || (st.accumulate && st.buffer == b);
+      for (const schedule::Store& st : k->stores)
+        accumulated = accumulated || (st.combine != schedule::Combine::none && st.buffer == b);
     if (accumulated && s.buffers[static_cast<size_t>(b)].dtype == DType::f32)
       h << "layout(std430, set = 0, binding = " << i << ") buffer B" << b << "u { uint b" << b << "u[]; };\n";
   }
@@ -1291,7 +1310,7 @@ schedule::Target schedule_target(const CodegenOptions& options) {
   schedule::Target t = options.gpu ? schedule::Target::gpu() : schedule::Target::cpu();
   if (options.gpu) t.low_precision_gemm = false;
   t.max_kernel_buffers = options.caps.max_storage_buffers;
-  t.atomic_add_64 = false;  // a 64-bit compare-and-swap needs shaderBufferInt64Atomics; not asked for
+  t.atomic_64 = false;  // a 64-bit compare-and-swap needs shaderBufferInt64Atomics; not asked for
   return t;
 }
 

@@ -90,6 +90,11 @@ enum class OpId : uint16_t {
   scatter,      // attrs: dim:int; inputs as scatter_add's -> x, then y[i with i[dim] = index[i]] = src[i]
                 //        (torch.scatter, ONNX ScatterElements; where two positions write one element, which
                 //        one lands is unspecified, as in torch)
+  scatter_reduce, // attrs: dim:int, reduce:string ("amax", "amin" or "prod"); inputs as scatter_add's -> x,
+                //        then y[i with i[dim] = index[i]] = reduce(y[..], src[i]) for every position i of
+                //        index (torch.scatter_reduce with include_self; amax and amin propagate NaN as
+                //        maximum and minimum do; integer products wrap). Kernels combine atomically, in
+                //        an unspecified order (a product of floats may round differently per run)
   flatten,      // attrs: start_dim:int, end_dim:int       composite -> reshape
   // Composites, each with a decomposition into the primitives above.
   softmax,      // attrs: dim:int

@@ -76,18 +76,25 @@ struct Instr {
   int32_t pass = 0;
 };
 
+// What a scatter's store does with the element it reaches: overwrites it, or combines its value
+// with the element's, atomically (add: scatter_add; max, min, mul: scatter_reduce's amax, amin and
+// prod, with the maximum/minimum/mul ops' own semantics: NaN kept, integer products wrapped).
+enum class Combine : uint8_t { none, add, max, min, mul };
+// The binary op a combine applies (maximum, minimum, mul, add); none has none.
+OpId combine_op(Combine c);
+
 struct Store {
   int32_t buffer = -1;
   Affine index;
   int32_t value = -1;  // instruction
-  // A scatter's store (scatter, scatter_add): `offset`, an i64 value, is added to the affine index
-  // (the lowering keeps it inside the buffer), and with `accumulate` the value is added to what the
-  // element holds, atomically (several points of the domain may reach one element; the buffer
-  // holds its initial value from an earlier kernel). Only in pointwise kernels; targets store
-  // such values one at a time, never as vectors.
+  // A scatter's store (scatter, scatter_add, scatter_reduce): `offset`, an i64 value, is added to
+  // the affine index (the lowering keeps it inside the buffer), and with a `combine` the value is
+  // combined with what the element holds, atomically (several points of the domain may reach one
+  // element; the buffer holds its initial value from an earlier kernel). Only in pointwise
+  // kernels; targets store such values one at a time, never as vectors.
   int32_t offset = -1;
-  bool accumulate = false;
-  bool plain() const { return offset < 0 && !accumulate; }
+  Combine combine = Combine::none;
+  bool plain() const { return offset < 0 && combine == Combine::none; }
 };
 
 // C[b] = A[b] @ B[b] for every batch index b, row-major operand views given by strides.

@@ -102,9 +102,9 @@ struct Target {
   // Most buffers one kernel may read and write (0: no limit): Vulkan's storage-buffer bindings
   // per shader stage. Fusion refuses kernels past it.
   int64_t max_kernel_buffers = 0;
-  // Kernels can add 64-bit values atomically (f64, i64): a scatter_add of them runs generated;
-  // otherwise on the reference kernel (Vulkan without 64-bit atomics).
-  bool atomic_add_64 = true;
+  // Kernels can combine 64-bit values atomically (f64, i64): a scatter_add or scatter_reduce of
+  // them runs generated; otherwise on the reference kernel (Vulkan without 64-bit atomics).
+  bool atomic_64 = true;
   static Target cpu() { return {}; }
   static Target gpu();
 };

@@ -53,8 +53,18 @@ struct Dialect {
   virtual std::string load(DType t, const std::string& buffer, const std::string& index) const = 0;
   // A statement storing compute value x (already of compute type of t) into buffer[index].
   virtual std::string store(DType t, const std::string& buffer, const std::string& index, const std::string& x) const = 0;
-  // A statement adding x into buffer[index] atomically (t f32, f64, i32 or i64; a scatter's store).
+  // A statement adding x into buffer[index] atomically (t f32, f64, i32 or i64 where
+  // native_atomic_add(t); a scatter's store).
+  virtual bool native_atomic_add(DType) const { return true; }
   virtual std::string accumulate(DType t, const std::string& buffer, const std::string& index, const std::string& x) const = 0;
+  // Any other atomic combine of a scatter's store is a compare-and-swap loop over the element's
+  // bits (t f32, f64, i32 or i64): cas_begin opens a block that reads the element at `index`
+  // into `kseen` and starts the loop, cas_seen is the value `kseen` holds (t's compute type), and
+  // cas_end swaps in `next` (a compute value of t) where the element still holds kseen, and
+  // loops until it did. The printer prints the combine between them.
+  virtual std::string cas_begin(DType t, const std::string& buffer, const std::string& index) const = 0;
+  virtual std::string cas_seen(DType t) const = 0;
+  virtual std::string cas_end(DType t, const std::string& buffer, const std::string& next) const = 0;
   // x (f32) rounded to f16 or bf16 and back.
   virtual std::string round_to(DType t, const std::string& x) const = 0;
   // x (i64) wrapped to 32 bits and sign-extended back.
@@ -179,6 +189,8 @@ class KernelPrinter {
 
   Value narrow(const Value& x, DType t);
   Value pointwise(const schedule::Instr& in, Scope& sc);
+  // Instruction in's op over the values a (of dtypes at).
+  Value pointwise_of(const schedule::Instr& in, const std::vector<Value>& a, const std::vector<DType>& at);
 };
 
 }  // namespace kiln::cstyle

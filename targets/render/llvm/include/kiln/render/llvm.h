@@ -146,6 +146,11 @@ class Printer {
   // to the output dtype after the op (emulate_precision_casts); `invariant_divisor`: as divide's.
   Val pointwise(const schedule::Instr& in, const std::vector<Val>& a, const std::vector<DType>& at, bool emulate,
                 bool invariant_divisor = false);
+  // A scatter's store of x into the element of dtype t (f32, f64, i32 or i64) at pointer p, whose
+  // type `ptr_type` is ("ptr", "ptr addrspace(1)"), combined with what it holds atomically: an
+  // atomicrmw add, or a compare-and-swap loop around the combine's own op (pointwise), so that
+  // max/min keep NaN and products wrap as the ops do.
+  void atomic_combine(schedule::Combine c, DType t, const std::string& ptr_type, const std::string& p, const Val& x);
 
   // ---- reductions ----
   // Node n of a reduction's rule (sdk/lower/reduction.h) as a value; `leaf` gives the rule's

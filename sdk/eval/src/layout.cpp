@@ -235,8 +235,9 @@ void scatter_kernel(const KernelArgs& a) {
   if (a.op == OpId::scatter_add) fold = Fold::add;
   if (a.op == OpId::scatter_reduce) {
     const std::string& reduce = a.attrs.s(attr_slot(a.op, "reduce"));
-    KILN_CHECK(reduce == "amax" || reduce == "amin" || reduce == "prod", op, ": unknown reduce \"", reduce, "\"");
-    fold = reduce == "amax" ? Fold::max : reduce == "amin" ? Fold::min : Fold::mul;
+    const auto r = parse_scatter_reduction(reduce);
+    KILN_CHECK(r, op, ": unknown reduce \"", reduce, "\"");
+    fold = *r == ScatterReduction::amax ? Fold::max : *r == ScatterReduction::amin ? Fold::min : Fold::mul;
   }
   copy_elements(x, a.out);
   std::vector<int64_t> out_strides = a.out.strides;  // y at the index's position, dim `dim` added per element

@@ -430,7 +430,7 @@ TensorMeta infer_scatter(const InferContext& c) {
   KILN_CHECK(c.op == OpId::scatter || x.dtype != DType::bool_, op, ": x must be a number tensor, got bool");
   if (c.op == OpId::scatter_reduce) {
     const std::string& reduce = c.attrs.s(1);
-    KILN_CHECK(reduce == "amax" || reduce == "amin" || reduce == "prod", op,
+    KILN_CHECK(parse_scatter_reduction(reduce), op,
                ": reduce must be \"amax\", \"amin\" or \"prod\", got \"", reduce,
                "\" (\"sum\" is scatter_add; \"mean\" is a sum over a count)");
   }
@@ -979,6 +979,13 @@ bool convolution_folds_taps(std::span<const SymInt> w_sizes) {
   int64_t taps = 1;
   for (size_t d = 2; d < w_sizes.size(); ++d) taps *= w_sizes[d].hint();
   return w_sizes.size() >= 3 && w_sizes[1].hint() == 1 && taps <= kMaxFoldedTaps;
+}
+
+std::optional<ScatterReduction> parse_scatter_reduction(std::string_view reduce) {
+  if (reduce == "amax") return ScatterReduction::amax;
+  if (reduce == "amin") return ScatterReduction::amin;
+  if (reduce == "prod") return ScatterReduction::prod;
+  return std::nullopt;
 }
 
 std::string_view convolution_computes_name(ConvolutionComputes c) {

@@ -417,8 +417,7 @@ class Fuser {
         }
         continue;
       }
-      if (node.op == OpId::reshape && !reshape_is_unsqueeze(g.node(node.inputs[0]).meta.sizes, node.meta.sizes) &&
-          !ctx_.layout(id, nullptr) &&
+      if (node.op == OpId::reshape && !ctx_.layout(id, nullptr) &&
           !reshape_split_runs(g.node(node.inputs[0]).meta.sizes, node.meta.sizes, g.shapes())) {
         realize_node(node.inputs[0], "reshaped by " + label(id) + ", which neither strides nor a split of its dims express over it");
       }

@@ -466,8 +466,12 @@ namespace {
 Combine store_combine(const Node& n) {
   if (n.op == OpId::scatter) return Combine::none;
   if (n.op == OpId::scatter_add) return Combine::add;
-  const std::string& reduce = n.attrs.s(1);
-  return reduce == "amax" ? Combine::max : reduce == "amin" ? Combine::min : Combine::mul;
+  switch (*parse_scatter_reduction(n.attrs.s(1))) {  // checked when the node was made
+    case ScatterReduction::amax: return Combine::max;
+    case ScatterReduction::amin: return Combine::min;
+    case ScatterReduction::prod: return Combine::mul;
+  }
+  return Combine::none;
 }
 }  // namespace
 
@@ -621,18 +625,6 @@ int32_t KernelBuilder::emit_node(NodeId n, const Map& map) {
           return emit(x, in_map);
         }
         case OpId::reshape: {
-          if (reshape_is_unsqueeze(im.sizes, meta.sizes)) {
-            size_t k = 0;
-            for (size_t d = 0; d < im.sizes.size(); ++d) {
-              if (im.sizes[d] == 1) {
-                in_map.push_back(zero(rank()));
-                continue;
-              }
-              while (meta.sizes[k] == 1 && !(im.sizes[d] == 1)) ++k;
-              in_map.push_back(map[k++]);
-            }
-            return emit(x, in_map);
-          }
           std::optional<Layout> l = ctx_.layout(n, &member_);
           if (l) return load(l->base, *l, map, meta.dtype);
           const auto runs = reshape_split_runs(im.sizes, meta.sizes, ctx_.g.shapes());

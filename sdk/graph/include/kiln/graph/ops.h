@@ -268,6 +268,11 @@ bool convolution_folds_taps(std::span<const SymInt> w_sizes);
 enum class ConvolutionComputes { y, x, w };
 std::string_view convolution_computes_name(ConvolutionComputes c);  // "y", "x", "w"
 
+// How scatter_reduce combines a src value into the element it reaches, from its `reduce` attribute
+// ("amax", "amin", "prod"); std::nullopt for any other string (op_table's check reports it).
+enum class ScatterReduction { amax, amin, prod };
+std::optional<ScatterReduction> parse_scatter_reduction(std::string_view reduce);
+
 // A channels-last shape [N, *S, C] (a weight [M, *K, C/groups]) in channels-first order
 // [N, C, *S], and back.
 SymShape channels_first(const SymShape& s);

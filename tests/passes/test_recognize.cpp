@@ -1,6 +1,7 @@
-// recognize: hand-written softmax, log_softmax, layer_norm and rms_norm become one node; the
+// recognize: hand-written softmax, log_softmax, layer_norm, rms_norm and tanh gelu become one node; the
 // same shapes with an intermediate used elsewhere, another eps dtype, a biased variance or
 // non-trailing dims do not.
+#include <cmath>
 #include <limits>
 
 #include "helpers.h"
@@ -43,6 +44,23 @@ NodeId layer_norm_by_hand(G& t, NodeId x, std::vector<int64_t> dims, NodeId w, N
   return y;
 }
 
+
+// GPT-2's gelu_new as transformers writes it: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 *
+// x^3))). grouping 0: (x * 0.5) * t; 1: x * (0.5 * t); 2: (x * t) * 0.5. cube 0: pow(x, 3);
+// 1: (x * x) * x; 2: x * (x * x). Constants of x's dtype (bf16 rounds them).
+NodeId gelu_new_by_hand(G& t, NodeId x, int grouping, int cube, double cubic = 0.044715, OpId fn = OpId::tanh) {
+  const DType d = t.g.node(x).meta.dtype;
+  NodeId c3 = cube == 0   ? t.op(OpId::pow, {x, t.full(3.0, d)})
+              : cube == 1 ? t.op(OpId::mul, {t.op(OpId::mul, {x, x}), x})
+                          : t.op(OpId::mul, {x, t.op(OpId::mul, {x, x})});
+  const NodeId inner = t.op(OpId::add, {x, t.op(OpId::mul, {t.full(cubic, d), c3})});
+  const NodeId th = t.op(fn, {t.op(OpId::mul, {inner, t.full(0.7978845608028654, d)})});
+  const NodeId term = t.op(OpId::add, {t.full(1.0, d), th});
+  const NodeId half = t.full(0.5, d);
+  if (grouping == 0) return t.op(OpId::mul, {t.op(OpId::mul, {x, half}), term});
+  if (grouping == 1) return t.op(OpId::mul, {x, t.op(OpId::mul, {half, term})});
+  return t.op(OpId::mul, {t.op(OpId::mul, {x, term}), half});
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(recognize_pass)
@@ -186,6 +204,75 @@ BOOST_AUTO_TEST_CASE(layer_norm_look_alikes_stay) {
   BOOST_TEST(count(e, OpId::layer_norm) == 1, e.str());
   BOOST_TEST((e.node(e.node(e.outputs()[0]).inputs[0]).op == OpId::layer_norm));
   BOOST_TEST(ops(e) == 2);
+}
+
+// The gelu computes in f32 and rounds once where the hand-written ops round after each op, so
+// the values are not the hand-written ones (in bf16 by up to 8% near zero): both are checked
+// against the formula in f64 instead, the gelu to be at least as close.
+BOOST_AUTO_TEST_CASE(gelu_tanh_forms) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+    G t;
+    const NodeId a = t.in(d, {4, 64}, "a");
+    const NodeId b = t.in(d, {64}, "b");
+    const NodeId x = t.op(OpId::add, {a, b});  // a sum, as a linear layer's bias add leaves it
+    std::vector<NodeId> outs;
+    for (int grouping = 0; grouping < 3; ++grouping)
+      for (int cube = 0; cube < 3; ++cube) outs.push_back(gelu_new_by_hand(t, x, grouping, cube));
+    outs.push_back(x);  // x as d rounds it, for the formula in f64
+    const Graph& g = t.out(outs);
+    const Graph r = kiln::passes::eliminate_dead_code(recognize_patterns(g));
+    BOOST_TEST(count(r, OpId::gelu) == 9, dtype_name(d) << "\n" << r.str());
+    BOOST_TEST(ops(r) == 10);  // the add and the nine gelus
+    for (size_t o = 0; o < 9; ++o) {
+      const Node& n = r.node(r.outputs()[o]);
+      BOOST_TEST((n.op == OpId::gelu && n.attrs.s(0) == "tanh" && n.inputs[0] == r.outputs()[9]));
+    }
+    const std::vector<TensorData> in = random_inputs(g, {}, 11);
+    const std::vector<TensorData> hand = eval::run_graph(g, in), fused = eval::run_graph(r, in);
+    const TensorData xv = eval::convert(hand[9], DType::f64);
+    for (size_t o = 0; o < 9; ++o) {
+      const TensorData h = eval::convert(hand[o], DType::f64), f = eval::convert(fused[o], DType::f64);
+      double err_hand = 0, err_fused = 0, scale = 0;
+      for (int64_t k = 0; k < xv.numel(); ++k) {
+        const double v = xv.data_as<double>()[k];
+        const double exact = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+        err_hand = std::max(err_hand, std::fabs(h.data_as<double>()[k] - exact));
+        err_fused = std::max(err_fused, std::fabs(f.data_as<double>()[k] - exact));
+        scale = std::max(scale, std::fabs(exact));
+      }
+      BOOST_TEST(err_fused <= tolerance(d) * scale, dtype_name(d) << " output " << o << ": " << err_fused);
+      BOOST_TEST(err_fused <= err_hand + 1e-6 * scale, dtype_name(d) << " output " << o << ": " << err_fused
+                                                                  << " against " << err_hand << " by hand");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gelu_tanh_look_alikes_stay) {
+  G t;
+  const NodeId x = t.in(DType::f32, {4, 8}, "x");
+  const NodeId kept = t.op(OpId::mul, {x, x});
+  const NodeId shared = t.op(OpId::mul, {kept, x});  // x^3, also an output below
+  const NodeId inner = t.op(OpId::add, {x, t.op(OpId::mul, {t.full(0.044715), shared})});
+  const NodeId th = t.op(OpId::tanh, {t.op(OpId::mul, {inner, t.full(0.7978845608028654)})});
+  const NodeId read_elsewhere =
+      t.op(OpId::mul, {t.op(OpId::mul, {x, t.full(0.5)}), t.op(OpId::add, {t.full(1.0), th})});
+  const Graph& g = t.out({
+      gelu_new_by_hand(t, x, 0, 0, 0.045),                       // another cubic coefficient
+      gelu_new_by_hand(t, x, 1, 1, 0.044715, OpId::sigmoid),     // sigmoid for tanh
+      read_elsewhere, shared,                                    // x^3 read outside the pattern
+  });
+  const Graph r = recognize_dce(g);
+  BOOST_TEST(count(r, OpId::gelu) == 0, r.str());
+  BOOST_TEST(ops(r) == ops(g));
+  // f32 scalars in a bf16 computation, as exporters write them: the products stay bf16 (a 0-d
+  // tensor does not promote a dimensioned one), and the values are f32's, so it is one gelu.
+  G u;
+  const NodeId y = u.in(DType::bf16, {4, 8});
+  const NodeId c = u.op(OpId::pow, {y, u.full(3.0, DType::bf16)});
+  const NodeId in2 = u.op(OpId::add, {y, u.op(OpId::mul, {u.full(0.044715, DType::f32), c})});
+  const NodeId t2 = u.op(OpId::tanh, {u.op(OpId::mul, {in2, u.full(0.7978845608028654, DType::f32)})});
+  const Graph& h = u.out({u.op(OpId::mul, {u.op(OpId::mul, {y, u.full(0.5, DType::f32)}), u.op(OpId::add, {u.full(1.0, DType::f32), t2})})});
+  BOOST_TEST(count(kiln::passes::eliminate_dead_code(recognize_patterns(h)), OpId::gelu) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(attention_forms) {

@@ -11,6 +11,11 @@
 //                      (x - mean(x, D, keep)) / sqrt(var(x, D, keep, correction 0) + eps) [* w] [+ b]
 //   rms_norm(x[, w], n, eps)
 //                      x * rsqrt(mean(x * x, D, keep) + eps) [* w]     (x * x or pow(x, 2))
+//   gelu(x, "tanh")    x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))   (GPT-2's
+//                      gelu_new as transformers and exporters write it: the product of x, 0.5
+//                      and the 1 + tanh term grouped any way; x^3 as pow(x, 3), x * x * x
+//                      either way; each constant a `full` or uniform constant equal to the
+//                      value as x's dtype holds it, so a bf16 export's 0.0446777 counts)
 //   scaled_dot_product_attention(q, k, v[, mask], scale)
 //                      softmax(q' @ k'^T [* c | / c], -1) @ v, or with a mask
 //                      where(isnan(p), 0, p) @ v, p = softmax(scores + m | where(m, scores, -inf), -1)
@@ -33,6 +38,9 @@
 // new shape fact and gives the root's dtype, device and sizes, and every intermediate value is
 // used only inside the pattern and is not an output (else it would be computed twice). Reads
 // by dead nodes do not count; such dead readers are dropped with the pattern's interior.
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -79,7 +87,7 @@ class Recognizer {
 
   std::optional<Match> match(NodeId root) {
     for (auto fn : {&Recognizer::softmax, &Recognizer::log_softmax, &Recognizer::layer_norm, &Recognizer::rms_norm,
-                    &Recognizer::attention}) {
+                    &Recognizer::gelu_tanh, &Recognizer::attention}) {
       if (attention_only_ != (fn == &Recognizer::attention)) continue;
       interior_.clear();
       std::optional<Match> m = (this->*fn)(root);
@@ -146,6 +154,82 @@ class Recognizer {
     if (!meta || !detail::same_value_meta(*meta, n(root).meta)) return false;
     m.interior = interior_;
     return true;
+  }
+
+  // Whether node i holds v everywhere, as its dtype rounds v (within half a unit in its last place).
+  bool holds(NodeId i, double v) const {
+    const std::optional<double> u = detail::uniform_value(g_, i);
+    if (!u) return false;
+    const DType t = dtype(i);
+    const double ulp = t == DType::bf16 ? 0x1p-8 : t == DType::f16 ? 0x1p-11 : t == DType::f32 ? 0x1p-24 : 0x1p-53;
+    return std::fabs(*u - v) <= std::fabs(v) * ulp;
+  }
+  // The two operands of a binary `op` node as (the one satisfying `first`, the other), either order.
+  template <class F>
+  std::optional<std::pair<NodeId, NodeId>> operands(NodeId i, OpId op, F first) const {
+    if (!is(i, op)) return std::nullopt;
+    const NodeId a = n(i).inputs[0], b = n(i).inputs[1];
+    if (first(a)) return std::pair{a, b};
+    if (first(b)) return std::pair{b, a};
+    return std::nullopt;
+  }
+  // x^3: pow(x, 3), (x * x) * x or x * (x * x); marks its products interior.
+  bool cube_of(NodeId c, NodeId x) {
+    if (is(c, OpId::pow)) return n(c).inputs[0] == x && holds(n(c).inputs[1], 3.0) && inner(c, 1);
+    auto square = [&](NodeId s) { return is(s, OpId::mul) && n(s).inputs[0] == x && n(s).inputs[1] == x; };
+    const auto p = operands(c, OpId::mul, square);
+    return p && p->second == x && inner(p->first, 1) && inner(c, 1);
+  }
+  // sqrt(2/pi) * (x + 0.044715 * x^3), either order in each product and sum; gives x.
+  std::optional<NodeId> gelu_tanh_argument(NodeId a) {
+    constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
+    const auto scaled = operands(a, OpId::mul, [&](NodeId i) { return holds(i, kSqrt2OverPi); });
+    if (!scaled || !is(scaled->second, OpId::add)) return std::nullopt;
+    const NodeId sum = scaled->second;
+    for (int k = 0; k < 2; ++k) {
+      const NodeId x = n(sum).inputs[static_cast<size_t>(k)], term = n(sum).inputs[static_cast<size_t>(1 - k)];
+      const auto cubic = operands(term, OpId::mul, [&](NodeId i) { return holds(i, kCubic); });
+      if (!cubic || !floating(x)) continue;
+      const size_t mark = interior_.size();
+      if (cube_of(cubic->second, x) && inner(term, 1) && inner(sum, 1) && inner(a, 1)) return x;
+      interior_.resize(mark);
+    }
+    return std::nullopt;
+  }
+  // 1 + tanh(arg) or tanh(arg) + 1; gives x of the argument.
+  std::optional<NodeId> one_plus_tanh(NodeId o) {
+    const auto p = operands(o, OpId::add, [&](NodeId i) { return holds(i, 1.0); });
+    if (!p || !is(p->second, OpId::tanh)) return std::nullopt;
+    const std::optional<NodeId> x = gelu_tanh_argument(n(p->second).inputs[0]);
+    if (!x || !inner(p->second, 1) || !inner(o, 1)) return std::nullopt;
+    return x;
+  }
+  // gelu(x, "tanh"): the product of x, 0.5 and 1 + tanh(...) as (x * 0.5) * t, x * (0.5 * t),
+  // (x * t) * 0.5, each product either order.
+  std::optional<Match> gelu_tanh(NodeId r) {
+    if (!is(r, OpId::mul) || !floating(r)) return std::nullopt;
+    const DType t = dtype(r);
+    // One operand of r is a product: its two factors and r's other operand are x, 0.5 and the
+    // 1 + tanh term in some order (x may itself be a sum or a product: every split is tried).
+    for (size_t p = 0; p < 2; ++p) {
+      const NodeId prod = n(r).inputs[p];
+      if (!is(prod, OpId::mul) || dtype(prod) != t) continue;
+      const std::array<NodeId, 3> f{n(r).inputs[1 - p], n(prod).inputs[0], n(prod).inputs[1]};
+      for (size_t h = 0; h < 3; ++h) {
+        if (!holds(f[h], 0.5)) continue;
+        for (size_t k = 0; k < 3; ++k) {
+          if (k == h) continue;
+          const NodeId x = f[3 - h - k];
+          const size_t mark = interior_.size();
+          const std::optional<NodeId> tx = one_plus_tanh(f[k]);
+          if (tx && *tx == x && dtype(x) == t && inner(prod, 1) &&
+              std::all_of(interior_.begin(), interior_.end(), [&](NodeId i) { return dtype(i) == t; }))
+            return Match{OpId::gelu, {x}, {std::string("tanh")}, {}};
+          interior_.resize(mark);
+        }
+      }
+    }
+    return std::nullopt;
   }
 
   // div(e, sum(e, [d], keep)), e = exp(x - max(x, [d], keep))

@@ -264,7 +264,11 @@ class Validator {
     if (buf(g.c).kind == "input" || buf(g.c).kind == "constant")
       fail_at(where, "c", "the gemm writes buffer " + std::to_string(g.c) + ", an " + buf(g.c).kind + " buffer");
     if (g.epilogue.empty()) return;
-    if (g.epilogue != "bias" && g.epilogue != "gelu_bias") fail_at(where, "epilogue", "is \"bias\" or \"gelu_bias\"");
+    if (!gemm_epilogue_known(g.epilogue)) fail_at(where, "epilogue", "is \"bias\", \"gelu_bias\" or \"gelu\"");
+    if (!gemm_epilogue_has_bias(g.epilogue)) {
+      if (g.bias >= 0) fail_at(where, "bias", "is not given with epilogue \"" + g.epilogue + "\"");
+      return;
+    }
     ref(g.bias, where, "bias");
     if (buf(g.bias).dtype != g.dtype)
       fail_at(where, "bias", "the bias buffer must be of the gemm's dtype (" + std::string(dtype_name(g.dtype)) + ")");

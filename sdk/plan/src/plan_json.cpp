@@ -77,7 +77,7 @@ json kernel_json(const PlanKernel& k, size_t i) {
     m["b_strides"] = shape_json(SymShape{g.b_row_stride, g.b_col_stride});
     if (!g.epilogue.empty()) {
       m["epilogue"] = g.epilogue;
-      m["bias"] = g.bias;
+      if (g.bias >= 0) m["bias"] = g.bias;
     }
     if (g.alpha != 1.0) m["alpha"] = g.alpha;
     if (g.tile != std::array<int64_t, 2>{0, 0}) m["tile"] = json(g.tile);
@@ -400,10 +400,11 @@ PlanGemm PlanReader::read_gemm(const json& v, const std::string& where) const {
   }
   if (m.contains("epilogue")) {
     const json& e = m["epilogue"];
-    if (!e.is_string() || (e.get<std::string>() != "bias" && e.get<std::string>() != "gelu_bias"))
-      fail_at(where, "epilogue", "is \"bias\" or \"gelu_bias\"");
+    if (!e.is_string() || !plan::gemm_epilogue_known(e.get<std::string>()))
+      fail_at(where, "epilogue", "is \"bias\", \"gelu_bias\" or \"gelu\"");
     g.epilogue = e.get<std::string>();
-    g.bias = buffer_ref(need(m, "bias", where), where, "bias");
+    if (plan::gemm_epilogue_has_bias(g.epilogue)) g.bias = buffer_ref(need(m, "bias", where), where, "bias");
+    else if (m.contains("bias")) fail_at(where, "bias", "is not given with epilogue \"" + g.epilogue + "\"");
   }
   return g;
 }

@@ -1051,9 +1051,10 @@ bool fuse_gemm_scale(const Kernel& k, const schedule::Schedule& s, const Codegen
   return true;
 }
 
-// cuBLASLt epilogues: a matmul kernel of a 2-D gemm whose whole body is out = c + bias[j] or
-// out = gelu_tanh(c + bias[j]) (out and bias in the gemm's dtype, out contiguous; c read by no
-// other kernel) is done by the gemm itself, writing `out` directly; no kernel runs after it.
+// cuBLASLt epilogues: a matmul kernel of a 2-D gemm whose whole body is out = c + bias[j],
+// out = gelu_tanh(c + bias[j]) or out = gelu_tanh(c) (out and bias in the gemm's dtype, out
+// contiguous; c read by no other kernel) is done by the gemm itself, writing `out` directly; no
+// kernel runs after it.
 // Returns whether it applied.
 bool fuse_gemm_epilogue(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, plan::PlanGemm& g) {
   if (!o.gemm_epilogues || o.emulate_precision_casts || !k.gemm || !k.gemm->batch.empty() || k.stores.size() != 1 ||
@@ -1075,26 +1076,33 @@ bool fuse_gemm_epilogue(const Kernel& k, const schedule::Schedule& s, const Code
     epilogue = "gelu_bias";
     v = at(v).args[0];
   }
-  const Instr& add = at(v);
-  if (add.kind != InstrKind::pointwise || add.op != OpId::add || add.dtype != t) return false;
+  auto is_product = [&](const Instr& l) {
+    return l.kind == InstrKind::load && l.dtype == t && buf(l.buffer).dtype == t && l.buffer == k.gemm->c && l.index == st.index;
+  };
   int32_t bias = -1;
-  bool product = false;
-  for (int32_t a : add.args) {
-    const Instr& l = at(a);
-    if (l.kind != InstrKind::load || l.dtype != t || buf(l.buffer).dtype != t) return false;
-    if (l.buffer == k.gemm->c && l.index == st.index) {
-      product = true;
-    } else if (l.index.offset == 0 && l.index.coeffs[0] == 0 && l.index.coeffs[1] == 1) {
-      bias = l.buffer;
+  if (epilogue == "gelu_bias" && is_product(at(v))) {
+    epilogue = "gelu";  // gelu_tanh(c): no bias to add
+  } else {
+    const Instr& add = at(v);
+    if (add.kind != InstrKind::pointwise || add.op != OpId::add || add.dtype != t) return false;
+    bool product = false;
+    for (int32_t a : add.args) {
+      const Instr& l = at(a);
+      if (l.kind != InstrKind::load || l.dtype != t || buf(l.buffer).dtype != t) return false;
+      if (is_product(l)) {
+        product = true;
+      } else if (l.index.offset == 0 && l.index.coeffs[0] == 0 && l.index.coeffs[1] == 1) {
+        bias = l.buffer;
+      }
     }
+    if (!product || bias < 0) return false;
   }
-  if (!product || bias < 0) return false;
   // The gemm writes out while reading its operands and the bias: none may share out's memory.
   auto memory = [&](int32_t b) {
     return buf(b).kind == schedule::BufferKind::intermediate ? "slot" + std::to_string(buf(b).slot) : "b" + std::to_string(b);
   };
   for (int32_t b : {k.gemm->a, k.gemm->b, bias})
-    if (memory(b) == memory(st.buffer)) return false;
+    if (b >= 0 && memory(b) == memory(st.buffer)) return false;
   g.epilogue = epilogue;
   g.bias = bias;
   g.c = st.buffer;

@@ -143,7 +143,8 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
              g.a_row_stride.evaluate(syms), ", ", g.a_col_stride.evaluate(syms), "; B strides ", g.b_row_stride.evaluate(syms),
              ", ", g.b_col_stride.evaluate(syms), "): the schedule should have copied it");
   if (!g.epilogue.empty())
-    KILN_CHECK(g.batch.empty() && g.bias >= 0, "cuda runtime: kernel ", kernel, ": a gemm epilogue needs a 2-D gemm and a bias");
+    KILN_CHECK(g.batch.empty() && (g.bias >= 0) == plan::gemm_epilogue_has_bias(g.epilogue), "cuda runtime: kernel ", kernel,
+               ": a gemm epilogue needs a 2-D gemm, and a bias exactly where it adds one");
   // The last batch dim is strided-batched; the outer ones loop.
   int64_t inner_sa = 0, inner_sb = 0, inner_sc = m * n;
   if (!pr.batch.empty()) {
@@ -173,7 +174,9 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
   check_lt(detail::cublaslt_api().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof A.op), "set TRANSB", kernel);
   if (!g.epilogue.empty()) {
     // The bias runs along the product's last dim: the rows of the column-major C^T.
-    const cublasLtEpilogue_t ep = g.epilogue == "gelu_bias" ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t ep = g.epilogue == "gelu_bias" ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                  : g.epilogue == "gelu"    ? CUBLASLT_EPILOGUE_GELU
+                                                            : CUBLASLT_EPILOGUE_BIAS;
     check_lt(detail::cublaslt_api().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "set EPILOGUE", kernel);
   }
   check_lt(detail::cublaslt_api().cublasLtMatrixLayoutCreate(&p->lb.l, t, B.rows, B.cols, B.ld), "cublasLtMatrixLayoutCreate (B)", kernel);
@@ -253,7 +256,7 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
     return;
   }
   Prepared& p = *pr.prepared;
-  if (!g.epilogue.empty()) {
+  if (g.bias >= 0) {
     const void* bias = reinterpret_cast<const void*>(ptrs[static_cast<size_t>(g.bias)]);
     check_lt(detail::cublaslt_api().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER", kernel);
   }

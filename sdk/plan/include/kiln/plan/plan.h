@@ -66,8 +66,9 @@ struct PlanGemm {
   SymInt a_row_stride = 0, a_col_stride = 0;
   SymInt b_row_stride = 0, b_col_stride = 0;
   // What the gemm itself applies to its product where the target fuses it (cuBLASLt epilogues):
-  // "" (nothing), "bias" (c[.., i, j] += bias[j]) or "gelu_bias" (c = gelu_tanh(c + bias[j])),
-  // rounded once to dtype; bias is then a buffer of dtype holding n elements.
+  // "" (nothing), "bias" (c[.., i, j] += bias[j]), "gelu_bias" (c = gelu_tanh(c + bias[j])) or
+  // "gelu" (c = gelu_tanh(c)), rounded once to dtype; bias (not with "gelu") is then a buffer
+  // of dtype holding n elements.
   std::string epilogue;
   int32_t bias = -1;
   double alpha = 1.0;  // the product is scaled by alpha (before the epilogue), in the gemm
@@ -77,6 +78,10 @@ struct PlanGemm {
   std::array<int64_t, 2> tile = {0, 0};
   bool operator==(const PlanGemm&) const = default;
 };
+
+// PlanGemm::epilogue's values, and which of them add a bias.
+inline bool gemm_epilogue_known(const std::string& e) { return e == "bias" || e == "gelu_bias" || e == "gelu"; }
+inline bool gemm_epilogue_has_bias(const std::string& e) { return e == "bias" || e == "gelu_bias"; }
 
 // A convolution the runtime runs through its library (cuDNN) as the whole kernel: y = conv(x, w)
 // over n = x_sizes.size() - 2 spatial dims, x [N, C, *S] and w [M, C/groups, *K] whole contiguous

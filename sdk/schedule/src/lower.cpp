@@ -466,7 +466,9 @@ namespace {
 Combine store_combine(const Node& n) {
   if (n.op == OpId::scatter) return Combine::none;
   if (n.op == OpId::scatter_add) return Combine::add;
-  switch (*parse_scatter_reduction(n.attrs.s(1))) {  // checked when the node was made
+  const std::optional<ScatterReduction> r = parse_scatter_reduction(n.attrs.s(1));
+  KILN_INTERNAL_CHECK(r, "scatter_reduce: reduce \"", n.attrs.s(1), "\" passed the op's check but is unknown");
+  switch (*r) {
     case ScatterReduction::amax: return Combine::max;
     case ScatterReduction::amin: return Combine::min;
     case ScatterReduction::prod: return Combine::mul;

@@ -503,6 +503,30 @@ BOOST_AUTO_TEST_CASE(bf16_matmuls_multiply_in_bf16) {
   BOOST_TEST(plan_of(b2).kernels[0].gemm->epilogue == "bias");
 }
 
+// GPT-2's MLP: [B*T, C] @ [C, 4C] viewed as [B, T, 4C], the tanh GELU (here already as the op;
+// test_recognize has the hand-written form), viewed back as [B*T, 4C] for the second gemm.
+// simplify moves the GELU above the first view, the two views compose to nothing, and the GELU
+// joins the first gemm: with a bias cuBLASLt's GELU_BIAS epilogue, without one its GELU epilogue.
+BOOST_AUTO_TEST_CASE(a_gelu_after_a_view_of_the_product_is_the_gemms_epilogue) {
+  for (const bool bias : {true, false}) {
+    Graph g;
+    const NodeId x = g.add_input(meta(DType::bf16, {32, 64}), "x");
+    const NodeId w = g.add_input(meta(DType::bf16, {64, 256}), "w");
+    NodeId p = g.add(OpId::matmul, {x, w});
+    if (bias) p = g.add(OpId::add, {p, g.add_input(meta(DType::bf16, {256}), "b")});
+    const NodeId v = g.add(OpId::reshape, {p}, {SymShape{2, 16, 256}});
+    const NodeId h = g.add(OpId::reshape, {g.add(OpId::gelu, {v}, {std::string("tanh")})}, {SymShape{32, 256}});
+    g.set_outputs({g.add(OpId::matmul, {h, g.add_input(meta(DType::bf16, {256, 64}), "w2")})});
+    const plan::KernelPlan k = plan_of(g);
+    BOOST_REQUIRE_EQUAL(k.kernels.size(), 2u);  // the two gemms
+    BOOST_REQUIRE(k.kernels[0].gemm.has_value());
+    BOOST_TEST(k.kernels[0].gemm->epilogue == (bias ? "gelu_bias" : "gelu"));
+    BOOST_TEST(k.kernels[0].gemm->bias == (bias ? 2 : -1));
+    BOOST_TEST(k.kernels[0].entry.empty());
+    BOOST_TEST((plan::plan_from_json(plan::plan_to_json(k), "mlp").kernels[0].gemm == k.kernels[0].gemm), "json round trip");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_scaled_product_is_scaled_by_the_gemm) {
   Graph g;  // q k^T * 0.125 as an output of its own (in attention the softmax kernel scales inline)
   const NodeId q = g.add_input(meta(DType::bf16, {2, 4, 256, 64}), "q");

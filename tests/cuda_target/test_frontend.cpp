@@ -64,6 +64,36 @@ BOOST_AUTO_TEST_CASE(compiled_function_on_cuda_inputs) {
   BOOST_TEST(f.stats().compiles == 2);  // one per device (the device is guarded)
 }
 
+// GPT-2's MLP as transformers writes it: a [B*T, C] @ [C, 4C] product (with and without its
+// bias) viewed as [B, T, 4C] and a hand-written tanh GELU. The passes make it gelu(x @ w [+ b])
+// and cuBLASLt's GELU / GELU_BIAS epilogue computes it (test_codegen checks the plan): the values
+// against the same function compiled for the CPU, in f32 and bf16.
+BOOST_AUTO_TEST_CASE(gelu_new_after_a_viewed_gemm) {
+  if (!have_device()) return;
+  auto gelu_new = [](const Tensor& h) { return h * 0.5 * (tanh((h + pow(h, 3.0) * 0.044715) * 0.7978845608028654) + 1.0); };
+  auto with_bias = kiln::compile([&](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return gelu_new((matmul(x, w) + b).view({2, 64, 256}));
+  });
+  auto without = kiln::compile([&](const Tensor& x, const Tensor& w) { return gelu_new(matmul(x, w).view({2, 64, 256})); });
+  for (const DType t : {DType::f32, DType::bf16}) {
+    const Tensor x = randn({128, 96}, DType::f32, Device::cpu(), 4).to(t);
+    const Tensor w = (randn({96, 256}, DType::f32, Device::cpu(), 5) * 0.1).to(t);
+    const Tensor b = randn({256}, DType::f32, Device::cpu(), 6).to(t);
+    const Device gpu = Device::cuda(0);
+    const std::pair<Tensor, Tensor> outs[] = {{with_bias(x, w, b), with_bias(x.to(gpu), w.to(gpu), b.to(gpu))},
+                                              {without(x, w), without(x.to(gpu), w.to(gpu))}};
+    for (const auto& [want, got] : outs) {
+      BOOST_TEST((got.device() == gpu));
+      BOOST_TEST((got.dtype() == t));
+      double scale = 0;
+      for (double v : want.to(DType::f32).to_vector<double>()) scale = std::max(scale, std::fabs(v));
+      BOOST_TEST(scale > 0.5);
+      BOOST_TEST(kiln_test_util::max_abs_diff(got.to(DType::f32), want.to(DType::f32)) < (t == DType::f32 ? 1e-4 : 2e-2) * scale,
+                 dtype_name(t));
+    }
+  }
+}
+
 // A compiled training step's gradients on the device (tests/common/device_frontend_checks.h).
 BOOST_AUTO_TEST_CASE(compiled_gradients_on_the_device) {
   if (have_device()) device_frontend_checks::compiled_gradients_on(Device::cuda(0));

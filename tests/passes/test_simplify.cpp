@@ -206,16 +206,18 @@ BOOST_AUTO_TEST_CASE(one_input_pointwise_ops_move_above_reshapes_that_split_dims
   const NodeId gelu = t.op(OpId::gelu, {split}, {std::string("tanh")});
   const NodeId back = t.op(OpId::reshape, {gelu}, {SymShape{s0 * 3, 8}});
   const NodeId y = t.in(DType::f32, {4, 6}, "y");
-  const NodeId unit = t.op(OpId::cast, {t.op(OpId::reshape, {y}, {SymShape{4, 1, 6}})}, {DType::bf16});  // a size-1 dim inserted
+  const NodeId unit = t.op(OpId::cast, {t.op(OpId::reshape, {y}, {SymShape{2, 2, 1, 6}})}, {DType::bf16});  // a split and a size-1 dim
+  const NodeId only_unit = t.op(OpId::cast, {t.op(OpId::reshape, {y}, {SymShape{4, 1, 6}})}, {DType::bf16});  // no split: stays
   const NodeId merge = t.op(OpId::exp, {t.op(OpId::reshape, {y}, {SymShape{24}})});       // a merge: stays
   const NodeId regroup = t.op(OpId::exp, {t.op(OpId::reshape, {y}, {SymShape{6, 4}})});  // neither: stays
-  const Graph& g = t.out({back, split, unit, merge, regroup});
+  const Graph& g = t.out({back, split, unit, merge, regroup, only_unit});
   const Graph d = simplify_dce(g);  // checked: the same results on the reference interpreter
   const auto& o = d.outputs();
   BOOST_TEST((d.node(o[0]).op == OpId::gelu && d.node(o[0]).inputs[0] == d.inputs()[1]), d.str());
   BOOST_TEST((d.node(o[2]).op == OpId::reshape && d.node(d.node(o[2]).inputs[0]).op == OpId::cast), d.str());
   BOOST_TEST((d.node(o[3]).op == OpId::exp && d.node(d.node(o[3]).inputs[0]).op == OpId::reshape), d.str());
   BOOST_TEST((d.node(o[4]).op == OpId::exp && d.node(d.node(o[4]).inputs[0]).op == OpId::reshape), d.str());
+  BOOST_TEST((d.node(o[5]).op == OpId::cast && d.node(d.node(o[5]).inputs[0]).op == OpId::reshape), d.str());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

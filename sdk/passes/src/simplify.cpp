@@ -19,12 +19,16 @@
 //   sum/mean/max/min/prod(x) over dims of static size 1  -> x, or reshape(x) without those dims
 //     (a gather's gradient sums over its index's size-1 dim: as a reduction kernel of one element
 //     per output it took 124 ms of a GPT-2 training step on an H200)
-//   unary(reshape(x, s))                         -> reshape(unary(x), s) when s only splits x's dims
+//   unary(reshape(x, s))                         -> reshape(unary(x), s) when s splits x's dims
 //     (a one-input pointwise op commutes with any reshape; moved above a split it is computed in
 //     its producer's shape: GPT-2's GELU reads a [B*T, 4C] gemm viewed as [B, T, 4C], and only in
 //     the gemm's shape can it join the gemm's epilogue; the view back to [B*T, 4C] for the next
 //     gemm then composes with the moved reshape to nothing. Not above a merge of dims: a
-//     computed value whose dims are merged is stored first, which the unary's reader did not need)
+//     computed value whose dims are merged is stored first, which the unary's reader did not need.
+//     Not above a reshape that only inserts or drops size-1 dims: a depthwise convolution's
+//     f32 sum [.., C, 1] cast to bf16 after dropping its last dim is stored, for a layer norm's
+//     passes, in the norm's shape [.., C]; cast before, it was stored as [.., C, 1], which the
+//     norm's row kernel does not take as its prologue: one more kernel per block)
 //
 // A "1" or "0" is a `full` or a small constant holding only that value, possibly seen through
 // layout ops. Every rewrite to x is made only when the node's dtype, device and sizes are x's:
@@ -53,18 +57,25 @@ bool exact_cast(DType from, DType to) {
   }
 }
 
-// Whether reshaping `from` to `to` only splits dims (each dim of `from` is the product of a run
-// of consecutive dims of `to`; size-1 dims may be inserted anywhere).
+// Whether reshaping `from` to `to` splits a dim in two or more of size > 1, and does nothing
+// else but split dims (each dim of `from` the product of a run of consecutive dims of `to`) and
+// insert or drop size-1 dims.
 bool splits_dims(const SymShape& from, const SymShape& to) {
   size_t k = 0;
+  bool split = false;
   for (const SymInt& s : from) {
     SymInt product = 1;
-    while (!(product == s) && k < to.size()) product = product * to[k++];
+    int parts = 0;
+    while (!(product == s) && k < to.size()) {
+      parts += to[k] == 1 ? 0 : 1;
+      product = product * to[k++];
+    }
     if (!(product == s)) return false;
+    split = split || parts >= 2;
   }
   for (; k < to.size(); ++k)
     if (!(to[k] == 1)) return false;
-  return true;
+  return split;
 }
 
 bool is_identity(const std::vector<int64_t>& perm) {

@@ -231,13 +231,15 @@ void scatter_kernel(const KernelArgs& a) {
   for (size_t d = 0; d < x.sizes.size(); ++d)
     KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], op, ": index ", sizes_str(index.sizes),
                " is larger than x ", sizes_str(x.sizes), " at dim ", d);
-  enum class Fold { write, add, max, min, mul } fold = Fold::write;
-  if (a.op == OpId::scatter_add) fold = Fold::add;
+  // How a src value meets the element it reaches: written over it (scatter), added (scatter_add)
+  // or folded by scatter_reduce's reduction.
+  const bool write = a.op == OpId::scatter, add = a.op == OpId::scatter_add;
+  ScatterReduction reduction = ScatterReduction::prod;
   if (a.op == OpId::scatter_reduce) {
     const std::string& reduce = a.attrs.s(attr_slot(a.op, "reduce"));
     const auto r = parse_scatter_reduction(reduce);
     KILN_CHECK(r, op, ": unknown reduce \"", reduce, "\"");
-    fold = *r == ScatterReduction::amax ? Fold::max : *r == ScatterReduction::amin ? Fold::min : Fold::mul;
+    reduction = *r;
   }
   copy_elements(x, a.out);
   std::vector<int64_t> out_strides = a.out.strides;  // y at the index's position, dim `dim` added per element
@@ -247,23 +249,25 @@ void scatter_kernel(const KernelArgs& a) {
   // Floats fold in double and round once (kernels fold f16/bf16 in f32 and round once too); a
   // NaN on either side of a maximum or minimum is kept, as the maximum and minimum ops do.
   std::vector<double> acc;
-  if (fold != Fold::write && is_floating(t))
+  if (!write && is_floating(t))
     for (int64_t k = 0; k < a.out.numel(); ++k) acc.push_back(load_float(out.at(k), t, DType::f64));
   auto fold_float = [&](double y, double v) {
-    switch (fold) {
-      case Fold::add: return y + v;
-      case Fold::mul: return y * v;
-      case Fold::max: return std::isnan(y) || std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : std::max(y, v);
-      default: return std::isnan(y) || std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : std::min(y, v);
+    if (add) return y + v;
+    switch (reduction) {
+      case ScatterReduction::prod: return y * v;
+      case ScatterReduction::amax: return std::isnan(y) || std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : std::max(y, v);
+      case ScatterReduction::amin: return std::isnan(y) || std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : std::min(y, v);
     }
+    return y;
   };
   auto fold_int = [&](int64_t y, int64_t v) {
-    switch (fold) {
-      case Fold::add: return wrap_add(y, v);
-      case Fold::mul: return wrap_mul(y, v);
-      case Fold::max: return std::max(y, v);
-      default: return std::min(y, v);
+    if (add) return wrap_add(y, v);
+    switch (reduction) {
+      case ScatterReduction::prod: return wrap_mul(y, v);
+      case ScatterReduction::amax: return std::max(y, v);
+      case ScatterReduction::amin: return std::min(y, v);
     }
+    return y;
   };
   int64_t position = 0;
   for_each_index<3>(index.sizes, {out_strides, index.strides, src.strides}, [&](const std::array<int64_t, 3>& o) {
@@ -271,7 +275,7 @@ void scatter_kernel(const KernelArgs& a) {
     KILN_CHECK(i >= 0 && i < x.sizes[dim], op, ": index ", i, " (at element ", position,
                " of the index) is out of range for dim ", dim, " of size ", x.sizes[dim]);
     const int64_t at = o[0] + i * a.out.strides[dim];  // (the output is contiguous)
-    if (fold == Fold::write)
+    if (write)
       std::memcpy(out.at(at), from.at(o[2]), static_cast<size_t>(out.itemsize));
     else if (is_floating(t))
       acc[static_cast<size_t>(at)] = fold_float(acc[static_cast<size_t>(at)], load_float(from.at(o[2]), t, DType::f64));

@@ -1191,6 +1191,19 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(conv({A(t, {1, 2, 4, 5, 4}), A(t, {3, 2, 2, 3, 2})}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, "3-D"));
         cs.push_back(conv({A(t, {2, 4, 6, 6}, Domain::normal, Layout::permuted), A(t, {5, 4, 3, 3})}, {1, 1}, {0, 0, 0, 0},
                           {1, 1}, 1, "strided input"));
+        // Windows that tile x (kernel = stride, no pads): a linear layer over x's patches.
+        cs.push_back(core(conv({A(t, {2, 3, 8, 8}), A(t, {5, 3, 4, 4}), A(t, {5})}, {4, 4}, {0, 0, 0, 0}, {1, 1}, 1,
+                               "4x4, stride 4: a patch embedding")));
+        cs.push_back(conv({A(t, {1, 4, 9, 7}), A(t, {6, 4, 2, 2})}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1,
+                          "2x2, stride 2, the last row and column outside every window"));
+        cs.push_back(conv({A(t, {2, 3, 6, 8}), A(t, {4, 3, 3, 2}), A(t, {4})}, {3, 2}, {0, 0, 0, 0}, {1, 1}, 1, "3x2, stride 3x2"));
+        cs.push_back(conv({A(t, {2, 3, 11}), A(t, {4, 3, 5})}, {5}, {0, 0}, {1}, 1, "1-D, stride 5 = kernel"));
+        cs.push_back(conv({A(t, {1, 2, 4, 4, 5}), A(t, {3, 2, 2, 2, 2})}, {2, 2, 2}, {0, 0, 0, 0, 0, 0}, {1, 1, 1}, 1,
+                          "3-D, 2x2x2 windows tiling x"));
+        cs.push_back(conv({A(t, {2, 3, 8, 8}, Domain::normal, Layout::permuted), A(t, {5, 3, 2, 2})}, {2, 2}, {0, 0, 0, 0},
+                          {1, 1}, 1, "tiling windows of a strided input"));
+        sym.push_back(conv({A(t, {-1, 3, 8, 8}), A(t, {5, 3, 4, 4}), A(t, {5})}, {4, 4}, {0, 0, 0, 0}, {1, 1}, 1,
+                           "tiling windows, symbolic batch"));
         sym.push_back(core(conv({A(t, {-1, 4, 6, 6}), A(t, {5, 4, 3, 3}), A(t, {5})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1,
                                 "symbolic batch")));
         sym.push_back(conv({A(t, {-1, 4, 6, 6}), A(t, {4, 1, 3, 3})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, "depthwise, symbolic batch"));
@@ -1212,6 +1225,13 @@ std::vector<Batch> composite_cases(OpId op) {
         cs.push_back(conv({A(t, {2, 5, 5, 8}), A(t, {3, 1, 1, 8})}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, "1x1, stride 2"));
         cs.push_back(conv({A(t, {2, 10, 3}), A(t, {4, 3, 3}), A(t, {4})}, {2}, {1, 1}, {1}, 1, "1-D"));
         cs.push_back(conv({A(t, {1, 4, 5, 4, 2}), A(t, {3, 2, 3, 2, 2})}, {1, 1, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 1}, 1, "3-D"));
+        cs.push_back(core(conv({A(t, {2, 8, 8, 3}), A(t, {5, 4, 4, 3}), A(t, {5})}, {4, 4}, {0, 0, 0, 0}, {1, 1}, 1,
+                               "4x4, stride 4: a patch embedding")));
+        cs.push_back(conv({A(t, {1, 9, 7, 4}), A(t, {6, 2, 2, 4})}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1,
+                          "2x2, stride 2, the last row and column outside every window"));
+        cs.push_back(conv({A(t, {2, 11, 3}), A(t, {4, 5, 3})}, {5}, {0, 0}, {1}, 1, "1-D, stride 5 = kernel"));
+        sym.push_back(conv({A(t, {-1, 8, 8, 3}), A(t, {5, 4, 4, 3}), A(t, {5})}, {4, 4}, {0, 0, 0, 0}, {1, 1}, 1,
+                           "tiling windows, symbolic batch"));
         sym.push_back(core(conv({A(t, {-1, 6, 6, 4}), A(t, {5, 3, 3, 4}), A(t, {5})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1,
                                 "symbolic batch")));
         sym.push_back(conv({A(t, {-1, 6, 6, 4}), A(t, {4, 3, 3, 1})}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, "depthwise, symbolic batch"));

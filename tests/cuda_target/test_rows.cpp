@@ -105,8 +105,7 @@ BOOST_AUTO_TEST_CASE(short_rows_share_blocks_and_match_the_reference) {
 // in the layer norm's row kernel over the channels) after a strided stem and its norm, some 60
 // loads an element (a scalar weight per tap and channel, an input vector per tap and 4
 // channels). The row kernel matches the reference for channel counts that give segments of 4 to
-// 32 lanes, f16 and bf16 (the layout that makes the taps and the norm one kernel; in f32
-// without TF32 the graph stays channels first).
+// 32 lanes, f16 and bf16 (channels last: the layout that makes the taps and the norm one kernel).
 BOOST_AUTO_TEST_CASE(depthwise_taps_in_a_norms_row_kernel_match_the_reference) {
   const config::Patch channels_last{{"cuda.channels_last", true}};
   using V = std::vector<int64_t>;

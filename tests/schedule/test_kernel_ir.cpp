@@ -376,14 +376,18 @@ BOOST_AUTO_TEST_CASE(convolutions_are_kernels_where_the_target_convolves) {
   BOOST_TEST(std::count(decomposed.begin(), decomposed.end(), "matmul") == 1);
 }
 
-// Even where the target convolves, two kinds decompose: a depthwise convolution is a sum over
+// Even where the target convolves, three kinds decompose: a depthwise convolution is a sum over
 // its taps that fuses with its epilogue into one kernel reading x in place (im2col would copy x
-// once per tap), and a 1x1 one of unit stride, no pads and one group is a gemm over x as it is.
-// A strided 1x1 one stays the library's (its windows would be a copy).
+// once per tap), a 1x1 one of unit stride, no pads and one group is a gemm over x as it is, and
+// one whose windows tile x (kernel = stride, no pads) over channels that are not a multiple of 8
+// (a patch embedding over an image's 3) a gemm over x's patches. A strided 1x1 one stays the
+// library's (its windows would be a copy), as do windows that overlap, leave gaps or reach into
+// pads, and tiling windows over 8 or 16 channels (the library reads x once; the gemm would copy it).
 BOOST_AUTO_TEST_CASE(depthwise_and_pointwise_convolutions_decompose_where_the_target_convolves) {
-  auto kinds_of = [](std::vector<int64_t> w_sizes, int64_t groups, std::vector<int64_t> strides, std::vector<int64_t> pads) {
+  auto kinds_of = [](std::vector<int64_t> w_sizes, int64_t groups, std::vector<int64_t> strides, std::vector<int64_t> pads,
+                     int64_t channels = 8) {
     Graph g;
-    const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(2), SymInt(8), SymInt(10), SymInt(10)}, {}}, "x");
+    const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(2), SymInt(channels), SymInt(10), SymInt(10)}, {}}, "x");
     SymShape ws;
     for (int64_t s : w_sizes) ws.push_back(SymInt(s));
     const NodeId w = g.add_input(TensorMeta{DType::f32, Device::cpu(), ws, {}}, "w");
@@ -406,6 +410,16 @@ BOOST_AUTO_TEST_CASE(depthwise_and_pointwise_convolutions_decompose_where_the_ta
   BOOST_TEST(std::count(pointwise.begin(), pointwise.end(), "convolution") == 0);
   BOOST_TEST(kinds_of({12, 8, 1, 1}, 1, {2, 2}, {0, 0, 0, 0}) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
   BOOST_TEST(kinds_of({8, 1, 11, 11}, 8, {1, 1}, {5, 5, 5, 5}) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  for (const std::vector<int64_t>& tiling : {std::vector<int64_t>{12, 3, 2, 2}, std::vector<int64_t>{12, 3, 5, 2}}) {
+    const K patches = kinds_of(tiling, 1, {tiling[2], tiling[3]}, {0, 0, 0, 0}, 3);
+    BOOST_TEST(std::count(patches.begin(), patches.end(), "matmul") == 1);
+    BOOST_TEST(std::count(patches.begin(), patches.end(), "convolution") == 0);
+  }
+  BOOST_TEST(kinds_of({12, 8, 2, 2}, 1, {2, 2}, {0, 0, 0, 0}) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds_of({12, 3, 2, 2}, 1, {2, 2}, {1, 1, 1, 1}, 3) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds_of({12, 3, 3, 3}, 1, {2, 2}, {0, 0, 0, 0}, 3) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds_of({12, 3, 2, 2}, 1, {3, 3}, {0, 0, 0, 0}, 3) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  BOOST_TEST(kinds_of({12, 3, 2, 2}, 2, {2, 2}, {0, 0, 0, 0}, 6) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

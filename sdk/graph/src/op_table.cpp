@@ -975,6 +975,24 @@ constexpr int64_t kMaxFoldedTaps = 49;
 
 }  // namespace
 
+bool convolution_tiles_input(const Attrs& a, std::span<const SymInt> x_spatial, std::span<const SymInt> w_sizes) {
+  const std::vector<int64_t>& strides = a.ints(0);
+  const std::vector<int64_t>& pads = a.ints(1);
+  const std::vector<int64_t>& dil = a.ints(2);
+  const size_t n = x_spatial.size();
+  if (a.i(3) != 1 || w_sizes.size() != n + 2 || strides.size() != n || dil.size() != n || pads.size() != 2 * n) return false;
+  bool wider = false;
+  for (size_t d = 0; d < n; ++d) {
+    const SymInt& k = w_sizes[2 + d];
+    if (!k.is_static() || !x_spatial[d].is_static() || k.hint() != strides[d] || dil[d] != 1 || k.hint() > x_spatial[d].hint())
+      return false;
+    wider = wider || k.hint() > 1;
+  }
+  for (int64_t p : pads)
+    if (p != 0) return false;
+  return wider;
+}
+
 bool convolution_folds_taps(std::span<const SymInt> w_sizes) {
   int64_t taps = 1;
   for (size_t d = 2; d < w_sizes.size(); ++d) taps *= w_sizes[d].hint();
@@ -1039,8 +1057,11 @@ NodeId depthwise_fold(Builder& b, NodeId x, NodeId w, const PoolWindows& win, in
 
 // The windows of x as columns and one matmul per group (im2col): x padded and unfolded into its
 // P = prod(K) taps per output position [N, C, *K, *O] (window_patches), read as
-// [N, g, C/g * P, L] (L = prod(O)), multiplied by w as [g, M/g, C/g * P]. Targets with a convolution kernel of
-// their own keep the op (schedule::Target::convolution).
+// [N, g, C/g * P, L] (L = prod(O)), multiplied by w as [g, M/g, C/g * P]: y comes out channels
+// first, as its readers take it (a ConvNeXt's depthwise convolution after the stem read a
+// channels-last product 4x slower). Windows that tile x (a patch embedding) unfold as views, so
+// their columns are one copy of x. Depthwise ones are a sum over their taps (depthwise_fold).
+// Targets with a convolution kernel of their own keep the others (schedule::Target::convolution).
 // A convolution's windows over x[N, C, *S] for w[M, C/groups, *K] (channels-first sizes).
 PoolWindows convolution_windows(const SymShape& x, const SymShape& w, const Attrs& a) {
   const size_t n = x.size() - 2;
@@ -1055,6 +1076,40 @@ PoolWindows convolution_windows(const SymShape& x, const SymShape& w, const Attr
   }
   return PoolWindows{kernel, strides, dil, {pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n)},
                      {pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end()}, osz, std::vector<int64_t>(n, 0)};
+}
+
+// A channels-last convolution whose windows tile x (convolution_tiles_input) as one linear
+// layer over its windows as rows: x [N, *S, C] cropped to whole windows, viewed as
+// [N, O1, K1, .., On, Kn, C], permuted to [N, *O, *K, C] and read as [N, *O, P * C] (each row
+// one window, in the order of the weight's [M, *K, C] flattened); the product [N, *O, M] is y as
+// it lies.
+NodeId tiled_convolution_channels_last(Builder& b, std::span<const NodeId> in, const PoolWindows& win, DType t, int64_t m) {
+  NodeId x = b.cast(in[0], t);
+  const SymShape xs = b.meta(x).sizes;
+  const size_t n = win.kernel.size();
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t whole = win.out[d] * win.kernel[d];
+    if (xs[1 + d].hint() != whole) x = b.add(OpId::slice, {x}, {static_cast<int64_t>(1 + d), int64_t{0}, whole, int64_t{1}});
+  }
+  SymShape split{xs[0]}, rows{xs[0]};
+  std::vector<int64_t> perm{0};
+  int64_t p = 1;
+  for (size_t d = 0; d < n; ++d) {
+    split.push_back(SymInt(win.out[d]));
+    split.push_back(SymInt(win.kernel[d]));
+    rows.push_back(SymInt(win.out[d]));
+    perm.push_back(static_cast<int64_t>(1 + 2 * d));  // O_d
+    p *= win.kernel[d];
+  }
+  for (size_t d = 0; d < n; ++d) perm.push_back(static_cast<int64_t>(2 + 2 * d));  // K_d
+  split.push_back(xs.back());
+  perm.push_back(static_cast<int64_t>(1 + 2 * n));  // C
+  rows.push_back(xs.back() * SymInt(p));
+  const NodeId windows = b.add(OpId::permute, {b.add(OpId::reshape, {x}, {split})}, {perm});
+  std::vector<NodeId> lin{b.add(OpId::reshape, {windows}, {rows}),
+                          b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{SymInt(m), rows.back()}})};
+  if (in.size() > 2) lin.push_back(b.cast(in[2], t));
+  return b.add(OpId::linear, lin);
 }
 
 NodeId decompose_convolution(Graph& g, std::span<const NodeId> in, const Attrs& a) {
@@ -1114,7 +1169,8 @@ std::vector<int64_t> to_last_perm(int64_t r) {
 // Channels last: a 1x1 convolution of unit stride, no pads and one group is a linear layer over
 // x's channels as they lie (one gemm over every position); a depthwise one folds its taps along
 // the channel dim, each output position's channels side by side (coalesced where the
-// channels-first fold reads the spatial dims); any other is the channels-first convolution
+// channels-first fold reads the spatial dims); one whose windows tile x a linear layer over its
+// windows as rows (tiled_convolution_channels_last); any other is the channels-first convolution
 // between permutes (targets that run convolutions themselves keep the op:
 // schedule::Target::runs_convolution).
 NodeId decompose_convolution_channels_last(Graph& g, std::span<const NodeId> in, const Attrs& a) {
@@ -1157,6 +1213,7 @@ NodeId decompose_convolution_channels_last(Graph& g, std::span<const NodeId> in,
     if (in.size() > 2) y = b.add(OpId::add, {y, b.cast(in[2], acc)});
     return b.cast(y, t);
   }
+  if (convolution_tiles_input(a, std::span(xs).subspan(2), ws)) return tiled_convolution_channels_last(b, in, win, t, m);
   std::vector<NodeId> args{b.add(OpId::permute, {in[0]}, {to_first_perm(r)}), b.add(OpId::permute, {in[1]}, {to_first_perm(r)})};
   if (in.size() > 2) args.push_back(in[2]);
   return b.add(OpId::permute, {b.add(OpId::convolution, args, a)}, {to_last_perm(r)});

@@ -309,16 +309,22 @@ double transposed_elements(const Graph& g) {
 std::pair<Graph, bool> decompose_with_layout(const Graph& in, const Target& target) {
   // By permutes only where the library runs every convolution it takes on tensor cores: cuDNN's
   // f32 NHWC kernels without TF32 are slow (input gradients of 29-36 ms each in ResNet-50's step).
-  bool library = false, tensor_cores = true;
+  // A convolution whose windows tile x that the library leaves (over an image's channels) is a
+  // gemm over its patches, which reads either layout alike: it leaves the choice to the permutes.
+  bool convolutions = false, tensor_cores = true;
   if (target.convolution && target.channels_last)
-    for (const Node& n : in.nodes())
-      if ((n.op == OpId::convolution || n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) &&
-          target.runs_convolution(in, n)) {
-        library = true;
+    for (const Node& n : in.nodes()) {
+      if (n.op != OpId::convolution && n.op != OpId::convolution_input_grad && n.op != OpId::convolution_weight_grad) continue;
+      if (target.runs_convolution(in, n)) {
+        convolutions = true;
         const DType t = n.meta.dtype;
         tensor_cores = tensor_cores && (t == DType::f16 || t == DType::bf16 || (t == DType::f32 && target.channels_last_f32));
+      } else if (n.op == OpId::convolution &&
+                 convolution_tiles_input(n.attrs, std::span(in.node(n.inputs[0]).meta.sizes).subspan(2), in.node(n.inputs[1]).meta.sizes)) {
+        convolutions = true;
       }
-  if (!library) return {decompose_for(in, target, false), false};
+    }
+  if (!convolutions) return {decompose_for(in, target, false), false};
   if (library_convolutions_dominate(in, target)) return {decompose_for(in, target, true), true};
   if (!tensor_cores) return {decompose_for(in, target, false), false};
   Graph first = decompose_for(in, target, false);

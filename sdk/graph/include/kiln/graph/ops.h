@@ -261,6 +261,15 @@ std::span<const OpDef> all_ops();
 // with a convolution library of its own leaves these to the fused kernel.
 bool convolution_folds_taps(std::span<const SymInt> w_sizes);
 
+// Whether a convolution's windows tile its input: every kernel dim equals its stride, some is
+// over 1, no pads, no dilation, one group, static spatial sizes (the patch embeddings of ViT,
+// Swin and ConvNeXt, ConvNeXt's downsampling). Such a convolution is one gemm over x's patches,
+// which a reshape and a permute of x give (the rows past the last whole window cropped): one
+// copy of x, then the gemm and its epilogues (a target with a convolution library leaves it
+// these where its own kernels do worse: schedule::Target::runs_convolution). x_spatial and
+// w_sizes in channels-first order (w[M, C/groups, *K]).
+bool convolution_tiles_input(const Attrs& a, std::span<const SymInt> x_spatial, std::span<const SymInt> w_sizes);
+
 // Which operand a convolution kernel computes from the other two (plan::PlanConvolution,
 // schedule::Convolution): y = conv(x, w) (the forward), x's gradient from y's and w
 // (convolution_input_grad: the buffer x holds gx, y holds gy) or w's from x and y's

@@ -81,8 +81,9 @@ struct Target {
   bool fuses_attention(const Graph& g, const Node& n) const;
   // The target convolves through a library of its own (CUDA: cuDNN): a convolution of f32, f16
   // or bf16 over 1 to 3 spatial dims stays one kernel (KernelKind::convolution) instead of being
-  // decomposed into its windows and a matmul like on every other target; depthwise and
-  // unit-stride 1x1 ones still decompose (a fused sum over taps; a gemm reading x in place).
+  // decomposed into its windows and a matmul like on every other target; depthwise, unit-stride
+  // 1x1 and tiling ones over an image's few channels still decompose (a fused sum over taps; a
+  // gemm reading x in place; a gemm over x's patches).
   bool convolution = false;
   bool runs_convolution(const Graph& g, const Node& n) const;
   // Convolutions run channels last (the library's fastest kernels take NHWC operands): the

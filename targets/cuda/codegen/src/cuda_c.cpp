@@ -1070,19 +1070,16 @@ bool fuse_gemm_epilogue(const Kernel& k, const schedule::Schedule& s, const Code
   // out contiguous over [m, n]
   if (!(st.index.offset == 0) || !(st.index.coeffs[1] == 1) || !(st.index.coeffs[0] == k.domain[1])) return false;
   int32_t v = st.value;
-  std::string epilogue = "bias";
-  if (at(v).kind == InstrKind::pointwise && at(v).op == OpId::gelu) {
+  const bool gelu = at(v).kind == InstrKind::pointwise && at(v).op == OpId::gelu;
+  if (gelu) {
     if (at(v).attrs.s(0) != "tanh" || at(v).dtype != t) return false;
-    epilogue = "gelu_bias";
     v = at(v).args[0];
   }
   auto is_product = [&](const Instr& l) {
     return l.kind == InstrKind::load && l.dtype == t && buf(l.buffer).dtype == t && l.buffer == k.gemm->c && l.index == st.index;
   };
   int32_t bias = -1;
-  if (epilogue == "gelu_bias" && is_product(at(v))) {
-    epilogue = "gelu";  // gelu_tanh(c): no bias to add
-  } else {
+  if (!(gelu && is_product(at(v)))) {  // else gelu_tanh(c): no bias to add
     const Instr& add = at(v);
     if (add.kind != InstrKind::pointwise || add.op != OpId::add || add.dtype != t) return false;
     bool product = false;
@@ -1103,7 +1100,7 @@ bool fuse_gemm_epilogue(const Kernel& k, const schedule::Schedule& s, const Code
   };
   for (int32_t b : {k.gemm->a, k.gemm->b, bias})
     if (b >= 0 && memory(b) == memory(st.buffer)) return false;
-  g.epilogue = epilogue;
+  g.epilogue = !gelu ? "bias" : bias >= 0 ? "gelu_bias" : "gelu";
   g.bias = bias;
   g.c = st.buffer;
   return true;

@@ -134,13 +134,27 @@ BOOST_AUTO_TEST_CASE(costly_values_used_through_views_are_stored_once) {
 // back for its readers (a depthwise convolution and a residual add): the value is stored in the
 // readers' order, which is its input's, so that the readers' taps are read with unit stride
 // along their fastest dim (the channels-last store made convnext's first depthwise convolution
-// read 96 elements apart: 0.98 ms where the others took 0.21, on the H200). A permute back that
-// is not the inverse keeps the value in its own order.
+// read 96 elements apart: 0.98 ms where the others took 0.21, on the H200). The input is in that
+// order when it is stored so: a graph input, a gemm's product read through a reshape (an im2col
+// patch embedding's [N, 1, C, H*W] as [N, C, H, W]), that plus a bias over the channels. A permute
+// back that is not the inverse, or an input that is itself a permuted view, keeps the value in
+// its own order.
 BOOST_AUTO_TEST_CASE(values_read_through_an_undone_permute_are_stored_in_the_inputs_order) {
+  enum class Source { input, gemm, gemm_plus_bias, permuted_input };
   // The node realized for the value the two readers share: "exp" (its own order) or "permute".
-  auto realized = [](std::vector<int64_t> back) {
+  auto realized = [](std::vector<int64_t> back, Source source) {
     Graph g;
-    const NodeId x = g.add_input(f32({2, 8, 6, 6}), "x");
+    NodeId x;
+    if (source == Source::input) {
+      x = g.add_input(f32({2, 8, 6, 6}), "x");
+    } else if (source == Source::permuted_input) {
+      x = g.add(OpId::permute, {g.add_input(f32({2, 6, 6, 8}), "x")}, {std::vector<int64_t>{0, 3, 1, 2}});
+    } else {
+      const NodeId w = g.add_input(f32({1, 8, 5}), "w");
+      const NodeId cols = g.add_input(f32({2, 1, 5, 36}), "cols");
+      x = g.add(OpId::reshape, {g.add(OpId::matmul, {w, cols}, {})}, {std::vector<SymInt>{2, 8, 6, 6}});
+      if (source == Source::gemm_plus_bias) x = g.add(OpId::add, {x, g.add_input(f32({8, 1, 1}), "bias")}, {});
+    }
     NodeId v = g.add(OpId::permute, {x}, {std::vector<int64_t>{0, 2, 3, 1}});
     for (int i = 0; i < 3; ++i) v = g.add(OpId::exp, {v}, {});
     const NodeId p = g.add(OpId::permute, {v}, {back});
@@ -149,8 +163,11 @@ BOOST_AUTO_TEST_CASE(values_read_through_an_undone_permute_are_stored_in_the_inp
       if (d.find("used 2 times") != std::string::npos) return d.substr(d.find('(') + 1, d.find(')') - d.find('(') - 1);
     return std::string("nothing");
   };
-  BOOST_TEST(realized({0, 3, 1, 2}) == "permute");  // the input's order: x's own
-  BOOST_TEST(realized({0, 3, 2, 1}) == "exp");      // not the inverse: the value's own order
+  for (Source s : {Source::input, Source::gemm, Source::gemm_plus_bias}) {
+    BOOST_TEST(realized({0, 3, 1, 2}, s) == "permute");  // the input's order: x's own
+    BOOST_TEST(realized({0, 3, 2, 1}, s) == "exp");      // not the inverse: the value's own order
+  }
+  BOOST_TEST(realized({0, 3, 1, 2}, Source::permuted_input) == "exp");  // x lies channels last
 }
 
 // A cat of several slices of one computed value (im2col's taps of a padded input) stores the

@@ -250,10 +250,30 @@ class Fuser {
     return "%" + std::to_string(id) + " (" + std::string(op_name(s_.graph.node(id).op)) + ")";
   }
 
+  // Whether n's elements lie in memory in n's own row-major order: a stored value, a view of one
+  // that keeps that order (a gemm's [N, 1, M, H*W] product read as [N, M, H, W]), or elementwise
+  // ops over such values (that product plus a bias broadcast over the channels).
+  bool stored_in_order(NodeId n, int depth = 0) const {
+    const Graph& g = s_.graph;
+    if (ctx_.realized[static_cast<size_t>(n)]) return true;
+    const Node& node = g.node(n);
+    if (const std::optional<Layout> l = ctx_.layout(n, nullptr)) return contiguous_from_start(node.meta, *l);
+    const OpCategory cat = op_def(node.op).category;
+    if (depth >= 8 || !(cat == OpCategory::unary || cat == OpCategory::binary || cat == OpCategory::ternary)) return false;
+    bool full_size_input = false;
+    for (NodeId i : node.inputs) {
+      if (!(g.node(i).meta.sizes == node.meta.sizes)) continue;  // broadcast operands: read by index
+      if (!stored_in_order(i, depth + 1)) return false;
+      full_size_input = true;
+    }
+    return full_size_input;
+  }
+
   // Whether `base`, viewed by the chain of permutes and one-input ops from it up to `end`,
-  // computes elementwise from a stored value of its sizes read through a permute that the
-  // chain's permutes undo: then `end` holds the value in that input's order. Only unstored
-  // elementwise nodes between base and that permute count (a stored one is read as stored).
+  // computes elementwise from a value of its sizes stored in its own order (stored_in_order)
+  // read through a permute that the chain's permutes undo: then `end` holds the value in that
+  // input's order. Only unstored elementwise nodes between base and that permute count (a
+  // stored one is read as stored).
   bool reads_input_in_readers_order(NodeId base, NodeId end) const {
     const Graph& g = s_.graph;
     // The chain's permutation: end's dim i is base's dim chain[i].
@@ -284,7 +304,7 @@ class Fuser {
       if (!seen.insert(n).second || seen.size() > 64) continue;
       for (NodeId i : g.node(n).inputs) {
         const Node& in = g.node(i);
-        if (in.op == OpId::permute && ctx_.realized[static_cast<size_t>(in.inputs[0])] && in.meta.sizes == sizes) {
+        if (in.op == OpId::permute && stored_in_order(in.inputs[0]) && in.meta.sizes == sizes) {
           // in's dim j is the stored value's dim p[j]; through the chain, end's dim i is the
           // stored value's dim p[chain[i]]: the stored order when that is the identity.
           const std::vector<int64_t>& p = in.attrs.ints(0);

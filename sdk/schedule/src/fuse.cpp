@@ -962,6 +962,14 @@ class Fuser {
 };
 
 }  // namespace
+
+bool forward_convolution_tiles_input(const Graph& g, const Node& n) {
+  if (n.op != OpId::convolution && n.op != OpId::convolution_channels_last) return false;
+  const bool last = n.op == OpId::convolution_channels_last;
+  const SymShape& x = g.node(n.inputs[0]).meta.sizes;
+  const SymShape& w = g.node(n.inputs[1]).meta.sizes;
+  return convolution_tiles_input(n.attrs, std::span(last ? channels_first(x) : x).subspan(2), last ? channels_first(w) : w);
+}
 }  // namespace detail
 
 bool Target::fuses_attention(const Graph& g, const Node& n) const {
@@ -997,11 +1005,7 @@ bool Target::runs_convolution(const Graph& g, const Node& n) const {
   // in f32 (H200) and 0.06-0.13 ms for ConvNeXt's 4x4 stem in bf16 (H100), where the copy and
   // the gemm take under 0.035. Over more channels (ConvNeXt's downsampling) cuDNN reads x once
   // where the gemm would copy it first.
-  if ((n.op == OpId::convolution || n.op == OpId::convolution_channels_last) && w[1].hint() % 8 != 0) {
-    const SymShape x = detail::convolves_channels_last(n) ? channels_first(g.node(n.inputs[0]).meta.sizes)
-                                                          : g.node(n.inputs[0]).meta.sizes;
-    if (convolution_tiles_input(n.attrs, std::span(x).subspan(2), w)) return false;
-  }
+  if (w[1].hint() % 8 != 0 && detail::forward_convolution_tiles_input(g, n)) return false;
   // A gradient's pads cannot move into a pad op before it (the forward's can): the library pads
   // both ends alike.
   if (n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) {

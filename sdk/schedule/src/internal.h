@@ -164,6 +164,9 @@ inline bool convolves_channels_last(const Node& n) {
   return n.op == OpId::convolution_channels_last ||
          ((n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) && n.attrs.b(5));
 }
+// A forward convolution, either layout, whose windows tile its input (a patch embedding:
+// convolution_tiles_input over its channels-first sizes).
+bool forward_convolution_tiles_input(const Graph& g, const Node& n);
 // A gathering (or scattering) op whose index lies inside the selected dim for every size the plan
 // serves, as far as its graph shows (a constant, or arithmetic over iotas and fulls clamped into
 // range, as max pooling's gradient computes its windows): a plain gathering load (store). Any other index with a static selected dim is read at run

@@ -319,8 +319,7 @@ std::pair<Graph, bool> decompose_with_layout(const Graph& in, const Target& targ
         convolutions = true;
         const DType t = n.meta.dtype;
         tensor_cores = tensor_cores && (t == DType::f16 || t == DType::bf16 || (t == DType::f32 && target.channels_last_f32));
-      } else if (n.op == OpId::convolution &&
-                 convolution_tiles_input(n.attrs, std::span(in.node(n.inputs[0]).meta.sizes).subspan(2), in.node(n.inputs[1]).meta.sizes)) {
+      } else if (detail::forward_convolution_tiles_input(in, n)) {
         convolutions = true;
       }
     }

@@ -204,7 +204,9 @@ struct Simplifier {
     if (!splits_dims(meta(x).sizes, r.meta.sizes)) return -1;
     const Attrs shape = r.attrs;  // (r is in the node list that adding a node may move)
     const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), n.op, std::span<const NodeId>(&x, 1), n.attrs);
-    if (!m || !(m->sizes == meta(x).sizes)) return -1;
+    // The unary keeps x's sizes and gives n's dtype: the reshape of it then gives n's meta, as r
+    // did x's, so no node is added for a rewrite that the reshape's probe would refuse.
+    if (!m || !(m->sizes == meta(x).sizes) || m->dtype != n.meta.dtype || !(m->device == n.meta.device)) return -1;
     const NodeId u = out().add(n.op, {x}, n.attrs);
     return note(add(n, OpId::reshape, {u}, shape), "unary above a reshape");
   }

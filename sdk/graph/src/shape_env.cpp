@@ -89,4 +89,31 @@ int64_t ShapeEnv::specialize(const SymInt& a, std::string_view op) {
   return a.hint();
 }
 
+bool ShapeEnv::known_equal(const SymInt& a, const SymInt& b) const {
+  if (a == b) return true;
+  const SymExpr d = a.expr() - b.expr();
+  for (const ShapeFact& f : facts_) {
+    if (!f.equal) continue;
+    const SymExpr fd = f.lhs - f.rhs;
+    if (fd == d || fd == SymExpr::constant(0) - d) return true;
+  }
+  return false;
+}
+
+std::optional<std::vector<std::pair<size_t, size_t>>> reshape_split_runs(const SymShape& from, const SymShape& to,
+                                                                          const ShapeEnv& env) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  size_t k = 0;
+  for (const SymInt& s : from) {
+    const size_t first = k;
+    SymInt product = 1;
+    while (!env.known_equal(product, s) && k < to.size()) product = product * to[k++];
+    if (!env.known_equal(product, s)) return std::nullopt;
+    runs.emplace_back(first, k);
+  }
+  for (; k < to.size(); ++k)
+    if (!(to[k] == 1)) return std::nullopt;
+  return runs;
+}
+
 }  // namespace kiln

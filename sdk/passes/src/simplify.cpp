@@ -58,24 +58,15 @@ bool exact_cast(DType from, DType to) {
 }
 
 // Whether reshaping `from` to `to` splits a dim in two or more of size > 1, and does nothing
-// else but split dims (each dim of `from` the product of a run of consecutive dims of `to`) and
-// insert or drop size-1 dims.
-bool splits_dims(const SymShape& from, const SymShape& to) {
-  size_t k = 0;
-  bool split = false;
-  for (const SymInt& s : from) {
-    SymInt product = 1;
-    int parts = 0;
-    while (!(product == s) && k < to.size()) {
-      parts += to[k] == 1 ? 0 : 1;
-      product = product * to[k++];
-    }
-    if (!(product == s)) return false;
-    split = split || parts >= 2;
-  }
-  for (; k < to.size(); ++k)
-    if (!(to[k] == 1)) return false;
-  return split;
+// else but split dims and insert or drop size-1 dims.
+bool splits_dims(const SymShape& from, const SymShape& to, const ShapeEnv& env) {
+  const auto runs = reshape_split_runs(from, to, env);
+  if (!runs) return false;
+  for (const auto& [first, last] : *runs)
+    if (std::count_if(to.begin() + static_cast<std::ptrdiff_t>(first), to.begin() + static_cast<std::ptrdiff_t>(last),
+                      [](const SymInt& s) { return !(s == 1); }) >= 2)
+      return true;
+  return false;
 }
 
 bool is_identity(const std::vector<int64_t>& perm) {
@@ -201,7 +192,7 @@ struct Simplifier {
     const Node& r = node(in);
     if (r.op != OpId::reshape) return -1;
     const NodeId x = r.inputs[0];
-    if (!splits_dims(meta(x).sizes, r.meta.sizes)) return -1;
+    if (!splits_dims(meta(x).sizes, r.meta.sizes, rw.out_graph().shapes())) return -1;
     const Attrs shape = r.attrs;  // (r is in the node list that adding a node may move)
     const std::optional<TensorMeta> m = detail::probe(rw.out_graph(), n.op, std::span<const NodeId>(&x, 1), n.attrs);
     // The unary keeps x's sizes and gives n's dtype: the reshape of it then gives n's meta, as r

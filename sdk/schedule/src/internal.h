@@ -53,21 +53,12 @@ struct Layout {
   SymShape strides;
 };
 
-// Whether two sizes are equal for every value the guards allow: the same expression, or their
-// difference is one the graph's shape facts say is zero (tracing decided s0 == 4, say).
-bool sizes_equal(const SymInt& a, const SymInt& b, const ShapeEnv& env);
 // The strides `new_sizes` get when viewing a tensor of `sizes`/`strides` (torch's rule), or
 // nullopt when no strides express that reshape.
 std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes,
                                         const ShapeEnv& env);
 // True when a reshape only inserts or removes dims of size 1.
 bool reshape_is_unsqueeze(const SymShape& from, const SymShape& to);
-// When a reshape only splits dims (and inserts or removes dims of size 1): for each dim of
-// `from`, the run [first, last) of `to`'s dims whose sizes multiply to its size. Each index of
-// `from` is then an affine sum of `to`'s (a flat [n * m] read as [n, m]: i0 * m + i1), so a value
-// computed in a kernel can be read through it. nullopt when it merges dims (a division).
-std::optional<std::vector<std::pair<size_t, size_t>>> reshape_split_runs(const SymShape& from, const SymShape& to,
-                                                                          const ShapeEnv& env);
 
 // What every kernel of one schedule sees.
 struct Context {

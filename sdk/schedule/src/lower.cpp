@@ -109,33 +109,6 @@ bool reshape_is_unsqueeze(const SymShape& from, const SymShape& to) {
   return a == b;
 }
 
-std::optional<std::vector<std::pair<size_t, size_t>>> reshape_split_runs(const SymShape& from, const SymShape& to,
-                                                                          const ShapeEnv& env) {
-  std::vector<std::pair<size_t, size_t>> runs;
-  size_t k = 0;
-  for (const SymInt& s : from) {
-    const size_t first = k;
-    SymInt product = 1;
-    while (!sizes_equal(product, s, env) && k < to.size()) product = product * to[k++];
-    if (!sizes_equal(product, s, env)) return std::nullopt;
-    runs.emplace_back(first, k);
-  }
-  for (; k < to.size(); ++k)
-    if (!(to[k] == 1)) return std::nullopt;
-  return runs;
-}
-
-bool sizes_equal(const SymInt& a, const SymInt& b, const ShapeEnv& env) {
-  if (a == b) return true;
-  const SymExpr d = a.expr() - b.expr();
-  for (const ShapeFact& f : env.facts()) {
-    if (!f.equal) continue;
-    const SymExpr fd = f.lhs - f.rhs;
-    if (fd == d || fd == SymExpr::constant(0) - d) return true;
-  }
-  return false;
-}
-
 std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& new_sizes,
                                         const ShapeEnv& env) {
   SymShape out(new_sizes.size(), SymInt(0));
@@ -152,14 +125,14 @@ std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& s
     tensor_numel = tensor_numel * sizes[static_cast<size_t>(tensor_d)];
     const bool chunk_ends =
         tensor_d == 0 || (!(sizes[static_cast<size_t>(tensor_d - 1)] == 1) &&
-                          !sizes_equal(strides[static_cast<size_t>(tensor_d - 1)], tensor_numel * chunk_base_stride, env));
+                          !env.known_equal(strides[static_cast<size_t>(tensor_d - 1)], tensor_numel * chunk_base_stride));
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel.hint() < tensor_numel.hint() || new_sizes[static_cast<size_t>(view_d)] == 1)) {
       out[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
       view_numel = view_numel * new_sizes[static_cast<size_t>(view_d)];
       --view_d;
     }
-    if (!sizes_equal(view_numel, tensor_numel, env)) return std::nullopt;
+    if (!env.known_equal(view_numel, tensor_numel)) return std::nullopt;
     if (tensor_d > 0) {
       chunk_base_stride = strides[static_cast<size_t>(tensor_d - 1)];
       tensor_numel = 1;

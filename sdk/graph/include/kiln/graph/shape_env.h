@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/graph/symint.h"
@@ -54,6 +56,9 @@ class ShapeEnv {
   // Forces a size to its example value and records that; throws naming `op` when the
   // size involves a symbol the user marked dynamic.
   int64_t specialize(const SymInt& a, std::string_view op);
+  // True when a == b is known without deciding anything new: the same expression, or a
+  // recorded equality fact between them. False means "not known equal", not "unequal".
+  bool known_equal(const SymInt& a, const SymInt& b) const;
 
   // Example values of all symbols, indexed by id (for evaluating hints).
   std::vector<int64_t> examples() const;
@@ -63,5 +68,12 @@ class ShapeEnv {
   std::vector<ShapeFact> facts_;
   void record(SymExpr lhs, SymExpr rhs, bool equal, std::string_view op);
 };
+
+// When reshaping `from` to `to` only splits dims (and inserts or removes dims of size 1): for
+// each dim of `from`, the run [first, last) of `to`'s dims whose sizes multiply to its size
+// (sizes compared by `env.known_equal`). Each index of `from` is then an affine sum of `to`'s (a
+// flat [n * m] read as [n, m]: i0 * m + i1). nullopt when the reshape merges dims (a division).
+std::optional<std::vector<std::pair<size_t, size_t>>> reshape_split_runs(const SymShape& from, const SymShape& to,
+                                                                          const ShapeEnv& env);
 
 }  // namespace kiln

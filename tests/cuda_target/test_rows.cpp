@@ -102,9 +102,9 @@ BOOST_AUTO_TEST_CASE(short_rows_share_blocks_and_match_the_reference) {
 }
 
 // Heavy rows: ConvNeXt's block (a 7x7 depthwise convolution, channels last, its taps computed
-// in the layer norm's row kernel over the channels) after a strided stem and its norm, some 60
-// loads an element (a scalar weight per tap and channel, an input vector per tap and 4
-// channels). The row kernel matches the reference for channel counts that give segments of 4 to
+// in the layer norm's row kernel over the channels) after a strided stem and its norm, some 25
+// loads an element (a weight vector and an input vector per tap and 4 channels: the weight is
+// stored tap-major for the kernel). The row kernel matches the reference for channel counts that give segments of 4 to
 // 32 lanes, f16 and bf16 (channels last: the layout that makes the taps and the norm one kernel).
 BOOST_AUTO_TEST_CASE(depthwise_taps_in_a_norms_row_kernel_match_the_reference) {
   const config::Patch channels_last{{"cuda.channels_last", true}};
@@ -137,9 +137,11 @@ BOOST_AUTO_TEST_CASE(depthwise_taps_in_a_norms_row_kernel_match_the_reference) {
         heavy = true;
         // Each vector is loaded just before its first use (a step's lanes and groups emitted
         // interleaved): loading all 49 taps' vectors ahead of the first product kept them all
-        // live (255 registers and spills).
+        // live (255 registers and spills). At most an input and a weight vector for each of up to
+        // 4 groups of channels come before it.
         const std::string ahead = k.source.substr(0, k.source.find(" = fmul "));
-        BOOST_TEST(kiln_test_util::count_of(ahead, "load <4 x") <= 4, what << ": the vectors loaded before the first product\n" << k.source);
+        const size_t vectors_ahead = kiln_test_util::count_of(ahead, "load <4 x");
+        BOOST_TEST(vectors_ahead <= 8, what << ": " << vectors_ahead << " vectors loaded before the first product\n" << k.source);
       }
       BOOST_TEST(heavy, what << "\n" << compiled.plan.str());
       std::mt19937_64 rng(seed++);

@@ -170,6 +170,50 @@ BOOST_AUTO_TEST_CASE(values_read_through_an_undone_permute_are_stored_in_the_inp
   BOOST_TEST(realized({0, 3, 1, 2}, Source::permuted_input) == "exp");  // x lies channels last
 }
 
+// A channels-last depthwise convolution reads its weight [C, 3, 3, 1] tap by tap along the
+// channels, 9 elements apart as the weight lies: the permute to tap-major [9, C, 1] is stored (one
+// small copy) so the taps' kernel reads each tap's weights side by side, as it reads x. A
+// permuted weight that a matmul reads, or that a reader uses once per element, stays a view.
+BOOST_AUTO_TEST_CASE(small_permuted_sources_are_stored_for_readers_that_reuse_them) {
+  auto stored_permutes = [](const Graph& g) {
+    std::vector<std::string> r;
+    for (const std::string& d : schedule::schedule_graph(g).decisions)
+      if (d.find("a small source permuted") != std::string::npos) r.push_back(d);
+    return r;
+  };
+  using V = std::vector<int64_t>;
+  {
+    Graph g;
+    const NodeId x = g.add_input(f32({2, 6, 6, 16}), "x");
+    const NodeId w = g.add_input(f32({16, 3, 3, 1}), "w");
+    g.set_outputs({g.add(OpId::convolution_channels_last, {x, w}, {V{1, 1}, V{1, 1, 1, 1}, V{1, 1}, int64_t{16}})});
+    BOOST_TEST(stored_permutes(g).size() == 1u);
+    const schedule::Schedule s = schedule::schedule_graph(g);
+    bool copy = false;
+    for (const schedule::Kernel& k : s.kernels) copy = copy || shape_str(k.domain) == "[9, 16, 1]" || shape_str(k.domain) == "[9, 16]";
+    BOOST_TEST(copy, s.str());
+  }
+  {
+    Graph g;  // a matmul reads the transposed weight in place
+    const NodeId w = g.add_input(f32({16, 9}), "w");
+    g.set_outputs({g.add(OpId::matmul, {g.add_input(f32({64, 9}), "x"), g.add(OpId::permute, {w}, {V{1, 0}})}, {})});
+    BOOST_TEST(stored_permutes(g).empty());
+  }
+  {
+    Graph g;  // each element read once: a copy first would only add one
+    const NodeId w = g.add_input(f32({16, 9}), "w");
+    g.set_outputs({g.add(OpId::exp, {g.add(OpId::permute, {w}, {V{1, 0}})}, {})});
+    BOOST_TEST(stored_permutes(g).empty());
+  }
+  {
+    Graph g;  // a permute that keeps the innermost dim in place reads it with unit stride already
+    const NodeId w = g.add_input(f32({4, 9, 16}), "w");
+    const NodeId p = g.add(OpId::permute, {w}, {V{1, 0, 2}});
+    g.set_outputs({g.add(OpId::mul, {g.add_input(f32({64, 9, 4, 16}), "x"), p}, {})});
+    BOOST_TEST(stored_permutes(g).empty());
+  }
+}
+
 // A cat of several slices of one computed value (im2col's taps of a padded input) stores the
 // value once and reads the slices through it, instead of storing each slice: one buffer, not
 // one per tap. A slice reading little of a large value is stored alone.

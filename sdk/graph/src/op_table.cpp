@@ -1197,11 +1197,15 @@ NodeId decompose_convolution_channels_last(Graph& g, std::span<const NodeId> in,
     const int64_t mult = m / groups;
     int64_t p = 1;
     for (int64_t k : win.kernel) p *= k;
-    const NodeId wk = b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{groups, mult, p}});  // [M, *K, 1] -> [g, M/g, P]
+    // [M, *K, 1] -> [g, M/g, P] -> [P, g, M/g]: each tap's weights side by side along the
+    // channels, as the taps lie, so a kernel reads them as it reads x (the scheduler stores a
+    // small weight so permuted: Fuser's permuted_small_source).
+    const NodeId wk = b.add(OpId::permute, {b.add(OpId::reshape, {b.cast(in[1], t)}, {SymShape{groups, mult, p}})},
+                            {std::vector<int64_t>{2, 0, 1}});
     NodeId sum = -1;
     int64_t k = 0;
     for (NodeId tap : window_taps(b, b.cast(in[0], t), win, 0.0, true)) {
-      const NodeId wt = b.add(OpId::reshape, {b.add(OpId::slice, {wk}, {int64_t{2}, k, k + 1, int64_t{1}})}, {SymShape{groups, mult}});
+      const NodeId wt = b.add(OpId::reshape, {b.add(OpId::slice, {wk}, {int64_t{0}, k, k + 1, int64_t{1}})}, {SymShape{groups, mult}});
       const NodeId term = b.add(OpId::mul, {b.cast(b.add(OpId::unsqueeze, {tap}, {r}), acc), b.cast(wt, acc)});
       sum = sum < 0 ? term : b.add(OpId::add, {sum, term});
       ++k;

@@ -13,6 +13,7 @@
 //                                                            -> permute(pointwise(a, b'), p)
 //   reduction(permute(a, p), dims)                           -> permute(reduction(a, p(dims)), q)
 //   slice(permute(a, p), d), pad(permute(a, p))              -> permute(slice(a, p[d])), permute(pad(a))
+//                                                               (not a slice of a permuted input or constant)
 //   permute(a, p) moving only size-1 dims                    -> reshape(a)
 //   pointwise(expand(a), small b | 0-d)                      -> expand(pointwise(a, b))
 // b' is a broadcast operand (smaller than the result: a bias, a squeeze-excitation scale, or
@@ -217,6 +218,21 @@ struct Sinker {
   NodeId along_dims(const Node& n, const std::vector<NodeId>& ins) {
     const std::vector<int64_t>* p = permutation(ins[0]);
     if (!p) return -1;
+    // A permute of a view of a graph input or constant (a weight, read tap by tap by a
+    // channels-last depthwise convolution) stays above its slices: one permuted value the
+    // scheduler may store once (fuse.cpp, permuted_small_source), not a slice per tap each read
+    // through its own permute. Only activations' permutes meet and cancel.
+    if (n.op == OpId::slice) {
+      NodeId v = node(ins[0]).inputs[0];
+      for (;;) {
+        const OpId op = node(v).op;
+        if (op != OpId::reshape && op != OpId::permute && op != OpId::slice && op != OpId::expand && op != OpId::squeeze &&
+            op != OpId::unsqueeze)
+          break;
+        v = node(v).inputs[0];
+      }
+      if (node(v).op == OpId::input || node(v).op == OpId::constant) return -1;
+    }
     const std::vector<int64_t> perm = *p;
     Attrs a = n.attrs;
     if (n.op != OpId::pad) {  // slice, index_select: attribute 0 is the dim

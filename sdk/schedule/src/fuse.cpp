@@ -269,6 +269,53 @@ class Fuser {
     return full_size_input;
   }
 
+  // Whether a permute is of a small source (a weight) whose innermost dim it moves, read only by
+  // elementwise ops and reductions that use each element they read many times (a channels-last depthwise
+  // convolution reads its [C, 1, 7, 7] weight as [49, C] at every position): stored permuted,
+  // each reader's loads along its fastest dim, the channels, are unit-stride (vectorised, a few
+  // cache lines a warp) instead of 49 elements apart (one scalar load and one line per channel).
+  // One small copy a call; gemm, attention and convolution operands read strides in place.
+  bool permuted_small_source(NodeId id, const std::vector<std::vector<NodeId>>& users) const {
+    const Graph& g = s_.graph;
+    const Node& node = g.node(id);
+    const std::optional<Layout> l = ctx_.layout(id, nullptr);
+    if (node.op != OpId::permute || !l || !ctx_.source[static_cast<size_t>(l->base)]) return false;
+    const SymInt numel = node.meta.numel();
+    if (!numel.is_static() || numel.hint() > (int64_t{1} << 16)) return false;
+    bool moved = false;  // the innermost dim of size > 1 is not the source's unit-stride one
+    for (size_t d = node.meta.sizes.size(); d-- > 0;) {
+      if (node.meta.sizes[d] == 1) continue;
+      moved = !(l->strides[d] == 1);
+      break;
+    }
+    if (!moved) return false;
+    // Its readers, through views and elementwise ops of about its size (a cast of the weight).
+    bool wide = false;
+    std::vector<NodeId> todo{id};
+    std::set<NodeId> seen;
+    while (!todo.empty()) {
+      const NodeId v = todo.back();
+      todo.pop_back();
+      for (NodeId u : users[static_cast<size_t>(v)]) {
+        if (!seen.insert(u).second) continue;
+        if (seen.size() > 4096) return false;
+        const Node& r = g.node(u);
+        const OpCategory cat = op_def(r.op).category;
+        const bool view = cat == OpCategory::layout && r.op != OpId::cat && r.op != OpId::pad && !gathers(r.op);
+        const bool elementwise = cat == OpCategory::unary || cat == OpCategory::binary || cat == OpCategory::ternary;
+        if (!view && !elementwise && cat != OpCategory::reduction) return false;
+        // Each element of what it reads (a tap's weights) used 16 times or more.
+        const SymInt& sz = (cat == OpCategory::reduction ? g.node(r.inputs[0]) : r).meta.numel();
+        if (!view && sz.hint() >= 16 * g.node(v).meta.numel().hint()) {
+          wide = true;
+        } else if (view || elementwise) {
+          todo.push_back(u);
+        }
+      }
+    }
+    return wide;
+  }
+
   // Whether `base`, viewed by the chain of permutes and one-input ops from it up to `end`,
   // computes elementwise from a value of its sizes stored in its own order (stored_in_order)
   // read through a permute that the chain's permutes undo: then `end` holds the value in that
@@ -328,6 +375,9 @@ class Fuser {
     depth.assign(g.size(), 0);
     for (const Node& node : g.nodes())
       for (NodeId i : node.inputs) ++uses[static_cast<size_t>(i)];
+    std::vector<std::vector<NodeId>> users(g.size());
+    for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id)
+      for (NodeId i : g.node(id).inputs) users[static_cast<size_t>(i)].push_back(id);
     const int budget = opt_.aggressive_fusion ? 16 : 4;
     auto realize_node = [&](NodeId id, const std::string& why) {
       if (ctx_.source[static_cast<size_t>(id)] || ctx_.realized[static_cast<size_t>(id)]) return;
@@ -435,6 +485,10 @@ class Fuser {
           if (!l || !contiguous_from_start(g.node(i).meta, *l) || !(g.node(l->base).meta.sizes == g.node(i).meta.sizes))
             realize_node(i, "convolution operand not contiguous, or a view of other sizes");
         }
+        continue;
+      }
+      if (permuted_small_source(id, users)) {
+        realize_node(id, "a small source permuted for its readers, who read it at every position");
         continue;
       }
       if (node.op == OpId::reshape && !ctx_.layout(id, nullptr) &&

@@ -304,6 +304,25 @@ BOOST_AUTO_TEST_CASE(gpu_gemms_copy_operands_whose_batch_dims_share_no_stride) {
   BOOST_TEST(two.kernels[0].stores.size() == 1u, two.str());
 }
 
+// A 2x2 patch embedding channels last (ConvNeXt's downsampling as a gemm): x's windows, a
+// permute merged into [N, OH, OW, 4 * C] rows that no strides express, are stored once by the
+// fusion (the merge's input) and the gemm reads them as they lie: no second copy for the GPU's
+// one batch stride.
+BOOST_AUTO_TEST_CASE(gpu_gemms_read_merged_windows_where_the_fusion_stores_them) {
+  Graph g;
+  const NodeId x = g.add(OpId::exp, {g.add_input(meta(DType::f32, {2, 6, 6, 4}), "x")}, {});
+  const NodeId split = g.add(OpId::reshape, {x}, {std::vector<SymInt>{2, 3, 2, 3, 2, 4}});
+  const NodeId windows = g.add(OpId::permute, {split}, {std::vector<int64_t>{0, 1, 3, 2, 4, 5}});
+  const NodeId rows = g.add(OpId::reshape, {windows}, {std::vector<SymInt>{2, 3, 3, 16}});
+  g.set_outputs({g.add(OpId::matmul, {rows, g.add_input(meta(DType::f32, {16, 8}), "w")}, {})});
+  const schedule::Schedule s = schedule::schedule_graph(g, schedule::Target::gpu());
+  BOOST_TEST(s.kernels.size() == 2u, s.str());  // the windows (with exp), the gemm
+  int64_t intermediate = 0;
+  for (const schedule::Buffer& b : s.buffers)
+    if (b.kind == schedule::BufferKind::intermediate) ++intermediate;
+  BOOST_TEST(intermediate == 1, s.str());
+}
+
 // A large product whose K or N leaves rows unaligned for the target's gemm
 // (Target::gemm_row_alignment) multiplies operands padded with zeros to aligned sizes, and its
 // result is sliced back; f32 products, small ones, targets that do not ask, and aligned ones stay

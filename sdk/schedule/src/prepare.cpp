@@ -51,9 +51,25 @@ NodeId view_base(const Graph& g, NodeId id) {
 
 // Whether the batch dims (all but the last two) of `id` run at one stride, its chain of views
 // read over a contiguous base (what the fusion stores a computed value as; inputs and constants
-// are their own buffers).
+// are their own buffers), and over the input of each reshape in the chain that no strides
+// express, which the fusion stores contiguous too (ConvNeXt's downsampling windows: a permute
+// of the activations merged into [N, OH, OW, 4 * C] rows is stored once, not copied again).
 bool batch_dims_share_a_stride(const Graph& g, NodeId id) {
-  const std::optional<Layout> l = source_layout(g, id, view_base(g, id));
+  std::vector<NodeId> chain;  // id, then down its views to the base
+  for (NodeId v = id;; v = g.node(v).inputs[0]) {
+    chain.push_back(v);
+    if (v == view_base(g, v)) break;
+  }
+  Context c{g, {}, {}, {}, {}};
+  c.source.assign(g.size(), false);
+  for (NodeId i = 0; i < static_cast<NodeId>(g.size()); ++i)
+    c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant || i == chain.back();
+  c.realized = c.source;
+  for (size_t k = chain.size() - 1; k-- > 0;) {
+    const Node& n = g.node(chain[k]);
+    if (n.op == OpId::reshape && !c.layout(chain[k], nullptr)) c.source[static_cast<size_t>(n.inputs[0])] = c.realized[static_cast<size_t>(n.inputs[0])] = true;
+  }
+  const std::optional<Layout> l = c.layout(id, nullptr);
   if (!l) return false;
   const SymShape& sizes = g.node(id).meta.sizes;
   std::optional<size_t> inner;  // the next batch dim inwards of more than one element

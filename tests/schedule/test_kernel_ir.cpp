@@ -443,10 +443,12 @@ BOOST_AUTO_TEST_CASE(convolutions_are_kernels_where_the_target_convolves) {
 // one whose windows tile x (kernel = stride, no pads) over channels that are not a multiple of 8
 // (a patch embedding over an image's 3) a gemm over x's patches. A strided 1x1 one stays the
 // library's (its windows would be a copy), as do windows that overlap, leave gaps or reach into
-// pads, and tiling windows over 8 or 16 channels (the library reads x once; the gemm would copy it).
+// pads, and tiling windows over 8 or 16 channels (the library reads x once; the gemm would copy it)
+// where the library runs f32 on tensor cores (Target::channels_last_f32); without them its f32
+// kernels are FMA loops as the gemm's are, and those windows are a gemm too.
 BOOST_AUTO_TEST_CASE(depthwise_and_pointwise_convolutions_decompose_where_the_target_convolves) {
   auto kinds_of = [](std::vector<int64_t> w_sizes, int64_t groups, std::vector<int64_t> strides, std::vector<int64_t> pads,
-                     int64_t channels = 8) {
+                     int64_t channels = 8, bool f32_tensor_cores = true) {
     Graph g;
     const NodeId x = g.add_input(TensorMeta{DType::f32, Device::cpu(), {SymInt(2), SymInt(channels), SymInt(10), SymInt(10)}, {}}, "x");
     SymShape ws;
@@ -456,6 +458,7 @@ BOOST_AUTO_TEST_CASE(depthwise_and_pointwise_convolutions_decompose_where_the_ta
     g.set_outputs({g.add(OpId::relu, {y}, {})});
     schedule::Target t;
     t.convolution = true;
+    t.channels_last_f32 = f32_tensor_cores;
     std::vector<std::string> kinds;
     const schedule::Schedule s = schedule::schedule_graph(g, t);
     for (const schedule::Kernel& k : s.kernels) kinds.emplace_back(schedule::kernel_kind_name(k.kind));
@@ -477,6 +480,10 @@ BOOST_AUTO_TEST_CASE(depthwise_and_pointwise_convolutions_decompose_where_the_ta
     BOOST_TEST(std::count(patches.begin(), patches.end(), "convolution") == 0);
   }
   BOOST_TEST(kinds_of({12, 8, 2, 2}, 1, {2, 2}, {0, 0, 0, 0}) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
+  const K fma = kinds_of({12, 8, 2, 2}, 1, {2, 2}, {0, 0, 0, 0}, 8, false);
+  BOOST_TEST(std::count(fma.begin(), fma.end(), "matmul") == 1);
+  BOOST_TEST(std::count(fma.begin(), fma.end(), "convolution") == 0);
+  BOOST_TEST(kinds_of({12, 8, 3, 3}, 1, {2, 2}, {0, 0, 0, 0}, 8, false) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
   BOOST_TEST(kinds_of({12, 3, 2, 2}, 1, {2, 2}, {1, 1, 1, 1}, 3) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
   BOOST_TEST(kinds_of({12, 3, 3, 3}, 1, {2, 2}, {0, 0, 0, 0}, 3) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());
   BOOST_TEST(kinds_of({12, 3, 2, 2}, 1, {3, 3}, {0, 0, 0, 0}, 3) == (K{"convolution", "pointwise"}), boost::test_tools::per_element());

@@ -1059,7 +1059,10 @@ bool Target::runs_convolution(const Graph& g, const Node& n) const {
   // in f32 (H200) and 0.06-0.13 ms for ConvNeXt's 4x4 stem in bf16 (H100), where the copy and
   // the gemm take under 0.035. Over more channels (ConvNeXt's downsampling) cuDNN reads x once
   // where the gemm would copy it first.
-  if (w[1].hint() % 8 != 0 && detail::forward_convolution_tiles_input(g, n)) return false;
+  // In f32 without tensor cores (no TF32) the library's kernels are FMA loops as the gemm's are,
+  // so over any channels (ConvNeXt's 2x2 downsamplings): then no library convolution is left to
+  // want its own layout, and the graph's permutes choose it (prepare.cpp).
+  if ((w[1].hint() % 8 != 0 || (t == DType::f32 && !channels_last_f32)) && detail::forward_convolution_tiles_input(g, n)) return false;
   // A gradient's pads cannot move into a pad op before it (the forward's can): the library pads
   // both ends alike.
   if (n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad) {

@@ -304,9 +304,9 @@ class Fuser {
         const bool view = cat == OpCategory::layout && r.op != OpId::cat && r.op != OpId::pad && !gathers(r.op);
         const bool elementwise = cat == OpCategory::unary || cat == OpCategory::binary || cat == OpCategory::ternary;
         if (!view && !elementwise && cat != OpCategory::reduction) return false;
-        // Each element of what it reads (a tap's weights) used 16 times or more.
-        const SymInt& sz = (cat == OpCategory::reduction ? g.node(r.inputs[0]) : r).meta.numel();
-        if (!view && sz.hint() >= 16 * g.node(v).meta.numel().hint()) {
+        // An elementwise reader using each element of what it reads (a tap's weights) 16 times
+        // or more; a reduction only reads it.
+        if (elementwise && r.meta.numel().hint() >= 16 * g.node(v).meta.numel().hint()) {
           wide = true;
         } else if (view || elementwise) {
           todo.push_back(u);

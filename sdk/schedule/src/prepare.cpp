@@ -28,15 +28,21 @@ bool low_precision_matmul(const Node& n) {
   return n.op == OpId::matmul && (n.meta.dtype == DType::f16 || n.meta.dtype == DType::bf16);
 }
 
-// The layout of `id` in `g` when every input and constant is a buffer and nothing else is but
-// `also` (a computed value taken as stored contiguous, as the fusion stores it).
-std::optional<Layout> source_layout(const Graph& g, NodeId id, NodeId also = -1) {
+// A context whose buffers are the inputs, the constants and `also` (a computed value taken as
+// stored contiguous, as the fusion stores it), for asking the layouts of views of them.
+Context sources_and(const Graph& g, NodeId also) {
   Context c{g, {}, {}, {}, {}};
   c.source.assign(g.size(), false);
   for (NodeId i = 0; i < static_cast<NodeId>(g.size()); ++i)
     c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant || i == also;
   c.realized = c.source;
-  return c.layout(id, nullptr);
+  return c;
+}
+
+// The layout of `id` in `g` when every input and constant is a buffer and nothing else is but
+// `also`.
+std::optional<Layout> source_layout(const Graph& g, NodeId id, NodeId also = -1) {
+  return sources_and(g, also).layout(id, nullptr);
 }
 
 // The node under a chain of views.
@@ -60,11 +66,7 @@ bool batch_dims_share_a_stride(const Graph& g, NodeId id) {
     chain.push_back(v);
     if (v == view_base(g, v)) break;
   }
-  Context c{g, {}, {}, {}, {}};
-  c.source.assign(g.size(), false);
-  for (NodeId i = 0; i < static_cast<NodeId>(g.size()); ++i)
-    c.source[static_cast<size_t>(i)] = g.node(i).op == OpId::input || g.node(i).op == OpId::constant || i == chain.back();
-  c.realized = c.source;
+  Context c = sources_and(g, chain.back());
   for (size_t k = chain.size() - 1; k-- > 0;) {
     const Node& n = g.node(chain[k]);
     if (n.op == OpId::reshape && !c.layout(chain[k], nullptr)) c.source[static_cast<size_t>(n.inputs[0])] = c.realized[static_cast<size_t>(n.inputs[0])] = true;

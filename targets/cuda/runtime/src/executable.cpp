@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -341,10 +342,11 @@ struct PlanExecutable::Impl {
 
   Bound bind(std::span<const TensorData* const> inputs);
   LaunchArgs args(size_t ki, int version, const Bound& b) const;
-  // Queues every kernel (kernel `override_kernel` as version `override_version`); with a timer,
-  // times that kernel alone; with marks, marks the timeline before each kernel and after the last.
-  void launch_all(const Bound& b, void* stream, int override_kernel = -1, int override_version = -1,
-                  Context::Timer* timer = nullptr, double* ms = nullptr, Context::Timeline* marks = nullptr);
+  // Queues the kernels before `end` (every kernel by default) as chosen; with marks, marks the
+  // timeline before each kernel and after the last.
+  void launch_all(const Bound& b, void* stream, Context::Timeline* marks = nullptr, size_t end = SIZE_MAX);
+  // Runs kernel ki alone as `version` (its library call too) on the default stream; its time in ms.
+  double time_kernel(const Bound& b, size_t ki, int version, Context::Timer& timer);
   void tune(const Bound& b);
   template <class Progress>
   void tune_libraries(const Bound& b, const std::string& problem, Context::Timer& timer, std::ostringstream& report,
@@ -617,8 +619,7 @@ LaunchArgs PlanExecutable::Impl::args(size_t ki, int version, const Bound& b) co
   return a;
 }
 
-void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override_kernel, int override_version,
-                                      Context::Timer* timer, double* ms, Context::Timeline* marks) {
+void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, Context::Timeline* marks, size_t end) {
   Context& c = *ctx;
   const plan::KernelPlan& pl = plan;
   const int dev = c.info().ordinal;
@@ -634,7 +635,7 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
                                           static_cast<size_t>(std::max<int64_t>(span, 0) * dtype_size(buf.dtype)), nullptr);
     return t;
   };
-  for (size_t ki = 0; ki < pl.kernels.size(); ++ki) {
+  for (size_t ki = 0; ki < std::min(end, pl.kernels.size()); ++ki) {
     const plan::PlanKernel& k = pl.kernels[ki];
     if (marks) marks->mark();
     if (k.kind == "reference") {
@@ -647,14 +648,20 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, int override
       if (bytes) c.copy_to_device(b.ptrs[static_cast<size_t>(k.output)], rc.data(), bytes);
       continue;
     }
-    const bool timed = timer && static_cast<int>(ki) == override_kernel;
-    if (timed) timer->start();
     if (k.gemm || k.convolution) run_library(ki, b, stream, library_algorithm[ki]);
-    LaunchArgs a = args(ki, static_cast<int>(ki) == override_kernel ? override_version : chosen[ki], b);
+    LaunchArgs a = args(ki, chosen[ki], b);
     if (a.fn && a.grid > 0) c.launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
-    if (timed) *ms = timer->stop_ms();
   }
   if (marks) marks->mark();
+}
+
+double PlanExecutable::Impl::time_kernel(const Bound& b, size_t ki, int version, Context::Timer& timer) {
+  const plan::PlanKernel& k = plan.kernels[ki];
+  timer.start();
+  if (k.gemm || k.convolution) run_library(ki, b, nullptr, library_algorithm[ki]);
+  LaunchArgs a = args(ki, version, b);
+  if (a.fn && a.grid > 0) ctx->launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, nullptr);
+  return timer.stop_ms();
 }
 
 void PlanExecutable::Impl::profiled_run(const Bound& b) {
@@ -663,7 +670,7 @@ void PlanExecutable::Impl::profiled_run(const Bound& b) {
   if (!profile)
     profile = std::make_unique<plan::KernelProfile>(plan.kernels.size(),
                                                     "cuda:" + std::to_string(ctx->info().ordinal) + " (" + ctx->info().name + ")");
-  launch_all(b, nullptr, -1, -1, nullptr, nullptr, timeline.get());
+  launch_all(b, nullptr, timeline.get());
   profile->add_call(timeline->intervals_ms());
   if (profile->report_due()) KILN_LOG(profile, profile->report(plan));
 }
@@ -742,11 +749,14 @@ void PlanExecutable::Impl::tune(const Bound& b) {
         continue;
       }
     }
-    const Timed t = time_candidates(static_cast<int>(vs.size()), options.autotune_trials, [&](int v) {
-      double ms = 0;
-      launch_all(b, nullptr, static_cast<int>(ki), v, timer.get(), &ms);
-      return ms;
-    });
+    // The kernels before it, run once from the inputs, leave its operands as a call has them (a
+    // slot it reads may since have been reused, and a kernel that updates a buffer in place
+    // changes what it reads when run again); then only it runs, once per trial. Running the whole
+    // plan per trial made a model's tuning kernels x versions x trials plans long (vit_b_16 fp32
+    // on an H100: 149 kernels, up to 12 versions each, over 3 minutes).
+    launch_all(b, nullptr, nullptr, ki);
+    const Timed t = time_candidates(static_cast<int>(vs.size()), options.autotune_trials,
+                                    [&](int v) { return time_kernel(b, ki, v, *timer); });
     const int best = t.best;
     chosen[ki] = best;
     report << describe(best) << ", " << t.best_ms << " ms (medians in ms of the versions: " << t.medians << ")\n";

@@ -351,7 +351,8 @@ BOOST_AUTO_TEST_CASE(mode_contents) {
   BOOST_TEST((config::mode_options("max-autotune") == Map{{"max_autotune", true},
                                                           {"max_autotune_pointwise", true},
                                                           {"max_autotune_gemm", true},
-                                                          {"cudagraphs", true}}));
+                                                          {"cudagraphs", true},
+                                                          {"keep_buffers", true}}));
   BOOST_TEST((config::mode_options("max-autotune-no-cudagraphs") ==
               Map{{"max_autotune", true},
                   {"max_autotune_pointwise", true},

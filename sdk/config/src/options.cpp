@@ -250,7 +250,8 @@ std::vector<ModeDef> build_modes() {
        {{"max_autotune", true},
         {"max_autotune_pointwise", true},
         {"max_autotune_gemm", true},
-        {"cudagraphs", true}}},
+        {"cudagraphs", true},
+        {"keep_buffers", true}}},
       {"max-autotune-no-cudagraphs",
        {{"max_autotune", true}, {"max_autotune_pointwise", true}, {"max_autotune_gemm", true}}},
   };

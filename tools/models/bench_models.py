@@ -21,7 +21,8 @@ downloaded. Every measurement runs in a fresh subprocess with a timeout (--timeo
   kiln    `KILN bench-model` per binary (--kiln as "kiln", --kiln-old as "kiln-old") and per mode, each
           in its own process: median/min ms, cold first call (KILN_FORCE_DISABLE_CACHES=1), with --warm
           the first call of a fresh process on a populated KILN_CACHE_DIR (WORK/kiln_cache_<tag>; its
-          KILN_LOGS=cache split of that call into import, cache load, upload and first run as warm_split),
+          KILN_LOGS=cache split of that call into import, cache load, upload and first run as warm_split,
+          and the CUDA runtime's account of its first call as warm_runtime),
           kernel counts; outputs compared with out.npy (relative L2 over float64 and max abs error;
           bf16 also against out_fp32.npy). With --profile, each binary also runs each model once under
           KILN_LOGS=profile (default mode): the report to OUT/profiles/<tag>_<model>_<dtype>.txt, its top
@@ -528,6 +529,15 @@ def first_call_split(output):
     return None
 
 
+def runtime_first_call(output):
+    """KILN_LOGS=cache's line from the CUDA runtime on a plan's first call (library start-ups, bind,
+    tuning, queueing, the libraries' problem set-ups and the device's finish), after its label."""
+    for line in (output[0] if output else "").splitlines():
+        if line.startswith("[kiln:cache] cuda runtime: first call of a plan") and ": " in line:
+            return line.split("kernels: ", 1)[-1]
+    return None
+
+
 def split_ms(split):
     """{"import": ms, "compile": ms, "upload": ms, "first run": ms} from a first_call_split line."""
     import re
@@ -581,6 +591,8 @@ def phase_kiln(args, results, tag, binary):
                 # making the device's context and copying the weights there, none of which torch.compile's
                 # cold first call holds (its model is on the device before).
                 split = first_call_split(cold_output)
+                if runtime_first_call(cold_output):
+                    rec["cold_runtime"] = runtime_first_call(cold_output)
                 if split:
                     rec["cold_split"] = split
                     parts = split_ms(split)
@@ -617,8 +629,14 @@ def phase_kiln(args, results, tag, binary):
                             rec["warm_" + field] = entry.get(field)
                         # Where the warm first call went (KILN_LOGS=cache: import, cache load, upload, first run).
                         split = first_call_split(output)
+                        if runtime_first_call(output):
+                            rec["warm_runtime"] = runtime_first_call(output)
                         if split:
                             rec["warm_split"] = split
+                            parts = split_ms(split)
+                            # Without reading the model (import) and copying its weights to the device.
+                            if "compile" in parts and "first run" in parts:
+                                rec["warm_compile_s"] = (parts["compile"] + parts["first run"]) / 1000
                     save_results(args, results)
                 log(f"{tag} {model} {dtype} {mode}: {summary(rec)}")
             if args.profile:
@@ -698,6 +716,8 @@ def first_call_cell(rec, field, warm, notes, label):
             cell += " / " + notes.fail(label + " warm first call", rec["warm_error"])
         else:
             cell += " / " + fmt(rec.get("warm_first_call_s"), "{:.1f}")
+            if rec.get("warm_compile_s") is not None and field == "cold_first_call_s":
+                cell += " (" + fmt(rec["warm_compile_s"], "{:.2f}") + ")"
     return cell
 
 
@@ -811,8 +831,8 @@ def make_tables(results, models, dtypes, torch_modes, kiln_tags, kiln_modes, war
         if notes.notes:
             lines += ["", "Notes:"] + notes.notes
     lines += ["", "ms: median per call; cold/warm s: first call of a fresh process (compile + run) with "
-              "caches off / on a populated cache (Kiln's cold in parentheses: its compile and first run alone, without "
-              "reading the weights, making the device's context and copying the weights there); vs best compile: torch.compile's best mode ms / Kiln ms; "
+              "caches off / on a populated cache (Kiln's in parentheses: its compile or cache load and first run alone, without "
+              "reading the model, making the device's context and copying the weights there); vs best compile: torch.compile's best mode ms / Kiln ms; "
               "relL2: ||kiln - torch|| / ||torch|| against torch eager in the same dtype"
               + (" (bf16: in parentheses against the fp32 model)" if "bf16" in dtypes else "") + "."]
     return "\n".join(lines) + "\n"

@@ -6,7 +6,10 @@
 // processes; it now runs on a thread its executable joins (start_gemm, executable.cpp).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -67,5 +70,23 @@ inline void start_in_background(std::function<void()> work) {
     }
   });
 }
+
+// Time the libraries spent setting up problems on the calling threads (cuDNN's and cuBLASLt's
+// descriptors and heuristics, the first time a problem is met), for the first call's log.
+inline std::atomic<int64_t>& library_setup_ns() {
+  static std::atomic<int64_t> ns{0};
+  return ns;
+}
+class LibrarySetupClock {
+ public:
+  LibrarySetupClock() : start_(std::chrono::steady_clock::now()) {}
+  LibrarySetupClock(const LibrarySetupClock&) = delete;
+  ~LibrarySetupClock() {
+    library_setup_ns() += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace kiln::cuda::detail

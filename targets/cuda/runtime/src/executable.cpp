@@ -27,6 +27,7 @@
 #include "kiln/plan/bind.h"
 #include "kiln/plan/profile.h"
 #include "kiln/eval/interpreter.h"
+#include "background.h"
 #include "driver_api.h"
 #include "prebuilt.h"
 
@@ -316,6 +317,7 @@ struct PlanExecutable::Impl {
   std::vector<int> chosen;                           // per kernel: the version in use
   std::vector<int> library_algorithm;  // per kernel: cuBLASLt's or cuDNN's algorithm in use (0: its first)
   std::atomic<bool> tuned{true};
+  std::atomic<bool> called{false};  // a call has begun (the first call's log)
   std::mutex tune_mu;
   std::string tuning_report;
   std::vector<std::vector<int32_t>> params;  // per kernel: the buffers it takes, in id order
@@ -345,6 +347,9 @@ struct PlanExecutable::Impl {
   // Queues the kernels before `end` (every kernel by default) as chosen; with marks, marks the
   // timeline before each kernel and after the last.
   void launch_all(const Bound& b, void* stream, Context::Timeline* marks = nullptr, size_t end = SIZE_MAX);
+  // Queues generated kernel ki as `version` on stream (null: the context's), after its library
+  // call if it has one.
+  void launch_one(const Bound& b, size_t ki, int version, void* stream);
   // Runs kernel ki alone as `version` (its library call too) on the default stream; its time in ms.
   double time_kernel(const Bound& b, size_t ki, int version, Context::Timer& timer);
   void tune(const Bound& b);
@@ -394,8 +399,14 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   const auto t0 = std::chrono::steady_clock::now();
   const auto gemm = std::find_if(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); });
   if (gemm != im.plan.kernels.end()) im.library_starts.push_back(start_gemm(*im.ctx));
-  const auto conv = std::find_if(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.convolution.has_value(); });
-  if (conv != im.plan.kernels.end()) im.library_starts.push_back(start_convolution(*im.ctx, *conv->convolution, options.allow_tf32));
+  std::vector<plan::PlanConvolution> convolutions;  // the distinct problems (buffers aside)
+  for (const plan::PlanKernel& k : im.plan.kernels) {
+    if (!k.convolution) continue;
+    plan::PlanConvolution c = *k.convolution;
+    c.x = c.w = c.y = -1;
+    if (std::find(convolutions.begin(), convolutions.end(), c) == convolutions.end()) convolutions.push_back(std::move(c));
+  }
+  im.library_starts.push_back(start_convolution(*im.ctx, std::move(convolutions), options.allow_tf32));
   im.library_starts_pending = std::any_of(im.library_starts.begin(), im.library_starts.end(), [](const std::thread& t) { return t.joinable(); });
   im.arch = im.ctx->info().arch();
   // The programs: per plan (the plan's, then each alternative's that differs) its CUDA C module
@@ -648,19 +659,21 @@ void PlanExecutable::Impl::launch_all(const Bound& b, void* stream, Context::Tim
       if (bytes) c.copy_to_device(b.ptrs[static_cast<size_t>(k.output)], rc.data(), bytes);
       continue;
     }
-    if (k.gemm || k.convolution) run_library(ki, b, stream, library_algorithm[ki]);
-    LaunchArgs a = args(ki, chosen[ki], b);
-    if (a.fn && a.grid > 0) c.launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
+    launch_one(b, ki, chosen[ki], stream);
   }
   if (marks) marks->mark();
 }
 
-double PlanExecutable::Impl::time_kernel(const Bound& b, size_t ki, int version, Context::Timer& timer) {
+void PlanExecutable::Impl::launch_one(const Bound& b, size_t ki, int version, void* stream) {
   const plan::PlanKernel& k = plan.kernels[ki];
-  timer.start();
-  if (k.gemm || k.convolution) run_library(ki, b, nullptr, library_algorithm[ki]);
+  if (k.gemm || k.convolution) run_library(ki, b, stream, library_algorithm[ki]);
   LaunchArgs a = args(ki, version, b);
-  if (a.fn && a.grid > 0) ctx->launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, nullptr);
+  if (a.fn && a.grid > 0) ctx->launch(a.fn, a.grid, a.block, a.shared, a.argv.data(), k.name, stream);
+}
+
+double PlanExecutable::Impl::time_kernel(const Bound& b, size_t ki, int version, Context::Timer& timer) {
+  timer.start();
+  launch_one(b, ki, version, nullptr);
   return timer.stop_ms();
 }
 
@@ -974,11 +987,21 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   Context& ctx = *im.ctx;
   ctx.make_current();
   const plan::KernelPlan& pl = im.plan;
+  // KILN_LOGS=cache: where the first call's time goes before its kernels finish (a warm first
+  // call's share of the process's start).
+  using Clock = std::chrono::steady_clock;
+  const bool log_first = !im.called.exchange(true) && logs::enabled(logs::Category::cache);
+  const Clock::time_point t_start = Clock::now();
+  if (log_first) im.join_library_starts();
+  const Clock::time_point t_joined = Clock::now();
+  const int64_t setup_ns = detail::library_setup_ns().load();
   const Bound bound = im.bind(inputs);
   const std::vector<int64_t>& syms = bound.syms();
   const std::vector<std::shared_ptr<Storage>>& out_mem = bound.out_mem;
   const int dev = ctx.info().ordinal;
+  const Clock::time_point t_bound = Clock::now();
   if (!im.tuned.load()) im.tune(bound);
+  const Clock::time_point t_tuned = Clock::now();
   bool done = false;
   if (im.profiling.load(std::memory_order_relaxed) || logs::enabled(logs::Category::profile)) {
     im.profiled_run(bound);
@@ -991,6 +1014,16 @@ std::vector<TensorData> PlanExecutable::run(std::span<const TensorData* const> i
   if (!done) {
     im.launch_all(bound, nullptr);
     ++im.direct_runs;
+  }
+  if (log_first) {
+    const Clock::time_point t_queued = Clock::now();
+    ctx.synchronize();
+    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::to_string(std::chrono::duration<double, std::milli>(b - a).count()); };
+    KILN_LOG(cache, "cuda runtime: first call of a plan of ", pl.kernels.size(), " kernels: the libraries' start-ups joined after ",
+             ms(t_start, t_joined), " ms, bound in ", ms(t_joined, t_bound), " ms, tuned in ", ms(t_bound, t_tuned), " ms, queued in ",
+             ms(t_tuned, t_queued), " ms (of which the libraries set up problems ",
+             std::to_string((detail::library_setup_ns().load() - setup_ns) / 1e6), " ms), done on the device ",
+             ms(t_queued, Clock::now()), " ms later");
   }
   std::vector<TensorData> outs(pl.outputs.size());
   for (size_t o = 0; o < pl.outputs.size(); ++o) {

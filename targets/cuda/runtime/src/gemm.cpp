@@ -166,6 +166,7 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
     problems.clear();
     return prepare(ctx, g, syms, allow_tf32, kernel);
   }
+  const detail::LibrarySetupClock clock;
   auto p = std::make_unique<Prepared>();
   p->scale = scale;
   check_lt(detail::cublaslt_api().cublasLtMatmulDescCreate(&p->desc, compute, scale), "cublasLtMatmulDescCreate", kernel);

@@ -591,8 +591,9 @@ def phase_kiln(args, results, tag, binary):
                 # making the device's context and copying the weights there, none of which torch.compile's
                 # cold first call holds (its model is on the device before).
                 split = first_call_split(cold_output)
-                if runtime_first_call(cold_output):
-                    rec["cold_runtime"] = runtime_first_call(cold_output)
+                runtime = runtime_first_call(cold_output)
+                if runtime:
+                    rec["cold_runtime"] = runtime
                 if split:
                     rec["cold_split"] = split
                     parts = split_ms(split)
@@ -629,8 +630,9 @@ def phase_kiln(args, results, tag, binary):
                             rec["warm_" + field] = entry.get(field)
                         # Where the warm first call went (KILN_LOGS=cache: import, cache load, upload, first run).
                         split = first_call_split(output)
-                        if runtime_first_call(output):
-                            rec["warm_runtime"] = runtime_first_call(output)
+                        runtime = runtime_first_call(output)
+                        if runtime:
+                            rec["warm_runtime"] = runtime
                         if split:
                             rec["warm_split"] = split
                             parts = split_ms(split)

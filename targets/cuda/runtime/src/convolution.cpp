@@ -275,9 +275,10 @@ std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> c
     } catch (const std::exception&) {
       return;  // the first real convolution reports the same failure itself
     }
-    // Then the problems, in the plan's order, on the context's handle (on an H100, per-thread
-    // handles made eight threads' set-up of resnet50's problems slower than one thread's: 0.30 s
-    // to 0.20 s). A problem of symbolic sizes fails here and is set up by its first call.
+    // Then the problems, in the plan's order, on the context's handle (eight threads with a
+    // handle each were not faster on an H100: resnet50's first run waited 304 ms for them, 262
+    // ms for one thread, on another machine). A problem met before is found in the table; one of
+    // symbolic sizes fails here and is set up by its first call.
     for (const plan::PlanConvolution& c : convolutions) {
       try {
         prepare(ctx, c, {}, allow_tf32, "(start-up)");

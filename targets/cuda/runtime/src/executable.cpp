@@ -397,11 +397,14 @@ std::shared_ptr<PlanExecutable> PlanExecutable::load(plan::KernelPlan p, std::ve
   std::erase_if(alternatives, [&](const plan::KernelPlan& a) { return a.target != "cuda" || !interchangeable(im.plan, a); });
   for (const plan::KernelPlan& a : alternatives) plan::validate(a, "cuda runtime: an alternative plan");
   const auto t0 = std::chrono::steady_clock::now();
-  const auto gemm = std::find_if(im.plan.kernels.begin(), im.plan.kernels.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); });
-  if (gemm != im.plan.kernels.end()) im.library_starts.push_back(start_gemm(*im.ctx));
+  // The libraries' problems, set up while the plan compiles (their tables find repeats).
+  std::vector<plan::PlanGemm> gemms;
   std::vector<plan::PlanConvolution> convolutions;
-  for (const plan::PlanKernel& k : im.plan.kernels)
+  for (const plan::PlanKernel& k : im.plan.kernels) {
+    if (k.gemm) gemms.push_back(*k.gemm);
     if (k.convolution) convolutions.push_back(*k.convolution);
+  }
+  im.library_starts.push_back(start_gemm(*im.ctx, std::move(gemms), options.allow_tf32));
   im.library_starts.push_back(start_convolution(*im.ctx, std::move(convolutions), options.allow_tf32));
   im.library_starts_pending = std::any_of(im.library_starts.begin(), im.library_starts.end(), [](const std::thread& t) { return t.joinable(); });
   im.arch = im.ctx->info().arch();

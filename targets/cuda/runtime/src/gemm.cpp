@@ -105,6 +105,17 @@ struct Prepared {
   }
 };
 
+// The heuristic's algorithms of each problem met so far, by its key, for every thread (they are
+// plain data; the descriptors they go with are per thread). Never destroyed, as the handles.
+struct Heuristics {
+  std::mutex mu;
+  std::map<std::string, std::vector<cublasLtMatmulHeuristicResult_t>> by_key;
+};
+Heuristics& heuristics() {
+  static Heuristics& h = *new Heuristics;
+  return h;
+}
+
 // What one call needs besides the prepared problem: sizes, batch loop, operands.
 struct Problem {
   int64_t m = 0, n = 0, batches = 1, es = 0;
@@ -195,6 +206,16 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
     check_lt(detail::cublaslt_api().cublasLtMatrixLayoutSetAttribute(p->lc.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &inner_sc, sizeof inner_sc),
              "set STRIDED_BATCH_OFFSET (C)", kernel);
   }
+  {
+    std::lock_guard<std::mutex> lock(heuristics().mu);
+    auto it = heuristics().by_key.find(key.str());
+    if (it != heuristics().by_key.end()) {
+      p->algorithms = it->second;
+      slot = std::move(p);
+      pr.prepared = slot.get();
+      return pr;
+    }
+  }
   Handle& h = handle_of(ctx);
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(detail::cublaslt_api().cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", kernel);
@@ -213,6 +234,11 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
   KILN_CHECK(found > 0, "cuBLASLt: no algorithm for the ", dtype_name(g.dtype), " gemm of kernel ", kernel, " (m ", m,
              ", n ", n, ", k ", k, ")");
   p->algorithms.resize(static_cast<size_t>(found));
+  {
+    std::lock_guard<std::mutex> lock(heuristics().mu);
+    if (heuristics().by_key.size() > 4096) heuristics().by_key.clear();  // many shapes (dynamic sizes)
+    heuristics().by_key.emplace(key.str(), p->algorithms);
+  }
   slot = std::move(p);
   pr.prepared = slot.get();
   return pr;
@@ -220,22 +246,22 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 
 }  // namespace
 
-std::thread start_gemm(Context& ctx) {
-  static std::atomic<bool> started{false};
-  if (started.exchange(true)) return {};  // done, or under way on another executable's thread
-  return std::thread([&ctx, counted = std::make_shared<detail::BackgroundScope>()] {
+std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32) {
+  if (gemms.empty()) return {};
+  return std::thread([&ctx, gemms = std::move(gemms), allow_tf32, counted = std::make_shared<detail::BackgroundScope>()] {
     try {
       ctx.make_current();
-      // Setting up one problem starts cuBLASLt: its handle, the workspace and its heuristics (a
-      // bf16 product, as the suite's MLP).
-      plan::PlanGemm g;
-      g.dtype = DType::bf16;
-      g.m = g.n = g.k = 256;
-      g.a_row_stride = g.b_row_stride = 256;
-      g.a_col_stride = g.b_col_stride = 1;
-      gemm_algorithms(ctx, g, {}, false, "(start-up)");
+      handle_of(ctx);  // loads cuBLASLt (once per process)
     } catch (const std::exception&) {
-      // The first real gemm reports the same failure itself.
+      return;  // the first real gemm reports the same failure itself
+    }
+    // Then the problems' heuristics, which every thread's set-up of the same problem reuses. A
+    // problem of symbolic sizes fails here and is set up by its first call.
+    for (const plan::PlanGemm& g : gemms) {
+      try {
+        gemm_algorithms(ctx, g, {}, allow_tf32, "(start-up)");
+      } catch (const std::exception&) {
+      }
     }
   });
 }

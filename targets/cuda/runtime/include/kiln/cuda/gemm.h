@@ -15,7 +15,8 @@
 namespace kiln::cuda {
 
 // Each problem (shapes, strides, dtype, epilogue) is set up once per thread: cuBLASLt's
-// descriptors and the algorithms its heuristic proposes for them, best first.
+// descriptors, and the algorithms its heuristic proposes for them, best first (the heuristic
+// runs once per process and problem).
 //
 // `ptrs`: device address of element 0 of each buffer (by buffer id); `syms`: symbol values.
 // `stream`: a CUstream of ctx's device to queue on (a capture stream when recording a CUDA
@@ -23,12 +24,13 @@ namespace kiln::cuda {
 // (0: its first choice; max-autotune times the others, gemm_algorithms() says how many).
 void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
               bool allow_tf32, const std::string& kernel, void* stream = nullptr, int algorithm = 0);
-// cuBLASLt's start-up (its handle, workspace and heuristics: ~0.1 s of a process's first gemm) on
-// a thread the caller must join, the first time it is asked for; later, no thread (not
-// joinable). PlanExecutable::load asks for it for a plan with gemms and joins it before the
-// first run: a start-up left running when a short process exited crashed inside cuBLASLt,
-// whose state exit tears down.
-std::thread start_gemm(Context& ctx);
+// cuBLASLt's start-up on a thread the caller must join, for a plan being loaded: loading
+// cuBLASLt, its handle and workspace on ctx (once per process), then the heuristics of `gemms`
+// (the plan's problems, repeats found in the table; those of symbolic sizes wait for their first call), so that
+// they overlap the plan's compile. An empty thread when there are none. PlanExecutable::load
+// starts it for a plan with gemms and joins it before the first run: a start-up left running
+// when a short process exited crashed inside cuBLASLt, whose state exit tears down.
+std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32);
 // How many algorithms cuBLASLt's heuristic proposes for the gemm at these sizes (at most 8; 0
 // for an empty product).
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

@@ -11,8 +11,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -67,6 +69,39 @@ inline void start_in_background(std::function<void()> work) {
     try {
       work();
     } catch (...) {
+    }
+  });
+}
+
+// A library's problems set up so far (cuDNN's prepared convolutions, cuBLASLt's heuristic
+// results), by their key, for every thread. Kept in a never-destroyed static, as the library
+// handles they go with.
+template <class V>
+struct ProblemTable {
+  std::mutex mu;
+  std::map<std::string, V> by_key;
+};
+
+// A library's start-up for a plan being loaded, on a thread the caller joins before its first
+// run: `start` (loading the library, its handle on the context), then `set_up` of each of the
+// plan's problems (its heuristic; one of symbolic sizes fails and is left to its first call).
+// What they throw is dropped: the real call reports the same failure itself. An empty thread
+// when there are no problems.
+template <class Problem, class Start, class SetUp>
+std::thread start_library(std::vector<Problem> problems, Start start, SetUp set_up) {
+  if (problems.empty()) return {};
+  return std::thread([problems = std::move(problems), start = std::move(start), set_up = std::move(set_up),
+                      counted = std::make_shared<BackgroundScope>()] {
+    try {
+      start();
+    } catch (const std::exception&) {
+      return;
+    }
+    for (const Problem& p : problems) {
+      try {
+        set_up(p);
+      } catch (const std::exception&) {
+      }
     }
   });
 }

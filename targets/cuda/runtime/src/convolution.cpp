@@ -120,12 +120,8 @@ int narrow(int64_t v, const char* what, const std::string& kernel) {
 // The problems set up so far, by key, for every thread: the descriptors are only read once made
 // (the math type, set per call, is set under the handle's queue lock). Never destroyed, as the
 // handles.
-struct Problems {
-  std::mutex mu;
-  std::map<std::string, std::shared_ptr<Prepared>> by_key;
-};
-Problems& problems() {
-  static Problems& p = *new Problems;
+detail::ProblemTable<std::shared_ptr<Prepared>>& problems() {
+  static auto& p = *new detail::ProblemTable<std::shared_ptr<Prepared>>;
   return p;
 }
 
@@ -267,25 +263,16 @@ std::shared_ptr<Prepared> prepare(Context& ctx, const plan::PlanConvolution& c, 
 }  // namespace
 
 std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> convolutions, bool allow_tf32) {
-  if (convolutions.empty()) return {};
-  return std::thread([&ctx, convolutions = std::move(convolutions), allow_tf32, counted = std::make_shared<detail::BackgroundScope>()] {
-    try {
-      ctx.make_current();
-      handle_of(ctx);  // loads cuDNN (once per process)
-    } catch (const std::exception&) {
-      return;  // the first real convolution reports the same failure itself
-    }
-    // Then the problems, in the plan's order, on the context's handle (eight threads with a
-    // handle each were not faster on an H100: resnet50's first run waited 304 ms for them, 262
-    // ms for one thread, on another machine). A problem met before is found in the table; one of
-    // symbolic sizes fails here and is set up by its first call.
-    for (const plan::PlanConvolution& c : convolutions) {
-      try {
-        prepare(ctx, c, {}, allow_tf32, "(start-up)");
-      } catch (const std::exception&) {
-      }
-    }
-  });
+  // The problems in the plan's order on the context's handle (eight threads with a handle each
+  // were not faster on an H100: resnet50's first run waited 304 ms for them, 262 ms for one
+  // thread, on another machine); a problem met before is found in the table.
+  return detail::start_library(
+      std::move(convolutions),
+      [&ctx] {
+        ctx.make_current();
+        handle_of(ctx);  // loads cuDNN (once per process)
+      },
+      [&ctx, allow_tf32](const plan::PlanConvolution& c) { prepare(ctx, c, {}, allow_tf32, "(start-up)"); });
 }
 
 int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,

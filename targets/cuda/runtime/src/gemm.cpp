@@ -107,10 +107,7 @@ struct Prepared {
 
 // The heuristic's algorithms of each problem met so far, by its key, for every thread (they are
 // plain data; the descriptors they go with are per thread). Never destroyed, as the handles.
-struct Heuristics {
-  std::mutex mu;
-  std::map<std::string, std::vector<cublasLtMatmulHeuristicResult_t>> by_key;
-};
+using Heuristics = detail::ProblemTable<std::vector<cublasLtMatmulHeuristicResult_t>>;
 Heuristics& heuristics() {
   static Heuristics& h = *new Heuristics;
   return h;
@@ -247,23 +244,14 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 }  // namespace
 
 std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32) {
-  if (gemms.empty()) return {};
-  return std::thread([&ctx, gemms = std::move(gemms), allow_tf32, counted = std::make_shared<detail::BackgroundScope>()] {
-    try {
-      ctx.make_current();
-      handle_of(ctx);  // loads cuBLASLt (once per process)
-    } catch (const std::exception&) {
-      return;  // the first real gemm reports the same failure itself
-    }
-    // Then the problems' heuristics, which every thread's set-up of the same problem reuses. A
-    // problem of symbolic sizes fails here and is set up by its first call.
-    for (const plan::PlanGemm& g : gemms) {
-      try {
-        gemm_algorithms(ctx, g, {}, allow_tf32, "(start-up)");
-      } catch (const std::exception&) {
-      }
-    }
-  });
+  // The heuristics go in the table that every thread's set-up of the same problem reads.
+  return detail::start_library(
+      std::move(gemms),
+      [&ctx] {
+        ctx.make_current();
+        handle_of(ctx);  // loads cuBLASLt (once per process)
+      },
+      [&ctx, allow_tf32](const plan::PlanGemm& g) { gemm_algorithms(ctx, g, {}, allow_tf32, "(start-up)"); });
 }
 
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

@@ -4,6 +4,12 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
 #include "kiln/kiln.h"
 #include "kiln_tensor_test_util.h"
 
@@ -149,6 +155,43 @@ inline void compiled_gradients_on(Device device) {
     BOOST_TEST((leaves[k].grad().device() == device));
     BOOST_TEST(kiln_test_util::max_abs_diff(leaves[k].grad(), want[k]) < 1e-4, "gradient " << k << " from outside");
   }
+}
+
+// A custom op (kiln/custom_op.h) with a host kernel only, a running maximum along the last dim
+// (a scan Kiln has no op for), between neighbours computed on the device: compiled over
+// symbolic sizes it is one opaque node whose kernel runs on the host, with one compile for two
+// sizes; eagerly on device tensors (where eager ops run: not on vulkan) its result comes back
+// to the device.
+inline void custom_ops_on(Device device, bool eager_on_device = true) {
+  register_op(CustomOp{.name = "check::cummax", .compute = [](std::span<const Tensor> in, const std::string&, const Tensor& out) {
+                         const TensorData& x = in[0].data();
+                         const int64_t n = x.sizes.empty() ? 1 : x.sizes.back();
+                         const float* v = x.data_as<float>();
+                         float* y = out.data().data_as<float>();
+                         for (int64_t i = 0; i < x.numel(); ++i) y[i] = i % n == 0 ? v[i] : std::max(y[i - 1], v[i]);
+                       }});
+  auto f = kiln::compile([](const Tensor& x) { return custom_op("check::cummax", {x * 2.0f}) + exp(x); },
+                         CompileOptions{.dynamic = true});
+  for (int64_t n : {5, 9}) {
+    const Tensor x = randn({3, n}, DType::f32, Device::cpu(), 11);
+    const Tensor got = f(x.to(device));
+    BOOST_TEST((got.device() == device));
+    const std::vector<float> v = x.to_vector<float>();
+    std::vector<float> want(v.size());
+    float running = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      running = i % static_cast<size_t>(n) == 0 ? 2 * v[i] : std::max(running, 2 * v[i]);
+      want[i] = running + std::exp(v[i]);
+    }
+    BOOST_TEST(kiln_test_util::max_abs_diff(got, from_vector(want, {3, n})) < 1e-5);
+  }
+  BOOST_TEST(f.stats().compiles == 1);
+  BOOST_TEST(f.stats().graph_breaks == 0);
+  if (!eager_on_device) return;
+  const Tensor x = randn({2, 4}, DType::f32, Device::cpu(), 12);
+  const Tensor eager = custom_op("check::cummax", {x.to(device)});
+  BOOST_TEST((eager.device() == device));
+  BOOST_TEST(kiln_test_util::max_abs_diff(eager, custom_op("check::cummax", {x})) == 0.0);
 }
 
 }  // namespace device_frontend_checks

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "kiln/eval/interpreter.h"
+#include "kiln/graph/custom_ops.h"
 #include "kiln/graph/error.h"
 
 namespace cpu_test {
@@ -1128,6 +1130,34 @@ std::vector<Batch> source_cases(OpId op) {
 
 // ---- composites and matmul ---------------------------------------------------------------------
 
+// The custom op the `custom` cases call (kiln/graph/custom_ops.h): y = a * x + b for config "a b",
+// computed in f64 and rounded to x's dtype (bool is rejected by its shape rule).
+Attrs scale_shift(double a, double b) {
+  static const bool registered = [] {
+    CustomOpDef d;
+    d.name = "cases::scale_shift";
+    d.version = "1";
+    d.infer = [](std::span<const TensorMeta* const> in, const std::string&, ShapeEnv&) {
+      KILN_CHECK(in[0]->dtype != DType::bool_, "x must be a number tensor, got bool");
+      return TensorMeta{in[0]->dtype, in[0]->device, in[0]->sizes, {}};
+    };
+    d.compute = [](std::span<const TensorData> in, const std::string& config, const TensorData& out) {
+      double a = 0, b = 0;
+      std::istringstream(config) >> a >> b;
+      TensorData x = eval::convert(in[0], DType::f64);
+      for (int64_t i = 0; i < x.numel(); ++i) x.data_as<double>()[i] = a * x.data_as<double>()[i] + b;
+      const TensorData y = eval::convert(x, out.dtype);
+      std::memcpy(out.data(), y.data(), static_cast<size_t>(out.numel()) * dtype_size(out.dtype));
+    };
+    register_custom_op(std::move(d));
+    return true;
+  }();
+  (void)registered;
+  std::ostringstream config;
+  config << a << " " << b;
+  return Attrs{std::string("cases::scale_shift"), std::string("1"), config.str()};
+}
+
 std::vector<Batch> composite_cases(OpId op) {
   std::vector<Batch> out;
   for (DType t : {D::f32, D::f64, D::f16, D::bf16, D::i32, D::i64, D::bool_}) {
@@ -1528,6 +1558,17 @@ std::vector<Batch> composite_cases(OpId op) {
         sym.push_back(Cop(op, {A(t, {3, -1, 5})}, {int64_t{-1}}));
         break;
       }
+      case OpId::custom: {  // a host kernel between generated ones (scale_shift above)
+        cs.push_back(core(Cop(op, {A(t, {4, 5})}, scale_shift(2, 1))));
+        cs.push_back(Cop(op, {A(t, {})}, scale_shift(-1, 0.5), "rank 0"));
+        cs.push_back(core(Cop(op, {A(t, {5, 6}, Domain::normal, Layout::permuted)}, scale_shift(3, -2), "strided")));
+        cs.push_back(core(C({A(t, {3, 4})}, [](Graph& g, const std::vector<NodeId>& in, const std::vector<SymInt>&) {
+          const NodeId y = g.add(OpId::custom, {g.add(OpId::abs, {in[0]})}, scale_shift(0.5, 0));
+          return g.add(OpId::add, {g.add(OpId::neg, {y}), in[0]});
+        }, "between pointwise ops")));
+        sym.push_back(core(Cop(op, {A(t, {-1, 5})}, scale_shift(2, 1), "symbolic")));
+        break;
+      }
       case OpId::matmul: {
         cs.push_back(Cop(op, {A(t, {2, 3}), A(t, {3, 4})}, {}));
         cs.push_back(core(Cop(op, {A(t, {7, 13}), A(t, {13, 129})}, {})));
@@ -1697,7 +1738,7 @@ const std::map<OpId, OpCaseFn>& op_case_table() {
                     OpId::scaled_dot_product_attention, OpId::convolution, OpId::convolution_channels_last,
                     OpId::convolution_input_grad, OpId::convolution_weight_grad, OpId::max_pool, OpId::avg_pool,
                     OpId::cumsum, OpId::cumprod, OpId::sort, OpId::argsort, OpId::tril, OpId::triu, OpId::batch_norm,
-                    OpId::group_norm, OpId::matmul})
+                    OpId::group_norm, OpId::matmul, OpId::custom})
       t[op] = composite_cases;
     return t;
   }();

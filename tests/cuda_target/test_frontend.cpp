@@ -105,6 +105,11 @@ BOOST_AUTO_TEST_CASE(constants_made_or_captured_on_the_device) {
   if (have_device()) device_frontend_checks::constants_made_or_captured_on(Device::cuda(0));
 }
 
+// A custom op's host kernel between kernels on the device (tests/common/device_frontend_checks.h).
+BOOST_AUTO_TEST_CASE(custom_ops_between_device_kernels) {
+  if (have_device()) device_frontend_checks::custom_ops_on(Device::cuda(0));
+}
+
 BOOST_AUTO_TEST_CASE(random_numbers_with_a_key_on_the_device) {
   if (have_device()) device_frontend_checks::random_numbers_with_a_key_on(Device::cuda(0));
 }

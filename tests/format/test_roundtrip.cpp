@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "helpers.h"
+#include "kiln/graph/custom_ops.h"
 #include "kiln/graph/memory_budget.h"
 
 using namespace kiln;
@@ -145,6 +146,20 @@ Graph op_use(OpId op) {
     case OpId::matmul: {
       const NodeId w = g.add_input(meta(DType::f32, {6, 5}), "w");
       y = g.add(op, {x, w});
+      break;
+    }
+    case OpId::custom: {  // a registered op's name, version and config travel as attributes
+      CustomOpDef d;
+      d.name = "roundtrip::rows";
+      d.version = "v 1.2 \"quoted\"";
+      d.min_inputs = 2;
+      d.max_inputs = -1;
+      d.infer = [](std::span<const TensorMeta* const> in, const std::string&, ShapeEnv&) {
+        return TensorMeta{DType::i64, in[0]->device, {in[0]->sizes[0]}, {}};
+      };
+      d.compute = [](std::span<const TensorData>, const std::string&, const TensorData&) {};
+      register_custom_op(d);
+      y = g.add(op, {x, row, mask}, {std::string("roundtrip::rows"), d.version, std::string("a=1\nb=\u00e9")});
       break;
     }
     case OpId::scaled_dot_product_attention: {

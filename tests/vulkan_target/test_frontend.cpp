@@ -72,6 +72,13 @@ BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
 }
 
+// A custom op's host kernel between kernels on the device (tests/common/device_frontend_checks.h).
+BOOST_AUTO_TEST_CASE(custom_ops_between_device_kernels) {
+  device_frontend_checks::custom_ops_on(Device::vulkan(0), false);  // no eager ops on vulkan
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
 BOOST_AUTO_TEST_CASE(random_numbers_with_a_key_on_the_device) {
   device_frontend_checks::random_numbers_with_a_key_on(Device::vulkan(0));
   const std::vector<std::string> msgs = vulkan::take_validation_messages();

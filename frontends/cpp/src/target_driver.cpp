@@ -411,8 +411,9 @@ std::optional<TensorData> eager(OpId op, std::span<const TensorData> inputs, con
     return rt->move(eval::eval_op(op, host, attrs), dev);
   };
   const OpCategory cat = op_def(op).category;
-  // Sources, and views that need a copy on the host, are the reference's.
-  if (cat == OpCategory::source || (cat == OpCategory::layout && dev.type == DeviceType::cpu)) return on_reference();
+  // Sources, views that need a copy on the host, and custom ops (their kernels are the host's) are the reference's.
+  if (cat == OpCategory::source || cat == OpCategory::custom || (cat == OpCategory::layout && dev.type == DeviceType::cpu))
+    return on_reference();
   if (op_def(op).decompose) {
     // A composite runs as its decomposition, one kernel per primitive (eager fuses nothing).
     Graph g;

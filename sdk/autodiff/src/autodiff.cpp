@@ -94,6 +94,8 @@ void backward_step(Graph& g, const Step& s, NodeId gy, Accumulator& acc, const s
         acc.add(s.inputs[i], gx[i]);
     return;
   }
+  KILN_CHECK(s.op != OpId::custom, "backward: custom op ", s.attrs.s(0), " has no derivative, and a gradient flows ",
+             "through it (into ", g.node(s.output).meta.str(), "): register it with a decomposition (kiln::register_op)");
   KILN_CHECK(def.decompose != nullptr, "backward: ", def.name, " has no derivative rule, and a gradient flows ",
              "through it (into ", g.node(s.output).meta.str(), ")");
   const size_t first = g.size();

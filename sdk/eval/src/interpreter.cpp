@@ -48,6 +48,7 @@ const std::array<Kernel, kNumOps>& kernel_table() {
     set({gather}, detail::gather_kernel);
     set({scatter_add, scatter, scatter_reduce}, detail::scatter_kernel);
     set({matmul}, detail::matmul_kernel);
+    set({custom}, detail::custom_kernel);
     return t;
   }();
   return table;

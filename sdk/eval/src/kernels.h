@@ -44,5 +44,7 @@ void constant_kernel(const KernelArgs& a);
 void full_kernel(const KernelArgs& a);
 void arange_kernel(const KernelArgs& a);
 void iota_kernel(const KernelArgs& a);
+// custom.cpp
+void custom_kernel(const KernelArgs& a);   // custom: the registered op's host kernel
 
 }  // namespace kiln::eval::detail

@@ -543,7 +543,8 @@ GradFn derivative_rule(const OpDef& d) {
         return grad_convolution;
       if (op == OpId::max_pool) return graph_detail::grad_max_pool;
       return op == OpId::softmax || op == OpId::log_softmax ? grad_softmax : nullptr;
-    case OpCategory::source: return nullptr;
+    case OpCategory::source:
+    case OpCategory::custom: return nullptr;
   }
   return nullptr;
 }

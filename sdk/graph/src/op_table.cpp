@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kiln/graph/custom_ops.h"
 #include "kiln/graph/error.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/ops.h"
@@ -736,6 +737,30 @@ TensorMeta infer_triangle(const InferContext& c) {
   const TensorMeta& x = arg(c, 0);
   KILN_CHECK(x.rank() >= 2, opn(c), ": x must have at least 2 dims (rows and columns), got ", shape_str(x.sizes));
   return result(c, x.dtype, x.sizes);
+}
+
+// custom: the registered op's own shape rule, its errors named after it (custom_ops.h).
+TensorMeta infer_custom(const InferContext& c) {
+  const std::string& name = c.attrs.s(0);
+  const std::shared_ptr<const CustomOpDef> op = find_custom_op(name, c.attrs.s(1));
+  const int64_t n = static_cast<int64_t>(c.inputs.size());
+  KILN_CHECK(n >= op->min_inputs && (op->max_inputs < 0 || n <= op->max_inputs), "custom op ", name, " takes ",
+             op->min_inputs, op->max_inputs == op->min_inputs ? "" : op->max_inputs < 0 ? " or more" : " to " +
+             std::to_string(op->max_inputs), " inputs, got ", n);
+  const Device device = common_device(c);
+  TensorMeta m;
+  try {
+    m = op->infer(c.inputs, c.attrs.s(2), c.shapes);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    fail(what.find(name) == std::string::npos ? "custom op " + name + ": " + what : what);
+  } catch (const std::exception& e) {
+    fail("custom op ", name, ": its shape rule threw: ", e.what());
+  }
+  for (const SymInt& v : m.sizes)
+    KILN_CHECK(v.is_symbolic() || v.hint() >= 0, "custom op ", name, ": its shape rule gave a negative size in ",
+               shape_str(m.sizes));
+  return TensorMeta{m.dtype, device, std::move(m.sizes), {}};
 }
 
 TensorMeta infer_channel_norm(const InferContext& c) {
@@ -1975,6 +2000,8 @@ std::vector<OpDef> build_table() {
        decompose_group_norm},
 
       {O::matmul, "matmul", C::matmul, 2, 2, {}, infer_matmul},
+      {O::custom, "custom", C::custom, 0, -1, {{"name", K::string}, {"version", K::string}, {"config", K::string}},
+       infer_custom},
   };
   KILN_INTERNAL_CHECK(t.size() == static_cast<size_t>(kNumOps), "kiln op table: wrong number of entries");
   for (OpDef& d : t) d.grad = graph_detail::derivative_rule(d);

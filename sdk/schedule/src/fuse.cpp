@@ -171,6 +171,7 @@ namespace {
 
 bool is_reference_op(const Graph& g, const Node& n, const Target& target) {
   switch (n.op) {
+    case OpId::custom: return true;  // a user's host kernel (kiln/graph/custom_ops.h)
     // Only along a symbolic dim: there is no constant bound to clamp a run-time index to.
     case OpId::index_select:
     case OpId::gather: return !g.node(n.inputs[0]).meta.sizes[static_cast<size_t>(n.attrs.i(0))].is_static();

@@ -9,6 +9,7 @@
 #include "kiln/compile.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
+#include "kiln/custom_op.h"
 #include "kiln/graph/error.h"
 #include "kiln/nn.h"
 #include "kiln/optim.h"

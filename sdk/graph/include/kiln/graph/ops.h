@@ -159,12 +159,19 @@ enum class OpId : uint16_t {
                 //        (instance norm: groups = C)
   // Linear algebra.
   matmul,       // numpy matmul: 1-D operands promoted and squeezed, batch dims broadcast
+  // User ops.
+  custom,       // attrs: name:string, version:string, config:string; any inputs -> what the custom op
+                //        registered under `name` (kiln/graph/custom_ops.h) gives: its shape rule and its
+                //        host kernel, given `config`. Opaque to the compiler: every target runs it alone,
+                //        on the host. A graph naming an op this process has not registered, or registered
+                //        at another version, is an error where it is read or bound
 };
 // clang-format on
-inline constexpr int kNumOps = static_cast<int>(OpId::matmul) + 1;
+inline constexpr int kNumOps = static_cast<int>(OpId::custom) + 1;
 
 // scatter: ops that write at positions a tensor gives (scatter_add): neither views nor pointwise.
-enum class OpCategory : uint8_t { source, unary, binary, ternary, reduction, layout, composite, matmul, scatter };
+// custom: a user's op, run by its own host kernel (custom_ops.h).
+enum class OpCategory : uint8_t { source, unary, binary, ternary, reduction, layout, composite, matmul, scatter, custom };
 
 // A tensor value stored in a `constant` node.
 struct ConstantData {

@@ -1,0 +1,52 @@
+// Custom ops in the C++ API (torch.library.custom_op): register an op once, with its shape
+// rule and its host kernel and, optionally, a decomposition into Kiln's ops; then call it with
+// kiln::custom_op like any other op, eagerly or inside kiln::compile.
+//
+// - Eager calls run the host kernel (on device inputs through host copies), or the
+//   decomposition where there is no kernel or an input requires gradients.
+// - Compiled functions trace the decomposition where there is one, so that it fuses with its
+//   neighbours and runs on the device. Otherwise the call is one opaque node of the graph
+//   (kiln/graph/custom_ops.h): every target runs it alone, by the host kernel; caches key it by
+//   its name, version and config, and a cache entry or plan that names an op this process has
+//   not registered, or registered at another version, is refused, never run.
+// - Gradients flow through decompositions; a gradient that reaches an op without one is an
+//   error naming it.
+// A custom op must be a pure function of its inputs and config: compiled graphs may fold it
+// over constants, merge two equal calls, or drop an unused one.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+struct CustomOp {
+  std::string name;           // "namespace::name"
+  std::string version = "1";  // change it whenever the shape rule or the kernel changes
+  int min_inputs = 1;
+  int max_inputs = 1;         // -1: any number
+  // The output's dtype and sizes (symbolic while tracing: compare them with shapes.decide_equal
+  // or pass them on); throw kiln::Error for inputs the op does not take. Unset: input 0's dtype
+  // and sizes.
+  std::function<TensorMeta(std::span<const TensorMeta* const> inputs, const std::string& config, ShapeEnv& shapes)>
+      infer;
+  // The host kernel: concrete contiguous host inputs; fills `out` (a zero-filled contiguous host
+  // tensor of the dtype and sizes `infer` gave) through out.data().data_as<T>().
+  std::function<void(std::span<const Tensor> inputs, const std::string& config, const Tensor& out)> compute;
+  // The op written with Kiln's ops (what compiled functions trace, and what gradients flow through).
+  std::function<Tensor(std::span<const Tensor> inputs, const std::string& config)> decomposition;
+};
+
+// Registers `op` (a kernel, a decomposition or both), replacing one of the same name. Throws
+// kiln::Error for a malformed name, an empty version or bad arities.
+void register_op(CustomOp op);
+// Removes the op of that name; false when there was none.
+bool unregister_op(const std::string& name);
+// Calls the registered op `name` on `inputs`, passing `config` to its functions.
+Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, const std::string& config = "");
+
+}  // namespace kiln

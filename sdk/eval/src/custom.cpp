@@ -1,0 +1,26 @@
+// custom: a registered op's host kernel (kiln/graph/custom_ops.h) on contiguous copies of the
+// inputs, its errors named after it.
+#include "kiln/eval/interpreter.h"
+#include "kiln/graph/custom_ops.h"
+#include "kiln/graph/error.h"
+#include "kernels.h"
+
+namespace kiln::eval::detail {
+
+void custom_kernel(const KernelArgs& a) {
+  const std::string& name = a.attrs.s(0);
+  const std::shared_ptr<const CustomOpDef> op = find_custom_op(name, a.attrs.s(1));
+  std::vector<TensorData> inputs;
+  inputs.reserve(a.inputs.size());
+  for (const TensorData& t : a.inputs) inputs.push_back(t.is_contiguous() && t.offset == 0 ? t : contiguous(t));
+  try {
+    op->compute(inputs, a.attrs.s(2), a.out);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    fail(what.find(name) == std::string::npos ? "custom op " + name + ": " + what : what);
+  } catch (const std::exception& e) {
+    fail("custom op ", name, ": its host kernel threw: ", e.what());
+  }
+}
+
+}  // namespace kiln::eval::detail

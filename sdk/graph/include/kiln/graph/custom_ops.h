@@ -1,0 +1,54 @@
+// Custom ops: ops a program registers while it runs (torch.library's custom_op): a name, a
+// version, a shape rule and a host kernel. A graph holds a call of one as a `custom` node whose
+// attributes name it, give the version it was traced against and a config string for its
+// functions; the shape rule and the host kernel are looked up here by name wherever the node is
+// checked or run. Every target runs such a node alone, on the host (a plan's reference kernel:
+// inputs copied from the device and the result back), so the compiler never looks inside it.
+//
+// The registry belongs to the process. A graph, plan or cache entry naming an op that is not
+// registered here, or registered at another version, is a kiln::Error where its shape rule runs
+// (reading, binding or running it), never a wrong result: a version is the promise that the
+// shape rule and the kernel behave as they did when the graph was made, so change it with them.
+// The C++ frontend (kiln/ops.h: kiln::register_op, kiln::custom_op) adds decompositions and
+// Tensor-level signatures on top of this.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kiln/graph/meta.h"
+#include "kiln/graph/shape_env.h"
+#include "kiln/graph/tensor_data.h"
+
+namespace kiln {
+
+struct CustomOpDef {
+  std::string name;     // "namespace::name": letters, digits and '_' on each side of one "::"
+  std::string version;  // any text; part of every graph (and so every cache key) that calls the op
+  int min_inputs = 1;
+  int max_inputs = 1;   // -1: any number
+  // The output's dtype and sizes from the inputs' (sizes may be symbolic: compare them through
+  // `shapes`, e.g. shapes.decide_equal, or pass them on) and the call's config; throws
+  // kiln::Error for inputs the op does not take. The device is the inputs'.
+  std::function<TensorMeta(std::span<const TensorMeta* const> inputs, const std::string& config, ShapeEnv& shapes)>
+      infer;
+  // Computes the output on the host: the inputs contiguous host tensors, `out` a zero-filled
+  // contiguous host tensor of the dtype and sizes the shape rule gave. May throw kiln::Error.
+  std::function<void(std::span<const TensorData> inputs, const std::string& config, const TensorData& out)> compute;
+};
+
+// Registers `op`, replacing an op of the same name (the graphs that name the old version then
+// fail to bind, unless the version is the same). Throws kiln::Error for a malformed name, an
+// empty version, bad arities, or a missing shape rule or kernel.
+void register_custom_op(CustomOpDef op);
+// Removes the op of that name; false when there was none.
+bool unregister_custom_op(std::string_view name);
+// The registered op `name` at `version`; throws kiln::Error saying which of the two is wrong.
+std::shared_ptr<const CustomOpDef> find_custom_op(std::string_view name, std::string_view version);
+// The registered op `name` at whatever version; null when there is none.
+std::shared_ptr<const CustomOpDef> find_custom_op(std::string_view name);
+
+}  // namespace kiln

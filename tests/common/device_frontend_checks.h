@@ -157,19 +157,42 @@ inline void compiled_gradients_on(Device device) {
   }
 }
 
-// A custom op (kiln/custom_op.h) with a host kernel only, a running maximum along the last dim
-// (a scan Kiln has no op for), between neighbours computed on the device: compiled over
-// symbolic sizes it is one opaque node whose kernel runs on the host, with one compile for two
-// sizes; eagerly on device tensors (where eager ops run: not on vulkan) its result comes back
+// A custom op (kiln/custom_op.h), a running maximum along a matrix's rows (a scan Kiln has no
+// op for), with a host kernel and a CUDA kernel, between neighbours computed on the device:
+// compiled over symbolic sizes it is one opaque node, run by the CUDA kernel on cuda and by the
+// host kernel elsewhere, with one compile for two sizes; eagerly on device tensors (where eager ops run: not on vulkan) its result comes back
 // to the device.
 inline void custom_ops_on(Device device, bool eager_on_device = true) {
-  register_op(CustomOp{.name = "check::cummax", .compute = [](std::span<const Tensor> in, const std::string&, const Tensor& out) {
+  CustomOpKernel cuda;  // one thread per row (CUDA targets run it on the device)
+  cuda.entry = "check_cummax_rows";
+  cuda.source = R"(
+extern "C" __global__ void check_cummax_rows(const float* x, float* y, long long rows, long long y0, long long y1,
+                                             long long x0, long long x1) {
+  const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float m = x[r * x1];
+  for (long long j = 0; j < x1; ++j) {
+    m = fmaxf(m, x[r * x1 + j]);
+    y[r * y1 + j] = m;
+  }
+}
+)";
+  cuda.block = 64;
+  cuda.threads = [](std::span<const TensorMeta* const>, const TensorMeta& out, const std::string&) { return out.sizes[0]; };
+  register_op(CustomOp{.name = "check::cummax",
+                       .infer = [](std::span<const TensorMeta* const> in, const std::string&, ShapeEnv&) {
+                         KILN_CHECK(in[0]->dtype == DType::f32 && in[0]->rank() == 2, "x must be an f32 matrix, got ",
+                                    in[0]->str());
+                         return TensorMeta{DType::f32, in[0]->device, in[0]->sizes, {}};
+                       },
+                       .compute = [](std::span<const Tensor> in, const std::string&, const Tensor& out) {
                          const TensorData& x = in[0].data();
-                         const int64_t n = x.sizes.empty() ? 1 : x.sizes.back();
+                         const int64_t n = x.sizes.back();
                          const float* v = x.data_as<float>();
                          float* y = out.data().data_as<float>();
                          for (int64_t i = 0; i < x.numel(); ++i) y[i] = i % n == 0 ? v[i] : std::max(y[i - 1], v[i]);
-                       }});
+                       },
+                       .device_kernels = {{"cuda", cuda}}});
   auto f = kiln::compile([](const Tensor& x) { return custom_op("check::cummax", {x * 2.0f}) + exp(x); },
                          CompileOptions{.dynamic = true});
   for (int64_t n : {5, 9}) {

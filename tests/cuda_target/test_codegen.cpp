@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/config/config.h"
+#include "kiln/graph/custom_ops.h"
 #include "kiln/cuda/codegen.h"
 #include "kiln/cuda/llvm_ptx.h"
 #include "kiln/cuda/nvrtc.h"
@@ -865,6 +866,65 @@ BOOST_AUTO_TEST_CASE(convolutions_run_channels_last) {
   const NodeId back = c.add(OpId::linear, {up, c.add_input(meta(DType::bf16, {32, 128}), "w2")});
   c.set_outputs({c.add(OpId::permute, {back}, {std::vector<int64_t>{0, 3, 1, 2}})});
   BOOST_TEST(channels_first_convolutions(plan_of(c)) == 1);  // the downsampling
+}
+
+// A custom op with a CUDA kernel (kiln/graph/custom_ops.h) is that kernel in the plan, of fixed
+// signature: its buffers, then the thread count and every size (symbolic ones evaluated at
+// launch), compiled with the module; its JSON form reads back the same. Without one, the op is a
+// reference kernel run on the host.
+BOOST_AUTO_TEST_CASE(a_custom_ops_cuda_kernel_is_a_kernel_of_fixed_signature) {
+  CustomOpDef d;
+  d.name = "codegen::scale_rows";
+  d.version = "1";
+  d.infer = [](std::span<const TensorMeta* const> in, const std::string&, ShapeEnv&) { return *in[0]; };
+  d.compute = [](std::span<const TensorData>, const std::string&, const TensorData&) {};
+  CustomOpKernel k;
+  k.entry = "scale_rows";
+  k.source = R"(
+extern "C" __global__ void scale_rows(const float* x, float* y, long long n, long long y0, long long y1, long long x0,
+                                      long long x1) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * (float)(i / y1 + 1);
+}
+)";
+  k.block = 128;
+  d.device_kernels.emplace("cuda", k);
+  register_custom_op(d);
+  const std::string version = find_custom_op("codegen::scale_rows")->version;
+  BOOST_TEST(version.rfind("1 #", 0) == 0, version);
+  Graph g;
+  const SymInt rows = g.shapes().create_symbol(4, 2, 1 << 20, "rows", false);
+  const NodeId x = g.add_input(meta(DType::f32, {rows, 8}), "x");
+  const NodeId y = g.add(OpId::custom, {g.add(OpId::exp, {x})}, {std::string("codegen::scale_rows"), version, std::string()});
+  g.set_outputs({g.add(OpId::add, {y, x})});
+  const plan::KernelPlan p = plan_of(g);
+  BOOST_REQUIRE_EQUAL(p.kernels.size(), 3u);
+  const plan::PlanKernel& c = p.kernels[1];
+  BOOST_TEST(c.kind == "custom");
+  BOOST_TEST(c.entry == "scale_rows");
+  BOOST_TEST(c.fixed_signature());
+  BOOST_TEST(c.arg_buffers.size() == 2u);
+  BOOST_REQUIRE_EQUAL(c.arg_values.size(), 5u);
+  BOOST_TEST((c.arg_values[0] == rows * 8));  // one thread per element
+  BOOST_TEST((c.arg_values[1] == rows));
+  BOOST_TEST((c.arg_values[4] == SymInt(8)));
+  BOOST_TEST(c.launch.block == 128);
+  BOOST_TEST(!c.launch.grid_stride);
+  cuda::nvrtc_compile(p.kernel_program(1), "custom", 90, true);
+  const plan::KernelPlan back = plan::plan_from_json(plan::plan_to_json(p));
+  BOOST_TEST(back.kernels[1].kind == "custom");
+  BOOST_TEST(back.kernels[1].source == c.source);
+  BOOST_TEST((back.kernels[1].arg_values == c.arg_values));
+  // Without a CUDA kernel: a reference kernel.
+  d.device_kernels.clear();
+  register_custom_op(d);
+  Graph h;
+  const NodeId hx = h.add_input(meta(DType::f32, {4, 8}), "x");
+  h.set_outputs({h.add(OpId::custom, {hx}, {std::string("codegen::scale_rows"), std::string("1"), std::string()})});
+  const plan::KernelPlan q = plan_of(h);
+  BOOST_REQUIRE_EQUAL(q.kernels.size(), 1u);
+  BOOST_TEST(q.kernels[0].kind == "reference");
+  unregister_custom_op("codegen::scale_rows");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -588,7 +588,7 @@ BOOST_AUTO_TEST_CASE(unknown_kinds_ops_and_dtypes) {
   json d = base();
   d["kernels"][0]["kind"] = "fused";
   expect_exact(d, "plan.json: kernels[0].kind: unknown kernel kind 'fused' (valid kinds are pointwise, reduction, "
-                  "matmul, attention, convolution, reference)");
+                  "matmul, attention, convolution, reference, custom)");
   d = base();
   d["buffers"][3]["kind"] = "temp";
   expect_exact(d, "plan.json: buffers[3].kind: unknown buffer kind 'temp' (valid kinds are input, constant, output, "

@@ -15,9 +15,16 @@ namespace kiln {
 
 namespace {
 
+// An op as registered, with the version graphs name it by (the graph registry's: the given one
+// with a hash of the device kernels' sources folded in).
+struct Registered {
+  CustomOp op;
+  std::string version;
+};
+
 struct Registry {
   std::mutex mu;
-  std::map<std::string, std::shared_ptr<const CustomOp>, std::less<>> ops;
+  std::map<std::string, std::shared_ptr<const Registered>, std::less<>> ops;
 };
 
 Registry& registry() {
@@ -25,7 +32,7 @@ Registry& registry() {
   return *r;
 }
 
-std::shared_ptr<const CustomOp> find(const std::string& name) {
+std::shared_ptr<const Registered> find(const std::string& name) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   const auto it = r.ops.find(name);
@@ -66,11 +73,13 @@ void register_op(CustomOp op) {
       fail("custom op ", name, " has no host kernel (it runs as its decomposition)");
     };
   }
+  def.device_kernels = op.device_kernels;
   std::string name = op.name;
-  register_custom_op(std::move(def));  // checks the name, version and arities
+  register_custom_op(std::move(def));  // checks the name, version, arities and kernels
+  const std::shared_ptr<const CustomOpDef> registered = find_custom_op(name);
   Registry& r = registry();
   std::lock_guard lock(r.mu);
-  r.ops[std::move(name)] = std::make_shared<const CustomOp>(std::move(op));
+  r.ops[std::move(name)] = std::make_shared<const Registered>(Registered{std::move(op), registered->version});
 }
 
 bool unregister_op(const std::string& name) {
@@ -81,8 +90,9 @@ bool unregister_op(const std::string& name) {
 }
 
 Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, const std::string& config) {
-  const std::shared_ptr<const CustomOp> op = find(name);
-  KILN_CHECK(op != nullptr, "custom_op: no op named ", name, " is registered (kiln::register_op)");
+  const std::shared_ptr<const Registered> registered = find(name);
+  KILN_CHECK(registered != nullptr, "custom_op: no op named ", name, " is registered (kiln::register_op)");
+  const CustomOp* op = &registered->op;
   std::vector<const Tensor*> ptrs;
   ptrs.reserve(inputs.size());
   bool wants_grad = false;
@@ -97,7 +107,7 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, con
     std::vector<const TensorMeta*> metas;
     for (const Tensor& t : inputs) metas.push_back(&t.meta());
     ShapeEnv eager_shapes;
-    const Attrs attrs{op->name, op->version, config};
+    const Attrs attrs{op->name, registered->version, config};
     const TensorMeta want =
         op_def(OpId::custom).infer(InferContext{OpId::custom, metas, attrs, trace ? trace->graph.shapes() : eager_shapes});
     Tensor y = op->decomposition(inputs, config);
@@ -106,7 +116,7 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, con
                y.meta().str(), ", but its shape rule says ", want.str());
     return y;
   }
-  return detail::dispatch(OpId::custom, ptrs, Attrs{op->name, op->version, config});
+  return detail::dispatch(OpId::custom, ptrs, Attrs{op->name, registered->version, config});
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "kiln/graph/custom_ops.h"
 
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -39,6 +40,26 @@ void register_custom_op(CustomOpDef op) {
              ": takes ", op.min_inputs, " to ", op.max_inputs, " inputs, which is no range");
   KILN_CHECK(op.infer != nullptr, "custom op ", op.name, ": needs a shape rule");
   KILN_CHECK(op.compute != nullptr, "custom op ", op.name, ": needs a host kernel");
+  if (!op.device_kernels.empty()) {
+    uint64_t h = 14695981039346656037ull;  // FNV-1a over the targets, entries, blocks and sources
+    auto mix = [&h](std::string_view s) {
+      for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+      h = (h ^ 0xff) * 1099511628211ull;
+    };
+    for (const auto& [target, k] : op.device_kernels) {
+      KILN_CHECK(!k.source.empty() && !k.entry.empty(), "custom op ", op.name, ": its ", target,
+                 " kernel needs a source and an entry");
+      KILN_CHECK(k.block >= 1 && k.block <= 1024, "custom op ", op.name, ": its ", target,
+                 " kernel's block must be 1 to 1024 threads, got ", k.block);
+      mix(target);
+      mix(k.entry);
+      mix(std::to_string(k.block));
+      mix(k.source);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    op.version += std::string(" #") + hex;
+  }
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   std::string name = op.name;

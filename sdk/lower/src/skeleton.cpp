@@ -7,6 +7,7 @@
 #include <map>
 #include <string_view>
 
+#include "kiln/graph/custom_ops.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::lower {
@@ -86,6 +87,41 @@ PlanKernel kernel_skeleton(const schedule::Kernel& k) {
     pk.inputs = k.reference->inputs;
     pk.output = k.reference->output;
   }
+  return pk;
+}
+
+std::optional<PlanKernel> custom_device_kernel(const schedule::Kernel& k, const schedule::Schedule& s,
+                                               std::string_view target) {
+  if (!k.reference || k.reference->op != OpId::custom) return std::nullopt;
+  const Attrs& attrs = k.reference->attrs;
+  const std::shared_ptr<const CustomOpDef> op = find_custom_op(attrs.s(0), attrs.s(1));
+  const auto it = op->device_kernels.find(target);
+  if (it == op->device_kernels.end()) return std::nullopt;
+  const CustomOpKernel& dk = it->second;
+  const Node& node = s.graph.node(k.provenance.at(0));
+  std::vector<const TensorMeta*> inputs;
+  for (NodeId i : node.inputs) inputs.push_back(&s.graph.node(i).meta);
+  PlanKernel pk = kernel_skeleton(k);
+  pk.kind = "custom";
+  pk.op = OpId::input;  // no longer the reference interpreter's op
+  pk.attrs = {};
+  pk.inputs = {};
+  pk.output = -1;
+  pk.entry = dk.entry;
+  pk.source = dk.source;
+  pk.arg_buffers = k.reference->inputs;
+  pk.arg_buffers.push_back(k.reference->output);
+  try {
+    pk.parallel_extent = dk.threads ? dk.threads(inputs, node.meta, attrs.s(2)) : node.meta.numel();
+  } catch (const std::exception& e) {
+    fail("custom op ", attrs.s(0), ": its ", target, " kernel's thread count threw: ", e.what());
+  }
+  pk.arg_values.push_back(pk.parallel_extent);
+  pk.arg_values.insert(pk.arg_values.end(), node.meta.sizes.begin(), node.meta.sizes.end());
+  for (const TensorMeta* m : inputs) pk.arg_values.insert(pk.arg_values.end(), m->sizes.begin(), m->sizes.end());
+  pk.launch.block = dk.block;
+  pk.launch.items_per_block = dk.block;
+  pk.launch.grid_stride = false;
   return pk;
 }
 

@@ -16,7 +16,7 @@ namespace kiln::plan {
 namespace {
 
 constexpr const char* kBufferKinds[] = {"input", "constant", "output", "intermediate"};
-constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "convolution", "reference"};
+constexpr const char* kKernelKinds[] = {"pointwise", "reduction", "matmul", "attention", "convolution", "reference", "custom"};
 
 template <size_t N>
 bool one_of(const std::string& s, const char* const (&names)[N]) {
@@ -196,6 +196,8 @@ class Validator {
     }
     if (k.gemm) gemm(*k.gemm, where + ".gemm");
     if (k.kind == "reference") reference(k, where);
+    if (k.kind == "custom" && (!k.fixed_signature() || k.source.empty() || k.entry.empty()))
+      fail_at(where, "", "a custom kernel (a custom op's own device kernel) needs a source, an entry and arg_buffers");
     if (k.convolution && k.kind != "convolution")
       fail_at(where, "convolution", "only convolution kernels convolve; this one is a " + k.kind + " kernel");
     if (k.kind == "convolution") {
@@ -516,10 +518,16 @@ Binder::Binder(const KernelPlan& p, std::string who, std::function<MemoryLimit()
       input_buffer_(plan::input_buffers(p)),
       written_whole_(p.buffers.size(), false),
       limit_(std::move(limit)) {
-  for (const PlanKernel& k : p.kernels)
-    if (k.kind == "reference") written_whole_[static_cast<size_t>(k.output)] = true;
-    else if (k.convolution)  // read and written whole by the library
+  for (const PlanKernel& k : p.kernels) {
+    if (k.kind == "reference") {
+      written_whole_[static_cast<size_t>(k.output)] = true;
+    } else if (k.kind == "custom") {  // a custom op's own kernel reads its inputs and writes its output whole
+      for (int32_t id : k.arg_buffers)
+        if (id >= 0 && static_cast<size_t>(id) < written_whole_.size()) written_whole_[static_cast<size_t>(id)] = true;
+    } else if (k.convolution) {  // read and written whole by the library
       for (int32_t id : {k.convolution->x, k.convolution->w, k.convolution->y}) written_whole_[static_cast<size_t>(id)] = true;
+    }
+  }
 }
 
 Binding Binder::bind(std::span<const TensorData> inputs) const {

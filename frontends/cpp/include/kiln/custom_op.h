@@ -6,7 +6,8 @@
 //   decomposition where there is no kernel or an input requires gradients.
 // - Compiled functions trace the decomposition where there is one, so that it fuses with its
 //   neighbours and runs on the device. Otherwise the call is one opaque node of the graph
-//   (kiln/graph/custom_ops.h): every target runs it alone, by the host kernel; caches key it by
+//   (kiln/graph/custom_ops.h): every target runs it alone, by the op's kernel for its device
+//   where it has one (device_kernels), else by the host kernel; caches key it by
 //   its name, version and config, and a cache entry or plan that names an op this process has
 //   not registered, or registered at another version, is refused, never run.
 // - Gradients flow through decompositions; a gradient that reaches an op without one is an
@@ -16,10 +17,12 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kiln/graph/custom_ops.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -39,6 +42,10 @@ struct CustomOp {
   std::function<void(std::span<const Tensor> inputs, const std::string& config, const Tensor& out)> compute;
   // The op written with Kiln's ops (what compiled functions trace, and what gradients flow through).
   std::function<Tensor(std::span<const Tensor> inputs, const std::string& config)> decomposition;
+  // Kernels for a target's device by target name ("cuda": CUDA C; kiln/graph/custom_ops.h gives
+  // their signature): a compiled graph on that device runs the op there, without host copies.
+  // Eager calls keep the host kernel.
+  std::map<std::string, CustomOpKernel, std::less<>> device_kernels;
 };
 
 // Registers `op` (a kernel, a decomposition or both), replacing one of the same name. Throws

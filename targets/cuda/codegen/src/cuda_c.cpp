@@ -1118,6 +1118,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   for (const Kernel& k : s.kernels) {
     plan::PlanKernel pk = lower::kernel_skeleton(k);
     if (k.reference || k.convolution) {  // run by the runtime: the reference interpreter, cuDNN
+      // (a custom op's own CUDA kernel where it registered one: a kernel of fixed signature)
+      if (std::optional<plan::PlanKernel> own = lower::custom_device_kernel(k, s, "cuda")) pk = std::move(*own);
       p.kernels.push_back(std::move(pk));
       continue;
     }

@@ -3,7 +3,8 @@
 // attributes name it, give the version it was traced against and a config string for its
 // functions; the shape rule and the host kernel are looked up here by name wherever the node is
 // checked or run. Every target runs such a node alone, on the host (a plan's reference kernel:
-// inputs copied from the device and the result back), so the compiler never looks inside it.
+// inputs copied from the device and the result back), or by the op's own device kernel where it
+// registered one for the target (CustomOpKernel), so the compiler never looks inside it.
 //
 // The registry belongs to the process. A graph, plan or cache entry naming an op that is not
 // registered here, or registered at another version, is a kiln::Error where its shape rule runs
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +26,22 @@
 #include "kiln/graph/tensor_data.h"
 
 namespace kiln {
+
+// A kernel of a custom op for one target's device, compiled with the plan's generated kernels
+// and run there without host copies. "cuda": CUDA C source holding `extern "C" __global__ void
+// <entry>(...)`, whose parameters are the inputs' pointers (const, of their dtypes: float,
+// double, int, long long, bool, __half, __nv_bfloat16 as the plan's prelude names them), the
+// output's pointer, then as long long: the thread count, the output's sizes, each input's sizes
+// in order. It runs on `threads` threads (default: one per output element) in blocks of
+// `block`; a thread's index is blockIdx.x * blockDim.x + threadIdx.x, and those at or past the
+// count must do nothing. The output is not zero-filled: the kernel writes every element.
+struct CustomOpKernel {
+  std::string source;
+  std::string entry;
+  int64_t block = 256;
+  std::function<SymInt(std::span<const TensorMeta* const> inputs, const TensorMeta& out, const std::string& config)>
+      threads;  // unset: out's element count
+};
 
 struct CustomOpDef {
   std::string name;     // "namespace::name": letters, digits and '_' on each side of one "::"
@@ -38,6 +56,10 @@ struct CustomOpDef {
   // Computes the output on the host: the inputs contiguous host tensors, `out` a zero-filled
   // contiguous host tensor of the dtype and sizes the shape rule gave. May throw kiln::Error.
   std::function<void(std::span<const TensorData> inputs, const std::string& config, const TensorData& out)> compute;
+  // Device kernels by target name ("cuda"); a target without one runs `compute` on the host.
+  // Registering folds a hash of their sources into `version`, so a changed source is a new
+  // version (and a cache miss) even where the version given is not changed.
+  std::map<std::string, CustomOpKernel, std::less<>> device_kernels;
 };
 
 // Registers `op`, replacing an op of the same name (the graphs that name the old version then

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,14 @@ plan::KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view tar
 // written, and for a reference kernel its op, attributes and buffers. The codegen adds the
 // source, entry and launch.
 plan::PlanKernel kernel_skeleton(const schedule::Kernel& k);
+
+// A reference kernel of a custom op (kiln/graph/custom_ops.h) as the op's own kernel for
+// `target` ("cuda"), where the op registered one: a kernel of kind "custom" and fixed signature
+// (its inputs' buffers, its output's, then the thread count and every size, as
+// CustomOpKernel says) over its thread count; std::nullopt where it has none (the runtime then
+// runs it on the host). The source and entry are the op's own, so the kernel keeps its name.
+std::optional<plan::PlanKernel> custom_device_kernel(const schedule::Kernel& k, const schedule::Schedule& s,
+                                                     std::string_view target);
 
 // The library call of a GPU matmul kernel: its gemm with every trailing batch dim that is more
 // rows folded in (Gemm::fold_last_batch), whether or not the kernel's epilogue could fold them

@@ -106,7 +106,8 @@ struct PlanConvolution {
 
 struct PlanKernel {
   std::string name;
-  std::string kind;    // "pointwise", "reduction", "matmul", "attention" (generated), "convolution" or "reference"
+  std::string kind;    // "pointwise", "reduction", "matmul", "attention" (generated), "convolution", "reference" or
+                       // "custom" (a custom op's own kernel, of fixed signature: kiln/graph/custom_ops.h)
   std::string entry;   // generated: the function to call
   // generated, max-autotune: other functions in the source computing the same thing another way
   // (vector width, block size); the runtime times them on the first call and keeps the fastest

@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE onnx_loader
 #include <boost/test/unit_test.hpp>
 
+#include "kiln/graph/custom_ops.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -739,6 +741,57 @@ BOOST_AUTO_TEST_CASE(compile_reads_weights_once_and_caches_no_weights) {
   BOOST_TEST(entries >= 1u);
 }
 
+// A node of another domain runs as the custom op registered as <domain>::<op_type>, its
+// attributes the op's config as JSON (kiln/graph/custom_ops.h); compiled over a dynamic batch.
+BOOST_AUTO_TEST_CASE(nodes_of_other_domains_are_registered_custom_ops) {
+  TempDir dir;
+  pb::ModelProto m = model(13);
+  auto* o = m.add_opset_import();
+  o->set_domain("com.example");
+  o->set_version(1);
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"batch", "3"});
+  value(g->add_output(), "y", pb::TensorProto::FLOAT, {"batch", "3"});
+  node(g, "Exp", {"x"}, {"e"});
+  pb::NodeProto* n = node(g, "SoftClip", {"e"}, {"c"}, "clip");
+  n->set_domain("com.example");
+  auto* hi = n->add_attribute();
+  hi->set_name("hi");
+  hi->set_type(pb::AttributeProto::FLOAT);
+  hi->set_f(2.0f);
+  string_attr(n, "mode", "hard");
+  node(g, "Neg", {"c"}, {"y"});
+  const std::string path = save(dir, m);
+  // Not registered: the error says how a node of another domain is imported.
+  check_contains(error_of([&] { konnx::load(path); }),
+                 "node 'clip' (SoftClip, domain com.example, opset 1): the domain 'com.example' is not supported (Kiln "
+                 "imports the default domain ai.onnx, and a node of another domain as the custom op registered as "
+                 "<domain>::<op_type>, here com.example::SoftClip, which is not registered)");
+  std::string seen_config;
+  kiln::CustomOpDef d;
+  d.name = "com.example::SoftClip";
+  d.version = "1";
+  d.infer = [](std::span<const TensorMeta* const> in, const std::string&, kiln::ShapeEnv&) { return *in[0]; };
+  d.compute = [&seen_config](std::span<const TensorData> in, const std::string& config, const TensorData& out) {
+    seen_config = config;
+    for (int64_t i = 0; i < out.numel(); ++i) out.data_as<float>()[i] = std::min(in[0].data_as<float>()[i], 2.0f);
+  };
+  kiln::register_custom_op(d);
+  const konnx::CompiledModel f = konnx::compile(path);
+  for (int64_t batch : {1, 4}) {
+    std::vector<float> x(static_cast<size_t>(batch * 3));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i);
+    const std::vector<Tensor> out = f({Tensor::from_data(host({batch, 3}, x))});
+    std::vector<float> want;
+    for (float v : x) want.push_back(-std::min(std::exp(v), 2.0f));
+    const std::vector<float> got = values(out[0].data());
+    BOOST_REQUIRE_EQUAL(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(std::abs(got[i] - want[i]) < 1e-5f);
+  }
+  BOOST_TEST(seen_config == R"({"hi":2.0,"mode":"hard"})");
+  kiln::unregister_custom_op("com.example::SoftClip");
+}
+
 BOOST_AUTO_TEST_CASE(errors_name_the_node_op_domain_and_opset) {
   TempDir dir;
   pb::ModelProto m = model(13);
@@ -751,7 +804,7 @@ BOOST_AUTO_TEST_CASE(errors_name_the_node_op_domain_and_opset) {
 
   g->mutable_node(0)->set_op_type("Relu");
   g->mutable_node(0)->set_domain("com.microsoft");
-  check_contains(error_of([&] { konnx::load(save(dir, m)); }), "the domain 'com.microsoft' is not supported");
+  check_contains(error_of([&] { konnx::load(save(dir, m)); }), "the domain 'com.microsoft' is not supported (Kiln imports");
 
   pb::ModelProto newer = model(19);
   *newer.mutable_graph() = *g;

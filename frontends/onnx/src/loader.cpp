@@ -13,6 +13,8 @@
 #include <utility>
 
 #include "importer.h"
+#include "kiln/graph/custom_ops.h"
+#include "nlohmann/json.hpp"
 #include "kiln/graph/files.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/eval/interpreter.h"
@@ -511,6 +513,46 @@ namespace detail {
 
 namespace {
 
+// A node of another domain than ai.onnx runs as the custom op registered as "<domain>::<op_type>"
+// (kiln/graph/custom_ops.h; ONNX Runtime's custom ops): its attributes become the op's config,
+// a JSON object of their values (floats, ints, strings and lists of them), keys sorted.
+Converter custom_converter(const pb::Node& n) {
+  const std::string name = n.domain + "::" + n.op_type;
+  const std::shared_ptr<const CustomOpDef> op = find_custom_op(name);
+  KILN_CHECK(op != nullptr, "the domain '", n.domain, "' is not supported (Kiln imports the default domain ai.onnx, ",
+             "and a node of another domain as the custom op registered as <domain>::<op_type>, here ", name,
+             ", which is not registered)");
+  nlohmann::json config = nlohmann::json::object();
+  for (const pb::Attribute& a : n.attribute) {
+    switch (a.type) {
+      case pb::Attribute::FLOAT: config[a.name] = static_cast<double>(a.f); break;
+      case pb::Attribute::INT: config[a.name] = a.i; break;
+      case pb::Attribute::STRING: config[a.name] = a.s; break;
+      case pb::Attribute::FLOATS: {
+        std::vector<double> v(a.floats.begin(), a.floats.end());
+        config[a.name] = v;
+        break;
+      }
+      case pb::Attribute::INTS: config[a.name] = a.ints; break;
+      case pb::Attribute::STRINGS: config[a.name] = a.strings; break;
+      default: fail("attribute '", a.name, "' is a tensor or graph, which a custom op's config cannot hold");
+    }
+  }
+  const std::string text = config.dump();
+  return [name, version = op->version, text](NodeCtx& c) -> std::vector<V> {
+    std::vector<V> inputs;
+    for (const V& v : c.in) {
+      KILN_CHECK(v != nullptr, "custom op ", name, ": an input is omitted (custom ops take no optional inputs)");
+      inputs.push_back(v);
+    }
+    size_t outputs = 0;
+    for (const std::string& o : c.node.output) outputs += o.empty() ? 0 : 1;
+    KILN_CHECK(outputs == 1 && !c.node.output[0].empty(), "custom op ", name, ": the node has ", c.node.output.size(),
+               " outputs; custom ops give one");
+    return {c.im.op(OpId::custom, std::move(inputs), Attrs{name, version, text})};
+  };
+}
+
 std::string node_label(const pb::Node& n, size_t index, int64_t opset) {
   std::string s = "node ";
   s += n.name.empty() ? "#" + std::to_string(index) : "'" + n.name + "'";
@@ -654,9 +696,15 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
     const auto os = opsets.find(domain);
     const int64_t opset = os == opsets.end() ? -1 : os->second;
     const std::string label = node_label(n, k, opset);
-    KILN_CHECK(domain.empty(), "onnx: ", label, ": the domain '", n.domain,
-               "' is not supported (Kiln imports the default domain ai.onnx)");
-    const Converter* conv = find_converter(n.op_type);
+    Converter custom;
+    if (!domain.empty()) {
+      try {
+        custom = custom_converter(n);
+      } catch (const Error& e) {
+        fail("onnx: ", label, ": ", e.what());
+      }
+    }
+    const Converter* conv = domain.empty() ? find_converter(n.op_type) : &custom;
     KILN_CHECK(conv, "onnx: ", label, ": unsupported op type '", n.op_type, "'");
     NodeCtx ctx{im, n, {}, opset};
     for (const std::string& name : n.input) {

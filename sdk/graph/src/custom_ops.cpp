@@ -21,10 +21,11 @@ Registry& registry() {
   return *r;
 }
 
-bool word(std::string_view s) {
+// Letters, digits and '_' (and '.' where `dots`: a namespace may be an ONNX domain, com.example).
+bool word(std::string_view s, bool dots) {
   if (s.empty()) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || (dots && c == '.'))) return false;
   return true;
 }
 
@@ -32,9 +33,10 @@ bool word(std::string_view s) {
 
 void register_custom_op(CustomOpDef op) {
   const size_t sep = op.name.find("::");
-  KILN_CHECK(sep != std::string::npos && word(std::string_view(op.name).substr(0, sep)) &&
-                 word(std::string_view(op.name).substr(sep + 2)),
-             "custom op \"", op.name, "\": the name must be namespace::name (letters, digits and '_' on each side)");
+  KILN_CHECK(sep != std::string::npos && word(std::string_view(op.name).substr(0, sep), true) &&
+                 word(std::string_view(op.name).substr(sep + 2), false),
+             "custom op \"", op.name, "\": the name must be namespace::name (letters, digits and '_' on each side, ",
+             "and '.' in the namespace)");
   KILN_CHECK(!op.version.empty(), "custom op ", op.name, ": the version must not be empty");
   KILN_CHECK(op.min_inputs >= 0 && (op.max_inputs < 0 || op.max_inputs >= op.min_inputs), "custom op ", op.name,
              ": takes ", op.min_inputs, " to ", op.max_inputs, " inputs, which is no range");

@@ -44,7 +44,8 @@ struct CustomOpKernel {
 };
 
 struct CustomOpDef {
-  std::string name;     // "namespace::name": letters, digits and '_' on each side of one "::"
+  std::string name;     // "namespace::name": letters, digits and '_' on each side of one "::", and '.'
+                        // in the namespace (an ONNX node of domain D and type T calls "D::T")
   std::string version;  // any text; part of every graph (and so every cache key) that calls the op
   int min_inputs = 1;
   int max_inputs = 1;   // -1: any number

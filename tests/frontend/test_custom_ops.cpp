@@ -138,6 +138,7 @@ BOOST_AUTO_TEST_CASE(a_decomposition_is_traced_and_differentiated) {
   const std::string lie = error_of([&] { custom_op("test::liar", {x}); });
   BOOST_TEST(contains(lie, "test::liar: its decomposition gave f32[]"), lie);
   BOOST_TEST(unregister_op("test::liar"));
+  BOOST_TEST(unregister_op("test::softplus"));  // its kernel holds a reference to kernel_calls
 }
 
 BOOST_AUTO_TEST_CASE(gradients_stop_at_a_host_kernel_with_an_error) {
@@ -202,6 +203,24 @@ BOOST_AUTO_TEST_CASE(errors_name_the_op_and_the_call_site) {
   auto g = kiln::compile([](const Tensor& x) { return custom_op("test::throws", {x + 1.0f}); });
   const std::string compiled = error_of([&] { g(x); });
   BOOST_TEST(contains(compiled, "out of paper"), compiled);
+}
+
+// An op registered with the graph's registry alone (register_custom_op, as a library of ops
+// would for the ONNX importer) is called the same way.
+BOOST_AUTO_TEST_CASE(ops_of_the_graph_registry_alone) {
+  CustomOpDef d;
+  d.name = "test::plus_one";
+  d.version = "3";
+  d.infer = [](std::span<const TensorMeta* const> in, const std::string&, ShapeEnv&) { return *in[0]; };
+  d.compute = [](std::span<const TensorData> in, const std::string&, const TensorData& out) {
+    for (int64_t i = 0; i < out.numel(); ++i) out.data_as<float>()[i] = in[0].data_as<float>()[i] + 1;
+  };
+  register_custom_op(d);
+  const Tensor x = f32({1, 2, 3}, {3});
+  check_values(custom_op("test::plus_one", {x}), {2, 3, 4});
+  auto f = kiln::compile([](const Tensor& x) { return custom_op("test::plus_one", {x * 2.0f}); });
+  check_values(f(x), {3, 5, 7});
+  BOOST_TEST(unregister_op("test::plus_one"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -90,11 +90,16 @@ bool unregister_op(const std::string& name) {
 }
 
 Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, const std::string& config) {
-  const std::shared_ptr<const Registered> registered = find(name);
-  KILN_CHECK(registered != nullptr, "custom_op: no op named ", name, " is registered (kiln::register_op)");
-  const CustomOp* op = &registered->op;
   std::vector<const Tensor*> ptrs;
   ptrs.reserve(inputs.size());
+  const std::shared_ptr<const Registered> registered = find(name);
+  if (!registered) {  // registered with the graph's registry alone (register_custom_op): its node
+    const std::shared_ptr<const CustomOpDef> def = find_custom_op(name);
+    KILN_CHECK(def != nullptr, "custom_op: no op named ", name, " is registered (kiln::register_op)");
+    for (const Tensor& t : inputs) ptrs.push_back(&t);
+    return detail::dispatch(OpId::custom, ptrs, Attrs{name, def->version, config});
+  }
+  const CustomOp* op = &registered->op;
   bool wants_grad = false;
   for (const Tensor& t : inputs) {
     KILN_CHECK(t.defined(), "custom op ", name, ": an input tensor is undefined (default-constructed)");

@@ -1509,6 +1509,12 @@ std::vector<Batch> composite_cases(OpId op) {
         }
         sym.push_back(C({A(t, {-1, 12}, dups)}, op_of(op, a(1, false)), exact, "symbolic rows"));
         sym.push_back(C({A(t, {9, -1}, dups)}, op_of(op, a(0, true)), exact, "symbolic columns, along dim 0"));
+        // Along a symbolic dim: the counting sort.
+        sym.push_back(core(C({A(t, {3, -1}, dups)}, op_of(op, a(1, false)), exact, "along a symbolic dim")));
+        sym.push_back(C({A(t, {-1, 4}, dups)}, op_of(op, a(0, true)), exact, "along a symbolic dim 0, descending"));
+        if (is_floating(t))
+          sym.push_back(core(C({A(t, {4, -1}, Domain::special)}, op_of(op, a(1, true)), exact,
+                               "along a symbolic dim: NaN, inf, 0, -0, descending")));
         break;
       }
       case OpId::cumsum: {

@@ -255,4 +255,37 @@ BOOST_AUTO_TEST_CASE(sort_argsort_topk_match_a_stable_sort) {
   check_tensor(g[0], {4}, DType::f32, {100, 1, 1000, 10});
 }
 
+// Along a dim of dynamic size (a counting sort: one compile for every size), against the eager
+// sorting network; the sorted values' gradient is still the permutation back.
+BOOST_AUTO_TEST_CASE(sort_along_a_dynamic_dim) {
+  auto f = kiln::compile([](const Tensor& x) {
+    const auto [values, positions] = sort(x, 1, true);
+    return std::vector<Tensor>{values, positions, argsort(x, 0)};
+  }, CompileOptions{.dynamic = true});
+  std::mt19937 rng(9);
+  for (int64_t n : {5, 13, 70}) {
+    std::vector<float> v(static_cast<size_t>(4 * n));
+    for (float& e : v) e = static_cast<float>(static_cast<int>(rng() % 7) - 3);  // many ties
+    v[3] = NAN;
+    v[4] = -0.0f;
+    const Tensor x = from_vector<float>(v, {4, n});
+    const std::vector<Tensor> got = f(x);
+    const auto [values, positions] = sort(x, 1, true);
+    BOOST_TEST(got[1].to_vector<int64_t>() == positions.to_vector<int64_t>(), boost::test_tools::per_element());
+    BOOST_TEST(got[2].to_vector<int64_t>() == argsort(x, 0).to_vector<int64_t>(), boost::test_tools::per_element());
+    const std::vector<float> a = got[0].to_vector<float>(), b = values.to_vector<float>();
+    for (size_t i = 0; i < a.size(); ++i)
+      BOOST_TEST((std::isnan(b[i]) ? std::isnan(a[i]) : (a[i] == b[i] && std::signbit(a[i]) == std::signbit(b[i]))), i);
+  }
+  BOOST_TEST(f.stats().compiles == 1);
+  BOOST_TEST(f.stats().graph_breaks == 0);
+  auto g = kiln::compile([](const Tensor& w, const Tensor& scale) { return sum(sort(w, 0).first * scale); },
+                         CompileOptions{.dynamic = true});
+  const Tensor w = from_vector<float>({2, -1, 5, 0}, {4});
+  w.requires_grad_();
+  const Tensor loss = g(w, from_vector<float>({1, 10, 100, 1000}, {4}));
+  const std::vector<Tensor> dw = grad({loss}, {w});
+  check_tensor(dw[0], {4}, DType::f32, {100, 1, 1000, 10});
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -497,9 +497,12 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
 }
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   const int64_t d = normalize_dim(dim, std::max<int64_t>(x.rank(), 1), "sort");
-  // The values gathered at the positions: one sorting network, not one for each.
+  // The values gathered at the positions: one sorting network, not one for each. Along a
+  // symbolic dim (a counting sort, whose values need no gather: a gather there runs on the host)
+  // the two ops share their ranks once the graph's equal nodes merge.
   const Tensor positions = dispatch(OpId::argsort, {&x}, Attrs{d, descending});
   if (x.rank() == 0) return {x, positions};
+  if (!x.shape()[static_cast<size_t>(d)].is_static()) return {dispatch(OpId::sort, {&x}, Attrs{d, descending}), positions};
   return {gather(x, d, positions), positions};
 }
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {

@@ -724,12 +724,10 @@ TensorMeta infer_cumsum(const InferContext& c) {
   return result(c, t, x.sizes);
 }
 
-// sort and argsort: x's sizes along a static dim; sort keeps the dtype, argsort gives i64.
+// sort and argsort: x's sizes; sort keeps the dtype, argsort gives i64.
 TensorMeta infer_sort(const InferContext& c) {
   const TensorMeta& x = arg(c, 0);
-  const int64_t d = check_dim(c, c.attrs.i(0), std::max<int64_t>(x.rank(), 1));
-  KILN_CHECK(x.rank() == 0 || x.sizes[static_cast<size_t>(d)].is_static(), opn(c), ": dim ", d, " of ",
-             shape_str(x.sizes), " must have a static size (the sorting network is built for it)");
+  check_dim(c, c.attrs.i(0), std::max<int64_t>(x.rank(), 1));
   return result(c, c.op == OpId::argsort ? DType::i64 : x.dtype, x.sizes);
 }
 
@@ -1691,6 +1689,59 @@ NodeId decompose_cumprod(Graph& g, std::span<const NodeId> in, const Attrs& a) {
 // (log2(P) + 1) / 2 stages, all on the device. Ties keep their positions' order (a stable sort);
 // NaN sorts above every number, as torch's. The values move through `where`s, so a gradient goes
 // back through the same permutation.
+// Whether key ka at position ia belongs after key kb at position ib: ka above kb (below,
+// descending), or equal and later (a stable order); NaN (where `nan`) above every number and
+// equal to NaN.
+NodeId sorts_after(Builder& b, NodeId ka, NodeId ia, NodeId kb, NodeId ib, bool descending, bool nan) {
+  NodeId gt = b.add(descending ? OpId::lt : OpId::gt, {ka, kb});
+  NodeId eq = b.add(OpId::eq, {ka, kb});
+  if (nan) {
+    const NodeId na = b.add(OpId::isnan, {ka}), nb = b.add(OpId::isnan, {kb});
+    // NaN above every number: after b ascending when a is NaN and b is not; descending, the reverse.
+    const NodeId nan_gt = descending ? b.add(OpId::logical_and, {nb, b.add(OpId::logical_not, {na})})
+                                     : b.add(OpId::logical_and, {na, b.add(OpId::logical_not, {nb})});
+    gt = b.add(OpId::logical_or, {gt, nan_gt});
+    eq = b.add(OpId::logical_or, {eq, b.add(OpId::logical_and, {na, nb})});
+  }
+  return b.add(OpId::logical_or, {gt, b.add(OpId::logical_and, {eq, b.add(OpId::gt, {ia, ib})})});
+}
+
+// sort and argsort along a dim of symbolic size, where no network can be built: each element's
+// rank is counted, rank[i] = #{j : element i sorts after element j}, a sum over [.., n(i), n(j)];
+// then position p takes the element whose rank is p, a max over [.., n(p), n(i)] of that element
+// (the lowest value of the key's type elsewhere) and a sum of its position. Two reductions of
+// n^2 compares, fused, on the device; stable, NaN above every number, as the network.
+std::pair<NodeId, NodeId> counting_sort(Builder& b, NodeId x0, int64_t d, bool descending) {
+  const TensorMeta x = b.meta(x0);
+  const int64_t r = x.rank();
+  const auto [perm, inv] = dim_last(r, d);
+  NodeId v = d != r - 1 ? b.add(OpId::permute, {x0}, {perm}) : x0;
+  const SymShape rows = b.meta(v).sizes;
+  const DType t = x.dtype;
+  const DType kt = t == DType::bool_ ? DType::i64 : t;
+  const NodeId key = b.cast(v, kt);
+  SymShape square = rows;  // [.., n, n]
+  square.push_back(rows.back());
+  const NodeId first = b.add(OpId::iota, {}, {square, r - 1, DType::i64});  // the position along dim r - 1
+  const NodeId second = b.add(OpId::iota, {}, {square, r, DType::i64});     // along dim r
+  const NodeId along_first = b.add(OpId::unsqueeze, {key}, {r});            // key[i] at [.., i, 1]
+  const NodeId along_second = b.add(OpId::unsqueeze, {key}, {r - 1});       // key[j] at [.., 1, j]
+  const NodeId after = sorts_after(b, along_first, first, along_second, second, descending, is_floating(t));
+  const NodeId rank = b.add(OpId::sum, {after}, {std::vector<int64_t>{r}, false});  // i64 [.., n]
+  // [.., p, i]: element i goes to position p.
+  const NodeId lands = b.add(OpId::eq, {b.add(OpId::unsqueeze, {rank}, {r - 1}), first});
+  const NodeId idx = b.add(OpId::sum, {b.add(OpId::where, {lands, second, b.scalar(0.0, DType::i64)})},
+                           {std::vector<int64_t>{r}, false});
+  const double lowest = is_floating(kt) ? -std::numeric_limits<double>::infinity()
+                        : kt == DType::i32 ? static_cast<double>(std::numeric_limits<int32_t>::min())
+                                           : static_cast<double>(std::numeric_limits<int64_t>::min());
+  NodeId values = b.add(OpId::max, {b.add(OpId::where, {lands, along_second, b.scalar(lowest, kt)})},
+                        {std::vector<int64_t>{r}, false});
+  values = b.cast(values, t);
+  if (d != r - 1) return {b.add(OpId::permute, {values}, {inv}), b.add(OpId::permute, {idx}, {inv})};
+  return {values, idx};
+}
+
 std::pair<NodeId, NodeId> sorting_network(Builder& b, NodeId x0, int64_t d, bool descending) {
   const TensorMeta x = b.meta(x0);
   const int64_t r = x.rank();
@@ -1717,19 +1768,9 @@ std::pair<NodeId, NodeId> sorting_network(Builder& b, NodeId x0, int64_t d, bool
   NodeId key = b.cast(v, kt);
   // after(a, b): a belongs after b (with positions ia, ib as the tie-break).
   auto after = [&](NodeId ka, NodeId ia, NodeId kb, NodeId ib) {
-    NodeId gt = b.add(descending ? OpId::lt : OpId::gt, {ka, kb});
-    NodeId eq = b.add(OpId::eq, {ka, kb});
-    if (nan) {
-      const NodeId na = b.add(OpId::isnan, {ka}), nb = b.add(OpId::isnan, {kb});
-      // NaN above every number: after b ascending when a is NaN and b is not; descending, the reverse.
-      const NodeId nan_gt = descending ? b.add(OpId::logical_and, {nb, b.add(OpId::logical_not, {na})})
-                                       : b.add(OpId::logical_and, {na, b.add(OpId::logical_not, {nb})});
-      gt = b.add(OpId::logical_or, {gt, nan_gt});
-      eq = b.add(OpId::logical_or, {eq, b.add(OpId::logical_and, {na, nb})});
-    }
-    const NodeId later = b.add(OpId::gt, {ia, ib});
-    const NodeId by_value = b.add(OpId::logical_or, {gt, b.add(OpId::logical_and, {eq, later})});
+    const NodeId by_value = sorts_after(b, ka, ia, kb, ib, descending, nan);
     if (p == n) return by_value;
+    const NodeId later = b.add(OpId::gt, {ia, ib});
     // Padding (positions n and above) goes after every real value, in position order.
     const NodeId pad = b.add(OpId::ge, {b.add(OpId::maximum, {ia, ib}), b.scalar(static_cast<double>(n), DType::i64)});
     return b.add(OpId::where, {pad, later, by_value});
@@ -1772,14 +1813,15 @@ std::pair<NodeId, NodeId> sorting_network(Builder& b, NodeId x0, int64_t d, bool
   }
   return {values, idx};
 }
-NodeId decompose_sort(Graph& g, std::span<const NodeId> in, const Attrs& a) {
+// The network along a static dim, counting along a symbolic one.
+std::pair<NodeId, NodeId> sorted(Graph& g, NodeId x, const Attrs& a) {
   Builder b{g};
-  return sorting_network(b, in[0], a.i(0), a.b(1)).first;
+  const TensorMeta& m = g.node(x).meta;
+  if (m.rank() > 0 && !m.sizes[static_cast<size_t>(a.i(0))].is_static()) return counting_sort(b, x, a.i(0), a.b(1));
+  return sorting_network(b, x, a.i(0), a.b(1));
 }
-NodeId decompose_argsort(Graph& g, std::span<const NodeId> in, const Attrs& a) {
-  Builder b{g};
-  return sorting_network(b, in[0], a.i(0), a.b(1)).second;
-}
+NodeId decompose_sort(Graph& g, std::span<const NodeId> in, const Attrs& a) { return sorted(g, in[0], a).first; }
+NodeId decompose_argsort(Graph& g, std::span<const NodeId> in, const Attrs& a) { return sorted(g, in[0], a).second; }
 
 NodeId decompose_tril(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::le); }
 NodeId decompose_triu(Graph& g, std::span<const NodeId> in, const Attrs& a) { return triangle(g, in[0], a.i(0), OpId::ge); }

@@ -149,8 +149,9 @@ enum class OpId : uint16_t {
                 //        exclusive and reverse as cumsum's); integers and bool multiply in i64. Decomposes as
                 //        cumsum's, with products
   sort,         // attrs: dim:int, descending:bool -> x's values along dim in order (torch.sort, stable: equal
-                //        values keep their order; NaN above every number); dim's size must be static.
-                //        Decomposes into a bitonic sorting network: O(n log^2 n) compares, log^2 n kernels
+                //        values keep their order; NaN above every number). Decomposes into a bitonic sorting
+                //        network along a static dim (O(n log^2 n) compares, log^2 n kernels), a counting sort
+                //        along a symbolic one (each element's rank counted: O(n^2) compares, two kernels)
   argsort,      // attrs: as sort's -> i64 positions along dim of sort's values (torch.argsort(stable=True))
   tril, triu,   // attrs: diagonal:int; inputs (x[..., R, C]) -> x where col - row <= diagonal (tril) or
                 //        >= diagonal (triu), else 0 (torch.tril/triu, ONNX Trilu); R and C may be symbolic

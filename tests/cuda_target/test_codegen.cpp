@@ -915,6 +915,14 @@ extern "C" __global__ void scale_rows(const float* x, float* y, long long n, lon
   BOOST_TEST(back.kernels[1].kind == "custom");
   BOOST_TEST(back.kernels[1].source == c.source);
   BOOST_TEST((back.kernels[1].arg_values == c.arg_values));
+  // A strided input (a transposed view passed in): the reference kernel, which reads it through
+  // its strides.
+  Graph t;
+  const NodeId tx = t.add_input(TensorMeta{DType::f32, Device::cuda(0), {SymInt(8), SymInt(4)}, {SymInt(1), SymInt(8)}}, "x");
+  t.set_outputs({t.add(OpId::custom, {tx}, {std::string("codegen::scale_rows"), version, std::string()})});
+  const plan::KernelPlan tp = plan_of(t);
+  BOOST_REQUIRE_EQUAL(tp.kernels.size(), 1u);
+  BOOST_TEST(tp.kernels[0].kind == "reference");
   // Without a CUDA kernel: a reference kernel.
   d.device_kernels.clear();
   register_custom_op(d);

@@ -98,6 +98,12 @@ std::optional<PlanKernel> custom_device_kernel(const schedule::Kernel& k, const 
   const auto it = op->device_kernels.find(target);
   if (it == op->device_kernels.end()) return std::nullopt;
   const CustomOpKernel& dk = it->second;
+  // Its signature passes bare pointers: a strided input (a plan's input may be a view) stays
+  // with the reference kernel, which reads it through its strides.
+  for (int32_t b : k.reference->inputs) {
+    const schedule::Buffer& buf = s.buffers.at(static_cast<size_t>(b));
+    if (!buf.strides.empty() && buf.strides != contiguous_strides(std::span<const SymInt>(buf.sizes))) return std::nullopt;
+  }
   const Node& node = s.graph.node(k.provenance.at(0));
   std::vector<const TensorMeta*> inputs;
   for (NodeId i : node.inputs) inputs.push_back(&s.graph.node(i).meta);

@@ -15,16 +15,9 @@ namespace kiln {
 
 namespace {
 
-// An op as registered, with the version graphs name it by (the graph registry's: the given one
-// with a hash of the device kernels' sources folded in).
-struct Registered {
-  CustomOp op;
-  std::string version;
-};
-
 struct Registry {
   std::mutex mu;
-  std::map<std::string, std::shared_ptr<const Registered>, std::less<>> ops;
+  std::map<std::string, std::shared_ptr<const CustomOp>, std::less<>> ops;
 };
 
 Registry& registry() {
@@ -32,7 +25,7 @@ Registry& registry() {
   return *r;
 }
 
-std::shared_ptr<const Registered> find(const std::string& name) {
+std::shared_ptr<const CustomOp> find(const std::string& name) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   const auto it = r.ops.find(name);
@@ -76,10 +69,9 @@ void register_op(CustomOp op) {
   def.device_kernels = op.device_kernels;
   std::string name = op.name;
   register_custom_op(std::move(def));  // checks the name, version, arities and kernels
-  const std::shared_ptr<const CustomOpDef> registered = find_custom_op(name);
   Registry& r = registry();
   std::lock_guard lock(r.mu);
-  r.ops[std::move(name)] = std::make_shared<const Registered>(Registered{std::move(op), registered->version});
+  r.ops[std::move(name)] = std::make_shared<const CustomOp>(std::move(op));
 }
 
 bool unregister_op(const std::string& name) {
@@ -92,14 +84,15 @@ bool unregister_op(const std::string& name) {
 Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, const std::string& config) {
   std::vector<const Tensor*> ptrs;
   ptrs.reserve(inputs.size());
-  const std::shared_ptr<const Registered> registered = find(name);
-  if (!registered) {  // registered with the graph's registry alone (register_custom_op): its node
-    const std::shared_ptr<const CustomOpDef> def = find_custom_op(name);
-    KILN_CHECK(def != nullptr, "custom_op: no op named ", name, " is registered (kiln::register_op)");
+  // Graphs name the graph registry's version (the given one with the device kernels' hash).
+  const std::shared_ptr<const CustomOpDef> def = find_custom_op(name);
+  KILN_CHECK(def != nullptr, "custom_op: no op named ", name, " is registered (kiln::register_op)");
+  const Attrs attrs{name, def->version, config};
+  const std::shared_ptr<const CustomOp> op = find(name);
+  if (!op) {  // registered with the graph's registry alone (register_custom_op): its node
     for (const Tensor& t : inputs) ptrs.push_back(&t);
-    return detail::dispatch(OpId::custom, ptrs, Attrs{name, def->version, config});
+    return detail::dispatch(OpId::custom, ptrs, attrs);
   }
-  const CustomOp* op = &registered->op;
   bool wants_grad = false;
   for (const Tensor& t : inputs) {
     KILN_CHECK(t.defined(), "custom op ", name, ": an input tensor is undefined (default-constructed)");
@@ -112,7 +105,6 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, con
     std::vector<const TensorMeta*> metas;
     for (const Tensor& t : inputs) metas.push_back(&t.meta());
     ShapeEnv eager_shapes;
-    const Attrs attrs{op->name, registered->version, config};
     const TensorMeta want =
         op_def(OpId::custom).infer(InferContext{OpId::custom, metas, attrs, trace ? trace->graph.shapes() : eager_shapes});
     Tensor y = op->decomposition(inputs, config);
@@ -121,7 +113,7 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, con
                y.meta().str(), ", but its shape rule says ", want.str());
     return y;
   }
-  return detail::dispatch(OpId::custom, ptrs, Attrs{op->name, registered->version, config});
+  return detail::dispatch(OpId::custom, ptrs, attrs);
 }
 
 }  // namespace kiln

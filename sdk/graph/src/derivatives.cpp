@@ -10,6 +10,9 @@
 #include "kiln/graph/error.h"
 
 namespace kiln {
+// The browser's build differentiates nothing (sdk/autodiff is not in it): it has no rules, and
+// its module is 32 KB smaller for it (issue 29's size limit).
+#ifndef __EMSCRIPTEN__
 namespace {
 
 using graph_detail::Builder;
@@ -525,9 +528,14 @@ std::vector<NodeId> grad_matmul(Graph& g, const GradContext& c) {
 }
 
 }  // namespace
+#endif
 
 namespace graph_detail {
 GradFn derivative_rule(const OpDef& d) {
+#ifdef __EMSCRIPTEN__
+  (void)d;
+  return nullptr;
+#else
   const OpId op = d.id;
   switch (d.category) {
     case OpCategory::unary: return grad_unary;
@@ -547,6 +555,7 @@ GradFn derivative_rule(const OpDef& d) {
     case OpCategory::custom: return nullptr;
   }
   return nullptr;
+#endif
 }
 }  // namespace graph_detail
 

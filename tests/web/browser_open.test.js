@@ -276,3 +276,30 @@ test('a selected node marks its fusion decisions', { timeout: 120000 }, async ()
     server.close();
   }
 });
+
+// The page loads what only some inputs need when one comes: protobufjs with the first ONNX model,
+// dagre and layout.js on the page only where no layout worker runs (here: no Worker at all).
+test('scripts for some inputs load on demand; without workers the page lays out itself', { timeout: 120000 }, async () => {
+  const nodes = JSON.parse(readSample('transformer_block.json')).nodes.length;
+  const { browser, server, page, url, errors } = await launchInspector();
+  try {
+    await page.addInitScript(() => { delete window.Worker; });
+    await page.goto(url + '#transformer_block.json');
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+    const first = await page.evaluate(() => ({ where: window.kilnInspector.layoutIn, graph: window.kilnInspector.last.graph,
+      drawn: document.querySelectorAll('#diagram g.node').length, protobuf: typeof window.protobuf }));
+    assert.deepStrictEqual(first, { where: 'page', graph: 'transformer_block.json', drawn: nodes, protobuf: 'undefined' });
+    await page.goto(url + '?url=' + encodeURIComponent('/models/bert/model.onnx'));
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+    const onnx = await page.evaluate(() => ({ where: window.kilnInspector.layoutIn, kernels: window.kilnInspector.last.kernels,
+      error: window.kilnInspector.last.error || null, protobuf: typeof window.protobuf }));
+    assert.strictEqual(onnx.error, null);
+    assert.ok(onnx.kernels > 0, JSON.stringify(onnx));
+    assert.strictEqual(onnx.protobuf, 'object');
+    assert.strictEqual(onnx.where, 'page');
+    assert.deepStrictEqual(errors, []);
+  } finally {
+    await browser.close();
+    server.close();
+  }
+});

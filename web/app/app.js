@@ -185,6 +185,24 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+// A script the page needs only for some inputs, loaded the first time one comes (once; again
+// after a failure). `what` says what it is for in the error.
+const scriptsLoaded = new Map();
+function loadScript(src, what) {
+  if (!scriptsLoaded.has(src)) {
+    scriptsLoaded.set(src, new Promise((resolve, reject) => {
+      const script = el('script', { src });
+      script.onload = resolve;
+      script.onerror = () => {
+        scriptsLoaded.delete(src);
+        reject(new Error(`could not load ${src} (${what})`));
+      };
+      document.head.append(script);
+    }));
+  }
+  return scriptsLoaded.get(src);
+}
+
 function shapeStr(t) { return `${t.dtype}[${t.shape.join(', ')}]`; }
 
 // A report on the page: the tabs at once, the diagram when its layout is back from the worker.
@@ -551,6 +569,13 @@ function reportNotice(report) {
   state.last.native = { id: c.id, kind: c.kind, keyMatch: same, elided: o.elided.length, otherVersion };
 }
 
+// web/js/onnx.js with protobufjs, which loads when the first ONNX model opens: evaluating it
+// took ~45 ms of the page's thread before the first graph.
+async function onnxDecoder() {
+  await loadScript('/npm/protobufjs/dist/protobuf.min.js', 'protobufjs, which reads ONNX files');
+  return KilnOnnx;
+}
+
 // An ONNX model, decoded here (web/js/onnx.js: protobufjs and ONNX's schema) and imported by the
 // module as the native importer imports the file; then compiled as a graph file is. `files`: the
 // files opened with it by name, where its external data is.
@@ -562,7 +587,7 @@ async function openOnnx(name, bytes, files) {
   state.onnx = null;
   try {
     const t0 = performance.now();
-    state.onnx = { decoded: await KilnOnnx.decode(bytes, files), device: null, decodeMs: performance.now() - t0 };
+    state.onnx = { decoded: await (await onnxDecoder()).decode(bytes, files), device: null, decodeMs: performance.now() - t0 };
   } catch (e) {
     state.imported = null;
     showError(e.message);
@@ -635,7 +660,7 @@ async function openUrl(address, name) {
     onnx = isOnnx(name, bytes);
     if (onnx) {
       const base = new URL(address, location.href);
-      for (const f of await KilnOnnx.externalFiles(bytes)) files[f] = await get(new URL(f, base));
+      for (const f of await (await onnxDecoder()).externalFiles(bytes)) files[f] = await get(new URL(f, base));
     }
   } catch (e) {
     state.graphName = name;

@@ -423,6 +423,8 @@ async function layOut(graph, seq, fresh) {
     }
   }
   state.layoutIn = 'page';
+  // dagre loads on the page only here: the worker has its own.
+  await loadScript('/npm/@dagrejs/dagre/dist/dagre.min.js', 'the diagram\'s layout');
   if (fresh) pageLayouts.clear();
   return kilnLayOut(graph, pageLayouts);
 }

@@ -223,4 +223,98 @@ BOOST_AUTO_TEST_CASE(ops_of_the_graph_registry_alone) {
   BOOST_TEST(unregister_op("test::plus_one"));
 }
 
+// A backward of its own (torch.library's register_autograd): gradients flow through the host
+// kernel, eagerly, through a compiled call's backward graph and in a backward pass traced inside a
+// compiled function, all by the one rule (traced into whichever graph is differentiated).
+BOOST_AUTO_TEST_CASE(a_backward_of_its_own_eager_compiled_and_traced) {
+  int kernel_calls = 0;
+  register_op(CustomOp{.name = "test::cube",
+                       .compute = [&kernel_calls](std::span<const Tensor> in, const std::string&, const Tensor& out) {
+                         ++kernel_calls;
+                         const float* x = in[0].data().data_as<float>();
+                         float* y = out.data().data_as<float>();
+                         for (int64_t i = 0; i < out.data().numel(); ++i) y[i] = x[i] * x[i] * x[i];
+                       },
+                       .backward = [](std::span<const Tensor> in, const Tensor& out, const Tensor& grad,
+                                      const std::string&) {
+                         BOOST_TEST(out.shape() == in[0].shape());
+                         return std::vector<Tensor>{in[0] * in[0] * grad * 3.0f};
+                       }});
+  const Tensor x = pattern_tensor({3, 5}, 7);
+  const Tensor want = x * x * 3.0f;
+  // Eagerly: the host kernel runs (there is no decomposition to fall back on) and backward()
+  // takes the rule.
+  const Tensor leaf = x.detach();
+  leaf.requires_grad_();
+  sum(custom_op("test::cube", {leaf})).backward();
+  BOOST_TEST(kernel_calls == 1);
+  BOOST_TEST(kiln_test_util::max_abs_diff(leaf.grad(), want) < 1e-5);
+  // A compiled forward holds the op's node; backward() outside differentiates its graph.
+  auto f = kiln::compile([](const Tensor& x) { return custom_op("test::cube", {x}) * 2.0f; });
+  const Tensor leaf2 = x.detach();
+  leaf2.requires_grad_();
+  sum(f(leaf2)).backward();
+  BOOST_TEST(kiln_test_util::max_abs_diff(leaf2.grad(), want * 2.0f) < 1e-5);
+  // The forward and the backward traced into one compiled step, across sizes.
+  auto step = kiln::compile([](const std::vector<Tensor>& p) {
+    return value_and_grad([](const std::vector<Tensor>& q) { return sum(custom_op("test::cube", {q[0]}) * q[0]); }, p);
+  });
+  for (int64_t n : {5, 5, 9}) {
+    const Tensor v = pattern_tensor({2, n}, 3);
+    const auto [loss, grads] = step(std::vector<Tensor>{v});
+    // d/dv sum(v^3 * v) = 3 v^2 * v + v^3 = 4 v^3
+    BOOST_TEST(kiln_test_util::max_abs_diff(grads[0], v * v * v * 4.0f) < 1e-4);
+    BOOST_TEST(kiln_test_util::max_abs_diff(loss, sum(v * v * v * v)) < 1e-3);
+  }
+  BOOST_TEST(unregister_op("test::cube"));  // its kernel holds a reference to kernel_calls
+}
+
+// Several inputs: an undefined gradient where an input gets none; the rule's mistakes are errors
+// naming the op.
+BOOST_AUTO_TEST_CASE(backward_rules_with_several_inputs_and_their_errors) {
+  const auto gate_kernel = [](std::span<const Tensor> in, const std::string&, const Tensor& out) {
+    for (int64_t i = 0; i < out.data().numel(); ++i)
+      out.data().data_as<float>()[i] = in[0].data().data_as<float>()[i] * in[1].data().data_as<float>()[i];
+  };
+  register_op(CustomOp{.name = "test::gate", .min_inputs = 2, .max_inputs = 2, .compute = gate_kernel,
+                       .backward = [](std::span<const Tensor> in, const Tensor&, const Tensor& grad, const std::string&) {
+                         return std::vector<Tensor>{grad * in[1], Tensor()};
+                       }});
+  const Tensor x = pattern_tensor({4, 3}, 1).detach();
+  const Tensor mask = pattern_tensor({4, 3}, 2);
+  x.requires_grad_();
+  sum(custom_op("test::gate", {x, mask}) * 2.0f).backward();
+  BOOST_TEST(kiln_test_util::max_abs_diff(x.grad(), mask * 2.0f) < 1e-6);
+  // The mask's gradient is asked for and there is none: grad() says the input is unused.
+  const Tensor m = mask.detach();
+  m.requires_grad_();
+  const Tensor y = pattern_tensor({4, 3}, 3);
+  const auto g = grad({sum(custom_op("test::gate", {y, m}))}, {m}, GradOptions{.allow_unused = true});
+  BOOST_TEST(!g[0].defined());
+
+  const auto copy_kernel = [](std::span<const Tensor> in, const std::string&, const Tensor& out) {
+    for (int64_t i = 0; i < out.data().numel(); ++i) out.data().data_as<float>()[i] = in[0].data().data_as<float>()[i];
+  };
+  register_op(CustomOp{.name = "test::too_many", .compute = copy_kernel,
+                       .backward = [](std::span<const Tensor> in, const Tensor&, const Tensor& grad, const std::string&) {
+                         return std::vector<Tensor>{grad, grad * in[0]};
+                       }});
+  const std::string count = error_of([&] { sum(custom_op("test::too_many", {x})).backward(); });
+  BOOST_TEST(contains(count, "custom op test::too_many: its backward gave 2 gradients for 1 inputs"), count);
+  register_op(CustomOp{.name = "test::wrong_shape", .compute = copy_kernel,
+                       .backward = [](std::span<const Tensor>, const Tensor&, const Tensor& grad, const std::string&) {
+                         return std::vector<Tensor>{sum(grad, {0})};
+                       }});
+  const std::string shape = error_of([&] { sum(custom_op("test::wrong_shape", {x})).backward(); });
+  BOOST_TEST(contains(shape, "custom op test::wrong_shape: its backward gave f32[3] as the gradient of input 0"), shape);
+  register_op(CustomOp{.name = "test::reads_values", .compute = copy_kernel,
+                       .backward = [](std::span<const Tensor>, const Tensor&, const Tensor& grad, const std::string&) {
+                         return std::vector<Tensor>{grad * sum(grad).item<float>()};
+                       }});
+  const std::string value = error_of([&] { sum(custom_op("test::reads_values", {x})).backward(); });
+  BOOST_TEST(contains(value, "the backward of custom op test::reads_values"), value);
+  for (const char* name : {"test::gate", "test::too_many", "test::wrong_shape", "test::reads_values"})
+    BOOST_TEST(unregister_op(name));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

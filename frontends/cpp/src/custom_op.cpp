@@ -32,6 +32,67 @@ std::shared_ptr<const CustomOp> find(const std::string& name) {
   return it == r.ops.end() ? nullptr : it->second;
 }
 
+using BackwardFn = decltype(CustomOp::backward);
+
+// The graph-level rule (kiln/graph/custom_ops.h's CustomOpDef::grad) of a Tensor-level backward:
+// the backward traced on tensors standing for the rule's nodes, then its nodes copied into the
+// graph being differentiated (constants it captured included), with what it decided about
+// symbolic sizes.
+std::vector<NodeId> traced_backward(const std::string& name, const BackwardFn& backward, Graph& g,
+                                    const GradContext& c) {
+  detail::Trace t;
+  t.id = detail::next_trace_id();
+  t.fullgraph = true;  // a value it needs is an error, not a graph break
+  t.label = "the backward of custom op " + name;
+  t.graph.shapes() = g.shapes();
+  const size_t facts_before = t.graph.shapes().facts().size();
+  std::vector<NodeId> stands_for;  // per input of t.graph, the node of g
+  const auto stand_in = [&](NodeId id) {
+    TensorMeta m = g.node(id).meta;
+    m.strides.clear();
+    stands_for.push_back(id);
+    return detail::wrap_node(t, t.graph.add_input(std::move(m)));
+  };
+  std::vector<Tensor> inputs;
+  for (NodeId id : c.inputs) inputs.push_back(stand_in(id));
+  const Tensor output = stand_in(c.output);
+  const Tensor grad = stand_in(c.grad);
+  std::vector<Tensor> grads;
+  std::vector<NodeId> results;
+  {
+    detail::TraceScope scope(t);
+    NoGrad off;
+    grads = backward(inputs, output, grad, c.attrs.s(2));
+    KILN_CHECK(grads.size() == inputs.size(), "custom op ", name, ": its backward gave ", grads.size(),
+               " gradients for ", inputs.size(), " inputs");
+    for (size_t k = 0; k < grads.size(); ++k) {
+      if (!grads[k].defined()) {
+        results.push_back(-1);
+        continue;
+      }
+      KILN_CHECK(grads[k].meta().sizes == inputs[k].meta().sizes, "custom op ", name, ": its backward gave ",
+                 grads[k].meta().str(), " as the gradient of input ", k, ", which is ", inputs[k].meta().str(),
+                 "; a gradient has its input's sizes");
+      results.push_back(detail::node_of(t, grads[k], t.label));
+    }
+  }
+  std::vector<NodeId> into(t.graph.size(), -1);
+  for (size_t id = 0; id < t.graph.size(); ++id) {
+    const Node& n = t.graph.node(static_cast<NodeId>(id));
+    if (n.op == OpId::input) {
+      into[id] = stands_for[static_cast<size_t>(n.attrs.i(0))];
+      continue;
+    }
+    std::vector<NodeId> in;
+    for (NodeId i : n.inputs) in.push_back(into[static_cast<size_t>(i)]);
+    into[id] = g.add(n.op, std::move(in), n.attrs);
+  }
+  for (size_t f = facts_before; f < t.graph.shapes().facts().size(); ++f) g.shapes().add_fact(t.graph.shapes().facts()[f]);
+  for (NodeId& r : results)
+    if (r >= 0) r = into[static_cast<size_t>(r)];
+  return results;
+}
+
 }  // namespace
 
 void register_op(CustomOp op) {
@@ -67,6 +128,11 @@ void register_op(CustomOp op) {
     };
   }
   def.device_kernels = op.device_kernels;
+  if (op.backward) {
+    def.grad = [name = op.name, backward = op.backward](Graph& g, const GradContext& c) {
+      return traced_backward(name, backward, g, c);
+    };
+  }
   std::string name = op.name;
   register_custom_op(std::move(def));  // checks the name, version, arities and kernels
   Registry& r = registry();
@@ -100,7 +166,7 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, con
     wants_grad = wants_grad || (grad_enabled() && t.requires_grad());
   }
   detail::Trace* trace = detail::current_trace();
-  if (op->decomposition && (trace != nullptr || !op->compute || wants_grad)) {
+  if (op->decomposition && (trace != nullptr || !op->compute || (wants_grad && !op->backward))) {
     // The shape rule holds the decomposition to what the op promises.
     std::vector<const TensorMeta*> metas;
     for (const Tensor& t : inputs) metas.push_back(&t.meta());

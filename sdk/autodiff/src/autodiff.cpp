@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/graph/custom_ops.h"
 #include "kiln/graph/error.h"
 
 namespace kiln::autodiff {
@@ -84,18 +85,32 @@ void backward(Graph& g, std::span<const Step> steps, Accumulator& acc, const std
 // One step: its rule, or its decomposition differentiated in place.
 void backward_step(Graph& g, const Step& s, NodeId gy, Accumulator& acc, const std::unordered_set<NodeId>& live) {
   const OpDef& def = op_def(s.op);
-  if (def.grad) {
-    const GradContext c{s.op, s.inputs, s.output, gy, s.attrs};
-    const std::vector<NodeId> gx = def.grad(g, c);
-    KILN_INTERNAL_CHECK(gx.size() == s.inputs.size(), "autodiff: the rule of ", def.name, " gave ", gx.size(),
-                        " gradients for ", s.inputs.size(), " inputs");
+  const GradContext c{s.op, s.inputs, s.output, gy, s.attrs};
+  const auto take = [&](const std::vector<NodeId>& gx) {
     for (size_t i = 0; i < gx.size(); ++i)
       if (gx[i] >= 0 && live.count(s.inputs[i]) && differentiable(g.node(s.inputs[i]).meta.dtype))
         acc.add(s.inputs[i], gx[i]);
+  };
+  if (def.grad) {
+    const std::vector<NodeId> gx = def.grad(g, c);
+    KILN_INTERNAL_CHECK(gx.size() == s.inputs.size(), "autodiff: the rule of ", def.name, " gave ", gx.size(),
+                        " gradients for ", s.inputs.size(), " inputs");
+    take(gx);
     return;
   }
-  KILN_CHECK(s.op != OpId::custom, "backward: custom op ", s.attrs.s(0), " has no derivative, and a gradient flows ",
-             "through it (into ", g.node(s.output).meta.str(), "): register it with a decomposition (kiln::register_op)");
+  if (s.op == OpId::custom) {  // the registered op's own rule (kiln/graph/custom_ops.h)
+    const std::string& name = s.attrs.s(0);
+    const std::shared_ptr<const CustomOpDef> op = find_custom_op(name, s.attrs.s(1));
+    KILN_CHECK(op->grad != nullptr, "backward: custom op ", name, " has no derivative, and a gradient flows ",
+               "through it (into ", g.node(s.output).meta.str(), "): register it with a backward or a decomposition ",
+               "(kiln::register_op)");
+    std::vector<NodeId> gx;
+    run_custom_op_function(name, "backward", [&] { gx = op->grad(g, c); });
+    KILN_CHECK(gx.size() == s.inputs.size(), "custom op ", name, ": its backward gave ", gx.size(), " gradients for ",
+               s.inputs.size(), " inputs");
+    take(gx);
+    return;
+  }
   KILN_CHECK(def.decompose != nullptr, "backward: ", def.name, " has no derivative rule, and a gradient flows ",
              "through it (into ", g.node(s.output).meta.str(), ")");
   const size_t first = g.size();

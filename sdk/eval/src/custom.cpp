@@ -16,14 +16,7 @@ void custom_kernel(const KernelArgs& a) {
   std::vector<TensorData> inputs;
   inputs.reserve(a.inputs.size());
   for (const TensorData& t : a.inputs) inputs.push_back(t.is_contiguous() && t.offset == 0 ? t : contiguous(t));
-  try {
-    op->compute(inputs, a.attrs.s(2), a.out);
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    fail(what.find(name) == std::string::npos ? "custom op " + name + ": " + what : what);
-  } catch (const std::exception& e) {
-    fail("custom op ", name, ": its host kernel threw: ", e.what());
-  }
+  run_custom_op_function(name, "host kernel", [&] { op->compute(inputs, a.attrs.s(2), a.out); });
 #endif
 }
 

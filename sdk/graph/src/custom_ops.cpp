@@ -89,6 +89,17 @@ std::shared_ptr<const CustomOpDef> find_custom_op(std::string_view name) {
   return it == r.ops.end() ? nullptr : it->second;
 }
 
+void run_custom_op_function(std::string_view name, std::string_view role, const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    fail(what.find(name) == std::string::npos ? "custom op " + std::string(name) + ": " + what : what);
+  } catch (const std::exception& e) {
+    fail("custom op ", name, ": its ", role, " threw: ", e.what());
+  }
+}
+
 std::shared_ptr<const CustomOpDef> find_custom_op(std::string_view name, std::string_view version) {
   std::shared_ptr<const CustomOpDef> op = find_custom_op(name);
   KILN_CHECK(op != nullptr, "custom op ", name, " is not registered in this process (register it before compiling, ",

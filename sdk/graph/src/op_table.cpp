@@ -751,14 +751,7 @@ TensorMeta infer_custom(const InferContext& c) {
              std::to_string(op->max_inputs), " inputs, got ", n);
   const Device device = common_device(c);
   TensorMeta m;
-  try {
-    m = op->infer(c.inputs, c.attrs.s(2), c.shapes);
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    fail(what.find(name) == std::string::npos ? "custom op " + name + ": " + what : what);
-  } catch (const std::exception& e) {
-    fail("custom op ", name, ": its shape rule threw: ", e.what());
-  }
+  run_custom_op_function(name, "shape rule", [&] { m = op->infer(c.inputs, c.attrs.s(2), c.shapes); });
   for (const SymInt& v : m.sizes)
     KILN_CHECK(v.is_symbolic() || v.hint() >= 0, "custom op ", name, ": its shape rule gave a negative size in ",
                shape_str(m.sizes));

@@ -3,15 +3,16 @@
 // kiln::custom_op like any other op, eagerly or inside kiln::compile.
 //
 // - Eager calls run the host kernel (on device inputs through host copies), or the
-//   decomposition where there is no kernel or an input requires gradients.
+//   decomposition where there is no kernel, or where an input requires gradients and the op
+//   has no backward of its own.
 // - Compiled functions trace the decomposition where there is one, so that it fuses with its
 //   neighbours and runs on the device. Otherwise the call is one opaque node of the graph
 //   (kiln/graph/custom_ops.h): every target runs it alone, by the op's kernel for its device
 //   where it has one (device_kernels), else by the host kernel; caches key it by
 //   its name, version and config, and a cache entry or plan that names an op this process has
 //   not registered, or registered at another version, is refused, never run.
-// - Gradients flow through decompositions; a gradient that reaches an op without one is an
-//   error naming it.
+// - Gradients flow through the op's backward where it has one, else through its
+//   decomposition; a gradient that reaches an op with neither is an error naming it.
 // A custom op must be a pure function of its inputs and config: compiled graphs may fold it
 // over constants, merge two equal calls, or drop an unused one.
 #pragma once
@@ -42,6 +43,15 @@ struct CustomOp {
   std::function<void(std::span<const Tensor> inputs, const std::string& config, const Tensor& out)> compute;
   // The op written with Kiln's ops (what compiled functions trace, and what gradients flow through).
   std::function<Tensor(std::span<const Tensor> inputs, const std::string& config)> decomposition;
+  // The op's own derivative (torch.library's register_autograd): each input's gradient from the
+  // inputs, the output and the output's gradient `grad`, written with Kiln's ops; one tensor per
+  // input, of its sizes, or undefined where it gets none. It is traced, so one rule serves eager
+  // backward(), backward passes traced inside compiled functions and compiled calls' backward
+  // graphs; it must not need values (no item(), no branching on data). With it, gradients flow
+  // through the host kernel: eager calls whose inputs require gradients keep the kernel.
+  std::function<std::vector<Tensor>(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad,
+                                    const std::string& config)>
+      backward;
   // Kernels for a target's device by target name ("cuda": CUDA C; kiln/graph/custom_ops.h gives
   // their signature): a compiled graph on that device runs the op there, without host copies.
   // Eager calls keep the host kernel.

@@ -1,10 +1,11 @@
 // Custom ops: ops a program registers while it runs (torch.library's custom_op): a name, a
 // version, a shape rule and a host kernel. A graph holds a call of one as a `custom` node whose
 // attributes name it, give the version it was traced against and a config string for its
-// functions; the shape rule and the host kernel are looked up here by name wherever the node is
-// checked or run. Every target runs such a node alone, on the host (a plan's reference kernel:
-// inputs copied from the device and the result back), or by the op's own device kernel where it
-// registered one for the target (CustomOpKernel), so the compiler never looks inside it.
+// functions; the shape rule, the host kernel and the derivative rule are looked up here by name
+// wherever the node is checked, run or differentiated. Every target runs such a node alone, on
+// the host (a plan's reference kernel: inputs copied from the device and the result back), or
+// by the op's own device kernel where it registered one for the target (CustomOpKernel), so the
+// compiler never looks inside it.
 //
 // The registry belongs to the process. A graph, plan or cache entry naming an op that is not
 // registered here, or registered at another version, is a kiln::Error where its shape rule runs
@@ -21,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/graph/graph.h"
 #include "kiln/graph/meta.h"
 #include "kiln/graph/shape_env.h"
 #include "kiln/graph/tensor_data.h"
@@ -61,6 +63,11 @@ struct CustomOpDef {
   // Registering folds a hash of their sources into `version`, so a changed source is a new
   // version (and a cache miss) even where the version given is not changed.
   std::map<std::string, CustomOpKernel, std::less<>> device_kernels;
+  // The op's derivative rule (as an op table's, ops.h's GradFn): appends to `g` the nodes of
+  // each input's gradient from the output's (c.grad), one id per input, -1 where it gets none.
+  // sdk/autodiff calls it wherever a gradient flows through the op (eager autograd, traced
+  // backward passes, compiled calls' backward graphs). Unset: that is an error naming the op.
+  std::function<std::vector<NodeId>(Graph& g, const GradContext& c)> grad;
 };
 
 // Registers `op`, replacing an op of the same name (the graphs that name the old version then
@@ -73,5 +80,9 @@ bool unregister_custom_op(std::string_view name);
 std::shared_ptr<const CustomOpDef> find_custom_op(std::string_view name, std::string_view version);
 // The registered op `name` at whatever version; null when there is none.
 std::shared_ptr<const CustomOpDef> find_custom_op(std::string_view name);
+// Runs `f`, which calls one of op `name`'s functions (`role`: "shape rule", "host kernel", ...):
+// a kiln::Error it throws comes out naming the op, any other exception as a kiln::Error saying
+// that function threw.
+void run_custom_op_function(std::string_view name, std::string_view role, const std::function<void()>& f);
 
 }  // namespace kiln

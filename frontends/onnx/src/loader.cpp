@@ -518,10 +518,6 @@ namespace {
 // a JSON object of their values (floats, ints, strings and lists of them), keys sorted.
 Converter custom_converter(const pb::Node& n) {
   const std::string name = n.domain + "::" + n.op_type;
-#ifdef __EMSCRIPTEN__
-  // The browser's build has no way to register an op (its module stays under its size limit).
-  fail("the domain '", n.domain, "' is not supported (Kiln imports the default domain ai.onnx)");
-#else
   const std::shared_ptr<const CustomOpDef> op = find_custom_op(name);
   KILN_CHECK(op != nullptr, "the domain '", n.domain, "' is not supported (Kiln imports the default domain ai.onnx, ",
              "and a node of another domain as the custom op registered as <domain>::<op_type>, here ", name,
@@ -555,7 +551,6 @@ Converter custom_converter(const pb::Node& n) {
                " outputs; custom ops give one");
     return {c.im.op(OpId::custom, std::move(inputs), Attrs{name, version, text})};
   };
-#endif
 }
 
 std::string node_label(const pb::Node& n, size_t index, int64_t opset) {

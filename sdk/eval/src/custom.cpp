@@ -10,14 +10,10 @@ namespace kiln::eval::detail {
 void custom_kernel(const KernelArgs& a) {
   const std::string& name = a.attrs.s(0);
   const std::shared_ptr<const CustomOpDef> op = find_custom_op(name, a.attrs.s(1));
-#ifdef __EMSCRIPTEN__
-  (void)op;  // never registered in the browser (register_custom_op): find_custom_op has thrown
-#else
   std::vector<TensorData> inputs;
   inputs.reserve(a.inputs.size());
   for (const TensorData& t : a.inputs) inputs.push_back(t.is_contiguous() && t.offset == 0 ? t : contiguous(t));
   run_custom_op_function(name, "host kernel", [&] { op->compute(inputs, a.attrs.s(2), a.out); });
-#endif
 }
 
 }  // namespace kiln::eval::detail

@@ -741,10 +741,6 @@ TensorMeta infer_triangle(const InferContext& c) {
 TensorMeta infer_custom(const InferContext& c) {
   const std::string& name = c.attrs.s(0);
   const std::shared_ptr<const CustomOpDef> op = find_custom_op(name, c.attrs.s(1));
-#ifdef __EMSCRIPTEN__
-  (void)op;  // never registered in the browser (register_custom_op): find_custom_op has thrown
-  return {};
-#else
   const int64_t n = static_cast<int64_t>(c.inputs.size());
   KILN_CHECK(n >= op->min_inputs && (op->max_inputs < 0 || n <= op->max_inputs), "custom op ", name, " takes ",
              op->min_inputs, op->max_inputs == op->min_inputs ? "" : op->max_inputs < 0 ? " or more" : " to " +
@@ -756,7 +752,6 @@ TensorMeta infer_custom(const InferContext& c) {
     KILN_CHECK(v.is_symbolic() || v.hint() >= 0, "custom op ", name, ": its shape rule gave a negative size in ",
                shape_str(m.sizes));
   return TensorMeta{m.dtype, device, std::move(m.sizes), {}};
-#endif
 }
 
 TensorMeta infer_channel_norm(const InferContext& c) {

@@ -93,10 +93,6 @@ PlanKernel kernel_skeleton(const schedule::Kernel& k) {
 std::optional<PlanKernel> custom_device_kernel(const schedule::Kernel& k, const schedule::Schedule& s,
                                                std::string_view target) {
   if (!k.reference || k.reference->op != OpId::custom) return std::nullopt;
-#ifdef __EMSCRIPTEN__
-  (void)s, (void)target;
-  return std::nullopt;  // the browser's build registers no ops (and keeps its module under its size limit)
-#else
   const Attrs& attrs = k.reference->attrs;
   const std::shared_ptr<const CustomOpDef> op = find_custom_op(attrs.s(0), attrs.s(1));
   const auto it = op->device_kernels.find(target);
@@ -133,7 +129,6 @@ std::optional<PlanKernel> custom_device_kernel(const schedule::Kernel& k, const 
   pk.launch.items_per_block = dk.block;
   pk.launch.grid_stride = false;
   return pk;
-#endif
 }
 
 plan::PlanGemm plan_gemm(const schedule::Gemm& gemm) {

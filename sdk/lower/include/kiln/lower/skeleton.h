@@ -33,7 +33,8 @@ plan::PlanKernel kernel_skeleton(const schedule::Kernel& k);
 // `target` ("cuda"), where the op registered one: a kernel of kind "custom" and fixed signature
 // (its inputs' buffers, its output's, then the thread count and every size, as
 // CustomOpKernel says) over its thread count; std::nullopt where it has none, or an input is
-// strided (the runtime then runs it on the host). The source and entry are the op's own, so the kernel keeps its name.
+// strided (the runtime then runs it on the host). The source and entry are the op's own, so the
+// kernel keeps its name.
 std::optional<plan::PlanKernel> custom_device_kernel(const schedule::Kernel& k, const schedule::Schedule& s,
                                                      std::string_view target);
 

@@ -50,3 +50,21 @@ function(kiln_add_test name)
     set_tests_properties(${tests} PROPERTIES LABELS "${ARG_LABELS}")
   endif()
 endfunction()
+
+# kiln_add_module(<short> SOURCES ... [LINK ...] [INCLUDES ...]): libkiln_<short>.so, a module that
+# kiln::modules loads the first time the program needs it (kiln/config/modules.h), built into
+# <build>/lib/kiln and installed into <libdir>/kiln. It links no Kiln library (their headers'
+# inline parts, as kiln::Error, may be used): what it needs of the program comes through the
+# table its entry point returns. LINK: the libraries it exists to keep out of programs' start-up.
+function(kiln_add_module short)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LINK;INCLUDES" ${ARGN})
+  set(target kiln_${short})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${KILN_MODULE_OUTPUT_DIR})
+  target_include_directories(${target} PRIVATE ${ARG_INCLUDES}
+    $<TARGET_PROPERTY:kiln_graph,INTERFACE_INCLUDE_DIRECTORIES>
+    $<TARGET_PROPERTY:kiln_config,INTERFACE_INCLUDE_DIRECTORIES>)
+  target_link_libraries(${target} PRIVATE ${ARG_LINK})
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
+  install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kiln)
+endfunction()

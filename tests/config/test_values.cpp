@@ -257,6 +257,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"force_disable_caches", "KILN_FORCE_DISABLE_CACHES", T::Bool, false, false, true},
       {"assert_no_compile", "KILN_ASSERT_NO_COMPILE", T::Bool, false, false, true},
       {"cache_dir", "KILN_CACHE_DIR", T::String, "", false, true},
+      {"module_dir", "KILN_MODULE_DIR", T::String, "", false, true},
       {"job_id", "KILN_JOB_ID", T::String, "", false, true},
       {"debug_dir", "KILN_DEBUG_DIR", T::String, "", false, true},
       {"verbose", "KILN_VERBOSE", T::Bool, false, false, true},

@@ -3,7 +3,9 @@
 # way a CPU-only user would on a machine without the CUDA toolkit: find_package(CUDAToolkit) is
 # disabled while configuring, the program must not need any library of the toolkit, and it runs
 # with the toolkit's folder hidden (an empty folder mounted over it, where this machine lets an
-# unprivileged mount namespace be made; said on stdout either way).
+# unprivileged mount namespace be made; said on stdout either way). It must not link LLVM either:
+# the CPU target's LLVM code is the installed module libkiln_cpu_llvm.so, which the run loads from
+# the prefix (KILN_MODULE_DIR: the package was configured for another prefix than this one).
 set -euo pipefail
 build_dir=$1; source_dir=$2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -15,6 +17,17 @@ if ldd "$work/build/app" | grep -E "libcuda|libnvrtc|libnvJitLink|libcublas"; th
   echo "check_install: the consumer needs a CUDA toolkit library (above); Kiln's CUDA target must load them when first used" >&2
   exit 1
 fi
+if ldd "$work/build/app" | grep -E "libLLVM"; then
+  echo "check_install: the consumer links LLVM (above); Kiln's LLVM code must be in its modules (docs/target.md)" >&2
+  exit 1
+fi
+module=$(find "$work/prefix" -name libkiln_cpu_llvm.so | head -1)
+if [ -z "$module" ]; then
+  echo "check_install: libkiln_cpu_llvm.so was not installed" >&2
+  exit 1
+fi
+export KILN_MODULE_DIR=$(dirname "$module")
+echo "modules from $KILN_MODULE_DIR"
 toolkit=""
 for d in /usr/local/cuda /usr/local/cuda-*; do [ -d "$d" ] && toolkit=$(readlink -f "$d") && break; done
 mkdir -p "$work/empty"

@@ -17,6 +17,8 @@ strip -o "$carry/bin/test_cuda_target" "$build/tests/cuda_target/test_cuda_targe
 strip -o "$carry/bin/kiln" "$build/native/kiln"
 # The small real-model exports on CUDA (reads tests/onnx/real_models/ of the working tree there).
 strip -o "$carry/bin/test_onnx_real_models" "$build/tests/onnx/test_onnx_real_models"
+# Kiln's modules (LLVM's code, loaded at first use): beside the binaries, where kiln::modules looks.
+for m in "$build"/lib/kiln/*.so; do strip -o "$carry/bin/$(basename "$m")" "$m"; done
 # Libraries the GPU machine's image lacks (it has CUDA, LLVM 16 and the C/C++ runtimes).
 for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp|libzip/ {print $3}' | sort -u); do
   cp -L "$lib" "$carry/lib/"

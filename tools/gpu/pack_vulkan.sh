@@ -19,6 +19,8 @@ cmake --build "$build" -j2 --target test_vulkan_target kiln
 rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib"
 strip -o "$carry/bin/test_vulkan_target" "$build/tests/vulkan_target/test_vulkan_target"
 strip -o "$carry/bin/kiln" "$build/native/kiln"
+# Kiln's modules (LLVM's code, loaded at first use): beside the binaries, where kiln::modules looks.
+for m in "$build"/lib/kiln/*.so; do strip -o "$carry/bin/$(basename "$m")" "$m"; done
 for lib in $(ldd "$carry"/bin/* | awk '/boost|hiredis|libcrypto|libssl|onnx|protobuf|libgomp/ {print $3}' | sort -u); do
   cp -L "$lib" "$carry/lib/"
 done

@@ -90,6 +90,10 @@ std::vector<OptionDef> build_options() {
      "check that a warm run compiles nothing)."},
     {"cache_dir", T::String, "", kNoCodegen, kUsed,
      "Root of the on-disk caches; empty = $XDG_CACHE_HOME/kiln, or ~/.cache/kiln."},
+    {"module_dir", T::String, "", kNoCodegen, kUsed,
+     "Folder of Kiln's loadable modules (libkiln_cpu_llvm.so, libkiln_cuda_llvm.so), looked in "
+     "first; empty = beside the executable, ../lib/kiln from it, then this build's and its install "
+     "folder (docs/target.md)."},
     {"job_id", T::String, "", kNoCodegen, kUsed,
      "Names a workload across runs: profile state (which sizes turned out dynamic) is reused "
      "only between runs with the same non-empty job_id (kept in the compile caches)."},

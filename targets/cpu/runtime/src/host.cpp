@@ -1,15 +1,6 @@
-// host_info and the host's triple and data layout, from LLVM's host detection.
-#include <llvm/Support/CommandLine.h>
-#include <llvm/ADT/StringMap.h>
-#include <llvm/Analysis/TargetTransformInfo.h>
-#include <llvm/Config/llvm-config.h>
-#include <llvm/IR/Function.h>
-#include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Module.h>
-#include <llvm/MC/TargetRegistry.h>
-#include <llvm/Support/Host.h>
-#include <llvm/Support/TargetSelect.h>
-#include <llvm/Target/TargetMachine.h>
+// host_info and the host's triple and data layout: what LLVM says of the host (asked through
+// the CPU target's LLVM module, src/llvm_module.h), cpuid, libmvec; and loading that module.
+#include <llvm/Config/llvm-config.h>  // LLVM_VERSION_STRING, LLVM_HOST_TRIPLE: constants, nothing linked
 
 #include <dlfcn.h>
 #include <link.h>
@@ -29,62 +20,58 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/config/modules.h"
 #include "kiln/cpu/jit.h"
 #include "kiln/cpu/thread_pool.h"
 #include "kiln/graph/error.h"
-#include "llvm_setup.h"
+#include "llvm_module.h"
 
 namespace kiln::cpu {
 namespace detail {
-namespace {
-// The host's features, asked once (each query runs cpuid for every leaf: ~0.1 ms, and a
-// process's first cache hit used to ask four times).
-// The host's facts are made once and never destroyed: the JIT set-up thread that first asks for
-// them (frontends/cpp) may still read them while the process exits and runs static destructors.
-const llvm::StringMap<bool>& host_features() {
-  static const llvm::StringMap<bool>* features = [] {
-    auto* f = new llvm::StringMap<bool>();
-    llvm::sys::getHostCPUFeatures(*f);
-    return f;
+
+const LlvmTable& llvm() {
+  static const LlvmTable& table = *[] {
+    using Entry = const LlvmTable* (*)();
+    auto entry = reinterpret_cast<Entry>(modules::entry("kiln_cpu_llvm", "kiln_cpu_llvm_table", "the cpu target's JIT"));
+    return entry();
   }();
-  return *features;
+  return table;
 }
 
-// LLVM's name for the host CPU, asked once (cpuid again).
-const std::string& host_cpu_name() {
-  static const std::string* name = new std::string(llvm::sys::getHostCPUName().str());
-  return *name;
+namespace {
+// LLVM's name for the host CPU and its features, asked once (each query runs cpuid for every
+// leaf: ~0.1 ms, and a process's first cache hit used to ask four times). The host's facts are
+// made once and never destroyed: the JIT set-up thread that first asks for them (frontends/cpp)
+// may still read them while the process exits and runs static destructors.
+struct HostCpu {
+  std::string name;
+  std::vector<std::pair<std::string, bool>> features;
+};
+const HostCpu& host_cpu() {
+  static const HostCpu& cpu = *new HostCpu([] {
+    HostCpu c;
+    llvm().host_cpu(c.name, c.features);
+    return c;
+  }());
+  return cpu;
 }
 
 bool host_has(const char* feature) {
-  const llvm::StringMap<bool>& features = host_features();
-  auto it = features.find(feature);
-  return it != features.end() && it->second;
+  for (const auto& [name, on] : host_cpu().features)
+    if (name == feature) return on;
+  return false;
 }
 }  // namespace
-
-void init_llvm() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    llvm::InitializeNativeTargetAsmParser();
-    // No vectorised epilogue loop after the main vector loop: kernels' inner loops are long, so
-    // it buys little, and it doubles the code (and the compile time) of every vector loop.
-    // Options are process-wide; only set them when the host program has not.
-    if (auto* opt = llvm::cl::getRegisteredOptions().lookup("enable-epilogue-vectorization");
-        opt && opt->getNumOccurrences() == 0) {
-      const char* argv[] = {"kiln", "-enable-epilogue-vectorization=false"};
-      llvm::cl::ParseCommandLineOptions(2, argv, "", &llvm::nulls());
-    }
-  });
-}
 
 namespace {
 // libmvec's 8-wide entry points (_ZGVdN8v_*) need AVX2; the 4-wide ones SSE only. A host with
 // AVX but not AVX2 would vectorise 8 wide and call AVX2 code, so it goes without.
 bool host_suits_libmvec() {
-  return llvm::sys::getProcessTriple().find("x86_64") == 0 && !(host_has("avx") && !host_has("avx2"));
+#if defined(__x86_64__)
+  return !(host_has("avx") && !host_has("avx2"));
+#else
+  return false;
+#endif
 }
 
 // The directory of the libm this process loaded ("" when none is found).
@@ -125,26 +112,15 @@ bool vector_math_available() {
   return loaded;
 }
 
-llvm::orc::JITTargetMachineBuilder host_machine_builder(int opt_level) {
-  init_llvm();
-  llvm::orc::JITTargetMachineBuilder jtmb((llvm::Triple(llvm::sys::getProcessTriple())));
-  jtmb.setCPU(host_cpu_name());
-  for (const auto& f : host_features()) jtmb.getFeatures().AddFeature(f.first(), f.second);
-  static const llvm::CodeGenOpt::Level levels[] = {llvm::CodeGenOpt::None, llvm::CodeGenOpt::Less,
-                                                   llvm::CodeGenOpt::Default, llvm::CodeGenOpt::Aggressive};
-  jtmb.setCodeGenOptLevel(levels[std::clamp(opt_level, 0, 3)]);
-  return jtmb;
-}
-
 }  // namespace detail
 
 HostIdentity host_identity() {
   static const HostIdentity& identity = *new HostIdentity([] {  // never destroyed, as host_features()
     HostIdentity h;
-    h.cpu_name = detail::host_cpu_name();
+    h.cpu_name = detail::host_cpu().name;
     std::vector<std::string> on;
-    for (const auto& e : detail::host_features())
-      if (e.second) on.push_back("+" + e.first().str());
+    for (const auto& [name, enabled] : detail::host_cpu().features)
+      if (enabled) on.push_back("+" + name);
     std::sort(on.begin(), on.end());
     for (size_t i = 0; i < on.size(); ++i) h.features += (i ? "," : "") + on[i];
     h.vector_math = detail::vector_math_usable();
@@ -229,20 +205,9 @@ struct HostFacts {
 const HostFacts& host_facts() {
   static const HostFacts& facts = *new HostFacts([] {  // never destroyed, as host_features()
     HostFacts f;
-    auto jtmb = detail::host_machine_builder(3);
-    auto tm = jtmb.createTargetMachine();
-    if (!tm) fail("cpu: cannot create a target machine for this host: ", llvm::toString(tm.takeError()));
-    f.data_layout = (*tm)->createDataLayout().getStringRepresentation();
+    int bits = 0;
+    detail::llvm().host_target(f.data_layout, bits);
     static_cast<HostIdentity&>(f.info) = host_identity();
-    // Ask the target what the vectorisers will use: on some AVX-512 CPUs LLVM prefers 256 bits.
-    llvm::LLVMContext ctx;
-    llvm::Module m("kiln.host_probe", ctx);
-    m.setDataLayout((*tm)->createDataLayout());
-    auto* fn = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), false),
-                                      llvm::Function::ExternalLinkage, "probe", m);
-    auto tti = (*tm)->getTargetTransformInfo(*fn);
-    int bits = static_cast<int>(
-        tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
     f.info.vector_bits = bits > 0 ? bits : 128;
     f.info.cores = hardware_threads();
     return f;

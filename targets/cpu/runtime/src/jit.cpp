@@ -1,32 +1,11 @@
-// JitModule: LLVM IR text -> verified, O3-optimised module -> object code (compiled here, on the
-// calling thread, by a per-thread TargetMachine) -> linked by RuntimeDyld into memory the module
-// owns, resolving calls against the runtime's own symbols and then the process (libc, libm,
-// libmvec). RuntimeDyld is what ORC's LLJIT links with on ELF x86-64; used directly, a link
-// needs no JIT session, no target and no LLVM initialisation, which a process's first cache hit
-// would otherwise wait for (docs/cpu-runtime.md).
+// JitModule: LLVM IR text -> object code -> code in memory the module owns, through the CPU
+// target's LLVM module (src/llvm_module.h: compiling and linking are LLVM's, loaded at first use).
+// What stays here is the runtime's: which symbols generated code may call (the runtime's own,
+// then libc's memory functions, libm, libmvec, the compiler's helpers), timing, and the module's
+// symbol table.
 #include "kiln/cpu/jit.h"
 
 #include <dlfcn.h>
-
-#include <llvm/Analysis/TargetLibraryInfo.h>
-#include <llvm/AsmParser/Parser.h>
-#include <llvm/Config/llvm-config.h>
-#include <llvm/ExecutionEngine/JITSymbol.h>
-#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
-#include <llvm/ExecutionEngine/RuntimeDyld.h>
-#include <llvm/ExecutionEngine/SectionMemoryManager.h>
-#include <llvm/IR/InlineAsm.h>
-#include <llvm/IR/Instructions.h>
-#include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Module.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/Object/ObjectFile.h>
-#include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/SourceMgr.h>
-#include <llvm/Support/raw_ostream.h>
-#include <llvm/Target/TargetMachine.h>
-#include <llvm/TargetParser/Triple.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,15 +15,17 @@
 #include <vector>
 
 #include "kiln/graph/error.h"
-#include "llvm_setup.h"
+#include "llvm_module.h"
 
 namespace kiln::cpu {
 
-// The module's code and data, and the unwind tables registered for them (so that debuggers,
-// profilers and sanitizers can walk through kernels); freed, and deregistered, with the module.
+// The module's code and data (and their unwind tables), as the LLVM module linked them; freed
+// with the JitModule.
 struct JitModule::Impl {
-  llvm::SectionMemoryManager memory;
-  ~Impl() { memory.deregisterEHFrames(); }
+  detail::LinkedCode* code = nullptr;
+  ~Impl() {
+    if (code) detail::llvm().release(code);
+  }
 };
 
 namespace {
@@ -89,203 +70,49 @@ bool callable_from_kernels(std::string_view name, void* address) {
 
 // What an object's undefined symbols resolve to: the runtime's symbols, then what the process
 // has of callable_from_kernels (libm; libmvec, loaded on the first object that calls it).
-class ProcessResolver final : public llvm::LegacyJITSymbolResolver {
- public:
-  llvm::JITSymbol findSymbolInLogicalDylib(const std::string&) override { return nullptr; }
-  llvm::JITSymbol findSymbol(const std::string& name) override {
-    {
-      HostSymbols& h = host_symbols();
-      std::shared_lock lock(h.mu);
-      auto it = h.by_name.find(name);
-      if (it != h.by_name.end()) return symbol(it->second);
-    }
-    std::string_view plain = name;
+void* resolve_for_kernels(const std::string& name) {
+  {
+    HostSymbols& h = host_symbols();
+    std::shared_lock lock(h.mu);
+    auto it = h.by_name.find(name);
+    if (it != h.by_name.end()) return it->second;
+  }
+  std::string_view plain = name;
 #ifdef __APPLE__
-    if (!plain.empty() && plain.front() == '_') plain.remove_prefix(1);  // Mach-O's prefix; dlsym adds it
+  if (!plain.empty() && plain.front() == '_') plain.remove_prefix(1);  // Mach-O's prefix; dlsym adds it
 #endif
-    if (plain.substr(0, 4) == "_ZGV") detail::vector_math_available();  // libmvec's vector variants
-    if (void* address = ::dlsym(RTLD_DEFAULT, std::string(plain).c_str()); address && callable_from_kernels(plain, address))
-      return symbol(address);
-    return nullptr;
-  }
-
- private:
-  static llvm::JITSymbol symbol(void* address) {
-    return llvm::JITSymbol(static_cast<llvm::JITTargetAddress>(reinterpret_cast<uintptr_t>(address)),
-                           llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
-  }
-};
-
-// One TargetMachine per thread and level: optimisation (for TargetTransformInfo) and code
-// generation use it. A TargetMachine may compile many modules but not two at a time.
-llvm::TargetMachine& thread_machine(int opt_level) {
-  thread_local std::unique_ptr<llvm::TargetMachine> machines[4];
-  auto& tm = machines[opt_level];
-  if (!tm) {
-    auto made = detail::host_machine_builder(opt_level).createTargetMachine();
-    if (!made) fail("cpu JIT: cannot create a target machine: ", llvm::toString(made.takeError()));
-    tm = std::move(*made);
-  }
-  return *tm;
-}
-
-void optimise(llvm::Module& m, llvm::TargetMachine& tm, int opt_level, bool vector_math) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = opt_level >= 2;
-  tuning.SLPVectorization = opt_level >= 2;
-  tuning.LoopUnrolling = opt_level >= 2;
-  tuning.LoopInterleaving = opt_level >= 2;
-  llvm::PassBuilder pb(&tm, tuning);
-  // Registered before the defaults so it wins: the host's libm, plus libmvec's vector variants.
-  llvm::Triple triple(m.getTargetTriple());
-  llvm::TargetLibraryInfoImpl tlii(triple);
-  if (vector_math && detail::vector_math_available())
-    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
-  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  static const llvm::OptimizationLevel levels[] = {llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1,
-                                                   llvm::OptimizationLevel::O2, llvm::OptimizationLevel::O3};
-  llvm::ModulePassManager mpm = opt_level == 0 ? pb.buildO0DefaultPipeline(levels[0])
-                                               : pb.buildPerModuleDefaultPipeline(levels[opt_level]);
-  mpm.run(m, mam);
+  if (plain.substr(0, 4) == "_ZGV") detail::vector_math_available();  // libmvec's vector variants
+  if (void* address = ::dlsym(RTLD_DEFAULT, std::string(plain).c_str()); address && callable_from_kernels(plain, address))
+    return address;
+  return nullptr;
 }
 
 }  // namespace
 
 // Links result.object_ into memory of result's own and collects the symbols it defines.
 void JitModule::link_object(JitModule& result) {
-  const std::string& name = result.name_;
-  auto file = llvm::object::ObjectFile::createObjectFile(
-      llvm::MemoryBufferRef(llvm::StringRef(result.object_.data(), result.object_.size()), name));
-  if (!file) fail("cpu JIT: module '", name, "': not an object file: ", llvm::toString(file.takeError()));
-  static const llvm::Triple::ArchType host_arch = llvm::Triple(LLVM_HOST_TRIPLE).getArch();
-  KILN_CHECK((*file)->getArch() == host_arch, "cpu JIT: module '", name,
-             "': the object is for another architecture");
-  static ProcessResolver resolver;  // stateless; safe to share between threads
-  result.impl_ = std::make_unique<Impl>();  // freed by ~JitModule, also when the steps below throw
-  llvm::RuntimeDyld linker(result.impl_->memory, resolver);
-  linker.loadObject(**file);
-  if (!linker.hasError()) linker.finalizeWithMemoryManagerLocking();  // relocate, register, protect
-  if (linker.hasError()) fail("cpu JIT: cannot link module '", name, "': ", linker.getErrorString().str());
-  for (const auto& [symbol_name, symbol] : linker.getSymbolTable())
-    result.symbols_.emplace(symbol_name.str(), reinterpret_cast<void*>(static_cast<uintptr_t>(symbol.getAddress())));
+  std::vector<std::pair<std::string, void*>> symbols;
+  result.impl_ = std::make_unique<Impl>();
+  result.impl_->code = detail::llvm().link(result.object_, result.name_, resolve_for_kernels, symbols);
+  for (auto& [symbol_name, address] : symbols) result.symbols_.emplace(std::move(symbol_name), address);
 }
 
 std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::string_view module_name,
                                               int opt_level, const CompileOptions& options) {
   using Clock = std::chrono::steady_clock;
+  const detail::LlvmTable& llvm = detail::llvm();  // loaded before the clock starts, as LLVM's set-up
   const auto start = Clock::now();
-  auto mark = start;
-  auto lap = [&mark] {
-    const auto now = Clock::now();
-    const double seconds = std::chrono::duration<double>(now - mark).count();
-    mark = now;
-    return seconds;
-  };
-  CompileTimings timings;
-  const std::string name(module_name);
-  KILN_CHECK(opt_level >= 0 && opt_level <= 3, "cpu JIT: module '", name, "': opt_level ", opt_level,
-             " is not in 0..3");
-  detail::init_llvm();
-  llvm::TargetMachine& tm = thread_machine(opt_level);
-  lap();  // first-use setup (LLVM, this thread's TargetMachine) is in no phase
-
-  // Parse (the copy gives LLVM's lexer the terminating NUL it needs) and verify.
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(ir_text.data(), ir_text.size()), name);
-  llvm::SMDiagnostic diagnostic;
-  std::unique_ptr<llvm::Module> m = llvm::parseAssembly(buffer->getMemBufferRef(), diagnostic, *context);
-  if (!m) {
-    fail("cpu JIT: LLVM IR of module '", name, "' does not parse: ", name, ":", diagnostic.getLineNo(), ":",
-         diagnostic.getColumnNo() + 1, ": ", diagnostic.getMessage().str(), "\n",
-         diagnostic.getLineContents().str());
-  }
-  {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    if (llvm::verifyModule(*m, &os)) fail("cpu JIT: LLVM IR of module '", name, "' is invalid: ", os.str());
-  }
-  // Kiln's code generator never writes assembly; a module that has some (a plan file's kernel
-  // making system calls) is refused, as calls outside callable_from_kernels are at link time.
-  KILN_CHECK(m->getModuleInlineAsm().empty(), "cpu JIT: module '", name,
-             "' has module-level assembly, which Kiln's code generator never writes: refused (a plan is native code)");
-  for (const llvm::Function& f : *m)
-    for (const llvm::BasicBlock& bb : f)
-      for (const llvm::Instruction& in : bb)
-        if (const auto* call = llvm::dyn_cast<llvm::CallBase>(&in); call && call->isInlineAsm())
-          fail("cpu JIT: module '", name, "': function '", f.getName().str(),
-               "' has inline assembly, which Kiln's code generator never writes: refused (a plan is native code)");
-
-  // The kernels the runtime calls: defined here, with the type it calls them with (a plan whose
-  // kernel signature does not match its launch is refused, not called).
-  {
-    llvm::Type* ptr = llvm::PointerType::get(*context, 0);
-    llvm::Type* i64 = llvm::Type::getInt64Ty(*context);
-    llvm::FunctionType* kernel = llvm::FunctionType::get(llvm::Type::getVoidTy(*context), {ptr, ptr, i64, i64}, false);
-    for (const std::string& entry : options.kernel_entries) {
-      const llvm::Function* f = m->getFunction(entry);
-      KILN_CHECK(f && !f->isDeclaration(), "cpu JIT: module '", name, "' does not define kernel '", entry, "'");
-      if (f->getFunctionType() != kernel) {
-        std::string type;
-        llvm::raw_string_ostream os(type);
-        f->getFunctionType()->print(os);
-        fail("cpu JIT: kernel '", entry, "' of module '", name, "' has type ", os.str(),
-             ", not the kernel signature void (ptr, ptr, i64, i64) the runtime calls it with: refused");
-      }
-    }
-  }
-  timings.parse = lap();
-
-  // The host's triple and data layout: fill in when absent, refuse a foreign data layout.
-  const llvm::DataLayout host_layout = tm.createDataLayout();
-  if (m->getDataLayoutStr().empty()) {
-    m->setDataLayout(host_layout);
-  } else if (m->getDataLayout() != host_layout) {
-    fail("cpu JIT: module '", name, "' has data layout \"", m->getDataLayoutStr(), "\" but this host's is \"",
-         host_layout.getStringRepresentation(), "\"");
-  }
-  if (!m->getTargetTriple().empty()) {
-    llvm::Triple given(m->getTargetTriple());
-    KILN_CHECK(given.getArch() == tm.getTargetTriple().getArch(), "cpu JIT: module '", name, "' targets \"",
-               m->getTargetTriple(), "\" but this host is \"", tm.getTargetTriple().str(), "\"");
-  }
-  m->setTargetTriple(tm.getTargetTriple().str());
-
-  optimise(*m, tm, opt_level, options.vector_math);
-
   auto result = std::unique_ptr<JitModule>(new JitModule);
-  result->name_ = name;
-  if (options.keep_optimized_ir) {
-    llvm::raw_string_ostream os(result->optimized_ir_);
-    m->print(os, nullptr);
-    os.flush();
-    result->kept_ir_ = true;
-  }
-
-  timings.optimise = lap();
-
-  llvm::orc::SimpleCompiler compiler(tm);
-  auto object = compiler(*m);
-  if (!object)
-    fail("cpu JIT: code generation failed for module '", name, "': ", llvm::toString(object.takeError()));
-  m.reset();
-  context.reset();
-  timings.codegen = lap();
-
-  result->object_.assign((*object)->getBufferStart(), (*object)->getBufferSize());
-  object->reset();
+  result->name_ = std::string(module_name);
+  const bool vector_math = options.vector_math && detail::vector_math_available();
+  result->object_ = llvm.compile(ir_text, result->name_, opt_level, vector_math, options.kernel_entries,
+                                 result->timings_, options.keep_optimized_ir ? &result->optimized_ir_ : nullptr);
+  result->kept_ir_ = options.keep_optimized_ir;
+  const auto linking = Clock::now();
   link_object(*result);
-  timings.link = lap();
-  result->timings_ = timings;
-  result->compile_seconds_ = std::chrono::duration<double>(mark - start).count();
+  const auto end = Clock::now();
+  result->timings_.link = std::chrono::duration<double>(end - linking).count();
+  result->compile_seconds_ = std::chrono::duration<double>(end - start).count();
   return result;
 }
 

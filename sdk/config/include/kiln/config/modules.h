@@ -1,7 +1,7 @@
 // kiln::modules: Kiln's loadable modules, shared libraries of Kiln's own code that a process
 // loads the first time it needs them (dlopen), not at start. What is behind one is a library a
-// program should not pay for unless it uses it: LLVM 16 (libLLVM-16.so.1: 28 ms and ~400,000
-// relocations to load on this machine, against ~8 ms for the rest of `kiln --help`) is linked
+// program should not pay for unless it uses it: LLVM 16 (libLLVM-16.so.1: 28 ms and ~390,000
+// relocations to load on the 2-core VM, against ~7 ms for the rest of `kiln --help`) is linked
 // only by the CPU target's JIT module (kiln_cpu_llvm) and the CUDA target's PTX module
 // (kiln_cuda_llvm).
 // A module is lib<name>.so, looked for in these folders in turn; the first file found is the one
@@ -28,7 +28,7 @@ inline constexpr const char* kAbi = "kiln modules 1, compiler " __VERSION__;
 // ("the cpu target's JIT"). A kiln::Error says which folders were tried and what each said.
 void* entry(const std::string& name, const std::string& symbol, const std::string& purpose);
 
-// Whether module `name` has been loaded in this process (for tests and `kiln --help`'s check).
+// Whether module `name` has been loaded in this process.
 bool loaded(const std::string& name);
 
 }  // namespace kiln::modules

@@ -29,7 +29,7 @@
 namespace kiln::cpu {
 namespace detail {
 
-const LlvmTable& llvm() {
+const LlvmTable& llvm_module() {
   static const LlvmTable& table = *[] {
     using Entry = const LlvmTable* (*)();
     auto entry = reinterpret_cast<Entry>(modules::entry("kiln_cpu_llvm", "kiln_cpu_llvm_table", "the cpu target's JIT"));
@@ -50,7 +50,7 @@ struct HostCpu {
 const HostCpu& host_cpu() {
   static const HostCpu& cpu = *new HostCpu([] {
     HostCpu c;
-    llvm().host_cpu(c.name, c.features);
+    llvm_module().host_cpu(c.name, c.features);
     return c;
   }());
   return cpu;
@@ -115,7 +115,7 @@ bool vector_math_available() {
 }  // namespace detail
 
 HostIdentity host_identity() {
-  static const HostIdentity& identity = *new HostIdentity([] {  // never destroyed, as host_features()
+  static const HostIdentity& identity = *new HostIdentity([] {  // never destroyed, as host_cpu()
     HostIdentity h;
     h.cpu_name = detail::host_cpu().name;
     std::vector<std::string> on;
@@ -134,7 +134,7 @@ std::string identity_text(const HostIdentity& h) {
 }
 
 std::string host_fingerprint() {
-  static const std::string& fingerprint = *new std::string([] {  // never destroyed, as host_features()
+  static const std::string& fingerprint = *new std::string([] {  // never destroyed, as host_cpu()
     std::string text;
 #if defined(__x86_64__) || defined(__i386__)
     // The cpuid leaves that say which CPU it is and what it offers (vendor; family, model and
@@ -203,10 +203,10 @@ struct HostFacts {
 };
 
 const HostFacts& host_facts() {
-  static const HostFacts& facts = *new HostFacts([] {  // never destroyed, as host_features()
+  static const HostFacts& facts = *new HostFacts([] {  // never destroyed, as host_cpu()
     HostFacts f;
     int bits = 0;
-    detail::llvm().host_target(f.data_layout, bits);
+    detail::llvm_module().host_target(f.data_layout, bits);
     static_cast<HostIdentity&>(f.info) = host_identity();
     f.info.vector_bits = bits > 0 ? bits : 128;
     f.info.cores = hardware_threads();

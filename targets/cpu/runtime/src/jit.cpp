@@ -24,7 +24,7 @@ namespace kiln::cpu {
 struct JitModule::Impl {
   detail::LinkedCode* code = nullptr;
   ~Impl() {
-    if (code) detail::llvm().release(code);
+    if (code) detail::llvm_module().release(code);
   }
 };
 
@@ -93,14 +93,14 @@ void* resolve_for_kernels(const std::string& name) {
 void JitModule::link_object(JitModule& result) {
   std::vector<std::pair<std::string, void*>> symbols;
   result.impl_ = std::make_unique<Impl>();
-  result.impl_->code = detail::llvm().link(result.object_, result.name_, resolve_for_kernels, symbols);
+  result.impl_->code = detail::llvm_module().link(result.object_, result.name_, resolve_for_kernels, symbols);
   for (auto& [symbol_name, address] : symbols) result.symbols_.emplace(std::move(symbol_name), address);
 }
 
 std::unique_ptr<JitModule> JitModule::compile(std::string_view ir_text, std::string_view module_name,
                                               int opt_level, const CompileOptions& options) {
   using Clock = std::chrono::steady_clock;
-  const detail::LlvmTable& llvm = detail::llvm();  // loaded before the clock starts, as LLVM's set-up
+  const detail::LlvmTable& llvm = detail::llvm_module();  // loaded before the clock starts, as LLVM's set-up
   const auto start = Clock::now();
   auto result = std::unique_ptr<JitModule>(new JitModule);
   result->name_ = std::string(module_name);

@@ -38,7 +38,7 @@ struct LlvmTable {
 };
 
 // The table, loading the module on the first call (a kiln::Error when it cannot be loaded).
-const LlvmTable& llvm();
+const LlvmTable& llvm_module();
 
 // Whether libmvec is loaded (loading it the first time) and matches the host (AVX2 for 8-wide,
 // or SSE-only hosts).

@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 std::string sm(int arch) { return "sm_" + std::to_string(arch); }
 
-const detail::PtxTable& llvm() {
+const detail::PtxTable& ptx_module() {
   static const detail::PtxTable& table = *[] {
     using Entry = const detail::PtxTable* (*)();
     return reinterpret_cast<Entry>(modules::entry("kiln_cuda_llvm", "kiln_cuda_llvm_table", "the cuda target's LLVM compiler"))();
@@ -31,14 +31,14 @@ const detail::PtxTable& llvm() {
 
 }  // namespace
 
-bool llvm_ptx_supports(int arch) { return llvm().supports(arch); }
+bool llvm_ptx_supports(int arch) { return ptx_module().supports(arch); }
 
 PtxOutput ptx_from_llvm_ir(const std::string& ir, int arch, const std::string& name) {
   return ptx_from_llvm_ir(std::vector<std::string>{ir}, arch, name);
 }
 
 PtxOutput ptx_from_llvm_ir(const std::vector<std::string>& modules, int arch, const std::string& name) {
-  return llvm().compile(modules, arch, name);
+  return ptx_module().compile(modules, arch, name);
 }
 
 namespace {

@@ -3,7 +3,10 @@
 // the host CPU and its features (loop and SLP vectorisers on), compiled to machine code at once,
 // and linked by LLVM's RuntimeDyld into memory of its own (calls resolve to the runtime's
 // symbols, then the process's: libc, libm, libmvec); its functions are then looked up by name.
-// Linking stored object code (load_object) needs no LLVM set-up at all. Bad IR, a foreign data layout, an unresolved symbol or an unknown name give a
+// Linking stored object code (load_object) needs no LLVM set-up at all. LLVM itself is in the
+// module libkiln_cpu_llvm.so, loaded the first time anything here needs it (kiln/config/modules.h),
+// so a process that never compiles, links or asks about the host does not load it. Bad IR, a
+// foreign data layout, an unresolved symbol or an unknown name give a
 // kiln::Error. Safe to use from several threads; a JitModule frees its code when destroyed.
 // See docs/cpu-runtime.md for the contract the codegen must follow (triple, data layout, kernel
 // signature).

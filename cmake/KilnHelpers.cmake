@@ -65,6 +65,9 @@ function(kiln_add_module short)
     $<TARGET_PROPERTY:kiln_graph,INTERFACE_INCLUDE_DIRECTORIES>
     $<TARGET_PROPERTY:kiln_config,INTERFACE_INCLUDE_DIRECTORIES>)
   target_link_libraries(${target} PRIVATE ${ARG_LINK})
+  # What it links statically stays inside it: the archives' symbols hidden, its own references
+  # bound within it (a load resolves few symbols by name), unused sections and libraries dropped.
+  target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL -Wl,-Bsymbolic -Wl,--gc-sections -Wl,--as-needed)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
   install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kiln)
 endfunction()

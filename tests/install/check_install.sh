@@ -28,13 +28,17 @@ if [ -z "$module" ]; then
 fi
 export KILN_MODULE_DIR=$(dirname "$module")
 echo "modules from $KILN_MODULE_DIR"
-toolkit=""
-for d in /usr/local/cuda /usr/local/cuda-*; do [ -d "$d" ] && toolkit=$(readlink -f "$d") && break; done
+# What the consumer must run without: the CUDA toolkit, and LLVM (the module links LLVM's
+# component libraries into itself). Hidden under empty folders in a mount namespace.
+hide=()
+for d in /usr/local/cuda /usr/local/cuda-*; do [ -d "$d" ] && hide+=("$(readlink -f "$d")") && break; done
+[ -d /usr/lib/llvm-16 ] && hide+=(/usr/lib/llvm-16)
 mkdir -p "$work/empty"
-if [ -n "$toolkit" ] && unshare -rm sh -c 'mount --bind "$1" "$2"' sh "$work/empty" "$toolkit" 2>/dev/null; then
-  echo "running the consumer with $toolkit hidden"
-  unshare -rm sh -c 'mount --bind "$1" "$2" && exec "$3"' sh "$work/empty" "$toolkit" "$work/build/app"
+if [ ${#hide[@]} -gt 0 ] && unshare -rm sh -c 'mount --bind "$1" "$2"' sh "$work/empty" "${hide[0]}" 2>/dev/null; then
+  echo "running the consumer with ${hide[*]} hidden"
+  unshare -rm sh -c 'e=$1; app=$2; shift 2; for d in "$@"; do mount --bind "$e" "$d" || exit 1; done; exec "$app"' \
+    sh "$work/empty" "$work/build/app" "${hide[@]}"
 else
-  echo "running the consumer (${toolkit:-no CUDA toolkit here}; not hidden: this machine allows no mount namespace)"
+  echo "running the consumer (${hide[*]:-nothing to hide}; not hidden: this machine allows no mount namespace)"
   "$work/build/app"
 fi

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -21,23 +22,62 @@ extern "C" char* openblas_get_corename(void);
 extern "C" char* openblas_get_config(void);
 #endif
 
-#if KILN_HAVE_OPENBLAS && defined(__x86_64__)
+#if KILN_HAVE_OPENBLAS
+extern "C" void gotoblas_init(void);  // OpenBLAS's start-up (its constructor; a second call returns)
+
+namespace {
+// Sets an environment variable for the span of one scope and puts back what was there before.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+#if defined(__x86_64__)
 // OpenBLAS (Debian 12's 0.3.21, linked statically) picks its kernels by CPU model when it starts and
 // takes a model it does not know for its SSE3 kernels ("Prescott"): on a 16-core Emerald Rapids
 // (family 6, model 207) bert-base's matmuls ran 2.6x slower than with its AVX-512 ones (880 ms a
-// call against 336). Where the user has not chosen (OPENBLAS_CORETYPE), a host with AVX-512 (F,
-// BW, DQ, VL) is named by its features, before OpenBLAS's own constructor reads the variable:
-// Cooperlake where it has AVX-512 BF16 (Sapphire Rapids and later), else SkylakeX; both are in
-// its list and their sgemm kernels are the same. Hosts without AVX-512 keep OpenBLAS's choice.
-__attribute__((constructor(101))) static void kiln_choose_openblas_core() {
-  if (std::getenv("OPENBLAS_CORETYPE")) return;
+// call against 336). A host with AVX-512 (F, BW, DQ, VL) is named by its features: Cooperlake
+// where it has AVX-512 BF16 (Sapphire Rapids and later), else SkylakeX; both are in its list and
+// their sgemm kernels are the same. Hosts without AVX-512 keep OpenBLAS's choice (nullptr).
+const char* openblas_core_for_host() {
   __builtin_cpu_init();
   if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vl")))
-    return;
+    return nullptr;
   unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7, subleaf 1: EAX bit 5 is AVX512_BF16
   __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
-  setenv("OPENBLAS_CORETYPE", (a & (1u << 5)) ? "Cooperlake" : "SkylakeX", 0);
+  return (a & (1u << 5)) ? "Cooperlake" : "SkylakeX";
+}
+#endif
+}  // namespace
+
+// OpenBLAS starts in a constructor of its own, which reads its settings from the environment.
+// This one runs first (priority 101) and starts it on Kiln's terms, then puts the environment
+// back as it was, so that nothing leaks into the program or the processes it starts:
+// - one thread: Kiln calls it from its own pool, one thread per call (register_sgemm), and the
+//   pthread build started with more spawns a server thread per core that spins on sched_yield
+//   for about 2^28 cycles before it sleeps, in every process that links the runtime, gemms or
+//   not (on the 2-core VM it took a third of a warm-cache `kiln run`'s CPU time);
+// - its kernels, where the user has not chosen them (OPENBLAS_CORETYPE), named for the host.
+__attribute__((constructor(101))) static void kiln_start_openblas() {
+  ScopedEnv threads("OPENBLAS_NUM_THREADS", "1");
+#if defined(__x86_64__)
+  const char* core = std::getenv("OPENBLAS_CORETYPE") ? nullptr : openblas_core_for_host();
+  std::optional<ScopedEnv> coretype;
+  if (core) coretype.emplace("OPENBLAS_CORETYPE", core);
+#endif
+  gotoblas_init();
 }
 #endif
 
@@ -137,7 +177,7 @@ extern "C" void kiln_dgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t 
   gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
-void register_sgemm() {
+void choose_sgemm_library() {
   static std::once_flag once;
   std::call_once(once, [] {
     const std::string blas = config::get<std::string>("cpu.blas");
@@ -152,6 +192,13 @@ void register_sgemm() {
 #if KILN_HAVE_OPENBLAS
     openblas_set_num_threads(1);
 #endif
+  });
+}
+
+void register_sgemm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    choose_sgemm_library();
     define_host_symbol("kiln_sgemm", reinterpret_cast<void*>(&kiln_sgemm));
     define_host_symbol("kiln_dgemm", reinterpret_cast<void*>(&kiln_dgemm));
   });

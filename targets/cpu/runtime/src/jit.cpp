@@ -16,7 +16,6 @@
 
 #include "kiln/graph/error.h"
 #include "llvm_module.h"
-#include "sgemm.h"
 
 namespace kiln::cpu {
 
@@ -130,11 +129,8 @@ std::unique_ptr<JitModule> JitModule::load_object(std::string_view object, std::
 }
 
 void prepare_for_cache_hits() {
-  // The matmul library first (dlopen, ~1.5 ms; the loader's lock is held through the next step),
-  // then the identity a hit checks its entry against (its key only needs host_fingerprint(), its
-  // link nothing; LLVM's module, ~5 ms), then libmvec (~0.25 ms) before the objects that call
-  // it ask for it.
-  choose_sgemm_library();
+  // The identity a hit checks its entry against (its key only needs host_fingerprint(), its link
+  // nothing), then libmvec (~0.25 ms) before the objects that call it ask for it.
   host_identity();
   detail::vector_math_available();
 }

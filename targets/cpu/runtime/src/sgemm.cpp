@@ -177,7 +177,7 @@ extern "C" void kiln_dgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t 
   gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
-void choose_sgemm_library() {
+void register_sgemm() {
   static std::once_flag once;
   std::call_once(once, [] {
     const std::string blas = config::get<std::string>("cpu.blas");
@@ -192,13 +192,6 @@ void choose_sgemm_library() {
 #if KILN_HAVE_OPENBLAS
     openblas_set_num_threads(1);
 #endif
-  });
-}
-
-void register_sgemm() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    choose_sgemm_library();
     define_host_symbol("kiln_sgemm", reinterpret_cast<void*>(&kiln_sgemm));
     define_host_symbol("kiln_dgemm", reinterpret_cast<void*>(&kiln_dgemm));
   });

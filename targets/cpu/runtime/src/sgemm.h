@@ -12,11 +12,7 @@ extern "C" void kiln_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t 
 // The same in f64.
 extern "C" void kiln_dgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const double* a,
                            int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);
-// Loads the library kiln_sgemm calls (cpu.blas: oneDNN where it is installed, else OpenBLAS),
-// once per process; safe on the set-up thread (prepare_for_cache_hits), which does it before it
-// opens LLVM's module, so that the plan that needs it does not wait there for the loader's lock.
-void choose_sgemm_library();
-// choose_sgemm_library, then defines kiln_sgemm and kiln_dgemm for the JIT (once per process).
+// Defines kiln_sgemm and kiln_dgemm for the JIT (once per process).
 void register_sgemm();
 
 }  // namespace kiln::cpu

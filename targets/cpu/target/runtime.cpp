@@ -4,7 +4,6 @@
 // is refused, so the driver compiles its own code.
 #include <exception>
 #include <mutex>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -21,24 +20,6 @@ void kiln_register_cpu_codegen();
 
 namespace kiln::cpu {
 namespace {
-
-// The CPU target's one-time set-up on another core, started before the first trace: what a
-// cache hit checks (the host's identity, libmvec), so that a first hit does not wait for it.
-// Only facts made once and never destroyed: the thread is joined at exit, but statics that it
-// made after this one would be destroyed before that, under it. What compiles need (LLVM's
-// target and a TargetMachine, ~2 ms) is made by the first compile, on its own thread: made
-// here, it once raced a process exiting after a hit (LLVM's function-local statics, which the
-// set-up thread had just created, were destroyed under it: a double free the sanitizers saw).
-struct JitSetup {
-  std::thread thread;
-  ~JitSetup() {
-    if (thread.joinable()) thread.join();
-  }
-};
-JitSetup& jit_setup() {
-  static JitSetup s;
-  return s;
-}
 
 constexpr const char* kIdentityBlob = "host.identity";
 const std::string& host_identity_text() {
@@ -81,17 +62,20 @@ class CpuRuntime final : public target::Runtime {
     return {"cpu: " + host_identity().cpu_name + ", " + std::to_string(ThreadPool::of_size(static_cast<int>(config::get<int64_t>("cpu.threads"))).size()) +
             " threads; matmuls through " + matmul_library()};
   }
+  // What a cache hit checks (the host's identity, libmvec), before the first trace, on this
+  // thread: about 5 ms, most of it opening LLVM's module. It ran on a thread of its own until
+  // the module linked LLVM statically: a process that exited while that thread was inside the
+  // module (an error right after the first trace) ran the module's destructors under it and
+  // crashed (cli_kiln under load, 4 of 25 runs); joining it at exit came too late, since the
+  // module's statics, made after, are destroyed first.
   void prepare() override {
     static std::once_flag once;
     std::call_once(once, [] {
-      JitSetup& s = jit_setup();
-      s.thread = std::thread([] {
-        try {
-          prepare_for_cache_hits();
-        } catch (const std::exception&) {
-          // The compile that needs the target reports the same failure itself.
-        }
-      });
+      try {
+        prepare_for_cache_hits();
+      } catch (const std::exception&) {
+        // The compile that needs the target reports the same failure itself.
+      }
     });
   }
   target::CodegenRequest codegen_request(Device) const override { return {}; }

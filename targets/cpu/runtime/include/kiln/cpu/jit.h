@@ -23,7 +23,7 @@ namespace kiln::cpu {
 // What makes object code compiled here valid on another host: the same CPU name and features
 // (and the same LLVM, which the caller's key holds), and libmvec there when the code calls it.
 // No target machine, but ~30 cpuid instructions (each a VM exit: ~6 us in a VM): a cache entry
-// carries it and a hit checks it, on the set-up thread's copy, before the code runs.
+// carries it and a hit checks it, on the copy made before the first trace, before the code runs.
 struct HostIdentity {
   std::string cpu_name;      // LLVM's name for the host CPU: "znver4", "skylake-avx512", ...
   std::string features;      // enabled features, sorted: "+adx,+aes,+avx,+avx2,..."
@@ -47,8 +47,8 @@ struct HostInfo : HostIdentity {
 };
 HostInfo host_info();  // computed once, then cached (asks the target: ~1 ms the first time)
 
-// The one-time set-up a cache hit needs, done ahead so that the first hit does not pay for it:
-// the frontend runs it on a background thread while it traces the first compiled function.
+// The one-time set-up a cache hit needs (~5 ms, most of it opening LLVM's module): the cpu
+// target's Runtime::prepare runs it before the first trace, on the caller's thread.
 // host_identity() (which a hit checks its entry against) and libmvec; any thread, any number of
 // times. LLVM's target set-up (host_info()) is left to the first compile (see cpu/target).
 void prepare_for_cache_hits();

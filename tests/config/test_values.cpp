@@ -277,6 +277,7 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cudagraph_trees", "KILN_CUDAGRAPH_TREES", T::Bool, true, true, false},
       {"cuda.allow_tf32", "KILN_CUDA_ALLOW_TF32", T::Bool, false, true, true},
       {"cuda.cudnn", "KILN_CUDA_CUDNN", T::Bool, true, true, true},
+      {"cuda.early_library_start", "KILN_CUDA_EARLY_LIBRARY_START", T::Bool, true, false, true},
       {"cuda.channels_last", "KILN_CUDA_CHANNELS_LAST", T::Bool, true, true, true},
       {"cuda.pad_matmuls", "KILN_CUDA_PAD_MATMULS", T::Bool, true, true, true},
       {"cuda.precise_math", "KILN_CUDA_PRECISE_MATH", T::Bool, false, true, true},

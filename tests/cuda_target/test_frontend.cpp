@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
+#include <string>
 
 #include "kiln/cache/cache.h"
 #include "kiln/config/config.h"
+#include "kiln/config/log.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/executable.h"
 #include "kiln/plan/plan_json.h"
@@ -182,6 +185,54 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_the_plan_and_its_images) {
   }
   BOOST_TEST(cuda_entries == 1);
   std::filesystem::remove_all(dir);
+}
+
+// A compile for the device starts the libraries its graph will use before the passes run (an
+// ONNX import reads its weights meanwhile): cuBLASLt for products, cuDNN for the convolutions it
+// runs, none for pointwise ops or depthwise convolutions (kernels of ours); the options say no.
+BOOST_AUTO_TEST_CASE(a_compile_starts_the_libraries_its_graph_uses) {
+  if (!have_device()) return;
+  std::mutex mu;
+  std::string log;
+  logs::set_categories_for_testing("cache");
+  logs::set_sink_for_testing([&](std::string_view s) {
+    std::lock_guard<std::mutex> lock(mu);
+    log += s;
+  });
+  // The libraries a first call started ahead of its plan (the call waits for them to start).
+  auto started_by = [&](auto&& fn, const auto&... args) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      log.clear();
+    }
+    auto f = kiln::compile(fn);
+    (void)f(args.to(Device::cuda(0))...);
+    std::lock_guard<std::mutex> lock(mu);
+    std::string which;
+    for (const std::string lib : {"cuBLASLt", "cuDNN"})
+      if (contains(log, lib + " started ahead of a plan")) which += (which.empty() ? "" : " ") + lib;
+    return which;
+  };
+  const Tensor x = randn({8, 16}, DType::f32, Device::cpu(), 1), w = randn({16, 4}, DType::f32, Device::cpu(), 2);
+  const Tensor image = randn({2, 4, 8, 8}, DType::f32, Device::cpu(), 3);
+  const Tensor filters = randn({6, 4, 3, 3}, DType::f32, Device::cpu(), 4), depthwise = randn({4, 1, 3, 3}, DType::f32, Device::cpu(), 5);
+  auto product = [](const Tensor& a, const Tensor& b) { return relu(matmul(a, b)); };
+  auto convolution = [](const Tensor& a, const Tensor& k) { return conv2d(a, k, {}, {1}, {1}); };
+  auto by_channel = [](const Tensor& a, const Tensor& k) { return conv2d(a, k, {}, {1}, {1}, {1}, 4); };
+  BOOST_TEST(started_by(product, x, w) == "cuBLASLt");
+  BOOST_TEST(started_by([](const Tensor& a) { return exp(a) + 1.0f; }, x) == "");
+  BOOST_TEST(started_by(convolution, image, filters) == "cuBLASLt cuDNN");
+  BOOST_TEST(started_by(by_channel, image, depthwise) == "");
+  {
+    const config::Patch no_cudnn({{"cuda.cudnn", false}});  // im2col and a gemm
+    BOOST_TEST(started_by(convolution, image, filters) == "cuBLASLt");
+  }
+  {
+    const config::Patch later({{"cuda.early_library_start", false}});
+    BOOST_TEST(started_by(product, x, w) == "");
+  }
+  logs::set_sink_for_testing({});
+  logs::reset_for_testing();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

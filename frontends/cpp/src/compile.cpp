@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kiln/capture/grad_mode.h"
+#include "kiln/caches.h"
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
@@ -224,6 +225,9 @@ Outputs call_compiled(FunctionCache& cache, std::span<const ArgView> args,
     for (const Tensor& r : result) outputs.push_back(node_of(t, r, "return"));
     t.graph.set_outputs(outputs);
     auto graph = std::make_shared<Graph>(std::move(t.graph));
+    // The device's libraries start loading beside the passes and the compile.
+    Device device;
+    const std::shared_ptr<void> device_setup = target_of(*graph, &device) ? start_device_setup(*graph, device) : nullptr;
     const auto t1 = Clock::now();
     DebugDump dump(cache);
     const CompileStats before = dump.active() ? dump.stats() : CompileStats{};

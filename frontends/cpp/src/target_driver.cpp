@@ -278,6 +278,17 @@ std::shared_ptr<target::LoadedPlan> cached_target_plan(const Graph& optimised, D
   KILN_CHECK(rt != nullptr, "cached_target_plan: this build of Kiln has no target for ", device.str());
   return detail::loaded_plan(*rt, device, optimised, false);
 }
+
+std::shared_ptr<void> start_device_setup(const Graph& g, Device device) {
+  target::ensure_builtin_targets();
+  target::Runtime* rt = target::find_runtime(device.type);
+  if (!rt) return nullptr;
+  try {
+    return rt->start_device_setup(device, g);
+  } catch (const std::exception&) {
+    return nullptr;  // the compile that needs the device reports the same failure itself
+  }
+}
 }  // namespace kiln
 
 namespace kiln::detail {

@@ -149,6 +149,11 @@ std::vector<OptionDef> build_options() {
      "Run convolutions on CUDA through cuDNN (libcudnn.so.9, loaded when a plan first convolves; "
      "implicit-GEMM and other algorithms, no im2col copy). false: as on the other targets, the "
      "windows of the input (an im2col copy) times the weights in a cuBLASLt gemm."},
+    {"cuda.early_library_start", T::Bool, true, kNoCodegen, kUsed,
+     "Start loading cuBLASLt (and cuDNN, for a graph with convolutions that cuDNN runs) in the "
+     "background as soon as a compile for a CUDA device begins, beside its ONNX import or trace, "
+     "rather than when its plan loads: a warm first call otherwise waits for them after the "
+     "import. false: they load with the first plan that uses them."},
     {"cuda.channels_last", T::Bool, true, kCodegen, kUsed,
      "With cuda.cudnn, run a graph's convolutions channels last (NHWC, cuDNN's fastest kernels on "
      "tensor cores), with the ops between them: the convolutions become "

@@ -3,16 +3,22 @@
 // hit puts the images into the runtime's process cache, so loading the plan compiles nothing.
 #include <algorithm>
 #include <cstdio>
+#include <vector>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "kiln/config/config.h"
 #include "kiln/config/log.h"
 #include "kiln/cuda/codegen.h"
+#include "kiln/cuda/convolution.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/executable.h"
+#include "kiln/cuda/gemm.h"
 #include "kiln/cuda/nvrtc.h"
 #include "kiln/graph/error.h"
+#include "kiln/graph/graph.h"
+#include "kiln/graph/ops.h"
 #include "kiln/target/target.h"
 
 void kiln_register_cuda_codegen();
@@ -76,6 +82,38 @@ class CudaRuntime final : public target::Runtime {
     for (int i = 0; i < device_count(); ++i)
       lines.push_back("cuda:" + std::to_string(i) + " " + Context::get(i).info().str());
     return lines;
+  }
+  // cuBLASLt for a graph with products (matmuls, or convolutions that im2col makes products),
+  // cuDNN for one with convolutions it runs: loading each and making its handle takes tens of ms
+  // in a fresh process, and a warm first call otherwise waits for them after its import.
+  std::shared_ptr<void> start_device_setup(Device d, const Graph& g) override {
+    if (!config::get<bool>("cuda.early_library_start")) return nullptr;
+    const bool cudnn = config::get<bool>("cuda.cudnn");
+    bool products = false, convolutions = false;
+    for (const Node& n : g.nodes()) {
+      bool library_convolution = n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad;
+      if (n.op == OpId::convolution || n.op == OpId::convolution_channels_last) {
+        // w[M, C/groups, *K], or [M, *K, C/groups] channels-last: depthwise ones fold their taps into a kernel of ours.
+        std::vector<SymInt> w = g.node(n.inputs[1]).meta.sizes;
+        if (n.op == OpId::convolution_channels_last && w.size() > 2) std::rotate(w.begin() + 1, w.end() - 1, w.end());
+        library_convolution = !convolution_folds_taps(w);  // im2col and a gemm without cuDNN
+      }
+      products = products || n.op == OpId::matmul || library_convolution;
+      convolutions = convolutions || (library_convolution && cudnn);
+    }
+    if (!products && !convolutions) return nullptr;
+    Context& ctx = Context::get(d.index);
+    struct Started {
+      std::vector<std::thread> threads;
+      ~Started() {
+        for (std::thread& t : threads)
+          if (t.joinable()) t.join();
+      }
+    };
+    auto started = std::make_shared<Started>();
+    if (products) started->threads.push_back(start_gemm(ctx));
+    if (convolutions) started->threads.push_back(start_convolution(ctx));
+    return started;
   }
   target::CodegenRequest codegen_request(Device d) const override {
     target::CodegenRequest r;

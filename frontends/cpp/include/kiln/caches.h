@@ -40,6 +40,13 @@ CacheLoadResult load_cache_artifacts(std::string_view bytes);
 // tools that run a graph file (kiln run) compile it once, as a program would.
 std::shared_ptr<target::LoadedPlan> cached_target_plan(const Graph& optimised, Device device);
 
+// Starts in the background the device set-up that compiling `g` (as imported or traced) for
+// `device` will need, so that it overlaps what the caller does first: an ONNX import reading its
+// weights (the CUDA target loads cuBLASLt, and cuDNN for a graph with convolutions; nothing on
+// the CPU). Hold the returned token until the compile's first call has returned: its destruction
+// waits for the work. Failures are left to the compile, which reports them itself.
+std::shared_ptr<void> start_device_setup(const Graph& g, Device device);
+
 // One entry of the disk cache, checked as a compile would use it (kiln cache verify).
 struct CacheEntryCheck {
   enum Verdict { ok, removed, skipped };

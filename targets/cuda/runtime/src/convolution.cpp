@@ -50,6 +50,12 @@ Handle& handle_of(Context& ctx) {
   return h;
 }
 
+// Loads cuDNN (once per process) and makes ctx's handle and workspace.
+void start_handle(Context& ctx) {
+  ctx.make_current();
+  handle_of(ctx);
+}
+
 // cuDNN's names for its algorithms of each direction, by enum value.
 const char* algorithm_name(ConvolutionComputes computes, int a) {
   static const char* const forward[] = {"implicit gemm", "implicit precomputed gemm", "gemm", "direct", "fft",
@@ -267,12 +273,12 @@ std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> c
   // were not faster on an H100: resnet50's first run waited 304 ms for them, 262 ms for one
   // thread, on another machine); a problem met before is found in the table.
   return detail::start_library(
-      std::move(convolutions),
-      [&ctx] {
-        ctx.make_current();
-        handle_of(ctx);  // loads cuDNN (once per process)
-      },
+      "cuDNN", std::move(convolutions), [&ctx] { start_handle(ctx); },
       [&ctx, allow_tf32](const plan::PlanConvolution& c) { prepare(ctx, c, {}, allow_tf32, "(start-up)"); });
+}
+
+std::thread start_convolution(Context& ctx) {
+  return detail::start_library("cuDNN", [&ctx] { start_handle(ctx); });
 }
 
 int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,

@@ -48,6 +48,12 @@ Handle& handle_of(Context& ctx) {
   return h;
 }
 
+// Loads cuBLASLt (once per process) and makes ctx's handle.
+void start_handle(Context& ctx) {
+  ctx.make_current();
+  handle_of(ctx);
+}
+
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
   ~Layout() {
@@ -246,12 +252,12 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32) {
   // The heuristics go in the table that every thread's set-up of the same problem reads.
   return detail::start_library(
-      std::move(gemms),
-      [&ctx] {
-        ctx.make_current();
-        handle_of(ctx);  // loads cuBLASLt (once per process)
-      },
+      "cuBLASLt", std::move(gemms), [&ctx] { start_handle(ctx); },
       [&ctx, allow_tf32](const plan::PlanGemm& g) { gemm_algorithms(ctx, g, {}, allow_tf32, "(start-up)"); });
+}
+
+std::thread start_gemm(Context& ctx) {
+  return detail::start_library("cuBLASLt", [&ctx] { start_handle(ctx); });
 }
 
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

@@ -149,6 +149,17 @@ class Runtime {
   virtual std::vector<std::string> device_lines() const = 0;
   // Called once before the first trace of a process: one-time set-up started in the background.
   virtual void prepare() {}
+  // A compile of `g` (as imported or traced, before the passes) for `d` is about to begin: the
+  // set-up that loading its plan would start may start now, in the background, beside what the
+  // caller does first (an ONNX import reading its weights). The CUDA target loads cuBLASLt and,
+  // for a graph with convolutions, cuDNN. The work belongs to the returned token, whose
+  // destruction waits for it: a caller that fails and exits never leaves a thread inside a
+  // library that the exit tears down. nullptr when there is nothing to start.
+  virtual std::shared_ptr<void> start_device_setup(Device d, const Graph& g) {
+    (void)d;
+    (void)g;
+    return nullptr;
+  }
   // A cache lookup missed: the plan is about to be generated and compiled (the CPU starts its
   // compile set-up, which overlaps the codegen).
   virtual void before_compile() {}

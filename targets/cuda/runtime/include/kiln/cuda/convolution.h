@@ -34,6 +34,9 @@ int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const s
 // which 0.12 s in heuristics; 0.13 s with them done here). An empty thread when there are none.
 // The caller joins it before its first run.
 std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> convolutions, bool allow_tf32);
+// cuDNN's start-up alone (the library, ctx's handle and workspace), ahead of any plan. A thread
+// the caller joins.
+std::thread start_convolution(Context& ctx);
 // "cuDNN <algorithm name>" of the algorithm `algorithm` would pick (for autotuning reports).
 std::string convolution_algorithm_name(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
                                        bool allow_tf32, const std::string& kernel, int algorithm);

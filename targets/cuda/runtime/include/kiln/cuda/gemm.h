@@ -31,6 +31,9 @@ void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr
 // starts it for a plan with gemms and joins it before the first run: a start-up left running
 // when a short process exited crashed inside cuBLASLt, whose state exit tears down.
 std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32);
+// cuBLASLt's start-up alone, ahead of any plan (a compile about to begin on ctx's device): a
+// plan loaded later finds the library and ctx's handle ready. A thread the caller joins.
+std::thread start_gemm(Context& ctx);
 // How many algorithms cuBLASLt's heuristic proposes for the gemm at these sizes (at most 8; 0
 // for an empty product).
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

@@ -392,6 +392,14 @@ int cmd_run(std::span<char* const> args) {
   }
   const Graph g = load_model_file(a.positional[0], file_sizes).graph;
   const size_t n_inputs = g.inputs().size();
+  // The target's libraries start loading beside what follows (the inputs, the passes, the cache
+  // lookup), as a compile's do; held until the run is over.
+  std::shared_ptr<void> device_setup;
+  if (target != "reference") {
+    target::Runtime& rt = target::runtime(target);
+    std::string why;
+    if (rt.available(&why)) device_setup = kiln::start_device_setup(g, Device{rt.device_type(), 0});
+  }
 
   std::vector<TensorData> inputs;
   std::vector<std::string> origins;

@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(a_compile_starts_the_libraries_its_graph_uses) {
     BOOST_TEST(started_by(convolution, image, filters) == "cuBLASLt");
   }
   {
-    const config::Patch later({{"cuda.early_library_start", false}});
+    const config::Patch later({{"early_library_start", false}});
     BOOST_TEST(started_by(product, x, w) == "");
   }
   logs::set_sink_for_testing({});

@@ -280,9 +280,12 @@ std::shared_ptr<target::LoadedPlan> cached_target_plan(const Graph& optimised, D
 }
 
 std::shared_ptr<void> start_device_setup(const Graph& g, Device device) {
-  target::ensure_builtin_targets();
+  // The runtimes' one-time set-up first (the CPU's opens LLVM's module, which every process
+  // that compiles needs): dlopen holds the loader's lock, so a library loading on the new thread
+  // would otherwise take turns with it.
+  detail::prepare_before_first_trace();
   target::Runtime* rt = target::find_runtime(device.type);
-  if (!rt) return nullptr;
+  if (!rt || !config::get<bool>("early_library_start")) return nullptr;
   try {
     return rt->start_device_setup(device, g);
   } catch (const std::exception&) {

@@ -136,6 +136,12 @@ std::vector<OptionDef> build_options() {
      "Timed runs per candidate when autotuning (cuda: the median of this many event-timed runs of "
      "each kernel version).",
      at_least_1},
+    {"early_library_start", T::Bool, true, kNoCodegen, kUsed,
+     "Start loading the libraries a graph's plan will call, in the background, as soon as its "
+     "compile begins (beside an ONNX import, the passes after a trace, or kiln run's cache "
+     "lookup) rather than when the plan loads: on CUDA cuBLASLt, and cuDNN for a graph with "
+     "convolutions that cuDNN runs (the CPU and Vulkan targets start nothing). false: they load "
+     "with the first plan that uses them."},
     {"cudagraphs", T::Bool, false, kCodegen, kUsed,
      "Record kernel launches as CUDA graphs and replay them to cut launch overhead (cuda: from the "
      "second call of a set of sizes; changed addresses update the graph's nodes in place)."},
@@ -149,11 +155,6 @@ std::vector<OptionDef> build_options() {
      "Run convolutions on CUDA through cuDNN (libcudnn.so.9, loaded when a plan first convolves; "
      "implicit-GEMM and other algorithms, no im2col copy). false: as on the other targets, the "
      "windows of the input (an im2col copy) times the weights in a cuBLASLt gemm."},
-    {"cuda.early_library_start", T::Bool, true, kNoCodegen, kUsed,
-     "Start loading cuBLASLt (and cuDNN, for a graph with convolutions that cuDNN runs) in the "
-     "background as soon as a compile for a CUDA device begins, beside its ONNX import or trace, "
-     "rather than when its plan loads: a warm first call otherwise waits for them after the "
-     "import. false: they load with the first plan that uses them."},
     {"cuda.channels_last", T::Bool, true, kCodegen, kUsed,
      "With cuda.cudnn, run a graph's convolutions channels last (NHWC, cuDNN's fastest kernels on "
      "tensor cores), with the ops between them: the convolutions become "

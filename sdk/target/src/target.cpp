@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <charconv>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "kiln/cache/cache.h"
 #include "kiln/config/config.h"
@@ -79,6 +81,21 @@ std::string listed(const std::vector<std::string>& names) {
 }
 
 }  // namespace
+
+std::shared_ptr<void> join_when_released(std::vector<std::thread> threads) {
+  struct Joined {
+    std::vector<std::thread> threads;
+    ~Joined() {
+      for (std::thread& t : threads)
+        if (t.joinable()) t.join();
+    }
+  };
+  std::erase_if(threads, [](const std::thread& t) { return !t.joinable(); });
+  if (threads.empty()) return nullptr;
+  auto joined = std::make_shared<Joined>();
+  joined->threads = std::move(threads);
+  return joined;
+}
 
 void register_codegen(std::shared_ptr<const Codegen> c) {
   KILN_CHECK(c != nullptr, "register_codegen: no codegen given");

@@ -87,7 +87,6 @@ class CudaRuntime final : public target::Runtime {
   // cuDNN for one with convolutions it runs: loading each and making its handle takes tens of ms
   // in a fresh process, and a warm first call otherwise waits for them after its import.
   std::shared_ptr<void> start_device_setup(Device d, const Graph& g) override {
-    if (!config::get<bool>("cuda.early_library_start")) return nullptr;
     const bool cudnn = config::get<bool>("cuda.cudnn");
     bool products = false, convolutions = false;
     for (const Node& n : g.nodes()) {
@@ -103,17 +102,10 @@ class CudaRuntime final : public target::Runtime {
     }
     if (!products && !convolutions) return nullptr;
     Context& ctx = Context::get(d.index);
-    struct Started {
-      std::vector<std::thread> threads;
-      ~Started() {
-        for (std::thread& t : threads)
-          if (t.joinable()) t.join();
-      }
-    };
-    auto started = std::make_shared<Started>();
-    if (products) started->threads.push_back(start_gemm(ctx));
-    if (convolutions) started->threads.push_back(start_convolution(ctx));
-    return started;
+    std::vector<std::thread> started;
+    if (products) started.push_back(start_gemm(ctx));
+    if (convolutions) started.push_back(start_convolution(ctx));
+    return target::join_when_released(std::move(started));
   }
   target::CodegenRequest codegen_request(Device d) const override {
     target::CodegenRequest r;

@@ -106,6 +106,14 @@ struct OneDnn {
   std::string name;  // "oneDNN 2.6.3"
 };
 OneDnn g_onednn;  // set once, by register_sgemm, before any kernel can call kiln_sgemm
+// Products of at most this many multiply-adds go to OpenBLAS under cpu.blas auto: there it was
+// faster per call (Debian's oneDNN 2.6.3 against OpenBLAS 0.3.21, one thread, the 2-core AMD EPYC
+// VM: 8x16x8 0.10 against 0.20 us, 16x16x16 0.17-0.18 against 0.24-0.31; from 8x32x32 on,
+// oneDNN was as fast or up to 2x faster), and a process whose products are all that small never
+// pays oneDNN's set-up on its first calls: ~35 ms generating its kernels (a warm-cache `kiln run`
+// of transformer_block 66-68 ms, 25 ms with OpenBLAS).
+constexpr int64_t kOneDnnMinMultiplyAdds = 4096;
+int64_t g_onednn_min_multiply_adds = 0;  // kOneDnnMinMultiplyAdds under auto; 0 when cpu.blas is onednn
 
 // Loads oneDNN (2.x, as Debian 12 has it, or 3.x: dnnl_sgemm is the same in both), or says why
 // it could not.
@@ -168,7 +176,8 @@ void gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, con
 
 extern "C" void kiln_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                            int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (g_onednn.sgemm && onednn_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)) return;
+  if (g_onednn.sgemm && m * n * k > g_onednn_min_multiply_adds && onednn_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc))
+    return;
   gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
@@ -188,6 +197,7 @@ void register_sgemm() {
         fail("cpu runtime: cpu.blas is 'onednn' but oneDNN could not be loaded: ", why,
              " (Debian: libdnnl2; or set cpu.blas to auto or openblas)");
       g_onednn = d;
+      g_onednn_min_multiply_adds = blas == "onednn" ? 0 : kOneDnnMinMultiplyAdds;
     }
 #if KILN_HAVE_OPENBLAS
     openblas_set_num_threads(1);
@@ -199,7 +209,9 @@ void register_sgemm() {
 
 std::string matmul_library() {
   register_sgemm();  // the library is chosen there
-  if (g_onednn.sgemm) return g_onednn.name + " sgemm";
+  if (g_onednn.sgemm)
+    return g_onednn.name + " sgemm" +
+           (g_onednn_min_multiply_adds > 0 ? " (OpenBLAS for products of at most " + std::to_string(g_onednn_min_multiply_adds) + " multiply-adds)" : "");
 #if KILN_HAVE_OPENBLAS
   // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64"
   std::string config = openblas_get_config();

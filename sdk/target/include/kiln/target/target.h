@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -137,6 +138,10 @@ struct Bandwidth {
   double gbps = 0;
   std::string how;
 };
+
+// The token a Runtime::start_device_setup returns for work on `threads`: the last copy's
+// release joins them (an empty vector gives nullptr).
+std::shared_ptr<void> join_when_released(std::vector<std::thread> threads);
 
 class Runtime {
  public:

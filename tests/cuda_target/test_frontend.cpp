@@ -188,8 +188,9 @@ BOOST_AUTO_TEST_CASE(plan_cache_entry_holds_the_plan_and_its_images) {
 }
 
 // A compile for the device starts the libraries its graph will use before the passes run (an
-// ONNX import reads its weights meanwhile): cuBLASLt for products, cuDNN for the convolutions it
-// runs, none for pointwise ops or depthwise convolutions (kernels of ours); the options say no.
+// ONNX import reads its weights meanwhile): cuBLASLt for products (a 1x1 convolution is a gemm),
+// cuDNN for the convolutions the scheduler gives it, none for pointwise ops or depthwise
+// convolutions (kernels of ours); the options say no.
 BOOST_AUTO_TEST_CASE(a_compile_starts_the_libraries_its_graph_uses) {
   if (!have_device()) return;
   std::mutex mu;
@@ -221,8 +222,13 @@ BOOST_AUTO_TEST_CASE(a_compile_starts_the_libraries_its_graph_uses) {
   auto by_channel = [](const Tensor& a, const Tensor& k) { return conv2d(a, k, {}, {1}, {1}, {1}, 4); };
   BOOST_TEST(started_by(product, x, w) == "cuBLASLt");
   BOOST_TEST(started_by([](const Tensor& a) { return exp(a) + 1.0f; }, x) == "");
-  BOOST_TEST(started_by(convolution, image, filters) == "cuBLASLt cuDNN");
+  BOOST_TEST(started_by(convolution, image, filters) == "cuDNN");
   BOOST_TEST(started_by(by_channel, image, depthwise) == "");
+  const Tensor pointwise_filters = randn({6, 4, 1, 1}, DType::f32, Device::cpu(), 6), wt = randn({4, 16}, DType::f32, Device::cpu(), 7);
+  BOOST_TEST(started_by([](const Tensor& a, const Tensor& k) { return conv2d(a, k); }, image, pointwise_filters) == "cuBLASLt");
+  BOOST_TEST(started_by([](const Tensor& a, const Tensor& k) { return linear(a, k); }, x, wt) == "cuBLASLt");
+  BOOST_TEST(started_by([](const Tensor& a, const Tensor& k, const Tensor& b) { return matmul(relu(conv2d(a, k, {}, {1}, {1})), b); },
+                        image, filters, randn({8, 3}, DType::f32, Device::cpu(), 8)) == "cuBLASLt cuDNN");
   {
     const config::Patch no_cudnn({{"cuda.cudnn", false}});  // im2col and a gemm
     BOOST_TEST(started_by(convolution, image, filters) == "cuBLASLt");

@@ -83,22 +83,22 @@ class CudaRuntime final : public target::Runtime {
       lines.push_back("cuda:" + std::to_string(i) + " " + Context::get(i).info().str());
     return lines;
   }
-  // cuBLASLt for a graph with products (matmuls, or convolutions that im2col makes products),
-  // cuDNN for one with convolutions it runs: loading each and making its handle takes tens of ms
-  // in a fresh process, and a warm first call otherwise waits for them after its import.
+  // cuBLASLt for a graph with products (matmuls, linear layers, unfused attention, convolutions that
+  // decompose into a gemm), cuDNN for one with convolutions it runs, as the scheduler decides
+  // (schedule::Target::runs_convolution): loading each and making its handle takes tens of ms in
+  // a fresh process, and a warm first call otherwise waits for them after its import.
   std::shared_ptr<void> start_device_setup(Device d, const Graph& g) override {
-    const bool cudnn = config::get<bool>("cuda.cudnn");
+    const schedule::Target target = schedule_target();
     bool products = false, convolutions = false;
     for (const Node& n : g.nodes()) {
-      bool library_convolution = n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad;
-      if (n.op == OpId::convolution || n.op == OpId::convolution_channels_last) {
-        // w[M, C/groups, *K], or [M, *K, C/groups] channels-last: depthwise ones fold their taps into a kernel of ours.
-        std::vector<SymInt> w = g.node(n.inputs[1]).meta.sizes;
-        if (n.op == OpId::convolution_channels_last && w.size() > 2) std::rotate(w.begin() + 1, w.end() - 1, w.end());
-        library_convolution = !convolution_folds_taps(w);  // im2col and a gemm without cuDNN
-      }
-      products = products || n.op == OpId::matmul || library_convolution;
-      convolutions = convolutions || (library_convolution && cudnn);
+      const bool convolves = n.op == OpId::convolution || n.op == OpId::convolution_channels_last ||
+                             n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad;
+      const bool library = convolves && target.runs_convolution(g, n);
+      // Depthwise convolutions (as traced or imported) fold their taps into a kernel of ours.
+      const bool folds = n.op == OpId::convolution && convolution_folds_taps(g.node(n.inputs[1]).meta.sizes);
+      products = products || op_def(n.op).category == OpCategory::matmul || n.op == OpId::linear ||
+                 (n.op == OpId::scaled_dot_product_attention && !target.fuses_attention(g, n)) || (convolves && !library && !folds);
+      convolutions = convolutions || library;
     }
     if (!products && !convolutions) return nullptr;
     Context& ctx = Context::get(d.index);

@@ -288,6 +288,10 @@ BOOST_AUTO_TEST_CASE(gpu_gemms_copy_operands_whose_batch_dims_share_no_stride) {
   BOOST_TEST((gg.a_batch_strides[0] == gg.a_batch_strides[1] * 3), gpu.str());
   BOOST_TEST((gg.b_batch_strides[0] == gg.b_batch_strides[1] * 3), gpu.str());
   BOOST_TEST(gpu.kernels.size() > 1u, gpu.str());  // the copies
+  // k^T is copied as the rows of k it reads, [2, 3, 5, 8] (unit strides on both sides of the
+  // copy), and the gemm takes the copy transposed.
+  BOOST_TEST((gg.b_row_stride == 1), gpu.str());
+  BOOST_TEST((gg.b_col_stride == 8), gpu.str());
   const schedule::Schedule cpu = product(schedule::Target::cpu());
   const schedule::Gemm& cg = *gemm_kernel(cpu).gemm;
   BOOST_TEST(!(cg.a_batch_strides[0] == cg.a_batch_strides[1] * 3), cpu.str());  // read in place

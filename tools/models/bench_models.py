@@ -12,7 +12,8 @@ gunzip its bin/ and lib/ first, as tools/gpu/run.sh does):
 Models are built from their libraries with random weights (torch.manual_seed(0), eval()); nothing is
 downloaded. Every measurement runs in a fresh subprocess with a timeout (--timeout). Phases:
   export  WORK/<model>_<dtype>/: in_<k>.npy (inputs), out.npy (torch eager output), out_fp32.npy (bf16
-          only: the fp32 model on the same inputs) and model.onnx (+ model.onnx.data), from
+          only: the fp32 model on the same inputs), out_fp64.npy (fp32 only: the model in float64, where
+          it runs so) and model.onnx (+ model.onnx.data), from
           torch.onnx.export(dynamo=True, opset 18). Skipped when these files already exist.
   torch   eager and torch.compile per --torch-modes: median and min ms over --reps synchronised calls
           after 5 warm-ups; compile modes also the cold first call (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1
@@ -24,7 +25,8 @@ downloaded. Every measurement runs in a fresh subprocess with a timeout (--timeo
           KILN_LOGS=cache split of that call into import, cache load, upload and first run as warm_split,
           and the CUDA runtime's account of its first call as warm_runtime),
           kernel counts; outputs compared with out.npy (relative L2 over float64 and max abs error;
-          bf16 also against out_fp32.npy). With --profile, each binary also runs each model once under
+          bf16 also against out_fp32.npy; fp32 also against out_fp64.npy, as torch's outputs are, "[fp64 ..]"
+          in the table). With --profile, each binary also runs each model once under
           KILN_LOGS=profile (default mode): the report to OUT/profiles/<tag>_<model>_<dtype>.txt, its top
           kernels and totals by kind into the results.
 Results are merged into OUT/results.json after each measurement, keyed "<model>|<dtype>|<impl>|<mode>"
@@ -206,6 +208,13 @@ def compare_arrays(got, ref, suffix=""):
     return res
 
 
+def compare_fp64(got, d):
+    """got against the float64 model's output (fp32 exports only), suffix _fp64; {} without one."""
+    import numpy as np
+    path = os.path.join(d, "out_fp64.npy")
+    return compare_arrays(got, np.load(path), "_fp64") if os.path.exists(path) else {}
+
+
 def short_error(e):
     lines = [l for l in f"{type(e).__name__}: {e}".splitlines() if l.strip()]
     return " / ".join(lines[:6])[:800]
@@ -230,6 +239,21 @@ def worker_export(spec):
             model.to(torch.bfloat16)
         out = first_output(model(*[x.to(device) for x in inputs])).float().cpu().numpy()
     np.save(os.path.join(d, "out.npy"), out)
+    if dtype == "fp32":
+        # The model in float64 on the same inputs: the reference that says how much of an fp32
+        # output's difference from torch eager is each side's own rounding (a 50-layer resnet's
+        # eager and torch.compile outputs differ by 2e-5 between themselves).
+        try:
+            with torch.no_grad():
+                model.to(device).double()
+                ref64 = first_output(model(*[(x.double() if x.is_floating_point() else x).to(device)
+                                             for x in inputs])).double().cpu().numpy()
+                model.float()
+            np.save(os.path.join(d, "out_fp64.npy"), ref64)
+            res.update(compare_arrays(out, ref64, "_fp64"))
+        except Exception as e:  # a model that does not run in float64 has no such reference
+            model.float()
+            res["fp64_error"] = short_error(e)
     res["out_shape"] = list(out.shape)
     res["out_std"] = float(out.astype(np.float64).std())
     if not res["out_std"] > 1e-3:
@@ -297,6 +321,7 @@ def worker_torch(spec):
         res.update(compare_arrays(out, np.load(os.path.join(d, "out.npy"))))
         if dtype == "bf16":
             res.update(compare_arrays(out, np.load(os.path.join(d, "out_fp32.npy")), "_fp32"))
+        res.update(compare_fp64(out, d))
         if spec["reps"] > 0:
             for _ in range(WARMUPS):
                 fn(*inputs)
@@ -609,6 +634,7 @@ def phase_kiln(args, results, tag, binary):
                         rec.update(compare_arrays(got, np.load(os.path.join(d, "out.npy"))))
                         if dtype == "bf16":
                             rec.update(compare_arrays(got, np.load(os.path.join(d, "out_fp32.npy")), "_fp32"))
+                        rec.update(compare_fp64(got, d))
                     except Exception as e:
                         rec["compare_error"] = short_error(e)
                 save_results(args, results)
@@ -731,6 +757,8 @@ def rel_cell(rec, notes, label, bf16):
     cell = fmt(rec.get("rel_l2"), "{:.1e}")
     if bf16:
         cell += " (" + fmt(rec.get("rel_l2_fp32"), "{:.1e}") + ")"
+    elif rec.get("rel_l2_fp64") is not None:
+        cell += " [fp64 " + fmt(rec.get("rel_l2_fp64"), "{:.1e}") + "]"
     if rec.get("nonfinite"):
         cell += f" {rec['nonfinite']} non-finite"
     return cell

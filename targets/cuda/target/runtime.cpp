@@ -26,6 +26,42 @@ void kiln_register_cuda_codegen();
 namespace kiln::cuda {
 namespace {
 
+// Problems the early start-up sets up besides the library and its handle, one of each dtype (and
+// layout) the graph's products or convolutions have, before the plan's own problems are known: a
+// library's first heuristic of a process costs the most, and the plan's first run waited for it
+// (on an H100 cuBLASLt's first took 69-71 ms; vit_b_16 fp32's 74 problems after it took 6.6 ms
+// against 75 ms without the sample, and its warm first run waited 0.05 ms against 24).
+std::vector<plan::PlanGemm> sample_gemms(const std::vector<DType>& dtypes) {
+  std::vector<plan::PlanGemm> out;
+  for (DType t : dtypes) {
+    plan::PlanGemm g;
+    g.a = 0, g.b = 1, g.c = 2;
+    g.dtype = t;
+    g.m = g.n = g.k = 256;
+    g.a_row_stride = g.b_row_stride = 256;
+    g.a_col_stride = g.b_col_stride = 1;
+    out.push_back(g);
+  }
+  return out;
+}
+std::vector<plan::PlanConvolution> sample_convolutions(const std::vector<DType>& dtypes) {
+  std::vector<plan::PlanConvolution> out;
+  for (DType t : dtypes)
+    for (bool channels_last : {false, true}) {
+      plan::PlanConvolution c;
+      c.x = 0, c.w = 1, c.y = 2;
+      c.dtype = t;
+      c.channels_last = channels_last;
+      c.x_sizes = channels_last ? SymShape{8, 28, 28, 64} : SymShape{8, 64, 28, 28};
+      c.w_sizes = channels_last ? std::vector<int64_t>{64, 3, 3, 64} : std::vector<int64_t>{64, 64, 3, 3};
+      c.strides = {1, 1};
+      c.pads = {1, 1, 1, 1};
+      c.dilations = {1, 1};
+      out.push_back(c);
+    }
+  return out;
+}
+
 class CudaLoaded final : public target::LoadedPlan {
  public:
   explicit CudaLoaded(std::shared_ptr<PlanExecutable> exe) : exe_(std::move(exe)) {}
@@ -90,21 +126,32 @@ class CudaRuntime final : public target::Runtime {
   std::shared_ptr<void> start_device_setup(Device d, const Graph& g) override {
     const schedule::Target target = schedule_target();
     bool products = false, convolutions = false;
+    std::vector<DType> product_dtypes, convolution_dtypes;
+    auto note = [](std::vector<DType>& dtypes, DType t) {
+      if ((t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16) &&
+          std::find(dtypes.begin(), dtypes.end(), t) == dtypes.end())
+        dtypes.push_back(t);
+    };
     for (const Node& n : g.nodes()) {
       const bool convolves = n.op == OpId::convolution || n.op == OpId::convolution_channels_last ||
                              n.op == OpId::convolution_input_grad || n.op == OpId::convolution_weight_grad;
       const bool library = convolves && target.runs_convolution(g, n);
       // Depthwise convolutions (as traced or imported) fold their taps into a kernel of ours.
       const bool folds = n.op == OpId::convolution && convolution_folds_taps(g.node(n.inputs[1]).meta.sizes);
-      products = products || op_def(n.op).category == OpCategory::matmul || n.op == OpId::linear ||
-                 (n.op == OpId::scaled_dot_product_attention && !target.fuses_attention(g, n)) || (convolves && !library && !folds);
+      const bool product = op_def(n.op).category == OpCategory::matmul || n.op == OpId::linear ||
+                           (n.op == OpId::scaled_dot_product_attention && !target.fuses_attention(g, n)) ||
+                           (convolves && !library && !folds);
+      if (product) note(product_dtypes, n.meta.dtype);
+      if (library) note(convolution_dtypes, n.meta.dtype);
+      products = products || product;
       convolutions = convolutions || library;
     }
     if (!products && !convolutions) return nullptr;
     Context& ctx = Context::get(d.index);
+    const bool allow_tf32 = config::get<bool>("cuda.allow_tf32");
     std::vector<std::thread> started;
-    if (products) started.push_back(start_gemm(ctx));
-    if (convolutions) started.push_back(start_convolution(ctx));
+    if (products) started.push_back(start_gemm(ctx, sample_gemms(product_dtypes), allow_tf32, /*ahead_of_plan=*/true));
+    if (convolutions) started.push_back(start_convolution(ctx, sample_convolutions(convolution_dtypes), allow_tf32, /*ahead_of_plan=*/true));
     return target::join_when_released(std::move(started));
   }
   target::CodegenRequest codegen_request(Device d) const override {

@@ -87,11 +87,15 @@ struct ProblemTable {
 // A library's start-up on a thread of its own: `start` (loading the library, its handle on the
 // context), then `set_up` of each problem (its heuristic; one of symbolic sizes fails and is
 // left to its first call). What they throw is dropped: the real call reports the same failure
-// itself. `library` names it in the cache log, which says how long each part took.
+// itself. `library` names it in the cache log, which says how long each part took and whether
+// it ran ahead of a plan (CudaRuntime::start_device_setup, with sample problems) or for one
+// being loaded; the caller joins the thread (an empty one when there are no problems) before
+// its first run.
 template <class Problem, class Start, class SetUp>
-std::thread start_library_thread(const char* library, std::vector<Problem> problems, Start start, SetUp set_up) {
-  return std::thread([library, problems = std::move(problems), start = std::move(start), set_up = std::move(set_up),
-                      counted = std::make_shared<BackgroundScope>()] {
+std::thread start_library(const char* library, bool ahead_of_plan, std::vector<Problem> problems, Start start, SetUp set_up) {
+  if (problems.empty()) return {};
+  return std::thread([library, ahead_of_plan, problems = std::move(problems), start = std::move(start),
+                      set_up = std::move(set_up), counted = std::make_shared<BackgroundScope>()] {
     using Clock = std::chrono::steady_clock;
     auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     const Clock::time_point t0 = Clock::now();
@@ -101,32 +105,16 @@ std::thread start_library_thread(const char* library, std::vector<Problem> probl
       return;
     }
     const Clock::time_point t1 = Clock::now();
-    if (problems.empty()) {
-      KILN_LOG(cache, "cuda runtime: ", library, " started ahead of a plan in ", ms(t0, t1), " ms (a background thread)");
-      return;
-    }
     for (const Problem& p : problems) {
       try {
         set_up(p);
       } catch (const std::exception&) {
       }
     }
-    KILN_LOG(cache, "cuda runtime: ", library, " started in ", ms(t0, t1), " ms, ", problems.size(),
-             " problems set up in ", ms(t1, Clock::now()), " ms (a background thread)");
+    KILN_LOG(cache, "cuda runtime: ", library, " started ", ahead_of_plan ? "ahead of a plan " : "", "in ", ms(t0, t1), " ms, ",
+             problems.size(), ahead_of_plan ? " sample" : "", " problems set up in ", ms(t1, Clock::now()),
+             " ms (a background thread)");
   });
-}
-// For a plan being loaded, on a thread the caller joins before its first run; an empty thread
-// when the plan has no problems for the library.
-template <class Problem, class Start, class SetUp>
-std::thread start_library(const char* library, std::vector<Problem> problems, Start start, SetUp set_up) {
-  if (problems.empty()) return {};
-  return start_library_thread(library, std::move(problems), std::move(start), std::move(set_up));
-}
-// The start-up alone, ahead of any plan (CudaRuntime::start_device_setup): a plan loaded later
-// finds the library and its handle ready.
-template <class Start>
-std::thread start_library(const char* library, Start start) {
-  return start_library_thread(library, std::vector<int>{}, std::move(start), [](int) {});
 }
 
 // Time the libraries spent setting up problems on the calling threads (cuDNN's and cuBLASLt's

@@ -268,17 +268,13 @@ std::shared_ptr<Prepared> prepare(Context& ctx, const plan::PlanConvolution& c, 
 
 }  // namespace
 
-std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> convolutions, bool allow_tf32) {
+std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> convolutions, bool allow_tf32, bool ahead_of_plan) {
   // The problems in the plan's order on the context's handle (eight threads with a handle each
   // were not faster on an H100: resnet50's first run waited 304 ms for them, 262 ms for one
   // thread, on another machine); a problem met before is found in the table.
   return detail::start_library(
-      "cuDNN", std::move(convolutions), [&ctx] { start_handle(ctx); },
+      "cuDNN", ahead_of_plan, std::move(convolutions), [&ctx] { start_handle(ctx); },
       [&ctx, allow_tf32](const plan::PlanConvolution& c) { prepare(ctx, c, {}, allow_tf32, "(start-up)"); });
-}
-
-std::thread start_convolution(Context& ctx) {
-  return detail::start_library("cuDNN", [&ctx] { start_handle(ctx); });
 }
 
 int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,

@@ -249,15 +249,11 @@ Problem prepare(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t
 
 }  // namespace
 
-std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32) {
+std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32, bool ahead_of_plan) {
   // The heuristics go in the table that every thread's set-up of the same problem reads.
   return detail::start_library(
-      "cuBLASLt", std::move(gemms), [&ctx] { start_handle(ctx); },
+      "cuBLASLt", ahead_of_plan, std::move(gemms), [&ctx] { start_handle(ctx); },
       [&ctx, allow_tf32](const plan::PlanGemm& g) { gemm_algorithms(ctx, g, {}, allow_tf32, "(start-up)"); });
-}
-
-std::thread start_gemm(Context& ctx) {
-  return detail::start_library("cuBLASLt", [&ctx] { start_handle(ctx); });
 }
 
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

@@ -27,16 +27,15 @@ void run_convolution(Context& ctx, const plan::PlanConvolution& c, const std::ve
                      int algorithm = 0);
 int convolution_algorithms(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
                            bool allow_tf32, const std::string& kernel);
-// cuDNN's start-up on a thread of its own, for a plan being loaded: loading cuDNN and its
+// cuDNN's start-up on a thread of its own, for a plan being loaded (or, ahead of any plan, with
+// sample problems): loading cuDNN and its
 // handle and workspace on ctx (once per process), then setting up `convolutions` (the plan's;
 // each problem once, those of symbolic sizes at their first call), so that their
 // heuristics overlap the plan's compile (resnet50 fp32's cold first run on an H100: 0.44 s, of
 // which 0.12 s in heuristics; 0.13 s with them done here). An empty thread when there are none.
 // The caller joins it before its first run.
-std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> convolutions, bool allow_tf32);
-// cuDNN's start-up alone (the library, ctx's handle and workspace), ahead of any plan. A thread
-// the caller joins.
-std::thread start_convolution(Context& ctx);
+std::thread start_convolution(Context& ctx, std::vector<plan::PlanConvolution> convolutions, bool allow_tf32,
+                              bool ahead_of_plan = false);
 // "cuDNN <algorithm name>" of the algorithm `algorithm` would pick (for autotuning reports).
 std::string convolution_algorithm_name(Context& ctx, const plan::PlanConvolution& c, const std::vector<int64_t>& syms,
                                        bool allow_tf32, const std::string& kernel, int algorithm);

@@ -24,16 +24,14 @@ namespace kiln::cuda {
 // (0: its first choice; max-autotune times the others, gemm_algorithms() says how many).
 void run_gemm(Context& ctx, const plan::PlanGemm& g, const std::vector<DevicePtr>& ptrs, const std::vector<int64_t>& syms,
               bool allow_tf32, const std::string& kernel, void* stream = nullptr, int algorithm = 0);
-// cuBLASLt's start-up on a thread the caller must join, for a plan being loaded: loading
+// cuBLASLt's start-up on a thread the caller must join, for a plan being loaded (or, ahead of any
+// plan, for a compile about to begin on ctx's device, with sample problems): loading
 // cuBLASLt, its handle and workspace on ctx (once per process), then the heuristics of `gemms`
 // (the plan's problems, repeats found in the table; those of symbolic sizes wait for their first call), so that
 // they overlap the plan's compile. An empty thread when there are none. PlanExecutable::load
 // starts it for a plan with gemms and joins it before the first run: a start-up left running
 // when a short process exited crashed inside cuBLASLt, whose state exit tears down.
-std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32);
-// cuBLASLt's start-up alone, ahead of any plan (a compile about to begin on ctx's device): a
-// plan loaded later finds the library and ctx's handle ready. A thread the caller joins.
-std::thread start_gemm(Context& ctx);
+std::thread start_gemm(Context& ctx, std::vector<plan::PlanGemm> gemms, bool allow_tf32, bool ahead_of_plan = false);
 // How many algorithms cuBLASLt's heuristic proposes for the gemm at these sizes (at most 8; 0
 // for an empty product).
 int gemm_algorithms(Context& ctx, const plan::PlanGemm& g, const std::vector<int64_t>& syms, bool allow_tf32,

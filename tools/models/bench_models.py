@@ -208,11 +208,17 @@ def compare_arrays(got, ref, suffix=""):
     return res
 
 
-def compare_fp64(got, d):
-    """got against the float64 model's output (fp32 exports only), suffix _fp64; {} without one."""
+def compare_references(got, d, dtype):
+    """got against the export's references in d: torch eager's output; for bf16 also the fp32
+    model's (suffix _fp32); for fp32 also the float64 model's where it ran so (suffix _fp64)."""
     import numpy as np
+    res = compare_arrays(got, np.load(os.path.join(d, "out.npy")))
+    if dtype == "bf16":
+        res.update(compare_arrays(got, np.load(os.path.join(d, "out_fp32.npy")), "_fp32"))
     path = os.path.join(d, "out_fp64.npy")
-    return compare_arrays(got, np.load(path), "_fp64") if os.path.exists(path) else {}
+    if os.path.exists(path):
+        res.update(compare_arrays(got, np.load(path), "_fp64"))
+    return res
 
 
 def short_error(e):
@@ -318,10 +324,7 @@ def worker_torch(spec):
         first_s, out = timed_call(torch, fn, inputs, device)
         res["first_call_s"] = first_s
         out = first_output(out).float().cpu().numpy()
-        res.update(compare_arrays(out, np.load(os.path.join(d, "out.npy"))))
-        if dtype == "bf16":
-            res.update(compare_arrays(out, np.load(os.path.join(d, "out_fp32.npy")), "_fp32"))
-        res.update(compare_fp64(out, d))
+        res.update(compare_references(out, d, dtype))
         if spec["reps"] > 0:
             for _ in range(WARMUPS):
                 fn(*inputs)
@@ -631,10 +634,7 @@ def phase_kiln(args, results, tag, binary):
                     try:
                         import numpy as np
                         got = np.load(kiln_output_path(outputs[0], out_dir))
-                        rec.update(compare_arrays(got, np.load(os.path.join(d, "out.npy"))))
-                        if dtype == "bf16":
-                            rec.update(compare_arrays(got, np.load(os.path.join(d, "out_fp32.npy")), "_fp32"))
-                        rec.update(compare_fp64(got, d))
+                        rec.update(compare_references(got, d, dtype))
                     except Exception as e:
                         rec["compare_error"] = short_error(e)
                 save_results(args, results)

@@ -125,7 +125,7 @@ class CudaRuntime final : public target::Runtime {
   // a fresh process, and a warm first call otherwise waits for them after its import.
   std::shared_ptr<void> start_device_setup(Device d, const Graph& g) override {
     const schedule::Target target = schedule_target();
-    bool products = false, convolutions = false;
+    // The dtypes of the products and library convolutions (a gemm or cuDNN runs only floats).
     std::vector<DType> product_dtypes, convolution_dtypes;
     auto note = [](std::vector<DType>& dtypes, DType t) {
       if ((t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16) &&
@@ -143,15 +143,14 @@ class CudaRuntime final : public target::Runtime {
                            (convolves && !library && !folds);
       if (product) note(product_dtypes, n.meta.dtype);
       if (library) note(convolution_dtypes, n.meta.dtype);
-      products = products || product;
-      convolutions = convolutions || library;
     }
-    if (!products && !convolutions) return nullptr;
+    if (product_dtypes.empty() && convolution_dtypes.empty()) return nullptr;
     Context& ctx = Context::get(d.index);
     const bool allow_tf32 = config::get<bool>("cuda.allow_tf32");
+    // Each an empty thread (dropped by join_when_released) when it has no samples.
     std::vector<std::thread> started;
-    if (products) started.push_back(start_gemm(ctx, sample_gemms(product_dtypes), allow_tf32, /*ahead_of_plan=*/true));
-    if (convolutions) started.push_back(start_convolution(ctx, sample_convolutions(convolution_dtypes), allow_tf32, /*ahead_of_plan=*/true));
+    started.push_back(start_gemm(ctx, sample_gemms(product_dtypes), allow_tf32, /*ahead_of_plan=*/true));
+    started.push_back(start_convolution(ctx, sample_convolutions(convolution_dtypes), allow_tf32, /*ahead_of_plan=*/true));
     return target::join_when_released(std::move(started));
   }
   target::CodegenRequest codegen_request(Device d) const override {

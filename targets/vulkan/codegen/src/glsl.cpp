@@ -1101,9 +1101,9 @@ class KernelEmitter {
 
 // The gemm shaders' blocking: a workgroup computes a bm x bn tile of C, each of its
 // (bm / tm) * (bn / tn) invocations a tm x tn block of it in registers, over K in steps of bk
-// staged through shared memory. An invocation's rows are trow, trow + bm / tm, ... and its
-// columns tcol, tcol + bn / tn, ...: a warp's shared-memory reads of B are consecutive words and
-// of A a few broadcast words, and its stores to C consecutive columns.
+// staged through shared memory. An invocation's rows are 4 consecutive ones at 4 * trow, again
+// bm / tm * 4 rows further, ... and likewise its columns: a warp's shared-memory reads are
+// 4-element vectors, of B consecutive ones and of A a few broadcast ones.
 struct GemmBlocking {
   int64_t bm, bn, tm, tn, bk;
   int64_t threads() const { return (bm / tm) * (bn / tn); }
@@ -1149,16 +1149,21 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   auto u = [&](const SymInt& x) { return "uint(" + p.sym(x) + ")"; };
   auto n = [](int64_t v) { return std::to_string(v) + "u"; };
   const std::string a = "b" + std::to_string(g.a), b = "b" + std::to_string(g.b), c = "b" + std::to_string(g.c);
-  const int64_t rs = bl.bm / bl.tm, cs = bl.bn / bl.tn, nt = bl.threads(), pad = std::max<int64_t>(1, 32 / bl.bk);
+  const std::string T4 = g.dtype == DType::f64 ? "dvec4" : "vec4";
+  const int64_t rs = bl.bm / bl.tm, cs = bl.bn / bl.tn, nt = bl.threads();
+  KILN_INTERNAL_CHECK(bl.tm % 4 == 0 && bl.tn % 4 == 0 && (bl.bm * bl.bk) % nt == 0 && (bl.bn * bl.bk) % nt == 0,
+                      "vulkan codegen: kernel ", pk.name, ": gemm blocking ", bl.bm, "x", bl.bn, " (", bl.tm, "x", bl.tn,
+                      ", bk ", bl.bk, ") is not in 4x4 blocks or not loaded evenly by its invocations");
   // Which dim of an operand's tile consecutive invocations load: its unit-stride one (k for a
   // row-major A, a Linear's weight read as B), so a warp's loads are coalesced.
   const bool a_k_fast = g.a_col_stride == 1 || !(g.a_row_stride == 1);
   const bool b_n_fast = g.b_col_stride == 1 || !(g.b_row_stride == 1);
   std::ostringstream o;
-  // k-major tiles; a k-fast load writes a column of one, padded so that its warp's words fall in
-  // distinct banks.
-  o << "shared " << T << " As[" << bl.bk << "][" << bl.bm + (a_k_fast ? pad : 0) << "];\n";
-  o << "shared " << T << " Bs[" << bl.bk << "][" << bl.bn + (b_n_fast ? 0 : pad) << "];\n";
+  // k-major tiles of 4-element vectors, so that an invocation reads 4 rows of A and 4 columns of
+  // B per shared-memory access (4 accesses per 64 fmas with 8 x 8 blocks, not 16). A k-fast load
+  // writes a column of one; a row padded by one vector spreads its warp's words over the banks.
+  o << "shared " << T4 << " As[" << bl.bk << "][" << bl.bm / 4 + (a_k_fast ? 1 : 0) << "];\n";
+  o << "shared " << T4 << " Bs[" << bl.bk << "][" << bl.bn / 4 + (b_n_fast ? 0 : 1) << "];\n";
   o << "void main() {\n";
   o << "  const uint M = " << u(g.m) << ", N = " << u(g.n) << ", K = " << u(g.k) << ";\n";
   SymInt batches = 1;
@@ -1169,6 +1174,21 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   o << "  const uint ars = " << u(g.a_row_stride) << ", acs = " << u(g.a_col_stride) << ", brs = " << u(g.b_row_stride)
     << ", bcs = " << u(g.b_col_stride) << ";\n";
   o << "  const uint tid = gl_LocalInvocationID.x, trow = tid / " << n(cs) << ", tcol = tid % " << n(cs) << ";\n";
+  // The tile elements an invocation loads: the same (k, row or column) positions at every step.
+  auto positions = [&](const std::string& name, int64_t outer, bool k_fast) {
+    const int64_t count = outer * bl.bk / nt;
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string e = "(tid + " + n(i * nt) + ")";
+      if (k_fast)
+        o << "  const uint " << name << "k" << i << " = " << e << " % " << n(bl.bk) << ", " << name << "o" << i << " = " << e
+          << " / " << n(bl.bk) << ";\n";
+      else
+        o << "  const uint " << name << "o" << i << " = " << e << " % " << n(outer) << ", " << name << "k" << i << " = " << e
+          << " / " << n(outer) << ";\n";
+    }
+    return count;
+  };
+  const int64_t na = positions("la", bl.bm, a_k_fast), nb = positions("lb", bl.bn, !b_n_fast);
   o << "  for (uint step = gl_WorkGroupID.x; step < steps; step += gl_NumWorkGroups.x) {\n";
   o << "    const uint bt = step / tiles, tile = step % tiles;\n";
   o << "    const uint row0 = tile / tiles_n * " << n(bl.bm) << ", col0 = tile % tiles_n * " << n(bl.bn) << ";\n";
@@ -1185,32 +1205,50 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   o << "   ";
   for (int64_t i = 0; i < bl.tm * bl.tn; ++i) o << " acc[" << i << "] = " << zero << ";";
   o << "\n";
-  o << "    for (uint k0 = 0u; k0 < K; k0 += " << n(bl.bk) << ") {\n";
-  // Each invocation loads bm * bk / threads elements of A's tile and bk * bn / threads of B's.
-  auto load = [&](const std::string& tile, const std::string& buf, const std::string& base, int64_t outer,
-                  const std::string& outer_bound, const std::string& outer0, const std::string& outer_stride,
-                  const std::string& k_stride, bool k_fast) {
-    const int64_t count = outer * bl.bk;
-    o << "      for (uint e = tid; e < " << n(count) << "; e += " << n(nt) << ") {\n";
-    if (k_fast)
-      o << "        const uint kk = e % " << n(bl.bk) << ", oo = e / " << n(bl.bk) << ";\n";
-    else
-      o << "        const uint oo = e % " << n(outer) << ", kk = e / " << n(outer) << ";\n";
-    o << "        const uint r = " << outer0 << " + oo, q = k0 + kk;\n";
-    o << "        " << tile << "[kk][oo] = (r < " << outer_bound << " && q < K) ? " << buf << "[" << base << " + r * "
-      << outer_stride << " + q * " << k_stride << "] : " << zero << ";\n";
-    o << "      }\n";
+  // The next step's elements are read from memory into registers before this step's products,
+  // so their latency is hidden behind the fmas; they are stored to the tiles after the step.
+  auto fetch = [&](const std::string& name, int64_t count, const std::string& buf, const std::string& base,
+                   const std::string& outer_bound, const std::string& outer0, const std::string& outer_stride,
+                   const std::string& k_stride, const std::string& k0) {
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string r = "(" + outer0 + " + " + name + "o" + std::to_string(i) + ")",
+                        q = "(" + k0 + " + " + name + "k" + std::to_string(i) + ")";
+      o << "      " << name << i << " = (" << r << " < " << outer_bound << " && " << q << " < K) ? " << buf << "[" << base
+        << " + " << r << " * " << outer_stride << " + " << q << " * " << k_stride << "] : " << zero << ";\n";
+    }
   };
-  load("As", a, "abase", bl.bm, "M", "row0", "ars", "acs", a_k_fast);
-  load("Bs", b, "bbase", bl.bn, "N", "col0", "bcs", "brs", !b_n_fast);
+  auto put = [&](const std::string& name, int64_t count, const std::string& tile) {
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string at = std::to_string(i);
+      o << "      " << tile << "[" << name << "k" << at << "][" << name << "o" << at << " >> 2u][" << name << "o" << at
+        << " & 3u] = " << name << at << ";\n";
+    }
+  };
+  o << "    " << T;
+  for (int64_t i = 0; i < na; ++i) o << (i ? ", la" : " la") << i;
+  for (int64_t i = 0; i < nb; ++i) o << ", lb" << i;
+  o << ";\n    {\n";
+  fetch("la", na, a, "abase", "M", "row0", "ars", "acs", "0u");
+  fetch("lb", nb, b, "bbase", "N", "col0", "bcs", "brs", "0u");
+  o << "    }\n";
+  o << "    for (uint k0 = 0u; k0 < K; k0 += " << n(bl.bk) << ") {\n";
+  put("la", na, "As");
+  put("lb", nb, "Bs");
   o << "      barrier();\n";
+  o << "      if (k0 + " << n(bl.bk) << " < K) {\n";
+  fetch("la", na, a, "abase", "M", "row0", "ars", "acs", "k0 + " + n(bl.bk));
+  fetch("lb", nb, b, "bbase", "N", "col0", "bcs", "brs", "k0 + " + n(bl.bk));
+  o << "      }\n";
+  // An invocation's rows are 4 * (trow + i * rs) + 0..3, its columns 4 * (tcol + j * cs) + 0..3:
+  // a warp reads consecutive vectors of B and broadcast vectors of A.
   o << "      for (uint kk = 0u; kk < " << n(bl.bk) << "; ++kk) {\n";
   // (av/bv, not a/b: b<digits> names a buffer until name_buffers_by_binding renames it)
-  for (int64_t i = 0; i < bl.tm; ++i) o << "        const " << T << " av" << i << " = As[kk][trow + " << n(i * rs) << "];\n";
-  for (int64_t j = 0; j < bl.tn; ++j) o << "        const " << T << " bv" << j << " = Bs[kk][tcol + " << n(j * cs) << "];\n";
+  for (int64_t i = 0; i < bl.tm / 4; ++i) o << "        const " << T4 << " av" << i << " = As[kk][trow + " << n(i * rs) << "];\n";
+  for (int64_t j = 0; j < bl.tn / 4; ++j) o << "        const " << T4 << " bv" << j << " = Bs[kk][tcol + " << n(j * cs) << "];\n";
   for (int64_t i = 0; i < bl.tm; ++i) {
     o << "       ";
-    for (int64_t j = 0; j < bl.tn; ++j) o << " acc[" << i * bl.tn + j << "] += av" << i << " * bv" << j << ";";
+    for (int64_t j = 0; j < bl.tn; ++j)
+      o << " acc[" << i * bl.tn + j << "] += av" << i / 4 << "[" << i % 4 << "] * bv" << j / 4 << "[" << j % 4 << "];";
     o << "\n";
   }
   o << "      }\n";
@@ -1218,9 +1256,10 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   o << "    }\n";
   // Written out, so that every index into acc is a constant (a dynamically indexed array lives
   // in memory, not registers).
-  for (int64_t j = 0; j < bl.tn; ++j) o << "    const uint q" << j << " = col0 + tcol + " << n(j * cs) << ";\n";
+  for (int64_t j = 0; j < bl.tn; ++j)
+    o << "    const uint q" << j << " = col0 + 4u * (tcol + " << n(j / 4 * cs) << ") + " << n(j % 4) << ";\n";
   for (int64_t i = 0; i < bl.tm; ++i) {
-    o << "    {\n      const uint r = row0 + trow + " << n(i * rs) << ";\n";
+    o << "    {\n      const uint r = row0 + 4u * (trow + " << n(i / 4 * rs) << ") + " << n(i % 4) << ";\n";
     o << "      if (r < M) {\n";
     for (int64_t j = 0; j < bl.tn; ++j)
       o << "        if (q" << j << " < N) " << c << "[cbase + r * N + q" << j << "] = acc[" << i * bl.tn + j << "];\n";

@@ -238,6 +238,33 @@ BOOST_AUTO_TEST_CASE(no_f64_is_a_clear_error) {
   expect_matches(g, in, exe->run_host(in), DType::f32);
 }
 
+// erf in each of its approximations' intervals (below 0.46875, up to 4, up to 6, beyond) and at
+// their edges, in f32 through the f64 form and through the f32 form of devices without f64, and
+// in f64; against the reference (libm's erf).
+BOOST_AUTO_TEST_CASE(erf_over_each_interval) {
+  std::vector<double> xs = {0.0, -0.0, 1e-30, -3e-8, 0.46875, -0.46875, 0.4687501, 4.0, -4.0, 4.0000005, 5.999, 6.0, -6.5,
+                            30.0, 1e30, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                            std::numeric_limits<double>::quiet_NaN()};
+  for (int i = 0; xs.size() < 400; ++i) xs.push_back(-7.0 + 14.0 * i / 381.0);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  for (DType t : {DType::f32, DType::f64}) {
+    Graph g;
+    const NodeId x = g.add_input(m(t, {n}));
+    g.set_outputs({g.add(OpId::erf, {x}, {})});
+    const std::vector<TensorData> in{tensor(t, {n}, xs)};
+    for (bool f64 : {true, false}) {
+      if (t == DType::f64 && !f64) continue;
+      BOOST_TEST_CONTEXT(dtype_name(t) << (f64 ? "" : ", without f64")) {
+        vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+        o.caps.float64 = o.caps.float64 && f64;
+        if (t == DType::f64 && !o.caps.float64) continue;
+        auto exe = load(g, o);
+        expect_matches(g, in, exe->run_host(in), t);
+      }
+    }
+  }
+}
+
 // What a GPU gets that lavapipe's defaults do not, run here by asking for it: full reductions
 // split into partials (schedule_target of a GPU), vec4/ivec4 accesses (beside a load at an offset
 // that is not a multiple of 4, read one by one), and rows kept in registers between passes; each

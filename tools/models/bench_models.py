@@ -28,9 +28,12 @@ downloaded. Every measurement runs in a fresh subprocess with a timeout (--timeo
           bf16 also against out_fp32.npy; fp32 also against out_fp64.npy, as torch's outputs are, "[fp64 ..]"
           in the table). With --profile, each binary also runs each model once under
           KILN_LOGS=profile (default mode): the report to OUT/profiles/<tag>_<model>_<dtype>.txt, its top
-          kernels and totals by kind into the results.
+          kernels and totals by kind into the results. --kiln-devices runs each binary on each device
+          named (torch stays on --device): on --device as "kiln" / "kiln-old", on another as
+          "kiln@<device>" (e.g. --device cuda --kiln-devices cuda,vulkan: Kiln's Vulkan target beside
+          its CUDA one and torch.compile on the same GPU).
 Results are merged into OUT/results.json after each measurement, keyed "<model>|<dtype>|<impl>|<mode>"
-(impl: export (mode "-"), torch, kiln, kiln-old), so phases can be split across invocations (--phases;
+(impl: export (mode "-"), torch, kiln, kiln-old, kiln@<device>), so phases can be split across invocations (--phases;
 pass the same --models/--dtypes/modes so the table covers them; --phases "" only prints the table).
 The tables (one per dtype) are printed and written to OUT/table.md; subprocess log tails go to OUT/logs/.
 fp32 runs torch with TF32 off (Kiln's fp32 matmuls don't use TF32 either). bf16 inputs and outputs are
@@ -527,13 +530,13 @@ def kiln_env(binary, extra):
     return env
 
 
-def run_kiln(args, binary, onnx_path, inputs, mode, reps, extra_env, out_dir, name, output=None):
+def run_kiln(args, binary, device, onnx_path, inputs, mode, reps, extra_env, out_dir, name, output=None):
     """One `kiln bench-model` process for one mode: (its JSON object, None) or (None, error text)."""
     os.makedirs(out_dir, exist_ok=True)
     json_path = os.path.join(out_dir, "bench.jsonl")
     if os.path.exists(json_path):
         os.remove(json_path)
-    cmd = [binary, "bench-model", onnx_path, "--device", args.device, "--inputs", ",".join(inputs),
+    cmd = [binary, "bench-model", onnx_path, "--device", device, "--inputs", ",".join(inputs),
            "--modes", mode, "--reps", str(reps), "--out", out_dir, "--json", json_path]
     failure = run_cmd(args, cmd, kiln_env(binary, extra_env), name, output)
     if failure:
@@ -584,7 +587,7 @@ def kiln_output_path(path, out_dir):
     return path
 
 
-def phase_kiln(args, results, tag, binary):
+def phase_kiln(args, results, tag, binary, device):
     cache = os.path.join(args.work, f"kiln_cache_{tag}")
     if args.warm:
         shutil.rmtree(cache, ignore_errors=True)
@@ -601,7 +604,7 @@ def phase_kiln(args, results, tag, binary):
                 out_dir = os.path.join(args.work, "kiln_out", tag, f"{model}_{dtype}", mode)
                 log(f"{tag} {model} {dtype} {mode} ...")
                 cold_output = []
-                entry, err = run_kiln(args, binary, onnx_path, inputs, mode, args.reps,
+                entry, err = run_kiln(args, binary, device, onnx_path, inputs, mode, args.reps,
                                       {"KILN_FORCE_DISABLE_CACHES": "1", "KILN_LOGS": "cache"}, out_dir, name,
                                       cold_output)
                 rec = {"binary": binary}
@@ -642,10 +645,10 @@ def phase_kiln(args, results, tag, binary):
                     os.makedirs(os.path.join(args.work, "tmp"), exist_ok=True)
                     tmp_out = tempfile.mkdtemp(prefix="kiln_warm_", dir=os.path.join(args.work, "tmp"))
                     extra = {"KILN_CACHE_DIR": cache}
-                    entry, err = run_kiln(args, binary, onnx_path, inputs, mode, 1, extra, tmp_out, name + "_populate")
+                    entry, err = run_kiln(args, binary, device, onnx_path, inputs, mode, 1, extra, tmp_out, name + "_populate")
                     output = []
                     if not err:
-                        entry, err = run_kiln(args, binary, onnx_path, inputs, mode, 1, dict(extra, KILN_LOGS="cache"),
+                        entry, err = run_kiln(args, binary, device, onnx_path, inputs, mode, 1, dict(extra, KILN_LOGS="cache"),
                                               tmp_out, name + "_warm", output)
                     shutil.rmtree(tmp_out, ignore_errors=True)
                     if err:
@@ -668,15 +671,15 @@ def phase_kiln(args, results, tag, binary):
                     save_results(args, results)
                 log(f"{tag} {model} {dtype} {mode}: {summary(rec)}")
             if args.profile:
-                profile_kiln(args, results, tag, binary, model, dtype, onnx_path, inputs)
+                profile_kiln(args, results, tag, binary, device, model, dtype, onnx_path, inputs)
 
 
-def profile_kiln(args, results, tag, binary, model, dtype, onnx_path, inputs):
+def profile_kiln(args, results, tag, binary, device, model, dtype, onnx_path, inputs):
     """KILN_LOGS=profile of the default mode (kernels one by one between device events; host time spent
     inside a library call shows as its kernel's time): the whole report to OUT/profiles/, its first
     lines and its totals by kind into the results under "<model>|<dtype>|<tag>|profile"."""
     key = f"{model}|{dtype}|{tag}|profile"
-    cmd = [binary, "bench-model", onnx_path, "--device", args.device, "--inputs", ",".join(inputs), "--modes", "default",
+    cmd = [binary, "bench-model", onnx_path, "--device", device, "--inputs", ",".join(inputs), "--modes", "default",
            "--reps", "2", "--no-kernel-count"]
     log(f"{tag} {model} {dtype} profile ...")
     output = []
@@ -887,10 +890,11 @@ def parse_args(argv):
     p.add_argument("--profile", action="store_true",
                    help="also run each Kiln binary once under KILN_LOGS=profile (OUT/profiles/, results '|profile')")
     p.add_argument("--phases", default="export,torch,kiln", help='subset of export,torch,kiln ("" = table only)')
-    p.add_argument("--device", default="cuda")
+    p.add_argument("--device", default="cuda", help="torch's device, and Kiln's unless --kiln-devices")
+    p.add_argument("--kiln-devices", default="", help="Kiln's devices, comma separated (default: --device)")
     p.add_argument("--timeout", type=float, default=900, help="seconds per subprocess")
     args = p.parse_args(argv)
-    for name in ("models", "dtypes", "torch_modes", "kiln_modes", "phases"):
+    for name in ("models", "dtypes", "torch_modes", "kiln_modes", "phases", "kiln_devices"):
         setattr(args, name, [s.strip() for s in getattr(args, name).split(",") if s.strip()])
     for model in args.models:
         if model not in MODELS:
@@ -901,13 +905,15 @@ def parse_args(argv):
     for phase in args.phases:
         if phase not in PHASES:
             p.error(f"unknown phase {phase}; known: {', '.join(PHASES)}")
-    args.binaries = []
+    args.kiln_devices = args.kiln_devices or [args.device]
+    args.binaries = []  # (tag, binary, device)
     for tag, path in (("kiln", args.kiln), ("kiln-old", args.kiln_old)):
         if path:
             path = os.path.abspath(path)
             if "kiln" in args.phases and not os.access(path, os.X_OK):
                 p.error(f"{path} is not an executable file (gunzip / chmod +x it?)")
-            args.binaries.append((tag, path))
+            for device in args.kiln_devices:
+                args.binaries.append((tag if device == args.device else f"{tag}@{device}", path, device))
     if "kiln" in args.phases and not args.kiln:
         p.error("the kiln phase needs --kiln")
     args.work, args.out = os.path.abspath(args.work), os.path.abspath(args.out)
@@ -925,13 +931,15 @@ def main(argv):
     if "torch" in args.phases:
         phase_torch(args, results)
     if "kiln" in args.phases:
-        for tag, binary in args.binaries:
-            phase_kiln(args, results, tag, binary)
-    tags = [tag for tag, _ in args.binaries]
-    if "kiln-old" not in tags and any("|kiln-old|" in k for k in results):
-        tags.append("kiln-old")
-    if "kiln" not in tags and any("|kiln|" in k for k in results):
-        tags.insert(0, "kiln")
+        for tag, binary, device in args.binaries:
+            phase_kiln(args, results, tag, binary, device)
+    tags = [tag for tag, _, _ in args.binaries]
+    # (a table-only run shows every Kiln the results hold)
+    for key in results:
+        tag = key.split("|")[2] if key.count("|") == 3 else ""
+        if tag.startswith("kiln") and tag not in tags:
+            tags.append(tag)
+    tags.sort(key=lambda t: (t.split("@")[0] != "kiln", "@" in t, t))
     table = make_tables(results, args.models, args.dtypes, args.torch_modes, tags, args.kiln_modes, args.warm)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(table)

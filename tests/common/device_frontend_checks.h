@@ -158,9 +158,9 @@ inline void compiled_gradients_on(Device device) {
 }
 
 // A custom op (kiln/custom_op.h), a running maximum along a matrix's rows (a scan Kiln has no
-// op for), with a host kernel and a CUDA kernel, between neighbours computed on the device:
-// compiled over symbolic sizes it is one opaque node, run by the CUDA kernel on cuda and by the
-// host kernel elsewhere, with one compile for two sizes; eagerly on device tensors (where eager ops run: not on vulkan) its result comes back
+// op for), with a host kernel, a CUDA kernel and a GLSL one, between neighbours computed on the
+// device: compiled over symbolic sizes it is one opaque node, run by the device's kernel on cuda
+// and vulkan and by the host kernel on the cpu, with one compile for two sizes; eagerly on device tensors (where eager ops run: not on vulkan) its result comes back
 // to the device.
 inline void custom_ops_on(Device device, bool eager_on_device = true) {
   CustomOpKernel cuda;  // one thread per row (CUDA targets run it on the device)
@@ -179,6 +179,17 @@ extern "C" __global__ void check_cummax_rows(const float* x, float* y, long long
 )";
   cuda.block = 64;
   cuda.threads = [](std::span<const TensorMeta* const>, const TensorMeta& out, const std::string&) { return out.sizes[0]; };
+  CustomOpKernel vulkan = cuda;  // the same in GLSL (vulkan targets run it on the device)
+  vulkan.entry = "check_cummax_rows";
+  vulkan.source = R"(
+void check_cummax_rows(int64_t r, int64_t rows, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+  float m = kiln_in0(r * x1);
+  for (int64_t j = 0; j < x1; ++j) {
+    m = max(m, kiln_in0(r * x1 + j));
+    kiln_out(r * y1 + j) = m;
+  }
+}
+)";
   register_op(CustomOp{.name = "check::cummax",
                        .infer = [](std::span<const TensorMeta* const> in, const std::string&, ShapeEnv&) {
                          KILN_CHECK(in[0]->dtype == DType::f32 && in[0]->rank() == 2, "x must be an f32 matrix, got ",
@@ -192,7 +203,7 @@ extern "C" __global__ void check_cummax_rows(const float* x, float* y, long long
                          float* y = out.data().data_as<float>();
                          for (int64_t i = 0; i < x.numel(); ++i) y[i] = i % n == 0 ? v[i] : std::max(y[i - 1], v[i]);
                        },
-                       .device_kernels = {{"cuda", cuda}}});
+                       .device_kernels = {{"cuda", cuda}, {"vulkan", vulkan}}});
   auto f = kiln::compile([](const Tensor& x) { return custom_op("check::cummax", {x * 2.0f}) + exp(x); },
                          CompileOptions{.dynamic = true});
   for (int64_t n : {5, 9}) {

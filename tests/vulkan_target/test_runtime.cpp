@@ -5,9 +5,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <regex>
 
 #include "harness.h"
+#include "kiln/graph/custom_ops.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/schedule/schedule.h"
@@ -236,6 +238,68 @@ BOOST_AUTO_TEST_CASE(no_f64_is_a_clear_error) {
   std::mt19937_64 rng(9);
   const std::vector<TensorData> in{tensor(DType::f32, {64}, random_values(DType::f32, 64, Domain::positive, rng))};
   expect_matches(g, in, exe->run_host(in), DType::f32);
+}
+
+// A custom op's own GLSL kernel (CustomOpKernel "vulkan") runs as a plan kernel of kind "custom"
+// between generated ones, over symbolic sizes, with two inputs that may be the same buffer; where
+// its buffers cannot be plain arrays (f16 on a device without 16-bit storage) the host runs it,
+// with the same results.
+BOOST_AUTO_TEST_CASE(custom_op_kernels_on_the_device) {
+  CustomOpDef d;
+  d.name = "vk_check::mul_index";  // y[i] = x0[i] * x1[i] + x1[i] + i
+  d.version = "1";
+  d.min_inputs = d.max_inputs = 2;
+  d.infer = [](std::span<const TensorMeta* const> in, const std::string&, ShapeEnv&) { return *in[0]; };
+  d.compute = [](std::span<const TensorData> in, const std::string&, const TensorData& out) {
+    const TensorData a = eval::convert(in[0], DType::f64), b = eval::convert(in[1], DType::f64);
+    TensorData y = a;
+    for (int64_t i = 0; i < y.numel(); ++i) y.data_as<double>()[i] = a.data_as<double>()[i] * b.data_as<double>()[i] + b.data_as<double>()[i] + double(i);
+    const TensorData r = eval::convert(y, out.dtype);
+    std::memcpy(out.data(), r.data(), static_cast<size_t>(out.numel()) * dtype_size(out.dtype));
+  };
+  CustomOpKernel k;
+  k.entry = "mul_index";
+  k.block = 32;
+  k.source = R"(
+void mul_index(int64_t i, int64_t n, int64_t y0, int64_t y1, int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  kiln_out(i) = TYPE(float(kiln_in0(i)) * float(kiln_in1(i)) + float(kiln_in1(i)) + float(i));
+}
+)";
+  for (DType t : {DType::f32, DType::f16}) {
+    CustomOpDef dt = d;
+    dt.version = dtype_name(t);
+    CustomOpKernel kt = k;
+    kt.source = std::regex_replace(k.source, std::regex("TYPE"), t == DType::f32 ? "float" : "kiln_f2h");
+    if (t == DType::f16) kt.source = "uint16_t kiln_f2h(float x) { return uint16_t(packHalf2x16(vec2(x, 0.0)) & 0xffffu); }\n" +
+                                      std::regex_replace(kt.source, std::regex("float\\(kiln_in(\\d)\\(i\\)\\)"),
+                                                         "unpackHalf2x16(uint(kiln_in$1(i))).x");
+    dt.device_kernels = {{"vulkan", kt}};
+    register_custom_op(dt);
+    Graph g;
+    const SymInt s0 = g.shapes().create_symbol(6, 2, 1 << 20, "x.size(0)", true);
+    const NodeId a = g.add_input(m(t, {s0, 3})), b = g.add_input(m(t, {s0, 3}));
+    const Attrs call{std::string("vk_check::mul_index"), find_custom_op("vk_check::mul_index")->version, std::string("")};
+    const NodeId y = g.add(OpId::custom, {g.add(OpId::exp, {a}, {}), b}, call);
+    const NodeId z = g.add(OpId::custom, {b, b}, call);
+    g.set_outputs({g.add(OpId::add, {y, g.add(OpId::neg, {z}, {})}, {})});
+    for (bool storage16 : {true, false}) {
+      if (t == DType::f32 && !storage16) continue;
+      BOOST_TEST_CONTEXT(dtype_name(t) << (storage16 ? "" : ", no 16-bit storage")) {
+        vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+        o.caps.storage16 = o.caps.storage16 && storage16;
+        auto exe = load(g, o);
+        int64_t custom = 0;
+        for (const plan::PlanKernel& pk : exe->plan().kernels) custom += pk.kind == "custom";
+        BOOST_TEST(custom == (o.caps.storage16 || t == DType::f32 ? 2 : 0));
+        for (int64_t rows : {6, 2, 37}) {
+          const std::vector<TensorData> in{values(t, {rows, 3}, 40 + static_cast<uint64_t>(rows)),
+                                           values(t, {rows, 3}, 50 + static_cast<uint64_t>(rows))};
+          expect_matches(g, in, exe->run_host(in), t);
+        }
+      }
+    }
+    unregister_custom_op("vk_check::mul_index");
+  }
 }
 
 // erf in each of its approximations' intervals (below 0.46875, up to 4, up to 6, beyond) and at

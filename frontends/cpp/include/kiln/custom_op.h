@@ -52,8 +52,9 @@ struct CustomOp {
   std::function<std::vector<Tensor>(std::span<const Tensor> inputs, const Tensor& output, const Tensor& grad,
                                     const std::string& config)>
       backward;
-  // Kernels for a target's device by target name ("cuda": CUDA C; kiln/graph/custom_ops.h gives
-  // their signature): a compiled graph on that device runs the op there, without host copies.
+  // Kernels for a target's device by target name ("cuda": CUDA C, "vulkan": GLSL;
+  // kiln/graph/custom_ops.h gives their signatures): a compiled graph on that device runs the op
+  // there, without host copies.
   // Eager calls keep the host kernel.
   std::map<std::string, CustomOpKernel, std::less<>> device_kernels;
 };

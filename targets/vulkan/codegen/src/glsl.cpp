@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -1287,6 +1288,57 @@ void name_buffers_by_binding(plan::PlanKernel& pk) {
   pk.source = lower::rename_identifiers(pk.source, r);
 }
 
+// A custom op's own Vulkan kernel (CustomOpKernel "vulkan", kiln/graph/custom_ops.h) in place of
+// its reference kernel: the buffers and push constants of every shader, accessors kiln_in<i>(j)
+// and kiln_out(j) over them, the op's source, and a main that calls its entry once per thread
+// index below the thread count (grid-stride: workgroups are capped), with the thread count and
+// every size. std::nullopt (the host runs it) where the op has no such kernel, or its buffers are
+// not plain arrays here: an input strided or at a push-constant offset, 16- or 8-bit elements the
+// device packs into uints.
+std::optional<plan::PlanKernel> custom_kernel(const Kernel& k, const schedule::Schedule& s, const plan::KernelPlan& p,
+                                              const CodegenOptions& options, const GlslDialect& d) {
+  std::optional<plan::PlanKernel> ck = lower::custom_device_kernel(k, s, "vulkan");
+  if (!ck) return std::nullopt;
+  const std::vector<int32_t>& args = ck->arg_buffers;  // inputs, then the output
+  for (int32_t b : args) {
+    const plan::PlanBuffer& pb = p.buffers[static_cast<size_t>(b)];
+    if (storage_of(pb.dtype, options.caps).pack != 1 || d.offsets.count(b)) return std::nullopt;
+    SymInt stride = 1;
+    for (size_t i = pb.sizes.size(); i-- > 0;) {
+      if (pb.sizes[i] != 1 && !(pb.strides[i] == stride)) return std::nullopt;
+      stride = stride * pb.sizes[i];
+    }
+  }
+  KILN_CHECK(ck->launch.block > 0 && ck->launch.block <= options.caps.max_workgroup, "custom op ",
+             k.reference->attrs.s(0), ": its vulkan kernel asks for workgroups of ", ck->launch.block,
+             " invocations; this device takes 1 to ", options.caps.max_workgroup);
+  KILN_CHECK(ck->entry != "main", "custom op ", k.reference->attrs.s(0),
+             ": its vulkan kernel's entry may not be called main (Kiln writes the shader's main)");
+  const std::vector<int32_t> bufs = kernel_bindings(*ck);
+  std::string src = shader_head(s, bufs, ck->writes, nullptr, d, ck->name);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string name = i + 1 < args.size() ? "kiln_in" + std::to_string(i) : std::string("kiln_out");
+    src += "#define " + name + "(j) b" + std::to_string(args[i]) + "[int(j)]\n";
+  }
+  // (buffers renamed kbind<i> before the op's source joins, whose names may be b<digits>)
+  std::string own = std::move(ck->source);
+  ck->source = std::move(src);
+  name_buffers_by_binding(*ck);
+  src = std::move(ck->source) + "#line 1\n" + own + "\n";
+  Kernel dummy;
+  cstyle::KernelPrinter printer(dummy, s, d);
+  std::string call = ck->entry + "(t";
+  for (const SymInt& v : ck->arg_values) call += ", int64_t(" + printer.sym(v) + ")";
+  src += "void main() {\n  const int64_t threads = int64_t(" + printer.sym(ck->parallel_extent) + ");\n";
+  src += "  const int64_t stride = int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);\n";
+  src += "  for (int64_t t = int64_t(gl_GlobalInvocationID.x); t < threads; t += stride) " + call + ");\n}\n";
+  ck->source = std::move(src);
+  ck->entry = "main";
+  ck->launch.grid_stride = true;
+  ck->launch.max_blocks = options.max_workgroups;
+  return ck;
+}
+
 }  // namespace
 
 plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& options) {
@@ -1303,7 +1355,8 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
     KILN_CHECK(!k.attention, "vulkan codegen: kernel ", k.name, " is a fused attention kernel, which the vulkan "
                "target does not print (its schedule target decomposes attention)");
     if (k.reference) {
-      p.kernels.push_back(std::move(pk));
+      std::optional<plan::PlanKernel> ck = custom_kernel(k, s, p, options, d);
+      p.kernels.push_back(ck ? std::move(*ck) : std::move(pk));
       continue;
     }
     if (k.gemm) {

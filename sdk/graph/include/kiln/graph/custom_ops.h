@@ -37,6 +37,14 @@ namespace kiln {
 // in order. It runs on `threads` threads (default: one per output element) in blocks of
 // `block`; a thread's index is blockIdx.x * blockDim.x + threadIdx.x, and those at or past the
 // count must do nothing. The output is not zero-filled: the kernel writes every element.
+// "vulkan": GLSL 450 source defining `void <entry>(int64_t thread, ...)`, called once for each
+// thread index below the thread count, its other parameters as CUDA's after the pointers (the
+// thread count, the output's sizes, each input's sizes, all int64_t); it reads input i as
+// `kiln_in<i>(j)` and writes the output as `kiln_out(j) = v` (element j, contiguous; float,
+// double, int, int64_t, uint8_t for bool, uint16_t bits for f16/bf16). Kiln writes the shader's
+// buffers, push constants and main around it (names starting kiln_ or kbind are taken) in
+// workgroups of `block`. Where an input is a strided view or the device lacks 8-/16-bit storage
+// for its dtype, the host kernel runs instead.
 struct CustomOpKernel {
   std::string source;
   std::string entry;
@@ -59,7 +67,7 @@ struct CustomOpDef {
   // Computes the output on the host: the inputs contiguous host tensors, `out` a zero-filled
   // contiguous host tensor of the dtype and sizes the shape rule gave. May throw kiln::Error.
   std::function<void(std::span<const TensorData> inputs, const std::string& config, const TensorData& out)> compute;
-  // Device kernels by target name ("cuda"); a target without one runs `compute` on the host.
+  // Device kernels by target name ("cuda", "vulkan"); a target without one runs `compute` on the host.
   // Registering folds a hash of their sources into `version`, so a changed source is a new
   // version (and a cache miss) even where the version given is not changed.
   std::map<std::string, CustomOpKernel, std::less<>> device_kernels;

@@ -160,8 +160,9 @@ inline void compiled_gradients_on(Device device) {
 // A custom op (kiln/custom_op.h), a running maximum along a matrix's rows (a scan Kiln has no
 // op for), with a host kernel, a CUDA kernel and a GLSL one, between neighbours computed on the
 // device: compiled over symbolic sizes it is one opaque node, run by the device's kernel on cuda
-// and vulkan and by the host kernel on the cpu, with one compile for two sizes; eagerly on device tensors (where eager ops run: not on vulkan) its result comes back
-// to the device.
+// and vulkan and by the host kernel on the cpu, with one compile for two sizes; eagerly on
+// device tensors (where eager ops run: not on vulkan) by the device's kernel, its result on the
+// device and equal to the host kernel's.
 inline void custom_ops_on(Device device, bool eager_on_device = true) {
   CustomOpKernel cuda;  // one thread per row (CUDA targets run it on the device)
   cuda.entry = "check_cummax_rows";

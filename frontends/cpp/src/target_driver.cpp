@@ -21,6 +21,7 @@
 #include "kiln/config/log.h"
 #include "kiln/format/graph_json.h"
 #include "kiln/plan/plan_json.h"
+#include "kiln/graph/custom_ops.h"
 #include "kiln/graph/error.h"
 #include "kiln/passes/passes.h"
 #include "kiln/eval/interpreter.h"
@@ -425,8 +426,13 @@ std::optional<TensorData> eager(OpId op, std::span<const TensorData> inputs, con
     return rt->move(eval::eval_op(op, host, attrs), dev);
   };
   const OpCategory cat = op_def(op).category;
-  // Sources, views that need a copy on the host, and custom ops (their kernels are the host's) are the reference's.
-  if (cat == OpCategory::source || cat == OpCategory::custom || (cat == OpCategory::layout && dev.type == DeviceType::cpu))
+  // Sources, views that need a copy on the host, and custom ops without a kernel for this device's
+  // target (kiln/graph/custom_ops.h: theirs is the host's) are the reference's; a custom op with
+  // one runs as a single-op plan of that kernel, like any other op here.
+  const bool device_custom = cat == OpCategory::custom && dev.type != DeviceType::cpu &&
+                             find_custom_op(attrs.s(0), attrs.s(1))->device_kernels.count(rt->name()) > 0;
+  if (cat == OpCategory::source || (cat == OpCategory::custom && !device_custom) ||
+      (cat == OpCategory::layout && dev.type == DeviceType::cpu))
     return on_reference();
   if (op_def(op).decompose) {
     // A composite runs as its decomposition, one kernel per primitive (eager fuses nothing).

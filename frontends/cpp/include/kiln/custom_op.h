@@ -2,9 +2,10 @@
 // rule and its host kernel and, optionally, a decomposition into Kiln's ops; then call it with
 // kiln::custom_op like any other op, eagerly or inside kiln::compile.
 //
-// - Eager calls run the host kernel (on device inputs through host copies), or the
-//   decomposition where there is no kernel, or where an input requires gradients and the op
-//   has no backward of its own.
+// - Eager calls run the op's kernel for their inputs' device where it has one and that device
+//   runs eager ops (a single-op plan, as other eager ops), else the host kernel (on device inputs
+//   through host copies), or the decomposition where there is no kernel, or where an input
+//   requires gradients and the op has no backward of its own.
 // - Compiled functions trace the decomposition where there is one, so that it fuses with its
 //   neighbours and runs on the device. Otherwise the call is one opaque node of the graph
 //   (kiln/graph/custom_ops.h): every target runs it alone, by the op's kernel for its device
@@ -54,8 +55,7 @@ struct CustomOp {
       backward;
   // Kernels for a target's device by target name ("cuda": CUDA C, "vulkan": GLSL;
   // kiln/graph/custom_ops.h gives their signatures): a compiled graph on that device runs the op
-  // there, without host copies.
-  // Eager calls keep the host kernel.
+  // there, without host copies, and so does an eager call on that device's tensors.
   std::map<std::string, CustomOpKernel, std::less<>> device_kernels;
 };
 

@@ -1110,8 +1110,8 @@ struct GemmBlocking {
   int64_t threads() const { return (bm / tm) * (bn / tn); }
 };
 
-// 128 x 128 tiles (8 x 8 per invocation: 64 fmas per 16 shared-memory reads) where the gemm has
-// enough of them to fill a large GPU (264: two workgroups on each of an H100's 132 SMs); else
+// 128 x 128 tiles (8 x 8 per invocation: 64 fmas per 4 vector reads of shared memory) where the
+// gemm has enough of them to fill a large GPU (264: two workgroups on each of an H100's 132 SMs); else
 // the largest tile that covers at most twice C's area (a skinny product, [1, K] @ [K, N], would
 // otherwise spend a 64 x 64 tile's work on every row it has); 64 x 64 (4 x 4) at most for f64
 // (half the registers); smaller workgroups where the device allows fewer than 256 invocations.

@@ -41,10 +41,11 @@ namespace kiln {
 // thread index below the thread count, its other parameters as CUDA's after the pointers (the
 // thread count, the output's sizes, each input's sizes, all int64_t); it reads input i as
 // `kiln_in<i>(j)` and writes the output as `kiln_out(j) = v` (element j, contiguous; float,
-// double, int, int64_t, uint8_t for bool, uint16_t bits for f16/bf16). Kiln writes the shader's
-// buffers, push constants and main around it (names starting kiln_ or kbind are taken) in
-// workgroups of `block`. Where an input is a strided view or the device lacks 8-/16-bit storage
-// for its dtype, the host kernel runs instead.
+// double, int, int64_t, uint8_t for bool, uint16_t bits for f16/bf16, converted where they are
+// read and written: 8- and 16-bit variables need features Kiln does not enable). Kiln writes the
+// shader's buffers, push constants and main around it (names starting kiln_ or kbind are taken)
+// in workgroups of `block`. Where an input is a strided view or the device lacks 8-/16-bit
+// storage for its dtype, the host kernel runs instead.
 struct CustomOpKernel {
   std::string source;
   std::string entry;

@@ -459,63 +459,6 @@ BOOST_AUTO_TEST_CASE(gemm_blockings) {
 }
 
 
-// A gemm's pointwise epilogue computed in the gemm shader (CodegenOptions::fuse_gemm_epilogue):
-// in place over C (bias and GELU: one kernel, C never stored as the bare product), with C an
-// output too (stored, and the epilogue's result beside it) and over batch dims; an epilogue that
-// reads C at other elements than the one it writes (its domain in a transposed output's order,
-// or z + z^T) keeps its own kernel. Each with and without the fusion, against the reference.
-BOOST_AUTO_TEST_CASE(gemm_epilogues_in_the_gemm_shader) {
-  struct Case {
-    const char* what;
-    Ints x, w;
-    std::function<std::vector<NodeId>(Graph&, NodeId, NodeId, NodeId)> build;  // (x, w, bias)
-    bool fused;
-  };
-  const std::vector<Case> cases = {
-      {"gelu(x @ w + b)", {9, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
-         return std::vector<NodeId>{g.add(OpId::gelu, {g.add(OpId::add, {g.add(OpId::matmul, {x, w}), b})}, {std::string("none")})};
-       }, true},
-      {"c and relu(c) + b", {9, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
-         const NodeId c = g.add(OpId::matmul, {x, w});
-         return std::vector<NodeId>{c, g.add(OpId::add, {g.add(OpId::relu, {c}, {}), b}, {})};
-       }, true},
-      {"batched x @ w + b", {3, 7, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
-         return std::vector<NodeId>{g.add(OpId::add, {g.add(OpId::matmul, {x, w}), b})};
-       }, true},
-      {"(x @ w + b)^T", {9, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
-         const NodeId y = g.add(OpId::add, {g.add(OpId::matmul, {x, w}), b});
-         return std::vector<NodeId>{g.add(OpId::neg, {g.add(OpId::permute, {y}, {Ints{1, 0}})}, {})};
-       }, false},
-      {"z + z^T", {33, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId) {
-         const NodeId z = g.add(OpId::matmul, {x, w});
-         return std::vector<NodeId>{g.add(OpId::add, {z, g.add(OpId::permute, {z}, {Ints{1, 0}})}, {})};
-       }, false},
-  };
-  uint64_t seed = 300;
-  for (const Case& c : cases) {
-    Graph g;
-    const NodeId x = g.add_input(m(DType::f32, SymShape(c.x.begin(), c.x.end())));
-    const NodeId w = g.add_input(m(DType::f32, SymShape(c.w.begin(), c.w.end())));
-    const NodeId b = g.add_input(m(DType::f32, {c.w.back()}));
-    g.set_outputs(c.build(g, x, w, b));
-    const std::vector<TensorData> in{values(DType::f32, c.x, seed), values(DType::f32, c.w, seed + 1),
-                                     values(DType::f32, {c.w.back()}, seed + 2)};
-    seed += 3;
-    for (bool fuse : {true, false}) {
-      BOOST_TEST_CONTEXT(c.what << (fuse ? ", fused" : ", not fused")) {
-        vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
-        o.fuse_gemm_epilogue = fuse;
-        auto exe = load(g, o);
-        bool any = false;
-        for (const plan::PlanKernel& k : exe->plan().kernels)
-          any = any || (k.gemm && k.source.find("kiln_epilogue(") != std::string::npos);
-        BOOST_TEST(any == (fuse && c.fused));
-        expect_matches(g, in, exe->run_host(in), DType::f32);
-      }
-    }
-  }
-}
-
 // Kernels that compute alike over buffers in the same order (a model's repeated layers) give
 // byte-identical shaders (buffers named by binding position), which load builds into one
 // pipeline; each kernel still binds its own buffers: x_i @ w_i for three pairs, against the

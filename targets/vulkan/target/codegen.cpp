@@ -21,7 +21,6 @@ target::CodegenRequest to_request(const CodegenOptions& o) {
   r.set("gpu", o.gpu);
   r.set("vector_accesses", o.vector_accesses);
   r.set("cache_rows", o.cache_rows);
-  r.set("fuse_gemm_epilogue", o.fuse_gemm_epilogue);
   return r;
 }
 
@@ -41,7 +40,6 @@ CodegenOptions from_request(const target::CodegenRequest& r) {
   o.gpu = r.flag("gpu", o.gpu);
   o.vector_accesses = r.flag("vector_accesses", o.vector_accesses);
   o.cache_rows = r.flag("cache_rows", o.cache_rows);
-  o.fuse_gemm_epilogue = r.flag("fuse_gemm_epilogue", o.fuse_gemm_epilogue);
   return o;
 }
 

@@ -283,6 +283,8 @@ BOOST_AUTO_TEST_CASE(list_options_has_every_option_spelled_right) {
       {"cuda.precise_math", "KILN_CUDA_PRECISE_MATH", T::Bool, false, true, true},
       {"cuda.compiler", "KILN_CUDA_COMPILER", T::String, "llvm", true, true},
       {"cuda.column_loads_ahead", "KILN_CUDA_COLUMN_LOADS_AHEAD", T::Int, 4, true, true},
+      {"vulkan.fuse_gemm_epilogue", "KILN_VULKAN_FUSE_GEMM_EPILOGUE", T::Bool, true, true, true},
+      {"vulkan.gemm_blocking", "KILN_VULKAN_GEMM_BLOCKING", T::String, "auto", true, true},
       {"memory_budget_mb", "KILN_MEMORY_BUDGET_MB", T::Int, int64_t{0}, false, true},
       {"keep_buffers", "KILN_KEEP_BUFFERS", T::Bool, false, false, true},
       {"cpu.keep_buffers", "KILN_CPU_KEEP_BUFFERS", T::Bool, false, false, true},

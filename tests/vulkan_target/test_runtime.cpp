@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <regex>
 
@@ -458,6 +459,93 @@ BOOST_AUTO_TEST_CASE(gemm_blockings) {
   }
 }
 
+// Blockings set by vulkan.gemm_blocking (CodegenOptions::gemm_blocking): non-square tiles and
+// blocks, 8 x 8 blocks in small workgroups, each over ragged edges with a transposed B and a GELU
+// epilogue in the shader, against the reference; one the shader cannot run is an error naming it.
+BOOST_AUTO_TEST_CASE(gemm_blockings_set_by_config) {
+  Graph g;
+  const NodeId x = g.add_input(m(DType::f32, {2, 70, 45})), w = g.add_input(m(DType::f32, {99, 45}));
+  const NodeId y = g.add(OpId::matmul, {x, g.add(OpId::permute, {w}, {Ints{1, 0}})});
+  g.set_outputs({g.add(OpId::gelu, {y}, {std::string("none")})});
+  const std::vector<TensorData> in{values(DType::f32, {2, 70, 45}, 90), values(DType::f32, {99, 45}, 91)};
+  for (const char* blocking : {"128x64/8x8/8", "64x128/8x8/8", "64x64/8x8/8", "128x64/8x4/16", "32x64/4x8/16"}) {
+    BOOST_TEST_CONTEXT(blocking) {
+      vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+      o.gemm_blocking = blocking;
+      int bm = 0, bn = 0, tm = 0, tn = 0;
+      BOOST_REQUIRE(std::sscanf(blocking, "%dx%d/%dx%d", &bm, &bn, &tm, &tn) == 4);
+      auto exe = load(g, o);
+      const auto& ks = exe->plan().kernels;
+      const auto gemm = std::find_if(ks.begin(), ks.end(), [](const plan::PlanKernel& k) { return k.gemm.has_value(); });
+      BOOST_REQUIRE(gemm != ks.end());
+      if ((bm / tm) * (bn / tn) <= o.caps.max_workgroup)
+        BOOST_TEST((gemm->gemm->tile == std::array<int64_t, 2>{bm, bn}));
+      expect_matches(g, in, exe->run_host(in), DType::f32);
+    }
+  }
+  vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+  o.gemm_blocking = "64x64/6x8/8";
+  BOOST_CHECK_EXCEPTION(load(g, o), Error, [](const Error& e) {
+    return std::string(e.what()).find("vulkan.gemm_blocking '64x64/6x8/8' is not a blocking") != std::string::npos;
+  });
+}
+
+// A gemm's pointwise epilogue computed in the gemm shader (CodegenOptions::fuse_gemm_epilogue):
+// in place over C (bias and GELU: one kernel, C never stored as the bare product), with C an
+// output too (stored, and the epilogue's result beside it) and over batch dims; an epilogue that
+// reads C at other elements than the one it writes (its domain in a transposed output's order,
+// or z + z^T) keeps its own kernel. Each with and without the fusion, against the reference.
+BOOST_AUTO_TEST_CASE(gemm_epilogues_in_the_gemm_shader) {
+  struct Case {
+    const char* what;
+    Ints x, w;
+    std::function<std::vector<NodeId>(Graph&, NodeId, NodeId, NodeId)> build;  // (x, w, bias)
+    bool fused;
+  };
+  const std::vector<Case> cases = {
+      {"gelu(x @ w + b)", {9, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
+         return std::vector<NodeId>{g.add(OpId::gelu, {g.add(OpId::add, {g.add(OpId::matmul, {x, w}), b})}, {std::string("none")})};
+       }, true},
+      {"c and relu(c) + b", {9, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
+         const NodeId c = g.add(OpId::matmul, {x, w});
+         return std::vector<NodeId>{c, g.add(OpId::add, {g.add(OpId::relu, {c}, {}), b}, {})};
+       }, true},
+      {"batched x @ w + b", {3, 7, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
+         return std::vector<NodeId>{g.add(OpId::add, {g.add(OpId::matmul, {x, w}), b})};
+       }, true},
+      {"(x @ w + b)^T", {9, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId b) {
+         const NodeId y = g.add(OpId::add, {g.add(OpId::matmul, {x, w}), b});
+         return std::vector<NodeId>{g.add(OpId::neg, {g.add(OpId::permute, {y}, {Ints{1, 0}})}, {})};
+       }, false},
+      {"z + z^T", {33, 20}, {20, 33}, [](Graph& g, NodeId x, NodeId w, NodeId) {
+         const NodeId z = g.add(OpId::matmul, {x, w});
+         return std::vector<NodeId>{g.add(OpId::add, {z, g.add(OpId::permute, {z}, {Ints{1, 0}})}, {})};
+       }, false},
+  };
+  uint64_t seed = 300;
+  for (const Case& c : cases) {
+    Graph g;
+    const NodeId x = g.add_input(m(DType::f32, SymShape(c.x.begin(), c.x.end())));
+    const NodeId w = g.add_input(m(DType::f32, SymShape(c.w.begin(), c.w.end())));
+    const NodeId b = g.add_input(m(DType::f32, {c.w.back()}));
+    g.set_outputs(c.build(g, x, w, b));
+    const std::vector<TensorData> in{values(DType::f32, c.x, seed), values(DType::f32, c.w, seed + 1),
+                                     values(DType::f32, {c.w.back()}, seed + 2)};
+    seed += 3;
+    for (bool fuse : {true, false}) {
+      BOOST_TEST_CONTEXT(c.what << (fuse ? ", fused" : ", not fused")) {
+        vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+        o.fuse_gemm_epilogue = fuse;
+        auto exe = load(g, o);
+        bool any = false;
+        for (const plan::PlanKernel& k : exe->plan().kernels)
+          any = any || (k.gemm && k.source.find("kiln_epilogue(") != std::string::npos);
+        BOOST_TEST(any == (fuse && c.fused));
+        expect_matches(g, in, exe->run_host(in), DType::f32);
+      }
+    }
+  }
+}
 
 // Kernels that compute alike over buffers in the same order (a model's repeated layers) give
 // byte-identical shaders (buffers named by binding position), which load builds into one

@@ -256,12 +256,19 @@ test('a selected node marks its fusion decisions', { timeout: 120000 }, async ()
     assert.deepStrictEqual(mk.node, []);
     assert.ok(mk.kernel.some((i) => decisions[i].startsWith(`kernel ${k}: `)), mk.kernel.map((i) => decisions[i]).join(' | '));
 
-    // On vulkan a gemm's epilogue is a kernel of its own, so the plan's kernel numbers are not the
-    // log's: the softmax's kernel is found in the log by the nodes it stores, not by its index.
-    const vr = (await kiln()).compile(readSample('transformer_block.json'), { target: 'vulkan' });
+    // On vulkan, with vulkan.fuse_gemm_epilogue off, a gemm's epilogue is a kernel of its own, so
+    // the plan's kernel numbers are not the log's: the softmax's kernel is found in the log by the
+    // nodes it stores, not by its index.
+    const unfused = { 'vulkan.fuse_gemm_epilogue': false };
+    const vr = (await kiln()).compile(readSample('transformer_block.json'), { target: 'vulkan', options: unfused });
     await page.selectOption('#view', 'input');
+    const before = await page.evaluate(() => window.kilnInspector.last.key);
+    await page.fill('#options', JSON.stringify(unfused));
+    await page.$eval('#options', (e) => e.blur());  // (an edited input's change event comes as it loses focus)
+    await page.waitForFunction((k) => window.kilnInspector.last.key !== k && window.kilnInspector.drawn.view === 'input', before);
     await page.selectOption('#target', 'vulkan');
-    await page.waitForFunction(() => window.kilnInspector.last.target === 'vulkan' && window.kilnInspector.drawn.view === 'input');
+    await page.waitForFunction((n) => window.kilnInspector.last.target === 'vulkan' && window.kilnInspector.last.kernels === n &&
+      window.kilnInspector.drawn.view === 'input', vr.kernels.length);
     const softmax = captured.find((n) => n.op === 'softmax').id, [vk] = vr.node_kernels.input[softmax];
     const starts = vr.decisions.findIndex((d) => vr.kernels[vk].provenance.some((p) => d.match(new RegExp(`^kernel \\d+: starts at %${p}\\b`))));
     const numbered = vr.decisions.findIndex((d) => d.startsWith(`kernel ${vk}: `));

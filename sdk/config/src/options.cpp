@@ -3,6 +3,7 @@
 #include "registry.h"
 
 #include <cctype>
+#include <cstdio>
 
 namespace kiln::config::internal {
 namespace {
@@ -43,6 +44,19 @@ std::string blas_library(const ConfigValue& v) {
 std::string cuda_compiler(const ConfigValue& v) {
   const std::string& s = v.as<std::string>();
   return s == "llvm" || s == "nvrtc" ? "" : "must be llvm or nvrtc";
+}
+// "auto" or "BMxBN/TMxTN/BK" of positive numbers (the vulkan codegen checks the rest: 4 x 4
+// blocks, loads spread evenly over the invocations).
+std::string gemm_blocking(const ConfigValue& v) {
+  const std::string& s = v.as<std::string>();
+  if (s == "auto") return "";
+  int bm = 0, bn = 0, tm = 0, tn = 0, bk = 0, end = 0;
+  const bool parsed = std::sscanf(s.c_str(), "%dx%d/%dx%d/%d%n", &bm, &bn, &tm, &tn, &bk, &end) == 5 &&
+                      end == static_cast<int>(s.size());
+  return parsed && bm > 0 && bn > 0 && tm > 0 && tn > 0 && bk > 0 && bm % tm == 0 && bn % tn == 0
+             ? ""
+             : "must be auto or BMxBN/TMxTN/BK (a BM x BN tile of C per workgroup, TM x TN of it per "
+               "invocation, K in steps of BK; e.g. 128x64/8x8/8)";
 }
 std::string not_empty(const ConfigValue& v) {
   return v.as<std::string>().empty() ? "must not be empty" : "";
@@ -180,6 +194,16 @@ std::vector<OptionDef> build_options() {
      "Elements of its column a thread of a column reduction (a sum over rows: a bias's or a norm "
      "weight's gradient) loads before it uses the first, 1 to 8: the loads of the next rows in "
      "flight while it computes and stores this one's.", loads_ahead},
+    {"vulkan.fuse_gemm_epilogue", T::Bool, true, kCodegen, kUsed,
+     "Compute a matmul's pointwise epilogue (bias, activation, residual add) in the Vulkan gemm "
+     "shader, per element of C an invocation holds, where the epilogue reads C in C's order; "
+     "false: the epilogue is a pointwise kernel of its own that reads C back."},
+    {"vulkan.gemm_blocking", T::String, "auto", kCodegen, kUsed,
+     "The blocking of every Vulkan gemm shader, as BMxBN/TMxTN/BK: a BM x BN tile of C per "
+     "workgroup, a TM x TN block of it per invocation (multiples of 4), K in steps of BK through "
+     "shared memory. 'auto': Kiln's rule per product (docs/vulkan.md). For measuring tiles; a "
+     "blocking the device cannot run (more invocations than its workgroups hold) keeps the rule's.",
+     gemm_blocking},
     {"memory_budget_mb", T::Int, 0, kNoCodegen, kUsed,
      "Host memory Kiln may hold for one run, in MiB (0 = the host's physical memory): a tensor, a "
      "reference-interpreter run or a cpu plan's call that would need more is an error naming what "

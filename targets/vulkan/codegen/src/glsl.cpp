@@ -2,6 +2,7 @@
 // shared C-style printer (targets/cstyle) through GlslDialect; this file writes bindings, push
 // constants, the invocation structure and the reductions' shared-memory combines.
 #include <algorithm>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +51,8 @@ std::string DeviceCaps::str() const {
 CodegenOptions CodegenOptions::from_config() {
   CodegenOptions o;
   o.emulate_precision_casts = config::get<bool>("emulate_precision_casts");
+  o.fuse_gemm_epilogue = config::get<bool>("vulkan.fuse_gemm_epilogue");
+  o.gemm_blocking = config::get<std::string>("vulkan.gemm_blocking");
   return o;
 }
 
@@ -493,6 +496,27 @@ class KernelEmitter {
  public:
   KernelEmitter(const Kernel& k, const schedule::Schedule& s, const CodegenOptions& o, const GlslDialect& d)
       : k_(k), s_(s), o_(o), d_(d), p_(k, s, d, o.emulate_precision_casts) {}
+
+  // A gemm kernel's epilogue as a function of its gemm shader, which calls it for each element of
+  // C it holds instead of storing C for a pointwise kernel to read back (fusable_epilogue):
+  // kiln_epilogue(i, kiln_c) computes and stores the kernel's outputs at flat index i of its
+  // domain, every load of C being kiln_c. Its helper functions come before it.
+  std::string epilogue_function(const std::string& c_type) {
+    const size_t n = k_.domain.size();
+    domain_size_ = 1;
+    for (const SymInt& e : k_.domain) domain_size_ = domain_size_ * e;
+    width_ = index_width(domain_size_);
+    if (width_ == IndexWidth::runtime) p_.line(narrow_flag(p_.sym(domain_size_)));
+    p_.narrow_indices = narrow_affine_indices();
+    for (size_t i = 0; i < k_.instrs.size(); ++i)
+      if (k_.instrs[i].kind == InstrKind::load && k_.instrs[i].buffer == k_.gemm->c) p_.load_reads()[static_cast<int32_t>(i)] = "kiln_c";
+    Scope sc;
+    sc.vars.assign(n, "");
+    if (n > 0) unflatten("i", 0, n, sc);
+    for (const schedule::Store& st : k_.stores) p_.store(st, sc);
+    const std::string body = selects(p_.out().str());
+    return helpers_for(body) + "void kiln_epilogue(int64_t i, " + c_type + " kiln_c) {\n" + body + "}\n";
+  }
 
   std::string emit(plan::PlanLaunch& launch, const std::vector<int32_t>& bindings, const std::vector<int32_t>& writes) {
     const int64_t block = block_ = choose_block();
@@ -1116,7 +1140,22 @@ struct GemmBlocking {
 // otherwise spend a 64 x 64 tile's work on every row it has); 64 x 64 (4 x 4) at most for f64
 // (half the registers); smaller workgroups where the device allows fewer than 256 invocations.
 // Sizes are the symbols' hints where symbolic.
-GemmBlocking gemm_blocking(const plan::PlanGemm& g, const DeviceCaps& caps) {
+GemmBlocking gemm_blocking(const plan::PlanGemm& g, const CodegenOptions& options) {
+  const DeviceCaps& caps = options.caps;
+  if (options.gemm_blocking != "auto") {
+    GemmBlocking b{};
+    int end = 0;
+    const std::string& text = options.gemm_blocking;
+    const bool parsed = std::sscanf(text.c_str(), "%" SCNd64 "x%" SCNd64 "/%" SCNd64 "x%" SCNd64 "/%" SCNd64 "%n", &b.bm,
+                                    &b.bn, &b.tm, &b.tn, &b.bk, &end) == 5 && end == static_cast<int>(text.size());
+    KILN_CHECK(parsed && b.bm > 0 && b.bn > 0 && b.tm > 0 && b.tn > 0 && b.bk > 0 && b.bm % b.tm == 0 &&
+                   b.bn % b.tn == 0 && b.tm % 4 == 0 && b.tn % 4 == 0 && (b.bm * b.bk) % b.threads() == 0 &&
+                   (b.bn * b.bk) % b.threads() == 0,
+               "vulkan codegen: vulkan.gemm_blocking '", text, "' is not a blocking the gemm shader can run: it needs "
+               "BMxBN/TMxTN/BK with TM and TN multiples of 4 dividing BM and BN, and BM * BK and BN * BK multiples "
+               "of the invocations (BM/TM * BN/TN)");
+    if (b.threads() <= caps.max_workgroup) return b;
+  }
   static constexpr GemmBlocking kBlockings[] = {{128, 128, 8, 8, 8}, {64, 64, 4, 4, 16}, {32, 32, 4, 4, 16}, {16, 16, 4, 4, 16}};
   int64_t batches = 1;
   for (const SymInt& e : g.batch) batches *= std::max<int64_t>(1, e.hint());
@@ -1136,14 +1175,15 @@ GemmBlocking gemm_blocking(const plan::PlanGemm& g, const DeviceCaps& caps) {
 // type, in k order. Index arithmetic is 32-bit (every buffer holds < 2^32 elements; unsigned
 // wrap-around gives the right index for negative strides too).
 std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, const GemmBlocking& bl,
-                        const plan::PlanKernel& pk, const GlslDialect& d) {
+                        const plan::PlanKernel& pk, const GlslDialect& d, const Kernel* k = nullptr,
+                        const std::string& epilogue = "", bool store_c = true) {
   KILN_CHECK(g.dtype == DType::f32 || g.dtype == DType::f64, "vulkan codegen: kernel ", pk.name, ": a gemm of ",
              dtype_name(g.dtype), " (only f32 and f64 gemms are generated)");
   KILN_INTERNAL_CHECK(g.epilogue.empty() && g.alpha == 1.0, "vulkan codegen: kernel ", pk.name,
                       ": a gemm with an epilogue or a scale (cuBLASLt's fusions)");
   const std::vector<int32_t> bufs = kernel_bindings(pk);
   Kernel dummy;  // (shader_head looks at buffers only when given no kernel)
-  std::string src = shader_head(s, bufs, pk.writes, nullptr, d, pk.name);
+  std::string src = shader_head(s, bufs, pk.writes, k, d, pk.name);
   const std::string T = g.dtype == DType::f64 ? "double" : "float";
   const std::string zero = g.dtype == DType::f64 ? "0.0LF" : "0.0";
   KernelPrinter p(dummy, s, d);
@@ -1165,6 +1205,7 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   // writes a column of one; a row padded by one vector spreads its warp's words over the banks.
   o << "shared " << T4 << " As[" << bl.bk << "][" << bl.bm / 4 + (a_k_fast ? 1 : 0) << "];\n";
   o << "shared " << T4 << " Bs[" << bl.bk << "][" << bl.bn / 4 + (b_n_fast ? 0 : 1) << "];\n";
+  o << epilogue;
   o << "void main() {\n";
   o << "  const uint M = " << u(g.m) << ", N = " << u(g.n) << ", K = " << u(g.k) << ";\n";
   SymInt batches = 1;
@@ -1262,8 +1303,13 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   for (int64_t i = 0; i < bl.tm; ++i) {
     o << "    {\n      const uint r = row0 + 4u * (trow + " << n(i / 4 * rs) << ") + " << n(i % 4) << ";\n";
     o << "      if (r < M) {\n";
-    for (int64_t j = 0; j < bl.tn; ++j)
-      o << "        if (q" << j << " < N) " << c << "[cbase + r * N + q" << j << "] = acc[" << i * bl.tn + j << "];\n";
+    for (int64_t j = 0; j < bl.tn; ++j) {
+      const std::string at = "cbase + r * N + q" + std::to_string(j), v = "acc[" + std::to_string(i * bl.tn + j) + "]";
+      o << "        if (q" << j << " < N) {";
+      if (store_c) o << " " << c << "[" << at << "] = " << v << ";";
+      if (!epilogue.empty()) o << " kiln_epilogue(int64_t(" << at << "), " << v << ");";
+      o << " }\n";
+    }
     o << "      }\n    }\n";
   }
   o << "  }\n}\n";
@@ -1286,6 +1332,67 @@ void name_buffers_by_binding(plan::PlanKernel& pk) {
     r["b" + id + "u"] = "kbind" + at + "u";
   }
   pk.source = lower::rename_identifiers(pk.source, r);
+}
+
+// A gemm shader's plan fields: the product, its tile and the launch that covers C's tiles.
+GemmBlocking plan_gemm_kernel(plan::PlanKernel& pk, const schedule::Gemm& g, const CodegenOptions& options) {
+  pk.gemm = lower::plan_gemm(g);
+  pk.parallel_extent = pk.gemm->m * pk.gemm->n;
+  const GemmBlocking bl = gemm_blocking(*pk.gemm, options);
+  pk.gemm->tile = {bl.bm, bl.bn};
+  pk.launch.block = bl.threads();
+  pk.launch.items_per_block = bl.bm * bl.bn;
+  pk.launch.max_blocks = options.max_workgroups;
+  return bl;
+}
+
+// Whether a gemm kernel's epilogue can run inside its gemm shader (CodegenOptions::
+// fuse_gemm_epilogue): a pointwise epilogue of plain stores whose every load of C, and every
+// store to C (an epilogue in place, the usual case), is C's element at the same flat index of the
+// domain (C is contiguous [batch..., m, n], so that element is the one the shader holds), not
+// gathered. Whether the product must still be stored as it is: the epilogue does not overwrite
+// it, and C is an output or another kernel reads it.
+struct EpilogueFusion {
+  bool fuse = false;
+  bool store_c = true;
+};
+
+EpilogueFusion epilogue_fusion(const Kernel& k, const schedule::Schedule& s) {
+  EpilogueFusion f;
+  if (!k.gemm || k.stores.empty() || (k.kind == KernelKind::reduction && k.num_passes() > 0)) return f;
+  const int32_t c = k.gemm->c;
+  SymInt batches = 1;
+  for (const SymInt& e : k.gemm->batch) batches = batches * e;
+  SymInt size = 1;
+  for (const SymInt& e : k.domain) size = size * e;
+  if (!(size == batches * k.gemm->m * k.gemm->n)) return f;
+  std::vector<SymInt> contiguous(k.domain.size(), SymInt(1));
+  for (size_t d = k.domain.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * k.domain[d];
+  auto own_element = [&](const schedule::Affine& a) {
+    if (!(a.offset == 0)) return false;
+    for (size_t d = 0; d < k.domain.size(); ++d)
+      if (!(k.domain[d] == 1) && !(a.coeffs[d] == contiguous[d])) return false;
+    return true;
+  };
+  bool overwritten = false;
+  for (const schedule::Store& st : k.stores) {
+    if (!st.plain() || (st.buffer == c && !own_element(st.index))) return f;
+    overwritten = overwritten || st.buffer == c;
+  }
+  for (const Instr& in : k.instrs)
+    if (in.kind == InstrKind::load && in.buffer == c && (!in.args.empty() || !own_element(in.index))) return f;
+  f.fuse = true;
+  if (overwritten) {
+    f.store_c = false;
+    return f;
+  }
+  f.store_c = s.buffers[static_cast<size_t>(c)].kind != schedule::BufferKind::intermediate;
+  for (const Kernel& other : s.kernels) {
+    if (&other == &k) continue;
+    const std::vector<int32_t> r = other.reads();
+    f.store_c = f.store_c || std::find(r.begin(), r.end(), c) != r.end();
+  }
+  return f;
 }
 
 // A custom op's own Vulkan kernel (CustomOpKernel "vulkan", kiln/graph/custom_ops.h) in place of
@@ -1359,6 +1466,26 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       p.kernels.push_back(ck ? std::move(*ck) : std::move(pk));
       continue;
     }
+    const EpilogueFusion fusion = options.fuse_gemm_epilogue ? epilogue_fusion(k, s) : EpilogueFusion{};
+    if (k.gemm && fusion.fuse) {
+      // The product and its epilogue in one shader.
+      pk.kind = "matmul";
+      pk.entry = "main";
+      // C is never read (the shader holds its values), and written only where the product is
+      // stored or the epilogue stores to it.
+      const int32_t c = k.gemm->c;
+      pk.reads.erase(std::remove(pk.reads.begin(), pk.reads.end(), c), pk.reads.end());
+      if (!fusion.store_c &&
+          std::none_of(k.stores.begin(), k.stores.end(), [&](const schedule::Store& st) { return st.buffer == c; }))
+        pk.writes.erase(std::remove(pk.writes.begin(), pk.writes.end(), c), pk.writes.end());
+      const GemmBlocking bl = plan_gemm_kernel(pk, *k.gemm, options);
+      const std::string epilogue =
+          KernelEmitter(k, s, options, d).epilogue_function(k.gemm->dtype == DType::f64 ? "double" : "float");
+      pk.source = gemm_shader(s, *pk.gemm, bl, pk, d, &k, epilogue, fusion.store_c);
+      name_buffers_by_binding(pk);
+      p.kernels.push_back(std::move(pk));
+      continue;
+    }
     if (k.gemm) {
       // The product as its own shader, then the epilogue (when there is one) over it.
       plan::PlanKernel gk;
@@ -1370,13 +1497,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       std::sort(gk.reads.begin(), gk.reads.end());
       gk.reads.erase(std::unique(gk.reads.begin(), gk.reads.end()), gk.reads.end());
       gk.writes = {k.gemm->c};
-      gk.gemm = lower::plan_gemm(*k.gemm);
-      gk.parallel_extent = gk.gemm->m * gk.gemm->n;
-      const GemmBlocking bl = gemm_blocking(*gk.gemm, options.caps);
-      gk.gemm->tile = {bl.bm, bl.bn};
-      gk.launch.block = bl.threads();
-      gk.launch.items_per_block = bl.bm * bl.bn;
-      gk.launch.max_blocks = options.max_workgroups;
+      const GemmBlocking bl = plan_gemm_kernel(gk, *k.gemm, options);
       gk.source = gemm_shader(s, *gk.gemm, bl, gk, d);
       name_buffers_by_binding(gk);
       p.kernels.push_back(std::move(gk));

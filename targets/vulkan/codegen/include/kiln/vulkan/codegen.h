@@ -83,6 +83,14 @@ struct CodegenOptions {
   // Row reductions of several passes over a static row of at most 32 elements per invocation keep
   // those elements in registers after the first pass loads them (softmax reads its row once).
   bool cache_rows = true;
+  // A gemm's pointwise epilogue (bias, activation, residual) computed in the gemm shader from the
+  // values it holds, where the epilogue reads C element for element in C's order: C is then
+  // not stored (unless another kernel reads it) nor read back by a pointwise kernel.
+  // Config vulkan.fuse_gemm_epilogue.
+  bool fuse_gemm_epilogue = true;
+  // Every gemm shader's blocking, "BMxBN/TMxTN/BK", or "auto" for the rule per product (config
+  // vulkan.gemm_blocking; for measuring tiles).
+  std::string gemm_blocking = "auto";
   int64_t max_workgroups = 65535;        // dispatch cap (maxComputeWorkGroupCount's guaranteed minimum)
   // A GPU (discrete, integrated or virtual; not a CPU driver like lavapipe): full reductions are
   // split into thousands of partials (schedule_target) instead of the CPU's few dozen.

@@ -1410,11 +1410,9 @@ std::optional<plan::PlanKernel> custom_kernel(const Kernel& k, const schedule::S
   for (int32_t b : args) {
     const plan::PlanBuffer& pb = p.buffers[static_cast<size_t>(b)];
     if (storage_of(pb.dtype, options.caps).pack != 1 || d.offsets.count(b)) return std::nullopt;
-    SymInt stride = 1;
-    for (size_t i = pb.sizes.size(); i-- > 0;) {
-      if (pb.sizes[i] != 1 && !(pb.strides[i] == stride)) return std::nullopt;
-      stride = stride * pb.sizes[i];
-    }
+    const SymShape dense = contiguous_strides(pb.sizes);
+    for (size_t i = 0; i < pb.sizes.size(); ++i)
+      if (pb.sizes[i] != 1 && !(pb.strides[i] == dense[i])) return std::nullopt;
   }
   KILN_CHECK(ck->launch.block > 0 && ck->launch.block <= options.caps.max_workgroup, "custom op ",
              k.reference->attrs.s(0), ": its vulkan kernel asks for workgroups of ", ck->launch.block,
@@ -1434,9 +1432,10 @@ std::optional<plan::PlanKernel> custom_kernel(const Kernel& k, const schedule::S
   src = std::move(ck->source) + "#line 1\n" + own + "\n";
   Kernel dummy;
   cstyle::KernelPrinter printer(dummy, s, d);
-  std::string call = ck->entry + "(t";
-  for (const SymInt& v : ck->arg_values) call += ", int64_t(" + printer.sym(v) + ")";
-  src += "void main() {\n  const int64_t threads = int64_t(" + printer.sym(ck->parallel_extent) + ");\n";
+  // (arg_values: the thread count, then the sizes)
+  std::string call = ck->entry + "(t, threads";
+  for (size_t i = 1; i < ck->arg_values.size(); ++i) call += ", int64_t(" + printer.sym(ck->arg_values[i]) + ")";
+  src += "void main() {\n  const int64_t threads = int64_t(" + printer.sym(ck->arg_values.at(0)) + ");\n";
   src += "  const int64_t stride = int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);\n";
   src += "  for (int64_t t = int64_t(gl_GlobalInvocationID.x); t < threads; t += stride) " + call + ");\n}\n";
   ck->source = std::move(src);

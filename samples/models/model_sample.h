@@ -12,7 +12,7 @@
 // kiln::compile as a pytree (its tensors are graph inputs); the compiled output is checked
 // against the eager one, a second model with other weights must be served by the same compiled
 // entry (one compile) with its own eager output, and compiled and eager calls on the device are
-// timed side by side (eager where the device runs eager kernels: not Vulkan). With
+// timed side by side. With
 // --weights/--input/--expect (written by tools/models/model_reference.py from torch's model) the
 // compiled output is checked against torch's (relative L2) and compiled calls are timed. Exits
 // non-zero when a check fails. --autocast runs every call (compiled, eager, and torch's with
@@ -156,8 +156,8 @@ int run(ModelSample<Model> sample, int argc, char** argv) {
     for (int r = 0; r < 20; ++r) compiled_ms.push_back(time_ms([&] { forward(m, x); synchronize(device); }));
     std::printf("median per call: compiled %.3f ms\n", median(compiled_ms));
   } else {
-    // Models made and run eagerly on the CPU (the reference; eager kernels do not run on every
-    // device), moved to the device through their .safetensors files.
+    // Models made and run eagerly on the CPU (the reference), moved to the device through their
+    // .safetensors files.
     auto to_device = [&](const Model& m) {
       const std::string path = (std::filesystem::temp_directory_path() /
                                 ("kiln_sample_" + sample.name + "_" + std::to_string(::getpid()) + ".safetensors"))

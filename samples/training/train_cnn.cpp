@@ -156,7 +156,7 @@ Loop train_eager(cnn::Model model, Batches batches, int64_t steps, int64_t batch
 // kiln::compile'd functions called on tensors that require gradients, so loss.backward() runs
 // their compiled backwards (docs/autograd.md, "A compiled call differentiated from outside");
 // optim::SGD steps as usual. The running statistics come back as outputs of the call. (The
-// loss is compiled too: Vulkan tensors have no eager kernels.)
+// loss is compiled too: its kernels rather than an eager op at a time.)
 Loop train_outside(cnn::Model model, Batches batches, int64_t steps, int64_t batch, double lr, Device device) {
   auto forward = kiln::compile([](const cnn::Model& m, const Tensor& x) {
     auto [logits, next] = m.train(x);

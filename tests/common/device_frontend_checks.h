@@ -161,7 +161,7 @@ inline void compiled_gradients_on(Device device) {
 // op for), with a host kernel, a CUDA kernel and a GLSL one, between neighbours computed on the
 // device: compiled over symbolic sizes it is one opaque node, run by the device's kernel on cuda
 // and vulkan and by the host kernel on the cpu, with one compile for two sizes; eagerly on
-// device tensors (where eager ops run: not on vulkan) by the device's kernel, its result on the
+// device tensors by the device's kernel, its result on the
 // device and equal to the host kernel's.
 inline void custom_ops_on(Device device, bool eager_on_device = true) {
   CustomOpKernel cuda;  // one thread per row (CUDA targets run it on the device)

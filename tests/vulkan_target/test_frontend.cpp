@@ -32,6 +32,47 @@ BOOST_AUTO_TEST_CASE(round_trip) {
   BOOST_TEST(kiln_test_util::max_abs_diff(transpose(x, 0, 1).to(Device::vulkan(0)), t) == 0.0);
 }
 
+// Eager ops on Vulkan tensors: single-op plans on the device, views of device memory staying
+// views, results on the device; a second size of the same ops reuses their plans (made for a
+// shape pattern).
+BOOST_AUTO_TEST_CASE(round_trip_and_eager_ops) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kiln-vk-eager-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  config::Patch patch({{"cache_dir", dir}, {"cache.plan_cache", true}});
+  auto eager_plans = [&] {  // the single-op plans on the device the cache holds
+    int n = 0;
+    for (const cache::StoredInfo& info : cache::DiskStore(dir, uint64_t{1} << 30).list())
+      n += cache::decode_entry(*cache::DiskStore(dir, uint64_t{1} << 30).get(info.key), info.key).description.rfind(
+               "vulkan.eager", 0) == 0;
+    return n;
+  };
+  std::vector<int> plans;
+  for (int64_t rows : {64, 40}) {
+    const Tensor x = randn({rows, 33}, DType::f32, Device::cpu(), 3);
+    const Tensor d = x.to(Device::vulkan(0));
+    const Tensor y = softmax(transpose(d, 0, 1) * 2.0f, -1);
+    BOOST_TEST((y.device() == Device::vulkan(0)));
+    BOOST_TEST(kiln_test_util::max_abs_diff(y, softmax(transpose(x, 0, 1) * 2.0f, -1)) < 1e-6);
+    const Tensor s = sum(exp(d), {0});
+    BOOST_TEST((s.device() == Device::vulkan(0)));
+    BOOST_TEST(kiln_test_util::max_abs_diff(s, sum(exp(x), {0})) < 1e-4);
+    const Tensor w = randn({33, 17}, DType::f32, Device::cpu(), 4);
+    const Tensor h = gelu(matmul(d, w.to(Device::vulkan(0))));
+    BOOST_TEST((h.device() == Device::vulkan(0)));
+    BOOST_TEST(kiln_test_util::max_abs_diff(h, gelu(matmul(x, w))) < 1e-4);
+    // A slice of device memory at an offset, and an integer result.
+    const Tensor a = argmax(slice(d, 0, 3, rows - 2), 1, false);
+    BOOST_TEST((a.device() == Device::vulkan(0)));
+    BOOST_TEST(kiln_test_util::max_abs_diff(a, argmax(slice(x, 0, 3, rows - 2), 1, false)) == 0.0);
+    plans.push_back(eager_plans());
+  }
+  BOOST_TEST(plans[0] >= 5);
+  BOOST_TEST(plans[1] == plans[0]);  // the second size made none
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> msgs = vulkan::take_validation_messages();
+  BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
+}
+
 BOOST_AUTO_TEST_CASE(compiled_function_on_vulkan_inputs) {
   const Tensor x = randn({128, 96}, DType::f32, Device::cpu(), 1);
   const Tensor w = randn({96, 64}, DType::f32, Device::cpu(), 2);
@@ -74,7 +115,7 @@ BOOST_AUTO_TEST_CASE(creation_ops_on_the_device_over_symbolic_sizes) {
 
 // A custom op's host kernel between kernels on the device (tests/common/device_frontend_checks.h).
 BOOST_AUTO_TEST_CASE(custom_ops_between_device_kernels) {
-  device_frontend_checks::custom_ops_on(Device::vulkan(0), false);  // no eager ops on vulkan
+  device_frontend_checks::custom_ops_on(Device::vulkan(0));
   const std::vector<std::string> msgs = vulkan::take_validation_messages();
   BOOST_TEST(msgs.empty(), (msgs.empty() ? "" : msgs[0]));
 }

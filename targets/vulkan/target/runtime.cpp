@@ -1,8 +1,10 @@
 // The Vulkan target's native half: targets/vulkan/runtime behind target::Runtime. Cache entries
 // keep each kernel's SPIR-V (blobs spirv<i>) and the executable's VkPipelineCache data (blob
 // pipeline_cache), so a hit in another process skips shaderc and the driver's compile. Inputs are
-// bound where they lie on the device and outputs stay there. Eager ops do not run on Vulkan
-// tensors yet (EagerPolicy::enabled is off).
+// bound where they lie on the device and outputs stay there. Eager ops on Vulkan tensors run as
+// single-op plans made for a shape pattern (EagerPolicy::symbolic_sizes: sizes are push
+// constants, so a new batch size reuses the pipelines instead of waiting for shaderc and the
+// driver again).
 #include "kiln/graph/error.h"
 #include "kiln/target/target.h"
 #include "kiln/vulkan/runtime.h"
@@ -100,7 +102,7 @@ class VulkanRuntime final : public target::Runtime {
   }
   target::EagerPolicy eager_policy() const override {
     target::EagerPolicy p;
-    p.enabled = false;
+    p.symbolic_sizes = true;
     return p;
   }
   std::optional<double> median_device_ms(Device, const std::function<void()>& call, int reps) override {

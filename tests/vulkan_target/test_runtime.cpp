@@ -483,6 +483,30 @@ BOOST_AUTO_TEST_CASE(gemm_blockings_set_by_config) {
       expect_matches(g, in, exe->run_host(in), DType::f32);
     }
   }
+  // Operands loaded 4 k at a time (vec4) where K, the base and the other stride are multiples of
+  // 4 (A: 52 columns of rows of 56; B: a Linear's weight as B^T), and a slice of A at an odd
+  // offset (the same shader loading it element by element), with and without vector accesses.
+  Graph gv;
+  const NodeId xv = gv.add_input(m(DType::f32, {3, 37, 56})), wv = gv.add_input(m(DType::f32, {40, 52}));
+  const NodeId wt = gv.add(OpId::permute, {wv}, {Ints{1, 0}});
+  const NodeId x0 = gv.add(OpId::slice, {xv}, {int64_t{2}, int64_t{0}, int64_t{52}, int64_t{1}});
+  const NodeId x1 = gv.add(OpId::slice, {xv}, {int64_t{2}, int64_t{1}, int64_t{53}, int64_t{1}});
+  gv.set_outputs({gv.add(OpId::matmul, {x0, wt}), gv.add(OpId::matmul, {x1, wt})});
+  const std::vector<TensorData> inv{values(DType::f32, {3, 37, 56}, 92), values(DType::f32, {40, 52}, 93)};
+  for (const char* blocking : {"auto", "128x64/8x8/8", "32x64/4x8/16"})
+    for (bool vectors : {true, false}) {
+      BOOST_TEST_CONTEXT(blocking << (vectors ? ", vector loads" : ", element loads")) {
+        vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
+        o.gemm_blocking = blocking;
+        o.vector_accesses = vectors;
+        auto exe = load(gv, o);
+        int vector_gemms = 0;
+        for (const plan::PlanKernel& k : exe->plan().kernels)
+          vector_gemms += k.gemm && k.source.find("v[(") != std::string::npos;
+        BOOST_TEST(vector_gemms == (vectors ? 2 : 0));
+        expect_matches(gv, inv, exe->run_host(inv), DType::f32);
+      }
+    }
   vulkan::CodegenOptions o = vulkan::codegen_options_for(0);
   o.gemm_blocking = "64x64/6x8/8";
   BOOST_CHECK_EXCEPTION(load(g, o), Error, [](const Error& e) {

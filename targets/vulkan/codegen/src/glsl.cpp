@@ -1175,15 +1175,26 @@ GemmBlocking gemm_blocking(const plan::PlanGemm& g, const CodegenOptions& option
 // type, in k order. Index arithmetic is 32-bit (every buffer holds < 2^32 elements; unsigned
 // wrap-around gives the right index for negative strides too).
 std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, const GemmBlocking& bl,
-                        const plan::PlanKernel& pk, const GlslDialect& d, const Kernel* k = nullptr,
+                        const plan::PlanKernel& pk, const GlslDialect& d, bool vector_loads, const Kernel* k = nullptr,
                         const std::string& epilogue = "", bool store_c = true) {
   KILN_CHECK(g.dtype == DType::f32 || g.dtype == DType::f64, "vulkan codegen: kernel ", pk.name, ": a gemm of ",
              dtype_name(g.dtype), " (only f32 and f64 gemms are generated)");
   KILN_INTERNAL_CHECK(g.epilogue.empty() && g.alpha == 1.0, "vulkan codegen: kernel ", pk.name,
                       ": a gemm with an epilogue or a scale (cuBLASLt's fusions)");
   const std::vector<int32_t> bufs = kernel_bindings(pk);
+  const int64_t nt = bl.threads();
+  // An operand whose k stride is 1 is loaded 4 consecutive k at a time, as one vec4 of its
+  // binding's vector view, where the invocations load its tile's quads evenly and (checked per
+  // tile: uniform) its base, its other stride and K are multiples of 4; else element by element.
+  auto vectors = [&](const SymInt& k_stride, int64_t outer) {
+    return vector_loads && g.dtype == DType::f32 && k_stride == 1 && bl.bk % 4 == 0 && (outer * bl.bk / 4) % nt == 0;
+  };
+  const bool a_vec = vectors(g.a_col_stride, bl.bm), b_vec = vectors(g.b_row_stride, bl.bn);
+  std::set<int32_t> views;
+  if (a_vec) views.insert(g.a);
+  if (b_vec) views.insert(g.b);
   Kernel dummy;  // (shader_head looks at buffers only when given no kernel)
-  std::string src = shader_head(s, bufs, pk.writes, k, d, pk.name);
+  std::string src = shader_head(s, bufs, pk.writes, k, d, pk.name, views);
   const std::string T = g.dtype == DType::f64 ? "double" : "float";
   const std::string zero = g.dtype == DType::f64 ? "0.0LF" : "0.0";
   KernelPrinter p(dummy, s, d);
@@ -1191,7 +1202,7 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   auto n = [](int64_t v) { return std::to_string(v) + "u"; };
   const std::string a = "b" + std::to_string(g.a), b = "b" + std::to_string(g.b), c = "b" + std::to_string(g.c);
   const std::string T4 = g.dtype == DType::f64 ? "dvec4" : "vec4";
-  const int64_t rs = bl.bm / bl.tm, cs = bl.bn / bl.tn, nt = bl.threads();
+  const int64_t rs = bl.bm / bl.tm, cs = bl.bn / bl.tn;
   KILN_INTERNAL_CHECK(bl.tm % 4 == 0 && bl.tn % 4 == 0 && (bl.bm * bl.bk) % nt == 0 && (bl.bn * bl.bk) % nt == 0,
                       "vulkan codegen: kernel ", pk.name, ": gemm blocking ", bl.bm, "x", bl.bn, " (", bl.tm, "x", bl.tn,
                       ", bk ", bl.bk, ") is not in 4x4 blocks or not loaded evenly by its invocations");
@@ -1231,6 +1242,17 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
     return count;
   };
   const int64_t na = positions("la", bl.bm, a_k_fast), nb = positions("lb", bl.bn, !b_n_fast);
+  // The quads (4 consecutive k) an invocation loads of a vector-loaded operand.
+  auto quad_positions = [&](const std::string& name, int64_t outer) {
+    const int64_t count = outer * bl.bk / 4 / nt, per_row = bl.bk / 4;
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string e = "(tid + " + n(i * nt) + ")";
+      o << "  const uint " << name << "k" << i << " = " << e << " % " << n(per_row) << " * 4u, " << name << "o" << i
+        << " = " << e << " / " << n(per_row) << ";\n";
+    }
+    return count;
+  };
+  const int64_t nva = a_vec ? quad_positions("lva", bl.bm) : 0, nvb = b_vec ? quad_positions("lvb", bl.bn) : 0;
   o << "  for (uint step = gl_WorkGroupID.x; step < steps; step += gl_NumWorkGroups.x) {\n";
   o << "    const uint bt = step / tiles, tile = step % tiles;\n";
   o << "    const uint row0 = tile / tiles_n * " << n(bl.bm) << ", col0 = tile % tiles_n * " << n(bl.bn) << ";\n";
@@ -1243,6 +1265,8 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
     }
   }
   o << "    const uint cbase = bt * M * N;\n";
+  if (a_vec) o << "    const bool avec = ((abase | ars | K) & 3u) == 0u;\n";
+  if (b_vec) o << "    const bool bvec = ((bbase | bcs | K) & 3u) == 0u;\n";
   o << "    " << T << " acc[" << bl.tm * bl.tn << "];\n";
   o << "   ";
   for (int64_t i = 0; i < bl.tm * bl.tn; ++i) o << " acc[" << i << "] = " << zero << ";";
@@ -1266,20 +1290,57 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
         << " & 3u] = " << name << at << ";\n";
     }
   };
+  auto fetch_quads = [&](const std::string& name, int64_t count, const std::string& buf, const std::string& base,
+                         const std::string& outer_bound, const std::string& outer0, const std::string& outer_stride,
+                         const std::string& k0) {
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string r = "(" + outer0 + " + " + name + "o" + std::to_string(i) + ")",
+                        q = "(" + k0 + " + " + name + "k" + std::to_string(i) + ")";
+      o << "      " << name << i << " = (" << r << " < " << outer_bound << " && " << q << " < K) ? " << buf << "v[("
+        << base << " + " << r << " * " << outer_stride << " + " << q << ") >> 2u] : vec4(0.0);\n";
+    }
+  };
+  auto put_quads = [&](const std::string& name, int64_t count, const std::string& tile) {
+    for (int64_t i = 0; i < count; ++i)
+      for (int c = 0; c < 4; ++c) {
+        const std::string at = std::to_string(i);
+        o << "      " << tile << "[" << name << "k" << at << " + " << c << "u][" << name << "o" << at << " >> 2u][" << name
+          << "o" << at << " & 3u] = " << name << at << "[" << c << "];\n";
+      }
+  };
+  // Each operand's loads (fetch) and tile stores (put), by quads where its `vec` flag holds.
+  auto each_operand = [&](bool fetching, const std::string& k0) {
+    auto one = [&](bool vec, const std::string& flag, const std::string& name, int64_t count, const std::string& vname,
+                   int64_t vcount, const std::string& buf, const std::string& base, const std::string& bound,
+                   const std::string& outer0, const std::string& ostride, const std::string& kstride,
+                   const std::string& tile) {
+      if (vec) o << "      if (" << flag << ") {\n";
+      if (vec) fetching ? fetch_quads(vname, vcount, buf, base, bound, outer0, ostride, k0) : put_quads(vname, vcount, tile);
+      if (vec) o << "      } else {\n";
+      fetching ? fetch(name, count, buf, base, bound, outer0, ostride, kstride, k0) : put(name, count, tile);
+      if (vec) o << "      }\n";
+    };
+    one(a_vec, "avec", "la", na, "lva", nva, a, "abase", "M", "row0", "ars", "acs", "As");
+    one(b_vec, "bvec", "lb", nb, "lvb", nvb, b, "bbase", "N", "col0", "bcs", "brs", "Bs");
+  };
   o << "    " << T;
   for (int64_t i = 0; i < na; ++i) o << (i ? ", la" : " la") << i;
   for (int64_t i = 0; i < nb; ++i) o << ", lb" << i;
-  o << ";\n    {\n";
-  fetch("la", na, a, "abase", "M", "row0", "ars", "acs", "0u");
-  fetch("lb", nb, b, "bbase", "N", "col0", "bcs", "brs", "0u");
+  o << ";\n";
+  if (nva + nvb > 0) {
+    o << "    vec4";
+    for (int64_t i = 0; i < nva; ++i) o << (i ? ", lva" : " lva") << i;
+    for (int64_t i = 0; i < nvb; ++i) o << (i || nva ? ", lvb" : " lvb") << i;
+    o << ";\n";
+  }
+  o << "    {\n";
+  each_operand(true, "0u");
   o << "    }\n";
   o << "    for (uint k0 = 0u; k0 < K; k0 += " << n(bl.bk) << ") {\n";
-  put("la", na, "As");
-  put("lb", nb, "Bs");
+  each_operand(false, "");
   o << "      barrier();\n";
   o << "      if (k0 + " << n(bl.bk) << " < K) {\n";
-  fetch("la", na, a, "abase", "M", "row0", "ars", "acs", "k0 + " + n(bl.bk));
-  fetch("lb", nb, b, "bbase", "N", "col0", "bcs", "brs", "k0 + " + n(bl.bk));
+  each_operand(true, "k0 + " + n(bl.bk));
   o << "      }\n";
   // An invocation's rows are 4 * (trow + i * rs) + 0..3, its columns 4 * (tcol + j * cs) + 0..3:
   // a warp reads consecutive vectors of B and broadcast vectors of A.
@@ -1480,7 +1541,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       const GemmBlocking bl = plan_gemm_kernel(pk, *k.gemm, options);
       const std::string epilogue =
           KernelEmitter(k, s, options, d).epilogue_function(k.gemm->dtype == DType::f64 ? "double" : "float");
-      pk.source = gemm_shader(s, *pk.gemm, bl, pk, d, &k, epilogue, fusion.store_c);
+      pk.source = gemm_shader(s, *pk.gemm, bl, pk, d, options.vector_accesses, &k, epilogue, fusion.store_c);
       name_buffers_by_binding(pk);
       p.kernels.push_back(std::move(pk));
       continue;
@@ -1497,7 +1558,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       gk.reads.erase(std::unique(gk.reads.begin(), gk.reads.end()), gk.reads.end());
       gk.writes = {k.gemm->c};
       const GemmBlocking bl = plan_gemm_kernel(gk, *k.gemm, options);
-      gk.source = gemm_shader(s, *gk.gemm, bl, gk, d);
+      gk.source = gemm_shader(s, *gk.gemm, bl, gk, d, options.vector_accesses);
       name_buffers_by_binding(gk);
       p.kernels.push_back(std::move(gk));
       if (k.stores.empty()) continue;

@@ -3,10 +3,45 @@
 #include "kiln/cstyle/printer.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "kiln/graph/error.h"
 
 namespace kiln::cstyle {
+
+std::string Dialect::literal(double v, CT c) const {
+  // Shortest exact decimal form (%.9g round-trips every float, %.17g every double), always with
+  // a '.' or an exponent so it parses as floating point; parenthesised when negative.
+  auto decimal = [&](double x, const char* fmt) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, fmt, x);
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    s += float_suffix(c);
+    return s[0] == '-' ? "(" + s + ")" : s;
+  };
+  switch (c) {
+    case CT::b: return v != 0.0 ? "true" : "false";
+    case CT::i64: return int_literal(static_cast<int64_t>(v));
+    case CT::f32: {
+      const float f = static_cast<float>(v);
+      if (std::isnan(f)) return from_bits(0x7fc00000u, c);
+      if (std::isinf(f)) return from_bits(f > 0 ? 0x7f800000u : 0xff800000u, c);
+      return decimal(static_cast<double>(f), "%.9g");
+    }
+    case CT::f64:
+      if (std::isnan(v)) return from_bits(0x7ff8000000000000ull, c);
+      if (std::isinf(v)) return from_bits(v > 0 ? 0x7ff0000000000000ull : 0xfff0000000000000ull, c);
+      return decimal(v, "%.17g");
+  }
+  return "0";
+}
+
+std::string Dialect::convert(const std::string& x, CT from, CT to) const {
+  if (to == CT::b) return "(" + x + " != " + literal(0, from) + ")";
+  if (from == CT::b) return "(" + x + " ? " + literal(1, to) + " : " + literal(0, to) + ")";
+  return cast(x, to);
+}
 
 using schedule::Affine;
 using schedule::Instr;

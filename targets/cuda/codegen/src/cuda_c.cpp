@@ -70,42 +70,18 @@ struct CudaDialect final : cstyle::Dialect {
     }
     return "?";
   }
-  std::string literal(double v, CT c) const override {
-    switch (c) {
-      case CT::b: return v != 0.0 ? "true" : "false";
-      case CT::i64: return int_literal(static_cast<int64_t>(v));
-      case CT::f32: {
-        const float f = static_cast<float>(v);
-        if (std::isnan(f)) return "__int_as_float(0x7fc00000)";
-        if (std::isinf(f)) return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-        return decimal(static_cast<double>(f), "%.9g", "f");
-      }
-      case CT::f64:
-        if (std::isnan(v)) return "__longlong_as_double(0x7ff8000000000000LL)";
-        if (std::isinf(v)) return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)" : "__longlong_as_double(0xfff0000000000000LL)";
-        return decimal(v, "%.17g", "");
-    }
-    return "0";
-  }
-  // Shortest exact decimal form (%.9g round-trips every float, %.17g every double), always
-  // with a '.' or an exponent so it parses as floating point; parenthesised when negative.
-  static std::string decimal(double v, const char* fmt, const char* suffix) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, fmt, v);
-    std::string s = buf;
-    if (s.find_first_of(".e") == std::string::npos) s += ".0";
-    s += suffix;
-    return s[0] == '-' ? "(" + s + ")" : s;
+  std::string float_suffix(CT c) const override { return c == CT::f32 ? "f" : ""; }
+  std::string from_bits(uint64_t bits, CT c) const override {
+    char buf[64];
+    if (c == CT::f32) std::snprintf(buf, sizeof buf, "__int_as_float(0x%08x)", static_cast<unsigned>(bits));
+    else std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxLL)", static_cast<unsigned long long>(bits));
+    return buf;
   }
   std::string int_literal(int64_t v) const override {
     if (v == INT64_MIN) return "(-9223372036854775807LL - 1LL)";
     return v < 0 ? "(" + std::to_string(v) + "LL)" : std::to_string(v) + "LL";
   }
-  std::string convert(const std::string& x, CT from, CT to) const override {
-    if (to == CT::b) return "(" + x + " != " + literal(0, from) + ")";
-    if (from == CT::b) return "(" + x + " ? " + literal(1, to) + " : " + literal(0, to) + ")";
-    return "((" + type(to) + ")" + x + ")";
-  }
+  std::string cast(const std::string& x, CT to) const override { return "((" + type(to) + ")" + x + ")"; }
   std::string math(std::string_view fn, CT c, const std::vector<std::string>& args) const override {
     std::string name(fn);
     if (c == CT::f32) name += "f";

@@ -99,15 +99,6 @@ Storage storage_of(DType t, const DeviceCaps& caps) {
   return {"?"};
 }
 
-std::string decimal(double v, const char* fmt, const char* suffix) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  s += suffix;
-  return s[0] == '-' ? "(" + s + ")" : s;
-}
-
 struct GlslDialect final : cstyle::Dialect {
   DeviceCaps caps;
   std::map<int32_t, std::string> offsets;  // buffer -> push-constant offset name
@@ -121,24 +112,13 @@ struct GlslDialect final : cstyle::Dialect {
     }
     return "?";
   }
-  std::string literal(double v, CT c) const override {
-    switch (c) {
-      case CT::b: return v != 0.0 ? "true" : "false";
-      case CT::i64: return int_literal(static_cast<int64_t>(v));
-      case CT::f32: {
-        const float f = static_cast<float>(v);
-        if (std::isnan(f)) return "uintBitsToFloat(0x7fc00000u)";
-        if (std::isinf(f)) return f > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
-        if (f == 0 && std::signbit(f)) return "(-0.0)";
-        return decimal(static_cast<double>(f), "%.9g", "");
-      }
-      case CT::f64:
-        if (std::isnan(v)) return "packDouble2x32(uvec2(0u, 0x7ff80000u))";
-        if (std::isinf(v)) return v > 0 ? "packDouble2x32(uvec2(0u, 0x7ff00000u))" : "packDouble2x32(uvec2(0u, 0xfff00000u))";
-        if (v == 0 && std::signbit(v)) return "(-0.0LF)";
-        return decimal(v, "%.17g", "LF");
-    }
-    return "0";
+  std::string float_suffix(CT c) const override { return c == CT::f64 ? "LF" : ""; }
+  std::string from_bits(uint64_t bits, CT c) const override {
+    char buf[64];
+    if (c == CT::f32) std::snprintf(buf, sizeof buf, "uintBitsToFloat(0x%08xu)", static_cast<unsigned>(bits));
+    else std::snprintf(buf, sizeof buf, "packDouble2x32(uvec2(0x%xu, 0x%08xu))", static_cast<unsigned>(bits & 0xffffffffu),
+                       static_cast<unsigned>(bits >> 32));
+    return buf;
   }
   std::string int_literal(int64_t v) const override {
     // Zero is read from the push constants: lavapipe (Mesa 22.3) miscompiles 64-bit integer
@@ -155,11 +135,7 @@ struct GlslDialect final : cstyle::Dialect {
     if (c != CT::i64) return Dialect::compare(x, op, y, c);
     return "(" + x + std::string(op) + "(" + y + " + pc.kz))";
   }
-  std::string convert(const std::string& x, CT from, CT to) const override {
-    if (to == CT::b) return "(" + x + " != " + literal(0, from) + ")";
-    if (from == CT::b) return "(" + x + " ? " + literal(1, to) + " : " + literal(0, to) + ")";
-    return type(to) + "(" + x + ")";
-  }
+  std::string cast(const std::string& x, CT to) const override { return type(to) + "(" + x + ")"; }
   std::string math(std::string_view fn, CT c, const std::vector<std::string>& args) const override {
     auto call = [&](const std::string& name) {
       std::string s = name + "(";

@@ -43,9 +43,16 @@ struct Value {
 struct Dialect {
   virtual ~Dialect() = default;
   virtual std::string type(CT c) const = 0;                      // "float", "long long", ...
-  virtual std::string literal(double v, CT c) const = 0;         // exact: no decimal rounding
+  // An exact literal (no decimal rounding): true/false, int_literal, or the shortest decimal
+  // that round-trips the float (with the language's suffixes), NaN and the infinities from
+  // their bits.
+  virtual std::string literal(double v, CT c) const;
   virtual std::string int_literal(int64_t v) const = 0;          // i64 literal
-  virtual std::string convert(const std::string& x, CT from, CT to) const = 0;
+  virtual std::string float_suffix(CT c) const = 0;              // "f" and "" in C, "" and "LF" in GLSL
+  virtual std::string from_bits(uint64_t bits, CT c) const = 0;  // the f32 (low 32 bits) or f64 of these bits
+  // x as type `to`: bools compared with zero, or chosen between 1 and 0; else cast().
+  std::string convert(const std::string& x, CT from, CT to) const;
+  virtual std::string cast(const std::string& x, CT to) const = 0;
   // f32/f64 math: fn is the C name of the double function ("exp", "log", "sqrt", "sin", "cos",
   // "tanh", "erf", "floor", "ceil", "rint", "fabs", "pow"); the dialect picks the f32 form.
   virtual std::string math(std::string_view fn, CT c, const std::vector<std::string>& args) const = 0;

@@ -45,15 +45,15 @@ std::string cuda_compiler(const ConfigValue& v) {
   const std::string& s = v.as<std::string>();
   return s == "llvm" || s == "nvrtc" ? "" : "must be llvm or nvrtc";
 }
-// "auto" or "BMxBN/TMxTN/BK" of positive numbers (the vulkan codegen checks the rest: 4 x 4
-// blocks, loads spread evenly over the invocations).
+// "auto" or the form BMxBN/TMxTN/BK of positive numbers; which blockings the gemm shader can run
+// is the vulkan codegen's check, when it plans.
 std::string gemm_blocking(const ConfigValue& v) {
   const std::string& s = v.as<std::string>();
   if (s == "auto") return "";
   int bm = 0, bn = 0, tm = 0, tn = 0, bk = 0, end = 0;
   const bool parsed = std::sscanf(s.c_str(), "%dx%d/%dx%d/%d%n", &bm, &bn, &tm, &tn, &bk, &end) == 5 &&
                       end == static_cast<int>(s.size());
-  return parsed && bm > 0 && bn > 0 && tm > 0 && tn > 0 && bk > 0 && bm % tm == 0 && bn % tn == 0
+  return parsed && bm > 0 && bn > 0 && tm > 0 && tn > 0 && bk > 0
              ? ""
              : "must be auto or BMxBN/TMxTN/BK (a BM x BN tile of C per workgroup, TM x TN of it per "
                "invocation, K in steps of BK; e.g. 128x64/8x8/8)";

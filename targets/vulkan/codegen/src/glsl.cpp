@@ -1110,28 +1110,31 @@ struct GemmBlocking {
   int64_t threads() const { return (bm / tm) * (bn / tn); }
 };
 
+// vulkan.gemm_blocking's BMxBN/TMxTN/BK (nullopt for 'auto'), parsed once per plan; the config
+// checked its form, this the shapes the shader can run.
+std::optional<GemmBlocking> forced_gemm_blocking(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  GemmBlocking b{};
+  int end = 0;
+  const bool parsed = std::sscanf(text.c_str(), "%" SCNd64 "x%" SCNd64 "/%" SCNd64 "x%" SCNd64 "/%" SCNd64 "%n", &b.bm,
+                                  &b.bn, &b.tm, &b.tn, &b.bk, &end) == 5 && end == static_cast<int>(text.size());
+  KILN_CHECK(parsed && b.bm > 0 && b.bn > 0 && b.tm > 0 && b.tn > 0 && b.bk > 0 && b.bm % b.tm == 0 &&
+                 b.bn % b.tn == 0 && b.tm % 4 == 0 && b.tn % 4 == 0 && (b.bm * b.bk) % b.threads() == 0 &&
+                 (b.bn * b.bk) % b.threads() == 0,
+             "vulkan codegen: vulkan.gemm_blocking '", text, "' is not a blocking the gemm shader can run: it needs "
+             "BMxBN/TMxTN/BK with TM and TN multiples of 4 dividing BM and BN, and BM * BK and BN * BK multiples "
+             "of the invocations (BM/TM * BN/TN)");
+  return b;
+}
+
 // 128 x 128 tiles (8 x 8 per invocation: 64 fmas per 4 vector reads of shared memory) where the
 // gemm has enough of them to fill a large GPU (264: two workgroups on each of an H100's 132 SMs); else
 // the largest tile that covers at most twice C's area (a skinny product, [1, K] @ [K, N], would
 // otherwise spend a 64 x 64 tile's work on every row it has); 64 x 64 (4 x 4) at most for f64
 // (half the registers); smaller workgroups where the device allows fewer than 256 invocations.
 // Sizes are the symbols' hints where symbolic.
-GemmBlocking gemm_blocking(const plan::PlanGemm& g, const CodegenOptions& options) {
-  const DeviceCaps& caps = options.caps;
-  if (options.gemm_blocking != "auto") {
-    GemmBlocking b{};
-    int end = 0;
-    const std::string& text = options.gemm_blocking;
-    const bool parsed = std::sscanf(text.c_str(), "%" SCNd64 "x%" SCNd64 "/%" SCNd64 "x%" SCNd64 "/%" SCNd64 "%n", &b.bm,
-                                    &b.bn, &b.tm, &b.tn, &b.bk, &end) == 5 && end == static_cast<int>(text.size());
-    KILN_CHECK(parsed && b.bm > 0 && b.bn > 0 && b.tm > 0 && b.tn > 0 && b.bk > 0 && b.bm % b.tm == 0 &&
-                   b.bn % b.tn == 0 && b.tm % 4 == 0 && b.tn % 4 == 0 && (b.bm * b.bk) % b.threads() == 0 &&
-                   (b.bn * b.bk) % b.threads() == 0,
-               "vulkan codegen: vulkan.gemm_blocking '", text, "' is not a blocking the gemm shader can run: it needs "
-               "BMxBN/TMxTN/BK with TM and TN multiples of 4 dividing BM and BN, and BM * BK and BN * BK multiples "
-               "of the invocations (BM/TM * BN/TN)");
-    if (b.threads() <= caps.max_workgroup) return b;
-  }
+GemmBlocking gemm_blocking(const plan::PlanGemm& g, const DeviceCaps& caps, const std::optional<GemmBlocking>& forced) {
+  if (forced && forced->threads() <= caps.max_workgroup) return *forced;
   static constexpr GemmBlocking kBlockings[] = {{128, 128, 8, 8, 8}, {64, 64, 4, 4, 16}, {32, 32, 4, 4, 16}, {16, 16, 4, 4, 16}};
   int64_t batches = 1;
   for (const SymInt& e : g.batch) batches *= std::max<int64_t>(1, e.hint());
@@ -1247,57 +1250,58 @@ std::string gemm_shader(const schedule::Schedule& s, const plan::PlanGemm& g, co
   o << "   ";
   for (int64_t i = 0; i < bl.tm * bl.tn; ++i) o << " acc[" << i << "] = " << zero << ";";
   o << "\n";
+  // An operand's tile loads: element by element (`name`, `count` per invocation) and, where `vec`,
+  // by quads (`vname`, `vcount`) under its uniform `flag`; from `buf` at `base` + outer * `ostride`
+  // + k * `kstride`, outer from `outer0` below `bound`, into the shared `tile`.
+  struct Operand {
+    bool vec;
+    std::string flag, name;
+    int64_t count;
+    std::string vname;
+    int64_t vcount;
+    std::string buf, base, bound, outer0, ostride, kstride, tile;
+  };
+  const Operand operands[] = {{a_vec, "avec", "la", na, "lva", nva, a, "abase", "M", "row0", "ars", "acs", "As"},
+                              {b_vec, "bvec", "lb", nb, "lvb", nvb, b, "bbase", "N", "col0", "bcs", "brs", "Bs"}};
   // The next step's elements are read from memory into registers before this step's products,
   // so their latency is hidden behind the fmas; they are stored to the tiles after the step.
-  auto fetch = [&](const std::string& name, int64_t count, const std::string& buf, const std::string& base,
-                   const std::string& outer_bound, const std::string& outer0, const std::string& outer_stride,
-                   const std::string& k_stride, const std::string& k0) {
-    for (int64_t i = 0; i < count; ++i) {
-      const std::string r = "(" + outer0 + " + " + name + "o" + std::to_string(i) + ")",
+  auto fetch = [&](const Operand& x, bool quads, const std::string& k0) {
+    const std::string& name = quads ? x.vname : x.name;
+    for (int64_t i = 0; i < (quads ? x.vcount : x.count); ++i) {
+      const std::string r = "(" + x.outer0 + " + " + name + "o" + std::to_string(i) + ")",
                         q = "(" + k0 + " + " + name + "k" + std::to_string(i) + ")";
-      o << "      " << name << i << " = (" << r << " < " << outer_bound << " && " << q << " < K) ? " << buf << "[" << base
-        << " + " << r << " * " << outer_stride << " + " << q << " * " << k_stride << "] : " << zero << ";\n";
+      o << "      " << name << i << " = (" << r << " < " << x.bound << " && " << q << " < K) ? ";
+      if (quads)
+        o << x.buf << "v[(" << x.base << " + " << r << " * " << x.ostride << " + " << q << ") >> 2u] : vec4(0.0);\n";
+      else
+        o << x.buf << "[" << x.base << " + " << r << " * " << x.ostride << " + " << q << " * " << x.kstride << "] : " << zero
+          << ";\n";
     }
   };
-  auto put = [&](const std::string& name, int64_t count, const std::string& tile) {
-    for (int64_t i = 0; i < count; ++i) {
-      const std::string at = std::to_string(i);
-      o << "      " << tile << "[" << name << "k" << at << "][" << name << "o" << at << " >> 2u][" << name << "o" << at
-        << " & 3u] = " << name << at << ";\n";
-    }
-  };
-  auto fetch_quads = [&](const std::string& name, int64_t count, const std::string& buf, const std::string& base,
-                         const std::string& outer_bound, const std::string& outer0, const std::string& outer_stride,
-                         const std::string& k0) {
-    for (int64_t i = 0; i < count; ++i) {
-      const std::string r = "(" + outer0 + " + " + name + "o" + std::to_string(i) + ")",
-                        q = "(" + k0 + " + " + name + "k" + std::to_string(i) + ")";
-      o << "      " << name << i << " = (" << r << " < " << outer_bound << " && " << q << " < K) ? " << buf << "v[("
-        << base << " + " << r << " * " << outer_stride << " + " << q << ") >> 2u] : vec4(0.0);\n";
-    }
-  };
-  auto put_quads = [&](const std::string& name, int64_t count, const std::string& tile) {
-    for (int64_t i = 0; i < count; ++i)
-      for (int c = 0; c < 4; ++c) {
+  auto put = [&](const Operand& x, bool quads) {
+    const std::string& name = quads ? x.vname : x.name;
+    for (int64_t i = 0; i < (quads ? x.vcount : x.count); ++i)
+      for (int c = 0; c < (quads ? 4 : 1); ++c) {
         const std::string at = std::to_string(i);
-        o << "      " << tile << "[" << name << "k" << at << " + " << c << "u][" << name << "o" << at << " >> 2u][" << name
-          << "o" << at << " & 3u] = " << name << at << "[" << c << "];\n";
+        o << "      " << x.tile << "[" << name << "k" << at << (quads ? " + " + std::to_string(c) + "u" : "") << "]["
+          << name << "o" << at << " >> 2u][" << name << "o" << at << " & 3u] = " << name << at
+          << (quads ? "[" + std::to_string(c) + "]" : "") << ";\n";
       }
   };
-  // Each operand's loads (fetch) and tile stores (put), by quads where its `vec` flag holds.
+  // Each operand's loads (fetching) or tile stores, by quads where its flag holds.
   auto each_operand = [&](bool fetching, const std::string& k0) {
-    auto one = [&](bool vec, const std::string& flag, const std::string& name, int64_t count, const std::string& vname,
-                   int64_t vcount, const std::string& buf, const std::string& base, const std::string& bound,
-                   const std::string& outer0, const std::string& ostride, const std::string& kstride,
-                   const std::string& tile) {
-      if (vec) o << "      if (" << flag << ") {\n";
-      if (vec) fetching ? fetch_quads(vname, vcount, buf, base, bound, outer0, ostride, k0) : put_quads(vname, vcount, tile);
-      if (vec) o << "      } else {\n";
-      fetching ? fetch(name, count, buf, base, bound, outer0, ostride, kstride, k0) : put(name, count, tile);
-      if (vec) o << "      }\n";
-    };
-    one(a_vec, "avec", "la", na, "lva", nva, a, "abase", "M", "row0", "ars", "acs", "As");
-    one(b_vec, "bvec", "lb", nb, "lvb", nvb, b, "bbase", "N", "col0", "bcs", "brs", "Bs");
+    for (const Operand& x : operands) {
+      auto emit = [&](bool quads) { fetching ? fetch(x, quads, k0) : put(x, quads); };
+      if (!x.vec) {
+        emit(false);
+        continue;
+      }
+      o << "      if (" << x.flag << ") {\n";
+      emit(true);
+      o << "      } else {\n";
+      emit(false);
+      o << "      }\n";
+    }
   };
   o << "    " << T;
   for (int64_t i = 0; i < na; ++i) o << (i ? ", la" : " la") << i;
@@ -1372,10 +1376,11 @@ void name_buffers_by_binding(plan::PlanKernel& pk) {
 }
 
 // A gemm shader's plan fields: the product, its tile and the launch that covers C's tiles.
-GemmBlocking plan_gemm_kernel(plan::PlanKernel& pk, const schedule::Gemm& g, const CodegenOptions& options) {
+GemmBlocking plan_gemm_kernel(plan::PlanKernel& pk, const schedule::Gemm& g, const CodegenOptions& options,
+                              const std::optional<GemmBlocking>& forced) {
   pk.gemm = lower::plan_gemm(g);
   pk.parallel_extent = pk.gemm->m * pk.gemm->n;
-  const GemmBlocking bl = gemm_blocking(*pk.gemm, options);
+  const GemmBlocking bl = gemm_blocking(*pk.gemm, options.caps, forced);
   pk.gemm->tile = {bl.bm, bl.bn};
   pk.launch.block = bl.threads();
   pk.launch.items_per_block = bl.bm * bl.bn;
@@ -1493,6 +1498,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   const size_t pc_bytes = 8 * (s.graph.shapes().symbols().size() + d.offsets.size() + 1);
   KILN_CHECK(pc_bytes <= 128, "vulkan codegen: the plan needs ", pc_bytes,
              " bytes of push constants (sizes and offsets), more than the 128 every Vulkan device offers");
+  const std::optional<GemmBlocking> forced_blocking = forced_gemm_blocking(options.gemm_blocking);
   for (const Kernel& k : s.kernels) {
     plan::PlanKernel pk = lower::kernel_skeleton(k);
     KILN_CHECK(!k.attention, "vulkan codegen: kernel ", k.name, " is a fused attention kernel, which the vulkan "
@@ -1514,7 +1520,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       if (!fusion.store_c &&
           std::none_of(k.stores.begin(), k.stores.end(), [&](const schedule::Store& st) { return st.buffer == c; }))
         pk.writes.erase(std::remove(pk.writes.begin(), pk.writes.end(), c), pk.writes.end());
-      const GemmBlocking bl = plan_gemm_kernel(pk, *k.gemm, options);
+      const GemmBlocking bl = plan_gemm_kernel(pk, *k.gemm, options, forced_blocking);
       const std::string epilogue =
           KernelEmitter(k, s, options, d).epilogue_function(k.gemm->dtype == DType::f64 ? "double" : "float");
       pk.source = gemm_shader(s, *pk.gemm, bl, pk, d, options.vector_accesses, &k, epilogue, fusion.store_c);
@@ -1533,7 +1539,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       std::sort(gk.reads.begin(), gk.reads.end());
       gk.reads.erase(std::unique(gk.reads.begin(), gk.reads.end()), gk.reads.end());
       gk.writes = {k.gemm->c};
-      const GemmBlocking bl = plan_gemm_kernel(gk, *k.gemm, options);
+      const GemmBlocking bl = plan_gemm_kernel(gk, *k.gemm, options, forced_blocking);
       gk.source = gemm_shader(s, *gk.gemm, bl, gk, d, options.vector_accesses);
       name_buffers_by_binding(gk);
       p.kernels.push_back(std::move(gk));

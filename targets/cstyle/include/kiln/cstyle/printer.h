@@ -46,7 +46,7 @@ struct Dialect {
   // An exact literal (no decimal rounding): true/false, int_literal, or the shortest decimal
   // that round-trips the float (with the language's suffixes), NaN and the infinities from
   // their bits.
-  virtual std::string literal(double v, CT c) const;
+  std::string literal(double v, CT c) const;
   virtual std::string int_literal(int64_t v) const = 0;          // i64 literal
   virtual std::string float_suffix(CT c) const = 0;              // "f" and "" in C, "" and "LF" in GLSL
   virtual std::string from_bits(uint64_t bits, CT c) const = 0;  // the f32 (low 32 bits) or f64 of these bits

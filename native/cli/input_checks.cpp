@@ -18,7 +18,7 @@ std::optional<SymbolId> bare_symbol(const SymInt& s) {
 }
 
 std::string fact_str(const ShapeFact& f) {
-  return f.lhs.str() + (f.equal ? " == " : " != ") + f.rhs.str() + (f.reason.empty() ? "" : "   (from " + f.reason + ")");
+  return f.str() + (f.reason.empty() ? "" : "   (from " + f.reason + ")");
 }
 }  // namespace
 
@@ -121,7 +121,7 @@ std::vector<int64_t> check_inputs(const Graph& g, std::span<const TensorData> in
   for (const ShapeFact& f : g.shapes().facts()) {
     if (!all_bound(f.lhs) || !all_bound(f.rhs)) continue;
     const int64_t l = f.lhs.evaluate(values), r = f.rhs.evaluate(values);
-    KILN_CHECK((l == r) == f.equal, "the inputs break the shape fact ", fact_str(f), ": ", f.lhs.str(), " = ", l, ", ",
+    KILN_CHECK(relation_holds(f.relation, l, r), "the inputs break the shape fact ", fact_str(f), ": ", f.lhs.str(), " = ", l, ", ",
                f.rhs.str(), " = ", r);
   }
   return values;

@@ -817,7 +817,7 @@ class Gen {
     std::iota(cls.begin(), cls.end(), 0);
     std::function<size_t(size_t)> find = [&](size_t a) { return cls[a] == a ? a : cls[a] = find(cls[a]); };
     for (const ShapeFact& f : g_.shapes().facts()) {
-      if (!f.equal) continue;
+      if (f.relation != Relation::eq) continue;
       const auto l = f.lhs.free_symbols(), r = f.rhs.free_symbols();
       if (l.size() == 1 && r.size() == 1 && f.lhs == SymExpr::symbol(l[0]) && f.rhs == SymExpr::symbol(r[0]))
         cls[find(l[0])] = find(r[0]);
@@ -833,7 +833,7 @@ class Gen {
     }
     for (const std::vector<int64_t>& cand : {twos, pr, large}) {
       bool ok = cand != ex;
-      for (const ShapeFact& f : g_.shapes().facts()) ok = ok && (f.lhs.evaluate(cand) == f.rhs.evaluate(cand)) == f.equal;
+      for (const ShapeFact& f : g_.shapes().facts()) ok = ok && f.holds(cand);
       for (const Node& nd : g_.nodes()) {
         double elems = 1;
         for (const SymInt& s : nd.meta.sizes) elems *= static_cast<double>(s.evaluate(cand));

@@ -70,7 +70,8 @@ plan::KernelPlan make_plan() {
   p.prelude = "; prelude\ndeclare void @kiln_sgemm(ptr, ptr, ptr, i64, i64, i64)\n";
   p.symbols.push_back(SymbolInfo{0, 8, 2, int64_t{1} << 20, "input 0 (x) dim 0", false});
   const SymInt s0 = SymInt::symbol(0, 8);
-  p.facts.push_back(ShapeFact{SymExpr::symbol(0), SymExpr::constant(3), false, "cat"});
+  p.facts.push_back(ShapeFact{SymExpr::symbol(0), SymExpr::constant(3), Relation::ne, "cat"});
+  p.facts.push_back(ShapeFact{SymExpr::symbol(0), SymExpr::constant(5), Relation::ge, "slice"});
   p.bindings.push_back({0, 0, 0});
 
   p.buffers.push_back(buffer(0, "input", DType::f32, {s0, 4096}, 0));

@@ -251,7 +251,7 @@ BOOST_AUTO_TEST_CASE(symbols_and_facts) {
   const NodeId y = g.add_input(meta(DType::f16, {b, c}), "y");
   const NodeId s = g.add(OpId::add, {x, g.add(OpId::sum, {y}, {Ints{1}, true})});  // a == b becomes a fact
   const NodeId r = g.add(OpId::reshape, {s}, {SymShape{a * 2, SymInt(2)}});
-  g.shapes().add_fact({c.expr(), SymExpr::constant(5), false, "hand-made"});
+  g.shapes().add_fact({c.expr(), SymExpr::constant(5), Relation::ne, "hand-made"});
   g.set_outputs({r, s});
   BOOST_TEST(!g.shapes().facts().empty());
   check_round_trip(g, "symbols_and_facts");

@@ -14,7 +14,7 @@ constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
 std::string facts(const Graph& g) {
   std::string s;
   for (const ShapeFact& f : g.shapes().facts())
-    s += f.lhs.str() + (f.equal ? " == " : " != ") + f.rhs.str() + " (" + f.reason + "); ";
+    s += f.str() + " (" + f.reason + "); ";
   return s;
 }
 }  // namespace
@@ -38,7 +38,7 @@ BOOST_AUTO_TEST_CASE(broadcast_of_two_symbols_records_a_fact) {
   BOOST_TEST(t.out(OpId::add, {t.in(D::f32, {s0}), t.in(D::f32, {s1})}) == "f32[s0]");
   BOOST_REQUIRE(t.g.shapes().facts().size() == 1u);
   const ShapeFact& f = t.g.shapes().facts()[0];
-  BOOST_TEST(f.equal);
+  BOOST_TEST((f.relation == Relation::eq));
   BOOST_TEST(f.reason == "add");
   BOOST_TEST(((f.lhs == s0.expr() && f.rhs == s1.expr()) || (f.lhs == s1.expr() && f.rhs == s0.expr())), facts(t.g));
   // The same symbol twice is equal without a fact.
@@ -107,9 +107,19 @@ BOOST_AUTO_TEST_CASE(slice_with_symbols) {
   BOOST_TEST(t.out(OpId::slice, {x}, {int64_t{1}, int64_t{1}, int64_t{3}, int64_t{1}}) == "f32[s0, 2]");
   BOOST_TEST(t.out(OpId::slice, {x}, {int64_t{0}, int64_t{2}, kEnd, int64_t{2}}) == "f32[4, 4]");
   BOOST_TEST(t.g.shapes().facts().size() == 1u, facts(t.g));
+  // Parts that keep the dim symbolic, under >= facts: from a start to the end, within it, and to an
+  // end beyond the example's size.
+  G v;
+  const SymInt n = v.sym(10, true);
+  const NodeId y = v.in(D::f32, {n, 4});
+  BOOST_TEST(v.out(OpId::slice, {y}, {int64_t{0}, int64_t{1}, kEnd, int64_t{1}}) == "f32[s0 - 1, 4]");
+  BOOST_TEST(v.out(OpId::slice, {y}, {int64_t{0}, int64_t{2}, int64_t{7}, int64_t{2}}) == "f32[3, 4]");
+  BOOST_TEST(v.out(OpId::slice, {y}, {int64_t{0}, int64_t{0}, int64_t{40}, int64_t{1}}) == "f32[s0, 4]");
+  BOOST_TEST(facts(v.g) == "s0 >= 3 (slice); s0 >= 7 (slice); -s0 + 40 >= 0 (slice); ", facts(v.g));
+  // One that needs the size: a negative start (counted from an end that moves).
   G u;
   const SymInt d0 = u.sym(10, true);
-  CHECK_KILN_ERROR(u.op(OpId::slice, {u.in(D::f32, {d0})}, {int64_t{0}, int64_t{0}, int64_t{5}, int64_t{1}}),
+  CHECK_KILN_ERROR(u.op(OpId::slice, {u.in(D::f32, {d0})}, {int64_t{0}, int64_t{-3}, kEnd, int64_t{1}}),
                    "slice", "mark_dynamic");
 }
 

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,66 @@ BOOST_AUTO_TEST_CASE(shape_arithmetic_over_dynamic_dims_stays_symbolic) {
   const std::vector<TensorData> r = eval::run_graph(im.graph, std::vector<TensorData>{host({4, 2, 3}, x)});
   BOOST_CHECK(r[0].sizes == (std::vector<int64_t>{4, 6}));
   BOOST_CHECK(values(r[0]) == x);
+}
+
+// TopK and Slice along a dynamic dim keep it symbolic: TopK's k and a slice's start are facts
+// (s0 >= 4, s0 >= 3) checked at run time, not a size pinned at the example's.
+BOOST_AUTO_TEST_CASE(top_k_and_slices_along_a_dynamic_dim_stay_symbolic) {
+  TempDir dir;
+  pb::ModelProto m = model();
+  pb::GraphProto* g = m.mutable_graph();
+  value(g->add_input(), "x", pb::TensorProto::FLOAT, {"N", "3"});
+  value(g->add_output(), "values", pb::TensorProto::FLOAT, {});
+  value(g->add_output(), "indices", pb::TensorProto::INT64, {});
+  value(g->add_output(), "rest", pb::TensorProto::FLOAT, {});
+  *g->add_initializer() = int64s("k", {1}, {4});
+  *g->add_initializer() = int64s("one", {1}, {1});
+  *g->add_initializer() = int64s("end", {1}, {std::numeric_limits<int64_t>::max()});
+  *g->add_initializer() = int64s("axis0", {1}, {0});
+  node(g, "TopK", {"x", "k"}, {"values", "indices"});
+  int_attr(g->mutable_node(0), "axis", 0);
+  node(g, "Slice", {"x", "one", "end", "axis0"}, {"rest"});
+  konnx::LoadOptions o;
+  o.example_sizes["x"] = {6, 3};
+  const konnx::Model im = konnx::load(save(dir, m), o);
+  auto sizes = [&](size_t k) { return shape_str(im.graph.node(im.graph.outputs()[k]).meta.sizes); };
+  BOOST_TEST(sizes(0) == "[4, 3]");
+  BOOST_TEST(sizes(2) == "[s0 - 1, 3]");
+  std::string facts;
+  for (const kiln::ShapeFact& f : im.graph.shapes().facts()) facts += f.str() + " (" + f.reason + "); ";
+  BOOST_TEST(facts == "s0 >= 4 (TopK); s0 >= 3 (slice); ", im.graph.str());
+  const konnx::CompiledModel f = konnx::compile(save(dir, m));
+  for (int64_t n : {5, 9}) {
+    std::vector<float> x(static_cast<size_t>(n * 3));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 11) - 5.0f;
+    for (const std::vector<TensorData>& out :
+         {eval::run_graph(im.graph, std::vector<TensorData>{host({n, 3}, x)}), f.run(std::vector<TensorData>{host({n, 3}, x)})}) {
+      BOOST_REQUIRE_EQUAL(out.size(), 3u);
+      BOOST_TEST(out[0].sizes == (std::vector<int64_t>{4, 3}));
+      BOOST_TEST(out[2].sizes == (std::vector<int64_t>{n - 1, 3}));
+      const std::vector<float> rest(x.begin() + 3, x.end());
+      BOOST_TEST(values(out[2]) == rest, boost::test_tools::per_element());
+      // Each column's 4 largest, in order, ties by position.
+      for (int64_t col = 0; col < 3; ++col) {
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          return x[static_cast<size_t>(a * 3 + col)] > x[static_cast<size_t>(b * 3 + col)];
+        });
+        for (int64_t r = 0; r < 4; ++r) {
+          BOOST_TEST(values(out[0])[static_cast<size_t>(r * 3 + col)] ==
+                     x[static_cast<size_t>(order[static_cast<size_t>(r)] * 3 + col)]);
+          BOOST_TEST(out[1].data_as<int64_t>()[r * 3 + col] == order[static_cast<size_t>(r)]);
+        }
+      }
+    }
+  }
+  // Fewer rows than k: the fact fails, and TopK says so.
+  std::vector<float> x(9, 1.0f);
+  const std::string e1 = error_of([&] { eval::run_graph(im.graph, std::vector<TensorData>{host({3, 3}, x)}); });
+  BOOST_TEST(e1.find("s0 >= 4 (made by TopK)") != std::string::npos, e1);
+  const std::string e2 = error_of([&] { f.run(std::vector<TensorData>{host({3, 3}, x)}); });
+  BOOST_TEST((e2.find("s0 >= 4") != std::string::npos && e2.find("TopK") != std::string::npos), e2);
 }
 
 // Gather with indices known at import: evenly stepping ones (one index, or 1, 3, 5) are a

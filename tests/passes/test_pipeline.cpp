@@ -84,7 +84,7 @@ passes::PassResult adds_a_fact(const Graph& g) {
   Graph out;
   out.shapes() = g.shapes();
   for (NodeId i : g.inputs()) out.add_input(g.node(i).meta, g.node(i).name);
-  out.shapes().add_fact({SymExpr::symbol(0), SymExpr::constant(3), true, "bug"});
+  out.shapes().add_fact({SymExpr::symbol(0), SymExpr::constant(3), Relation::eq, "bug"});
   out.set_outputs({0});
   return {std::move(out), true, {}};
 }

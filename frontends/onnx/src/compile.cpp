@@ -46,6 +46,7 @@ CompiledModel::CompiledModel(std::string path, CompileOptions options) : state_(
     LoadOptions lo;
     lo.lift_constants = true;
     lo.parameter_values = false;
+    lo.first_made_up_size = 64;
     state_->cpu_model = load(state_->path, lo);
   } catch (const InputValueNeeded&) {
     // Some input's value shapes the graph: each call imports with it bound (run()).

@@ -638,7 +638,9 @@ Model import_model(const pb::Model& mp, const std::string& base_dir, const LoadO
     env[t.name] = im.tensor(t);
   }
   std::map<std::string, SymInt> named_dims;
-  int64_t next_hint = 2;
+  KILN_CHECK(options.first_made_up_size >= 2, "onnx: LoadOptions::first_made_up_size must be at least 2, got ",
+             options.first_made_up_size);
+  int64_t next_hint = options.first_made_up_size;
   for (const pb::ValueInfo& vi : gp.input) {
     if (env.count(vi.name)) continue;  // an initializer listed as an input (IR < 4): a constant
     const std::string what = "onnx: graph input '" + vi.name + "'";

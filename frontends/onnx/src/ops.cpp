@@ -416,14 +416,16 @@ std::vector<V> concat_op(NodeCtx& c) {
 }
 
 // The k largest (smallest) along axis, in order (sorted = 0 allows any order; sorted is one),
-// ties in index order: the first k positions of argsort (a sorting network on the device), and
+// ties in index order: the first k positions of argsort (a sorting network on the device; along
+// a symbolic axis, a counting sort, the axis kept symbolic under the fact that it holds k), and
 // the values gathered at them.
 std::vector<V> top_k(NodeCtx& c) {
   const V& x = c.input(0);
   const int64_t axis = norm_axis(c.i("axis", -1), rank_of(x));
-  const int64_t n = static_dim(c.im, x, axis, "TopK");
+  const SymInt& n = x->sizes[static_cast<size_t>(axis)];
   const int64_t k = c.opset >= 10 ? c.im.static_ints(c.input(1), "k").at(0) : c.i("k", 0);
-  KILN_CHECK(k >= 0 && k <= n, "k = ", k, " is out of range for axis ", axis, " of size ", n);
+  KILN_CHECK(k >= 0 && c.im.graph().shapes().decide_at_least(n, k, "TopK"), "k = ", k, " is out of range for axis ",
+             axis, " of size ", n.str(), n.is_symbolic() ? " = " + std::to_string(n.hint()) : "");
   const bool largest = c.i("largest", 1) != 0;
   const V indices = c.im.slice(c.im.op(O::argsort, {x}, {axis, largest}), axis, 0, k);
   return {c.im.op(O::gather, {x, indices}, {axis}), indices};

@@ -80,7 +80,7 @@ GuardSet GuardSet::build(const Graph& graph, std::span<const ArgView> args,
     }
   }
   for (const ShapeFact& f : graph.shapes().facts())
-    add({.kind = GuardKind::fact, .lhs = f.lhs, .rhs = f.rhs, .equal = f.equal, .reason = f.reason});
+    add({.kind = GuardKind::fact, .lhs = f.lhs, .rhs = f.rhs, .relation = f.relation, .reason = f.reason});
   add({.kind = GuardKind::config, .value = static_cast<int64_t>(config_hash)});
   // The trace inserted autocast's casts (or none) for the state it ran under.
   add({.kind = GuardKind::autocast, .value = autocast_code()});
@@ -132,7 +132,7 @@ bool GuardSet::check(std::span<const ArgView> args, int64_t* symbols) const {
         break;
       case GuardKind::fact: {
         const std::span<const int64_t> bound(symbols, num_symbols_);
-        if ((g.lhs.evaluate(bound) == g.rhs.evaluate(bound)) != g.equal) return false;
+        if (!relation_holds(g.relation, g.lhs.evaluate(bound), g.rhs.evaluate(bound))) return false;
         break;
       }
       case GuardKind::config:
@@ -234,7 +234,7 @@ std::string GuardSet::explain(const Guard& g, std::span<const ArgView> args, con
       break;
     case GuardKind::fact: {
       const std::span<const int64_t> bound(symbols, num_symbols_);
-      out << "shape relation " << g.lhs.str() << (g.equal ? " == " : " != ") << g.rhs.str() << " no longer holds ("
+      out << "shape relation " << g.lhs.str() << " " << relation_str(g.relation) << " " << g.rhs.str() << " no longer holds ("
           << g.lhs.evaluate(bound) << " vs " << g.rhs.evaluate(bound)
           << (g.reason.empty() ? "" : "; needed by " + g.reason) << ")";
       break;
@@ -270,7 +270,7 @@ std::string GuardSet::describe(const Guard& g) const {
     case GuardKind::int_eq: out << who << " == " << g.value; break;
     case GuardKind::double_eq: out << who << " == " << g.dvalue; break;
     case GuardKind::bool_eq: out << who << " == " << (g.value ? "true" : "false"); break;
-    case GuardKind::fact: out << g.lhs.str() << (g.equal ? " == " : " != ") << g.rhs.str(); break;
+    case GuardKind::fact: out << g.lhs.str() << " " << relation_str(g.relation) << " " << g.rhs.str(); break;
     case GuardKind::config: out << "codegen config hash == " << std::hex << static_cast<uint64_t>(g.value); break;
     case GuardKind::autocast: out << "autocast == " << (g.value < 0 ? "none" : dtype_name(static_cast<DType>(g.value))); break;
     case GuardKind::grad_mode: out << "grad mode == " << (g.value ? "on" : "off"); break;

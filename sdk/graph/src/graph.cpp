@@ -194,8 +194,7 @@ std::string Graph::str() const {
     out << (s.user_dynamic ? " (marked dynamic)" : "") << "\n";
   }
   for (const auto& f : shapes_.facts())
-    out << "fact " << f.lhs.str() << (f.equal ? " == " : " != ") << f.rhs.str()
-        << (f.reason.empty() ? "" : "  (" + f.reason + ")") << "\n";
+    out << "fact " << f.str() << (f.reason.empty() ? "" : "  (" + f.reason + ")") << "\n";
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     const OpDef& def = op_def(n.op);
@@ -229,7 +228,7 @@ Graph Graph::canonical() const {
     info.example = 0;
     g.shapes_.add_symbol(std::move(info));
   }
-  for (const auto& f : shapes_.facts()) g.shapes_.add_fact({f.lhs, f.rhs, f.equal, {}});
+  for (const auto& f : shapes_.facts()) g.shapes_.add_fact({f.lhs, f.rhs, f.relation, {}});
   std::vector<NodeId> remap(nodes_.size(), -1);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (!live[i]) continue;
@@ -248,7 +247,10 @@ uint64_t Graph::structural_hash() const {
   const Graph c = canonical();
   uint64_t h = 0x4B494C4E;  // "KILN"
   for (const auto& s : c.shapes_.symbols()) h = mix(mix(mix(h, s.id), static_cast<uint64_t>(s.min)), static_cast<uint64_t>(s.max));
-  for (const auto& f : c.shapes_.facts()) h = mix(mix(mix(h, f.lhs.hash()), f.rhs.hash()), f.equal);
+  for (const auto& f : c.shapes_.facts()) h = mix(mix(mix(h, f.lhs.hash()), f.rhs.hash()),
+                                                 f.relation == Relation::eq   ? 1  // (== and != as the bool they were)
+                                                 : f.relation == Relation::ne ? 0
+                                                                              : 1 + static_cast<uint64_t>(f.relation));
   for (const auto& n : c.nodes_) {
     h = mix(h, static_cast<uint64_t>(n.op));
     for (NodeId in : n.inputs) h = mix(h, static_cast<uint64_t>(in));

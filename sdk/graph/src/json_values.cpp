@@ -64,7 +64,7 @@ json fact_json(const ShapeFact& f) {
   json j = json::object();
   j["lhs"] = f.lhs.str();
   j["rhs"] = f.rhs.str();
-  j["equal"] = f.equal;
+  j["relation"] = relation_str(f.relation);
   j["reason"] = f.reason;
   return j;
 }
@@ -579,7 +579,7 @@ std::vector<ShapeFact> ValueReader::read_facts(const json& v) const {
   for (size_t i = 0; i < v.size(); ++i) {
     std::string where = item("fact", "facts", i);
     const json& f = object(v[i], where, "");
-    only_keys(f, {"lhs", "rhs", "equal", "reason"}, where);
+    only_keys(f, {"lhs", "rhs", "relation", "equal", "reason"}, where);
     ShapeFact fact;
     auto side = [&](const char* key) {
       const json& s = need(f, key, where);
@@ -593,7 +593,18 @@ std::vector<ShapeFact> ValueReader::read_facts(const json& v) const {
     };
     fact.lhs = side("lhs");
     fact.rhs = side("rhs");
-    if (const json* e = maybe(f, "equal")) fact.equal = boolean(*e, where, "equal");
+    // "relation" ("==", "!=", ">="), or the older "equal" (true: ==, false: !=); == by default.
+    const json* r = maybe(f, "relation");
+    const json* e = maybe(f, "equal");
+    if (r && e) fail_at(where, "equal", "a fact gives its relation or equal, not both");
+    if (e) fact.relation = boolean(*e, where, "equal") ? Relation::eq : Relation::ne;
+    if (r) {
+      const std::string rel = string(*r, where, "relation");
+      if (rel == "==") fact.relation = Relation::eq;
+      else if (rel == "!=") fact.relation = Relation::ne;
+      else if (rel == ">=") fact.relation = Relation::ge;
+      else fail_at(where, "relation", "'" + rel + "' is not a relation (==, != or >=)");
+    }
     if (const json* r = maybe(f, "reason")) fact.reason = string(*r, where, "reason");
     facts.push_back(std::move(fact));
   }

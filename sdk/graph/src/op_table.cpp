@@ -322,8 +322,25 @@ TensorMeta infer_slice(const InferContext& c) {
   KILN_CHECK(step >= 1, "slice: step must be >= 1, got ", step);
   SymShape out = x.sizes;
   const SymInt& size = x.sizes[d];
-  // The whole of a symbolic dim stays symbolic; any other slice of it needs its value.
-  if (size.is_symbolic() && start == 0 && end >= kInt64Max / 2 && step == 1) return result(c, x.dtype, out);
+  // The whole of a symbolic dim n stays symbolic. So does a slice [start, end) of it with start and
+  // end >= 0 where the example says end <= n (a static part, under the fact n >= end), or, step 1,
+  // start + 2 <= n <= end ([start, n), of size n - start >= 2 as every symbolic size, under the facts
+  // n >= start + 2 and, for an end short of infinity, end - n >= 0). Anything else (a negative start
+  // or end, a part that may be shorter) needs n.
+  if (size.is_symbolic() && start >= 0 && end >= 0) {
+    const bool to_end = end >= kInt64Max / 2;
+    if (start == 0 && to_end && step == 1) return result(c, x.dtype, out);
+    if (!to_end && size.hint() >= end && c.shapes.decide_at_least(size, end, "slice")) {
+      out[d] = end > start ? (end - start - 1) / step + 1 : 0;
+      return result(c, x.dtype, out);
+    }
+    if (step == 1 && size.hint() >= start + 2 && size.hint() <= end &&
+        c.shapes.decide_at_least(size, start + 2, "slice") &&
+        (to_end || c.shapes.decide_at_least(SymInt(end) - size, 0, "slice"))) {
+      out[d] = size - SymInt(start);
+      return result(c, x.dtype, out);
+    }
+  }
   const int64_t n = size.is_symbolic() ? c.shapes.specialize(size, "slice") : size.hint();
   auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
   const int64_t s = clamp(start), e = clamp(end);

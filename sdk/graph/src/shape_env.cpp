@@ -4,6 +4,38 @@
 
 namespace kiln {
 
+const char* relation_str(Relation r) {
+  switch (r) {
+    case Relation::eq: return "==";
+    case Relation::ne: return "!=";
+    case Relation::ge: return ">=";
+    case Relation::lt: return "<";
+  }
+  return "?";
+}
+
+Relation negation(Relation r) {
+  switch (r) {
+    case Relation::eq: return Relation::ne;
+    case Relation::ne: return Relation::eq;
+    case Relation::ge: return Relation::lt;
+    case Relation::lt: return Relation::ge;
+  }
+  return r;
+}
+
+bool relation_holds(Relation r, int64_t lhs, int64_t rhs) {
+  switch (r) {
+    case Relation::eq: return lhs == rhs;
+    case Relation::ne: return lhs != rhs;
+    case Relation::ge: return lhs >= rhs;
+    case Relation::lt: return lhs < rhs;
+  }
+  return false;
+}
+
+std::string ShapeFact::str() const { return lhs.str() + " " + relation_str(relation) + " " + rhs.str(); }
+
 SymInt ShapeEnv::create_symbol(int64_t example, int64_t min, int64_t max, std::string source,
                                bool user_dynamic) {
   KILN_CHECK(min <= example && example <= max, "size ", example, " of ", source,
@@ -40,10 +72,11 @@ std::vector<int64_t> ShapeEnv::examples() const {
   return out;
 }
 
-void ShapeEnv::record(SymExpr lhs, SymExpr rhs, bool equal, std::string_view op) {
+void ShapeEnv::record(SymExpr lhs, SymExpr rhs, Relation relation, std::string_view op) {
+  const bool symmetric = relation != Relation::ge;
   for (const auto& f : facts_)
-    if (f.equal == equal && ((f.lhs == lhs && f.rhs == rhs) || (f.lhs == rhs && f.rhs == lhs))) return;
-  facts_.push_back({std::move(lhs), std::move(rhs), equal, std::string(op)});
+    if (f.relation == relation && ((f.lhs == lhs && f.rhs == rhs) || (symmetric && f.lhs == rhs && f.rhs == lhs))) return;
+  facts_.push_back({std::move(lhs), std::move(rhs), relation, std::string(op)});
 }
 
 bool ShapeEnv::decide_equal(const SymInt& a, const SymInt& b, std::string_view op) {
@@ -73,8 +106,30 @@ bool ShapeEnv::decide_equal(const SymInt& a, const SymInt& b, std::string_view o
       return true;
     }
   }
-  record(a.expr(), b.expr(), equal, op);
+  record(a.expr(), b.expr(), equal ? Relation::eq : Relation::ne, op);
   return equal;
+}
+
+bool ShapeEnv::decide_at_least(const SymInt& a, int64_t k, std::string_view op) {
+  const bool at_least = a.hint() >= k;
+  if (a.is_static()) return at_least;
+  const SymExpr e = a.expr();
+  // A lone symbol plus a constant, s + c: its range may answer already.
+  const SymbolInfo* lone = nullptr;
+  int64_t c = 0;
+  bool affine = true;
+  for (const SymTerm& t : e.terms()) {
+    if (t.symbols.empty()) c = t.coeff;
+    else if (t.symbols.size() == 1 && t.coeff == 1 && !lone) lone = &symbol(t.symbols[0]);
+    else affine = false;
+  }
+  if (affine && lone) {
+    if (lone->min >= k - c) return true;
+    if (lone->max < k - c) return false;
+  }
+  if (at_least) record(e, SymExpr::constant(k), Relation::ge, op);
+  else record(SymExpr::constant(k - 1), e, Relation::ge, op);
+  return at_least;
 }
 
 int64_t ShapeEnv::specialize(const SymInt& a, std::string_view op) {
@@ -85,7 +140,7 @@ int64_t ShapeEnv::specialize(const SymInt& a, std::string_view op) {
                ", but it was marked dynamic with mark_dynamic (symbol s", s, "); remove the mark or ",
                "change the program so that size can vary");
   }
-  record(a.expr(), SymExpr::constant(a.hint()), true, op);
+  record(a.expr(), SymExpr::constant(a.hint()), Relation::eq, op);
   return a.hint();
 }
 
@@ -93,7 +148,7 @@ bool ShapeEnv::known_equal(const SymInt& a, const SymInt& b) const {
   if (a == b) return true;
   const SymExpr d = a.expr() - b.expr();
   for (const ShapeFact& f : facts_) {
-    if (!f.equal) continue;
+    if (f.relation != Relation::eq) continue;
     const SymExpr fd = f.lhs - f.rhs;
     if (fd == d || fd == SymExpr::constant(0) - d) return true;
   }

@@ -34,8 +34,7 @@ KernelPlan plan_skeleton(const schedule::Schedule& s, std::string_view target) {
   p.facts = env.facts();
   for (const SymbolInfo& sym : env.symbols()) p.guards.push_back(guard_line(sym));
   for (const ShapeFact& f : env.facts())
-    p.guards.push_back(f.lhs.str() + (f.equal ? " == " : " != ") + f.rhs.str() +
-                       (f.reason.empty() ? "" : " (" + f.reason + ")"));
+    p.guards.push_back(f.str() + (f.reason.empty() ? "" : " (" + f.reason + ")"));
   for (const SymbolInfo& sym : env.symbols()) {
     bool bound = false;
     for (const schedule::Buffer& b : s.buffers) {

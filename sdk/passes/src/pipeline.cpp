@@ -32,7 +32,7 @@ void verify(const Graph& before, const Graph& after, std::string_view pass) {
   if (after.shapes().facts() != before.shapes().facts()) {
     std::string facts;
     for (const ShapeFact& f : after.shapes().facts())
-      facts += "; " + f.lhs.str() + (f.equal ? " == " : " != ") + f.rhs.str() + " (" + f.reason + ")";
+      facts += "; " + f.str() + " (" + f.reason + ")";
     bug("changed the shape facts (", before.shapes().facts().size(), " before, after: ", facts.substr(2), ")");
   }
 }

@@ -597,11 +597,10 @@ std::shared_ptr<const BoundSizes> Binder::sizes_at(std::vector<int64_t> symbols)
   // The shape facts the plan was made under (its kernels assume them: a broadcast dim equal to
   // another, a reshape's product), checked here so that no caller can skip them.
   for (const ShapeFact& f : p.facts) {
-    const int64_t lhs = f.lhs.evaluate(r->symbols), rhs = f.rhs.evaluate(r->symbols);
-    if ((lhs == rhs) != f.equal)
-      z.fail_here("the sizes break the plan's shape fact " + f.lhs.str() + (f.equal ? " == " : " != ") + f.rhs.str() +
-                  (f.reason.empty() ? "" : " (from " + f.reason + ")") + ": " + std::to_string(lhs) +
-                  (f.equal ? " != " : " == ") + std::to_string(rhs));
+    if (!f.holds(r->symbols))
+      z.fail_here("the sizes break the plan's shape fact " + f.str() + (f.reason.empty() ? "" : " (from " + f.reason + ")") +
+                  ": " + std::to_string(f.lhs.evaluate(r->symbols)) + " " + relation_str(negation(f.relation)) + " " +
+                  std::to_string(f.rhs.evaluate(r->symbols)));
   }
   // Every buffer's sizes and strides at these symbols, buffer after buffer in one array each.
   std::vector<int64_t>& all_sizes = r->sizes;

@@ -42,8 +42,12 @@ struct LoadOptions {
   Device device = Device::cpu();
   // Example sizes of the model inputs, by input name: a dynamic dim takes its example value
   // from here (a value of 0 or 1 makes the dim static, as Kiln specialises those sizes).
-  // Dims without an example get distinct example values 2, 3, 4, ...
+  // Dims without an example get distinct example values first_made_up_size, the next, ...
   std::map<std::string, std::vector<int64_t>> example_sizes;
+  // 2 by default (small inputs for `kiln run --random`); kiln::onnx::compile's first load, for
+  // the model's names and early errors, makes up 64, 65, ...: a TopK's k or a slice's end along a
+  // dynamic dim is a fact checked per call, not an error because a made-up size was too small.
+  int64_t first_made_up_size = 2;
   // Model inputs bound to values at import (they stay graph inputs, unused): inputs that give
   // sizes, axes or other values the import needs (a Reshape whose shape is an input).
   std::map<std::string, TensorData> constant_inputs;

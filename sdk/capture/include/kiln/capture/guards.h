@@ -59,7 +59,7 @@ struct Guard {
   int64_t max = 0;
   double dvalue = 0.0;
   SymExpr lhs, rhs;  // facts only
-  bool equal = true;
+  Relation relation = Relation::eq;
   std::string reason;  // facts only: what needed the fact ("size() at model.cpp:42", "reshape")
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,13 +27,23 @@ struct SymbolInfo {
   bool operator==(const SymbolInfo&) const = default;
 };
 
-// lhs == rhs (or lhs != rhs when equal is false), decided while tracing.
+// How a fact's two sides relate (lt only as the negation of ge, in messages).
+enum class Relation : uint8_t { eq, ne, ge, lt };
+const char* relation_str(Relation r);  // "==", "!=", ">=", "<"
+Relation negation(Relation r);
+bool relation_holds(Relation r, int64_t lhs, int64_t rhs);
+
+// lhs == rhs, lhs != rhs or lhs >= rhs, decided while tracing.
 struct ShapeFact {
   SymExpr lhs;
   SymExpr rhs;
-  bool equal = true;
+  Relation relation = Relation::eq;
   std::string reason;  // the op that needed it
   bool operator==(const ShapeFact&) const = default;
+  std::string str() const;  // "s0 >= 5"
+  bool holds(std::span<const int64_t> symbol_values) const {
+    return relation_holds(relation, lhs.evaluate(symbol_values), rhs.evaluate(symbol_values));
+  }
 };
 
 class ShapeEnv {
@@ -53,6 +64,10 @@ class ShapeEnv {
   // recorded as a fact (unless the symbols' ranges already imply it). An answer of
   // "equal" that pins a user-marked dynamic symbol to a constant throws naming `op`.
   bool decide_equal(const SymInt& a, const SymInt& b, std::string_view op);
+  // Answers a >= k from the example values, recorded as a fact (a >= k, or k - 1 >= a) unless
+  // static or implied by a lone symbol's range: a slice's bound or TopK's k within a symbolic
+  // dim keeps the dim symbolic where specialising it would pin it.
+  bool decide_at_least(const SymInt& a, int64_t k, std::string_view op);
   // Forces a size to its example value and records that; throws naming `op` when the
   // size involves a symbol the user marked dynamic.
   int64_t specialize(const SymInt& a, std::string_view op);
@@ -66,7 +81,7 @@ class ShapeEnv {
  private:
   std::vector<SymbolInfo> symbols_;
   std::vector<ShapeFact> facts_;
-  void record(SymExpr lhs, SymExpr rhs, bool equal, std::string_view op);
+  void record(SymExpr lhs, SymExpr rhs, Relation relation, std::string_view op);
 };
 
 // When reshaping `from` to `to` only splits dims (and inserts or removes dims of size 1): for

@@ -21,6 +21,7 @@ target::CodegenRequest to_request(const CodegenOptions& o) {
   r.set("gpu", o.gpu);
   r.set("vector_accesses", o.vector_accesses);
   r.set("cache_rows", o.cache_rows);
+  r.set("gemm_vector_loads", o.gemm_vector_loads);
   r.set("fuse_gemm_epilogue", o.fuse_gemm_epilogue);
   r.set("gemm_blocking", o.gemm_blocking);
   return r;
@@ -42,6 +43,7 @@ CodegenOptions from_request(const target::CodegenRequest& r) {
   o.gpu = r.flag("gpu", o.gpu);
   o.vector_accesses = r.flag("vector_accesses", o.vector_accesses);
   o.cache_rows = r.flag("cache_rows", o.cache_rows);
+  o.gemm_vector_loads = r.flag("gemm_vector_loads", o.gemm_vector_loads);
   o.fuse_gemm_epilogue = r.flag("fuse_gemm_epilogue", o.fuse_gemm_epilogue);
   o.gemm_blocking = r.text("gemm_blocking", o.gemm_blocking);
   return o;

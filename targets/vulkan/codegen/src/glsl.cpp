@@ -1127,26 +1127,23 @@ std::optional<GemmBlocking> forced_gemm_blocking(const std::string& text) {
   return b;
 }
 
-// 128 x 128 tiles (8 x 8 per invocation: 64 fmas per 4 vector reads of shared memory) where the
-// gemm has enough of them to fill a large GPU (264: two workgroups on each of an H100's 132 SMs); else
-// the largest tile that covers at most twice C's area (a skinny product, [1, K] @ [K, N], would
-// otherwise spend a 64 x 64 tile's work on every row it has); 64 x 64 (4 x 4) at most for f64
-// (half the registers); smaller workgroups where the device allows fewer than 256 invocations.
+// The largest tile, up to 64 x 64 (4 x 4 per invocation, bk 16), that covers at most twice C's
+// area (a skinny product, [1, K] @ [K, N], would otherwise spend a 64 x 64 tile's work on every
+// row it has); smaller workgroups where the device allows fewer than 256 invocations. Measured on
+// an H100 (driver 580, docs/vulkan.md): 8 x 8 blocks per invocation (128 x 128, 128 x 64, 64 x 64
+// tiles) ran every model slower than 4 x 4 ones, vit_b_16 17.1 ms against 14.1.
 // Sizes are the symbols' hints where symbolic.
 GemmBlocking gemm_blocking(const plan::PlanGemm& g, const DeviceCaps& caps, const std::optional<GemmBlocking>& forced) {
   if (forced && forced->threads() <= caps.max_workgroup) return *forced;
-  static constexpr GemmBlocking kBlockings[] = {{128, 128, 8, 8, 8}, {64, 64, 4, 4, 16}, {32, 32, 4, 4, 16}, {16, 16, 4, 4, 16}};
-  int64_t batches = 1;
-  for (const SymInt& e : g.batch) batches *= std::max<int64_t>(1, e.hint());
+  static constexpr GemmBlocking kBlockings[] = {{64, 64, 4, 4, 16}, {32, 32, 4, 4, 16}, {16, 16, 4, 4, 16}};
   const int64_t m = std::max<int64_t>(1, g.m.hint()), n = std::max<int64_t>(1, g.n.hint());
   for (const GemmBlocking& b : kBlockings) {
     if (b.threads() > caps.max_workgroup) continue;
     const int64_t tiles_m = (m + b.bm - 1) / b.bm, tiles_n = (n + b.bn - 1) / b.bn;
-    if (b.bm == 128 && (g.dtype != DType::f32 || tiles_m * tiles_n * batches < 264)) continue;
     if (tiles_m * b.bm * tiles_n * b.bn > 2 * m * n) continue;
     return b;
   }
-  return kBlockings[3];
+  return kBlockings[2];
 }
 
 // The GEMM shader: C[b] = A[b] @ B[b] (C contiguous; A and B strided views), one tile of C per
@@ -1499,6 +1496,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
   KILN_CHECK(pc_bytes <= 128, "vulkan codegen: the plan needs ", pc_bytes,
              " bytes of push constants (sizes and offsets), more than the 128 every Vulkan device offers");
   const std::optional<GemmBlocking> forced_blocking = forced_gemm_blocking(options.gemm_blocking);
+  const bool gemm_vectors = options.vector_accesses && options.gemm_vector_loads;
   for (const Kernel& k : s.kernels) {
     plan::PlanKernel pk = lower::kernel_skeleton(k);
     KILN_CHECK(!k.attention, "vulkan codegen: kernel ", k.name, " is a fused attention kernel, which the vulkan "
@@ -1523,7 +1521,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       const GemmBlocking bl = plan_gemm_kernel(pk, *k.gemm, options, forced_blocking);
       const std::string epilogue =
           KernelEmitter(k, s, options, d).epilogue_function(k.gemm->dtype == DType::f64 ? "double" : "float");
-      pk.source = gemm_shader(s, *pk.gemm, bl, pk, d, options.vector_accesses, &k, epilogue, fusion.store_c);
+      pk.source = gemm_shader(s, *pk.gemm, bl, pk, d, gemm_vectors, &k, epilogue, fusion.store_c);
       name_buffers_by_binding(pk);
       p.kernels.push_back(std::move(pk));
       continue;
@@ -1540,7 +1538,7 @@ plan::KernelPlan generate(const schedule::Schedule& s, const CodegenOptions& opt
       gk.reads.erase(std::unique(gk.reads.begin(), gk.reads.end()), gk.reads.end());
       gk.writes = {k.gemm->c};
       const GemmBlocking bl = plan_gemm_kernel(gk, *k.gemm, options, forced_blocking);
-      gk.source = gemm_shader(s, *gk.gemm, bl, gk, d, options.vector_accesses);
+      gk.source = gemm_shader(s, *gk.gemm, bl, gk, d, gemm_vectors);
       name_buffers_by_binding(gk);
       p.kernels.push_back(std::move(gk));
       if (k.stores.empty()) continue;

@@ -300,11 +300,12 @@ CodegenOptions codegen_options_for(int index) {
   o.caps = info.caps;
   o.gpu = info.type != "cpu" && info.type != "other";
   // For comparisons and driver problems: KILN_VULKAN_SCHEDULE=cpu|gpu, KILN_VULKAN_VECTORS=0,
-  // KILN_VULKAN_CACHE_ROWS=0 (KILN_VULKAN_SUBGROUP=0 is read with the caps).
+  // KILN_VULKAN_GEMM_VECTORS=1, KILN_VULKAN_CACHE_ROWS=0 (KILN_VULKAN_SUBGROUP=0 is read with the caps).
   auto env = [](const char* name) { const char* e = std::getenv(name); return std::string(e ? e : ""); };
   if (env("KILN_VULKAN_SCHEDULE") == "cpu") o.gpu = false;
   if (env("KILN_VULKAN_SCHEDULE") == "gpu") o.gpu = true;
   if (env("KILN_VULKAN_VECTORS") == "0") o.vector_accesses = false;
+  if (env("KILN_VULKAN_GEMM_VECTORS") == "1") o.gemm_vector_loads = true;
   if (env("KILN_VULKAN_CACHE_ROWS") == "0") o.cache_rows = false;
   return o;
 }

@@ -83,6 +83,11 @@ struct CodegenOptions {
   // Row reductions of several passes over a static row of at most 32 elements per invocation keep
   // those elements in registers after the first pass loads them (softmax reads its row once).
   bool cache_rows = true;
+  // The gemm shader loads an f32 operand whose k stride is 1 as vec4s of 4 consecutive k where
+  // its base, other stride and K are multiples of 4 (checked per tile), beside vector_accesses.
+  // Off: on an H100 (driver 580) bert, vit_b_16 and resnet50 ran 10-20% slower with them
+  // (docs/vulkan.md); KILN_VULKAN_GEMM_VECTORS=1 turns them on for measuring.
+  bool gemm_vector_loads = false;
   // A gemm's pointwise epilogue (bias, activation, residual) computed in the gemm shader from the
   // values it holds, where the epilogue reads C element for element in C's order: C is then
   // not stored (unless another kernel reads it) nor read back by a pointwise kernel.

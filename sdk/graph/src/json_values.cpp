@@ -594,12 +594,12 @@ std::vector<ShapeFact> ValueReader::read_facts(const json& v) const {
     fact.lhs = side("lhs");
     fact.rhs = side("rhs");
     // "relation" ("==", "!=", ">="), or the older "equal" (true: ==, false: !=); == by default.
-    const json* r = maybe(f, "relation");
+    const json* relation = maybe(f, "relation");
     const json* e = maybe(f, "equal");
-    if (r && e) fail_at(where, "equal", "a fact gives its relation or equal, not both");
+    if (relation && e) fail_at(where, "equal", "a fact gives its relation or equal, not both");
     if (e) fact.relation = boolean(*e, where, "equal") ? Relation::eq : Relation::ne;
-    if (r) {
-      const std::string rel = string(*r, where, "relation");
+    if (relation) {
+      const std::string rel = string(*relation, where, "relation");
       if (rel == "==") fact.relation = Relation::eq;
       else if (rel == "!=") fact.relation = Relation::ne;
       else if (rel == ">=") fact.relation = Relation::ge;

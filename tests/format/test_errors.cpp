@@ -237,6 +237,10 @@ BOOST_AUTO_TEST_CASE(symbols_and_facts) {
   expect_error(d, {"fact 0: field 'lhs': size expression \"s3\" uses s3"});
   d["facts"] = json::array({json::object({{"lhs", json::array()}, {"rhs", "4"}})});
   expect_error(d, {"fact 0: field 'lhs': expected a string"});
+  d["facts"] = json::array({json::object({{"lhs", 4}, {"rhs", 3}, {"relation", "<"}})});
+  expect_error(d, {"fact 0: field 'relation': '<' is not a relation (==, != or >=)"});
+  d["facts"] = json::array({json::object({{"lhs", 4}, {"rhs", 3}, {"relation", ">="}, {"equal", true}})});
+  expect_error(d, {"fact 0: field 'equal': a fact gives its relation or equal, not both"});
 }
 
 BOOST_AUTO_TEST_CASE(source_name_starts_every_message) {
